@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Broker owns the queues, the log of bodies and state changes, and the
+// clock. All methods are safe for concurrent use.
+//
+// Lock order (see docs/architecture.md): Broker.adminMu -> Broker.mu ->
+// stripe.mu -> log store locks; waitQueue.mu is never held with another.
+type Broker struct {
+	opts         Options
+	clock        Clock
+	log          *slog.Logger
+	store        logStore
+	durable      bool
+	maxLongPolls int
+	secret       [32]byte // keys receipt-handle checks
+
+	// adminMu serialises queue creation, attribute changes and deletion,
+	// including their log writes; the hot path never takes it.
+	adminMu     sync.Mutex
+	nextQueueID uint64 // guarded by adminMu
+
+	mu     sync.RWMutex
+	queues map[string]*Queue // guarded by mu
+	names  []string          // guarded by mu: sorted queue names
+
+	longPolls  atomic.Int64
+	closed     atomic.Bool
+	failure    atomic.Pointer[error] // first storage failure: the broker stops accepting changes
+	waiterPool sync.Pool
+}
+
+// Open starts a broker. With opts.Dir empty it runs in memory.
+func Open(opts Options) (*Broker, error) {
+	o := opts.withDefaults()
+	b := &Broker{
+		opts:         o,
+		clock:        o.Clock,
+		log:          o.Logger,
+		maxLongPolls: o.MaxLongPolls,
+		queues:       make(map[string]*Queue),
+		nextQueueID:  1,
+	}
+	if o.Dir != "" {
+		return nil, fmt.Errorf("engine: durable mode (Options.Dir) is not available yet")
+	}
+	if _, err := rand.Read(b.secret[:]); err != nil {
+		return nil, fmt.Errorf("engine: generate handle key: %w", err)
+	}
+	b.store = o.testStore
+	if b.store == nil {
+		b.store = newMemLog(o.MemSegmentBytes)
+	}
+	b.log.Info("broker open", "mode", "memory", "stripes", o.Stripes)
+	return b, nil
+}
+
+func (b *Broker) nowMs() int64 { return b.clock.Now().UnixMilli() }
+
+// queueKey derives a queue's receipt-handle key from the broker secret.
+func (b *Broker) queueKey(id uint64) handleKey {
+	var in [40]byte
+	copy(in[:32], b.secret[:])
+	binary.LittleEndian.PutUint64(in[32:], id)
+	sum := sha256.Sum256(in[:])
+	var k handleKey
+	copy(k[:], sum[:16])
+	return k
+}
+
+// usable returns the error every operation fails with once the broker is
+// closed or its storage failed.
+func (b *Broker) usable() error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	if p := b.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// storageFailed records the first storage failure; from then on every
+// operation fails with it (the log refuses appends until reopened).
+func (b *Broker) storageFailed(err error) {
+	if err == ErrClosed {
+		return
+	}
+	e := fmt.Errorf("engine: storage failed, reopen the broker: %w", err)
+	if b.failure.CompareAndSwap(nil, &e) {
+		b.log.Error("storage failed; the broker refuses further changes until reopened", "err", err)
+	}
+}
+
+// corrupt wraps a failed body read.
+func (b *Broker) corrupt(err error, pos uint64) error {
+	b.log.Error("cannot read message body", "pos", pos, "err", err)
+	return fmt.Errorf("engine: read body at %d: %w", pos, err)
+}
+
+// CreateQueue creates a queue. If a queue of that name exists with the same
+// attributes it returns created=false and no error; with other attributes
+// ErrQueueAlreadyExist.
+func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err error) {
+	if err := b.usable(); err != nil {
+		return false, err
+	}
+	if err := ValidateQueueName(name); err != nil {
+		return false, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return false, err
+	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if q, _ := b.Queue(name); q != nil {
+		if q.meta().cfg == cfg {
+			return false, nil
+		}
+		return false, ErrQueueAlreadyExist
+	}
+	now := b.nowMs()
+	id := b.nextQueueID
+	b.nextQueueID++
+	q := newQueue(b, name, id, b.opts.Stripes, newQueueMeta(cfg, now, now))
+	b.mu.Lock()
+	b.queues[name] = q
+	i := sort.SearchStrings(b.names, name)
+	b.names = append(b.names, "")
+	copy(b.names[i+1:], b.names[i:])
+	b.names[i] = name
+	b.mu.Unlock()
+	return true, nil
+}
+
+// Queue returns the named queue.
+func (b *Broker) Queue(name string) (*Queue, error) {
+	b.mu.RLock()
+	q := b.queues[name]
+	b.mu.RUnlock()
+	if q == nil {
+		if b.closed.Load() {
+			return nil, ErrClosed
+		}
+		return nil, ErrQueueNotExist
+	}
+	return q, nil
+}
+
+// SetQueueAttributes changes the attributes named by p. New values apply to
+// later operations: VisibilityTimeout to later receives, DelaySeconds and
+// MessageRetentionPeriod to later sends.
+func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	q, err := b.Queue(name)
+	if err != nil {
+		return err
+	}
+	old := q.meta()
+	cfg := p.Apply(old.cfg)
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	q.cfg.Store(newQueueMeta(cfg, old.createMs, b.nowMs()))
+	return nil
+}
+
+// GetQueueAttributes returns the named queue's attributes and counts.
+func (b *Broker) GetQueueAttributes(name string) (QueueInfo, error) {
+	q, err := b.Queue(name)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	return q.Attributes()
+}
+
+// DeleteQueue deletes a queue and all its messages. Receives waiting on it
+// return ErrQueueNotExist.
+func (b *Broker) DeleteQueue(name string) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	q, err := b.Queue(name)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	delete(b.queues, name)
+	i := sort.SearchStrings(b.names, name)
+	b.names = append(b.names[:i], b.names[i+1:]...)
+	b.mu.Unlock()
+	q.kill()
+	return nil
+}
+
+// kill drops all messages and wakes every waiter.
+func (q *Queue) kill() {
+	q.dead.Store(true)
+	for i := range q.stripes {
+		st := &q.stripes[i]
+		st.mu.Lock()
+		st.killLocked()
+		st.mu.Unlock()
+	}
+	q.waiters.wake(-1)
+}
+
+// ListQueues returns up to limit (1..1000, 0 means 1000) queue names in byte
+// order that start with prefix and are >= marker, and the name to pass as
+// marker for the next page ("" when there is none).
+func (b *Broker) ListQueues(prefix, marker string, limit int) (names []string, next string, err error) {
+	if err := b.usable(); err != nil {
+		return nil, "", err
+	}
+	if limit == 0 {
+		limit = 1000
+	}
+	if limit < 1 || limit > 1000 {
+		return nil, "", rangeErr("x-mns-ret-number", 1, 1000, "queues")
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	from := prefix
+	if marker > from {
+		from = marker
+	}
+	for i := sort.SearchStrings(b.names, from); i < len(b.names); i++ {
+		n := b.names[i]
+		if !strings.HasPrefix(n, prefix) {
+			break
+		}
+		if len(names) == limit {
+			return names, n, nil
+		}
+		names = append(names, n)
+	}
+	return names, "", nil
+}
+
+// QueueStats are one queue's counters, for metrics.
+type QueueStats struct {
+	Name                      string
+	Active, Inactive, Delayed int64 // messages by state
+	Sent, Received, Deleted   int64 // messages since start
+	Expired                   int64 // messages dropped by retention since start
+	Waiting                   int   // receives waiting (long polls)
+}
+
+// Stats is a snapshot of the broker's counters.
+type Stats struct {
+	Queues    []QueueStats // by name
+	LongPolls int64        // receives waiting, all queues
+}
+
+// Stats returns the broker's counters.
+func (b *Broker) Stats() Stats {
+	b.mu.RLock()
+	qs := make([]*Queue, 0, len(b.names))
+	for _, n := range b.names {
+		qs = append(qs, b.queues[n])
+	}
+	b.mu.RUnlock()
+	s := Stats{LongPolls: b.longPolls.Load()}
+	for _, q := range qs {
+		a, i, d := q.counts()
+		s.Queues = append(s.Queues, QueueStats{
+			Name: q.name, Active: a, Inactive: i, Delayed: d,
+			Sent: q.sent.Load(), Received: q.received.Load(), Deleted: q.deleted.Load(),
+			Expired: q.expired.Load(), Waiting: q.waiters.waiting(),
+		})
+	}
+	return s
+}
+
+// Close stops the broker: waiting receives return ErrClosed, timers stop and
+// the log is closed. A second Close returns ErrClosed.
+func (b *Broker) Close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	b.mu.RLock()
+	qs := make([]*Queue, 0, len(b.queues))
+	for _, q := range b.queues {
+		qs = append(qs, q)
+	}
+	b.mu.RUnlock()
+	for _, q := range qs {
+		for i := range q.stripes {
+			st := &q.stripes[i]
+			st.mu.Lock()
+			st.dead = true
+			if st.timer != nil {
+				st.timer.Stop()
+				st.timerArmed = false
+			}
+			st.mu.Unlock()
+		}
+		q.waiters.wake(-1)
+	}
+	start := time.Now()
+	err := b.store.close()
+	b.log.Info("broker closed", "took", time.Since(start))
+	return err
+}

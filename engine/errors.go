@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by the engine. Each is named after the MNS error code it
+// becomes on the wire; server/errors.go holds the one table that maps them.
+var (
+	// ErrQueueNotExist: the named queue does not exist (or was deleted while
+	// the call was waiting).
+	ErrQueueNotExist = errors.New("engine: queue does not exist")
+	// ErrQueueAlreadyExist: CreateQueue on a name that exists with other attributes.
+	ErrQueueAlreadyExist = errors.New("engine: queue already exists with different attributes")
+	// ErrMessageNotExist: nothing to receive or peek, or a receipt handle that is
+	// stale, already used, past its NextVisibleTime, or whose message is gone.
+	ErrMessageNotExist = errors.New("engine: message does not exist")
+	// ErrReceiptHandleError: a receipt handle that this queue never issued
+	// (unparsable, or failing its keyed check).
+	ErrReceiptHandleError = errors.New("engine: receipt handle is not valid")
+	// ErrInvalidArgument: a value out of range or of the wrong shape. The
+	// concrete error is an *ArgumentError naming the field and its bounds.
+	ErrInvalidArgument = errors.New("engine: invalid argument")
+	// ErrInvalidQueueName: a queue name with a character outside [A-Za-z0-9-]
+	// or not starting with a letter or digit.
+	ErrInvalidQueueName = errors.New("engine: invalid queue name")
+	// ErrQueueNameLength: a queue name shorter than 1 or longer than 256 bytes.
+	ErrQueueNameLength = errors.New("engine: queue name length out of range")
+	// ErrTooManyLongPolls: the broker already holds Options.MaxLongPolls waiting
+	// receives; the spec answers this overload with MessageNotExist.
+	ErrTooManyLongPolls = errors.New("engine: too many outstanding long polls")
+	// ErrClosed: the broker is closed (or closing).
+	ErrClosed = errors.New("engine: broker closed")
+)
+
+// ArgumentError describes an invalid argument. It matches ErrInvalidArgument
+// with errors.Is.
+type ArgumentError struct {
+	Field string // the API element, e.g. "VisibilityTimeout"
+	Msg   string // what is wrong, e.g. "must be between 1 and 43200 seconds"
+}
+
+func (e *ArgumentError) Error() string {
+	return fmt.Sprintf("engine: invalid argument: %s %s", e.Field, e.Msg)
+}
+
+// Is reports whether target is ErrInvalidArgument.
+func (e *ArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
+
+func argErr(field, format string, args ...any) error {
+	return &ArgumentError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// rangeErr builds the range message the service uses: the element, its lower
+// and upper bound and the unit.
+func rangeErr(field string, min, max int64, unit string) error {
+	return argErr(field, "must be between %d and %d %s", min, max, unit)
+}

@@ -1,0 +1,86 @@
+package engine
+
+import "fmt"
+
+// checkLocked verifies stripe.go invariants 1-3 and the wheel's invariants.
+// It walks every slot, so it is for tests only.
+func (st *stripe) checkLocked() error {
+	inLane := map[uint32]bool{}
+	for p := range st.lanes {
+		ln := st.lanes[p]
+		bit := st.laneBits.Load()&(1<<uint(p)) != 0
+		if (ln.head != nilSlot) != bit {
+			return fmt.Errorf("lane %d: head %d but bit %v (inv 1)", p, ln.head, bit)
+		}
+		prev := nilSlot
+		for i := ln.head; i != nilSlot; i = st.slab.at(i).next {
+			s := st.slab.at(i)
+			if s.prev != prev {
+				return fmt.Errorf("lane %d: slot %d prev %d want %d", p, i, s.prev, prev)
+			}
+			if s.state() != stActive || s.prio()-1 != p {
+				return fmt.Errorf("lane %d: slot %d state %d prio %d (inv 2)", p, i, s.state(), s.prio())
+			}
+			if inLane[i] {
+				return fmt.Errorf("lane %d: slot %d twice", p, i)
+			}
+			inLane[i] = true
+			prev = i
+		}
+		if ln.tail != prev {
+			return fmt.Errorf("lane %d: tail %d want %d", p, ln.tail, prev)
+		}
+	}
+	inWheel := map[uint32]bool{}
+	n := 0
+	for l := 0; l < wheelLevels; l++ {
+		for b := 0; b < wheelSlots; b++ {
+			h := st.wheel.heads[l][b]
+			if (h != nilSlot) != (st.wheel.occupied[l]&(1<<uint(b)) != 0) {
+				return fmt.Errorf("wheel bucket %d/%d: occupied bit wrong", l, b)
+			}
+			for i := h; i != nilSlot; i = st.slab.at(i).tnext {
+				d := st.slab.at(i).deadline()
+				if d <= st.wheel.now {
+					return fmt.Errorf("wheel: slot %d deadline %d <= now %d", i, d, st.wheel.now)
+				}
+				if gl, gb := st.wheel.place(d); gl != l || gb != b {
+					return fmt.Errorf("wheel: slot %d at %d/%d, belongs at %d/%d", i, l, b, gl, gb)
+				}
+				inWheel[i] = true
+				n++
+			}
+		}
+	}
+	if n != st.wheel.n {
+		return fmt.Errorf("wheel: %d linked, count says %d", n, st.wheel.n)
+	}
+	var act, inact, del int64
+	for i := uint32(0); i < st.slab.n; i++ {
+		s := st.slab.at(i)
+		switch s.state() {
+		case stActive:
+			act++
+			if !inLane[i] || !inWheel[i] {
+				return fmt.Errorf("active slot %d: lane %v wheel %v (inv 2)", i, inLane[i], inWheel[i])
+			}
+		case stInactive, stDelayed:
+			if s.state() == stInactive {
+				inact++
+			} else {
+				del++
+			}
+			if inLane[i] || !inWheel[i] {
+				return fmt.Errorf("slot %d state %d: lane %v wheel %v (inv 2)", i, s.state(), inLane[i], inWheel[i])
+			}
+		default:
+			if inLane[i] || inWheel[i] {
+				return fmt.Errorf("slot %d state %d linked (inv 2)", i, s.state())
+			}
+		}
+	}
+	if act != st.nActive || inact != st.nInactive || del != st.nDelayed {
+		return fmt.Errorf("counts %d/%d/%d, slots say %d/%d/%d (inv 3)", st.nActive, st.nInactive, st.nDelayed, act, inact, del)
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"encoding/binary"
+	"time"
+)
+
+// MessageState is the state of a message (DESIGN.md "Message model").
+type MessageState uint8
+
+// Message states. Deleted and Expired are terminal: the broker forgets the
+// message and its slot is reused.
+const (
+	Delayed MessageState = iota + 1
+	Active
+	Inactive
+	Deleted
+	Expired
+)
+
+func (s MessageState) String() string {
+	switch s {
+	case Delayed:
+		return "Delayed"
+	case Active:
+		return "Active"
+	case Inactive:
+		return "Inactive"
+	case Deleted:
+		return "Deleted"
+	case Expired:
+		return "Expired"
+	}
+	return "Unknown"
+}
+
+// MessageID identifies a message uniquely within its queue, forever: the
+// queue's broker-unique id followed by the message's sequence number.
+type MessageID [16]byte
+
+func makeMessageID(queueID, seq uint64) MessageID {
+	var id MessageID
+	binary.BigEndian.PutUint64(id[0:8], queueID)
+	binary.BigEndian.PutUint64(id[8:16], seq)
+	return id
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// AppendText appends the 32 upper-case hex digits of the id.
+func (id MessageID) AppendText(b []byte) []byte {
+	for _, c := range id {
+		b = append(b, upperHex[c>>4], upperHex[c&15])
+	}
+	return b
+}
+
+func (id MessageID) String() string { return string(id.AppendText(make([]byte, 0, 32))) }
+
+// MD5Hex appends the upper-case hex form of a body MD5 (MessageBodyMD5).
+func MD5Hex(b []byte, sum [16]byte) []byte {
+	for _, c := range sum {
+		b = append(b, upperHex[c>>4], upperHex[c&15])
+	}
+	return b
+}
+
+// SendEntry is one message of a Send batch.
+type SendEntry struct {
+	Body     []byte        // 1..MaximumMessageSize bytes; copied
+	Priority int           // 1 (highest) .. 16; 0 means the default, 8
+	Delay    time.Duration // the message's own delay, used when HasDelay
+	HasDelay bool          // false: the queue's DelaySeconds applies
+}
+
+// SendResult is the outcome of one SendEntry.
+type SendResult struct {
+	ID  MessageID
+	MD5 [16]byte // MD5 of the body as stored
+	Err error    // non-nil if this entry was not stored (storage failure)
+}
+
+// ReceiveOptions controls Receive.
+type ReceiveOptions struct {
+	Max     int           // messages wanted, 1..16; 0 means 1
+	Wait    time.Duration // long-poll wait, used when HasWait; 0..30 s
+	HasWait bool          // false: the queue's PollingWaitSeconds applies
+}
+
+// Message is a received or peeked message. Receive and Peek reuse the Body
+// slice of the destination element when it has room.
+type Message struct {
+	ID               MessageID
+	Handle           ReceiptHandle // zero for Peek
+	Body             []byte
+	MD5              [16]byte
+	EnqueueTime      time.Time
+	FirstDequeueTime time.Time // equals EnqueueTime before the first receive
+	NextVisibleTime  time.Time // receive: when the message becomes visible again
+	DequeueCount     int
+	Priority         int
+}

@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"log/slog"
+)
+
+// Options configures a Broker. The zero value is an in-memory broker with
+// the system clock.
+type Options struct {
+	// Dir is the data directory. Empty means in-memory mode: nothing survives
+	// Close, and bodies live in an in-memory segmented log.
+	Dir string
+	// Stripes is the number of stripes (lock domains) of a new queue; default
+	// 4. A queue keeps the stripe count it was created with.
+	Stripes int
+	// MaxLongPolls bounds the receives waiting at once across the broker;
+	// beyond it a receive that would wait fails with ErrTooManyLongPolls.
+	// Default 10000.
+	MaxLongPolls int
+	// MemSegmentBytes is the segment size of the in-memory log; default 4 MiB.
+	MemSegmentBytes int
+	// Clock is the time source; nil means SystemClock().
+	Clock Clock
+	// Logger receives lifecycle and storage messages; nil discards them.
+	Logger *slog.Logger
+
+	// testStore replaces the log store (tests: fault injection).
+	testStore logStore
+}
+
+func (o *Options) withDefaults() Options {
+	c := *o
+	if c.Stripes <= 0 {
+		c.Stripes = 4
+	}
+	if c.Stripes > 256 {
+		c.Stripes = 256
+	}
+	if c.MaxLongPolls <= 0 {
+		c.MaxLongPolls = 10000
+	}
+	if c.MemSegmentBytes <= 0 {
+		c.MemSegmentBytes = 4 << 20
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

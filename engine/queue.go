@@ -1,0 +1,456 @@
+package engine
+
+import (
+	"crypto/md5"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Queue is one message queue. All methods are safe for concurrent use.
+//
+// A queue owns S stripes (the unit of locking), its waiting receives (long
+// polls) and its attributes. A message lives in exactly one stripe, chosen
+// round robin at send; receive takes from the stripe whose best non-empty
+// lane has the highest priority. No lock is ever held across stripes or
+// across I/O.
+type Queue struct {
+	b       *Broker
+	name    string
+	id      uint64 // broker-unique, never reused: MessageIds carry it
+	key     handleKey
+	stripes []stripe
+
+	cfg     atomic.Pointer[queueMeta] // immutable snapshots, replaced by SetQueueAttributes
+	seq     atomic.Uint64             // last message sequence number handed out
+	sendRR  atomic.Uint32
+	recvRR  atomic.Uint32
+	waiters waitQueue
+
+	// Counters for metrics.
+	sent, received, deleted, expired atomic.Int64
+	dead                             atomic.Bool // deleted: every call fails with ErrQueueNotExist
+}
+
+// queueMeta is an immutable snapshot of a queue's attributes.
+type queueMeta struct {
+	cfg        QueueConfig
+	createMs   int64
+	modifyMs   int64
+	visMs      int64 // cfg.VisibilityTimeout in ms
+	delayMs    int64 // cfg.Delay in ms
+	retainMs   int64 // cfg.Retention in ms
+	maxBody    int
+	pollWaitMs int64
+}
+
+func newQueueMeta(cfg QueueConfig, createMs, modifyMs int64) *queueMeta {
+	return &queueMeta{
+		cfg:        cfg,
+		createMs:   createMs,
+		modifyMs:   modifyMs,
+		visMs:      cfg.VisibilityTimeout.Milliseconds(),
+		delayMs:    cfg.Delay.Milliseconds(),
+		retainMs:   cfg.Retention.Milliseconds(),
+		maxBody:    cfg.MaxMessageBytes,
+		pollWaitMs: cfg.PollingWait.Milliseconds(),
+	}
+}
+
+func newQueue(b *Broker, name string, id uint64, nstripes int, meta *queueMeta) *Queue {
+	q := &Queue{b: b, name: name, id: id}
+	q.key = b.queueKey(id)
+	q.cfg.Store(meta)
+	q.stripes = make([]stripe, nstripes)
+	now := b.nowMs()
+	for i := range q.stripes {
+		q.stripes[i].init(q, i, now)
+	}
+	q.waiters.init()
+	return q
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+func (q *Queue) meta() *queueMeta { return q.cfg.Load() }
+
+// sendBatch is the per-call scratch of Send, pooled so a send allocates
+// nothing per message.
+type sendBatch struct {
+	recs  [MaxBatch]logRec
+	heads [MaxBatch][snapLen + 16]byte
+	slots [MaxBatch]uint32
+	delay [MaxBatch]int64
+}
+
+var sendPool = sync.Pool{New: func() any { return new(sendBatch) }}
+
+// Send stores a batch of 1..16 messages. The whole batch is validated first;
+// an invalid entry fails the call with an *ArgumentError and nothing is
+// stored. In durable mode Send returns after the batch is acknowledged by the
+// log's sync mode. Results are appended to out in entry order.
+func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error) {
+	if err := q.b.usable(); err != nil {
+		return out, err
+	}
+	m := q.meta()
+	n := len(entries)
+	if n < 1 || n > MaxBatch {
+		return out, argErr("Messages", "must hold between 1 and %d messages", MaxBatch)
+	}
+	total := 0
+	for i := range entries {
+		e := &entries[i]
+		if len(e.Body) == 0 {
+			return out, argErr("MessageBody", "must not be empty")
+		}
+		if len(e.Body) > m.maxBody {
+			return out, argErr("MessageBody", "is %d bytes, more than the queue's MaximumMessageSize of %d bytes", len(e.Body), m.maxBody)
+		}
+		if e.Priority != 0 && (e.Priority < MinPriority || e.Priority > MaxPriority) {
+			return out, rangeErr("Priority", MinPriority, MaxPriority, "")
+		}
+		if e.HasDelay {
+			if err := checkDuration("DelaySeconds", e.Delay, 0, MaxDelay); err != nil {
+				return out, err
+			}
+		}
+		total += len(e.Body)
+	}
+	if n > 1 && total > MaxBatchBodyBytes {
+		return out, argErr("Messages", "carry %d body bytes, more than the batch limit of %d bytes", total, MaxBatchBodyBytes)
+	}
+
+	sb := sendPool.Get().(*sendBatch)
+	defer sendPool.Put(sb)
+	base := len(out)
+	for i := range entries {
+		out = append(out, SendResult{MD5: md5.Sum(entries[i].Body)})
+	}
+	res := out[base:]
+
+	st := &q.stripes[int(q.sendRR.Add(1))%len(q.stripes)]
+	now := q.b.nowMs()
+	durable := q.b.durable
+
+	// Phase 1: reserve slots (pending: invisible to everything else).
+	st.mu.Lock()
+	if st.dead {
+		st.mu.Unlock()
+		return out[:base], q.goneErr()
+	}
+	for i := range entries {
+		e := &entries[i]
+		idx, ok := st.slab.alloc()
+		if !ok {
+			for j := 0; j < i; j++ {
+				st.slab.release(sb.slots[j])
+			}
+			st.mu.Unlock()
+			return out[:base], argErr("Messages", "stripe is full")
+		}
+		prio := e.Priority
+		if prio == 0 {
+			prio = DefaultPriority
+		}
+		delay := m.delayMs
+		if e.HasDelay {
+			delay = e.Delay.Milliseconds()
+		}
+		s := st.slab.at(idx)
+		s.seq = q.seq.Add(1)
+		s.setMeta(now, prio, stPending)
+		s.visOff = uint32(delay)
+		s.expOff = uint32(m.retainMs)
+		s.tnext, s.tprev = nilSlot, nilSlot
+		s.next, s.prev = nilSlot, nilSlot
+		sb.slots[i] = idx
+		sb.delay[i] = delay
+		res[i].ID = makeMessageID(q.id, s.seq)
+		if durable {
+			s.setState(stPending)
+			putSnap(sb.heads[i][:snapLen], q.id, st.idx, idx, s)
+			copy(sb.heads[i][snapLen:], res[i].MD5[:])
+			sb.recs[i] = logRec{typ: recSend, head: sb.heads[i][:snapLen+16], body: e.Body, live: true}
+		} else {
+			copy(sb.heads[i][:16], res[i].MD5[:])
+			sb.recs[i] = logRec{typ: recBody, head: sb.heads[i][:16], body: e.Body, live: true}
+		}
+	}
+	st.mu.Unlock()
+
+	// Phase 2: append the bodies and wait for the sync mode's acknowledgement.
+	recs := sb.recs[:n]
+	err := q.b.store.append(recs)
+	if err == nil {
+		err = q.b.store.waitDurable(recs[n-1].pos)
+		if err != nil {
+			for i := range recs {
+				q.b.store.addLive(recs[i].pos, -int64(recs[i].size))
+			}
+		}
+	}
+	if err != nil {
+		q.b.storageFailed(err)
+		st.mu.Lock()
+		if !st.dead {
+			for i := 0; i < n; i++ {
+				st.slab.release(sb.slots[i])
+			}
+		}
+		st.mu.Unlock()
+		clear(sb.recs[:n])
+		return out[:base], err
+	}
+
+	// Phase 3: make the messages Delayed or Active.
+	activated := 0
+	st.mu.Lock()
+	if st.dead {
+		st.mu.Unlock()
+		for i := range recs {
+			q.b.store.addLive(recs[i].pos, -int64(recs[i].size))
+		}
+		clear(sb.recs[:n])
+		return out[:base], q.goneErr()
+	}
+	for i := 0; i < n; i++ {
+		idx := sb.slots[i]
+		s := st.slab.at(idx)
+		s.bodyPos = recs[i].pos
+		s.recSize = recs[i].size
+		if sb.delay[i] > 0 {
+			s.setState(stDelayed)
+			st.nDelayed++
+			activated += st.armLocked(idx, now)
+		} else {
+			activated += st.activateLocked(idx, now)
+		}
+	}
+	st.scheduleLocked(now)
+	st.flushLocked()
+	st.mu.Unlock()
+	clear(sb.recs[:n])
+
+	q.sent.Add(int64(n))
+	if activated > 0 {
+		q.waiters.wake(activated)
+	}
+	return out, nil
+}
+
+// goneErr is the error for a stripe found dead: the queue was deleted, or
+// the broker closed.
+func (q *Queue) goneErr() error {
+	if q.b.closed.Load() {
+		return ErrClosed
+	}
+	return ErrQueueNotExist
+}
+
+// lookupLocked finds the message a handle names and checks that the handle
+// is still the current one. The stripe must have been advanced to now.
+func (st *stripe) lookupLocked(h ReceiptHandle, now int64) (uint32, error) {
+	if !st.slab.valid(h.slot) {
+		return 0, ErrMessageNotExist
+	}
+	s := st.slab.at(h.slot)
+	if s.seq != h.seq || s.state() != stInactive || s.gen != h.gen || s.visibleMs() <= now {
+		return 0, ErrMessageNotExist
+	}
+	return h.slot, nil
+}
+
+// checkHandle verifies a handle's keyed check and stripe.
+func (q *Queue) checkHandle(h ReceiptHandle) error {
+	if int(h.stripe) >= len(q.stripes) || !q.key.verify(h) {
+		return ErrReceiptHandleError
+	}
+	return nil
+}
+
+// Delete deletes the messages named by 1..16 receipt handles. errs (same
+// length as handles) receives each handle's outcome: nil, ErrMessageNotExist
+// (stale, used, expired) or ErrReceiptHandleError (not issued here). failed
+// counts the non-nil ones; err reports a failure of the whole call.
+func (q *Queue) Delete(handles []ReceiptHandle, errs []error) (failed int, err error) {
+	if err := q.b.usable(); err != nil {
+		return 0, err
+	}
+	if len(handles) < 1 || len(handles) > MaxBatch {
+		return 0, argErr("ReceiptHandles", "must hold between 1 and %d receipt handles", MaxBatch)
+	}
+	if len(errs) < len(handles) {
+		return 0, argErr("errs", "is shorter than handles")
+	}
+	now := q.b.nowMs()
+	var st *stripe
+	deleted := 0
+	unlock := func() {
+		if st != nil {
+			st.scheduleLocked(now)
+			st.flushLocked()
+			st.mu.Unlock()
+			st = nil
+		}
+	}
+	for i, h := range handles {
+		if e := q.checkHandle(h); e != nil {
+			errs[i] = e
+			failed++
+			continue
+		}
+		if s := &q.stripes[h.stripe]; s != st {
+			unlock()
+			st = s
+			st.mu.Lock()
+			if st.dead {
+				st.mu.Unlock()
+				return failed, q.goneErr()
+			}
+			if n := st.advanceLocked(now); n > 0 {
+				defer q.waiters.wake(n)
+			}
+		}
+		idx, e := st.lookupLocked(h, now)
+		if e != nil {
+			errs[i] = e
+			failed++
+			continue
+		}
+		s := st.slab.at(idx)
+		st.wheel.remove(&st.slab, idx)
+		st.nInactive--
+		q.logGoneLocked(st, idx, recDelete)
+		q.b.store.addLive(s.bodyPos, -int64(s.recSize))
+		st.slab.release(idx)
+		errs[i] = nil
+		deleted++
+	}
+	unlock()
+	q.deleted.Add(int64(deleted))
+	return failed, nil
+}
+
+// ChangeVisibility makes the message named by h visible again after timeout
+// (1 s .. 12 h from now) and returns its new receipt handle and
+// NextVisibleTime; h stops working.
+func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (ReceiptHandle, time.Time, error) {
+	if err := q.b.usable(); err != nil {
+		return ReceiptHandle{}, time.Time{}, err
+	}
+	if err := checkDuration("VisibilityTimeout", timeout, MinVisibilityTimeout, MaxVisibilityTimeout); err != nil {
+		return ReceiptHandle{}, time.Time{}, err
+	}
+	if err := q.checkHandle(h); err != nil {
+		return ReceiptHandle{}, time.Time{}, err
+	}
+	now := q.b.nowMs()
+	st := &q.stripes[h.stripe]
+	st.mu.Lock()
+	if st.dead {
+		st.mu.Unlock()
+		return ReceiptHandle{}, time.Time{}, q.goneErr()
+	}
+	woken := st.advanceLocked(now)
+	idx, err := st.lookupLocked(h, now)
+	var nh ReceiptHandle
+	var next int64
+	if err == nil {
+		s := st.slab.at(idx)
+		st.wheel.remove(&st.slab, idx)
+		s.gen++
+		s.visOff = uint32(now + timeout.Milliseconds() - s.enqueueMs())
+		woken += st.armLocked(idx, now)
+		q.logStateLocked(st, idx)
+		nh = q.key.issue(st.idx, idx, s.seq, s.gen)
+		next = s.visibleMs()
+	}
+	st.scheduleLocked(now)
+	st.flushLocked()
+	st.mu.Unlock()
+	if woken > 0 {
+		q.waiters.wake(woken)
+	}
+	if err != nil {
+		return ReceiptHandle{}, time.Time{}, err
+	}
+	return nh, time.UnixMilli(next), nil
+}
+
+// Attributes returns the queue's attributes and exact message counts.
+func (q *Queue) Attributes() (QueueInfo, error) {
+	if err := q.b.usable(); err != nil {
+		return QueueInfo{}, err
+	}
+	now := q.b.nowMs()
+	m := q.meta()
+	info := QueueInfo{
+		Name:           q.name,
+		Config:         m.cfg,
+		CreateTime:     time.Unix(m.createMs/1000, 0),
+		LastModifyTime: time.Unix(m.modifyMs/1000, 0),
+	}
+	for i := range q.stripes {
+		st := &q.stripes[i]
+		st.catchUp(now)
+		st.mu.Lock()
+		if st.dead {
+			st.mu.Unlock()
+			return QueueInfo{}, q.goneErr()
+		}
+		info.Active += st.nActive
+		info.Inactive += st.nInactive
+		info.Delayed += st.nDelayed
+		st.mu.Unlock()
+	}
+	return info, nil
+}
+
+// logStateLocked records slot idx's new state (durable mode).
+func (q *Queue) logStateLocked(st *stripe, idx uint32) {
+	if !q.b.durable {
+		return
+	}
+	b := st.snapBytes(snapLen)
+	putSnap(b, q.id, st.idx, idx, st.slab.at(idx))
+	st.recs = append(st.recs, logRec{typ: recState, head: b})
+}
+
+// logGoneLocked records that slot idx was deleted or expired (durable mode).
+func (q *Queue) logGoneLocked(st *stripe, idx uint32, typ uint8) {
+	if !q.b.durable {
+		return
+	}
+	b := st.snapBytes(snapLen)
+	putSnap(b, q.id, st.idx, idx, st.slab.at(idx))
+	st.recs = append(st.recs, logRec{typ: typ, head: b})
+}
+
+// snapBytes returns n scratch bytes valid until flushLocked.
+func (st *stripe) snapBytes(n int) []byte {
+	if cap(st.snap)-len(st.snap) < n {
+		// Earlier records keep pointing into the old array, which stays valid.
+		st.snap = make([]byte, 0, max(4096, 2*cap(st.snap)))
+	}
+	l := len(st.snap)
+	st.snap = st.snap[:l+n]
+	return st.snap[l : l+n : l+n]
+}
+
+// counts returns the stripe totals without advancing (for stats).
+func (q *Queue) counts() (active, inactive, delayed int64) {
+	for i := range q.stripes {
+		st := &q.stripes[i]
+		st.mu.Lock()
+		active += st.nActive
+		inactive += st.nInactive
+		delayed += st.nDelayed
+		st.mu.Unlock()
+	}
+	return
+}
+
+var _ = math.MaxInt64

@@ -1,0 +1,324 @@
+package engine
+
+import (
+	"context"
+	"sort"
+	"time"
+)
+
+// bodyLoc remembers where a taken message's body is, to read it after the
+// stripe lock is released.
+type bodyLoc struct {
+	pos    uint64
+	size   uint32
+	slot   uint32
+	seq    uint64
+	stripe uint8
+}
+
+// Receive takes up to opt.Max Active messages, highest priority first across
+// all stripes, makes them Inactive for the queue's VisibilityTimeout and
+// returns them with fresh receipt handles (appended to dst). When none is
+// Active it waits up to the effective wait (opt.Wait, else the queue's
+// PollingWaitSeconds) for one, and returns ErrMessageNotExist if none came.
+// It returns as soon as at least one message is available; it never waits to
+// fill the batch.
+func (q *Queue) Receive(ctx context.Context, opt ReceiveOptions, dst []Message) ([]Message, error) {
+	if err := q.b.usable(); err != nil {
+		return dst, err
+	}
+	max := opt.Max
+	if max == 0 {
+		max = 1
+	}
+	if max < 1 || max > MaxBatch {
+		return dst, rangeErr("numOfMessages", 1, MaxBatch, "messages")
+	}
+	m := q.meta()
+	waitMs := m.pollWaitMs
+	if opt.HasWait {
+		if err := checkDuration("waitseconds", opt.Wait, 0, MaxPollingWait); err != nil {
+			return dst, err
+		}
+		waitMs = opt.Wait.Milliseconds()
+	}
+	base := len(dst)
+	dst, err := q.tryReceive(max, dst)
+	if err != nil || len(dst) > base {
+		return dst, err
+	}
+	if waitMs <= 0 {
+		return dst, ErrMessageNotExist
+	}
+
+	// Long poll.
+	b := q.b
+	if b.longPolls.Add(1) > int64(b.maxLongPolls) {
+		b.longPolls.Add(-1)
+		return dst, ErrTooManyLongPolls
+	}
+	defer b.longPolls.Add(-1)
+	deadline := b.nowMs() + waitMs
+	w := b.getWaiter()
+	defer b.putWaiter(w)
+	for {
+		q.waiters.push(w)
+		dst, err = q.tryReceive(max, dst)
+		if err != nil || len(dst) > base {
+			q.waiters.remove(w)
+			return dst, err
+		}
+		remaining := deadline - b.nowMs()
+		if remaining <= 0 {
+			q.waiters.remove(w)
+			return dst, ErrMessageNotExist
+		}
+		w.timer.Reset(time.Duration(remaining) * time.Millisecond)
+		select {
+		case <-w.ch:
+		case <-ctx.Done():
+			q.waiters.remove(w)
+			return dst, ctx.Err()
+		}
+		w.timer.Stop()
+		q.waiters.remove(w)
+		if err := b.usable(); err != nil {
+			return dst, err
+		}
+	}
+}
+
+// tryReceive takes up to max Active messages without waiting.
+func (q *Queue) tryReceive(max int, dst []Message) ([]Message, error) {
+	if q.dead.Load() {
+		return dst, q.goneErr()
+	}
+	now := q.b.nowMs()
+	for i := range q.stripes {
+		q.stripes[i].catchUp(now)
+	}
+	base := len(dst)
+	var locs [MaxBatch]bodyLoc
+	S := len(q.stripes)
+	for attempt := 0; len(dst)-base < max && attempt <= 2*S; attempt++ {
+		start := int(q.recvRR.Add(1))
+		best, bestP, secondP := -1, numLanes, numLanes
+		for k := 0; k < S; k++ {
+			j := (start + k) % S
+			p := bestLane(q.stripes[j].laneBits.Load())
+			if p < bestP {
+				secondP, bestP, best = bestP, p, j
+			} else if p < secondP {
+				secondP = p
+			}
+		}
+		if best < 0 {
+			break
+		}
+		st := &q.stripes[best]
+		st.mu.Lock()
+		if st.dead {
+			st.mu.Unlock()
+			return dst[:base], q.goneErr()
+		}
+		dst = st.takeLocked(now, max-(len(dst)-base), secondP, dst, locs[len(dst)-base:])
+		st.scheduleLocked(now)
+		st.flushLocked()
+		st.mu.Unlock()
+	}
+	if len(dst) == base {
+		return dst, nil
+	}
+	dst, err := q.readBodies(dst, base, locs[:len(dst)-base])
+	q.received.Add(int64(len(dst) - base))
+	return dst, err
+}
+
+// nextMessage extends dst by one element, keeping that element's Body buffer.
+func nextMessage(dst []Message) ([]Message, *Message) {
+	n := len(dst)
+	if n < cap(dst) {
+		dst = dst[:n+1]
+		body := dst[n].Body[:0]
+		dst[n] = Message{Body: body}
+	} else {
+		dst = append(dst, Message{})
+	}
+	return dst, &dst[n]
+}
+
+// takeLocked pops up to want messages from the stripe's lanes, best first,
+// not going below priority lane limit, and makes them Inactive.
+func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []bodyLoc) []Message {
+	q := st.q
+	visMs := q.meta().visMs
+	for k := 0; k < want; k++ {
+		p := bestLane(st.laneBits.Load())
+		if p >= numLanes || p > limit {
+			break
+		}
+		idx := st.lanes[p].head
+		st.laneRemoveLocked(idx)
+		st.wheel.remove(&st.slab, idx)
+		s := st.slab.at(idx)
+		s.setState(stInactive)
+		st.nActive--
+		st.nInactive++
+		s.gen++
+		s.dequeues++
+		enq := s.enqueueMs()
+		if s.dequeues == 1 {
+			s.firstOff = uint32(now - enq)
+		}
+		s.visOff = uint32(now + visMs - enq)
+		if !st.wheel.insert(&st.slab, idx, s.deadline()) {
+			panic("engine: visibility deadline not in the future")
+		}
+		q.logStateLocked(st, idx)
+
+		var m *Message
+		dst, m = nextMessage(dst)
+		m.ID = makeMessageID(q.id, s.seq)
+		m.Handle = q.key.issue(st.idx, idx, s.seq, s.gen)
+		m.EnqueueTime = time.UnixMilli(enq)
+		m.FirstDequeueTime = time.UnixMilli(s.firstDequeueMs())
+		m.NextVisibleTime = time.UnixMilli(s.visibleMs())
+		m.DequeueCount = int(s.dequeues)
+		m.Priority = s.prio()
+		locs[k] = bodyLoc{pos: s.bodyPos, size: s.recSize, slot: idx, seq: s.seq, stripe: st.idx}
+	}
+	return dst
+}
+
+// readBodies fills in Body and MD5 of dst[base:] from the log. A message
+// whose body moved (compaction) is looked up again; one that vanished in
+// between (expired) is dropped from the result.
+func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) ([]Message, error) {
+	out := base
+	for i := range locs {
+		m := &dst[base+i]
+		ok, err := q.readBody(m, &locs[i])
+		if err != nil {
+			return dst[:base], err
+		}
+		if !ok {
+			continue
+		}
+		if out != base+i {
+			dst[out], dst[base+i] = dst[base+i], dst[out]
+		}
+		out++
+	}
+	return dst[:out], nil
+}
+
+func (q *Queue) readBody(m *Message, loc *bodyLoc) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		typ, payload, err := q.b.store.read(loc.pos, loc.size, nil)
+		if err == nil {
+			sum, body, err := bodyOf(typ, payload)
+			if err != nil {
+				return false, q.b.corrupt(err, loc.pos)
+			}
+			m.MD5 = sum
+			m.Body = append(m.Body[:0], body...)
+			return true, nil
+		}
+		if err != errSegmentRemoved || attempt == 3 {
+			return false, q.b.corrupt(err, loc.pos)
+		}
+		// The body was relocated after we looked: find it again.
+		st := &q.stripes[loc.stripe]
+		st.mu.Lock()
+		s := st.slab.at(loc.slot)
+		alive := !st.dead && st.slab.valid(loc.slot) && s.seq == loc.seq
+		if alive {
+			loc.pos, loc.size = s.bodyPos, s.recSize
+		}
+		st.mu.Unlock()
+		if !alive {
+			return false, nil
+		}
+	}
+}
+
+// Peek returns up to max Active messages, highest priority first, without
+// changing them and without receipt handles (appended to dst). It never
+// waits; with none Active it returns ErrMessageNotExist.
+func (q *Queue) Peek(max int, dst []Message) ([]Message, error) {
+	if err := q.b.usable(); err != nil {
+		return dst, err
+	}
+	if max < 1 || max > MaxBatch {
+		return dst, rangeErr("numOfMessages", 1, MaxBatch, "messages")
+	}
+	if q.dead.Load() {
+		return dst, q.goneErr()
+	}
+	now := q.b.nowMs()
+	type cand struct {
+		loc               bodyLoc
+		prio              int
+		enq, first, order int64
+		dequeues          uint32
+	}
+	var cands []cand
+	for si := range q.stripes {
+		st := &q.stripes[si]
+		st.catchUp(now)
+		st.mu.Lock()
+		if st.dead {
+			st.mu.Unlock()
+			return dst, q.goneErr()
+		}
+		n := 0
+		for p := 0; p < numLanes && n < max; p++ {
+			for idx := st.lanes[p].head; idx != nilSlot && n < max; idx = st.slab.at(idx).next {
+				s := st.slab.at(idx)
+				cands = append(cands, cand{
+					loc:      bodyLoc{pos: s.bodyPos, size: s.recSize, slot: idx, seq: s.seq, stripe: st.idx},
+					prio:     s.prio(),
+					enq:      s.enqueueMs(),
+					first:    s.firstDequeueMs(),
+					order:    int64(n),
+					dequeues: s.dequeues,
+				})
+				n++
+			}
+		}
+		st.mu.Unlock()
+	}
+	if len(cands) == 0 {
+		return dst, ErrMessageNotExist
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		a, b := &cands[i], &cands[j]
+		if a.prio != b.prio {
+			return a.prio < b.prio
+		}
+		return a.order < b.order // lane order within a stripe, interleaved across stripes
+	})
+	if len(cands) > max {
+		cands = cands[:max]
+	}
+	base := len(dst)
+	locs := make([]bodyLoc, len(cands))
+	for i := range cands {
+		c := &cands[i]
+		var m *Message
+		dst, m = nextMessage(dst)
+		m.ID = makeMessageID(q.id, c.loc.seq)
+		m.EnqueueTime = time.UnixMilli(c.enq)
+		m.FirstDequeueTime = time.UnixMilli(c.first)
+		m.DequeueCount = int(c.dequeues)
+		m.Priority = c.prio
+		locs[i] = c.loc
+	}
+	dst, err := q.readBodies(dst, base, locs)
+	if err == nil && len(dst) == base {
+		err = ErrMessageNotExist
+	}
+	return dst, err
+}
+
+var _ = context.Background

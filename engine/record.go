@@ -1,0 +1,91 @@
+package engine
+
+// Log records: the engine's state changes, in the order they were applied.
+//
+// Record type numbers and payload layouts are part of the on-disk format;
+// never change them (add new types instead). All integers are little endian.
+//
+//	type 1 queueCreate  queue id, stripes, create time, config, name
+//	type 2 queueConfig  queue id, modify time, config
+//	type 3 queueDelete  queue id
+//	type 4 send         message snapshot, MD5, body
+//	type 5 state        message snapshot (after a receive or visibility change)
+//	type 6 delete       queue id, seq, stripe, slot
+//	type 7 expire       queue id, seq, stripe, slot
+//	type 8 relocate     message snapshot, MD5, body (compaction moved the body)
+//	type 9 body         MD5, body (in-memory mode: bodies only, no state)
+//
+// Invariant: records about one message are appended while holding its
+// stripe's lock (or, for send, before anything else can reference it), so the
+// log order of a message's records is the order its changes were applied and
+// replaying "last record wins" rebuilds its state.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+const (
+	recQueueCreate uint8 = 1
+	recQueueConfig uint8 = 2
+	recQueueDelete uint8 = 3
+	recSend        uint8 = 4
+	recState       uint8 = 5
+	recDelete      uint8 = 6
+	recExpire      uint8 = 7
+	recRelocate    uint8 = 8
+	recBody        uint8 = 9
+)
+
+// errBadRecord: a record that passed the log's checksum but does not parse.
+var errBadRecord = errors.New("engine: malformed log record")
+
+// snapLen is the size of a message snapshot in send, state and relocate
+// records:
+//
+//	queue id u64 | seq u64 | enqueue ms i64 | visOff u32 | firstOff u32 |
+//	expOff u32 | dequeues u32 | gen u32 | slot u32 | stripe u8 | prio u8 |
+//	state u8 | reserved u8 | body pos u64 | body record size u32
+//
+// In send and relocate records the body position and size are zero: the
+// body is in the record itself.
+const snapLen = 8 + 8 + 8 + 4*6 + 4 + 8 + 4
+
+// bodyOf returns the MD5 and body held by a body-carrying record.
+func bodyOf(typ uint8, payload []byte) (md5 [16]byte, body []byte, err error) {
+	var off int
+	switch typ {
+	case recBody:
+		off = 0
+	case recSend, recRelocate:
+		off = snapLen
+	default:
+		return md5, nil, fmt.Errorf("%w: type %d holds no body", errBadRecord, typ)
+	}
+	if len(payload) < off+16 {
+		return md5, nil, fmt.Errorf("%w: type %d payload of %d bytes", errBadRecord, typ, len(payload))
+	}
+	copy(md5[:], payload[off:off+16])
+	return md5, payload[off+16:], nil
+}
+
+// putSnap encodes slot s of stripe st, queue qid into b (len >= snapLen).
+func putSnap(b []byte, qid uint64, stripe uint8, slotIdx uint32, s *slot) {
+	le := binary.LittleEndian
+	le.PutUint64(b[0:8], qid)
+	le.PutUint64(b[8:16], s.seq)
+	le.PutUint64(b[16:24], uint64(s.enqueueMs()))
+	le.PutUint32(b[24:28], s.visOff)
+	le.PutUint32(b[28:32], s.firstOff)
+	le.PutUint32(b[32:36], s.expOff)
+	le.PutUint32(b[36:40], s.dequeues)
+	le.PutUint32(b[40:44], s.gen)
+	le.PutUint32(b[44:48], slotIdx)
+	b[48] = stripe
+	b[49] = uint8(s.prio())
+	b[50] = s.state()
+	b[51] = 0
+	le.PutUint64(b[52:60], s.bodyPos)
+	le.PutUint32(b[60:64], s.recSize)
+}

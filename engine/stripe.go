@@ -1,0 +1,297 @@
+package engine
+
+// A stripe: the unit of locking of a queue.
+//
+// A stripe owns its slab of message slots, 16 priority lanes (FIFO lists of
+// Active slots, lane p holding priority p+1), a bitmap of non-empty lanes, a
+// timing wheel driving delay ends, visibility ends and expiry, the exact
+// counts of its Delayed, Active and Inactive messages, and one clock timer set
+// to the wheel's next event.
+//
+// Invariants (checked by checkLocked in tests):
+//  1. laneBits bit p is set exactly when lane p is non-empty.
+//  2. Every Active slot is in the lane of its priority and in the wheel (at
+//     its expiry); every Delayed or Inactive slot is in the wheel only (at
+//     min(visible, expiry)); pending and free slots are in neither.
+//  3. nActive, nInactive, nDelayed equal the number of slots in each state.
+//  4. After advanceLocked(now), no linked slot has a deadline <= now.
+//  5. due is a lower bound of the wheel's next event (MaxInt64 when empty);
+//     a receive that finds due <= now advances the stripe first, so a short
+//     poll never misses a message whose delay or visibility timeout has ended.
+//
+// Owner: mu guards everything except laneBits and due, which are written
+// under mu and read without it.
+
+import (
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const numLanes = MaxPriority
+
+type lane struct{ head, tail uint32 }
+
+type stripe struct {
+	mu    sync.Mutex
+	q     *Queue
+	idx   uint8
+	slab  slab
+	wheel timingWheel
+	lanes [numLanes]lane
+
+	laneBits atomic.Uint32 // bit p: lane p non-empty
+	due      atomic.Int64  // lower bound of the next wheel event, ms
+
+	nActive, nInactive, nDelayed int64
+
+	timer      Timer // fires at timerAt to advance the wheel
+	timerArmed bool
+	timerAt    int64
+	dead       bool // the queue was deleted or the broker closed
+
+	recs []logRec // scratch for records appended under mu (durable mode)
+	snap []byte   // scratch bytes for the records' snapshots
+
+	_ [64]byte // keep neighbouring stripes' hot fields on other cache lines
+}
+
+func (st *stripe) init(q *Queue, idx int, now int64) {
+	st.q = q
+	st.idx = uint8(idx)
+	st.slab = newSlab()
+	st.wheel = newTimingWheel(now)
+	for p := range st.lanes {
+		st.lanes[p] = lane{nilSlot, nilSlot}
+	}
+	st.due.Store(math.MaxInt64)
+}
+
+// lanePushLocked appends slot i to the tail of its priority's lane.
+func (st *stripe) lanePushLocked(i uint32) {
+	s := st.slab.at(i)
+	p := s.prio() - 1
+	ln := &st.lanes[p]
+	s.next, s.prev = nilSlot, ln.tail
+	if ln.tail != nilSlot {
+		st.slab.at(ln.tail).next = i
+	} else {
+		ln.head = i
+		st.laneBits.Store(st.laneBits.Load() | 1<<uint(p))
+	}
+	ln.tail = i
+}
+
+// laneRemoveLocked unlinks slot i from its lane.
+func (st *stripe) laneRemoveLocked(i uint32) {
+	s := st.slab.at(i)
+	p := s.prio() - 1
+	ln := &st.lanes[p]
+	if s.prev != nilSlot {
+		st.slab.at(s.prev).next = s.next
+	} else {
+		ln.head = s.next
+	}
+	if s.next != nilSlot {
+		st.slab.at(s.next).prev = s.prev
+	} else {
+		ln.tail = s.prev
+	}
+	s.next, s.prev = nilSlot, nilSlot
+	if ln.head == nilSlot {
+		st.laneBits.Store(st.laneBits.Load() &^ (1 << uint(p)))
+	}
+}
+
+// bestLane returns the index of the best non-empty lane, or numLanes.
+func bestLane(laneBits uint32) int {
+	if laneBits == 0 {
+		return numLanes
+	}
+	return bits.TrailingZeros32(laneBits)
+}
+
+// armLocked puts slot i into the wheel at its deadline, or handles it at once
+// if that deadline has already passed. It returns the number of messages that
+// became Active.
+func (st *stripe) armLocked(i uint32, now int64) int {
+	s := st.slab.at(i)
+	if s.deadline() <= now || !st.wheel.insert(&st.slab, i, s.deadline()) {
+		return st.fireLocked(i, now)
+	}
+	return 0
+}
+
+// activateLocked makes a Delayed, Inactive or pending slot Active.
+func (st *stripe) activateLocked(i uint32, now int64) int {
+	s := st.slab.at(i)
+	s.setState(stActive)
+	st.nActive++
+	st.lanePushLocked(i)
+	if !st.wheel.insert(&st.slab, i, s.expireMs()) {
+		st.expireLocked(i)
+		return 0
+	}
+	return 1
+}
+
+// fireLocked handles slot i whose wheel deadline has passed (it is not in the
+// wheel). It returns the number of messages that became Active.
+func (st *stripe) fireLocked(i uint32, now int64) int {
+	s := st.slab.at(i)
+	if s.expireMs() <= now {
+		st.expireLocked(i)
+		return 0
+	}
+	switch s.state() {
+	case stDelayed:
+		if s.visibleMs() <= now {
+			st.nDelayed--
+			return st.activateLocked(i, now)
+		}
+	case stInactive:
+		if s.visibleMs() <= now {
+			st.nInactive--
+			return st.activateLocked(i, now)
+		}
+	}
+	// Not due after all (only possible when the clock went backwards):
+	// put it back.
+	if !st.wheel.insert(&st.slab, i, s.deadline()) {
+		panic("engine: stripe wheel refused a future deadline")
+	}
+	return 0
+}
+
+// expireLocked removes an expired message (any state).
+func (st *stripe) expireLocked(i uint32) {
+	s := st.slab.at(i)
+	switch s.state() {
+	case stActive:
+		st.laneRemoveLocked(i)
+		st.nActive--
+	case stInactive:
+		st.nInactive--
+	case stDelayed:
+		st.nDelayed--
+	}
+	st.wheel.remove(&st.slab, i)
+	st.q.logGoneLocked(st, i, recExpire)
+	st.q.b.store.addLive(s.bodyPos, -int64(s.recSize))
+	st.slab.release(i)
+	st.q.expired.Add(1)
+}
+
+// advanceLocked brings the wheel to now and returns how many messages became
+// Active.
+func (st *stripe) advanceLocked(now int64) int {
+	activated := 0
+	st.wheel.advance(&st.slab, now, func(i uint32) {
+		activated += st.fireLocked(i, now)
+	})
+	return activated
+}
+
+// scheduleLocked publishes the wheel's next event in due and makes sure the
+// timer fires no later than it.
+func (st *stripe) scheduleLocked(now int64) {
+	t, ok := st.wheel.next()
+	if !ok {
+		st.due.Store(math.MaxInt64)
+		return
+	}
+	st.due.Store(t)
+	if st.dead || (st.timerArmed && st.timerAt <= t) {
+		return
+	}
+	d := time.Duration(t-now) * time.Millisecond
+	if d < 0 {
+		d = 0
+	}
+	if st.timer == nil {
+		st.timer = st.q.b.clock.AfterFunc(d, st.onTimer)
+	} else {
+		st.timer.Reset(d)
+	}
+	st.timerArmed, st.timerAt = true, t
+}
+
+// onTimer runs when the wheel's next event is due.
+func (st *stripe) onTimer() {
+	q := st.q
+	st.mu.Lock()
+	st.timerArmed = false
+	if st.dead {
+		st.mu.Unlock()
+		return
+	}
+	now := q.b.nowMs()
+	n := st.advanceLocked(now)
+	st.scheduleLocked(now)
+	st.flushLocked()
+	st.mu.Unlock()
+	if n > 0 {
+		q.waiters.wake(n)
+	}
+}
+
+// catchUp advances the stripe if its next event is due; used by receive,
+// peek and attribute reads so that they see the state at now exactly.
+func (st *stripe) catchUp(now int64) {
+	if st.due.Load() > now {
+		return
+	}
+	st.mu.Lock()
+	n := 0
+	if !st.dead {
+		n = st.advanceLocked(now)
+		st.scheduleLocked(now)
+		st.flushLocked()
+	}
+	st.mu.Unlock()
+	if n > 0 {
+		st.q.waiters.wake(n)
+	}
+}
+
+// killLocked drops every message of the stripe (queue deleted or broker
+// closed): it stops the timer and returns the live bytes to the store.
+func (st *stripe) killLocked() {
+	st.dead = true
+	if st.timer != nil {
+		st.timer.Stop()
+		st.timerArmed = false
+	}
+	for i := uint32(0); i < st.slab.n; i++ {
+		s := st.slab.at(i)
+		if s.seq != 0 && s.state() != stPending {
+			st.q.b.store.addLive(s.bodyPos, -int64(s.recSize))
+		}
+	}
+	st.slab = newSlab()
+	st.wheel = newTimingWheel(st.wheel.now)
+	for p := range st.lanes {
+		st.lanes[p] = lane{nilSlot, nilSlot}
+	}
+	st.laneBits.Store(0)
+	st.due.Store(math.MaxInt64)
+	st.nActive, st.nInactive, st.nDelayed = 0, 0, 0
+}
+
+// flushLocked appends the records gathered under mu (durable mode) in one
+// call, keeping the log order equal to the order of the changes.
+func (st *stripe) flushLocked() {
+	if len(st.recs) == 0 {
+		return
+	}
+	if err := st.q.b.store.append(st.recs); err != nil {
+		st.q.b.storageFailed(err)
+	}
+	for i := range st.recs {
+		st.recs[i] = logRec{}
+	}
+	st.recs = st.recs[:0]
+	st.snap = st.snap[:0]
+}
