@@ -1,0 +1,70 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrClosed is returned by every call on a Log after Close, and by a second Close.
+var ErrClosed = errors.New("wal: closed")
+
+// ErrFailed marks the sticky error after a failed write or fsync; the log must
+// be reopened. The returned error also wraps the cause (e.g. syscall.ENOSPC).
+var ErrFailed = errors.New("wal: log failed")
+
+// ErrCorrupt is wrapped by every *CorruptionError.
+var ErrCorrupt = errors.New("wal: corrupt record")
+
+// ErrSegmentRemoved is returned when reading a position of a removed segment.
+var ErrSegmentRemoved = errors.New("wal: segment removed")
+
+// ErrRecordTooLarge is returned by Append for a payload over the limits
+// (16 MiB, SegmentBytes-12, or larger than the in-memory ring).
+var ErrRecordTooLarge = errors.New("wal: record too large")
+
+// ErrInvalidType is returned by Append for record type 0.
+var ErrInvalidType = errors.New("wal: invalid record type 0")
+
+// ErrOutOfRange is returned for a position at or beyond the end of the log,
+// or a reader range that is not inside the written log.
+var ErrOutOfRange = errors.New("wal: position out of range")
+
+// ErrActiveSegment is returned by RemoveSegment for the active segment or a
+// segment that still has unwritten data.
+var ErrActiveSegment = errors.New("wal: segment is active")
+
+// ErrNoSegment is returned by RemoveSegment when no segment starts at the
+// given position.
+var ErrNoSegment = errors.New("wal: no such segment")
+
+// ErrBadOptions is wrapped by Options.Validate errors.
+var ErrBadOptions = errors.New("wal: bad options")
+
+// CorruptionError reports a record that failed validation. It wraps ErrCorrupt.
+type CorruptionError struct {
+	Segment Pos    // start of the segment holding the bad record
+	Offset  int64  // byte offset of the bad record in the segment file
+	Pos     Pos    // log position of the bad record (Segment + Offset)
+	Reason  string // what failed: "checksum", "bad header", "truncated", ...
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("wal: corrupt record at pos %d (segment %016x offset %d): %s",
+		e.Pos, uint64(e.Segment), e.Offset, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptionError) Unwrap() error { return ErrCorrupt }
+
+// failure is the sticky error: it matches both ErrFailed and its cause.
+type failure struct {
+	op    string // "write", "fsync", "roll"
+	cause error
+}
+
+func (f *failure) Error() string {
+	return fmt.Sprintf("wal: log failed on %s (reopen required): %v", f.op, f.cause)
+}
+
+// Unwrap returns ErrFailed and the cause, for errors.Is on either.
+func (f *failure) Unwrap() []error { return []error{ErrFailed, f.cause} }

@@ -1,0 +1,119 @@
+package wal
+
+// fs.go defines the narrow file-system interface every byte of the log goes
+// through, and its OS implementation. Tests swap in MemFS (power-loss
+// simulation) or FaultFS (error injection).
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// FS is the file-system surface the log uses. Names are full paths.
+type FS interface {
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	Remove(name string) error
+	Rename(oldname, newname string) error
+	// ReadDir returns the names (not paths) of the entries of dir.
+	ReadDir(dir string) ([]string, error)
+	MkdirAll(dir string, perm os.FileMode) error
+	// SyncDir makes creations, renames and removals in dir durable.
+	SyncDir(dir string) error
+}
+
+// File is an open file of an FS. ReadAt and WriteAt may be called
+// concurrently on different ranges.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	// Sync makes the written data durable (fdatasync on the OS FS).
+	Sync() error
+	Truncate(size int64) error
+	// Preallocate reserves size bytes, extending the file with zeros
+	// (fallocate on linux; best effort elsewhere).
+	Preallocate(size int64) error
+	Size() (int64, error)
+	Close() error
+}
+
+// OSFS returns the FS of the operating system.
+func OSFS() FS { return osFS{} }
+
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) Remove(name string) error                    { return os.Remove(name) }
+func (osFS) Rename(oldname, newname string) error        { return os.Rename(oldname, newname) }
+func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+
+func (osFS) ReadDir(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(filepath.Clean(dir))
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// osFile adapts *os.File; Sync and Preallocate are OS-specific (fs_linux.go,
+// fs_other.go).
+type osFile struct{ f *os.File }
+
+func (o osFile) ReadAt(p []byte, off int64) (int, error)  { return o.f.ReadAt(p, off) }
+func (o osFile) WriteAt(p []byte, off int64) (int, error) { return o.f.WriteAt(p, off) }
+func (o osFile) Truncate(size int64) error                { return o.f.Truncate(size) }
+func (o osFile) Close() error                             { return o.f.Close() }
+func (o osFile) Sync() error                              { return fdatasync(o.f) }
+
+func (o osFile) Size() (int64, error) {
+	st, err := o.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+func (o osFile) Preallocate(size int64) error {
+	err := fallocate(o.f, size)
+	if err == nil || !errors.Is(err, errFallocateUnsupported) {
+		return err
+	}
+	// No fallocate: extend with a hole so that the size is right; the
+	// blocks are then allocated by the writes.
+	cur, err := o.Size()
+	if err != nil {
+		return err
+	}
+	if cur < size {
+		return o.f.Truncate(size)
+	}
+	return nil
+}
+
+// errFallocateUnsupported is returned by fallocate where the OS or the file
+// system has none; Preallocate then falls back to Truncate.
+var errFallocateUnsupported = errors.New("wal: fallocate unsupported")

@@ -1,0 +1,408 @@
+package wal
+
+// log.go owns the Log type: its fields and their guards, Append (framing
+// records into the ring), the durability waits, and Close. Open and
+// recovery are in recovery.go, the writer goroutine in writer.go, reads in
+// reader.go.
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const osCreateRW = os.O_CREATE | os.O_EXCL | os.O_RDWR
+
+// Record is one record to append. Append copies Head and Body (payload =
+// Head||Body) and fills Pos and Size.
+type Record struct {
+	Type RecordType
+	Head []byte // small header bytes, copied
+	Body []byte // body bytes, copied after Head
+	Pos  Pos    // set by Append: where the record was placed
+	Size int    // set by Append: framed size on disk (after compression and padding)
+}
+
+// Log is a segmented write-ahead log. All methods are safe for concurrent use.
+type Log struct {
+	dir  string
+	fs   FS
+	opts Options // with defaults applied
+	log  *slog.Logger
+
+	maxPayload int // min(MaxPayload, SegmentBytes-12)
+
+	// ring holds the most recent log bytes; see ring.go for who may touch
+	// which part of it.
+	ring ring
+
+	// mu guards the fields in it, the ring bytes at and after End, and
+	// replacing the segment list. Appenders take it exclusively, ring
+	// readers shared.
+	mu struct {
+		sync.RWMutex
+		end     Pos    // position after the last appended record
+		records uint64 // records appended since Open (for batch sizes)
+		closed  bool   // Close was called
+		stalled int    // appenders waiting in spaceCond for ring room
+		openEnd Pos    // End at Open: the ring holds nothing before it
+	}
+	// spaceCond (L = &mu) wakes appenders when WrittenEnd advances.
+	spaceCond *sync.Cond
+
+	endPos  atomic.Uint64 // mirror of mu.end for lock-free End()
+	written atomic.Uint64 // WrittenEnd; only the writer stores
+	synced  atomic.Uint64 // SyncedEnd; only the writer stores
+	// syncWant asks the writer to fsync up to here (Sync and Close).
+	syncWant atomic.Uint64
+	// fail is the sticky error, set once by the writer.
+	fail   atomic.Pointer[failure]
+	closed atomic.Bool // mirror of mu.closed for lock-free checks
+
+	// ack wakes WaitDurable and Sync; the writer stores written/synced,
+	// then takes and releases ack, then broadcasts.
+	ack struct {
+		sync.Mutex
+		written sync.Cond // broadcast when written advances (interval, none)
+		synced  sync.Cond // broadcast when synced advances
+	}
+
+	// segs is the copy-on-write list of live segments (segment.go).
+	segs atomic.Pointer[segList]
+	// removeMu serializes the file operations of RemoveSegment.
+	removeMu sync.Mutex
+
+	// Writer goroutine plumbing (writer.go).
+	kick       chan struct{} // cap 1: there is work
+	stop       chan struct{} // closed by Close
+	writerDone chan struct{}
+	w          writerState // owned by the writer goroutine
+
+	// Spare-segment goroutine plumbing (writer.go).
+	spares    chan spareFile
+	spareStop chan struct{}
+	spareDone chan struct{}
+
+	scratch  sync.Pool // *appendScratch for compression
+	recovery RecoveryInfo
+	stats    counters
+}
+
+// appendScratch holds the compressed payloads of one Append call.
+type appendScratch struct {
+	cat  []byte      // head||body of the record being compressed
+	out  []byte      // compressed payloads, back to back
+	comp []compShape // per record: where its compressed form is, if any
+}
+
+type compShape struct {
+	off, n int  // compressed payload is out[off:off+n]
+	ok     bool // the record is stored compressed
+}
+
+// End returns the position after the last appended record.
+func (l *Log) End() Pos { return Pos(l.endPos.Load()) }
+
+// WrittenEnd returns the position before which everything has been written
+// to the segment files.
+func (l *Log) WrittenEnd() Pos { return Pos(l.written.Load()) }
+
+// SyncedEnd returns the position before which everything has been fdatasync'ed.
+func (l *Log) SyncedEnd() Pos { return Pos(l.synced.Load()) }
+
+// Dir returns the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Options returns the options in effect (defaults applied).
+func (l *Log) Options() Options { return l.opts }
+
+// Append appends recs contiguously and in order, fills in their Pos and
+// Size, and returns without waiting for I/O. It blocks only while the ring
+// lacks room for the unwritten bytes (back-pressure). A batch must fit in
+// the ring. After a write or fsync failure it returns the sticky error.
+func (l *Log) Append(recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	// Validate and compress outside the lock.
+	var sc *appendScratch
+	total, payload := 0, 0
+	for i := range recs {
+		r := &recs[i]
+		n := len(r.Head) + len(r.Body)
+		switch {
+		case r.Type == 0:
+			return ErrInvalidType
+		case n > l.maxPayload:
+			return fmt.Errorf("%w: payload %d bytes, limit %d", ErrRecordTooLarge, n, l.maxPayload)
+		}
+		payload += n
+		if l.opts.CompressMinBytes >= 0 && n >= l.opts.CompressMinBytes && n > 0 {
+			if sc == nil {
+				sc = l.getScratch(len(recs))
+			}
+			if sc.compress(i, r.Head, r.Body) {
+				n = sc.comp[i].n
+			}
+		}
+		total += framedSize(n)
+	}
+	defer l.putScratch(sc)
+	if total > l.ring.size() {
+		return fmt.Errorf("%w: batch of %d framed bytes exceeds the %d-byte buffer", ErrRecordTooLarge, total, l.ring.size())
+	}
+
+	l.mu.Lock()
+	if err := l.waitRoomLocked(total); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	for i := range recs {
+		l.frameLocked(&recs[i], sc, i)
+	}
+	l.mu.records += uint64(len(recs))
+	l.endPos.Store(uint64(l.mu.end))
+	l.mu.Unlock()
+
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	l.stats.records.Add(uint64(len(recs)))
+	l.stats.payloadBytes.Add(uint64(payload))
+	l.stats.bytes.Add(uint64(total))
+	return nil
+}
+
+// waitRoomLocked blocks until total more bytes fit in the ring without
+// overwriting unwritten bytes (invariant 5), or the log fails or closes.
+func (l *Log) waitRoomLocked(total int) error {
+	stalled := false
+	for {
+		switch {
+		case l.mu.closed:
+			return ErrClosed
+		case l.fail.Load() != nil:
+			return l.fail.Load()
+		}
+		if uint64(l.mu.end)+uint64(total)-l.written.Load() <= uint64(l.ring.size()) {
+			return nil
+		}
+		if !stalled {
+			stalled = true
+			l.stats.stalls.Add(1)
+		}
+		l.mu.stalled++
+		l.spaceCond.Wait()
+		l.mu.stalled--
+	}
+}
+
+// frameLocked places r at the end of the log (rolling to a new segment if it
+// does not fit in the active one) and frames it into the ring.
+func (l *Log) frameLocked(r *Record, sc *appendScratch, i int) {
+	a, b, flags := r.Head, r.Body, uint8(0)
+	if sc != nil && sc.comp[i].ok {
+		c := sc.comp[i]
+		a, b, flags = sc.out[c.off:c.off+c.n], nil, flagCompressed
+		l.stats.compressed.Add(1)
+	}
+	n := len(a) + len(b)
+	framed := framedSize(n)
+	p := l.mu.end
+	active := l.segs.Load().last()
+	if int64(p-active.start)+int64(framed) > active.capacity {
+		l.rollLocked(p)
+	}
+	var h [headerSize]byte
+	putHeader(h[:], n, r.Type, flags)
+	sum := recordChecksum(p, h[:], a, b)
+	h[8], h[9], h[10], h[11] = byte(sum), byte(sum>>8), byte(sum>>16), byte(sum>>24)
+	l.ring.write(p, h[:])
+	l.ring.write(p+headerSize, a)
+	l.ring.write(p+headerSize+Pos(len(a)), b)
+	if pad := framed - headerSize - n; pad > 0 {
+		l.ring.zero(p+Pos(headerSize+n), pad)
+	}
+	r.Pos, r.Size = p, framed
+	l.mu.end = p + Pos(framed)
+}
+
+// rollLocked ends the active segment at p and publishes a new active segment
+// starting at p. Its file is created by the writer when it gets there.
+func (l *Log) rollLocked(p Pos) {
+	sl := l.segs.Load()
+	sl.last().end.Store(uint64(p))
+	ns := &segment{start: p, capacity: l.opts.SegmentBytes}
+	ns.end.Store(openEnded)
+	segs := make([]*segment, len(sl.segs), len(sl.segs)+1)
+	copy(segs, sl.segs)
+	l.segs.Store(&segList{segs: append(segs, ns)})
+}
+
+func (l *Log) getScratch(n int) *appendScratch {
+	sc, _ := l.scratch.Get().(*appendScratch)
+	if sc == nil {
+		sc = &appendScratch{}
+	}
+	if cap(sc.comp) < n {
+		sc.comp = make([]compShape, n)
+	}
+	sc.comp = sc.comp[:n]
+	clear(sc.comp)
+	sc.out = sc.out[:0]
+	return sc
+}
+
+func (l *Log) putScratch(sc *appendScratch) {
+	if sc == nil {
+		return
+	}
+	if cap(sc.out) > 4<<20 || cap(sc.cat) > 4<<20 {
+		return // let a rare huge batch's buffers go
+	}
+	l.scratch.Put(sc)
+}
+
+// compress tries s2 on record i's payload and records the result.
+func (sc *appendScratch) compress(i int, head, body []byte) bool {
+	src := body
+	if len(head) > 0 {
+		sc.cat = append(append(sc.cat[:0], head...), body...)
+		src = sc.cat
+	}
+	off := len(sc.out)
+	need := off + s2MaxEncodedLen(len(src))
+	if cap(sc.out) < need {
+		grown := make([]byte, off, max(need, 2*cap(sc.out)))
+		copy(grown, sc.out)
+		sc.out = grown
+	}
+	enc, ok := compressInto(sc.out[off:need], src)
+	if !ok {
+		return false
+	}
+	sc.out = sc.out[:off+len(enc)]
+	sc.comp[i] = compShape{off: off, n: len(enc), ok: true}
+	return true
+}
+
+// WaitDurable returns when the record at p and everything before it is
+// acknowledged per Options.Sync: fsynced (SyncAlways) or written (the other
+// modes). It returns the sticky error if the write or fsync covering p failed.
+func (l *Log) WaitDurable(p Pos) error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if l.opts.Sync == SyncAlways {
+		return l.waitFor(&l.synced, &l.ack.synced, p)
+	}
+	return l.waitFor(&l.written, &l.ack.written, p)
+}
+
+// waitFor blocks until *v > p (a record at p is covered once the end passed
+// it, since ends are record boundaries).
+func (l *Log) waitFor(v *atomic.Uint64, c *sync.Cond, p Pos) error {
+	if v.Load() > uint64(p) {
+		return nil
+	}
+	if uint64(p) >= l.endPos.Load() {
+		return fmt.Errorf("%w: wait for %d, end is %d", ErrOutOfRange, p, l.End())
+	}
+	l.ack.Lock()
+	defer l.ack.Unlock()
+	for v.Load() <= uint64(p) {
+		if f := l.fail.Load(); f != nil {
+			return f
+		}
+		if l.writerExited() {
+			return ErrClosed
+		}
+		c.Wait()
+	}
+	return nil
+}
+
+// writerExited reports whether the writer goroutine is gone.
+func (l *Log) writerExited() bool {
+	select {
+	case <-l.writerDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// Sync writes and fsyncs everything appended so far and waits for it,
+// whatever the SyncMode.
+func (l *Log) Sync() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	end := l.endPos.Load()
+	if end == 0 || l.synced.Load() >= end {
+		return nil
+	}
+	for {
+		w := l.syncWant.Load()
+		if w >= end || l.syncWant.CompareAndSwap(w, end) {
+			break
+		}
+	}
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	return l.waitFor(&l.synced, &l.ack.synced, Pos(end-1))
+}
+
+// Recovery returns what Open found and did.
+func (l *Log) Recovery() RecoveryInfo { return l.recovery }
+
+// Close stops the writer after it wrote and fsynced everything appended,
+// stops the spare goroutine and releases the files. It returns the sticky
+// error if the log had failed. A second Close returns ErrClosed; so does
+// every later call.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.mu.closed = true
+	l.closed.Store(true)
+	l.mu.Unlock()
+	l.spaceCond.Broadcast()
+
+	start := time.Now()
+	close(l.stop)
+	<-l.writerDone
+	close(l.spareStop)
+	<-l.spareDone
+	l.wakeWaiters()
+
+	l.mu.Lock()
+	sl := l.segs.Load()
+	l.mu.Unlock()
+	for _, s := range sl.segs {
+		if sf := s.file.Load(); sf != nil {
+			sf.unref()
+		}
+	}
+	if f := l.fail.Load(); f != nil {
+		return f
+	}
+	l.log.Info("wal closed", "dir", l.dir, "end", l.End(), "took", time.Since(start))
+	return nil
+}
+
+// wakeWaiters wakes every WaitDurable/Sync waiter so it rechecks.
+func (l *Log) wakeWaiters() {
+	l.ack.Lock()
+	l.ack.Unlock() //nolint:staticcheck // an empty section orders the stores before the broadcast
+	l.ack.written.Broadcast()
+	l.ack.synced.Broadcast()
+}

@@ -1,0 +1,371 @@
+package wal
+
+// memfs.go is an in-memory FS for tests (of this package and of the engine)
+// that knows which bytes are durable, so that CrashClone can simulate a power
+// loss: file data survives only as far as File.Sync made it durable, and
+// directory entries (create, rename, remove) only as far as SyncDir did.
+//
+// Locking: MemFS.mu guards the two name tables; each memFile has its own
+// mutex for its contents. Lock order: MemFS.mu before memFile.mu.
+
+import (
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+)
+
+// MemFS is an in-memory FS that tracks per file which bytes were synced. It is
+// a test tool: it is slow for large files and keeps unsynced writes in memory
+// until the next Sync. Preallocated space costs no memory.
+type MemFS struct {
+	mu      sync.Mutex
+	files   map[string]*memFile // the current namespace
+	durable map[string]*memFile // the namespace as of the last SyncDir of each dir
+	dirs    map[string]bool     // directories made by MkdirAll
+}
+
+// memState is one version of a file: bytes [0, len(data)) are stored, bytes
+// [len(data), size) read as zeros (preallocated).
+type memState struct {
+	data []byte
+	size int64
+}
+
+// memOp is one unsynced change, replayed in order by Sync and CrashClone.
+type memOp struct {
+	off  int64
+	data []byte // a write of data at off; nil means "set the size to off"
+}
+
+type memFile struct {
+	mu      sync.Mutex
+	cur     memState // what reads see
+	synced  memState // what survives a crash
+	pending []memOp  // changes since the last Sync, oldest first
+}
+
+// NewMemFS returns an empty in-memory FS.
+func NewMemFS() *MemFS {
+	return &MemFS{files: map[string]*memFile{}, durable: map[string]*memFile{}, dirs: map[string]bool{}}
+}
+
+// OpenFile implements FS. Supported flags: O_RDONLY, O_RDWR, O_WRONLY,
+// O_CREATE, O_EXCL, O_TRUNC.
+func (m *MemFS) OpenFile(name string, flag int, _ os.FileMode) (File, error) {
+	name = filepath.Clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.dirs[filepath.Dir(name)] {
+		return nil, &os.PathError{Op: "open", Path: name, Err: syscall.ENOENT}
+	}
+	f := m.files[name]
+	switch {
+	case f == nil && flag&os.O_CREATE == 0:
+		return nil, &os.PathError{Op: "open", Path: name, Err: syscall.ENOENT}
+	case f != nil && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0:
+		return nil, &os.PathError{Op: "open", Path: name, Err: syscall.EEXIST}
+	case f == nil:
+		f = &memFile{}
+		m.files[name] = f
+	}
+	h := &memHandle{f: f, name: name, readOnly: flag&(os.O_RDWR|os.O_WRONLY) == 0}
+	if flag&os.O_TRUNC != 0 {
+		if err := h.Truncate(0); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// Remove implements FS.
+func (m *MemFS) Remove(name string) error {
+	name = filepath.Clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.files[name] == nil {
+		return &os.PathError{Op: "remove", Path: name, Err: syscall.ENOENT}
+	}
+	delete(m.files, name)
+	return nil
+}
+
+// Rename implements FS.
+func (m *MemFS) Rename(oldname, newname string) error {
+	oldname, newname = filepath.Clean(oldname), filepath.Clean(newname)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.files[oldname]
+	if f == nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: syscall.ENOENT}
+	}
+	delete(m.files, oldname)
+	m.files[newname] = f
+	return nil
+}
+
+// ReadDir implements FS; names are sorted.
+func (m *MemFS) ReadDir(dir string) ([]string, error) {
+	dir = filepath.Clean(dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.dirs[dir] {
+		return nil, &os.PathError{Op: "readdir", Path: dir, Err: syscall.ENOENT}
+	}
+	var names []string
+	for name := range m.files {
+		if filepath.Dir(name) == dir {
+			names = append(names, filepath.Base(name))
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// MkdirAll implements FS. Directories are durable at once.
+func (m *MemFS) MkdirAll(dir string, _ os.FileMode) error {
+	dir = filepath.Clean(dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for d := dir; ; d = filepath.Dir(d) {
+		m.dirs[d] = true
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// SyncDir implements FS: the entries of dir become durable as they are now.
+func (m *MemFS) SyncDir(dir string) error {
+	dir = filepath.Clean(dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name := range m.durable {
+		if filepath.Dir(name) == dir && m.files[name] == nil {
+			delete(m.durable, name)
+		}
+	}
+	for name, f := range m.files {
+		if filepath.Dir(name) == dir {
+			m.durable[name] = f
+		}
+	}
+	return nil
+}
+
+// CrashClone returns a copy of m as it would be found after a power loss:
+// only durable directory entries, and per file only the synced data plus,
+// if rnd is non-nil, a random prefix of the unsynced changes (the last one
+// possibly torn: a random prefix of its bytes). With rnd == nil the clone
+// holds exactly the synced data. m is not changed and stays usable.
+func (m *MemFS) CrashClone(rnd *rand.Rand) *MemFS {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := NewMemFS()
+	for d := range m.dirs {
+		c.dirs[d] = true
+	}
+	clones := map[*memFile]*memFile{} // a file under two names stays one file
+	for name, f := range m.durable {
+		cf := clones[f]
+		if cf == nil {
+			cf = f.crashCopy(rnd)
+			clones[f] = cf
+		}
+		c.files[name] = cf
+		c.durable[name] = cf
+	}
+	return c
+}
+
+// crashCopy builds the post-crash version of f.
+func (f *memFile) crashCopy(rnd *rand.Rand) *memFile {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := memState{data: slices.Clone(f.synced.data), size: f.synced.size}
+	if rnd != nil && len(f.pending) > 0 {
+		k := rnd.IntN(len(f.pending) + 1)
+		for _, op := range f.pending[:k] {
+			st.apply(op)
+		}
+		if k < len(f.pending) && f.pending[k].data != nil && rnd.IntN(2) == 0 {
+			op := f.pending[k]
+			op.data = op.data[:rnd.IntN(len(op.data)+1)] // a torn write
+			st.apply(op)
+		}
+	}
+	return &memFile{cur: st, synced: memState{data: slices.Clone(st.data), size: st.size}}
+}
+
+// Files returns the current file names under dir (for tests).
+func (m *MemFS) Files(dir string) []string {
+	names, _ := m.ReadDir(dir)
+	return names
+}
+
+// apply replays one change onto s.
+func (s *memState) apply(op memOp) {
+	if op.data == nil {
+		s.setSize(op.off)
+		return
+	}
+	end := op.off + int64(len(op.data))
+	s.grow(end)
+	copy(s.data[op.off:end], op.data)
+	if end > s.size {
+		s.size = end
+	}
+}
+
+// grow makes data at least n bytes long, zero-filling the new part.
+func (s *memState) grow(n int64) {
+	l := int64(len(s.data))
+	if n <= l {
+		return
+	}
+	if int64(cap(s.data)) >= n {
+		s.data = s.data[:n]
+	} else {
+		nd := make([]byte, n, max(n, 2*l))
+		copy(nd, s.data)
+		s.data = nd
+	}
+	clear(s.data[l:n])
+}
+
+// setSize truncates or extends (with zeros, without storing them) to n.
+func (s *memState) setSize(n int64) {
+	if n < int64(len(s.data)) {
+		s.data = s.data[:n]
+	}
+	s.size = n
+}
+
+// memHandle is an open MemFS file. It keeps working after its name is
+// removed, like a POSIX file descriptor.
+type memHandle struct {
+	f        *memFile
+	name     string
+	readOnly bool
+	mu       sync.Mutex // guards closed
+	closed   bool
+}
+
+func (h *memHandle) check(write bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return &os.PathError{Op: "use", Path: h.name, Err: fs.ErrClosed}
+	}
+	if write && h.readOnly {
+		return &os.PathError{Op: "write", Path: h.name, Err: syscall.EBADF}
+	}
+	return nil
+}
+
+func (h *memHandle) ReadAt(p []byte, off int64) (int, error) {
+	if err := h.check(false); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, &os.PathError{Op: "read", Path: h.name, Err: syscall.EINVAL}
+	}
+	f := h.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if off >= f.cur.size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), f.cur.size-off))
+	stored := 0
+	if off < int64(len(f.cur.data)) {
+		stored = copy(p[:n], f.cur.data[off:])
+	}
+	clear(p[stored:n])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (h *memHandle) WriteAt(p []byte, off int64) (int, error) {
+	if err := h.check(true); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, &os.PathError{Op: "write", Path: h.name, Err: syscall.EINVAL}
+	}
+	op := memOp{off: off, data: slices.Clone(p)}
+	if op.data == nil {
+		op.data = []byte{}
+	}
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	h.f.cur.apply(op)
+	h.f.pending = append(h.f.pending, op)
+	return len(p), nil
+}
+
+func (h *memHandle) Sync() error {
+	if err := h.check(false); err != nil {
+		return err
+	}
+	f := h.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, op := range f.pending {
+		f.synced.apply(op)
+	}
+	f.pending = nil
+	return nil
+}
+
+func (h *memHandle) Truncate(size int64) error {
+	if err := h.check(true); err != nil {
+		return err
+	}
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	op := memOp{off: size}
+	h.f.cur.apply(op)
+	h.f.pending = append(h.f.pending, op)
+	return nil
+}
+
+func (h *memHandle) Preallocate(size int64) error {
+	if err := h.check(true); err != nil {
+		return err
+	}
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	if size <= h.f.cur.size {
+		return nil
+	}
+	op := memOp{off: size}
+	h.f.cur.apply(op)
+	h.f.pending = append(h.f.pending, op)
+	return nil
+}
+
+func (h *memHandle) Size() (int64, error) {
+	if err := h.check(false); err != nil {
+		return 0, err
+	}
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	return h.f.cur.size, nil
+}
+
+func (h *memHandle) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return &os.PathError{Op: "close", Path: h.name, Err: fs.ErrClosed}
+	}
+	h.closed = true
+	return nil
+}

@@ -1,0 +1,134 @@
+package wal
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// SyncMode says when WaitDurable considers a record acknowledged.
+type SyncMode uint8
+
+const (
+	// SyncAlways: WaitDurable returns after the record is fdatasync'ed (default).
+	SyncAlways SyncMode = iota
+	// SyncInterval: WaitDurable returns after the record is written to its
+	// file; the writer fsyncs at most every Options.SyncInterval.
+	SyncInterval
+	// SyncNone: WaitDurable returns after the write; fsync happens only on a
+	// segment roll, on Sync and on Close.
+	SyncNone
+)
+
+// String returns "always", "interval" or "none".
+func (m SyncMode) String() string {
+	switch m {
+	case SyncAlways:
+		return "always"
+	case SyncInterval:
+		return "interval"
+	case SyncNone:
+		return "none"
+	}
+	return fmt.Sprintf("SyncMode(%d)", uint8(m))
+}
+
+// ParseSyncMode parses the String form of a SyncMode.
+func ParseSyncMode(s string) (SyncMode, error) {
+	switch s {
+	case "always":
+		return SyncAlways, nil
+	case "interval":
+		return SyncInterval, nil
+	case "none":
+		return SyncNone, nil
+	}
+	return 0, fmt.Errorf("%w: unknown sync mode %q (want always, interval or none)", ErrBadOptions, s)
+}
+
+// Limits and defaults. The limits are part of the on-disk contract (a reader
+// rejects a length over MaxPayload as corrupt); never lower them.
+const (
+	// MaxPayload is the largest stored payload of a record.
+	MaxPayload = 16 << 20
+	// MinSegmentBytes is the smallest allowed Options.SegmentBytes.
+	MinSegmentBytes = 64 << 10
+
+	defaultSegmentBytes     = 64 << 20
+	defaultSyncInterval     = time.Second
+	defaultBufferBytes      = 32 << 20
+	defaultCompressMinBytes = 4096
+	minBufferBytes          = 64 << 10
+)
+
+// Options configures a Log. The zero value gives the defaults below.
+type Options struct {
+	// FS is where the files live; nil means the OS file system (OSFS).
+	FS FS
+	// SegmentBytes is the preallocated size of each segment file. Default
+	// 64 MiB; minimum 64 KiB; must be a multiple of 4 KiB.
+	SegmentBytes int64
+	// Sync says when WaitDurable returns. Default SyncAlways.
+	Sync SyncMode
+	// SyncInterval bounds how often SyncInterval mode fsyncs. Default 1s.
+	SyncInterval time.Duration
+	// BufferBytes is the size of the in-memory ring of the most recent log
+	// bytes: it holds appended-but-unwritten records (Append blocks when it
+	// is full) and serves recent reads without a syscall. Default 32 MiB,
+	// minimum 64 KiB.
+	BufferBytes int
+	// CompressMinBytes is the smallest payload Append tries to compress with
+	// s2. 0 means the default 4096; negative disables compression.
+	CompressMinBytes int
+	// Repair makes Open cut the log at a mid-log corruption of the last
+	// segment (dropping everything after it) instead of failing.
+	Repair bool
+	// Logger receives lifecycle and recovery messages; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns a fresh Options with every default filled in.
+func DefaultOptions() Options {
+	return Options{}.withDefaults()
+}
+
+// withDefaults returns a copy of o with unset fields filled.
+func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = OSFS()
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = defaultSegmentBytes
+	}
+	if o.SyncInterval == 0 {
+		o.SyncInterval = defaultSyncInterval
+	}
+	if o.BufferBytes == 0 {
+		o.BufferBytes = defaultBufferBytes
+	}
+	if o.CompressMinBytes == 0 {
+		o.CompressMinBytes = defaultCompressMinBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate reports the first bad field of o (after defaults are applied).
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	switch {
+	case o.SegmentBytes < MinSegmentBytes:
+		return fmt.Errorf("%w: SegmentBytes %d below minimum %d", ErrBadOptions, o.SegmentBytes, MinSegmentBytes)
+	case o.SegmentBytes%4096 != 0:
+		return fmt.Errorf("%w: SegmentBytes %d not a multiple of 4096", ErrBadOptions, o.SegmentBytes)
+	case o.Sync > SyncNone:
+		return fmt.Errorf("%w: unknown Sync mode %d", ErrBadOptions, o.Sync)
+	case o.SyncInterval < 0:
+		return fmt.Errorf("%w: negative SyncInterval %v", ErrBadOptions, o.SyncInterval)
+	case o.BufferBytes < minBufferBytes:
+		return fmt.Errorf("%w: BufferBytes %d below minimum %d", ErrBadOptions, o.BufferBytes, minBufferBytes)
+	}
+	return nil
+}

@@ -1,0 +1,466 @@
+package wal
+
+// recovery.go owns Open: listing the directory, checking that the segments
+// tile the position space, and finding the end of the log by scanning the
+// last segment only (old segments are not read at Open, so a large log opens
+// in milliseconds; their records are verified when they are read).
+//
+// The end of the last segment is the first position holding no valid record.
+// Then:
+//   - zero header and zeros to the end of the file: the clean end;
+//   - otherwise, if no valid record follows at any 4-byte aligned offset: a
+//     torn tail (a write cut by a crash). It is cut: truncate at the cut,
+//     preallocate again, fsync; reported in RecoveryInfo and at Warn level;
+//   - otherwise a valid record follows the bad one: mid-log corruption.
+//     Open fails with *CorruptionError, unless Options.Repair, which cuts
+//     there as for a torn tail and reports at Error level.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+)
+
+// RecoveryInfo is what Open found and did.
+type RecoveryInfo struct {
+	Segments int      // live segments found (or created)
+	Holes    int      // hole markers of removed segments
+	Created  bool     // the log was empty: the first segment was created
+	End      Pos      // end of the log after recovery
+	Ignored  []string // unknown files left in the directory
+	// TornTail is set when an incomplete tail was cut at CutAt.
+	TornTail bool
+	// Repaired is set when a mid-log corruption was cut at CutAt (Repair).
+	Repaired bool
+	// CutAt is where the log was cut (TornTail or Repaired).
+	CutAt Pos
+	// DroppedBytes counts the bytes from CutAt to the last non-zero byte
+	// of the segment file that were dropped by the cut.
+	DroppedBytes int64
+	// Corruption describes the bad record at CutAt, if any.
+	Corruption *CorruptionError
+}
+
+// dirEntry is a segment or hole marker found in the directory.
+type dirEntry struct {
+	start Pos
+	hole  bool
+}
+
+// Open opens (or creates) the log in dir and recovers its end. It starts the
+// writer and spare goroutines only after recovery succeeded.
+func Open(dir string, opts Options) (*Log, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	l := &Log{
+		dir:        filepath.Clean(dir),
+		fs:         opts.FS,
+		opts:       opts,
+		log:        opts.Logger.With("wal", filepath.Clean(dir)),
+		maxPayload: int(min(int64(MaxPayload), opts.SegmentBytes-headerSize)),
+		kick:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+		spares:     make(chan spareFile),
+		spareStop:  make(chan struct{}),
+		spareDone:  make(chan struct{}),
+	}
+	l.spaceCond = sync.NewCond(&l.mu)
+	l.ack.written.L = &l.ack.Mutex
+	l.ack.synced.L = &l.ack.Mutex
+	l.stats.init()
+
+	start := time.Now()
+	segs, err := l.recover()
+	if err != nil {
+		for _, s := range segs {
+			if sf := s.file.Load(); sf != nil {
+				sf.unref()
+			}
+		}
+		return nil, err
+	}
+	l.segs.Store(&segList{segs: segs})
+	end := l.recovery.End
+	l.mu.end, l.mu.openEnd = end, end
+	l.endPos.Store(uint64(end))
+	l.written.Store(uint64(end))
+	l.synced.Store(uint64(end))
+	l.syncWant.Store(uint64(end))
+	l.w.wseg = segs[len(segs)-1]
+	l.w.lastSync = time.Now()
+	l.ring = newRing(opts.BufferBytes)
+	l.startBackground()
+	l.log.Info("wal opened", "end", uint64(end), "segments", len(segs),
+		"sync", opts.Sync.String(), "took", time.Since(start))
+	return l, nil
+}
+
+// recover lists dir, opens the segments and finds the end of the log. It
+// returns the opened segments even on error, so the caller can close them.
+func (l *Log) recover() ([]*segment, error) {
+	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("wal: create dir: %w", err)
+	}
+	entries, err := l.listDir()
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) == 0 {
+		s, err := l.createFirst()
+		if err != nil {
+			return nil, err
+		}
+		l.recovery.Created, l.recovery.Segments = true, 1
+		return []*segment{s}, nil
+	}
+	if entries[len(entries)-1].hole {
+		return nil, fmt.Errorf("%w: the newest entry of %s is a hole marker, the active segment is missing",
+			ErrCorrupt, l.dir)
+	}
+
+	var segs []*segment
+	for i, e := range entries {
+		if e.hole {
+			l.recovery.Holes++
+			continue
+		}
+		last := i == len(entries)-1
+		s, err := l.openSegment(e.start, last)
+		if err != nil {
+			return segs, err
+		}
+		segs = append(segs, s)
+		if last {
+			break
+		}
+		end := entries[i+1].start
+		s.end.Store(uint64(end))
+		if size := s.size.Load(); size < int64(end-s.start) {
+			return segs, &CorruptionError{Segment: s.start, Offset: size, Pos: s.start + Pos(size),
+				Reason: fmt.Sprintf("segment file has %d bytes, its range [%d, %d) needs %d", size, s.start, end, end-s.start)}
+		}
+	}
+	l.recovery.Segments = len(segs)
+	return segs, l.recoverTail(segs[len(segs)-1])
+}
+
+// listDir returns the segments and holes of dir in position order, after
+// deleting leftover spare files, hole markers shadowed by a segment and
+// leading hole markers (nothing older remains to need them).
+func (l *Log) listDir() ([]dirEntry, error) {
+	names, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: list dir: %w", err)
+	}
+	var entries []dirEntry
+	for _, name := range names {
+		if filepath.Ext(name) == spareSuffix {
+			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
+				return nil, fmt.Errorf("wal: remove leftover spare: %w", err)
+			}
+			continue
+		}
+		p, hole, ok := parseName(name)
+		if !ok {
+			l.recovery.Ignored = append(l.recovery.Ignored, name)
+			l.log.Warn("wal ignores unknown file in its directory", "file", name)
+			continue
+		}
+		entries = append(entries, dirEntry{start: p, hole: hole})
+	}
+	slices.SortFunc(entries, func(a, b dirEntry) int {
+		switch {
+		case a.start != b.start:
+			return cmpPos(a.start, b.start)
+		case a.hole == b.hole:
+			return 0
+		case a.hole:
+			return 1 // the segment first
+		}
+		return -1
+	})
+	var out []dirEntry
+	for _, e := range entries {
+		shadowed := len(out) > 0 && out[len(out)-1].start == e.start
+		leading := e.hole && len(out) == 0
+		if e.hole && (shadowed || leading) {
+			// A crash during RemoveSegment, or an oldest segment removed
+			// after a middle one: the marker is not needed.
+			if err := l.fs.Remove(holeName(l.dir, e.start)); err != nil {
+				return nil, fmt.Errorf("wal: remove stale hole marker: %w", err)
+			}
+			continue
+		}
+		out = append(out, e) // consecutive holes are fine too
+
+	}
+	return out, nil
+}
+
+func cmpPos(a, b Pos) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// createFirst creates the segment at Pos 0 of an empty log.
+func (l *Log) createFirst() (*segment, error) {
+	name := segName(l.dir, 0)
+	f, err := l.fs.OpenFile(name, osCreateRW, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("wal: create first segment: %w", err)
+	}
+	err = f.Preallocate(l.opts.SegmentBytes)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = l.fs.SyncDir(l.dir)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("wal: create first segment: %w", err)
+	}
+	s := &segment{start: 0, capacity: l.opts.SegmentBytes}
+	s.end.Store(openEnded)
+	s.size.Store(l.opts.SegmentBytes)
+	s.file.Store(newSegFile(f, name))
+	l.recovery.End = 0
+	return s, nil
+}
+
+// openSegment opens the segment file starting at p: read-only unless it is
+// the last one, which the writer appends to.
+func (l *Log) openSegment(p Pos, last bool) (*segment, error) {
+	name := segName(l.dir, p)
+	flag := os.O_RDONLY
+	if last {
+		flag = os.O_RDWR
+	}
+	f, err := l.fs.OpenFile(name, flag, 0)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open segment: %w", err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("wal: stat segment %s: %w", name, err)
+	}
+	s := &segment{start: p, capacity: max(size, l.opts.SegmentBytes)}
+	s.end.Store(openEnded)
+	s.size.Store(size)
+	s.file.Store(newSegFile(f, name))
+	return s, nil
+}
+
+// recoverTail scans the last segment, finds the end of the log, cuts a torn
+// tail (or, with Repair, a corruption) and preallocates the file again.
+func (l *Log) recoverTail(s *segment) error {
+	sf := s.file.Load()
+	size := s.size.Load()
+	w := &fileWindow{f: sf.f, size: size}
+	stop, bad := scanRecords(w, s.start)
+	lastNZ, err := w.lastNonZero(stop)
+	if err != nil {
+		return fmt.Errorf("wal: scan segment %s: %w", sf.name, err)
+	}
+	end := s.start + Pos(stop)
+	l.recovery.End = end
+	if lastNZ < 0 {
+		return l.prepareTail(s, size) // clean end
+	}
+
+	// Something non-zero is at or after stop: torn tail or corruption.
+	if bad == "" {
+		bad = "garbage after the last record"
+	}
+	cerr := &CorruptionError{Segment: s.start, Offset: stop, Pos: end, Reason: bad}
+	l.recovery.Corruption = cerr
+	later, err := findValidRecord(w, s.start, stop+recordAlign, lastNZ)
+	if err != nil {
+		return fmt.Errorf("wal: scan segment %s: %w", sf.name, err)
+	}
+	dropped := lastNZ + 1 - stop
+	if later >= 0 {
+		if !l.opts.Repair {
+			cerr.Reason += fmt.Sprintf("; a valid record follows at offset %d", later)
+			return cerr
+		}
+		l.recovery.Repaired = true
+		l.log.Error("wal repaired a mid-log corruption by cutting the log; records after the cut are lost",
+			"segment", filepath.Base(sf.name), "offset", stop, "pos", uint64(end),
+			"dropped_bytes", dropped, "next_valid_offset", later, "reason", bad)
+	} else {
+		l.recovery.TornTail = true
+		l.log.Warn("wal cut a torn tail", "segment", filepath.Base(sf.name), "offset", stop,
+			"pos", uint64(end), "dropped_bytes", dropped, "reason", bad)
+	}
+	l.recovery.CutAt, l.recovery.DroppedBytes = end, dropped
+	if err := sf.f.Truncate(stop); err != nil {
+		return fmt.Errorf("wal: cut segment %s: %w", sf.name, err)
+	}
+	return l.prepareTail(s, stop)
+}
+
+// prepareTail makes sure the active segment is preallocated and its data
+// (including data a crashed process left in the page cache) is durable, so
+// that SyncedEnd starts at End.
+func (l *Log) prepareTail(s *segment, size int64) error {
+	sf := s.file.Load()
+	if size < s.capacity {
+		if err := sf.f.Preallocate(s.capacity); err != nil {
+			return fmt.Errorf("wal: preallocate segment %s: %w", sf.name, err)
+		}
+	}
+	s.size.Store(s.capacity)
+	if err := sf.f.Sync(); err != nil {
+		return fmt.Errorf("wal: sync segment %s: %w", sf.name, err)
+	}
+	return nil
+}
+
+// scanRecords walks valid records from the start of a segment and returns
+// the offset of the first position that does not hold one, and why ("" for
+// a zero header or the end of the file).
+func scanRecords(w *fileWindow, start Pos) (int64, string) {
+	off := int64(0)
+	for off+headerSize <= w.size {
+		h, err := w.get(off, headerSize)
+		if err != nil {
+			return off, "read error: " + err.Error()
+		}
+		if isZeroHeader(h) {
+			return off, ""
+		}
+		hi, reason := parseHeader(h)
+		if reason != "" {
+			return off, reason
+		}
+		framed := int64(framedSize(hi.n))
+		if off+framed > w.size {
+			return off, "truncated"
+		}
+		b, err := w.get(off, int(framed))
+		if err != nil {
+			return off, "read error: " + err.Error()
+		}
+		if _, _, _, reason := decodeRecord(start+Pos(off), b); reason != "" {
+			return off, reason
+		}
+		off += framed
+	}
+	return off, ""
+}
+
+// findValidRecord returns the offset of the first valid record at an aligned
+// offset in [from, upTo], or -1. The magic is checked before the checksum.
+func findValidRecord(w *fileWindow, start Pos, from, upTo int64) (int64, error) {
+	for off := from; off <= upTo && off+headerSize <= w.size; off += recordAlign {
+		h, err := w.get(off, headerSize)
+		if err != nil {
+			return -1, err
+		}
+		if h[6] != recordMagic&0xff || h[7] != recordMagic>>8 {
+			continue
+		}
+		hi, reason := parseHeader(h)
+		if reason != "" {
+			continue
+		}
+		framed := int64(framedSize(hi.n))
+		if off+framed > w.size {
+			continue
+		}
+		b, err := w.get(off, int(framed))
+		if err != nil {
+			return -1, err
+		}
+		if _, _, _, reason := decodeRecord(start+Pos(off), b); reason == "" {
+			return off, nil
+		}
+	}
+	return -1, nil
+}
+
+// fileWindow reads a file through a sliding buffer, so that a scan makes a
+// few large reads instead of one per record.
+type fileWindow struct {
+	f    File
+	size int64  // bytes of the file that may be read
+	buf  []byte // file bytes [off, off+len(buf))
+	off  int64
+}
+
+const windowBytes = 1 << 20
+
+// get returns n bytes at off, valid until the next call.
+func (w *fileWindow) get(off int64, n int) ([]byte, error) {
+	if off >= w.off && off+int64(n) <= w.off+int64(len(w.buf)) {
+		return w.buf[off-w.off : off-w.off+int64(n)], nil
+	}
+	if off+int64(n) > w.size {
+		return nil, io.ErrUnexpectedEOF
+	}
+	m := int(min(int64(max(n, windowBytes)), w.size-off))
+	if cap(w.buf) < m {
+		w.buf = make([]byte, m)
+	}
+	w.buf = w.buf[:m]
+	got, err := w.f.ReadAt(w.buf, off)
+	if got < m && err != nil && !errors.Is(err, io.EOF) {
+		w.buf = w.buf[:0]
+		return nil, err
+	}
+	w.buf, w.off = w.buf[:got], off
+	if got < n {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return w.buf[:n], nil
+}
+
+// lastNonZero returns the offset of the last non-zero byte at or after from,
+// or -1 if the rest of the file is zero.
+func (w *fileWindow) lastNonZero(from int64) (int64, error) {
+	last := int64(-1)
+	for off := from; off < w.size; {
+		n := int(min(windowBytes, w.size-off))
+		b, err := w.get(off, n)
+		if err != nil {
+			return -1, err
+		}
+		if i := lastNonZeroByte(b); i >= 0 {
+			last = off + int64(i)
+		}
+		off += int64(n)
+	}
+	return last, nil
+}
+
+// lastNonZeroByte returns the index of the last non-zero byte of b, or -1;
+// it skips zero words eight bytes at a time (segments are mostly zeros).
+func lastNonZeroByte(b []byte) int {
+	i := len(b)
+	for i >= 8 && binary.LittleEndian.Uint64(b[i-8:i]) == 0 {
+		i -= 8
+	}
+	for i > 0 {
+		if b[i-1] != 0 {
+			return i - 1
+		}
+		i--
+	}
+	return -1
+}

@@ -1,0 +1,276 @@
+package wal
+
+// segment.go owns the in-memory segment list: one entry per live segment
+// file, published copy-on-write behind an atomic.Pointer so that AddLive and
+// readers look positions up without a lock, and the reference counts that
+// keep a removed segment's file open until its last reader is done.
+//
+// Holes: RemoveSegment may remove a segment in the middle of the log (the
+// engine compacts mostly dead segments). So that a reopened log still knows
+// where the segment before it ends, an empty marker file "%016x.hole" is
+// left at the removed segment's start unless it was the oldest one. Live
+// segments and holes together tile the position space from the first live
+// segment to End (invariant 1); a hole is never read.
+//
+// Who touches what: the list is replaced only under Log.mu; segment.end is
+// written once (under Log.mu, at the roll that ends the segment); the file
+// handle is set once (by Open, or by the writer when it first writes to the
+// segment); live is an atomic the engine adds to.
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
+
+const (
+	segSuffix   = ".wal"
+	holeSuffix  = ".hole"
+	spareSuffix = ".spare"
+	openEnded   = math.MaxUint64 // segment.end of the active segment
+)
+
+// SegmentInfo describes one live segment.
+type SegmentInfo struct {
+	Start     Pos   // Pos of the segment's first byte
+	End       Pos   // start of the next segment or hole, or End() for the active one
+	Live      int64 // the caller's counter (AddLive)
+	Active    bool  // the segment appends go to
+	FileBytes int64 // size of the file (its preallocation), 0 if not created yet
+}
+
+// segment is one live segment of the list.
+type segment struct {
+	start    Pos
+	capacity int64         // bytes of the file records may use (its preallocated size)
+	end      atomic.Uint64 // openEnded while active; set once at the roll
+	live     atomic.Int64  // AddLive's counter
+	size     atomic.Int64  // file size, for SegmentInfo
+	file     atomic.Pointer[segFile]
+	// removed is set by RemoveSegment before the list's reference is
+	// dropped; readers that got a reference re-check it.
+	removed atomic.Bool
+}
+
+// segFile is an open segment file shared by the list and in-flight users.
+type segFile struct {
+	f    File
+	name string
+	refs atomic.Int64 // 1 for the list + 1 per user; the file closes at 0
+}
+
+func newSegFile(f File, name string) *segFile {
+	sf := &segFile{f: f, name: name}
+	sf.refs.Store(1)
+	return sf
+}
+
+// tryRef takes a reference unless the file is already closed.
+func (sf *segFile) tryRef() bool {
+	for {
+		r := sf.refs.Load()
+		if r <= 0 {
+			return false
+		}
+		if sf.refs.CompareAndSwap(r, r+1) {
+			return true
+		}
+	}
+}
+
+// unref drops a reference; the last one closes the file.
+func (sf *segFile) unref() {
+	if sf.refs.Add(-1) == 0 {
+		_ = sf.f.Close() // read side, or already fsynced by the writer
+	}
+}
+
+// acquire returns the segment's file with a reference held, or
+// ErrSegmentRemoved. The caller must unref it.
+func (s *segment) acquire() (*segFile, error) {
+	sf := s.file.Load()
+	if sf == nil || s.removed.Load() || !sf.tryRef() {
+		if s.removed.Load() {
+			return nil, ErrSegmentRemoved
+		}
+		return nil, fmt.Errorf("wal: segment %016x has no file yet", uint64(s.start))
+	}
+	if s.removed.Load() {
+		sf.unref()
+		return nil, ErrSegmentRemoved
+	}
+	return sf, nil
+}
+
+// endPos returns the segment's end, with logEnd standing in for the active one.
+func (s *segment) endPos(logEnd Pos) Pos {
+	if e := s.end.Load(); e != openEnded {
+		return Pos(e)
+	}
+	return logEnd
+}
+
+// segList is an immutable, start-ordered list of live segments.
+type segList struct {
+	segs []*segment
+}
+
+// find returns the live segment holding p, or nil if p is before the first
+// segment or in a hole. The active segment holds every p >= its start.
+func (sl *segList) find(p Pos) *segment {
+	i, ok := slices.BinarySearchFunc(sl.segs, p, func(s *segment, p Pos) int {
+		switch {
+		case s.start < p:
+			return -1
+		case s.start > p:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		i-- // the last segment starting before p
+	}
+	if i < 0 {
+		return nil
+	}
+	s := sl.segs[i]
+	if e := s.end.Load(); e != openEnded && uint64(p) >= e {
+		return nil
+	}
+	return s
+}
+
+// last returns the active segment.
+func (sl *segList) last() *segment { return sl.segs[len(sl.segs)-1] }
+
+// next returns the segment after s in the list, or nil.
+func (sl *segList) next(s *segment) *segment {
+	i := slices.Index(sl.segs, s)
+	if i < 0 || i+1 >= len(sl.segs) {
+		return nil
+	}
+	return sl.segs[i+1]
+}
+
+// segName returns the file name of the segment starting at p.
+func segName(dir string, p Pos) string {
+	return filepath.Join(dir, fmt.Sprintf("%016x%s", uint64(p), segSuffix))
+}
+
+// holeName returns the file name of the hole marker at p.
+func holeName(dir string, p Pos) string {
+	return filepath.Join(dir, fmt.Sprintf("%016x%s", uint64(p), holeSuffix))
+}
+
+// parseName parses "%016x.wal" or "%016x.hole"; ok is false for anything else.
+func parseName(name string) (p Pos, hole bool, ok bool) {
+	var hex string
+	switch {
+	case strings.HasSuffix(name, segSuffix):
+		hex = strings.TrimSuffix(name, segSuffix)
+	case strings.HasSuffix(name, holeSuffix):
+		hex, hole = strings.TrimSuffix(name, holeSuffix), true
+	default:
+		return 0, false, false
+	}
+	if len(hex) != 16 || strings.ToLower(hex) != hex {
+		return 0, false, false
+	}
+	v, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil || v%recordAlign != 0 {
+		return 0, false, false
+	}
+	return Pos(v), hole, true
+}
+
+// AddLive adds delta to the counter of the segment holding p. It takes no
+// lock; a Pos in a removed segment (or beyond the log) is ignored.
+func (l *Log) AddLive(p Pos, delta int64) {
+	if s := l.segs.Load().find(p); s != nil && !s.removed.Load() {
+		s.live.Add(delta)
+	}
+}
+
+// Segments returns the live segments, oldest first.
+func (l *Log) Segments() []SegmentInfo {
+	end := l.End()
+	sl := l.segs.Load()
+	out := make([]SegmentInfo, 0, len(sl.segs))
+	for i, s := range sl.segs {
+		out = append(out, SegmentInfo{
+			Start:     s.start,
+			End:       s.endPos(end),
+			Live:      s.live.Load(),
+			Active:    i == len(sl.segs)-1,
+			FileBytes: s.size.Load(),
+		})
+	}
+	return out
+}
+
+// RemoveSegment removes the non-active segment starting at start: it leaves
+// the list at once (later reads get ErrSegmentRemoved), its file is unlinked
+// and the directory fsynced; reads already in flight finish on the open file.
+func (l *Log) RemoveSegment(start Pos) error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	sl := l.segs.Load()
+	i := slices.IndexFunc(sl.segs, func(s *segment) bool { return s.start == start })
+	switch {
+	case i < 0:
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %016x", ErrNoSegment, uint64(start))
+	case i == len(sl.segs)-1 || Pos(sl.segs[i].end.Load()) > l.WrittenEnd():
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %016x", ErrActiveSegment, uint64(start))
+	}
+	s := sl.segs[i]
+	s.removed.Store(true)
+	l.segs.Store(&segList{segs: slices.Delete(slices.Clone(sl.segs), i, i+1)})
+	needHole := i > 0
+	l.mu.Unlock()
+
+	// The file operations are serialized with each other (not with appends)
+	// so that hole markers and unlinks reach the directory in order.
+	l.removeMu.Lock()
+	defer l.removeMu.Unlock()
+	err := l.unlinkSegment(s, needHole)
+	if sf := s.file.Load(); sf != nil {
+		sf.unref() // the list's reference; in-flight readers keep it open
+	}
+	if err != nil {
+		return fmt.Errorf("wal: remove segment %016x: %w", uint64(start), err)
+	}
+	l.log.Info("wal segment removed", "segment", fmt.Sprintf("%016x", uint64(start)),
+		"end", s.end.Load(), "live", s.live.Load())
+	return nil
+}
+
+// unlinkSegment makes the removal durable: a hole marker first (if an older
+// segment remains, so that its end stays known), then the unlink; each step
+// followed by a directory fsync so a crash leaves the segment or the hole.
+func (l *Log) unlinkSegment(s *segment, needHole bool) error {
+	if needHole {
+		h, err := l.fs.OpenFile(holeName(l.dir, s.start), osCreateRW, 0o644)
+		if err != nil {
+			return err
+		}
+		if err := h.Close(); err != nil {
+			return err
+		}
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return err
+		}
+	}
+	if err := l.fs.Remove(segName(l.dir, s.start)); err != nil {
+		return err
+	}
+	return l.fs.SyncDir(l.dir)
+}

@@ -1,0 +1,283 @@
+package wal
+
+// writer.go owns the two background goroutines: the writer, which is the
+// only goroutine that writes or fsyncs segment files (group commit), and the
+// spare goroutine, which keeps one preallocated segment file ready so that a
+// roll does not stall the writer on fallocate (etcd's file_pipeline).
+//
+// Group commit: appenders frame records into the ring and kick the writer.
+// Each writer iteration takes everything appended so far, writes it with one
+// WriteAt per segment touched (two if the span wraps around the ring), then,
+// per SyncMode, one fdatasync of the segment last written, then publishes
+// the new WrittenEnd/SyncedEnd and wakes the waiters. Appends arriving during
+// the fsync are picked up by the next iteration as one batch.
+//
+// Who touches what: writerState belongs to the writer goroutine alone. The
+// spare file belongs to the spare goroutine until it is sent on l.spares.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// writerState is owned by the writer goroutine.
+type writerState struct {
+	wseg     *segment  // segment last written to: the one an fsync must cover
+	lastSync time.Time // end of the last fdatasync (SyncInterval pacing)
+	timer    *time.Timer
+	nrec     uint64 // mu.records at the last write, for the batch histogram
+}
+
+// spareFile is a preallocated, synced, closed spare segment file (or the
+// error that prevented making one).
+type spareFile struct {
+	name string
+	err  error
+}
+
+// startBackground starts the writer and spare goroutines; Close stops them.
+func (l *Log) startBackground() {
+	go l.writerLoop()
+	go l.spareLoop()
+}
+
+// writerLoop runs until Close, writing what appenders put in the ring.
+func (l *Log) writerLoop() {
+	defer close(l.writerDone)
+	var timerC <-chan time.Time
+	for {
+		stopping := false
+		select {
+		case <-l.kick:
+		case <-timerC:
+			timerC = nil
+		case <-l.stop:
+			stopping = true
+		}
+		l.flush(stopping)
+		if stopping {
+			if l.w.timer != nil {
+				l.w.timer.Stop()
+			}
+			return
+		}
+		// SyncInterval: make sure unsynced data gets its fsync in time even
+		// if no further append comes.
+		if l.opts.Sync == SyncInterval && timerC == nil && l.fail.Load() == nil &&
+			l.synced.Load() < l.written.Load() {
+			d := time.Until(l.w.lastSync.Add(l.opts.SyncInterval))
+			if l.w.timer == nil {
+				l.w.timer = time.NewTimer(d)
+			} else {
+				l.w.timer.Reset(d)
+			}
+			timerC = l.w.timer.C
+		}
+	}
+}
+
+// flush writes everything appended so far and fsyncs it if the mode (or a
+// Sync call, or final) asks for it.
+func (l *Log) flush(final bool) {
+	if l.fail.Load() != nil {
+		return // invariant 8: no I/O after a failure
+	}
+	l.mu.RLock()
+	end, nrec := l.mu.end, l.mu.records
+	l.mu.RUnlock()
+
+	if written := l.WrittenEnd(); end > written {
+		if op, err := l.writeRange(written, end); err != nil {
+			l.setFailed(op, err)
+			return
+		}
+		l.stats.writes.Add(1)
+		l.stats.batch.observe(float64(nrec - l.w.nrec))
+		l.w.nrec = nrec
+		l.written.Store(uint64(end))
+		l.mu.Lock()
+		stalled := l.mu.stalled > 0
+		l.mu.Unlock()
+		if stalled {
+			l.spaceCond.Broadcast()
+		}
+		if l.opts.Sync != SyncAlways {
+			l.announce(&l.ack.written)
+		}
+	}
+
+	synced := l.SyncedEnd()
+	if synced >= end {
+		return
+	}
+	need := l.opts.Sync == SyncAlways || final || Pos(l.syncWant.Load()) > synced ||
+		(l.opts.Sync == SyncInterval && time.Since(l.w.lastSync) >= l.opts.SyncInterval)
+	if !need {
+		return
+	}
+	if err := l.syncSegment(l.w.wseg); err != nil {
+		l.setFailed("fsync", err)
+		return
+	}
+	l.synced.Store(uint64(end))
+	l.announce(&l.ack.synced)
+}
+
+// writeRange writes the ring bytes of [from, to) to their segment files.
+// On failure it returns the failed operation's name and the error.
+func (l *Log) writeRange(from, to Pos) (string, error) {
+	sl := l.segs.Load() // loaded after the end snapshot: has every segment below to
+	for p := from; p < to; {
+		s := sl.find(p)
+		if s == nil {
+			return "write", fmt.Errorf("wal: internal error: no segment holds pos %d", p)
+		}
+		if s.file.Load() == nil {
+			if op, err := l.openNewSegment(s); err != nil {
+				return op, err
+			}
+		}
+		segEnd := min(to, s.endPos(to))
+		f := s.file.Load().f // no ref needed: a segment with unwritten data cannot be removed
+		off := int64(p - s.start)
+		a, b := l.ring.spans(p, int(segEnd-p))
+		if _, err := f.WriteAt(a, off); err != nil {
+			return "write", err
+		}
+		l.stats.writeCalls.Add(1)
+		if b != nil {
+			if _, err := f.WriteAt(b, off+int64(len(a))); err != nil {
+				return "write", err
+			}
+			l.stats.writeCalls.Add(1)
+		}
+		l.w.wseg = s
+		p = segEnd
+	}
+	return "", nil
+}
+
+// openNewSegment gives the new segment s its file: it first fsyncs the
+// segment written before it (invariant 6), then renames the spare into
+// place and fsyncs the directory.
+func (l *Log) openNewSegment(s *segment) (string, error) {
+	if prev := l.w.wseg; prev != nil && prev != s {
+		if err := l.syncSegment(prev); err != nil {
+			return "fsync", err
+		}
+		l.synced.Store(uint64(s.start)) // everything before s is written and synced
+		l.announce(&l.ack.synced)
+	}
+	sp := <-l.spares // the spare goroutine stops only after the writer
+	if sp.err != nil {
+		return "roll", fmt.Errorf("prepare spare segment: %w", sp.err)
+	}
+	name := segName(l.dir, s.start)
+	if err := l.fs.Rename(sp.name, name); err != nil {
+		return "roll", err
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return "roll", err
+	}
+	f, err := l.fs.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return "roll", err
+	}
+	s.size.Store(l.opts.SegmentBytes)
+	s.file.Store(newSegFile(f, name))
+	l.stats.rolls.Add(1)
+	l.log.Info("wal segment started", "segment", filepath.Base(name), "pos", uint64(s.start))
+	return "", nil
+}
+
+// syncSegment fdatasyncs s's file (skipping a removed segment: its data is
+// gone on purpose) and records the latency.
+func (l *Log) syncSegment(s *segment) error {
+	if s == nil {
+		return nil
+	}
+	sf, err := s.acquire()
+	if errors.Is(err, ErrSegmentRemoved) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer sf.unref()
+	start := time.Now()
+	err = sf.f.Sync()
+	l.w.lastSync = time.Now()
+	l.stats.observeFsync(l.w.lastSync.Sub(start))
+	return err
+}
+
+// announce publishes a new written/synced value to the waiters on c. The
+// value was stored before; taking ack orders the store before any waiter's
+// check-then-wait.
+func (l *Log) announce(c *sync.Cond) {
+	l.ack.Lock()
+	l.ack.Unlock() //nolint:staticcheck // an empty section orders the store before the broadcast
+	c.Broadcast()
+}
+
+// setFailed records the sticky error (invariant 8) and wakes everyone who
+// may be waiting for the writer.
+func (l *Log) setFailed(op string, err error) {
+	f := &failure{op: op, cause: err}
+	if l.fail.CompareAndSwap(nil, f) {
+		l.log.Error("wal write path failed; the log must be reopened",
+			"op", op, "err", err, "written", l.WrittenEnd(), "synced", l.SyncedEnd(), "end", l.End())
+	}
+	l.mu.Lock()
+	l.mu.Unlock() //nolint:staticcheck // orders the failure before the broadcast
+	l.spaceCond.Broadcast()
+	l.wakeWaiters()
+}
+
+// spareLoop keeps one spare segment file ready on l.spares until Close.
+func (l *Log) spareLoop() {
+	defer close(l.spareDone)
+	for i := 0; ; i++ {
+		name := filepath.Join(l.dir, fmt.Sprintf("%d%s", i, spareSuffix))
+		err := l.makeSpare(name)
+		select {
+		case l.spares <- spareFile{name: name, err: err}:
+			if err != nil {
+				<-l.spareStop // a broken FS: do not spin
+				return
+			}
+		case <-l.spareStop:
+			if err == nil {
+				_ = l.fs.Remove(name) // best effort; Open deletes leftovers
+			}
+			return
+		}
+	}
+}
+
+// makeSpare creates, preallocates and syncs a spare file; the size metadata
+// is then durable, so the writer's fdatasyncs into it stay data-only.
+func (l *Log) makeSpare(name string) error {
+	f, err := l.fs.OpenFile(name, osCreateRW, 0o644)
+	if err != nil {
+		return err
+	}
+	err = f.Preallocate(l.opts.SegmentBytes)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = l.fs.SyncDir(l.dir)
+	}
+	if err != nil {
+		_ = l.fs.Remove(name)
+	}
+	return err
+}
