@@ -1,0 +1,146 @@
+package server
+
+// The one error table (STYLE §5): every error the server answers with goes
+// through here, as an MNS code with its HTTP status (spec §5.2), written as
+// the <Error> document of spec §3.11.
+//
+// Engine errors map to codes in engineErrors; errors the server finds itself
+// (request syntax, authentication) are *apiError values carrying their code.
+// Anything else is a bug or an I/O failure: 500 InternalError, logged once.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/smqd/smqd/engine"
+)
+
+// errCode is an MNS error code; codes[c] gives its name and status.
+type errCode uint8
+
+const (
+	codeInternalError errCode = iota
+	codeInvalidArgument
+	codeMalformedXML
+	codeInvalidAuthorizationHeader
+	codeMissingAuthorizationHeader
+	codeInvalidDateHeader
+	codeMissingDateHeader
+	codeMissingVersionHeader
+	codeInvalidVersionHeader
+	codeInvalidRequestURL
+	codeInvalidQueryString
+	codeMissingReceiptHandle
+	codeMissingVisibilityTimeout
+	codeReceiptHandleError
+	codeInvalidQueueName
+	codeQueueNameLengthError
+	codeInvalidAccessKeyId
+	codeSignatureDoesNotMatch
+	codeQueueNotExist
+	codeMessageNotExist
+	codeTimeExpired
+	codeQueueAlreadyExist
+	codeServiceUnavailable
+	numCodes
+)
+
+// codes is the table of MNS error codes: name and HTTP status (spec §5.2).
+// Codes the spec lists that smqd never emits (InvalidDegist, QpsLimitExceeded,
+// QueueDeletedRecently, AccessDenied) have no row.
+var codes = [numCodes]struct {
+	name   string
+	status int
+}{
+	codeInternalError:              {"InternalError", 500},
+	codeInvalidArgument:            {"InvalidArgument", 400},
+	codeMalformedXML:               {"MalformedXML", 400},
+	codeInvalidAuthorizationHeader: {"InvalidAuthorizationHeader", 400},
+	codeMissingAuthorizationHeader: {"MissingAuthorizationHeader", 400},
+	codeInvalidDateHeader:          {"InvalidDateHeader", 400},
+	codeMissingDateHeader:          {"MissingDateHeader", 400},
+	codeMissingVersionHeader:       {"MissingVersionHeader", 400},
+	codeInvalidVersionHeader:       {"InvalidVersionHeader", 400},
+	codeInvalidRequestURL:          {"InvalidRequestURL", 400},
+	codeInvalidQueryString:         {"InvalidQueryString", 400},
+	codeMissingReceiptHandle:       {"MissingReceiptHandle", 400},
+	codeMissingVisibilityTimeout:   {"MissingVisibilityTimeout", 400},
+	codeReceiptHandleError:         {"ReceiptHandleError", 400},
+	codeInvalidQueueName:           {"InvalidQueueName", 400},
+	codeQueueNameLengthError:       {"QueueNameLengthError", 400},
+	codeInvalidAccessKeyId:         {"InvalidAccessKeyId", 403},
+	codeSignatureDoesNotMatch:      {"SignatureDoesNotMatch", 403},
+	codeQueueNotExist:              {"QueueNotExist", 404},
+	codeMessageNotExist:            {"MessageNotExist", 404},
+	codeTimeExpired:                {"TimeExpired", 408},
+	codeQueueAlreadyExist:          {"QueueAlreadyExist", 409},
+	// Not in the MNS table: the broker is shutting down (Java retries 503).
+	codeServiceUnavailable: {"ServiceUnavailable", 503},
+}
+
+func (c errCode) String() string { return codes[c].name }
+
+// status returns the HTTP status of the code.
+func (c errCode) status() int { return codes[c].status }
+
+// engineErrors maps every exported engine error to its code, with the
+// message text used on the wire. *engine.ArgumentError matches
+// ErrInvalidArgument and contributes its own text.
+var engineErrors = [...]struct {
+	err  error
+	code errCode
+	msg  string
+}{
+	{engine.ErrQueueNotExist, codeQueueNotExist, "the queue does not exist"},
+	{engine.ErrQueueAlreadyExist, codeQueueAlreadyExist, "a queue with this name exists with different attributes"},
+	{engine.ErrMessageNotExist, codeMessageNotExist, "message not exist"},
+	{engine.ErrReceiptHandleError, codeReceiptHandleError, "the receipt handle is not valid"},
+	{engine.ErrInvalidArgument, codeInvalidArgument, "invalid argument"},
+	{engine.ErrInvalidQueueName, codeInvalidQueueName, "queue names are letters, digits and '-', starting with a letter or digit"},
+	{engine.ErrQueueNameLength, codeQueueNameLengthError, "queue names are 1 to 256 characters long"},
+	// Overload of long polls is answered like an empty queue (spec §5.3).
+	{engine.ErrTooManyLongPolls, codeMessageNotExist, "too many outstanding long polls; message not exist"},
+	{engine.ErrClosed, codeServiceUnavailable, "the broker is shutting down"},
+}
+
+// apiError is an error the server answers with a given code and message.
+type apiError struct {
+	code errCode
+	msg  string
+}
+
+func (e *apiError) Error() string { return e.code.String() + ": " + e.msg }
+
+func newAPIError(c errCode, msg string) *apiError { return &apiError{code: c, msg: msg} }
+
+// classify turns any error into its code and wire message. known is false
+// for errors that are not in the table (bugs, I/O failures): those answer
+// 500 InternalError, and the caller logs them.
+func classify(err error) (c errCode, msg string, known bool) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.code, ae.msg, true
+	}
+	var arg *engine.ArgumentError
+	if errors.As(err, &arg) {
+		return codeInvalidArgument, arg.Field + " " + arg.Msg, true
+	}
+	var xe *xmlSyntaxError
+	if errors.As(err, &xe) {
+		return codeMalformedXML, "the request body is not well-formed XML: " + xe.msg, true
+	}
+	var qe *queryError
+	if errors.As(err, &qe) {
+		return codeInvalidQueryString, qe.msg, true
+	}
+	for i := range engineErrors {
+		if errors.Is(err, engineErrors[i].err) {
+			return engineErrors[i].code, engineErrors[i].msg, true
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// A long poll cut short by shutdown: the queue looked empty.
+		return codeMessageNotExist, "message not exist", true
+	}
+	return codeInternalError, "internal error", false
+}

@@ -1,0 +1,363 @@
+package server
+
+// Message operations (spec §1.2, §3.5-§3.10): the hot paths. They allocate
+// nothing of their own once the pooled reqState has warmed up: bodies are
+// parsed in place, responses appended into a reused buffer, and the queue
+// is found through the server's name cache.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/valyala/fasthttp"
+)
+
+// queue returns the request's queue from the cache.
+func (s *Server) queue(st *reqState) (*engine.Queue, error) {
+	return s.queues.get(s.b, st.name)
+}
+
+// stale reports whether err says the cached queue q is gone; the entry is
+// then dropped so that a retry looks the name up again (the queue may have
+// been deleted and created anew).
+func (s *Server) stale(st *reqState, q *engine.Queue, err error) bool {
+	if err == nil || !errors.Is(err, engine.ErrQueueNotExist) {
+		return false
+	}
+	s.queues.drop(st.name, q)
+	return true
+}
+
+func (s *Server) send(ctx *fasthttp.RequestCtx, st *reqState) error {
+	entries, batch, err := decodeSend(&st.doc, ctx.Request.Body(), st.entries[:0])
+	st.entries = entries
+	if batch {
+		st.op = opBatchSendMessage
+	}
+	if err != nil {
+		return err
+	}
+	q, err := s.queue(st)
+	if err != nil {
+		return err
+	}
+	res, err := q.Send(entries, st.results[:0])
+	if s.stale(st, q, err) {
+		if q, err = s.queue(st); err != nil {
+			return err
+		}
+		res, err = q.Send(entries, st.results[:0])
+	}
+	st.results = res
+	if err != nil {
+		return err
+	}
+	if !batch {
+		if res[0].Err != nil {
+			return res[0].Err
+		}
+		b := appendRootOpen(st.out[:0], "Message")
+		b = appendSendResult(b, &res[0])
+		st.out = appendClose(b, "Message")
+		s.writeBody(ctx, st, fasthttp.StatusCreated)
+		return nil
+	}
+	// Batch: 201 if all were stored, else 500 with a per-entry list (§3.6).
+	status := fasthttp.StatusCreated
+	b := appendRootOpen(st.out[:0], "Messages")
+	for i := range res {
+		b = appendOpen(b, "Message")
+		if res[i].Err != nil {
+			code, msg, known := classify(res[i].Err)
+			if !known {
+				s.log.Error("batch send entry failed", "queue", q.Name(), "entry", i, "err", res[i].Err)
+			}
+			status = fasthttp.StatusInternalServerError
+			b = appendElem(b, "ErrorCode", code.String())
+			b = appendElem(b, "ErrorMessage", msg)
+		} else {
+			b = appendSendResult(b, &res[i])
+		}
+		b = appendClose(b, "Message")
+	}
+	st.out = appendClose(b, "Messages")
+	s.writeBody(ctx, st, status)
+	return nil
+}
+
+func appendSendResult(b []byte, r *engine.SendResult) []byte {
+	b = appendOpen(b, "MessageId")
+	b = r.ID.AppendText(b)
+	b = appendClose(b, "MessageId")
+	b = appendOpen(b, "MessageBodyMD5")
+	b = engine.MD5Hex(b, r.MD5)
+	return appendClose(b, "MessageBodyMD5")
+}
+
+// receiveOrPeek serves the four GET .../messages operations.
+func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
+	qp := &st.query
+	peek := qp.peekOnly.present && isTrue(qp.peekOnly.val)
+	batch := qp.numOfMessages.present
+	switch {
+	case peek && batch:
+		st.op = opBatchPeekMessage
+	case peek:
+		st.op = opPeekMessage
+	case batch:
+		st.op = opBatchReceiveMessage
+	}
+	max := 1
+	if batch {
+		n, err := intInRange("numOfMessages", qp.numOfMessages.val, 1, engine.MaxBatch, "messages")
+		if err != nil {
+			return err
+		}
+		max = int(n)
+	}
+	var opt engine.ReceiveOptions
+	opt.Max = max
+	if qp.waitSeconds.present && !peek {
+		w, err := secondsInRange("waitseconds", qp.waitSeconds.val, 0, engine.MaxPollingWait)
+		if err != nil {
+			return err
+		}
+		opt.Wait, opt.HasWait = w, true
+	}
+	q, err := s.queue(st)
+	if err != nil {
+		return err
+	}
+	var msgs []engine.Message
+	for try := 0; try < 2; try++ {
+		if peek {
+			msgs, err = q.Peek(max, st.msgs[:0])
+		} else {
+			// The server's base context ends on Shutdown, which answers
+			// waiting polls at once; the wait itself is bounded by 30 s.
+			msgs, err = q.Receive(s.base, opt, st.msgs[:0])
+		}
+		if len(msgs) > len(st.msgs) {
+			st.msgs = msgs
+		}
+		if try == 0 && s.stale(st, q, err) {
+			if q, err = s.queue(st); err != nil {
+				return err
+			}
+			continue
+		}
+		break
+	}
+	if err != nil {
+		if s.closing.Load() && (errors.Is(err, engine.ErrClosed) || errors.Is(err, context.Canceled)) {
+			return engine.ErrMessageNotExist
+		}
+		return err
+	}
+	b := st.out[:0]
+	if batch {
+		b = appendRootOpen(b, "Messages")
+		for i := range msgs {
+			b = appendOpen(b, "Message")
+			b = appendMessage(b, &msgs[i], !peek)
+			b = appendClose(b, "Message")
+		}
+		b = appendClose(b, "Messages")
+	} else {
+		b = appendRootOpen(b, "Message")
+		b = appendMessage(b, &msgs[0], !peek)
+		b = appendClose(b, "Message")
+	}
+	st.out = b
+	s.writeBody(ctx, st, fasthttp.StatusOK)
+	return nil
+}
+
+// appendMessage appends the nine elements of a received message (spec
+// §3.7), or the seven of a peeked one (§3.8), in the docs' order.
+func appendMessage(b []byte, m *engine.Message, received bool) []byte {
+	b = appendOpen(b, "MessageId")
+	b = m.ID.AppendText(b)
+	b = appendClose(b, "MessageId")
+	if received {
+		b = appendOpen(b, "ReceiptHandle")
+		b = m.Handle.AppendText(b)
+		b = appendClose(b, "ReceiptHandle")
+	}
+	b = appendOpen(b, "MessageBodyMD5")
+	b = engine.MD5Hex(b, m.MD5)
+	b = appendClose(b, "MessageBodyMD5")
+	b = appendElem(b, "MessageBody", m.Body)
+	b = appendIntElem(b, "EnqueueTime", unixMillis(m.EnqueueTime))
+	if received {
+		b = appendIntElem(b, "NextVisibleTime", unixMillis(m.NextVisibleTime))
+	}
+	b = appendIntElem(b, "FirstDequeueTime", unixMillis(m.FirstDequeueTime))
+	b = appendIntElem(b, "DequeueCount", int64(m.DequeueCount))
+	b = appendIntElem(b, "Priority", int64(m.Priority))
+	return b
+}
+
+// deleteMessages serves DeleteMessage (handle in the query) and
+// BatchDeleteMessage (ReceiptHandles body).
+func (s *Server) deleteMessages(ctx *fasthttp.RequestCtx, st *reqState) error {
+	qp := &st.query
+	if qp.receiptHandle.present {
+		if len(qp.receiptHandle.val) == 0 {
+			return newAPIError(codeMissingReceiptHandle, "the ReceiptHandle query parameter is empty")
+		}
+		h, err := engine.ParseReceiptHandle(qp.receiptHandle.val)
+		if err != nil {
+			return err
+		}
+		q, err := s.queue(st)
+		if err != nil {
+			return err
+		}
+		st.handles = append(st.handles[:0], h)
+		st.herrs = growErrs(st.herrs, 1)
+		_, err = q.Delete(st.handles, st.herrs)
+		if s.stale(st, q, err) {
+			if q, err = s.queue(st); err != nil {
+				return err
+			}
+			_, err = q.Delete(st.handles, st.herrs)
+		}
+		if err == nil {
+			err = st.herrs[0]
+		}
+		if err != nil {
+			return err
+		}
+		ctx.Response.SetStatusCode(fasthttp.StatusNoContent)
+		return nil
+	}
+
+	st.op = opBatchDeleteMessage
+	d := &st.doc
+	first, n, err := decodeHandles(d, ctx.Request.Body())
+	if err != nil {
+		return err
+	}
+	st.derrs = growErrs(st.derrs, n)
+	st.handles = st.handles[:0]
+	st.hidx = st.hidx[:0]
+	i := 0
+	for c := first; c >= 0; c = d.nextSibling(c) {
+		if !is(d.name(c), "ReceiptHandle") {
+			continue
+		}
+		h, err := engine.ParseReceiptHandle(d.textOf(c))
+		if err != nil {
+			st.derrs[i] = err
+		} else {
+			st.handles = append(st.handles, h)
+			st.hidx = append(st.hidx, i)
+		}
+		i++
+	}
+	q, err := s.queue(st)
+	if err != nil {
+		return err
+	}
+	if len(st.handles) > 0 {
+		st.herrs = growErrs(st.herrs, len(st.handles))
+		_, err = q.Delete(st.handles, st.herrs)
+		if s.stale(st, q, err) {
+			if q, err = s.queue(st); err != nil {
+				return err
+			}
+			_, err = q.Delete(st.handles, st.herrs)
+		}
+		if err != nil {
+			return err
+		}
+		for j, e := range st.herrs[:len(st.handles)] {
+			st.derrs[st.hidx[j]] = e
+		}
+	}
+	failed := false
+	for _, e := range st.derrs[:n] {
+		if e != nil {
+			failed = true
+			break
+		}
+	}
+	if !failed {
+		ctx.Response.SetStatusCode(fasthttp.StatusNoContent)
+		return nil
+	}
+	// Partial failure: 404 with one Error per failed handle (spec §3.9).
+	b := appendRootOpen(st.out[:0], "Errors")
+	i = 0
+	for c := first; c >= 0; c = d.nextSibling(c) {
+		if !is(d.name(c), "ReceiptHandle") {
+			continue
+		}
+		if e := st.derrs[i]; e != nil {
+			code, msg, known := classify(e)
+			if !known {
+				s.log.Error("batch delete entry failed", "queue", q.Name(), "err", e)
+			}
+			b = appendOpen(b, "Error")
+			b = appendElem(b, "ErrorCode", code.String())
+			b = appendElem(b, "ErrorMessage", msg)
+			b = appendElem(b, "ReceiptHandle", d.textOf(c))
+			b = appendClose(b, "Error")
+		}
+		i++
+	}
+	st.out = appendClose(b, "Errors")
+	s.writeBody(ctx, st, fasthttp.StatusNotFound)
+	return nil
+}
+
+func growErrs(e []error, n int) []error {
+	if cap(e) < n {
+		e = make([]error, n)
+	}
+	e = e[:n]
+	clear(e)
+	return e
+}
+
+func (s *Server) changeVisibility(ctx *fasthttp.RequestCtx, st *reqState) error {
+	qp := &st.query
+	if !qp.receiptHandle.present || len(qp.receiptHandle.val) == 0 {
+		return newAPIError(codeMissingReceiptHandle, "the ReceiptHandle query parameter is missing")
+	}
+	if !qp.visibilityTimeout.present || len(qp.visibilityTimeout.val) == 0 {
+		return newAPIError(codeMissingVisibilityTimeout, "the VisibilityTimeout query parameter is missing")
+	}
+	timeout, err := secondsInRange("VisibilityTimeout", qp.visibilityTimeout.val, engine.MinVisibilityTimeout, engine.MaxVisibilityTimeout)
+	if err != nil {
+		return err
+	}
+	h, err := engine.ParseReceiptHandle(qp.receiptHandle.val)
+	if err != nil {
+		return err
+	}
+	q, err := s.queue(st)
+	if err != nil {
+		return err
+	}
+	nh, next, err := q.ChangeVisibility(h, timeout)
+	if s.stale(st, q, err) {
+		if q, err = s.queue(st); err != nil {
+			return err
+		}
+		nh, next, err = q.ChangeVisibility(h, timeout)
+	}
+	if err != nil {
+		return err
+	}
+	b := appendRootOpen(st.out[:0], "ChangeVisibility")
+	b = appendOpen(b, "ReceiptHandle")
+	b = nh.AppendText(b)
+	b = appendClose(b, "ReceiptHandle")
+	b = appendIntElem(b, "NextVisibleTime", unixMillis(next))
+	st.out = appendClose(b, "ChangeVisibility")
+	s.writeBody(ctx, st, fasthttp.StatusOK)
+	return nil
+}

@@ -1,0 +1,152 @@
+package server
+
+// Queue operations: CreateQueue, SetQueueAttributes, GetQueueAttributes,
+// DeleteQueue, ListQueue (spec §1.2, §3.2-§3.4, §4).
+
+import (
+	"bytes"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/valyala/fasthttp"
+)
+
+// appendQueueURL appends http://<host>/queues/<name>.
+func appendQueueURL(b []byte, host []byte, name string) []byte {
+	b = append(b, "http://"...)
+	b = append(b, host...)
+	b = append(b, "/queues/"...)
+	return append(b, name...)
+}
+
+func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
+	p, err := decodeQueueAttrs(&st.doc, ctx.Request.Body())
+	if err != nil {
+		return err
+	}
+	cfg := p.Apply(engine.DefaultQueueConfig())
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	name := string(st.name)
+	created, err := s.b.CreateQueue(name, cfg)
+	if err != nil {
+		return err
+	}
+	st.out = appendQueueURL(st.out[:0], ctx.Request.Header.Host(), name)
+	ctx.Response.Header.SetBytesV("Location", st.out)
+	st.out = st.out[:0]
+	if created {
+		ctx.Response.SetStatusCode(fasthttp.StatusCreated)
+	} else {
+		ctx.Response.SetStatusCode(fasthttp.StatusNoContent)
+	}
+	return nil
+}
+
+func (s *Server) setQueueAttributes(ctx *fasthttp.RequestCtx, st *reqState) error {
+	p, err := decodeQueueAttrs(&st.doc, ctx.Request.Body())
+	if err != nil {
+		return err
+	}
+	if err := s.b.SetQueueAttributes(string(st.name), p); err != nil {
+		return err
+	}
+	ctx.Response.SetStatusCode(fasthttp.StatusNoContent)
+	return nil
+}
+
+// appendQueueAttrs appends the 12 elements of spec §3.3, in its order.
+func appendQueueAttrs(b []byte, info *engine.QueueInfo) []byte {
+	b = appendElem(b, "QueueName", info.Name)
+	b = appendIntElem(b, "CreateTime", unixSeconds(info.CreateTime))
+	b = appendIntElem(b, "LastModifyTime", unixSeconds(info.LastModifyTime))
+	b = appendIntElem(b, "DelaySeconds", int64(info.Config.Delay.Seconds()))
+	b = appendIntElem(b, "MaximumMessageSize", int64(info.Config.MaxMessageBytes))
+	b = appendIntElem(b, "MessageRetentionPeriod", int64(info.Config.Retention.Seconds()))
+	b = appendIntElem(b, "VisibilityTimeout", int64(info.Config.VisibilityTimeout.Seconds()))
+	b = appendIntElem(b, "PollingWaitSeconds", int64(info.Config.PollingWait.Seconds()))
+	b = appendIntElem(b, "ActiveMessages", info.Active)
+	b = appendIntElem(b, "InactiveMessages", info.Inactive)
+	b = appendIntElem(b, "DelayMessages", info.Delayed)
+	b = appendBoolElem(b, "LoggingEnabled", info.Config.LoggingEnabled)
+	return b
+}
+
+func (s *Server) getQueueAttributes(ctx *fasthttp.RequestCtx, st *reqState) error {
+	info, err := s.b.GetQueueAttributes(string(st.name))
+	if err != nil {
+		return err
+	}
+	b := appendRootOpen(st.out[:0], "Queue")
+	b = appendQueueAttrs(b, &info)
+	st.out = appendClose(b, "Queue")
+	s.writeBody(ctx, st, fasthttp.StatusOK)
+	return nil
+}
+
+func (s *Server) deleteQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
+	err := s.b.DeleteQueue(string(st.name))
+	s.queues.drop(st.name, nil)
+	if err != nil {
+		return err
+	}
+	ctx.Response.SetStatusCode(fasthttp.StatusNoContent)
+	return nil
+}
+
+// listQueues serves ListQueue with the x-mns-prefix, x-mns-marker,
+// x-mns-ret-number and x-mns-with-meta headers (spec §2.5, §3.4). The
+// marker is the name of the first queue of the page (names are
+// [A-Za-z0-9-], so they need no encoding).
+func (s *Server) listQueues(ctx *fasthttp.RequestCtx, st *reqState) error {
+	h := &ctx.Request.Header
+	limit := 1000
+	if v := h.Peek("X-Mns-Ret-Number"); len(v) > 0 {
+		n, err := intInRange("x-mns-ret-number", v, 1, 1000, "")
+		if err != nil {
+			return err
+		}
+		limit = int(n)
+	}
+	withMeta := false
+	if v := h.Peek("X-Mns-With-Meta"); len(v) > 0 {
+		withMeta = isTrue(v)
+	}
+	prefix := string(bytes.TrimSpace(h.Peek("X-Mns-Prefix")))
+	marker := string(bytes.TrimSpace(h.Peek("X-Mns-Marker")))
+	names, next, err := s.b.ListQueues(prefix, marker, limit)
+	if err != nil {
+		return err
+	}
+	host := h.Host()
+	b := st.out[:0]
+	if len(names) == 0 && next == "" {
+		b = appendEmptyRoot(b, "Queues")
+	} else {
+		b = appendRootOpen(b, "Queues")
+		for _, name := range names {
+			var info engine.QueueInfo
+			if withMeta {
+				info, err = s.b.GetQueueAttributes(name)
+				if err != nil {
+					continue // deleted meanwhile
+				}
+			}
+			b = appendOpen(b, "Queue")
+			b = appendOpen(b, "QueueURL")
+			b = appendText(b, appendQueueURL(nil, host, name))
+			b = appendClose(b, "QueueURL")
+			if withMeta {
+				b = appendQueueAttrs(b, &info)
+			}
+			b = appendClose(b, "Queue")
+		}
+		if next != "" {
+			b = appendElem(b, "NextMarker", next)
+		}
+		b = appendClose(b, "Queues")
+	}
+	st.out = b
+	s.writeBody(ctx, st, fasthttp.StatusOK)
+	return nil
+}

@@ -1,0 +1,228 @@
+package server
+
+// Decoding of request documents (spec §3.2, §3.5, §3.6, §3.9) from a parsed
+// xmlDoc into engine arguments. Every value is checked here, before the
+// engine is called, with the element's name, bounds and unit in the message;
+// the engine checks again (its errors carry the same text).
+//
+// Elements are matched by local name; unknown elements are ignored; child
+// order is free (spec §3.1).
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+)
+
+func argError(field, msg string) error { return &engine.ArgumentError{Field: field, Msg: msg} }
+
+func rangeError(field string, lo, hi int64, unit string) error {
+	msg := "must be between " + strconv.FormatInt(lo, 10) + " and " + strconv.FormatInt(hi, 10)
+	if unit != "" {
+		msg += " " + unit
+	}
+	return argError(field, msg)
+}
+
+// intInRange parses v as a decimal integer within lo..hi.
+func intInRange(field string, v []byte, lo, hi int64, unit string) (int64, error) {
+	n, ok := parseDecimal(v)
+	if !ok {
+		return 0, argError(field, "must be an integer, got "+strconv.Quote(truncate(v, 40)))
+	}
+	if n < lo || n > hi {
+		return 0, rangeError(field, lo, hi, unit)
+	}
+	return n, nil
+}
+
+func truncate(v []byte, n int) string {
+	if len(v) > n {
+		return string(v[:n]) + "..."
+	}
+	return string(v)
+}
+
+func secondsInRange(field string, v []byte, lo, hi time.Duration) (time.Duration, error) {
+	n, err := intInRange(field, v, int64(lo/time.Second), int64(hi/time.Second), "seconds")
+	return time.Duration(n) * time.Second, err
+}
+
+func parseBool(field string, v []byte) (bool, error) {
+	v = bytes.TrimSpace(v)
+	switch {
+	case bytes.EqualFold(v, []byte("true")):
+		return true, nil
+	case bytes.EqualFold(v, []byte("false")):
+		return false, nil
+	}
+	return false, argError(field, "must be True or False")
+}
+
+func is(name []byte, s string) bool { return string(name) == s }
+
+// decodeQueueAttrs decodes a Queue document (CreateQueue and
+// SetQueueAttributes). An empty body means no attributes.
+func decodeQueueAttrs(d *xmlDoc, body []byte) (engine.ConfigPatch, error) {
+	var p engine.ConfigPatch
+	err := d.parse(body)
+	if err == errEmptyDocument {
+		return p, nil
+	}
+	if err != nil {
+		return p, err
+	}
+	root := d.root()
+	if !is(d.name(root), "Queue") {
+		return p, argError("Queue", "is the expected root element, not "+strconv.Quote(string(d.name(root))))
+	}
+	for c := d.firstChild(root); c >= 0; c = d.nextSibling(c) {
+		v := d.textOf(c)
+		switch string(d.name(c)) {
+		case "DelaySeconds":
+			x, err := secondsInRange("DelaySeconds", v, 0, engine.MaxDelay)
+			if err != nil {
+				return p, err
+			}
+			p.Delay = &x
+		case "MaximumMessageSize":
+			n, err := intInRange("MaximumMessageSize", v, engine.MinMessageBytes, engine.MaxMessageBytes, "bytes")
+			if err != nil {
+				return p, err
+			}
+			x := int(n)
+			p.MaxMessageBytes = &x
+		case "MessageRetentionPeriod":
+			x, err := secondsInRange("MessageRetentionPeriod", v, engine.MinRetention, engine.MaxRetention)
+			if err != nil {
+				return p, err
+			}
+			p.Retention = &x
+		case "VisibilityTimeout":
+			x, err := secondsInRange("VisibilityTimeout", v, engine.MinVisibilityTimeout, engine.MaxVisibilityTimeout)
+			if err != nil {
+				return p, err
+			}
+			p.VisibilityTimeout = &x
+		case "PollingWaitSeconds":
+			x, err := secondsInRange("PollingWaitSeconds", v, 0, engine.MaxPollingWait)
+			if err != nil {
+				return p, err
+			}
+			p.PollingWait = &x
+		case "LoggingEnabled":
+			x, err := parseBool("LoggingEnabled", v)
+			if err != nil {
+				return p, err
+			}
+			p.LoggingEnabled = &x
+		}
+	}
+	return p, nil
+}
+
+// decodeSend decodes a Message or Messages document into entries (appended
+// to dst; Body slices point into d). batch reports the Messages form.
+func decodeSend(d *xmlDoc, body []byte, dst []engine.SendEntry) (entries []engine.SendEntry, batch bool, err error) {
+	err = d.parse(body)
+	if err == errEmptyDocument {
+		return dst, false, &xmlSyntaxError{msg: "the request body is empty; expected a Message or Messages document"}
+	}
+	if err != nil {
+		return dst, false, err
+	}
+	root := d.root()
+	switch string(d.name(root)) {
+	case "Message":
+		e, err := decodeMessage(d, root)
+		return append(dst, e), false, err
+	case "Messages":
+		n := 0
+		for c := d.firstChild(root); c >= 0; c = d.nextSibling(c) {
+			if !is(d.name(c), "Message") {
+				continue
+			}
+			n++
+			if n > engine.MaxBatch {
+				return dst, true, rangeError("Messages", 1, engine.MaxBatch, "messages")
+			}
+			e, err := decodeMessage(d, c)
+			if err != nil {
+				return dst, true, err
+			}
+			dst = append(dst, e)
+		}
+		if n == 0 {
+			return dst, true, rangeError("Messages", 1, engine.MaxBatch, "messages")
+		}
+		return dst, true, nil
+	}
+	return dst, false, argError("Message", "or Messages is the expected root element, not "+strconv.Quote(string(d.name(root))))
+}
+
+// decodeMessage decodes one Message element of a send.
+func decodeMessage(d *xmlDoc, m int32) (engine.SendEntry, error) {
+	var e engine.SendEntry
+	haveBody := false
+	for c := d.firstChild(m); c >= 0; c = d.nextSibling(c) {
+		v := d.textOf(c)
+		switch string(d.name(c)) {
+		case "MessageBody":
+			if d.nodes[c].hasChildren {
+				return e, argError("MessageBody", "must be text, not elements (escape '<' as &lt;)")
+			}
+			haveBody = true
+			e.Body = v
+		case "DelaySeconds":
+			x, err := secondsInRange("DelaySeconds", v, 0, engine.MaxDelay)
+			if err != nil {
+				return e, err
+			}
+			e.Delay, e.HasDelay = x, true
+		case "Priority":
+			n, err := intInRange("Priority", v, engine.MinPriority, engine.MaxPriority, "")
+			if err != nil {
+				return e, err
+			}
+			e.Priority = int(n)
+		}
+	}
+	if !haveBody {
+		return e, argError("MessageBody", "is missing")
+	}
+	if len(e.Body) == 0 {
+		return e, argError("MessageBody", "must not be empty")
+	}
+	return e, nil
+}
+
+// decodeHandles parses a ReceiptHandles document and returns the first
+// ReceiptHandle element and their count (1..16); the caller walks the
+// siblings named ReceiptHandle. An empty body is MissingReceiptHandle.
+func decodeHandles(d *xmlDoc, body []byte) (first int32, n int, err error) {
+	err = d.parse(body)
+	if err == errEmptyDocument {
+		return -1, 0, newAPIError(codeMissingReceiptHandle, "no ReceiptHandle query parameter and no ReceiptHandles body")
+	}
+	if err != nil {
+		return -1, 0, err
+	}
+	root := d.root()
+	if !is(d.name(root), "ReceiptHandles") {
+		return -1, 0, argError("ReceiptHandles", "is the expected root element, not "+strconv.Quote(string(d.name(root))))
+	}
+	for c := d.firstChild(root); c >= 0; c = d.nextSibling(c) {
+		if is(d.name(c), "ReceiptHandle") {
+			if n == 0 {
+				first = c
+			}
+			n++
+		}
+	}
+	if n < 1 || n > engine.MaxBatch {
+		return -1, n, rangeError("ReceiptHandles", 1, engine.MaxBatch, "handles")
+	}
+	return first, n, nil
+}

@@ -1,0 +1,194 @@
+package server
+
+// Routing on method and raw path (spec §1.2). The path is the raw request
+// target with any absolute-form prefix stripped; it is never normalised
+// beyond collapsing leading slashes (so "//queues/q", sent by @alicloud/mns
+// with a trailing slash in its endpoint, is routed and then fails its
+// signature, spec §1.2) and ignoring one trailing slash. Unknown paths and
+// methods are InvalidRequestURL, never a redirect.
+//
+// Some operations share a route and are told apart later: PUT /queues/{q}
+// is Create or (metaoverride=true) Set; POST .../messages is a single or a
+// batch send by its root element; GET .../messages is receive or peek,
+// single or batch, by query; DELETE .../messages is single (ReceiptHandle
+// in the query) or batch (body).
+
+import (
+	"bytes"
+
+	"github.com/smqd/smqd/engine"
+)
+
+// op is an operation, for routing and metrics.
+type op uint8
+
+const (
+	opUnknown op = iota
+	opCreateQueue
+	opSetQueueAttributes
+	opGetQueueAttributes
+	opDeleteQueue
+	opListQueue
+	opSendMessage
+	opBatchSendMessage
+	opReceiveMessage
+	opBatchReceiveMessage
+	opPeekMessage
+	opBatchPeekMessage
+	opDeleteMessage
+	opBatchDeleteMessage
+	opChangeMessageVisibility
+	opHealthz
+	opMetrics
+	numOps
+)
+
+var opNames = [numOps]string{
+	opUnknown:                 "Unknown",
+	opCreateQueue:             "CreateQueue",
+	opSetQueueAttributes:      "SetQueueAttributes",
+	opGetQueueAttributes:      "GetQueueAttributes",
+	opDeleteQueue:             "DeleteQueue",
+	opListQueue:               "ListQueue",
+	opSendMessage:             "SendMessage",
+	opBatchSendMessage:        "BatchSendMessage",
+	opReceiveMessage:          "ReceiveMessage",
+	opBatchReceiveMessage:     "BatchReceiveMessage",
+	opPeekMessage:             "PeekMessage",
+	opBatchPeekMessage:        "BatchPeekMessage",
+	opDeleteMessage:           "DeleteMessage",
+	opBatchDeleteMessage:      "BatchDeleteMessage",
+	opChangeMessageVisibility: "ChangeMessageVisibility",
+	opHealthz:                 "Healthz",
+	opMetrics:                 "Metrics",
+}
+
+func (o op) String() string { return opNames[o] }
+
+func (o op) isReceive() bool { return o == opReceiveMessage || o == opBatchReceiveMessage }
+
+// routed is the outcome of routing: the operation (or its family, see the
+// file comment) and the raw queue name segment.
+type routed struct {
+	op    op
+	queue []byte
+}
+
+// route maps method and raw path to an operation.
+func route(method, path []byte) routed {
+	for len(path) > 1 && path[0] == '/' && path[1] == '/' {
+		path = path[1:]
+	}
+	if len(path) > 1 && path[len(path)-1] == '/' {
+		path = path[:len(path)-1]
+	}
+	m := string(method) // compared only; the conversion does not allocate
+	switch string(path) {
+	case "/healthz":
+		if m == "GET" || m == "HEAD" {
+			return routed{op: opHealthz}
+		}
+		return routed{}
+	case "/metrics":
+		if m == "GET" || m == "HEAD" {
+			return routed{op: opMetrics}
+		}
+		return routed{}
+	case "/queues":
+		if m == "GET" {
+			return routed{op: opListQueue}
+		}
+		return routed{}
+	}
+	if !bytes.HasPrefix(path, []byte("/queues/")) {
+		return routed{}
+	}
+	rest := path[len("/queues/"):]
+	name, tail := rest, []byte(nil)
+	if i := bytes.IndexByte(rest, '/'); i >= 0 {
+		name, tail = rest[:i], rest[i:]
+	}
+	if len(name) == 0 {
+		return routed{}
+	}
+	switch string(tail) {
+	case "":
+		switch m {
+		case "PUT":
+			return routed{op: opCreateQueue, queue: name}
+		case "GET":
+			return routed{op: opGetQueueAttributes, queue: name}
+		case "DELETE":
+			return routed{op: opDeleteQueue, queue: name}
+		}
+	case "/messages":
+		switch m {
+		case "POST":
+			return routed{op: opSendMessage, queue: name}
+		case "GET":
+			return routed{op: opReceiveMessage, queue: name}
+		case "DELETE":
+			return routed{op: opDeleteMessage, queue: name}
+		case "PUT":
+			return routed{op: opChangeMessageVisibility, queue: name}
+		}
+	}
+	return routed{}
+}
+
+// reqState is the per-request scratch space, pooled by the Server. Nothing
+// in it outlives the request; byte slices from fasthttp are referenced only
+// while the handler runs.
+type reqState struct {
+	op      op
+	reqID   []byte
+	name    []byte // decoded queue name
+	query   queryParams
+	qbuf    []byte
+	auth    authScratch
+	doc     xmlDoc
+	out     []byte // response body being encoded
+	entries []engine.SendEntry
+	results []engine.SendResult
+	msgs    []engine.Message
+	handles []engine.ReceiptHandle
+	hidx    []int // index in the request of handles[i]
+	herrs   []error
+	derrs   []error // per request entry
+}
+
+// release drops references to request memory before the state is pooled.
+func (st *reqState) release() {
+	st.query = queryParams{}
+	st.auth.headers = st.auth.headers[:0]
+	for i := range st.auth.headers[:cap(st.auth.headers)] {
+		st.auth.headers[:cap(st.auth.headers)][i] = signHeader{}
+	}
+	st.doc.reset()
+	for i := range st.entries {
+		st.entries[i] = engine.SendEntry{}
+	}
+	st.entries = st.entries[:0]
+	for i := range st.results {
+		st.results[i] = engine.SendResult{}
+	}
+	st.results = st.results[:0]
+	for i := range st.herrs {
+		st.herrs[i] = nil
+	}
+	for i := range st.derrs {
+		st.derrs[i] = nil
+	}
+	st.derrs = st.derrs[:0]
+	// msgs keep their Body buffers for reuse by the engine.
+	const maxKeep = 1 << 20
+	if cap(st.out) > maxKeep {
+		st.out = nil
+	}
+	if cap(st.doc.text) > maxKeep {
+		st.doc.text = nil
+	}
+	if cap(st.doc.nodes) > 4096 {
+		st.doc.nodes = nil
+	}
+}

@@ -1,0 +1,331 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/valyala/fasthttp"
+)
+
+// Server is the MNS-compatible HTTP facade of a Broker.
+//
+// It owns no queue state: every request is parsed, authenticated, validated
+// and handed to the engine, and the engine's answer is encoded. The broker
+// is owned by the caller, who closes it after Shutdown returns.
+type Server struct {
+	b    *engine.Broker
+	opts Options
+	log  *slog.Logger
+	auth *authenticator
+	srv  *fasthttp.Server
+
+	// base is cancelled by Shutdown; long polls wait on it.
+	base    context.Context
+	cancel  context.CancelFunc
+	closing atomic.Bool
+
+	states  sync.Pool // *reqState
+	queues  queueCache
+	metrics metrics
+
+	idPrefix uint32        // random per process: request ids stay unique across restarts
+	idSeq    atomic.Uint32 // request id counter
+}
+
+// New returns a Server for b. It fails only on invalid Options.
+func New(b *engine.Broker, opts Options) (*Server, error) {
+	if b == nil {
+		return nil, errors.New("server: nil broker")
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	s := &Server{
+		b:    b,
+		opts: opts,
+		log:  opts.Logger,
+		auth: newAuthenticator(&opts),
+	}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.states.New = func() any { return new(reqState) }
+	s.queues.m = make(map[string]*engine.Queue)
+	var nonce [4]byte
+	_, _ = rand.Read(nonce[:])
+	s.idPrefix = binary.BigEndian.Uint32(nonce[:])
+	s.srv = &fasthttp.Server{
+		Handler:                      s.handle,
+		ErrorHandler:                 s.handleTransportError,
+		Name:                         opts.Name,
+		MaxRequestBodySize:           opts.MaxRequestBodyBytes,
+		ReadTimeout:                  opts.ReadTimeout,
+		WriteTimeout:                 opts.WriteTimeout,
+		IdleTimeout:                  opts.IdleTimeout,
+		NoDefaultContentType:         true,
+		CloseOnShutdown:              true,
+		DisablePreParseMultipartForm: true,
+		// Logging of fasthttp's own connection errors goes to our logger.
+		Logger: fasthttpLogger{s.log},
+	}
+	return s, nil
+}
+
+// Serve accepts connections on ln until Shutdown. It returns nil after
+// Shutdown and the listener's error otherwise.
+func (s *Server) Serve(ln net.Listener) error {
+	s.log.Info("serving", "addr", ln.Addr().String(), "auth", !s.opts.NoAuth)
+	return s.srv.Serve(ln)
+}
+
+// Shutdown stops accepting connections, answers every waiting long poll at
+// once (404 MessageNotExist, as if the wait had ended), lets requests in
+// flight finish, closes idle connections and returns. If ctx ends first it
+// returns ctx.Err() with connections still open. It does not close the
+// broker.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- s.srv.ShutdownWithContext(ctx) }()
+	s.cancel()
+	err := <-done
+	s.log.Info("server stopped", "err", err)
+	return err
+}
+
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug(fmt.Sprintf(format, args...), "component", "fasthttp")
+}
+
+// queueCache maps queue names to queues so that the hot path does not turn
+// the name into a string (the map index with string(bytes) does not
+// allocate). An entry of a deleted queue is dropped when the engine says
+// ErrQueueNotExist for it.
+type queueCache struct {
+	mu sync.RWMutex
+	m  map[string]*engine.Queue // guarded by mu
+}
+
+func (c *queueCache) get(b *engine.Broker, name []byte) (*engine.Queue, error) {
+	c.mu.RLock()
+	q := c.m[string(name)]
+	c.mu.RUnlock()
+	if q != nil {
+		return q, nil
+	}
+	q, err := b.Queue(string(name))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if len(c.m) > 100000 { // a bound, in case names churn a lot
+		clear(c.m)
+	}
+	c.m[q.Name()] = q
+	c.mu.Unlock()
+	return q, nil
+}
+
+func (c *queueCache) drop(name []byte, q *engine.Queue) {
+	c.mu.Lock()
+	if cur := c.m[string(name)]; cur != nil && (q == nil || cur == q) {
+		delete(c.m, string(name))
+	}
+	c.mu.Unlock()
+}
+
+// appendRequestID appends a request id: 24 upper-case hex digits, the first
+// 8 the Unix time in seconds (spec §2.4), then a per-process nonce and a
+// counter.
+func (s *Server) appendRequestID(b []byte, now time.Time) []byte {
+	v := [3]uint32{uint32(now.Unix()), s.idPrefix, s.idSeq.Add(1)}
+	for _, x := range v {
+		for shift := 28; shift >= 0; shift -= 4 {
+			b = append(b, upperHexDigits[(x>>uint(shift))&15])
+		}
+	}
+	return b
+}
+
+const upperHexDigits = "0123456789ABCDEF"
+
+// handle is the fasthttp handler: every request passes here.
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	st := s.states.Get().(*reqState)
+	st.op = opUnknown
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("panic in handler", "panic", r, "op", st.op.String(), "stack", string(debug.Stack()))
+			ctx.Response.Reset()
+			s.writeError(ctx, st, codeInternalError, "internal error")
+		}
+		s.metrics.observe(st.op, ctx.Response.StatusCode(), time.Since(start))
+		st.release()
+		s.states.Put(st)
+	}()
+
+	ctx.Response.Header.DisableNormalizing()
+	st.reqID = s.appendRequestID(st.reqID[:0], start)
+	ctx.Response.Header.SetBytesV("x-mns-request-id", st.reqID)
+	ctx.Response.Header.Set("x-mns-version", apiVersion)
+
+	s.serve(ctx, st)
+}
+
+// serve routes one request and runs its operation.
+func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
+	target := stripAbsoluteForm(ctx.Request.Header.RequestURI())
+	path, rawQuery, _ := splitTarget(target)
+	r := route(ctx.Request.Header.Method(), path)
+	st.op = r.op
+	switch r.op {
+	case opHealthz:
+		s.healthz(ctx)
+		return
+	case opMetrics:
+		s.serveMetrics(ctx, st)
+		return
+	case opUnknown:
+		s.writeError(ctx, st, codeInvalidRequestURL, "no operation at "+string(ctx.Request.Header.Method())+" "+string(path))
+		return
+	}
+	if err := s.auth.check(&ctx.Request.Header, target, &st.auth); err != nil {
+		s.fail(ctx, st, err)
+		return
+	}
+	var err error
+	st.qbuf, err = parseQuery(rawQuery, &st.query, st.qbuf)
+	if err != nil {
+		s.fail(ctx, st, err)
+		return
+	}
+	if r.queue != nil {
+		st.name, err = decodeQueueName(st.name[:0], r.queue)
+		if err != nil {
+			s.fail(ctx, st, err)
+			return
+		}
+	}
+	switch r.op {
+	case opListQueue:
+		err = s.listQueues(ctx, st)
+	case opCreateQueue:
+		if st.query.metaOverride.present && isTrue(st.query.metaOverride.val) {
+			st.op = opSetQueueAttributes
+			err = s.setQueueAttributes(ctx, st)
+		} else {
+			err = s.createQueue(ctx, st)
+		}
+	case opGetQueueAttributes:
+		err = s.getQueueAttributes(ctx, st)
+	case opDeleteQueue:
+		err = s.deleteQueue(ctx, st)
+	case opSendMessage:
+		err = s.send(ctx, st)
+	case opReceiveMessage:
+		err = s.receiveOrPeek(ctx, st)
+	case opDeleteMessage:
+		err = s.deleteMessages(ctx, st)
+	case opChangeMessageVisibility:
+		err = s.changeVisibility(ctx, st)
+	}
+	if err != nil {
+		s.fail(ctx, st, err)
+	}
+}
+
+// decodeQueueName percent-decodes a path segment and validates it as a
+// queue name.
+func decodeQueueName(dst, seg []byte) ([]byte, error) {
+	dst, ok := appendPercentDecoded(dst, seg)
+	if !ok {
+		return dst, newAPIError(codeInvalidQueueName, "the queue name in the path has a malformed percent-escape")
+	}
+	if len(dst) < 1 || len(dst) > engine.MaxQueueNameLen {
+		return dst, engine.ErrQueueNameLength
+	}
+	for i, c := range dst {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '-' && i > 0:
+		default:
+			return dst, engine.ErrInvalidQueueName
+		}
+	}
+	return dst, nil
+}
+
+// fail answers err through the error table.
+func (s *Server) fail(ctx *fasthttp.RequestCtx, st *reqState, err error) {
+	code, msg, known := classify(err)
+	if !known {
+		s.log.Error("request failed", "op", st.op.String(), "err", err, "request_id", string(st.reqID))
+	}
+	if code == codeMessageNotExist && st.op.isReceive() && errors.Is(err, engine.ErrMessageNotExist) {
+		msg = "message not exist"
+	}
+	s.writeError(ctx, st, code, msg)
+}
+
+// writeError writes the <Error> document of spec §3.11.
+func (s *Server) writeError(ctx *fasthttp.RequestCtx, st *reqState, code errCode, msg string) {
+	s.metrics.countError(code)
+	b := appendRootOpen(st.out[:0], "Error")
+	b = appendElem(b, "Code", code.String())
+	b = appendElem(b, "Message", msg)
+	b = appendElem(b, "RequestId", st.reqID)
+	b = appendOpen(b, "HostId")
+	b = append(b, "http://"...)
+	b = appendText(b, ctx.Request.Header.Host())
+	b = appendClose(b, "HostId")
+	b = appendClose(b, "Error")
+	st.out = b
+	s.writeBody(ctx, st, code.status())
+}
+
+// writeBody sends st.out as the text/xml response body with the status.
+func (s *Server) writeBody(ctx *fasthttp.RequestCtx, st *reqState, status int) {
+	ctx.Response.SetStatusCode(status)
+	ctx.Response.Header.SetContentType("text/xml;charset=utf-8")
+	// Hand the encoded body to fasthttp and keep its old buffer for the next
+	// request: no copy, no allocation.
+	st.out = ctx.Response.SwapBody(st.out)[:0]
+}
+
+// handleTransportError answers requests fasthttp could not read: bodies
+// over the cap, malformed request lines, timeouts. The connection is closed
+// afterwards.
+func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
+	st := s.states.Get().(*reqState)
+	defer func() { st.release(); s.states.Put(st) }()
+	ctx.Response.Header.DisableNormalizing()
+	st.reqID = s.appendRequestID(st.reqID[:0], time.Now())
+	ctx.Response.Header.SetBytesV("x-mns-request-id", st.reqID)
+	ctx.Response.Header.Set("x-mns-version", apiVersion)
+	code, msg := codeInvalidArgument, "the request could not be read: "+err.Error()
+	var small *fasthttp.ErrSmallBuffer
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		msg = fmt.Sprintf("the request body is larger than %d bytes", s.opts.MaxRequestBodyBytes)
+	case errors.As(err, &small):
+		msg = "the request headers are too large"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		s.log.Debug("request read timeout", "remote", ctx.RemoteAddr().String())
+		msg = "timed out reading the request"
+	}
+	s.writeError(ctx, st, code, msg)
+}

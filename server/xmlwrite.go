@@ -1,0 +1,103 @@
+package server
+
+// Append-style XML encoding of response bodies (spec §3).
+//
+// Every response document starts with the XML declaration and a root
+// element in the default namespace http://mns.aliyuncs.com/doc/v1 — no
+// trailing slash, no prefix (spec §0.1). Elements are written compactly,
+// without whitespace between them, and never empty where a client parses a
+// number or calls strip() on the text (spec §3.1, §0.10).
+
+import (
+	"strconv"
+	"time"
+)
+
+const (
+	xmlDecl = `<?xml version="1.0" encoding="UTF-8"?>` + "\n"
+	xmlNS   = `http://mns.aliyuncs.com/doc/v1`
+)
+
+// appendRootOpen appends the declaration and the root start tag.
+func appendRootOpen(b []byte, root string) []byte {
+	b = append(b, xmlDecl...)
+	b = append(b, '<')
+	b = append(b, root...)
+	b = append(b, ` xmlns="`+xmlNS+`">`...)
+	return b
+}
+
+// appendEmptyRoot appends a document with an empty root (<Queues xmlns="…"/>).
+func appendEmptyRoot(b []byte, root string) []byte {
+	b = append(b, xmlDecl...)
+	b = append(b, '<')
+	b = append(b, root...)
+	b = append(b, ` xmlns="`+xmlNS+`"/>`...)
+	return b
+}
+
+func appendOpen(b []byte, name string) []byte {
+	b = append(b, '<')
+	b = append(b, name...)
+	return append(b, '>')
+}
+
+func appendClose(b []byte, name string) []byte {
+	b = append(b, '<', '/')
+	b = append(b, name...)
+	return append(b, '>')
+}
+
+// appendText appends s with the characters that XML text cannot hold raw
+// escaped: & < > and CR (a raw CR would be turned into LF by the client's
+// parser; &#13; keeps it, spec §7.2).
+func appendText[S ~string | ~[]byte](b []byte, s S) []byte {
+	last := 0
+	for i := 0; i < len(s); i++ {
+		var esc string
+		switch s[i] {
+		case '&':
+			esc = "&amp;"
+		case '<':
+			esc = "&lt;"
+		case '>':
+			esc = "&gt;"
+		case '\r':
+			esc = "&#13;"
+		default:
+			continue
+		}
+		b = append(b, s[last:i]...)
+		b = append(b, esc...)
+		last = i + 1
+	}
+	return append(b, s[last:]...)
+}
+
+// appendElem appends <name>escaped text</name>.
+func appendElem[S ~string | ~[]byte](b []byte, name string, text S) []byte {
+	b = appendOpen(b, name)
+	b = appendText(b, text)
+	return appendClose(b, name)
+}
+
+// appendIntElem appends <name>decimal</name>.
+func appendIntElem(b []byte, name string, v int64) []byte {
+	b = appendOpen(b, name)
+	b = strconv.AppendInt(b, v, 10)
+	return appendClose(b, name)
+}
+
+// appendBoolElem appends <name>True</name> or <name>False</name> (spec §3.1).
+func appendBoolElem(b []byte, name string, v bool) []byte {
+	if v {
+		return appendElem(b, name, "True")
+	}
+	return appendElem(b, name, "False")
+}
+
+// unixMillis is the wire form of message times (spec §3.1).
+func unixMillis(t time.Time) int64 { return t.UnixMilli() }
+
+// unixSeconds is the wire form of queue times.
+func unixSeconds(t time.Time) int64 { return t.Unix() }
