@@ -169,6 +169,20 @@ func (m *MemFS) CrashClone(rnd *rand.Rand) *MemFS {
 	for d := range m.dirs {
 		c.dirs[d] = true
 	}
+	// Lock every file first: the clone is one instant across files, like a
+	// power loss (handles lock only one file at a time, so no deadlock).
+	locked := map[*memFile]bool{}
+	for _, f := range m.durable {
+		if !locked[f] {
+			locked[f] = true
+			f.mu.Lock()
+		}
+	}
+	defer func() {
+		for f := range locked {
+			f.mu.Unlock()
+		}
+	}()
 	clones := map[*memFile]*memFile{} // a file under two names stays one file
 	for name, f := range m.durable {
 		cf := clones[f]
@@ -182,10 +196,8 @@ func (m *MemFS) CrashClone(rnd *rand.Rand) *MemFS {
 	return c
 }
 
-// crashCopy builds the post-crash version of f.
+// crashCopy builds the post-crash version of f; f.mu is held.
 func (f *memFile) crashCopy(rnd *rand.Rand) *memFile {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	st := memState{data: slices.Clone(f.synced.data), size: f.synced.size}
 	if rnd != nil && len(f.pending) > 0 {
 		k := rnd.IntN(len(f.pending) + 1)
