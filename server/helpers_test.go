@@ -182,6 +182,14 @@ type req struct {
 // do signs and sends r.
 func (c *client) do(r req) *response {
 	c.env.t.Helper()
+	return c.raw(c.build(r))
+}
+
+// doErr is do for goroutines other than the test's: it returns errors.
+func (c *client) doErr(r req) (*response, error) { return c.rawErr(c.build(r)) }
+
+// build signs r and returns the raw request.
+func (c *client) build(r req) string {
 	date := c.env.now()
 	if r.date != nil {
 		date = *r.date
@@ -206,6 +214,9 @@ func (c *client) do(r req) *response {
 	for k, v := range r.headers {
 		h[k] = v
 	}
+	if v, ok := h["Content-MD5"]; ok && v != "\x00" {
+		md5v = v
+	}
 	res := r.resource
 	if res == "" {
 		res = string(stripAbsoluteForm([]byte(r.target)))
@@ -213,12 +224,16 @@ func (c *client) do(r req) *response {
 	if !r.noSign {
 		h["Authorization"] = sign(c.id, c.secret, r.method, md5v, ctype, ds, h, res)
 	}
-	return c.send(r.method, r.target, r.body, h)
+	return c.format(r.method, r.target, r.body, h)
 }
 
 // send writes a request with exactly these headers.
 func (c *client) send(method, target, body string, h map[string]string) *response {
 	c.env.t.Helper()
+	return c.raw(c.format(method, target, body, h))
+}
+
+func (c *client) format(method, target, body string, h map[string]string) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, target, c.env.addr)
 	keys := make([]string, 0, len(h))
@@ -237,18 +252,26 @@ func (c *client) send(method, target, body string, h map[string]string) *respons
 	}
 	sb.WriteString("\r\n")
 	sb.WriteString(body)
-	return c.raw(sb.String())
+	return sb.String()
 }
 
 // raw sends raw request bytes on the client's connection and reads one
 // response.
 func (c *client) raw(request string) *response {
 	c.env.t.Helper()
+	r, err := c.rawErr(request)
+	if err != nil {
+		c.env.t.Fatal(err)
+	}
+	return r
+}
+
+func (c *client) rawErr(request string) (*response, error) {
 	for attempt := 0; ; attempt++ {
 		if c.conn == nil {
 			conn, err := net.Dial("tcp", c.env.addr)
 			if err != nil {
-				c.env.t.Fatalf("dial: %v", err)
+				return nil, fmt.Errorf("dial: %w", err)
 			}
 			c.conn, c.br = conn, bufio.NewReader(conn)
 		}
@@ -256,9 +279,9 @@ func (c *client) raw(request string) *response {
 		if _, err := io.WriteString(c.conn, request); err != nil {
 			c.close()
 			if attempt == 0 {
-				continue
+				continue // a kept-alive connection the server closed
 			}
-			c.env.t.Fatalf("write: %v", err)
+			return nil, fmt.Errorf("write: %w", err)
 		}
 		resp, err := http.ReadResponse(c.br, nil)
 		if err != nil {
@@ -266,17 +289,17 @@ func (c *client) raw(request string) *response {
 			if attempt == 0 {
 				continue
 			}
-			c.env.t.Fatalf("read response: %v", err)
+			return nil, fmt.Errorf("read response: %w", err)
 		}
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil {
-			c.env.t.Fatalf("read body: %v", err)
+			return nil, fmt.Errorf("read body: %w", err)
 		}
 		if resp.Close {
 			c.close()
 		}
-		return &response{status: resp.StatusCode, header: resp.Header, body: body}
+		return &response{status: resp.StatusCode, header: resp.Header, body: body}, nil
 	}
 }
 
@@ -461,3 +484,7 @@ func md5Upper(s string) string {
 	sum := md5.Sum([]byte(s))
 	return strings.ToUpper(hex.EncodeToString(sum[:]))
 }
+
+func xmlUnmarshal(b []byte, v any) error { return xml.Unmarshal(b, v) }
+
+func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }
