@@ -170,13 +170,13 @@ func sign(id, secret, method, contentMD5, contentType, date string, headers map[
 
 // req is one request to send.
 type req struct {
-	method  string
-	target  string            // as on the request line
-	body    string            // "" = none
-	headers map[string]string // extra headers (x-mns-* are signed)
-	noSign  bool
-	date    *time.Time // override the date
-	resource string    // override the signed resource (default: target without absolute-form prefix)
+	method   string
+	target   string            // as on the request line
+	body     string            // "" = none
+	headers  map[string]string // extra headers (x-mns-* are signed)
+	noSign   bool
+	date     *time.Time // override the date
+	resource string     // override the signed resource (default: target without absolute-form prefix)
 }
 
 // do signs and sends r.
