@@ -30,10 +30,17 @@ func (l *Log) ReadAt(p Pos, sizeHint int, buf []byte) (RecordType, []byte, error
 	if p%recordAlign != 0 {
 		return 0, nil, fmt.Errorf("%w: pos %d is not 4-byte aligned", ErrOutOfRange, p)
 	}
+	s := l.segs.Load().find(p)
+	if s == nil || s.removed.Load() {
+		if p >= l.End() {
+			return 0, nil, fmt.Errorf("%w: pos %d, end is %d", ErrOutOfRange, p, l.End())
+		}
+		return 0, nil, fmt.Errorf("%w: pos %d", ErrSegmentRemoved, p)
+	}
 	if typ, payload, ok, err := l.readRing(p, buf); ok {
 		return typ, payload, err
 	}
-	return l.readFile(p, sizeHint, buf)
+	return l.readFile(s, p, sizeHint, buf)
 }
 
 // readRing serves p from the ring; ok is false if p is no longer (or was
@@ -74,11 +81,7 @@ func (l *Log) readRing(p Pos, buf []byte) (RecordType, []byte, bool, error) {
 }
 
 // readFile serves p from its segment file.
-func (l *Log) readFile(p Pos, sizeHint int, buf []byte) (RecordType, []byte, error) {
-	s := l.segs.Load().find(p)
-	if s == nil {
-		return 0, nil, fmt.Errorf("%w: pos %d", ErrSegmentRemoved, p)
-	}
+func (l *Log) readFile(s *segment, p Pos, sizeHint int, buf []byte) (RecordType, []byte, error) {
 	sf, err := s.acquire()
 	if err != nil {
 		return 0, nil, fmt.Errorf("read pos %d: %w", p, err)

@@ -1,0 +1,156 @@
+package wal
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// segFilesOnly limits faults to segment files (not spares, not hole markers).
+func segFilesOnly(name string) bool { return strings.HasSuffix(name, segSuffix) }
+
+// TestFaultSticky injects ENOSPC and EIO on a write and on an fsync: the
+// failing wait and every later call fail with errors wrapping the cause and
+// ErrFailed, reads of written data keep working, and after reopening with
+// the fault removed nothing acknowledged is lost.
+func TestFaultSticky(t *testing.T) {
+	for _, cause := range []syscall.Errno{syscall.ENOSPC, syscall.EIO} {
+		for _, where := range []string{"write", "fsync"} {
+			for _, mode := range []SyncMode{SyncAlways, SyncInterval, SyncNone} {
+				t.Run(cause.Error()+"/"+where+"/"+mode.String(), func(t *testing.T) {
+					faultRun(t, cause, where, mode)
+				})
+			}
+		}
+	}
+}
+
+func isFailure(err, cause error) bool {
+	return errors.Is(err, cause) && errors.Is(err, ErrFailed)
+}
+
+func faultRun(t *testing.T, cause error, where string, mode SyncMode) {
+	mem := NewMemFS()
+	ffs := NewFaultFS(mem)
+	ffs.Filter = segFilesOnly
+	opts := testOptions(t, ffs)
+	opts.Sync = mode
+	l := mustOpen(t, crashDir, opts)
+	var acked []Record
+	var bodies [][]byte
+	for i := range 30 {
+		b := testPayload(uint64(i), 100+i*50, false)
+		acked = append(acked, appendWait(t, l, 1, b))
+		bodies = append(bodies, b)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if where == "write" {
+		ffs.FailNthWrite(1, cause)
+	} else {
+		ffs.FailNthSync(1, cause)
+	}
+
+	recs := []Record{{Type: 2, Body: []byte("doomed")}}
+	if err := l.Append(recs); err != nil {
+		t.Fatalf("Append before the failure is noticed: %v", err)
+	}
+	err := l.WaitDurable(recs[0].Pos)
+	switch {
+	case where == "fsync" && mode != SyncAlways:
+		// The write succeeded, so the record is acknowledged; the fsync
+		// fault surfaces at the next fsync.
+		if err != nil {
+			t.Fatalf("WaitDurable: %v", err)
+		}
+		if err := l.Sync(); !isFailure(err, cause) {
+			t.Fatalf("Sync: %v, want failure wrapping %v", err, cause)
+		}
+	case !isFailure(err, cause):
+		t.Fatalf("WaitDurable: %v, want failure wrapping %v", err, cause)
+	}
+	if ffs.Injected() != 1 {
+		t.Fatalf("%d faults injected, want 1", ffs.Injected())
+	}
+	// Sticky: later calls fail without further I/O.
+	if err := l.Append([]Record{{Type: 1, Body: []byte("x")}}); !isFailure(err, cause) {
+		t.Fatalf("Append after failure: %v", err)
+	}
+	if err := l.Sync(); !isFailure(err, cause) {
+		t.Fatalf("Sync after failure: %v", err)
+	}
+	// Reads of written data keep working.
+	for i, r := range acked {
+		if _, got, err := l.ReadAt(r.Pos, 0, nil); err != nil || !bytes.Equal(got, bodies[i]) {
+			t.Fatalf("ReadAt %d after failure: %v", r.Pos, err)
+		}
+	}
+	if err := l.Close(); !isFailure(err, cause) {
+		t.Fatalf("Close: %v", err)
+	}
+
+	ffs.Disarm()
+	l = mustOpen(t, crashDir, opts)
+	defer l.Close()
+	for i, r := range acked {
+		if _, got, err := l.ReadAt(r.Pos, 0, nil); err != nil || !bytes.Equal(got, bodies[i]) {
+			t.Fatalf("acknowledged record %d lost after reopen: %v", r.Pos, err)
+		}
+	}
+	appendWait(t, l, 1, []byte("after reopen"))
+}
+
+// TestFaultAllWaitersFail arms a failure of every fsync and checks that
+// every concurrent waiter not yet covered gets the error.
+func TestFaultAllWaitersFail(t *testing.T) {
+	ffs := NewFaultFS(NewMemFS())
+	ffs.Filter = segFilesOnly
+	l := mustOpen(t, crashDir, testOptions(t, ffs))
+	defer l.Close()
+	appendWait(t, l, 1, []byte("before"))
+	ffs.FailSyncs(syscall.EIO)
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for g := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			recs := []Record{{Type: 1, Body: []byte("waiter")}}
+			if err := l.Append(recs); err != nil {
+				errs[g] = err
+				return
+			}
+			errs[g] = l.WaitDurable(recs[0].Pos)
+		}()
+	}
+	wg.Wait()
+	for g, err := range errs {
+		if !isFailure(err, syscall.EIO) {
+			t.Fatalf("waiter %d: %v", g, err)
+		}
+	}
+}
+
+// TestFaultRoll makes the spare segment's fallocate fail with ENOSPC: the
+// roll fails, and that is sticky too.
+func TestFaultRoll(t *testing.T) {
+	ffs := NewFaultFS(NewMemFS())
+	ffs.Filter = func(name string) bool { return strings.HasSuffix(name, spareSuffix) }
+	ffs.FailPreallocate(syscall.ENOSPC)
+	l := mustOpen(t, crashDir, testOptions(t, ffs))
+	defer l.Close()
+	var err error
+	for i := 0; err == nil && i < 100; i++ {
+		recs := []Record{{Type: 1, Body: make([]byte, 4000)}}
+		if err = l.Append(recs); err == nil {
+			err = l.WaitDurable(recs[0].Pos)
+		}
+	}
+	if !isFailure(err, syscall.ENOSPC) || len(l.Segments()) < 2 {
+		t.Fatalf("append across a roll with no spare: %v (segments %d)", err, len(l.Segments()))
+	}
+}
