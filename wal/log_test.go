@@ -3,7 +3,11 @@ package wal
 import (
 	"bytes"
 	"errors"
+	"math"
+	"os"
+	"slices"
 	"testing"
+	"time"
 )
 
 func TestSmoke(t *testing.T) {
@@ -52,5 +56,266 @@ func TestSmoke(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+func TestOptions(t *testing.T) {
+	d := DefaultOptions()
+	if d.SegmentBytes != 64<<20 || d.SyncInterval != time.Second || d.BufferBytes != 32<<20 ||
+		d.CompressMinBytes != 4096 || d.Sync != SyncAlways || d.FS == nil || d.Logger == nil {
+		t.Fatalf("defaults: %+v", d)
+	}
+	for _, tc := range []struct {
+		name string
+		o    Options
+	}{
+		{"small segment", Options{SegmentBytes: 4096}},
+		{"unaligned segment", Options{SegmentBytes: MinSegmentBytes + 100}},
+		{"bad mode", Options{Sync: 7}},
+		{"negative interval", Options{SyncInterval: -1}},
+		{"small buffer", Options{BufferBytes: 1000}},
+	} {
+		if err := tc.o.Validate(); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("%s: Validate() = %v", tc.name, err)
+		}
+		if _, err := Open(t.TempDir(), tc.o); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("%s: Open() = %v", tc.name, err)
+		}
+	}
+	for _, m := range []SyncMode{SyncAlways, SyncInterval, SyncNone} {
+		if got, err := ParseSyncMode(m.String()); err != nil || got != m {
+			t.Errorf("ParseSyncMode(%q) = %v, %v", m.String(), got, err)
+		}
+	}
+	if _, err := ParseSyncMode("sometimes"); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("ParseSyncMode(sometimes) = %v", err)
+	}
+}
+
+func TestAppendErrors(t *testing.T) {
+	l := mustOpen(t, crashDir, testOptions(t, NewMemFS()))
+	defer l.Close()
+	if err := l.Append([]Record{{Type: 0, Body: []byte("x")}}); !errors.Is(err, ErrInvalidType) {
+		t.Errorf("type 0: %v", err)
+	}
+	big := make([]byte, MinSegmentBytes-headerSize+1)
+	if err := l.Append([]Record{{Type: 1, Body: big}}); !errors.Is(err, ErrRecordTooLarge) {
+		t.Errorf("over SegmentBytes-12: %v", err)
+	}
+	// The largest record fits in an (empty) segment.
+	max := testPayload(1, MinSegmentBytes-headerSize, false)
+	r := appendWait(t, l, 1, max)
+	if _, got, err := l.ReadAt(r.Pos, 0, nil); err != nil || !bytes.Equal(got, max) {
+		t.Errorf("largest record: %v", err)
+	}
+	// A batch larger than the ring (256 KiB) is refused, nothing appended.
+	end := l.End()
+	batch := make([]Record, 5)
+	for i := range batch {
+		batch[i] = Record{Type: 1, Body: testPayload(uint64(i), 60000, false)}
+	}
+	if err := l.Append(batch); !errors.Is(err, ErrRecordTooLarge) || l.End() != end {
+		t.Errorf("batch over the buffer: %v", err)
+	}
+	if err := l.Append(nil); err != nil {
+		t.Errorf("empty append: %v", err)
+	}
+	if err := l.WaitDurable(l.End() + 100); !errors.Is(err, ErrOutOfRange) {
+		t.Errorf("WaitDurable beyond end: %v", err)
+	}
+	if _, _, err := l.ReadAt(l.End(), 0, nil); !errors.Is(err, ErrOutOfRange) {
+		t.Errorf("ReadAt at end: %v", err)
+	}
+	if _, err := l.NewReader(0, l.End()+4); !errors.Is(err, ErrOutOfRange) {
+		t.Errorf("NewReader beyond end: %v", err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	l := mustOpen(t, crashDir, testOptions(t, NewMemFS()))
+	r := appendWait(t, l, 1, []byte("x"))
+	rd, _ := l.NewReader(0, l.WrittenEnd())
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string]error{
+		"Append":      l.Append([]Record{{Type: 1}}),
+		"WaitDurable": l.WaitDurable(r.Pos),
+		"Sync":        l.Sync(),
+		"RemoveSeg":   l.RemoveSegment(0),
+		"Close":       l.Close(),
+		"ReaderNext":  func() error { _, _, _, err := rd.Next(); return err }(),
+		"ReadAt":      func() error { _, _, err := l.ReadAt(r.Pos, 0, nil); return err }(),
+		"NewReader":   func() error { _, err := l.NewReader(0, 0); return err }(),
+	}
+	for name, err := range checks {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close: %v", name, err)
+		}
+	}
+}
+
+// gateFS blocks WriteAt on segment files while the gate is closed.
+type gateFS struct {
+	FS
+	gate chan struct{}
+}
+
+type gateFile struct {
+	File
+	gate chan struct{}
+}
+
+func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &gateFile{File: f, gate: g.gate}, nil
+}
+
+func (g *gateFile) WriteAt(p []byte, off int64) (int, error) {
+	<-g.gate
+	return g.File.WriteAt(p, off)
+}
+
+func TestBackPressure(t *testing.T) {
+	gfs := &gateFS{FS: NewMemFS(), gate: make(chan struct{})}
+	opts := testOptions(t, gfs)
+	opts.SegmentBytes = 1 << 20
+	l := mustOpen(t, crashDir, opts)
+	defer l.Close()
+	// 256 KiB ring: 60 records of 4 KiB fit, the 70th must wait.
+	var recs []Record
+	for i := range 60 {
+		rs := []Record{{Type: 1, Body: testPayload(uint64(i), 4000, false)}}
+		if err := l.Append(rs); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rs[0])
+	}
+	// Unwritten records are served from the ring.
+	if _, got, err := l.ReadAt(recs[10].Pos, 0, nil); err != nil || !bytes.Equal(got, recs[10].Body) {
+		t.Fatalf("ring read of an unwritten record: %v", err)
+	}
+	if l.WrittenEnd() != 0 {
+		t.Fatalf("written %d with the gate closed", l.WrittenEnd())
+	}
+	blocked := make(chan error)
+	go func() {
+		var err error
+		for i := 60; i < 70 && err == nil; i++ {
+			err = l.Append([]Record{{Type: 1, Body: testPayload(uint64(i), 4000, false)}})
+		}
+		blocked <- err
+	}()
+	waitUntil(t, 10*time.Second, "an append to stall", func() bool { return l.Stats().AppendStalls > 0 })
+	if l.End()-l.WrittenEnd() > Pos(opts.BufferBytes) {
+		t.Fatalf("unwritten span %d exceeds the buffer", l.End()-l.WrittenEnd())
+	}
+	close(gfs.gate)
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(); err != nil || l.SyncedEnd() != l.End() {
+		t.Fatalf("Sync: %v (synced %d end %d)", err, l.SyncedEnd(), l.End())
+	}
+}
+
+func TestSyncModes(t *testing.T) {
+	t.Run("none", func(t *testing.T) {
+		opts := testOptions(t, NewMemFS())
+		opts.Sync = SyncNone
+		l := mustOpen(t, crashDir, opts)
+		defer l.Close()
+		r := appendWait(t, l, 1, []byte("x"))
+		if l.WrittenEnd() <= r.Pos {
+			t.Fatal("WaitDurable returned before the write")
+		}
+		if err := l.Sync(); err != nil || l.SyncedEnd() != l.End() {
+			t.Fatalf("Sync: %v", err)
+		}
+	})
+	t.Run("interval", func(t *testing.T) {
+		opts := testOptions(t, NewMemFS())
+		opts.Sync = SyncInterval
+		opts.SyncInterval = 5 * time.Millisecond
+		l := mustOpen(t, crashDir, opts)
+		defer l.Close()
+		appendWait(t, l, 1, []byte("x"))
+		// No further append: the timer must fsync on its own.
+		waitUntil(t, 10*time.Second, "the interval fsync", func() bool { return l.SyncedEnd() == l.End() })
+	})
+	t.Run("always", func(t *testing.T) {
+		l := mustOpen(t, crashDir, testOptions(t, NewMemFS()))
+		defer l.Close()
+		r := appendWait(t, l, 1, []byte("x"))
+		if l.SyncedEnd() <= r.Pos {
+			t.Fatal("WaitDurable returned before the fsync")
+		}
+	})
+}
+
+func TestCompressionEndToEnd(t *testing.T) {
+	for _, min := range []int{0, -1} {
+		fs := NewMemFS()
+		opts := testOptions(t, fs)
+		opts.CompressMinBytes = min
+		l := mustOpen(t, crashDir, opts)
+		body := bytes.Repeat([]byte("a queue message that compresses well. "), 300)
+		head := []byte("head:")
+		recs := []Record{{Type: 4, Head: head, Body: body}, {Type: 5, Body: testPayload(1, 9000, false)}}
+		if err := l.Append(recs); err != nil {
+			t.Fatal(err)
+		}
+		want := append(slices.Clone(head), body...)
+		compressed := recs[0].Size < len(want)/2
+		if compressed != (min == 0) || recs[1].Size != framedSize(9000) {
+			t.Fatalf("min %d: sizes %d %d", min, recs[0].Size, recs[1].Size)
+		}
+		if _, got, err := l.ReadAt(recs[0].Pos, 0, nil); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("ring read: %v", err)
+		}
+		_ = l.Close()
+		l = mustOpen(t, crashDir, opts)
+		for _, hint := range []int{0, recs[0].Size, 20} {
+			buf := make([]byte, 0, 10)
+			if typ, got, err := l.ReadAt(recs[0].Pos, hint, buf); err != nil || typ != 4 || !bytes.Equal(got, want) {
+				t.Fatalf("file read (hint %d): %v", hint, err)
+			}
+		}
+		m, _, err := readAll(t, l, 0)
+		if err != nil || !bytes.Equal(m[recs[0].Pos], want) || !bytes.Equal(m[recs[1].Pos], recs[1].Body) {
+			t.Fatalf("replay: %v", err)
+		}
+		if st := l.Stats(); st.FileReads == 0 {
+			t.Fatalf("stats: %+v", st)
+		}
+		_ = l.Close()
+	}
+}
+
+func TestStats(t *testing.T) {
+	l := mustOpen(t, crashDir, testOptions(t, NewMemFS()))
+	defer l.Close()
+	for i := range 20 {
+		appendWait(t, l, 1, testPayload(uint64(i), 100, false))
+	}
+	st := l.Stats()
+	if st.Records != 20 || st.PayloadBytes != 2000 || st.Bytes != 20*uint64(framedSize(100)) ||
+		st.Writes == 0 || st.Fsyncs == 0 || st.WriteCalls < st.Writes {
+		t.Fatalf("stats %+v", st)
+	}
+	for _, h := range []Histogram{st.FsyncSeconds, st.BatchRecords} {
+		var n uint64
+		for _, c := range h.Counts {
+			n += c
+		}
+		if n != h.Count || len(h.Counts) != len(h.Bounds) || !math.IsInf(h.Bounds[len(h.Bounds)-1], 1) {
+			t.Fatalf("histogram %+v", h)
+		}
+	}
+	if st.BatchRecords.Sum != 20 {
+		t.Fatalf("batch histogram sums to %v records", st.BatchRecords.Sum)
 	}
 }
