@@ -284,6 +284,9 @@ func (c *client) rawErr(request string) (*response, error) {
 			return nil, fmt.Errorf("write: %w", err)
 		}
 		resp, err := http.ReadResponse(c.br, nil)
+		for err == nil && resp.StatusCode == http.StatusContinue {
+			resp, err = http.ReadResponse(c.br, nil) // after 100 Continue
+		}
 		if err != nil {
 			c.close()
 			if attempt == 0 {

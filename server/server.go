@@ -40,6 +40,8 @@ type Server struct {
 
 	idPrefix uint32        // random per process: request ids stay unique across restarts
 	idSeq    atomic.Uint32 // request id counter
+
+	testHook atomic.Pointer[func(op)] // tests: called before an operation runs
 }
 
 // New returns a Server for b. It fails only on invalid Options.
@@ -169,6 +171,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		if r := recover(); r != nil {
 			s.log.Error("panic in handler", "panic", r, "op", st.op.String(), "stack", string(debug.Stack()))
 			ctx.Response.Reset()
+			setCommonHeaders(ctx, st.reqID)
 			s.writeError(ctx, st, codeInternalError, "internal error")
 		}
 		s.metrics.observe(st.op, ctx.Response.StatusCode(), time.Since(start))
@@ -176,12 +179,17 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.states.Put(st)
 	}()
 
-	ctx.Response.Header.DisableNormalizing()
 	st.reqID = s.appendRequestID(st.reqID[:0], start)
-	ctx.Response.Header.SetBytesV("x-mns-request-id", st.reqID)
-	ctx.Response.Header.Set("x-mns-version", apiVersion)
-
+	setCommonHeaders(ctx, st.reqID)
 	s.serve(ctx, st)
+}
+
+// setCommonHeaders sets the headers of every response (spec §2.4), with
+// lower-case names like the real service's.
+func setCommonHeaders(ctx *fasthttp.RequestCtx, reqID []byte) {
+	ctx.Response.Header.DisableNormalizing()
+	ctx.Response.Header.SetBytesV("x-mns-request-id", reqID)
+	ctx.Response.Header.Set("x-mns-version", apiVersion)
 }
 
 // serve routes one request and runs its operation.
@@ -200,6 +208,9 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 	case opUnknown:
 		s.writeError(ctx, st, codeInvalidRequestURL, "no operation at "+string(ctx.Request.Header.Method())+" "+string(path))
 		return
+	}
+	if h := s.testHook.Load(); h != nil {
+		(*h)(r.op)
 	}
 	if err := s.auth.check(&ctx.Request.Header, target, &st.auth); err != nil {
 		s.fail(ctx, st, err)
@@ -310,10 +321,8 @@ func (s *Server) writeBody(ctx *fasthttp.RequestCtx, st *reqState, status int) {
 func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 	st := s.states.Get().(*reqState)
 	defer func() { st.release(); s.states.Put(st) }()
-	ctx.Response.Header.DisableNormalizing()
 	st.reqID = s.appendRequestID(st.reqID[:0], time.Now())
-	ctx.Response.Header.SetBytesV("x-mns-request-id", st.reqID)
-	ctx.Response.Header.Set("x-mns-version", apiVersion)
+	setCommonHeaders(ctx, st.reqID)
 	code, msg := codeInvalidArgument, "the request could not be read: "+err.Error()
 	var small *fasthttp.ErrSmallBuffer
 	switch {

@@ -1,0 +1,251 @@
+package server
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Unknown paths and methods: 400 InvalidRequestURL error XML, never a
+// redirect, also for paths a router would "clean".
+func TestUnknownPathsAndMethods(t *testing.T) {
+	env := startEnv(t, envConfig{})
+	c := env.client()
+	c.mustCreate("q")
+	for _, tc := range []struct{ method, target string }{
+		{"GET", "/"},
+		{"GET", "/foo"},
+		{"POST", "/queues"},
+		{"PATCH", "/queues/q"},
+		{"POST", "/queues/q"},
+		{"GET", "/queues/q/other"},
+		{"GET", "/queues/q/messages/x"},
+		{"GET", "/queues//q"},
+		{"GET", "/queues/q/../q"},
+		{"GET", "/topics/t"},
+		{"POST", "/healthz"},
+	} {
+		r := c.do(req{method: tc.method, target: tc.target})
+		e := wantError(t, r, 400, "InvalidRequestURL")
+		if !strings.Contains(e.Message, tc.method) {
+			t.Errorf("%s %s: message %q", tc.method, tc.target, e.Message)
+		}
+	}
+	// A trailing slash is tolerated.
+	wantStatus(t, c.do(req{method: "GET", target: "/queues/q/"}), 200)
+}
+
+// Absolute-form request targets (ali-mns through HTTP_PROXY): the
+// scheme://authority prefix is stripped for routing and signing.
+func TestAbsoluteFormTarget(t *testing.T) {
+	env := startEnv(t, envConfig{})
+	c := env.client()
+	c.mustCreate("q")
+	c.mustSend("q", "via proxy", "")
+	r := c.do(req{method: "GET", target: "http://acct.mns.cn-hangzhou.aliyuncs.com/queues/q/messages?numOfMessages=16"})
+	wantStatus(t, r, 200)
+	var ms xMessages
+	decode(t, r, &ms)
+	if len(ms.Messages) != 1 || ms.Messages[0].MessageBody != "via proxy" {
+		t.Fatalf("%s", r.body)
+	}
+	r = c.do(req{method: "PUT", target: "HTTPS://acct.mns.cn-hangzhou.aliyuncs.com/queues/created-via-proxy"})
+	wantStatus(t, r, 201)
+}
+
+func TestRequestIDs(t *testing.T) {
+	env := startEnv(t, envConfig{})
+	c := env.client()
+	seen := map[string]bool{}
+	for i := 0; i < 50; i++ {
+		var r *response
+		if i%2 == 0 {
+			r = c.get("/queues/none") // error
+		} else {
+			r = c.get("/queues") // success
+		}
+		id := r.header.Get("x-mns-request-id")
+		checkCommonHeaders(t, r)
+		secs, err := strconv.ParseInt(id[:8], 16, 64)
+		if err != nil || secs < time.Now().Unix()-5 || secs > time.Now().Unix()+5 {
+			t.Fatalf("request id %s does not start with the Unix time", id)
+		}
+		if seen[id] {
+			t.Fatalf("duplicate request id %s", id)
+		}
+		seen[id] = true
+	}
+	// Header names on the wire are lower-case like the real service's.
+	raw := rawExchange(t, env.addr, "GET /queues HTTP/1.1\r\nHost: x\r\n\r\n")
+	if !strings.Contains(raw, "\r\nx-mns-request-id: ") || !strings.Contains(raw, "\r\nx-mns-version: 2015-06-06\r\n") {
+		t.Fatalf("raw response headers:\n%s", raw)
+	}
+}
+
+// rawExchange sends one request on a fresh connection and returns the raw
+// response head and body.
+func rawExchange(t testing.TB, addr, request string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, request); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	var sb strings.Builder
+	length := 0
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read: %v (so far %q)", err, sb.String())
+		}
+		sb.WriteString(line)
+		if strings.HasPrefix(strings.ToLower(line), "content-length:") {
+			length, _ = strconv.Atoi(strings.TrimSpace(line[len("content-length:"):]))
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+	body := make([]byte, length)
+	if _, err := io.ReadFull(br, body); err != nil {
+		t.Fatal(err)
+	}
+	sb.Write(body)
+	return sb.String()
+}
+
+// The body cap refuses an oversized request from its Content-Length,
+// without reading the body, with error XML.
+func TestRequestBodyCap(t *testing.T) {
+	const limit = 80 << 10
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.MaxRequestBodyBytes = limit }})
+	c := env.client()
+	c.mustCreate("q")
+	// Headers only: the server answers before any body byte is sent.
+	r := c.raw("POST /queues/q/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\n\r\n")
+	e := wantError(t, r, 400, "InvalidArgument")
+	if !strings.Contains(e.Message, fmt.Sprint(limit)) {
+		t.Fatalf("message %q", e.Message)
+	}
+	// Chunked bodies are cut off too.
+	var sb strings.Builder
+	sb.WriteString("POST /queues/q/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+	chunk := strings.Repeat("a", 32<<10)
+	for i := 0; i < 3; i++ {
+		fmt.Fprintf(&sb, "%x\r\n%s\r\n", len(chunk), chunk)
+	}
+	sb.WriteString("0\r\n\r\n")
+	c2 := env.client()
+	wantError(t, c2.raw(sb.String()), 400, "InvalidArgument")
+	// Expect: 100-continue (the Java SDK) with a body within the cap works.
+	c3 := env.client()
+	body := sendBody("java", "")
+	h := map[string]string{"Expect": "100-continue"}
+	r = c3.do(req{method: "POST", target: "/queues/q/messages", body: body, headers: h})
+	wantStatus(t, r, 201)
+}
+
+// With the default cap a batch of 16 bodies of 64 KiB reaches validation
+// (the engine's batch limit answers, not the transport), and a 16 x 4 KiB
+// batch is stored.
+func TestDefaultCapFitsLargestBatch(t *testing.T) {
+	env := startEnv(t, envConfig{})
+	c := env.client()
+	c.mustCreate("q")
+	big := strings.Repeat("b", 65536)
+	r := c.post("/queues/q/messages", batchBody(16, func(int) string { return "<MessageBody>" + big + "</MessageBody>" }))
+	e := wantError(t, r, 400, "InvalidArgument")
+	if !strings.Contains(e.Message, "Messages") {
+		t.Fatalf("message %q", e.Message)
+	}
+	// Even fully entity-escaped (&quot; is 6 bytes per body byte) it fits the cap.
+	if DefaultMaxRequestBodyBytes < 16*65536*6+4096 {
+		t.Fatalf("default cap %d too small", DefaultMaxRequestBodyBytes)
+	}
+	four := strings.Repeat("c", 4096)
+	wantStatus(t, c.post("/queues/q/messages", batchBody(16, func(int) string { return "<MessageBody>" + four + "</MessageBody>" })), 201)
+	// A single message of exactly 64 KiB is fine.
+	c.mustSend("q", big, "")
+}
+
+// A panicking handler answers 500 InternalError XML and the server keeps
+// serving.
+func TestPanicRecovery(t *testing.T) {
+	env := startEnv(t, envConfig{})
+	c := env.client()
+	hook := func(o op) {
+		if o == opGetQueueAttributes {
+			panic("boom")
+		}
+	}
+	env.srv.testHook.Store(&hook)
+	wantError(t, c.get("/queues/q"), 500, "InternalError")
+	c.mustCreate("q")
+	env.srv.testHook.Store(nil)
+	wantStatus(t, c.get("/queues/q"), 200)
+}
+
+func TestHealthzAndMetrics(t *testing.T) {
+	env := startEnv(t, envConfig{})
+	c := env.client()
+	// Not signed.
+	r := c.send("GET", "/healthz", "", map[string]string{})
+	if r.status != 200 || string(r.body) != "ok" {
+		t.Fatalf("healthz: %s", r)
+	}
+	c.mustCreate("q")
+	c.mustSend("q", "a", "")
+	c.mustSend("q", "b", "")
+	c.mustReceive("q")
+	wantError(t, c.get("/queues/nope"), 404, "QueueNotExist")
+	r = c.send("GET", "/metrics", "", map[string]string{})
+	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain; version=0.0.4") {
+		t.Fatalf("metrics: %d %v", r.status, r.header)
+	}
+	text := string(r.body)
+	for _, want := range []string{
+		"# TYPE smqd_http_request_duration_seconds histogram\n",
+		`smqd_http_request_duration_seconds_bucket{op="SendMessage",le="+Inf"} 2` + "\n",
+		`smqd_http_request_duration_seconds_count{op="ReceiveMessage"} 1` + "\n",
+		`smqd_http_request_duration_seconds_bucket{op="CreateQueue",le="0.0001"} `,
+		`smqd_http_responses_total{op="SendMessage",class="2xx"} 2` + "\n",
+		`smqd_http_responses_total{op="GetQueueAttributes",class="4xx"} 1` + "\n",
+		`smqd_http_errors_total{code="QueueNotExist"} 1` + "\n",
+		`smqd_queue_messages{queue="q",state="active"} 1` + "\n",
+		`smqd_queue_messages{queue="q",state="inactive"} 1` + "\n",
+		`smqd_queue_sent_total{queue="q"} 2` + "\n",
+		`smqd_queue_received_total{queue="q"} 1` + "\n",
+		`smqd_queue_deleted_total{queue="q"} 0` + "\n",
+		"smqd_long_polls_waiting 0\n",
+		"smqd_queues 1\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	// Every line is a comment or "name{labels} value".
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		if strings.HasPrefix(line, "# ") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			t.Fatalf("bad line %q", line)
+		}
+		if _, err := strconv.ParseFloat(f[1], 64); err != nil {
+			t.Fatalf("bad value in %q", line)
+		}
+	}
+	_ = http.StatusOK
+}
