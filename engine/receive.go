@@ -100,7 +100,7 @@ func (q *Queue) tryReceive(max int, dst []Message) ([]Message, error) {
 	base := len(dst)
 	var locs [MaxBatch]bodyLoc
 	S := len(q.stripes)
-	for attempt := 0; len(dst)-base < max && attempt <= 2*S; attempt++ {
+	for attempt := 0; len(dst)-base < max && attempt < max+2*S; attempt++ {
 		start := int(q.recvRR.Add(1))
 		best, bestP, secondP := -1, numLanes, numLanes
 		for k := 0; k < S; k++ {
