@@ -124,7 +124,7 @@ func (l *Log) readFile(s *segment, p Pos, sizeHint int, buf []byte) (RecordType,
 		}
 	}
 	typ, payload, err := l.finishRead(p, buf, framed)
-	if errors.As(err, new(*CorruptionError)) {
+	if err != nil {
 		l.log.Error("wal read a corrupt record", "segment", sf.name, "offset", off, "err", err)
 	}
 	return typ, payload, err

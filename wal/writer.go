@@ -12,6 +12,13 @@ package wal
 // the new WrittenEnd/SyncedEnd and wakes the waiters. Appends arriving during
 // the fsync are picked up by the next iteration as one batch.
 //
+// The writer never delays a write to gather a larger batch. Measured: with
+// N closed-loop appenders batches hold about N/2 records (the released half
+// re-appends while the next fsync runs); waiting after an fsync for the
+// released waiters to re-append gave full batches of N but halved the fsync
+// rate on this 2-core machine (waking N goroutines and N kicks cost more
+// than the fsync), so records/s dropped from ~130k to ~30-70k at N=64.
+//
 // Who touches what: writerState belongs to the writer goroutine alone. The
 // spare file belongs to the spare goroutine until it is sent on l.spares.
 
