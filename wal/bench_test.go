@@ -116,7 +116,7 @@ func BenchmarkFdatasync(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
-				off := int64(i*len(buf)) % fileBytes
+				off := int64(i) * int64(len(buf)) % fileBytes
 				if _, err := f.WriteAt(buf, off); err != nil {
 					b.Fatal(err)
 				}

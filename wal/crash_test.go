@@ -200,7 +200,7 @@ func recordAt(w written, p Pos) Record {
 	panic(fmt.Sprintf("no record holds %d", p))
 }
 
-// TestCrashCorruption zeroes a 512-byte sector or flips single bits in the
+// TestCrashCorruption (invariant 7) zeroes a 512-byte sector or flips single bits in the
 // middle of the log: a corruption in the last segment fails Open (or is cut
 // with Repair); one in an older segment is returned by Reader and ReadAt.
 // It is never skipped.
@@ -311,7 +311,7 @@ func segmentStarts(w written) []Pos {
 	return starts
 }
 
-// TestCrashCloneConcurrent appends from several goroutines, takes a power
+// TestCrashCloneConcurrent (invariants 4, 6, 7) appends from several goroutines, takes a power
 // loss snapshot (MemFS.CrashClone) while they run, and checks the snapshot:
 // it opens, holds a gap-free prefix of what was appended with the right
 // payloads, holds every record whose WaitDurable returned before the

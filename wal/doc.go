@@ -21,9 +21,12 @@
 // Options.SegmentBytes and zero-filled: when a record does not fit into what
 // is left of the active segment, the segment is closed at the current end and
 // a new one starts at exactly that Pos. The unused tail of the old file stays
-// zero and is not part of any range. Files named "*.spare" are preallocated
-// spare segments not yet in use; Open deletes leftovers. Any other file in the
-// directory is ignored with a warning.
+// zero and is not part of any range. An empty file "%016x.hole" marks the
+// start of a removed segment that had an older live segment before it, so
+// that the older one's end stays known; live segments and holes tile the
+// positions from the oldest live segment to End. Files named "*.spare" are
+// preallocated spare segments not yet in use; Open deletes leftovers. Any
+// other file in the directory is ignored with a warning.
 //
 // # Record framing (part of the on-disk format; never change)
 //
@@ -98,6 +101,10 @@
 // to the writer through a channel. The segment list is copy-on-write behind
 // an atomic.Pointer, so AddLive and readers never take a lock. No lock is
 // held across I/O.
+//
+// Lock order: no two of the package's locks (Log.mu, Log.ack, Log.removeMu)
+// are ever held together, so there is no order to respect. In MemFS,
+// MemFS.mu is taken before a file's mutex.
 //
 // # Test tools
 //

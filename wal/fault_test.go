@@ -12,7 +12,7 @@ import (
 // segFilesOnly limits faults to segment files (not spares, not hole markers).
 func segFilesOnly(name string) bool { return strings.HasSuffix(name, segSuffix) }
 
-// TestFaultSticky injects ENOSPC and EIO on a write and on an fsync: the
+// TestFaultSticky (invariant 8) injects ENOSPC and EIO on a write and on an fsync: the
 // failing wait and every later call fail with errors wrapping the cause and
 // ErrFailed, reads of written data keep working, and after reopening with
 // the fault removed nothing acknowledged is lost.

@@ -342,6 +342,9 @@ func (l *Log) Sync() error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
+	if f := l.fail.Load(); f != nil {
+		return f
+	}
 	end := l.endPos.Load()
 	if end == 0 || l.synced.Load() >= end {
 		return nil

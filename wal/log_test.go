@@ -179,6 +179,8 @@ func (g *gateFile) WriteAt(p []byte, off int64) (int, error) {
 	return g.File.WriteAt(p, off)
 }
 
+// TestBackPressure checks invariant 5: unwritten bytes stay in the ring
+// and Append waits instead of overwriting them.
 func TestBackPressure(t *testing.T) {
 	gfs := &gateFS{FS: NewMemFS(), gate: make(chan struct{})}
 	opts := testOptions(t, gfs)

@@ -149,7 +149,8 @@ func TestRemoveSegment(t *testing.T) {
 			recs, bodies := appendMany(t, l, 100, 3000)
 			segs := l.Segments()
 
-			// A read in flight: a Reader that has started on segment 0.
+			// Invariant 9. A read in flight: a Reader that has started on
+			// segment 0.
 			rd, err := l.NewReader(0, segs[1].Start)
 			if err != nil {
 				t.Fatal(err)
