@@ -73,7 +73,7 @@ func TestTimingWheelFiresInOrderAtDeadline(t *testing.T) {
 func TestTimingWheelSevenDayHorizonAndCancel(t *testing.T) {
 	now := t0.UnixMilli()
 	h := newWheelHarness(now)
-	far := h.add(t, now+int64(MaxDelay/1e6))     // 7 days
+	far := h.add(t, now+int64(MaxDelay/1e6)) // 7 days
 	farther := h.add(t, now+int64(MaxDelay/1e6)+int64(MaxVisibilityTimeout/1e6))
 	near := h.add(t, now+1)
 	cancel := h.add(t, now+int64(MaxDelay/1e6)-1)
