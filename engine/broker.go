@@ -34,7 +34,11 @@ type Broker struct {
 
 	mu     sync.RWMutex
 	queues map[string]*Queue // guarded by mu
+	byID   map[uint64]*Queue // guarded by mu
 	names  []string          // guarded by mu: sorted queue names
+
+	stop chan struct{}  // closed by Close: stops background goroutines
+	bg   sync.WaitGroup // background goroutines
 
 	longPolls  atomic.Int64
 	closed     atomic.Bool
@@ -51,7 +55,9 @@ func Open(opts Options) (*Broker, error) {
 		log:          o.Logger,
 		maxLongPolls: o.MaxLongPolls,
 		queues:       make(map[string]*Queue),
+		byID:         make(map[uint64]*Queue),
 		nextQueueID:  1,
+		stop:         make(chan struct{}),
 	}
 	if o.Dir != "" {
 		return nil, fmt.Errorf("engine: durable mode (Options.Dir) is not available yet")
@@ -64,6 +70,11 @@ func Open(opts Options) (*Broker, error) {
 		b.store = newMemLog(o.MemSegmentBytes)
 	}
 	b.log.Info("broker open", "mode", "memory", "stripes", o.Stripes)
+	b.bg.Add(1)
+	go func() {
+		defer b.bg.Done()
+		b.compactLoop(b.stop)
+	}()
 	return b, nil
 }
 
@@ -137,12 +148,20 @@ func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err er
 	q := newQueue(b, name, id, b.opts.Stripes, newQueueMeta(cfg, now, now))
 	b.mu.Lock()
 	b.queues[name] = q
+	b.byID[id] = q
 	i := sort.SearchStrings(b.names, name)
 	b.names = append(b.names, "")
 	copy(b.names[i+1:], b.names[i:])
 	b.names[i] = name
 	b.mu.Unlock()
 	return true, nil
+}
+
+// queueByID returns the queue with that id, or nil.
+func (b *Broker) queueByID(id uint64) *Queue {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.byID[id]
 }
 
 // Queue returns the named queue.
@@ -204,6 +223,7 @@ func (b *Broker) DeleteQueue(name string) error {
 	}
 	b.mu.Lock()
 	delete(b.queues, name)
+	delete(b.byID, q.id)
 	i := sort.SearchStrings(b.names, name)
 	b.names = append(b.names[:i], b.names[i+1:]...)
 	b.mu.Unlock()
@@ -296,6 +316,8 @@ func (b *Broker) Close() error {
 	if !b.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
+	close(b.stop)
+	b.bg.Wait()
 	b.mu.RLock()
 	qs := make([]*Queue, 0, len(b.queues))
 	for _, q := range b.queues {

@@ -59,6 +59,10 @@ type logStore interface {
 	addLive(pos uint64, delta int64)
 	// segments appends the segments, oldest first, to dst.
 	segments(dst []segInfo) []segInfo
+	// scan calls fn for each record of the inactive segment starting at
+	// start, in log order. It reports false (calling nothing) if the segment
+	// is gone or still being written.
+	scan(start uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte)) (bool, error)
 	// removeSegment removes the segment starting at start if it is inactive
 	// and has no live bytes; it reports whether it did.
 	removeSegment(start uint64) (bool, error)
@@ -86,10 +90,11 @@ type memLog struct {
 }
 
 type memSeg struct {
-	start uint64
-	buf   []byte       // fixed capacity, never reallocated
-	used  atomic.Int64 // bytes of buf holding records
-	live  atomic.Int64
+	start   uint64
+	buf     []byte       // fixed capacity, never reallocated
+	used    atomic.Int64 // bytes of buf reserved by appends
+	written atomic.Int64 // bytes of buf whose copy is complete (== used when idle)
+	live    atomic.Int64
 }
 
 const memRecHeader = 8
@@ -107,13 +112,21 @@ func (l *memLog) publish() {
 }
 
 func (l *memLog) append(recs []logRec) error {
+	// Reserve space and count live bytes under the lock (invariant 1); copy
+	// the bytes after releasing it.
+	var segs [MaxBatch]*memSeg
+	var many []*memSeg
+	if len(recs) > MaxBatch {
+		many = make([]*memSeg, len(recs))
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return ErrClosed
 	}
 	if err := l.failNext; err != nil {
 		l.failNext = nil
+		l.mu.Unlock()
 		return err
 	}
 	for i := range recs {
@@ -131,19 +144,33 @@ func (l *memLog) append(recs []logRec) error {
 			l.publish()
 			used = 0
 		}
-		b := seg.buf[used : used+n]
-		b[0] = r.typ
-		b[1], b[2], b[3] = 0, 0, 0
-		binary.LittleEndian.PutUint32(b[4:8], uint32(len(r.head)+len(r.body)))
-		copy(b[memRecHeader:], r.head)
-		copy(b[memRecHeader+len(r.head):], r.body)
 		r.pos = seg.start + uint64(used)
 		r.size = uint32(n)
 		if r.live {
 			seg.live.Add(int64(n))
 		}
 		seg.used.Store(int64(used + n))
-		l.end = seg.start + uint64(used+n)
+		l.end = r.pos + uint64(n)
+		if many != nil {
+			many[i] = seg
+		} else {
+			segs[i] = seg
+		}
+	}
+	l.mu.Unlock()
+	for i := range recs {
+		r := &recs[i]
+		seg := segs[min(i, MaxBatch-1)]
+		if many != nil {
+			seg = many[i]
+		}
+		b := seg.buf[r.pos-seg.start : r.pos-seg.start+uint64(r.size)]
+		b[0] = r.typ
+		b[1], b[2], b[3] = 0, 0, 0
+		binary.LittleEndian.PutUint32(b[4:8], uint32(len(r.head)+len(r.body)))
+		copy(b[memRecHeader:], r.head)
+		copy(b[memRecHeader+len(r.head):], r.body)
+		seg.written.Add(int64(r.size))
 	}
 	return nil
 }
@@ -191,6 +218,27 @@ func (l *memLog) segments(dst []segInfo) []segInfo {
 		dst = append(dst, segInfo{start: s.start, end: end, live: s.live.Load(), active: i == len(l.segs)-1})
 	}
 	return dst
+}
+
+func (l *memLog) scan(start uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte)) (bool, error) {
+	s := l.find(start)
+	if s == nil || s.start != start {
+		return false, nil
+	}
+	l.mu.Lock()
+	active := s == l.segs[len(l.segs)-1]
+	l.mu.Unlock()
+	used := s.used.Load()
+	if active || s.written.Load() != used {
+		return false, nil
+	}
+	for off := int64(0); off < used; {
+		b := s.buf[off:]
+		n := int64(binary.LittleEndian.Uint32(b[4:8]))
+		fn(s.start+uint64(off), uint32(memRecHeader+n), b[0], b[memRecHeader:memRecHeader+n:memRecHeader+n])
+		off += memRecHeader + n
+	}
+	return true, nil
 }
 
 func (l *memLog) removeSegment(start uint64) (bool, error) {

@@ -278,8 +278,14 @@ func (r *modelRun) step() {
 		r.attrs(q, mq)
 	case k < 97:
 		r.setAttrs(name, mq)
-	case k < 98:
+	case k < 97+1 && r.rnd.IntN(2) == 0:
 		r.deleteQueue(q, name, mq)
+	case k < 98:
+		removed, moved, err := r.b.compactOnce(0)
+		r.logf("compact -> removed %d relocated %d %v", removed, moved, err)
+		if err != nil {
+			r.fail("compact: %v", err)
+		}
 	default:
 		r.createQueue(name)
 	}

@@ -19,6 +19,9 @@ type Options struct {
 	MaxLongPolls int
 	// MemSegmentBytes is the segment size of the in-memory log; default 4 MiB.
 	MemSegmentBytes int
+	// CompactionBytesPerSec bounds the body bytes compaction rewrites per
+	// second; default 64 MiB.
+	CompactionBytesPerSec int64
 	// Clock is the time source; nil means SystemClock().
 	Clock Clock
 	// Logger receives lifecycle and storage messages; nil discards them.
@@ -41,6 +44,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.MemSegmentBytes <= 0 {
 		c.MemSegmentBytes = 4 << 20
+	}
+	if c.CompactionBytesPerSec <= 0 {
+		c.CompactionBytesPerSec = defaultCompactBytes
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock()

@@ -80,7 +80,7 @@ func (q *Queue) meta() *queueMeta { return q.cfg.Load() }
 // nothing per message.
 type sendBatch struct {
 	recs  [MaxBatch]logRec
-	heads [MaxBatch][snapLen + 16]byte
+	heads [MaxBatch][snapLen + 16]byte // snapshot or owner id, then MD5
 	slots [MaxBatch]uint32
 	delay [MaxBatch]int64
 }
@@ -170,13 +170,13 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 		sb.delay[i] = delay
 		res[i].ID = makeMessageID(q.id, s.seq)
 		if durable {
-			s.setState(stPending)
 			putSnap(sb.heads[i][:snapLen], q.id, st.idx, idx, s)
 			copy(sb.heads[i][snapLen:], res[i].MD5[:])
 			sb.recs[i] = logRec{typ: recSend, head: sb.heads[i][:snapLen+16], body: e.Body, live: true}
 		} else {
-			copy(sb.heads[i][:16], res[i].MD5[:])
-			sb.recs[i] = logRec{typ: recBody, head: sb.heads[i][:16], body: e.Body, live: true}
+			putBodyID(sb.heads[i][:bodyIDLen], q.id, st.idx, idx)
+			copy(sb.heads[i][bodyIDLen:], res[i].MD5[:])
+			sb.recs[i] = logRec{typ: recBody, head: sb.heads[i][:bodyIDLen+16], body: e.Body, live: true}
 		}
 	}
 	st.mu.Unlock()

@@ -13,7 +13,8 @@ package engine
 //	type 6 delete       queue id, seq, stripe, slot
 //	type 7 expire       queue id, seq, stripe, slot
 //	type 8 relocate     message snapshot, MD5, body (compaction moved the body)
-//	type 9 body         MD5, body (in-memory mode: bodies only, no state)
+//	type 9 body         queue id u32, stripe u8, slot u32, MD5, body
+//	                    (in-memory mode: bodies only, no state)
 //
 // Invariant: records about one message are appended while holding its
 // stripe's lock (or, for send, before anything else can reference it), so the
@@ -52,12 +53,41 @@ var errBadRecord = errors.New("engine: malformed log record")
 // body is in the record itself.
 const snapLen = 8 + 8 + 8 + 4*6 + 4 + 8 + 4
 
+// bodyIDLen is the size of the owner identity at the start of a body record.
+const bodyIDLen = 4 + 1 + 4
+
+// putBodyID encodes a body record's owner: the queue id (low 32 bits; queue
+// ids of one in-memory broker never exceed them), stripe and slot.
+func putBodyID(b []byte, qid uint64, stripe uint8, slotIdx uint32) {
+	binary.LittleEndian.PutUint32(b[0:4], uint32(qid))
+	b[4] = stripe
+	binary.LittleEndian.PutUint32(b[5:9], slotIdx)
+}
+
+// ownerOf returns the slot that a body-carrying record may belong to.
+func ownerOf(typ uint8, payload []byte) (qid uint64, stripe uint8, slotIdx uint32, ok bool) {
+	le := binary.LittleEndian
+	switch typ {
+	case recBody:
+		if len(payload) < bodyIDLen {
+			return 0, 0, 0, false
+		}
+		return uint64(le.Uint32(payload[0:4])), payload[4], le.Uint32(payload[5:9]), true
+	case recSend, recRelocate:
+		if len(payload) < snapLen {
+			return 0, 0, 0, false
+		}
+		return le.Uint64(payload[0:8]), payload[48], le.Uint32(payload[44:48]), true
+	}
+	return 0, 0, 0, false
+}
+
 // bodyOf returns the MD5 and body held by a body-carrying record.
 func bodyOf(typ uint8, payload []byte) (md5 [16]byte, body []byte, err error) {
 	var off int
 	switch typ {
 	case recBody:
-		off = 0
+		off = bodyIDLen
 	case recSend, recRelocate:
 		off = snapLen
 	default:

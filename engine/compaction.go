@@ -1,0 +1,150 @@
+package engine
+
+// Compaction: disk (or memory) use tracks the live backlog, not the history.
+//
+// The log store counts, per segment, the bytes of records that hold a live
+// message body. A background pass, rate-limited, does two things:
+//  1. removes every inactive segment with no live bytes that replay no longer
+//     needs (in durable mode: that lies before the checkpoint);
+//  2. for inactive segments that are mostly dead (live bytes less than half
+//     the segment), rewrites each live body at the head of the log (a
+//     relocate record) and points its message there; the old segment then
+//     has no live bytes and goes at a later pass.
+// So one long-delayed or never-deleted message cannot pin a segment.
+//
+// Invariants:
+//  1. A body is relocated only while holding its stripe's lock, only if the
+//     slot still holds a committed message whose body is at exactly that
+//     position; the relocate record is appended under the same lock, so it
+//     follows every earlier record of the message and precedes every later one.
+//  2. The old record's live bytes are released only after the new record's are
+//     counted, so the message's body is always counted in some segment.
+//
+// Owner: the compactor goroutine; relocation touches messages only under their
+// stripe locks.
+
+import (
+	"time"
+)
+
+const (
+	compactInterval     = 100 * time.Millisecond
+	defaultCompactBytes = 64 << 20 // relocated bytes per second
+)
+
+// compactLoop runs passes until stop is closed.
+func (b *Broker) compactLoop(stop <-chan struct{}) {
+	t := time.NewTicker(compactInterval)
+	defer t.Stop()
+	budget := b.opts.CompactionBytesPerSec / int64(time.Second/compactInterval)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if _, _, err := b.compactOnce(budget); err != nil && b.usable() == nil {
+			b.log.Error("compaction pass failed", "err", err)
+		}
+	}
+}
+
+// compactOnce runs one pass, relocating at most budget bytes (0: unlimited).
+// It returns the segments removed and the bodies relocated.
+func (b *Broker) compactOnce(budget int64) (removed, relocated int, err error) {
+	segs := b.store.segments(nil)
+	limit := b.replayStart()
+	for _, s := range segs {
+		if s.active || s.live != 0 || s.end > limit {
+			continue
+		}
+		ok, err := b.store.removeSegment(s.start)
+		if err != nil {
+			return removed, relocated, err
+		}
+		if ok {
+			removed++
+		}
+	}
+	spent := int64(0)
+	for _, s := range segs {
+		if s.active || s.live == 0 || s.live*2 >= int64(s.end-s.start) {
+			continue
+		}
+		if budget > 0 && spent+s.live > budget && spent > 0 {
+			break
+		}
+		n, err := b.relocateSegment(s.start)
+		relocated += n
+		if err != nil {
+			return removed, relocated, err
+		}
+		spent += s.live
+	}
+	return removed, relocated, nil
+}
+
+// replayStart is the first log position that start-up replay needs: segments
+// ending at or before it may go once they hold no live body. In-memory
+// brokers never replay.
+func (b *Broker) replayStart() uint64 {
+	return ^uint64(0)
+}
+
+// relocateSegment moves every live body of the segment starting at start to
+// the head of the log.
+func (b *Broker) relocateSegment(start uint64) (int, error) {
+	moved := 0
+	var firstErr error
+	var head [snapLen + 16]byte
+	_, err := b.store.scan(start, func(pos uint64, size uint32, typ uint8, payload []byte) {
+		if firstErr != nil {
+			return
+		}
+		qid, stripeIdx, slotIdx, ok := ownerOf(typ, payload)
+		if !ok {
+			return
+		}
+		sum, body, err := bodyOf(typ, payload)
+		if err != nil {
+			return
+		}
+		q := b.queueByID(qid)
+		if q == nil || int(stripeIdx) >= len(q.stripes) {
+			return
+		}
+		st := &q.stripes[stripeIdx]
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if st.dead || !st.slab.valid(slotIdx) {
+			return
+		}
+		s := st.slab.at(slotIdx)
+		if s.seq == 0 || s.state() == stPending || s.bodyPos != pos {
+			return // deleted, expired, replaced, or not yet committed
+		}
+		var rec logRec
+		if b.durable {
+			putSnap(head[:snapLen], q.id, st.idx, slotIdx, s)
+			copy(head[snapLen:], sum[:])
+			rec = logRec{typ: recRelocate, head: head[:snapLen+16], body: body, live: true}
+		} else {
+			putBodyID(head[:bodyIDLen], q.id, st.idx, slotIdx)
+			copy(head[bodyIDLen:], sum[:])
+			rec = logRec{typ: recBody, head: head[:bodyIDLen+16], body: body, live: true}
+		}
+		recs := [1]logRec{rec}
+		if err := b.store.append(recs[:]); err != nil {
+			firstErr = err
+			return
+		}
+		b.store.addLive(pos, -int64(s.recSize))
+		s.bodyPos, s.recSize = recs[0].pos, recs[0].size
+		moved++
+	})
+	if firstErr != nil {
+		b.storageFailed(firstErr)
+		return moved, firstErr
+	}
+	return moved, err
+}
