@@ -87,6 +87,7 @@ func (f *FaultFS) Injected() int64 {
 	return f.injected
 }
 
+// match applies Filter.
 func (f *FaultFS) match(name string) bool { return f.Filter == nil || f.Filter(name) }
 
 // writeFault counts a write and returns the error to inject, if any.
@@ -119,6 +120,7 @@ func (f *FaultFS) syncFault() error {
 	return err
 }
 
+// preallocFault returns the armed preallocation error, if any.
 func (f *FaultFS) preallocFault() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -159,6 +161,7 @@ type faultFile struct {
 	name string
 }
 
+// WriteAt fails without writing anything when a write fault is due.
 func (ff *faultFile) WriteAt(p []byte, off int64) (int, error) {
 	if err := ff.fs.writeFault(); err != nil {
 		return 0, &os.PathError{Op: "write", Path: ff.name, Err: err}
@@ -166,6 +169,7 @@ func (ff *faultFile) WriteAt(p []byte, off int64) (int, error) {
 	return ff.File.WriteAt(p, off)
 }
 
+// Sync fails without syncing when a sync fault is due.
 func (ff *faultFile) Sync() error {
 	if err := ff.fs.syncFault(); err != nil {
 		return &os.PathError{Op: "fdatasync", Path: ff.name, Err: err}
@@ -173,6 +177,7 @@ func (ff *faultFile) Sync() error {
 	return ff.File.Sync()
 }
 
+// Preallocate fails when FailPreallocate is armed.
 func (ff *faultFile) Preallocate(size int64) error {
 	if err := ff.fs.preallocFault(); err != nil {
 		return &os.PathError{Op: "fallocate", Path: ff.name, Err: err}

@@ -43,6 +43,7 @@ func OSFS() FS { return osFS{} }
 
 type osFS struct{}
 
+// OpenFile opens name with os.OpenFile.
 func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
@@ -55,6 +56,7 @@ func (osFS) Remove(name string) error                    { return os.Remove(name
 func (osFS) Rename(oldname, newname string) error        { return os.Rename(oldname, newname) }
 func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
 
+// ReadDir lists the entry names of dir.
 func (osFS) ReadDir(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -67,6 +69,7 @@ func (osFS) ReadDir(dir string) ([]string, error) {
 	return names, nil
 }
 
+// SyncDir fsyncs the directory itself, making entry changes durable.
 func (osFS) SyncDir(dir string) error {
 	d, err := os.Open(filepath.Clean(dir))
 	if err != nil {
@@ -89,6 +92,7 @@ func (o osFile) Truncate(size int64) error                { return o.f.Truncate(
 func (o osFile) Close() error                             { return o.f.Close() }
 func (o osFile) Sync() error                              { return fdatasync(o.f) }
 
+// Size returns the file size from fstat.
 func (o osFile) Size() (int64, error) {
 	st, err := o.f.Stat()
 	if err != nil {
@@ -97,6 +101,8 @@ func (o osFile) Size() (int64, error) {
 	return st.Size(), nil
 }
 
+// Preallocate reserves [0, size) with fallocate, or extends the file
+// with a hole where fallocate is not supported.
 func (o osFile) Preallocate(size int64) error {
 	err := fallocate(o.f, size)
 	if err == nil || !errors.Is(err, errFallocateUnsupported) {

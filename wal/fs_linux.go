@@ -10,6 +10,10 @@ import (
 
 // fdatasync flushes the file's data and the metadata needed to read it back
 // (the size), not its timestamps.
+// EINTR is retried: fdatasync has no partial effect to undo. Every other
+// error is returned as is and, in the log, made sticky: after a failed
+// fsync the kernel may have dropped the dirty pages, so a retry that
+// succeeds proves nothing (the "fsyncgate" lesson).
 func fdatasync(f *os.File) error {
 	for {
 		err := syscall.Fdatasync(int(f.Fd()))

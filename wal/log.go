@@ -127,7 +127,9 @@ func (l *Log) Append(recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	// Validate and compress outside the lock.
+	// Validate and compress outside the lock. The scratch (pooled) is taken
+	// only when some record is large enough to try compression, so the
+	// common small-record path allocates nothing.
 	var sc *appendScratch
 	total, payload := 0, 0
 	for i := range recs {
@@ -155,6 +157,10 @@ func (l *Log) Append(recs []Record) error {
 		return fmt.Errorf("%w: batch of %d framed bytes exceeds the %d-byte buffer", ErrRecordTooLarge, total, l.ring.size())
 	}
 
+	// Under the lock: wait for room, assign positions in order (invariant
+	// 3), frame into the ring. The checksum is computed here because it is
+	// seeded with the position, which is known only now; xxhash runs at
+	// many GB/s, so this costs less than the copy.
 	l.mu.Lock()
 	if err := l.waitRoomLocked(total); err != nil {
 		l.mu.Unlock()
@@ -167,6 +173,8 @@ func (l *Log) Append(recs []Record) error {
 	l.endPos.Store(uint64(l.mu.end))
 	l.mu.Unlock()
 
+	// Wake the writer. The channel has room for one token: if one is
+	// already there, the writer will see these records on its next pass.
 	select {
 	case l.kick <- struct{}{}:
 	default:
@@ -213,10 +221,15 @@ func (l *Log) frameLocked(r *Record, sc *appendScratch, i int) {
 	n := len(a) + len(b)
 	framed := framedSize(n)
 	p := l.mu.end
+	// Invariant 1: a record that does not fit in what is left of the active
+	// segment starts a new one at exactly p (positions stay dense).
 	active := l.segs.Load().last()
 	if int64(p-active.start)+int64(framed) > active.capacity {
 		l.rollLocked(p)
 	}
+	// Header on the stack, checksum over pos||header[0:8]||payload, then
+	// header, payload and zero padding into the ring (which is reused, so
+	// the padding must be written explicitly).
 	var h [headerSize]byte
 	putHeader(h[:], n, r.Type, flags)
 	sum := recordChecksum(p, h[:], a, b)
@@ -380,6 +393,8 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	l.spaceCond.Broadcast()
 
+	// The writer sees stop, writes and fsyncs what is left, and exits; only
+	// then may the spare goroutine stop (a final roll may need a spare).
 	start := time.Now()
 	close(l.stop)
 	<-l.writerDone
@@ -390,6 +405,8 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	sl := l.segs.Load()
 	l.mu.Unlock()
+	// Drop the list's references; files still used by an in-flight read
+	// close when that read finishes.
 	for _, s := range sl.segs {
 		if sf := s.file.Load(); sf != nil {
 			sf.unref()

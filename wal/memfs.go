@@ -73,6 +73,8 @@ func (m *MemFS) OpenFile(name string, flag int, _ os.FileMode) (File, error) {
 		f = &memFile{}
 		m.files[name] = f
 	}
+	// A new file exists in the current namespace only; it survives a crash
+	// once SyncDir(dir) has run (see CrashClone).
 	h := &memHandle{f: f, name: name, readOnly: flag&(os.O_RDWR|os.O_WRONLY) == 0}
 	if flag&os.O_TRUNC != 0 {
 		if err := h.Truncate(0); err != nil {
@@ -267,6 +269,7 @@ type memHandle struct {
 	closed   bool
 }
 
+// check fails on a closed handle, or a write through a read-only one.
 func (h *memHandle) check(write bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -279,6 +282,7 @@ func (h *memHandle) check(write bool) error {
 	return nil
 }
 
+// ReadAt reads the current contents; preallocated space reads as zeros.
 func (h *memHandle) ReadAt(p []byte, off int64) (int, error) {
 	if err := h.check(false); err != nil {
 		return 0, err
@@ -304,6 +308,7 @@ func (h *memHandle) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// WriteAt changes the current contents and queues the change as unsynced.
 func (h *memHandle) WriteAt(p []byte, off int64) (int, error) {
 	if err := h.check(true); err != nil {
 		return 0, err
@@ -311,6 +316,8 @@ func (h *memHandle) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &os.PathError{Op: "write", Path: h.name, Err: syscall.EINVAL}
 	}
+	// The op keeps its own copy: CrashClone may replay it after later
+	// writes changed the same bytes of cur.
 	op := memOp{off: off, data: slices.Clone(p)}
 	if op.data == nil {
 		op.data = []byte{}
@@ -322,6 +329,7 @@ func (h *memHandle) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
+// Sync makes every queued change of the file durable.
 func (h *memHandle) Sync() error {
 	if err := h.check(false); err != nil {
 		return err
@@ -329,6 +337,7 @@ func (h *memHandle) Sync() error {
 	f := h.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Replaying the pending ops costs O(bytes written), not O(file size).
 	for _, op := range f.pending {
 		f.synced.apply(op)
 	}
@@ -336,6 +345,7 @@ func (h *memHandle) Sync() error {
 	return nil
 }
 
+// Truncate sets the size; durable at the next Sync.
 func (h *memHandle) Truncate(size int64) error {
 	if err := h.check(true); err != nil {
 		return err
@@ -348,6 +358,7 @@ func (h *memHandle) Truncate(size int64) error {
 	return nil
 }
 
+// Preallocate grows the size without storing zeros; durable at the next Sync.
 func (h *memHandle) Preallocate(size int64) error {
 	if err := h.check(true); err != nil {
 		return err
@@ -363,6 +374,7 @@ func (h *memHandle) Preallocate(size int64) error {
 	return nil
 }
 
+// Size returns the current size.
 func (h *memHandle) Size() (int64, error) {
 	if err := h.check(false); err != nil {
 		return 0, err
@@ -372,6 +384,7 @@ func (h *memHandle) Size() (int64, error) {
 	return h.f.cur.size, nil
 }
 
+// Close invalidates the handle (the file lives on).
 func (h *memHandle) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

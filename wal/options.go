@@ -81,7 +81,10 @@ type Options struct {
 	// s2. 0 means the default 4096; negative disables compression.
 	CompressMinBytes int
 	// Repair makes Open cut the log at a mid-log corruption of the last
-	// segment (dropping everything after it) instead of failing.
+	// segment (dropping everything after it) instead of failing. It does
+	// not apply to older segments (they are not scanned at Open; a short
+	// older segment file still fails Open): their bad records surface as
+	// *CorruptionError on read.
 	Repair bool
 	// Logger receives lifecycle and recovery messages; nil discards them.
 	Logger *slog.Logger

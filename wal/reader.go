@@ -60,6 +60,8 @@ func (l *Log) readRing(p Pos, buf []byte) (RecordType, []byte, bool, error) {
 		l.mu.RUnlock()
 		return 0, nil, false, nil
 	}
+	// Copy out under the shared lock (an appender could otherwise overwrite
+	// the bytes once they fall out of the ring), verify after releasing it.
 	var h [headerSize]byte
 	l.ring.read(p, h[:])
 	hi, reason := parseHeader(h[:])
@@ -99,6 +101,8 @@ func (l *Log) readFile(s *segment, p Pos, sizeHint int, buf []byte) (RecordType,
 	if avail < headerSize {
 		return 0, nil, corrupt("truncated")
 	}
+	// One pread of the hinted (or speculative) size; a second one only if
+	// the record turns out larger.
 	want := sizeHint
 	if want <= 0 {
 		want = speculativeRead
@@ -236,6 +240,8 @@ func (r *Reader) next() (Pos, RecordType, []byte, error) {
 	if r.l.closed.Load() {
 		return 0, 0, nil, ErrClosed
 	}
+	// Crossing a segment end: the next segment starts exactly there
+	// (invariant 1), unless it was removed (a hole), which is an error.
 	if r.seg == nil || r.pos >= r.seg.endPos(r.to) {
 		if err := r.switchSegment(); err != nil {
 			return 0, 0, nil, err

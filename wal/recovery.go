@@ -88,6 +88,8 @@ func Open(dir string, opts Options) (*Log, error) {
 		}
 		return nil, err
 	}
+	// Recovery succeeded: publish the state and only now start goroutines.
+	// Everything before End is written and (after prepareTail) synced.
 	l.segs.Store(&segList{segs: segs})
 	end := l.recovery.End
 	l.mu.end, l.mu.openEnd = end, end
@@ -127,6 +129,9 @@ func (l *Log) recover() ([]*segment, error) {
 			ErrCorrupt, l.dir)
 	}
 
+	// Open every live segment (cheap: no reads) and give each non-last one
+	// its end, the start of the next entry (segment or hole). Only sizes
+	// are checked here; the records of old segments are verified when read.
 	var segs []*segment
 	for i, e := range entries {
 		if e.hole {
@@ -269,6 +274,8 @@ func (l *Log) openSegment(p Pos, last bool) (*segment, error) {
 // recoverTail scans the last segment, finds the end of the log, cuts a torn
 // tail (or, with Repair, a corruption) and preallocates the file again.
 func (l *Log) recoverTail(s *segment) error {
+	// Walk the valid records, then look at what follows the stop: only
+	// zeros means a clean end; anything else is a torn tail or corruption.
 	sf := s.file.Load()
 	size := s.size.Load()
 	w := &fileWindow{f: sf.f, size: size}
@@ -308,6 +315,9 @@ func (l *Log) recoverTail(s *segment) error {
 		l.log.Warn("wal cut a torn tail", "segment", filepath.Base(sf.name), "offset", stop,
 			"pos", uint64(end), "dropped_bytes", dropped, "reason", bad)
 	}
+	// Cut: truncating drops the garbage; prepareTail then preallocates the
+	// file again (zeros from the cut on) and fsyncs, so the cut is durable
+	// before anything new is appended after it.
 	l.recovery.CutAt, l.recovery.DroppedBytes = end, dropped
 	if err := sf.f.Truncate(stop); err != nil {
 		return fmt.Errorf("wal: cut segment %s: %w", sf.name, err)

@@ -61,6 +61,7 @@ type histogram struct {
 	scale  float64       // 1e9 for seconds (nanosecond resolution), 1 for counts
 }
 
+// observe adds v to its bucket: the first whose bound is >= v, else +Inf.
 func (h *histogram) observe(v float64) {
 	i := 0
 	for i < len(h.bounds) && v > h.bounds[i] {
@@ -71,6 +72,7 @@ func (h *histogram) observe(v float64) {
 	h.sum.Add(uint64(v*h.scale + 0.5))
 }
 
+// snapshot copies the counters; concurrent observations may be half in.
 func (h *histogram) snapshot() Histogram {
 	out := Histogram{
 		Bounds: make([]float64, len(h.bounds)+1),
