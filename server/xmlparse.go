@@ -425,7 +425,9 @@ func (p *xmlParser) attributes() (bool, error) {
 	}
 }
 
-// text decodes a run of character data up to the next '<' (or the end).
+// text decodes a run of character data up to the next '<' (or the end):
+// one pass that checks characters, decodes references and normalises line
+// ends, copying clean stretches in bulk.
 func (p *xmlParser) text() error {
 	d := p.d
 	end := bytes.IndexByte(p.in[p.pos:], '<')
@@ -433,39 +435,52 @@ func (p *xmlParser) text() error {
 		end = len(p.in) - p.pos
 	}
 	run := p.in[p.pos : p.pos+end]
-	if err := checkChars(run); err != nil {
-		return p.fail(err.Error())
-	}
-	for len(run) > 0 {
-		i := bytes.IndexAny(run, "&\r")
-		if i < 0 {
-			d.text = append(d.text, run...)
-			break
-		}
-		d.text = append(d.text, run[:i]...)
-		run = run[i:]
-		p.pos += i
-		if run[0] == '\r' {
-			d.text = append(d.text, '\n')
-			if len(run) > 1 && run[1] == '\n' {
-				run = run[2:]
-				p.pos += 2
-			} else {
-				run = run[1:]
-				p.pos++
-			}
+	base := p.pos
+	seg := 0 // start of the stretch not yet copied
+	for i := 0; i < len(run); {
+		c := run[i]
+		if c >= 0x20 && c < 0x80 && c != '&' || c == '\n' || c == '\t' {
+			i++
 			continue
 		}
-		var n int
-		var err error
-		d.text, n, err = decodeReference(run, d.text)
-		if err != nil {
-			return p.fail(err.Error())
+		switch {
+		case c == '\r':
+			d.text = append(d.text, run[seg:i]...)
+			d.text = append(d.text, '\n')
+			i++
+			if i < len(run) && run[i] == '\n' {
+				i++
+			}
+			seg = i
+		case c == '&':
+			d.text = append(d.text, run[seg:i]...)
+			var n int
+			var err error
+			d.text, n, err = decodeReference(run[i:], d.text)
+			if err != nil {
+				p.pos = base + i
+				return p.fail(err.Error())
+			}
+			i += n
+			seg = i
+		case c < 0x20:
+			p.pos = base + i
+			return p.fail(errBadChar.Error())
+		default: // c >= 0x80
+			r, n := utf8.DecodeRune(run[i:])
+			if r == utf8.RuneError && n <= 1 {
+				p.pos = base + i
+				return p.fail(errBadUTF8.Error())
+			}
+			if !isXMLChar(r) {
+				p.pos = base + i
+				return p.fail(errBadChar.Error())
+			}
+			i += n
 		}
-		run = run[n:]
-		p.pos += n
 	}
-	p.pos += len(run)
+	d.text = append(d.text, run[seg:]...)
+	p.pos = base + len(run)
 	return nil
 }
 
