@@ -215,6 +215,9 @@ func (l *Log) Segments() []SegmentInfo {
 // RemoveSegment removes the non-active segment starting at start: it leaves
 // the list at once (later reads get ErrSegmentRemoved), its file is unlinked
 // and the directory fsynced; reads already in flight finish on the open file.
+// A segment with unwritten data counts as active. If the file operations
+// fail, the segment is still gone from this Log, but its file may remain
+// and reappear at the next Open (the caller may remove it again).
 func (l *Log) RemoveSegment(start Pos) error {
 	l.mu.Lock()
 	if l.mu.closed {
