@@ -40,10 +40,15 @@ type Broker struct {
 	stop chan struct{}  // closed by Close: stops background goroutines
 	bg   sync.WaitGroup // background goroutines
 
+	d           *durableState // nil in memory mode
+	cpPos       atomic.Uint64 // durable: the index's checkpoint position
+	checkpoints atomic.Int64  // durable: checkpoints written since start
+
 	longPolls  atomic.Int64
 	closed     atomic.Bool
 	failure    atomic.Pointer[error] // first storage failure: the broker stops accepting changes
 	waiterPool sync.Pool
+	readBufs   sync.Pool // *[]byte scratch for reading records back
 }
 
 // Open starts a broker. With opts.Dir empty it runs in memory.
@@ -59,17 +64,28 @@ func Open(opts Options) (*Broker, error) {
 		nextQueueID:  1,
 		stop:         make(chan struct{}),
 	}
+	b.readBufs.New = func() any { p := make([]byte, 0, 4096); return &p }
 	if o.Dir != "" {
-		return nil, fmt.Errorf("engine: durable mode (Options.Dir) is not available yet")
+		b.durable = true
+		if err := b.openDurable(); err != nil {
+			return nil, err
+		}
+		b.log.Info("broker open", "mode", "durable", "dir", o.Dir, "sync", o.WAL.Sync.String(), "stripes", o.Stripes)
+		b.bg.Add(1)
+		go func() {
+			defer b.bg.Done()
+			b.checkpointLoop(b.stop)
+		}()
+	} else {
+		if _, err := rand.Read(b.secret[:]); err != nil {
+			return nil, fmt.Errorf("engine: generate handle key: %w", err)
+		}
+		b.store = o.testStore
+		if b.store == nil {
+			b.store = newMemLog(o.MemSegmentBytes)
+		}
+		b.log.Info("broker open", "mode", "memory", "stripes", o.Stripes)
 	}
-	if _, err := rand.Read(b.secret[:]); err != nil {
-		return nil, fmt.Errorf("engine: generate handle key: %w", err)
-	}
-	b.store = o.testStore
-	if b.store == nil {
-		b.store = newMemLog(o.MemSegmentBytes)
-	}
-	b.log.Info("broker open", "mode", "memory", "stripes", o.Stripes)
 	b.bg.Add(1)
 	go func() {
 		defer b.bg.Done()
@@ -146,14 +162,14 @@ func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err er
 	id := b.nextQueueID
 	b.nextQueueID++
 	q := newQueue(b, name, id, b.opts.Stripes, newQueueMeta(cfg, now, now))
-	b.mu.Lock()
-	b.queues[name] = q
-	b.byID[id] = q
-	i := sort.SearchStrings(b.names, name)
-	b.names = append(b.names, "")
-	copy(b.names[i+1:], b.names[i:])
-	b.names[i] = name
-	b.mu.Unlock()
+	if b.durable {
+		q.seq.Store(b.d.boot << bootShift)
+		v := q.value()
+		if err := b.logQueueRecord(recQueueCreate, v.encode()); err != nil {
+			return false, err
+		}
+	}
+	b.addQueueLocked(q)
 	return true, nil
 }
 
@@ -196,7 +212,14 @@ func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	q.cfg.Store(newQueueMeta(cfg, old.createMs, b.nowMs()))
+	meta := newQueueMeta(cfg, old.createMs, b.nowMs())
+	if b.durable {
+		v := queueVal{id: q.id, stripes: len(q.stripes), createMs: meta.createMs, modifyMs: meta.modifyMs, cfg: cfg, name: q.name}
+		if err := b.logQueueRecord(recQueueConfig, v.encode()); err != nil {
+			return err
+		}
+	}
+	q.cfg.Store(meta)
 	return nil
 }
 
@@ -220,6 +243,13 @@ func (b *Broker) DeleteQueue(name string) error {
 	q, err := b.Queue(name)
 	if err != nil {
 		return err
+	}
+	if b.durable {
+		var rec [8]byte
+		binary.LittleEndian.PutUint64(rec[:], q.id)
+		if err := b.logQueueRecord(recQueueDelete, rec[:]); err != nil {
+			return err
+		}
 	}
 	b.mu.Lock()
 	delete(b.queues, name)
@@ -338,7 +368,12 @@ func (b *Broker) Close() error {
 		q.waiters.wake(-1)
 	}
 	start := time.Now()
-	err := b.store.close()
-	b.log.Info("broker closed", "took", time.Since(start))
+	var err error
+	if b.durable {
+		err = b.closeDurable()
+	} else {
+		err = b.store.close()
+	}
+	b.log.Info("broker closed", "took", time.Since(start), "err", err)
 	return err
 }

@@ -88,6 +88,9 @@ func (b *Broker) compactOnce(budget int64) (removed, relocated int, err error) {
 // ending at or before it may go once they hold no live body. In-memory
 // brokers never replay.
 func (b *Broker) replayStart() uint64 {
+	if b.durable {
+		return b.cpPos.Load()
+	}
 	return ^uint64(0)
 }
 

@@ -2,6 +2,10 @@ package engine
 
 import (
 	"log/slog"
+	"time"
+
+	"github.com/smqd/smqd/index"
+	"github.com/smqd/smqd/wal"
 )
 
 // Options configures a Broker. The zero value is an in-memory broker with
@@ -22,6 +26,19 @@ type Options struct {
 	// CompactionBytesPerSec bounds the body bytes compaction rewrites per
 	// second; default 64 MiB.
 	CompactionBytesPerSec int64
+	// WAL configures the write-ahead log of durable mode, including its sync
+	// mode (WAL.Sync: always, the default, interval or none).
+	WAL wal.Options
+	// Index configures the Badger index of durable mode.
+	Index index.Options
+	// CheckpointInterval is the longest time between two checkpoints of the
+	// log into the index; default 10 s.
+	CheckpointInterval time.Duration
+	// CheckpointBytes starts a checkpoint once that much log has accumulated
+	// since the last one; default 64 MiB. It bounds the log replayed at
+	// start-up.
+	CheckpointBytes int64
+
 	// Clock is the time source; nil means SystemClock().
 	Clock Clock
 	// Logger receives lifecycle and storage messages; nil discards them.
@@ -47,6 +64,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.CompactionBytesPerSec <= 0 {
 		c.CompactionBytesPerSec = defaultCompactBytes
+	}
+	if c.CheckpointInterval <= 0 {
+		c.CheckpointInterval = 10 * time.Second
+	}
+	if c.CheckpointBytes <= 0 {
+		c.CheckpointBytes = 64 << 20
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock()

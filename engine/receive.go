@@ -213,8 +213,13 @@ func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) ([]Message, 
 }
 
 func (q *Queue) readBody(m *Message, loc *bodyLoc) (bool, error) {
+	bp := q.b.readBufs.Get().(*[]byte)
+	defer q.b.readBufs.Put(bp)
 	for attempt := 0; ; attempt++ {
-		typ, payload, err := q.b.store.read(loc.pos, loc.size, nil)
+		typ, payload, err := q.b.store.read(loc.pos, loc.size, *bp)
+		if q.b.durable && cap(payload) > cap(*bp) && cap(payload) <= 1<<17 {
+			*bp = payload[:0] // the log grew our buffer: keep it
+		}
 		if err == nil {
 			sum, body, err := bodyOf(typ, payload)
 			if err != nil {

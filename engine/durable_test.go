@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/smqd/smqd/wal"
+)
+
+// openDurableTest opens a durable broker in dir on clk.
+func openDurableTest(t testing.TB, dir string, clk *FakeClock, mod func(*Options)) *Broker {
+	t.Helper()
+	o := Options{Dir: dir, Clock: clk, Logger: testLogger(t), Stripes: 2}
+	o.WAL.SegmentBytes = 256 << 10
+	o.WAL.BufferBytes = 1 << 20
+	if mod != nil {
+		mod(&o)
+	}
+	b, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestDurableRestartKeepsEverything(t *testing.T) {
+	dir := t.TempDir()
+	clk := NewFakeClock(t0)
+	b := openDurableTest(t, dir, clk, nil)
+	cfg := DefaultQueueConfig()
+	cfg.VisibilityTimeout = time.Minute
+	q := mustQueue(t, b, "dq", cfg)
+	var ids []MessageID
+	for i := 0; i < 40; i++ {
+		res, err := q.Send([]SendEntry{{Body: []byte{'m', byte(i)}, Priority: 1 + i%16}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res[0].ID)
+	}
+	q.Send([]SendEntry{{Body: []byte("delayed"), Delay: time.Hour, HasDelay: true}}, nil)
+	got, err := q.Receive(context.Background(), ReceiveOptions{Max: 4, HasWait: true}, nil)
+	if err != nil || len(got) != 4 {
+		t.Fatal(err, len(got))
+	}
+	errs := make([]error, 1)
+	if _, err := q.Delete([]ReceiptHandle{got[0].Handle}, errs); err != nil || errs[0] != nil {
+		t.Fatal(err, errs[0])
+	}
+	keep := got[1].Handle // still Inactive across the restart
+	if err := b.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	// More changes after the checkpoint: replayed from the log tail.
+	q.Send([]SendEntry{{Body: []byte("after checkpoint")}}, nil)
+	if _, err := q.Delete([]ReceiptHandle{got[2].Handle}, errs); err != nil || errs[0] != nil {
+		t.Fatal(err, errs[0])
+	}
+	before, _ := q.Attributes()
+	// Crash: no final checkpoint. Close the log and index underneath.
+	b.closed.Store(true)
+	close(b.stop)
+	b.bg.Wait()
+	b.d.wal.Close()
+	b.d.idx.Close()
+
+	b2 := openDurableTest(t, dir, clk, nil)
+	defer b2.Close()
+	q2, err := b2.Queue("dq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := q2.Attributes()
+	if after.Active != before.Active || after.Inactive != before.Inactive || after.Delayed != before.Delayed || after.Config != before.Config {
+		t.Fatalf("before %+v after %+v", before, after)
+	}
+	// The handle issued before the restart still works.
+	if _, err := q2.Delete([]ReceiptHandle{keep}, errs); err != nil || errs[0] != nil {
+		t.Fatalf("pre-restart handle: %v %v", err, errs[0])
+	}
+	// New ids never repeat old ones.
+	res, _ := q2.Send([]SendEntry{{Body: []byte("new")}}, nil)
+	for _, id := range ids {
+		if id == res[0].ID {
+			t.Fatal("message id reused after restart")
+		}
+	}
+	checkInvariants(t, q2)
+}
+
+func TestDurableSendFailsOnWriteFault(t *testing.T) {
+	dir := t.TempDir()
+	clk := NewFakeClock(t0)
+	ffs := wal.NewFaultFS(wal.OSFS())
+	ffs.Filter = func(name string) bool { return len(name) > 4 && name[len(name)-4:] == ".wal" }
+	b := openDurableTest(t, dir, clk, func(o *Options) { o.WAL.FS = ffs })
+	q := mustQueue(t, b, "f", DefaultQueueConfig())
+	if _, err := q.Send([]SendEntry{{Body: []byte("before")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ffs.FailSyncs(errEIOForTest)
+	if _, err := q.Send([]SendEntry{{Body: []byte("during")}}, nil); !errors.Is(err, errEIOForTest) {
+		t.Fatalf("send during fault: %v", err)
+	}
+	if _, err := q.Send([]SendEntry{{Body: []byte("after")}}, nil); err == nil {
+		t.Fatal("send after a failed fsync succeeded")
+	}
+	b.Close()
+	ffs.Disarm()
+	b2 := openDurableTest(t, dir, clk, func(o *Options) { o.WAL.FS = ffs })
+	defer b2.Close()
+	q2, _ := b2.Queue("f")
+	msgs, err := q2.Peek(16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, m := range msgs {
+		if string(m.Body) == "before" {
+			found = true
+		}
+		if string(m.Body) == "after" {
+			t.Fatal("a refused send came back")
+		}
+	}
+	if !found {
+		t.Fatal("acknowledged message lost")
+	}
+}
+
+var errEIOForTest = errors.New("injected EIO")
