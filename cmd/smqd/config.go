@@ -1,0 +1,162 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/smqd/smqd/server"
+)
+
+// config is the daemon's effective configuration: flags, each overridable
+// by an environment variable (a flag given on the command line wins over
+// the environment, which wins over the default).
+type config struct {
+	listen          string
+	dataDir         string
+	sync            string
+	syncInterval    time.Duration
+	accessKeyID     string
+	accessKeySecret string
+	credentialsFile string
+	noAuth          bool
+	logLevel        string
+	logFormat       string
+	maxLongPolls    int
+	maxBodyBytes    int
+	stripes         int
+	shutdownTimeout time.Duration
+}
+
+// envPrefix + upper-cased flag name with '-' → '_' is the variable of a flag.
+const envPrefix = "SMQD_"
+
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseConfig parses args (without the program name) and the environment.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("smqd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to serve the MNS API, /healthz and /metrics on")
+	fs.StringVar(&c.dataDir, "data-dir", "./smqd-data", "data directory (storage and the generated credentials file)")
+	fs.StringVar(&c.sync, "sync", "always", "durability mode: always | interval | none")
+	fs.DurationVar(&c.syncInterval, "sync-interval", 10*time.Millisecond, "fsync period for --sync interval")
+	fs.StringVar(&c.accessKeyID, "access-key-id", "", "access key id (with --access-key-secret)")
+	fs.StringVar(&c.accessKeySecret, "access-key-secret", "", "access key secret (prefer the environment variable "+envName("access-key-secret")+")")
+	fs.StringVar(&c.credentialsFile, "credentials-file", "", "file of access keys, one \"<id> <secret>\" per line (default: <data-dir>/credentials, created on first start)")
+	fs.BoolVar(&c.noAuth, "no-auth", false, "accept unsigned requests (local development only)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug | info | warn | error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text | json")
+	fs.IntVar(&c.maxLongPolls, "max-long-polls", 10000, "receives that may wait at once; beyond, a long poll answers 404 MessageNotExist")
+	fs.IntVar(&c.maxBodyBytes, "max-body-bytes", server.DefaultMaxRequestBodyBytes, "request body cap in bytes")
+	fs.IntVar(&c.stripes, "stripes", 4, "lock stripes of a new queue")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: smqd [flags]\n\nEvery flag can also be set by an environment variable, e.g. --listen by %s.\n\nFlags:\n", envName("listen"))
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || set[f.Name] {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %v", envName(f.Name), v, e)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, c.validate()
+}
+
+func (c *config) validate() error {
+	switch c.sync {
+	case "always", "interval", "none":
+	default:
+		return fmt.Errorf("--sync must be always, interval or none, not %q", c.sync)
+	}
+	if c.sync == "interval" && c.syncInterval <= 0 {
+		return errors.New("--sync-interval must be positive")
+	}
+	if _, err := parseLevel(c.logLevel); err != nil {
+		return err
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
+	}
+	if (c.accessKeyID == "") != (c.accessKeySecret == "") {
+		return errors.New("--access-key-id and --access-key-secret go together")
+	}
+	if c.maxLongPolls <= 0 {
+		return errors.New("--max-long-polls must be positive")
+	}
+	if c.stripes <= 0 || c.stripes > 256 {
+		return errors.New("--stripes must be between 1 and 256")
+	}
+	if c.shutdownTimeout <= 0 {
+		return errors.New("--shutdown-timeout must be positive")
+	}
+	if c.dataDir == "" {
+		return errors.New("--data-dir must not be empty")
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", s)
+	}
+	return l, nil
+}
+
+// logAttrs is the effective configuration for the start-up log line, with
+// the secret masked.
+func (c *config) logAttrs() []any {
+	secret := ""
+	if c.accessKeySecret != "" {
+		secret = mask(c.accessKeySecret)
+	}
+	return []any{
+		"listen", c.listen,
+		"data_dir", c.dataDir,
+		"sync", c.sync,
+		"sync_interval", c.syncInterval,
+		"access_key_id", c.accessKeyID,
+		"access_key_secret", secret,
+		"credentials_file", c.credentialsFile,
+		"no_auth", c.noAuth,
+		"log_level", c.logLevel,
+		"log_format", c.logFormat,
+		"max_long_polls", c.maxLongPolls,
+		"max_body_bytes", c.maxBodyBytes,
+		"stripes", c.stripes,
+		"shutdown_timeout", c.shutdownTimeout,
+	}
+}
+
+// mask shows the first two characters of a secret.
+func mask(s string) string {
+	if len(s) <= 4 {
+		return "****"
+	}
+	return s[:2] + strings.Repeat("*", 8)
+}

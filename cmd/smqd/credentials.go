@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// defaultCredentialsName is the key file created in the data directory.
+const defaultCredentialsName = "credentials"
+
+// credSource says where the credentials came from.
+type credSource int
+
+const (
+	credFlags     credSource = iota // --access-key-id/--access-key-secret
+	credFile                        // --credentials-file
+	credGenerated                   // <data-dir>/credentials, created now
+	credReused                      // <data-dir>/credentials, from an earlier start
+)
+
+// resolveCredentials finds the access keys: flags, else the given file,
+// else the data directory's key file, created with a random key pair on
+// first start (0600, in a 0700 directory).
+func resolveCredentials(c *config) (map[string]string, credSource, string, error) {
+	if c.accessKeyID != "" {
+		return map[string]string{c.accessKeyID: c.accessKeySecret}, credFlags, "", nil
+	}
+	if c.credentialsFile != "" {
+		m, err := loadCredentials(c.credentialsFile)
+		return m, credFile, c.credentialsFile, err
+	}
+	path := filepath.Join(c.dataDir, defaultCredentialsName)
+	m, err := loadCredentials(path)
+	if err == nil {
+		return m, credReused, path, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, path, err
+	}
+	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+		return nil, 0, path, fmt.Errorf("create data directory: %w", err)
+	}
+	id, secret, err := generateKeyPair()
+	if err != nil {
+		return nil, 0, path, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, 0, path, fmt.Errorf("create credentials file: %w", err)
+	}
+	_, werr := fmt.Fprintf(f, "# smqd access key, generated on first start. One \"<id> <secret>\" per line.\n%s %s\n", id, secret)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(path)
+		return nil, 0, path, fmt.Errorf("write credentials file: %w", err)
+	}
+	return map[string]string{id: secret}, credGenerated, path, nil
+}
+
+const keyAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+// generateKeyPair returns a random access key id ("SMQD" + 16 characters)
+// and a 30-character secret, like the service's key shapes.
+func generateKeyPair() (id, secret string, err error) {
+	r := func(n int) (string, error) {
+		out := make([]byte, 0, n)
+		var buf [64]byte
+		for len(out) < n {
+			if _, err := rand.Read(buf[:]); err != nil {
+				return "", err
+			}
+			for _, c := range buf {
+				// Rejection sampling keeps the characters uniform.
+				if int(c) < 256/len(keyAlphabet)*len(keyAlphabet) && len(out) < n {
+					out = append(out, keyAlphabet[int(c)%len(keyAlphabet)])
+				}
+			}
+		}
+		return string(out), nil
+	}
+	if id, err = r(16); err != nil {
+		return "", "", fmt.Errorf("generate key: %w", err)
+	}
+	if secret, err = r(30); err != nil {
+		return "", "", fmt.Errorf("generate key: %w", err)
+	}
+	return "SMQD" + id, secret, nil
+}
+
+// loadCredentials reads "<id> <secret>" lines; blank lines and lines
+// starting with '#' are skipped.
+func loadCredentials(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	m := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("%s:%d: want \"<access key id> <secret>\"", path, n)
+		}
+		m[fields[0]] = fields[1]
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("%s holds no access key", path)
+	}
+	return m, nil
+}
+
+// worldReadable reports whether others than the owner may read path.
+func worldReadable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().Perm()&0o077 != 0
+}

@@ -1,0 +1,158 @@
+// Command smqd is the smqd daemon: an Alibaba Cloud Simple Message Queue
+// (MNS) compatible broker. Run "smqd -h" for the flags; every flag has an
+// SMQD_* environment variable.
+//
+// Out of the box it listens on 127.0.0.1:8080 with authentication on; with
+// no credentials given it creates a key pair in <data-dir>/credentials on
+// first start (0600), reuses it later, and prints the endpoint and the key
+// so that clients can connect. SIGINT or SIGTERM shut it down gracefully:
+// stop accepting, answer waiting long polls, finish requests in flight,
+// then close the broker.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/server"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, nil)
+	stop()
+	os.Exit(code)
+}
+
+// run is the daemon; it returns the exit status. ctx ends on a shutdown
+// signal. ready, if not nil, is called with the listening address (tests).
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(addr string)) int {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "smqd:", err)
+		return 2
+	}
+	level, _ := parseLevel(cfg.logLevel)
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if cfg.logFormat == "json" {
+		h = slog.NewJSONHandler(stderr, hopts)
+	}
+	log := slog.New(h)
+	log.Info("starting smqd", cfg.logAttrs()...)
+	if err := serve(ctx, cfg, log, stdout, ready); err != nil {
+		log.Error("smqd failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer, ready func(string)) error {
+	var creds map[string]string
+	var src credSource
+	var credPath string
+	if cfg.noAuth {
+		log.Warn("AUTHENTICATION IS OFF (--no-auth): anyone who can reach " + cfg.listen + " can read, send and delete messages. Use this for local development only.")
+	} else {
+		var err error
+		creds, src, credPath, err = resolveCredentials(cfg)
+		if err != nil {
+			return fmt.Errorf("credentials: %w", err)
+		}
+		if credPath != "" && worldReadable(credPath) {
+			log.Warn("the credentials file is readable by others; chmod 600 it", "path", credPath)
+		}
+	}
+
+	// The engine's durable mode is not available yet: the broker runs in
+	// memory, whatever --sync says. See the operations notes.
+	eopts := engine.Options{
+		Stripes:      cfg.stripes,
+		MaxLongPolls: cfg.maxLongPolls,
+		Logger:       log.With("component", "engine"),
+	}
+	log.Warn("storage is in memory: messages and queues are lost when smqd stops (durable mode is not wired yet; --data-dir holds only the credentials, --sync has no effect)",
+		"data_dir", cfg.dataDir, "sync", cfg.sync)
+	broker, err := engine.Open(eopts)
+	if err != nil {
+		return fmt.Errorf("open broker: %w", err)
+	}
+	srv, err := server.New(broker, server.Options{
+		Credentials:         creds,
+		NoAuth:              cfg.noAuth,
+		MaxRequestBodyBytes: cfg.maxBodyBytes,
+		Logger:              log.With("component", "server"),
+	})
+	if err != nil {
+		broker.Close()
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		broker.Close()
+		return fmt.Errorf("listen: %w", err)
+	}
+	addr := ln.Addr().String()
+	printBanner(stdout, addr, cfg, creds, src, credPath)
+	if ready != nil {
+		ready(addr)
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: stop accepting, answer long polls, drain requests")
+	case serveErr = <-served:
+		log.Error("listener failed", "err", serveErr)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	shutErr := srv.Shutdown(sctx)
+	if serveErr == nil {
+		serveErr = <-served
+	}
+	closeErr := broker.Close()
+	log.Info("smqd stopped")
+	return errors.Join(serveErr, shutErr, closeErr)
+}
+
+// printBanner tells a user how to connect: the endpoint, and the key pair
+// when it comes from the data directory (generated or reused). Keys given
+// by flag, environment or file are not echoed.
+func printBanner(w io.Writer, addr string, cfg *config, creds map[string]string, src credSource, path string) {
+	fmt.Fprintf(w, "smqd is serving the MNS queue API\n  endpoint:          http://%s\n", addr)
+	switch {
+	case cfg.noAuth:
+		fmt.Fprintf(w, "  authentication:    OFF (--no-auth)\n")
+	case src == credGenerated || src == credReused:
+		for id, secret := range creds {
+			fmt.Fprintf(w, "  access key id:     %s\n  access key secret: %s\n", id, secret)
+		}
+		what := "created now"
+		if src == credReused {
+			what = "reused"
+		}
+		fmt.Fprintf(w, "  (key pair %s: %s)\n", what, path)
+	case src == credFile:
+		fmt.Fprintf(w, "  access keys:       %d from %s\n", len(creds), path)
+	default:
+		for id := range creds {
+			fmt.Fprintf(w, "  access key id:     %s (secret as configured)\n", id)
+		}
+	}
+	fmt.Fprintf(w, "  health, metrics:   http://%s/healthz, http://%s/metrics (not signed)\n", addr, addr)
+}

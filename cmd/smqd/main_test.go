@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestConfigFlagsAndEnv(t *testing.T) {
+	var stderr bytes.Buffer
+	c, err := parseConfig(nil, env(nil), &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.listen != "127.0.0.1:8080" || c.dataDir != "./smqd-data" || c.sync != "always" || c.noAuth || c.logFormat != "text" || c.maxLongPolls != 10000 {
+		t.Fatalf("defaults: %+v", c)
+	}
+	e := env(map[string]string{
+		"SMQD_LISTEN": "0.0.0.0:9000", "SMQD_SYNC": "interval", "SMQD_SYNC_INTERVAL": "5ms",
+		"SMQD_NO_AUTH": "true", "SMQD_LOG_FORMAT": "json", "SMQD_MAX_LONG_POLLS": "7", "SMQD_DATA_DIR": "/tmp/x",
+	})
+	c, err = parseConfig([]string{"--listen", "127.0.0.1:1"}, e, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command line wins over the environment, which wins over defaults.
+	if c.listen != "127.0.0.1:1" || c.sync != "interval" || c.syncInterval != 5*time.Millisecond || !c.noAuth || c.logFormat != "json" || c.maxLongPolls != 7 || c.dataDir != "/tmp/x" {
+		t.Fatalf("env: %+v", c)
+	}
+	for _, bad := range [][]string{
+		{"--sync", "sometimes"},
+		{"--log-format", "xml"},
+		{"--log-level", "loud"},
+		{"--access-key-id", "x"},
+		{"--max-long-polls", "0"},
+		{"extra"},
+		{"--nope"},
+	} {
+		if _, err := parseConfig(bad, env(nil), io.Discard); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	if _, err := parseConfig(nil, env(map[string]string{"SMQD_MAX_LONG_POLLS": "many"}), io.Discard); err == nil || !strings.Contains(err.Error(), "SMQD_MAX_LONG_POLLS") {
+		t.Errorf("bad env: %v", err)
+	}
+	// Secrets are masked in the start-up log.
+	c, _ = parseConfig([]string{"--access-key-id", "id1", "--access-key-secret", "supersecretvalue"}, env(nil), io.Discard)
+	for _, v := range c.logAttrs() {
+		if s, ok := v.(string); ok && strings.Contains(s, "supersecretvalue") {
+			t.Fatal("secret in the log attributes")
+		}
+	}
+}
+
+func TestCredentialsGeneratedOnceAndReused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	c := &config{dataDir: dir}
+	m1, src, path, err := resolveCredentials(c)
+	if err != nil || src != credGenerated || len(m1) != 1 {
+		t.Fatalf("%v %v %v", m1, src, err)
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials file mode %v %v", st.Mode(), err)
+	}
+	if dst, _ := os.Stat(dir); dst.Mode().Perm() != 0o700 {
+		t.Fatalf("data dir mode %v", dst.Mode())
+	}
+	for id, secret := range m1 {
+		if !strings.HasPrefix(id, "SMQD") || len(id) != 20 || len(secret) != 30 {
+			t.Fatalf("key shape %q %q", id, secret)
+		}
+	}
+	m2, src, _, err := resolveCredentials(c)
+	if err != nil || src != credReused || len(m2) != 1 {
+		t.Fatalf("%v %v", src, err)
+	}
+	for id := range m1 {
+		if m2[id] != m1[id] {
+			t.Fatal("the key pair changed between starts")
+		}
+	}
+	// Flags win; an explicit file must exist and parse.
+	m3, src, _, _ := resolveCredentials(&config{dataDir: dir, accessKeyID: "a", accessKeySecret: "b"})
+	if src != credFlags || m3["a"] != "b" {
+		t.Fatal("flags")
+	}
+	f := filepath.Join(t.TempDir(), "keys")
+	os.WriteFile(f, []byte("# comment\n\nk1 s1\nk2   s2\n"), 0o600)
+	m4, src, _, err := resolveCredentials(&config{dataDir: dir, credentialsFile: f})
+	if err != nil || src != credFile || m4["k1"] != "s1" || m4["k2"] != "s2" {
+		t.Fatalf("file: %v %v", m4, err)
+	}
+	os.WriteFile(f, []byte("only-one-field\n"), 0o600)
+	if _, _, _, err := resolveCredentials(&config{dataDir: dir, credentialsFile: f}); err == nil {
+		t.Fatal("bad file accepted")
+	}
+	if _, _, _, err := resolveCredentials(&config{dataDir: dir, credentialsFile: f + ".missing"}); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
+
+// syncBuffer is a goroutine-safe bytes.Buffer.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startDaemon runs the daemon in-process until the returned stop is called.
+func startDaemon(t *testing.T, args ...string) (addr string, stdout, stderr *syncBuffer, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	ready := make(chan string, 1)
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), env(nil), stdout, stderr, func(a string) { ready <- a })
+	}()
+	select {
+	case addr = <-ready:
+	case code := <-done:
+		t.Fatalf("daemon exited with %d: %s", code, stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("daemon did not start")
+	}
+	var once sync.Once
+	code := 0
+	stop = func() int {
+		once.Do(func() {
+			cancel()
+			select {
+			case code = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("daemon did not stop")
+			}
+		})
+		return code
+	}
+	t.Cleanup(func() { stop() })
+	return addr, stdout, stderr, stop
+}
+
+func signedRequest(t *testing.T, method, url, id, secret string) *http.Response {
+	t.Helper()
+	r, _ := http.NewRequest(method, url, nil)
+	date := time.Now().UTC().Format(http.TimeFormat)
+	r.Header.Set("Date", date)
+	r.Header.Set("x-mns-version", "2015-06-06")
+	mac := hmac.New(sha1.New, []byte(secret))
+	io.WriteString(mac, method+"\n\n\n"+date+"\nx-mns-version:2015-06-06\n"+r.URL.RequestURI())
+	r.Header.Set("Authorization", "MNS "+id+":"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// Out of the box: auth on, a key pair created in the data directory and
+// printed, requests signed with it work, unsigned ones do not; a second
+// start reuses the key; SIGINT-style cancellation shuts down cleanly.
+func TestDaemonOutOfTheBox(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "smqd-data")
+	addr, stdout, stderr, stop := startDaemon(t, "--data-dir", dir)
+	creds, err := loadCredentials(filepath.Join(dir, "credentials"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id, secret string
+	for id, secret = range creds {
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "http://"+addr) || !strings.Contains(out, id) || !strings.Contains(out, secret) || !strings.Contains(out, "created now") {
+		t.Fatalf("banner:\n%s", out)
+	}
+	if strings.Contains(stderr.String(), secret) {
+		t.Fatal("the secret is in the log")
+	}
+	resp := signedRequest(t, "PUT", "http://"+addr+"/queues/q1", id, secret)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("signed create: %d", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + addr + "/queues")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Fatalf("unsigned list: %d", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "ok" {
+		t.Fatalf("healthz %d %q", resp.StatusCode, body)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "smqd stopped") {
+		t.Fatalf("log:\n%s", stderr.String())
+	}
+
+	_, stdout, _, stop = startDaemon(t, "--data-dir", dir)
+	if !strings.Contains(stdout.String(), "reused") || !strings.Contains(stdout.String(), secret) {
+		t.Fatalf("second start banner:\n%s", stdout.String())
+	}
+	stop()
+}
+
+func TestDaemonNoAuthWarnsAndShutsDownLongPolls(t *testing.T) {
+	addr, _, stderr, stop := startDaemon(t, "--no-auth", "--data-dir", filepath.Join(t.TempDir(), "d"), "--log-format", "json")
+	if !strings.Contains(stderr.String(), "AUTHENTICATION IS OFF") {
+		t.Fatalf("no loud warning:\n%s", stderr.String())
+	}
+	req, _ := http.NewRequest("PUT", "http://"+addr+"/queues/q", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	resp.Body.Close()
+	// A long poll in flight is answered promptly by the shutdown.
+	got := make(chan int, 1)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/queues/q/messages?waitseconds=30")
+		if err != nil {
+			got <- -1
+			return
+		}
+		resp.Body.Close()
+		got <- resp.StatusCode
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "\nsmqd_long_polls_waiting 1\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("long poll never waited")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if status := <-got; status != 404 {
+		t.Fatalf("long poll during shutdown: %d", status)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("shutdown took %v", d)
+	}
+}
+
+func TestDaemonBadFlags(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--sync", "never"}, env(nil), io.Discard, &stderr, nil); code != 2 {
+		t.Fatalf("exit %d", code)
+	}
+	if code := run(context.Background(), []string{"-h"}, env(nil), io.Discard, io.Discard, nil); code != 0 {
+		t.Fatalf("-h exit %d", code)
+	}
+	if code := run(context.Background(), []string{"--listen", "256.0.0.1:99999", "--no-auth", "--data-dir", t.TempDir()}, env(nil), io.Discard, io.Discard, nil); code != 1 {
+		t.Fatalf("bad listen exit %d", code)
+	}
+}
