@@ -34,6 +34,9 @@ type Server struct {
 	cancel  context.CancelFunc
 	closing atomic.Bool
 
+	lnMu sync.Mutex
+	lns  []net.Listener // guarded by lnMu: listeners given to Serve
+
 	states  sync.Pool // *reqState
 	queues  queueCache
 	metrics metrics
@@ -85,8 +88,20 @@ func New(b *engine.Broker, opts Options) (*Server, error) {
 // Serve accepts connections on ln until Shutdown. It returns nil after
 // Shutdown and the listener's error otherwise.
 func (s *Server) Serve(ln net.Listener) error {
+	s.lnMu.Lock()
+	if s.closing.Load() {
+		s.lnMu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.lns = append(s.lns, ln)
+	s.lnMu.Unlock()
 	s.log.Info("serving", "addr", ln.Addr().String(), "auth", !s.opts.NoAuth)
-	return s.srv.Serve(ln)
+	err := s.srv.Serve(ln)
+	if s.closing.Load() {
+		return nil
+	}
+	return err
 }
 
 // Shutdown stops accepting connections, answers every waiting long poll at
@@ -95,11 +110,24 @@ func (s *Server) Serve(ln net.Listener) error {
 // returns ctx.Err() with connections still open. It does not close the
 // broker.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.lnMu.Lock()
 	s.closing.Store(true)
+	lns := s.lns
+	s.lns = nil
+	s.lnMu.Unlock()
 	done := make(chan error, 1)
 	go func() { done <- s.srv.ShutdownWithContext(ctx) }()
 	s.cancel()
 	err := <-done
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	// A Serve that had not reached fasthttp's accept loop when fasthttp
+	// shut down is stopped by closing its listener (fasthttp closed the
+	// others already; the error of a second close is of no interest).
+	for _, ln := range lns {
+		ln.Close()
+	}
 	s.log.Info("server stopped", "err", err)
 	return err
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smqd/smqd/engine"
 )
 
 // Unknown paths and methods: 400 InvalidRequestURL error XML, never a
@@ -248,4 +251,41 @@ func TestHealthzAndMetrics(t *testing.T) {
 		}
 	}
 	_ = http.StatusOK
+}
+
+// Shutdown racing a Serve that has not reached its accept loop still stops
+// it, and Serve after Shutdown returns at once.
+func TestShutdownBeforeServe(t *testing.T) {
+	b, err := engine.Open(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for i := 0; i < 20; i++ {
+		s, err := New(b, Options{NoAuth: true, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- s.Serve(ln) }()
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Serve did not return after Shutdown")
+		}
+		ln2, _ := net.Listen("tcp", "127.0.0.1:0")
+		if err := s.Serve(ln2); err != nil {
+			t.Fatalf("Serve after Shutdown: %v", err)
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 type config struct {
 	listen          string
 	dataDir         string
+	inMemory        bool
 	sync            string
 	syncInterval    time.Duration
 	accessKeyID     string
@@ -45,9 +46,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs := flag.NewFlagSet("smqd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to serve the MNS API, /healthz and /metrics on")
-	fs.StringVar(&c.dataDir, "data-dir", "./smqd-data", "data directory (storage and the generated credentials file)")
-	fs.StringVar(&c.sync, "sync", "always", "durability mode: always | interval | none")
-	fs.DurationVar(&c.syncInterval, "sync-interval", 10*time.Millisecond, "fsync period for --sync interval")
+	fs.StringVar(&c.dataDir, "data-dir", "./smqd-data", "data directory: the write-ahead log (wal/), the index (index/) and the generated credentials file")
+	fs.BoolVar(&c.inMemory, "in-memory", false, "keep queues and messages in memory only (lost at exit); the data directory then holds only the credentials")
+	fs.StringVar(&c.sync, "sync", "always", "durability of sends: always (ack after fsync) | interval (ack after write, fsync every --sync-interval) | none (fsync on segment roll and shutdown)")
+	fs.DurationVar(&c.syncInterval, "sync-interval", time.Second, "fsync period for --sync interval")
 	fs.StringVar(&c.accessKeyID, "access-key-id", "", "access key id (with --access-key-secret)")
 	fs.StringVar(&c.accessKeySecret, "access-key-secret", "", "access key secret (prefer the environment variable "+envName("access-key-secret")+")")
 	fs.StringVar(&c.credentialsFile, "credentials-file", "", "file of access keys, one \"<id> <secret>\" per line (default: <data-dir>/credentials, created on first start)")
@@ -138,6 +140,7 @@ func (c *config) logAttrs() []any {
 	return []any{
 		"listen", c.listen,
 		"data_dir", c.dataDir,
+		"in_memory", c.inMemory,
 		"sync", c.sync,
 		"sync_interval", c.syncInterval,
 		"access_key_id", c.accessKeyID,

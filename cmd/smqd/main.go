@@ -7,7 +7,7 @@
 // first start (0600), reuses it later, and prints the endpoint and the key
 // so that clients can connect. SIGINT or SIGTERM shut it down gracefully:
 // stop accepting, answer waiting long polls, finish requests in flight,
-// then close the broker.
+// then close the broker (which flushes and fsyncs its log).
 package main
 
 import (
@@ -24,6 +24,7 @@ import (
 
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/server"
+	"github.com/smqd/smqd/wal"
 )
 
 func main() {
@@ -76,15 +77,22 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		}
 	}
 
-	// The engine's durable mode is not available yet: the broker runs in
-	// memory, whatever --sync says. See the operations notes.
 	eopts := engine.Options{
 		Stripes:      cfg.stripes,
 		MaxLongPolls: cfg.maxLongPolls,
 		Logger:       log.With("component", "engine"),
 	}
-	log.Warn("storage is in memory: messages and queues are lost when smqd stops (durable mode is not wired yet; --data-dir holds only the credentials, --sync has no effect)",
-		"data_dir", cfg.dataDir, "sync", cfg.sync)
+	if cfg.inMemory {
+		log.Warn("storage is in memory (--in-memory): queues and messages are lost when smqd stops")
+	} else {
+		mode, err := wal.ParseSyncMode(cfg.sync)
+		if err != nil {
+			return err
+		}
+		eopts.Dir = cfg.dataDir
+		eopts.WAL.Sync = mode
+		eopts.WAL.SyncInterval = cfg.syncInterval
+	}
 	broker, err := engine.Open(eopts)
 	if err != nil {
 		return fmt.Errorf("open broker: %w", err)

@@ -166,7 +166,16 @@ func startDaemon(t *testing.T, args ...string) (addr string, stdout, stderr *syn
 
 func signedRequest(t *testing.T, method, url, id, secret string) *http.Response {
 	t.Helper()
-	r, _ := http.NewRequest(method, url, nil)
+	return signedRequestBody(t, method, url, "", id, secret)
+}
+
+func signedRequestBody(t *testing.T, method, url, body, id, secret string) *http.Response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r, _ := http.NewRequest(method, url, rd)
 	date := time.Now().UTC().Format(http.TimeFormat)
 	r.Header.Set("Date", date)
 	r.Header.Set("x-mns-version", "2015-06-06")
@@ -297,4 +306,42 @@ func TestDaemonBadFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"--listen", "256.0.0.1:99999", "--no-auth", "--data-dir", t.TempDir()}, env(nil), io.Discard, io.Discard, nil); code != 1 {
 		t.Fatalf("bad listen exit %d", code)
 	}
+}
+
+// Durable by default: a queue and a message survive a restart (the daemon
+// passes --data-dir to the engine and closes it, fsyncing, on shutdown).
+func TestDaemonDurableRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	addr, _, stderr, stop := startDaemon(t, "--data-dir", dir, "--sync", "interval", "--sync-interval", "5ms")
+	creds, err := loadCredentials(filepath.Join(dir, "credentials"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id, secret string
+	for id, secret = range creds {
+	}
+	resp := signedRequest(t, "PUT", "http://"+addr+"/queues/durable", id, secret)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("create %d", resp.StatusCode)
+	}
+	resp = signedRequestBody(t, "POST", "http://"+addr+"/queues/durable/messages", "<Message><MessageBody>kept</MessageBody></Message>", id, secret)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("send %d", resp.StatusCode)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "wal")); err != nil {
+		t.Fatalf("no WAL in the data directory: %v", err)
+	}
+	addr, _, _, stop = startDaemon(t, "--data-dir", dir)
+	resp = signedRequest(t, "GET", "http://"+addr+"/queues/durable/messages", id, secret)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "<MessageBody>kept</MessageBody>") {
+		t.Fatalf("after restart: %d %s", resp.StatusCode, body)
+	}
+	stop()
 }
