@@ -63,15 +63,25 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, st *reqState) error {
 		s.writeBody(ctx, st, fasthttp.StatusCreated)
 		return nil
 	}
-	// Batch: 201 if all were stored, else 500 with a per-entry list (§3.6).
+	b, status := s.appendBatchSendResults(st.out[:0], res, q.Name())
+	st.out = b
+	s.writeBody(ctx, st, status)
+	return nil
+}
+
+// appendBatchSendResults encodes a batch send's results (spec §3.6): 201
+// if every entry was stored, else 500 with, in request order, MessageId and
+// MessageBodyMD5 for each stored entry and exactly ErrorCode and
+// ErrorMessage for each failed one.
+func (s *Server) appendBatchSendResults(b []byte, res []engine.SendResult, queue string) ([]byte, int) {
 	status := fasthttp.StatusCreated
-	b := appendRootOpen(st.out[:0], "Messages")
+	b = appendRootOpen(b, "Messages")
 	for i := range res {
 		b = appendOpen(b, "Message")
 		if res[i].Err != nil {
 			code, msg, known := classify(res[i].Err)
 			if !known {
-				s.log.Error("batch send entry failed", "queue", q.Name(), "entry", i, "err", res[i].Err)
+				s.log.Error("batch send entry failed", "queue", queue, "entry", i, "err", res[i].Err)
 			}
 			status = fasthttp.StatusInternalServerError
 			b = appendElem(b, "ErrorCode", code.String())
@@ -81,9 +91,7 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, st *reqState) error {
 		}
 		b = appendClose(b, "Message")
 	}
-	st.out = appendClose(b, "Messages")
-	s.writeBody(ctx, st, status)
-	return nil
+	return appendClose(b, "Messages"), status
 }
 
 func appendSendResult(b []byte, r *engine.SendResult) []byte {
