@@ -89,6 +89,7 @@ func (d *xmlDoc) firstChild(i int32) int32  { return d.nodes[i].firstChild }
 func (d *xmlDoc) nextSibling(i int32) int32 { return d.nodes[i].next }
 
 func (d *xmlDoc) reset() {
+	clear(d.nodes) // drop the name slices into the request buffer
 	d.nodes = d.nodes[:0]
 	d.text = d.text[:0]
 	for i := range d.open {
