@@ -27,6 +27,7 @@ func longPolls(b *engine.Broker) int64 { return b.Stats().LongPolls }
 // Spec §9.6 check 4: empty receive answers 404 at once without a wait,
 // after ~2 s with waitseconds=2, and early when a send arrives.
 func TestLongPoll(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, envConfig{})
 	c := env.client()
 	c.mustCreate("q")
@@ -37,12 +38,10 @@ func TestLongPoll(t *testing.T) {
 		t.Fatalf("empty receive without wait took %v", d)
 	}
 
-	if !testing.Short() {
-		start = time.Now()
-		wantError(t, c.get("/queues/q/messages?waitseconds=2"), 404, "MessageNotExist")
-		if d := time.Since(start); d < 1900*time.Millisecond || d > 4*time.Second {
-			t.Fatalf("waitseconds=2 answered after %v", d)
-		}
+	start = time.Now()
+	wantError(t, c.get("/queues/q/messages?waitseconds=2"), 404, "MessageNotExist")
+	if d := time.Since(start); d < 1900*time.Millisecond || d > 4*time.Second {
+		t.Fatalf("waitseconds=2 answered after %v", d)
 	}
 
 	// Woken early by a send.
@@ -75,6 +74,7 @@ func TestLongPoll(t *testing.T) {
 // The queue's PollingWaitSeconds applies when the request has no
 // waitseconds; waitseconds=0 overrides it.
 func TestPollingWaitSecondsDefault(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, envConfig{})
 	c := env.client()
 	wantStatus(t, c.put("/queues/q", "<Queue><PollingWaitSeconds>1</PollingWaitSeconds></Queue>"), 201)

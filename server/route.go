@@ -160,10 +160,8 @@ type reqState struct {
 // release drops references to request memory before the state is pooled.
 func (st *reqState) release() {
 	st.query = queryParams{}
+	clear(st.auth.headers[:cap(st.auth.headers)])
 	st.auth.headers = st.auth.headers[:0]
-	for i := range st.auth.headers[:cap(st.auth.headers)] {
-		st.auth.headers[:cap(st.auth.headers)][i] = signHeader{}
-	}
 	st.doc.reset()
 	for i := range st.entries {
 		st.entries[i] = engine.SendEntry{}
