@@ -57,13 +57,13 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, st *reqState) error {
 		if res[0].Err != nil {
 			return res[0].Err
 		}
-		b := appendRootOpen(st.out[:0], "Message")
+		b := appendRootOpen(respBody(ctx), "Message")
 		b = appendSendResult(b, &res[0])
 		st.out = appendClose(b, "Message")
 		s.writeBody(ctx, st, fasthttp.StatusCreated)
 		return nil
 	}
-	b, status := s.appendBatchSendResults(st.out[:0], res, q.Name())
+	b, status := s.appendBatchSendResults(respBody(ctx), res, q.Name())
 	st.out = b
 	s.writeBody(ctx, st, status)
 	return nil
@@ -163,7 +163,7 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 		}
 		return err
 	}
-	b := st.out[:0]
+	b := respBody(ctx)
 	if batch {
 		b = appendRootOpen(b, "Messages")
 		for i := range msgs {
@@ -297,7 +297,7 @@ func (s *Server) deleteMessages(ctx *fasthttp.RequestCtx, st *reqState) error {
 		return nil
 	}
 	// Partial failure: 404 with one Error per failed handle (spec §3.9).
-	b := appendRootOpen(st.out[:0], "Errors")
+	b := appendRootOpen(respBody(ctx), "Errors")
 	i = 0
 	for c := first; c >= 0; c = d.nextSibling(c) {
 		if !is(d.name(c), "ReceiptHandle") {
@@ -360,7 +360,7 @@ func (s *Server) changeVisibility(ctx *fasthttp.RequestCtx, st *reqState) error 
 	if err != nil {
 		return err
 	}
-	b := appendRootOpen(st.out[:0], "ChangeVisibility")
+	b := appendRootOpen(respBody(ctx), "ChangeVisibility")
 	b = appendOpen(b, "ReceiptHandle")
 	b = nh.AppendText(b)
 	b = appendClose(b, "ReceiptHandle")

@@ -32,9 +32,8 @@ func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
 	if err != nil {
 		return err
 	}
-	st.out = appendQueueURL(st.out[:0], ctx.Request.Header.Host(), name)
-	ctx.Response.Header.SetBytesV("Location", st.out)
-	st.out = st.out[:0]
+	st.scratch = appendQueueURL(st.scratch[:0], ctx.Request.Header.Host(), name)
+	ctx.Response.Header.SetBytesV("Location", st.scratch)
 	if created {
 		ctx.Response.SetStatusCode(fasthttp.StatusCreated)
 	} else {
@@ -77,7 +76,7 @@ func (s *Server) getQueueAttributes(ctx *fasthttp.RequestCtx, st *reqState) erro
 	if err != nil {
 		return err
 	}
-	b := appendRootOpen(st.out[:0], "Queue")
+	b := appendRootOpen(respBody(ctx), "Queue")
 	b = appendQueueAttrs(b, &info)
 	st.out = appendClose(b, "Queue")
 	s.writeBody(ctx, st, fasthttp.StatusOK)
@@ -119,7 +118,7 @@ func (s *Server) listQueues(ctx *fasthttp.RequestCtx, st *reqState) error {
 		return err
 	}
 	host := h.Host()
-	b := st.out[:0]
+	b := respBody(ctx)
 	if len(names) == 0 && next == "" {
 		b = appendEmptyRoot(b, "Queues")
 	} else {

@@ -210,13 +210,12 @@ func (s *Server) writeBrokerMetrics(w *promWriter) {
 }
 
 func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx, st *reqState) {
-	w := promWriter{b: st.out[:0]}
+	w := promWriter{b: respBody(ctx)}
 	s.writeRequestMetrics(&w)
 	s.writeBrokerMetrics(&w)
-	st.out = w.b
 	ctx.Response.SetStatusCode(fasthttp.StatusOK)
 	ctx.Response.Header.SetContentType("text/plain; version=0.0.4; charset=utf-8")
-	st.out = ctx.Response.SwapBody(st.out)[:0]
+	ctx.Response.SwapBody(w.b)
 }
 
 func (s *Server) healthz(ctx *fasthttp.RequestCtx) {

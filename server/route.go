@@ -147,7 +147,8 @@ type reqState struct {
 	qbuf    []byte
 	auth    authScratch
 	doc     xmlDoc
-	out     []byte // response body being encoded
+	out     []byte // response body being encoded (fasthttp's buffer, see respBody)
+	scratch []byte
 	entries []engine.SendEntry
 	results []engine.SendResult
 	msgs    []engine.Message
@@ -180,9 +181,7 @@ func (st *reqState) release() {
 	st.derrs = st.derrs[:0]
 	// msgs keep their Body buffers for reuse by the engine.
 	const maxKeep = 1 << 20
-	if cap(st.out) > maxKeep {
-		st.out = nil
-	}
+	st.out = nil
 	if cap(st.doc.text) > maxKeep {
 		st.doc.text = nil
 	}

@@ -321,7 +321,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, st *reqState, err error) {
 // writeError writes the <Error> document of spec §3.11.
 func (s *Server) writeError(ctx *fasthttp.RequestCtx, st *reqState, code errCode, msg string) {
 	s.metrics.countError(code)
-	b := appendRootOpen(st.out[:0], "Error")
+	b := appendRootOpen(respBody(ctx), "Error")
 	b = appendElem(b, "Code", code.String())
 	b = appendElem(b, "Message", msg)
 	b = appendElem(b, "RequestId", st.reqID)
@@ -334,13 +334,18 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, st *reqState, code errCode
 	s.writeBody(ctx, st, code.status())
 }
 
-// writeBody sends st.out as the text/xml response body with the status.
+// respBody takes the response's body buffer (fasthttp's, pooled) to encode
+// into; writeBody hands it back. Encoding in place costs no copy, and the
+// buffer's owner stays fasthttp, which recycles it after writing.
+func respBody(ctx *fasthttp.RequestCtx) []byte { return ctx.Response.SwapBody(nil)[:0] }
+
+// writeBody sends st.out, taken from respBody, as the text/xml response
+// body with the status.
 func (s *Server) writeBody(ctx *fasthttp.RequestCtx, st *reqState, status int) {
 	ctx.Response.SetStatusCode(status)
 	ctx.Response.Header.SetContentType("text/xml;charset=utf-8")
-	// Hand the encoded body to fasthttp and keep its old buffer for the next
-	// request: no copy, no allocation.
-	st.out = ctx.Response.SwapBody(st.out)[:0]
+	ctx.Response.SwapBody(st.out)
+	st.out = nil
 }
 
 // handleTransportError answers requests fasthttp could not read: bodies
