@@ -56,6 +56,25 @@ func fillStore(tb testing.TB, dir string, opts Options, n int) *Store {
 	return s
 }
 
+// settledStore builds a store of n messages and flattens its LSM tree, so
+// that no compaction left over from the bulk load runs during a
+// measurement (after a bulk load Badger rebalances the tree for a while).
+func settledStore(tb testing.TB, dir string, n int) *Store {
+	tb.Helper()
+	s := fillStore(tb, dir, Options{}, n)
+	if err := s.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.Compact(); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
 // procStatus returns the named fields of /proc/self/status in KiB (zero
 // where unavailable).
 func procStatus(fields ...string) map[string]int64 {
@@ -147,14 +166,7 @@ func BenchmarkMessages(b *testing.B) {
 	for _, n := range []int{1_000_000} {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			dir := b.TempDir()
-			s := fillStore(b, dir, Options{}, n)
-			if err := s.Close(); err != nil {
-				b.Fatal(err)
-			}
-			s, err := Open(dir, Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			s := settledStore(b, dir, n)
 			defer s.Close()
 			b.ReportAllocs()
 			b.SetBytes(int64(n) * (messageKeyLen + 60))

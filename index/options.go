@@ -57,8 +57,8 @@ type Options struct {
 	// reads. Default DefaultBlockCacheBytes (none).
 	BlockCacheBytes int64
 
-	// NumCompactors is the number of Badger compaction goroutines; Badger
-	// needs 0 (compaction off; tests only) or at least 2. Default 2.
+	// NumCompactors is the number of Badger compaction goroutines, at least
+	// 2 (Badger refuses 1). Default DefaultNumCompactors.
 	NumCompactors int
 
 	// ScanReleaseBytes: while Queues or Messages scans, each time about this

@@ -241,11 +241,23 @@ func (s *Store) Messages(fn func(queueID, seq uint64, val []byte) error) error {
 // from the iterator's copy of the table entry; nothing is prefetched. Every
 // Options.ScanReleaseBytes of keys and values, and at the end, the mapped
 // table pages the scan has made resident are released.
-func (s *Store) scan(prefix byte, fn func(k, v []byte) error) error {
+func (s *Store) scan(prefix byte, fn func(k, v []byte) error) (err error) {
 	if err := s.acquire(); err != nil {
 		return err
 	}
 	defer s.mu.RUnlock()
+	// Tables are verified at Open only (doc.go); if one is damaged while the
+	// store is open, Badger's block decoding may panic here. That becomes
+	// ErrCorrupt; a panic in fn is the caller's and is passed on.
+	inFn := false
+	defer func() {
+		if r := recover(); r != nil {
+			if inFn {
+				panic(r)
+			}
+			err = fmt.Errorf("%w: reading tables: %v", ErrCorrupt, r)
+		}
+	}()
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefix}})
@@ -258,7 +270,10 @@ func (s *Store) scan(prefix byte, fn func(k, v []byte) error) error {
 		k := item.Key()
 		if err := item.Value(func(v []byte) error {
 			read += int64(len(k) + len(v) + scanEntryOverhead)
-			return fn(k, v)
+			inFn = true
+			err := fn(k, v)
+			inFn = false
+			return err
 		}); err != nil {
 			return err
 		}

@@ -120,6 +120,21 @@ func TestScanCallbackError(t *testing.T) {
 	}
 }
 
+// TestScanCallbackPanic checks that a panic in the callback is not turned
+// into an error.
+func TestScanCallbackPanic(t *testing.T) {
+	s := openT(t, t.TempDir(), testOptions(t))
+	want := newState()
+	commitMessages(t, s, &want, 1, 0, 10, 1, 1)
+	defer func() {
+		if r := recover(); r != "boom" {
+			t.Fatalf("recovered %v, want the callback's panic", r)
+		}
+	}()
+	_ = s.Messages(func(uint64, uint64, []byte) error { panic("boom") })
+	t.Fatal("Messages returned after the callback panicked")
+}
+
 // TestConcurrentUse runs commits, scans and point reads at once (for -race)
 // and closes while they may still be running.
 func TestConcurrentUse(t *testing.T) {
