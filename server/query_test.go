@@ -1,7 +1,11 @@
 package server
 
 import (
+	"errors"
+	"strings"
 	"testing"
+
+	"github.com/smqd/smqd/engine"
 )
 
 func TestSplitTarget(t *testing.T) {
@@ -102,6 +106,26 @@ func TestRoute(t *testing.T) {
 		r := route([]byte(tc.method), []byte(tc.path))
 		if r.op != tc.op || string(r.queue) != tc.queue {
 			t.Errorf("%s %s → %v %q, want %v %q", tc.method, tc.path, r.op, r.queue, tc.op, tc.queue)
+		}
+	}
+}
+
+// decodeQueueName validates like engine.ValidateQueueName (it avoids the
+// string conversion on the hot path, so the rule is written twice).
+func TestQueueNameRuleAgreesWithEngine(t *testing.T) {
+	names := []string{"", "a", "A", "0", "-", "-a", "a-", "a--b", "a_b", "a.b", "a b", "ä", "Z9-z", strings.Repeat("x", 256), strings.Repeat("x", 257)}
+	for i := 0; i < 2000; i++ {
+		n := make([]byte, i%7)
+		for j := range n {
+			n[j] = "aZ09-_.~%"[(i*7+j*13)%9]
+		}
+		names = append(names, string(n))
+	}
+	for _, n := range names {
+		_, got := decodeQueueName(nil, []byte(strings.ReplaceAll(n, "%", "%25")))
+		want := engine.ValidateQueueName(n)
+		if !errors.Is(got, want) && !(got == nil && want == nil) {
+			t.Errorf("%q: server %v, engine %v", n, got, want)
 		}
 	}
 }

@@ -54,8 +54,12 @@ func appendClose(b []byte, name string) []byte {
 func appendText[S ~string | ~[]byte](b []byte, s S) []byte {
 	last := 0
 	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c > '>' { // letters and most text: nothing to escape
+			continue
+		}
 		var esc string
-		switch s[i] {
+		switch c {
 		case '&':
 			esc = "&amp;"
 		case '<':
