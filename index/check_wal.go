@@ -3,7 +3,6 @@ package index
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -136,8 +135,6 @@ type memEntry struct {
 	meta   byte
 	keyLen int
 }
-
-var errTornEntry = errors.New("torn or damaged entry")
 
 // readMemEntry reads one entry into *kv (key then value) and returns its
 // header and encoded length. Any malformation is errTornEntry; a zero header

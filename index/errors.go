@@ -32,3 +32,7 @@ var (
 	// that cannot work.
 	ErrInvalidOptions = errors.New("index: invalid options")
 )
+
+// errTornEntry is what readMemEntry reports for any malformed memtable WAL
+// entry; scanMemWAL treats it as the end of replay, as Badger does.
+var errTornEntry = errors.New("index: torn or damaged memtable WAL entry")

@@ -94,7 +94,7 @@ func TestStartupScanChild(t *testing.T) {
 	}
 	scanned := time.Since(start)
 	st := procStatus("VmRSS", "RssAnon", "RssFile", "VmHWM")
-	fmt.Printf("RESULT messages=%d open=%v scan=%v rate=%.2fM/s VmRSS_KiB=%d RssAnon_KiB=%d RssFile_KiB=%d VmHWM_KiB=%d\n",
+	t.Logf("RESULT messages=%d open=%v scan=%v rate=%.2fM/s VmRSS_KiB=%d RssAnon_KiB=%d RssFile_KiB=%d VmHWM_KiB=%d",
 		n, opened.Round(time.Millisecond), scanned.Round(time.Millisecond), float64(n)/scanned.Seconds()/1e6,
 		st["VmRSS"], st["RssAnon"], st["RssFile"], st["VmHWM"])
 }
