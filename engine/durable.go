@@ -160,11 +160,15 @@ func (w *walStore) close() error { return w.l.Close() }
 
 // durableState is the part of the Broker that exists only in durable mode.
 type durableState struct {
-	idx    *index.Store
-	wal    *wal.Log
-	boot   uint64
-	cpMu   sync.Mutex // serialises checkpoints
-	cpLast time.Time  // guarded by cpMu
+	idx  *index.Store
+	wal  *wal.Log
+	boot uint64
+	// bornFrom is the log end found at start-up: the index may hold puts
+	// of sends before it beyond its checkpoint position (fold.go).
+	bornFrom  uint64
+	recovered RecoveryStats
+	cpMu      sync.Mutex // serialises checkpoints
+	cpLast    time.Time  // guarded by cpMu
 }
 
 // openDurable opens the index and the log and rebuilds the broker's state.
@@ -259,9 +263,10 @@ func (b *Broker) recover() error {
 		return fmt.Errorf("engine: the index checkpoint (%d) is beyond the end of the log (%d): the log lost data the index had", cp, end)
 	}
 	b.cpPos.Store(cp)
+	d.bornFrom = uint64(end)
 
 	// Fold the log tail.
-	f := newFold()
+	f := newFold(^uint64(0))
 	r, err := d.wal.NewReader(wal.Pos(cp), end)
 	if err != nil {
 		return fmt.Errorf("engine: replay log: %w", err)
@@ -353,6 +358,8 @@ func (b *Broker) recover() error {
 	}
 	flushTail(msgKey{^uint64(0), ^uint64(0)}, true)
 	rb.finish()
+	d.recovered = RecoveryStats{Messages: rb.installed, Expired: len(rb.expired), Orphans: rb.orphans, Moved: rb.moved,
+		Replayed: f.n, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start)}
 	b.log.Info("broker recovered", "dir", b.opts.Dir, "queues", len(vals), "messages", rb.installed,
 		"expired", len(rb.expired), "orphans", rb.orphans, "log_records_replayed", f.n,
 		"checkpoint", cp, "log_end", end, "took", time.Since(start))
@@ -360,6 +367,26 @@ func (b *Broker) recover() error {
 		b.log.Warn("log tail was torn and cut", "recovery", fmt.Sprintf("%+v", ri))
 	}
 	return nil
+}
+
+// RecoveryStats describes the last start-up of a durable broker.
+type RecoveryStats struct {
+	Messages   int           // messages rebuilt
+	Expired    int           // messages found expired and dropped
+	Orphans    int           // messages of unknown queues, skipped
+	Moved      int           // messages put into another slot than recorded (their handles stop working)
+	Replayed   int           // log records replayed after the checkpoint
+	Checkpoint uint64        // the index's checkpoint position
+	LogEnd     uint64        // the end of the log
+	Took       time.Duration // time from opening the index to serving
+}
+
+// Recovery returns what the last start-up found (zero in memory mode).
+func (b *Broker) Recovery() RecoveryStats {
+	if b.d == nil {
+		return RecoveryStats{}
+	}
+	return b.d.recovered
 }
 
 // addQueueLocked registers q (start-up, or with adminMu held).
@@ -383,6 +410,7 @@ type rebuild struct {
 	now       int64
 	installed int
 	orphans   int
+	moved     int
 	expired   [][snapLen]byte
 	last      *Queue
 }
@@ -400,6 +428,7 @@ func (rb *rebuild) install(val []byte) {
 		rb.last = q
 	}
 	if q == nil || int(s.stripe) >= len(q.stripes) || s.recSize == 0 {
+		rb.b.log.Warn("skipping a message of no known queue", "queue_id", s.qid, "seq", s.seq, "stripe", s.stripe, "size", s.recSize)
 		rb.orphans++
 		return
 	}
@@ -418,6 +447,7 @@ func (rb *rebuild) install(val []byte) {
 		idx = st.slab.n
 		st.slab.claim(idx)
 		rb.b.log.Warn("recovered message moved to another slot", "queue", q.name, "seq", s.seq)
+		rb.moved++
 	}
 	sl := st.slab.at(idx)
 	sl.seq = s.seq
@@ -486,7 +516,7 @@ func (b *Broker) checkpoint() error {
 		return err
 	}
 	defer r.Close()
-	f := newFold()
+	f := newFold(d.bornFrom)
 	for {
 		p, typ, payload, err := r.Next()
 		if err == io.EOF {

@@ -31,13 +31,19 @@ type foldQueue struct {
 }
 
 type fold struct {
-	queues map[uint64]*foldQueue
-	msgs   map[msgKey]*foldMsg
-	n      int // records applied
+	queues   map[uint64]*foldQueue
+	msgs     map[msgKey]*foldMsg
+	bornFrom uint64 // sends at or after this position are surely not in the index
+	n        int    // records applied
 }
 
-func newFold() *fold {
-	return &fold{queues: map[uint64]*foldQueue{}, msgs: map[msgKey]*foldMsg{}}
+// newFold returns an empty fold. A message sent at a position >= bornFrom
+// and deleted in the same window is dropped without a tombstone; below it a
+// send may already be in the index (a checkpoint that died between its data
+// and its position leaves puts beyond the stored position), so its delete
+// must reach the index. Recovery passes ^uint64(0).
+func newFold(bornFrom uint64) *fold {
+	return &fold{queues: map[uint64]*foldQueue{}, msgs: map[msgKey]*foldMsg{}, bornFrom: bornFrom}
 }
 
 func (f *fold) queue(id uint64) *foldQueue {
@@ -101,7 +107,7 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 		return nil
 	}
 	if m == nil {
-		m = &foldMsg{born: typ == recSend}
+		m = &foldMsg{born: typ == recSend && pos >= f.bornFrom}
 		f.msgs[k] = m
 	}
 	m.gone = false

@@ -207,6 +207,7 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 
 	// Phase 3: make the messages Delayed or Active.
 	activated := 0
+	now = q.b.nowMs() // the wait may have been long; the times stay those of the send
 	st.mu.Lock()
 	if st.dead {
 		st.mu.Unlock()

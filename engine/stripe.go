@@ -117,6 +117,9 @@ func bestLane(laneBits uint32) int {
 // if that deadline has already passed. It returns the number of messages that
 // became Active.
 func (st *stripe) armLocked(i uint32, now int64) int {
+	if now < st.wheel.now {
+		now = st.wheel.now // a caller's time read before the lock may lag the wheel
+	}
 	s := st.slab.at(i)
 	if s.deadline() <= now || !st.wheel.insert(&st.slab, i, s.deadline()) {
 		return st.fireLocked(i, now)
@@ -126,6 +129,9 @@ func (st *stripe) armLocked(i uint32, now int64) int {
 
 // activateLocked makes a Delayed, Inactive or pending slot Active.
 func (st *stripe) activateLocked(i uint32, now int64) int {
+	if now < st.wheel.now {
+		now = st.wheel.now
+	}
 	s := st.slab.at(i)
 	s.setState(stActive)
 	st.nActive++
@@ -140,6 +146,9 @@ func (st *stripe) activateLocked(i uint32, now int64) int {
 // fireLocked handles slot i whose wheel deadline has passed (it is not in the
 // wheel). It returns the number of messages that became Active.
 func (st *stripe) fireLocked(i uint32, now int64) int {
+	if now < st.wheel.now {
+		now = st.wheel.now
+	}
 	s := st.slab.at(i)
 	if s.expireMs() <= now {
 		st.expireLocked(i)
@@ -157,8 +166,8 @@ func (st *stripe) fireLocked(i uint32, now int64) int {
 			return st.activateLocked(i, now)
 		}
 	}
-	// Not due after all (only possible when the clock went backwards):
-	// put it back.
+	// Not due after all (fired early by a caller whose clock went
+	// backwards): put it back; the deadline is after now >= the wheel's time.
 	if !st.wheel.insert(&st.slab, i, s.deadline()) {
 		panic("engine: stripe wheel refused a future deadline")
 	}

@@ -176,7 +176,12 @@ func (l *Log) openNewSegment(s *segment) (string, error) {
 		if err := l.syncSegment(prev); err != nil {
 			return "fsync", err
 		}
-		l.synced.Store(uint64(s.start)) // everything before s is written and synced
+		// Everything before s is written and synced; publish written first
+		// so that SyncedEnd never exceeds WrittenEnd (invariant 4).
+		if uint64(s.start) > l.written.Load() {
+			l.written.Store(uint64(s.start))
+		}
+		l.synced.Store(uint64(s.start))
 		l.announce(&l.ack.synced)
 	}
 	sp := <-l.spares // the spare goroutine stops only after the writer

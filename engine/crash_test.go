@@ -1,0 +1,411 @@
+package engine
+
+// Kill -9 crash test.
+//
+// The parent re-executes this test binary as a child that opens a durable
+// broker and runs mixed load (sends with delays and all 16 priorities,
+// receives, deletes, visibility changes) while printing, line by line and
+// unbuffered, what it did and what was acknowledged. The parent kills it with
+// SIGKILL at a random moment, starts it again on the same directory and
+// checks the state the new child recovered (which it prints before doing
+// anything else) against the whole history:
+//
+//   - no acknowledged send is lost (sync "always");
+//   - no message whose delete was fsynced comes back;
+//   - no message that was never sent appears;
+//   - no DequeueCount goes below one that was fsynced;
+//   - MessageIds are unique.
+//
+// Child protocol (stdout, one line per event):
+//
+//	M <id> <tag> <state> <dequeues>   a message found at start-up
+//	READY                             the dump is complete
+//	T <tag>                           about to send a message with body <tag>
+//	S <tag> <id>                      the send was acknowledged
+//	R <id> <dequeues>                 received
+//	d <id>                            about to delete (the delete may land
+//	                                  in the log even if the child dies before "D")
+//	D <id>                            deleted (not yet known to be fsynced)
+//	B <k> / E <k>                     a Broker.Sync started / returned; every
+//	                                  line before "B k" is durable once "E k" is printed
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const crashChildEnv = "SMQD_CRASH_CHILD_DIR"
+
+func TestCrashKill9(t *testing.T) {
+	if os.Getenv(crashChildEnv) != "" {
+		t.Skip("child process")
+	}
+	cycles := 20
+	if modelLong {
+		cycles = 200
+	}
+	dir := t.TempDir()
+	if keep := os.Getenv("SMQD_CRASH_KEEP"); keep != "" {
+		dir = keep // keep the data directory for a post-mortem
+	}
+	h := newCrashHistory()
+	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 42))
+	seed := rnd.Uint64()
+	t.Logf("crash test seed %d, %d cycles, dir %s", seed, cycles, dir)
+	for c := 0; c < cycles; c++ {
+		runFor := time.Duration(50+rnd.IntN(400)) * time.Millisecond
+		h.runChild(t, dir, seed+uint64(c), runFor, c)
+	}
+	// A final clean start must pass the same checks.
+	h.runChild(t, dir, seed+uint64(cycles), 0, cycles)
+	t.Logf("history: %d sends acknowledged, %d deletes (%d fsynced), %d receives", len(h.acked), len(h.deleted), len(h.deletedDurable), h.receives)
+}
+
+type crashHistory struct {
+	lines          []string // every line of every child, for failure reports
+	attempted      map[string]bool
+	acked          map[string]string // tag -> id
+	ackedIDs       map[string]string // id -> tag
+	deleted        map[string]bool   // ids deleted, fsync unknown
+	deletedDurable map[string]bool
+	dqDurable      map[string]int
+	receives       int
+}
+
+func newCrashHistory() *crashHistory {
+	return &crashHistory{attempted: map[string]bool{}, acked: map[string]string{}, ackedIDs: map[string]string{},
+		deleted: map[string]bool{}, deletedDurable: map[string]bool{}, dqDurable: map[string]int{}}
+}
+
+func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor time.Duration, cycle int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v=false")
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "SMQD_CRASH_SEED="+strconv.FormatUint(seed, 10))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	defer func() { h.lines = append(h.lines, fmt.Sprintf("c%d stderr: %s", cycle, strings.ReplaceAll(stderr.String(), "\n", "\n    "))) }()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	// The start-up dump.
+	present := map[string]bool{}
+	ready := false
+	for sc.Scan() {
+		h.lines = append(h.lines, fmt.Sprintf("c%d %s", cycle, sc.Text()))
+		f := strings.Fields(sc.Text())
+		if len(f) == 1 && f[0] == "READY" {
+			ready = true
+			break
+		}
+		if len(f) != 5 || f[0] != "M" {
+			continue
+		}
+		id, tag := f[1], f[2]
+		dq, _ := strconv.Atoi(f[4])
+		if present[id] {
+			t.Fatalf("cycle %d: message id %s twice after restart", cycle, id)
+		}
+		present[id] = true
+		if !h.attempted[tag] {
+			t.Fatalf("cycle %d: message %s with body %q that was never sent", cycle, id, tag)
+		}
+		if h.deletedDurable[id] {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("cycle %d: message %s came back after its delete was fsynced; history:\n%s\nstderr:\n%s", cycle, id, h.grep(id, tag, " B ", "c%d B"), stderr.String())
+		}
+		if want := h.dqDurable[id]; dq < want {
+			t.Fatalf("cycle %d: message %s DequeueCount %d < fsynced %d", cycle, id, dq, want)
+		}
+		if known, ok := h.acked[tag]; ok && known != id {
+			t.Fatalf("cycle %d: body %q has id %s, acknowledged as %s", cycle, tag, id, known)
+		}
+		h.dqDurable[id] = max(h.dqDurable[id], dq)
+	}
+	if !ready {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("cycle %d: child died before READY: %s", cycle, stderr.String())
+	}
+	for tag, id := range h.acked {
+		if !present[id] && !h.deleted[id] {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("cycle %d: acknowledged message %s (%s) lost; its history:\n%s\nchild stderr:\n%s", cycle, id, tag, h.grep(id, tag, "stderr"), stderr.String())
+		}
+	}
+	// Forget deletes that turned out not to have happened: the message is
+	// back and may be deleted again later.
+	for id := range h.deleted {
+		if present[id] {
+			delete(h.deleted, id)
+		}
+	}
+	if runFor == 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return
+	}
+	timer := time.AfterFunc(runFor, func() { cmd.Process.Signal(syscall.SIGKILL) })
+	defer timer.Stop()
+	var pending []string // lines since the last "B k"
+	began := map[string][]string{}
+	var lastPending []string
+	for sc.Scan() {
+		line := sc.Text()
+		h.lines = append(h.lines, fmt.Sprintf("c%d %s", cycle, line))
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "T":
+			h.attempted[f[1]] = true
+		case "S":
+			h.acked[f[1]] = f[2]
+			h.ackedIDs[f[2]] = f[1]
+		case "R":
+			h.receives++
+		case "D", "d":
+			h.deleted[f[1]] = true
+		case "B":
+			lastPending = append(lastPending, pending...)
+			began[f[1]] = lastPending
+			lastPending = nil
+			pending = nil
+			continue
+		case "E":
+			for _, l := range began[f[1]] {
+				h.makeDurable(l)
+			}
+			delete(began, f[1])
+			continue
+		}
+		pending = append(pending, line)
+	}
+	cmd.Wait()
+	if !strings.Contains(stderr.String(), "") {
+		t.Log(stderr.String())
+	}
+}
+
+// grep returns the history lines that mention any of the words.
+func (h *crashHistory) grep(words ...string) string {
+	var out []string
+	for _, l := range h.lines {
+		for _, w := range words {
+			if strings.Contains(l, w) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// makeDurable records the effect of a line known to be fsynced.
+func (h *crashHistory) makeDurable(line string) {
+	f := strings.Fields(line)
+	switch f[0] {
+	case "R":
+		dq, _ := strconv.Atoi(f[2])
+		h.dqDurable[f[1]] = max(h.dqDurable[f[1]], dq)
+	case "D":
+		h.deletedDurable[f[1]] = true
+	}
+}
+
+// TestCrashChild is the child process of TestCrashKill9.
+func TestCrashChild(t *testing.T) {
+	dir := os.Getenv(crashChildEnv)
+	if dir == "" {
+		t.Skip("only run as the child of TestCrashKill9")
+	}
+	seed, _ := strconv.ParseUint(os.Getenv("SMQD_CRASH_SEED"), 10, 64)
+	o := Options{Dir: dir, Stripes: 3, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	o.WAL.SegmentBytes = 256 << 10
+	o.WAL.BufferBytes = 4 << 20
+	o.CheckpointBytes = 512 << 10
+	b, err := Open(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		os.Exit(2)
+	}
+	var mu sync.Mutex
+	emit := func(format string, args ...any) {
+		mu.Lock()
+		fmt.Fprintf(os.Stdout, format+"\n", args...)
+		mu.Unlock()
+	}
+	// Dump the recovered state.
+	cfg := DefaultQueueConfig()
+	cfg.VisibilityTimeout = 2 * time.Second
+	cfg.Retention = MaxRetention
+	if _, err := b.CreateQueue("crash", cfg); err != nil && !errors.Is(err, ErrQueueAlreadyExist) {
+		fmt.Fprintln(os.Stderr, "create:", err)
+		os.Exit(2)
+	}
+	q, _ := b.Queue("crash")
+	fmt.Fprintf(os.Stderr, "recovered: %+v wal %+v\n", b.Recovery(), b.d.wal.Recovery())
+	dumpQueue(q, func(id MessageID, body []byte, state string, dq uint32) {
+		emit("M %s %s %s %d", id, body, state, dq)
+	})
+	emit("READY")
+
+	rnd := rand.New(rand.NewPCG(seed, 7))
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for p := 0; p < 2; p++ {
+		wg.Add(1)
+		prnd := rand.New(rand.NewPCG(seed, uint64(p)+100))
+		go func(p int) {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := 1 + prnd.IntN(MaxBatch)
+				entries := make([]SendEntry, k)
+				for i := range entries {
+					tag := fmt.Sprintf("s%d-p%d-%d-%d", seed, p, n, i)
+					entries[i] = SendEntry{Body: []byte(tag), Priority: 1 + prnd.IntN(16)}
+					if prnd.IntN(4) == 0 {
+						entries[i].Delay, entries[i].HasDelay = time.Duration(prnd.IntN(3000))*time.Millisecond, true
+					}
+					emit("T %s", tag)
+				}
+				res, err := q.Send(entries, nil)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "send:", err)
+					os.Exit(3)
+				}
+				for i := range res {
+					emit("S %s %s", entries[i].Body, res[i].ID)
+				}
+			}
+		}(p)
+	}
+	for c := 0; c < 2; c++ {
+		wg.Add(1)
+		crnd := rand.New(rand.NewPCG(seed, uint64(c)+200))
+		go func() {
+			defer wg.Done()
+			errs := make([]error, MaxBatch)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				msgs, err := q.Receive(context.Background(), ReceiveOptions{Max: 1 + crnd.IntN(MaxBatch), Wait: 100 * time.Millisecond, HasWait: true}, nil)
+				if errors.Is(err, ErrMessageNotExist) {
+					continue
+				}
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "receive:", err)
+					os.Exit(3)
+				}
+				var hs []ReceiptHandle
+				var ids []MessageID
+				for _, m := range msgs {
+					emit("R %s %d", m.ID, m.DequeueCount)
+					switch r := crnd.IntN(10); {
+					case r < 7:
+						hs = append(hs, m.Handle)
+						ids = append(ids, m.ID)
+					case r < 8:
+						q.ChangeVisibility(m.Handle, time.Second)
+					}
+				}
+				if len(hs) == 0 {
+					continue
+				}
+				for _, id := range ids {
+					emit("d %s", id)
+				}
+				if _, err := q.Delete(hs, errs); err != nil {
+					fmt.Fprintln(os.Stderr, "delete:", err)
+					os.Exit(3)
+				}
+				for i := range hs {
+					if errs[i] == nil {
+						emit("D %s", ids[i])
+					}
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(5+rnd.IntN(30)) * time.Millisecond):
+			}
+			emit("B %d %d", k, b.d.wal.End())
+			if err := b.Sync(); err != nil {
+				fmt.Fprintln(os.Stderr, "sync:", err)
+				os.Exit(3)
+			}
+			emit("E %d", k)
+		}
+	}()
+	// Run until killed (bounded: a child nobody kills exits after 60 s).
+	time.Sleep(60 * time.Second)
+	close(stop)
+	wg.Wait()
+	b.Close()
+}
+
+// dumpQueue calls fn for every message of q, in any state, with its body.
+func dumpQueue(q *Queue, fn func(id MessageID, body []byte, state string, dq uint32)) {
+	for si := range q.stripes {
+		st := &q.stripes[si]
+		st.mu.Lock()
+		type item struct {
+			loc   bodyLoc
+			state string
+			dq    uint32
+		}
+		var items []item
+		for i := uint32(0); i < st.slab.n; i++ {
+			s := st.slab.at(i)
+			if s.seq == 0 || s.state() == stPending {
+				continue
+			}
+			name := map[uint8]string{stDelayed: "Delayed", stActive: "Active", stInactive: "Inactive"}[s.state()]
+			items = append(items, item{bodyLoc{pos: s.bodyPos, size: s.recSize, slot: i, seq: s.seq, stripe: st.idx}, name, s.dequeues})
+		}
+		st.mu.Unlock()
+		for _, it := range items {
+			var m Message
+			if ok, err := q.readBody(&m, &it.loc); err != nil || !ok {
+				fmt.Fprintln(os.Stderr, "dump: read body:", err)
+				os.Exit(4)
+			}
+			fn(makeMessageID(q.id, it.loc.seq), m.Body, it.state, it.dq)
+		}
+	}
+}
