@@ -99,7 +99,9 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	defer func() { h.lines = append(h.lines, fmt.Sprintf("c%d stderr: %s", cycle, strings.ReplaceAll(stderr.String(), "\n", "\n    "))) }()
+	defer func() {
+		h.lines = append(h.lines, fmt.Sprintf("c%d stderr: %s", cycle, strings.ReplaceAll(stderr.String(), "\n", "\n    ")))
+	}()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
