@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/smqd/smqd/wal"
 )
 
 // Broker owns the queues, the log of bodies and state changes, and the
@@ -49,6 +51,7 @@ type Broker struct {
 	failure    atomic.Pointer[error] // first storage failure: the broker stops accepting changes
 	waiterPool sync.Pool
 	readBufs   sync.Pool // *[]byte scratch for reading records back
+	sendPool   sync.Pool // *sendBatch scratch of Send
 }
 
 // Open starts a broker. With opts.Dir empty it runs in memory.
@@ -318,6 +321,20 @@ type QueueStats struct {
 type Stats struct {
 	Queues    []QueueStats // by name
 	LongPolls int64        // receives waiting, all queues
+	Storage   StorageStats
+}
+
+// StorageStats describes the log and, in durable mode, the index.
+type StorageStats struct {
+	Durable      bool
+	Segments     int    // log segments held
+	LogBytes     int64  // bytes the log's segments span
+	LiveBytes    int64  // bytes of records holding live bodies
+	Checkpoints  int64  // checkpoints written since start (durable)
+	CheckpointAt uint64 // the index's checkpoint position (durable)
+	LogEnd       uint64 // the log's end position
+	IndexBytes   int64  // bytes of the index directory (durable)
+	WAL          wal.Stats
 }
 
 // Stats returns the broker's counters.
@@ -328,7 +345,7 @@ func (b *Broker) Stats() Stats {
 		qs = append(qs, b.queues[n])
 	}
 	b.mu.RUnlock()
-	s := Stats{LongPolls: b.longPolls.Load()}
+	s := Stats{LongPolls: b.longPolls.Load(), Storage: b.storageStats()}
 	for _, q := range qs {
 		a, i, d := q.counts()
 		s.Queues = append(s.Queues, QueueStats{
@@ -338,6 +355,26 @@ func (b *Broker) Stats() Stats {
 		})
 	}
 	return s
+}
+
+func (b *Broker) storageStats() StorageStats {
+	var st StorageStats
+	for _, seg := range b.store.segments(nil) {
+		st.Segments++
+		st.LogBytes += int64(seg.end - seg.start)
+		st.LiveBytes += seg.live
+		if seg.end > st.LogEnd {
+			st.LogEnd = seg.end
+		}
+	}
+	if b.durable {
+		st.Durable = true
+		st.Checkpoints = b.checkpoints.Load()
+		st.CheckpointAt = b.cpPos.Load()
+		st.IndexBytes = b.d.idx.DiskBytes()
+		st.WAL = b.d.wal.Stats()
+	}
+	return st
 }
 
 // Close stops the broker: waiting receives return ErrClosed, timers stop and

@@ -55,5 +55,8 @@ func argErr(field, format string, args ...any) error {
 // rangeErr builds the range message the service uses: the element, its lower
 // and upper bound and the unit.
 func rangeErr(field string, min, max int64, unit string) error {
+	if unit == "" {
+		return argErr(field, "must be between %d and %d", min, max)
+	}
 	return argErr(field, "must be between %d and %d %s", min, max, unit)
 }

@@ -85,8 +85,6 @@ type sendBatch struct {
 	delay [MaxBatch]int64
 }
 
-var sendPool = sync.Pool{New: func() any { return new(sendBatch) }}
-
 // Send stores a batch of 1..16 messages. The whole batch is validated first;
 // an invalid entry fails the call with an *ArgumentError and nothing is
 // stored. In durable mode Send returns after the batch is acknowledged by the
@@ -123,8 +121,11 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 		return out, argErr("Messages", "carry %d body bytes, more than the batch limit of %d bytes", total, MaxBatchBodyBytes)
 	}
 
-	sb := sendPool.Get().(*sendBatch)
-	defer sendPool.Put(sb)
+	sb, _ := q.b.sendPool.Get().(*sendBatch)
+	if sb == nil {
+		sb = new(sendBatch)
+	}
+	defer q.b.sendPool.Put(sb)
 	base := len(out)
 	for i := range entries {
 		out = append(out, SendResult{MD5: md5.Sum(entries[i].Body)})
