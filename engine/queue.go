@@ -3,7 +3,6 @@ package engine
 import (
 	"crypto/md5"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 )
