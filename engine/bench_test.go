@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/smqd/smqd/wal"
 )
 
 // cpuTime returns the CPU time (user + system) the process has used. On a
@@ -34,7 +36,31 @@ func benchBody(n int) []byte {
 func BenchmarkCycle(b *testing.B) {
 	for _, batch := range []int{1, 16} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			br, err := Open(Options{})
+			benchCycle(b, Options{}, batch, 1)
+		})
+	}
+}
+
+// BenchmarkCycleDurable is BenchmarkCycle on a durable broker in sync mode
+// "always" (every send acknowledged after its fsync) on the test's temporary
+// directory; 32 x GOMAXPROCS goroutines so that group commit has company
+// (each goroutine waits for an fsync per cycle).
+func BenchmarkCycleDurable(b *testing.B) {
+	for _, mode := range []wal.SyncMode{wal.SyncAlways, wal.SyncInterval} {
+		for _, batch := range []int{1, 16} {
+			b.Run(fmt.Sprintf("sync=%s/batch=%d", mode, batch), func(b *testing.B) {
+				o := Options{Dir: b.TempDir()}
+				o.WAL.Sync = mode
+				benchCycle(b, o, batch, 64)
+			})
+		}
+	}
+}
+
+func benchCycle(b *testing.B, o Options, batch, parallelism int) {
+	{
+		{
+			br, err := Open(o)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -43,6 +69,7 @@ func BenchmarkCycle(b *testing.B) {
 			body := benchBody(1024)
 			b.SetBytes(int64(batch * len(body)))
 			b.ReportAllocs()
+			b.SetParallelism(parallelism)
 			b.ResetTimer()
 			cpu0 := cpuTime()
 			b.RunParallel(func(pb *testing.PB) {
@@ -84,7 +111,7 @@ func BenchmarkCycle(b *testing.B) {
 			})
 			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "msgs/s")
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N*batch), "cpu-ns/msg")
-		})
+		}
 	}
 }
 

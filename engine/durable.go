@@ -168,6 +168,7 @@ type durableState struct {
 	bornFrom  uint64
 	recovered RecoveryStats
 	cpMu      sync.Mutex // serialises checkpoints
+	fold      *fold      // guarded by cpMu: reused by every checkpoint
 	cpLast    time.Time  // guarded by cpMu
 }
 
@@ -516,7 +517,20 @@ func (b *Broker) checkpoint() error {
 		return err
 	}
 	defer r.Close()
-	f := newFold(d.bornFrom)
+	if d.fold == nil {
+		d.fold = newFold(d.bornFrom)
+	}
+	f := d.fold
+	f.reset(d.bornFrom)
+	defer func() {
+		// Keep the maps' memory for the next window unless this one was
+		// large: a map never shrinks, and memory matters more then.
+		if len(f.msgs) > 1<<16 {
+			d.fold = nil
+		} else {
+			f.reset(d.bornFrom)
+		}
+	}()
 	for {
 		p, typ, payload, err := r.Next()
 		if err == io.EOF {

@@ -32,7 +32,7 @@ type foldQueue struct {
 
 type fold struct {
 	queues   map[uint64]*foldQueue
-	msgs     map[msgKey]*foldMsg
+	msgs     map[msgKey]foldMsg // values, not pointers: no allocation per message
 	bornFrom uint64 // sends at or after this position are surely not in the index
 	n        int    // records applied
 }
@@ -43,7 +43,14 @@ type fold struct {
 // and its position leaves puts beyond the stored position), so its delete
 // must reach the index. Recovery passes ^uint64(0).
 func newFold(bornFrom uint64) *fold {
-	return &fold{queues: map[uint64]*foldQueue{}, msgs: map[msgKey]*foldMsg{}, bornFrom: bornFrom}
+	return &fold{queues: map[uint64]*foldQueue{}, msgs: map[msgKey]foldMsg{}, bornFrom: bornFrom}
+}
+
+// reset empties the fold for reuse, keeping the maps' memory.
+func (f *fold) reset(bornFrom uint64) {
+	clear(f.queues)
+	clear(f.msgs)
+	f.bornFrom, f.n = bornFrom, 0
 }
 
 func (f *fold) queue(id uint64) *foldQueue {
@@ -92,29 +99,26 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 		return nil // a send that raced with the queue's deletion
 	}
 	k := msgKey{s.qid, s.seq}
-	m := f.msgs[k]
+	m, seen := f.msgs[k]
 	switch typ {
 	case recDelete, recExpire:
-		if m != nil && m.born {
+		if seen && m.born {
 			delete(f.msgs, k)
 			return nil
 		}
-		if m == nil {
-			m = &foldMsg{}
-			f.msgs[k] = m
-		}
 		m.gone = true
+		f.msgs[k] = m
 		return nil
 	}
-	if m == nil {
-		m = &foldMsg{born: typ == recSend && pos >= f.bornFrom}
-		f.msgs[k] = m
+	if !seen {
+		m.born = typ == recSend && pos >= f.bornFrom
 	}
 	m.gone = false
 	copy(m.snap[:], payload[:snapLen])
 	if typ == recSend || typ == recRelocate {
 		setSnapBody(m.snap[:], pos, size)
 	}
+	f.msgs[k] = m
 	return nil
 }
 
