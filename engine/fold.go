@@ -33,8 +33,8 @@ type foldQueue struct {
 type fold struct {
 	queues   map[uint64]*foldQueue
 	msgs     map[msgKey]foldMsg // values, not pointers: no allocation per message
-	bornFrom uint64 // sends at or after this position are surely not in the index
-	n        int    // records applied
+	bornFrom uint64             // sends at or after this position are surely not in the index
+	n        int                // records applied
 }
 
 // newFold returns an empty fold. A message sent at a position >= bornFrom
