@@ -46,6 +46,7 @@ type Broker struct {
 	cpPos       atomic.Uint64 // durable: the index's checkpoint position
 	checkpoints atomic.Int64  // durable: checkpoints written since start
 
+	unreadable atomic.Int64 // bodies that could not be read back (corruption)
 	longPolls  atomic.Int64
 	closed     atomic.Bool
 	failure    atomic.Pointer[error] // first storage failure: the broker stops accepting changes
@@ -122,6 +123,16 @@ func (b *Broker) usable() error {
 	return nil
 }
 
+// readable returns the error read-only operations (attributes, peek, list)
+// fail with: they keep working after a storage failure, so that operators
+// can see what the broker holds.
+func (b *Broker) readable() error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
 // storageFailed records the first storage failure; from then on every
 // operation fails with it (the log refuses appends until reopened).
 func (b *Broker) storageFailed(err error) {
@@ -132,12 +143,6 @@ func (b *Broker) storageFailed(err error) {
 	if b.failure.CompareAndSwap(nil, &e) {
 		b.log.Error("storage failed; the broker refuses further changes until reopened", "err", err)
 	}
-}
-
-// corrupt wraps a failed body read.
-func (b *Broker) corrupt(err error, pos uint64) error {
-	b.log.Error("cannot read message body", "pos", pos, "err", err)
-	return fmt.Errorf("engine: read body at %d: %w", pos, err)
 }
 
 // CreateQueue creates a queue. If a queue of that name exists with the same
@@ -280,7 +285,7 @@ func (q *Queue) kill() {
 // order that start with prefix and are >= marker, and the name to pass as
 // marker for the next page ("" when there is none).
 func (b *Broker) ListQueues(prefix, marker string, limit int) (names []string, next string, err error) {
-	if err := b.usable(); err != nil {
+	if err := b.readable(); err != nil {
 		return nil, "", err
 	}
 	if limit == 0 {
@@ -327,6 +332,7 @@ type Stats struct {
 // StorageStats describes the log and, in durable mode, the index.
 type StorageStats struct {
 	Durable      bool
+	Unreadable   int64  // message bodies found unreadable (corrupt) since start
 	Segments     int    // log segments held
 	LogBytes     int64  // bytes the log's segments span
 	LiveBytes    int64  // bytes of records holding live bodies
@@ -358,7 +364,7 @@ func (b *Broker) Stats() Stats {
 }
 
 func (b *Broker) storageStats() StorageStats {
-	var st StorageStats
+	st := StorageStats{Unreadable: b.unreadable.Load()}
 	for _, seg := range b.store.segments(nil) {
 		st.Segments++
 		st.LogBytes += int64(seg.end - seg.start)

@@ -383,7 +383,7 @@ func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (Receip
 
 // Attributes returns the queue's attributes and exact message counts.
 func (q *Queue) Attributes() (QueueInfo, error) {
-	if err := q.b.usable(); err != nil {
+	if err := q.b.readable(); err != nil {
 		return QueueInfo{}, err
 	}
 	now := q.b.nowMs()

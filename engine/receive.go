@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 )
@@ -192,14 +193,24 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 
 // readBodies fills in Body and MD5 of dst[base:] from the log. A message
 // whose body moved (compaction) is looked up again; one that vanished in
-// between (expired) is dropped from the result.
+// between (expired) is dropped from the result. A message whose body cannot
+// be read (corruption, I/O error) is reported at Error level and left out;
+// the call fails only if nothing could be read. A received message left out
+// stays Inactive and is reported again each time it becomes visible.
 func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) ([]Message, error) {
 	out := base
+	var firstErr error
 	for i := range locs {
 		m := &dst[base+i]
 		ok, err := q.readBody(m, &locs[i])
 		if err != nil {
-			return dst[:base], err
+			q.b.log.Error("message body unreadable; the message is not delivered", "queue", q.name,
+				"message_id", makeMessageID(q.id, locs[i].seq).String(), "pos", locs[i].pos, "err", err)
+			q.b.unreadable.Add(1)
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
 		}
 		if !ok {
 			continue
@@ -208,6 +219,9 @@ func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) ([]Message, 
 			dst[out], dst[base+i] = dst[base+i], dst[out]
 		}
 		out++
+	}
+	if out == base && firstErr != nil {
+		return dst[:base], firstErr
 	}
 	return dst[:out], nil
 }
@@ -223,14 +237,14 @@ func (q *Queue) readBody(m *Message, loc *bodyLoc) (bool, error) {
 		if err == nil {
 			sum, body, err := bodyOf(typ, payload)
 			if err != nil {
-				return false, q.b.corrupt(err, loc.pos)
+				return false, fmt.Errorf("engine: read body at %d: %w", loc.pos, err)
 			}
 			m.MD5 = sum
 			m.Body = append(m.Body[:0], body...)
 			return true, nil
 		}
 		if err != errSegmentRemoved || attempt == 3 {
-			return false, q.b.corrupt(err, loc.pos)
+			return false, fmt.Errorf("engine: read body at %d: %w", loc.pos, err)
 		}
 		// The body was relocated after we looked: find it again.
 		st := &q.stripes[loc.stripe]
@@ -251,7 +265,7 @@ func (q *Queue) readBody(m *Message, loc *bodyLoc) (bool, error) {
 // changing them and without receipt handles (appended to dst). It never
 // waits; with none Active it returns ErrMessageNotExist.
 func (q *Queue) Peek(max int, dst []Message) ([]Message, error) {
-	if err := q.b.usable(); err != nil {
+	if err := q.b.readable(); err != nil {
 		return dst, err
 	}
 	if max < 1 || max > MaxBatch {
