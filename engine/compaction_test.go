@@ -3,27 +3,38 @@ package engine
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/smqd/smqd/wal"
 )
 
-// storeUsage returns the bytes held by the log's segments and the live bytes.
+// storeUsage returns the bytes the log holds (memory, or segment files on
+// disk), the live bytes, and the segment size.
 func storeUsage(b *Broker) (held, live, segBytes int64) {
 	for _, s := range b.store.segments(nil) {
-		held += int64(s.end - s.start)
 		live += s.live
 	}
 	if m, ok := b.store.(*memLog); ok {
-		held = m.bytes()
-		segBytes = int64(m.segBytes)
+		return m.bytes(), live, int64(m.segBytes)
 	}
-	return held, live, segBytes
+	for _, s := range b.d.wal.Segments() {
+		held += s.FileBytes
+	}
+	return held, live, b.d.wal.Options().SegmentBytes
 }
 
-// compactAll runs passes until nothing changes.
+// compactAll runs passes (and, in durable mode, checkpoints, which let
+// segments go) until nothing changes.
 func compactAll(t *testing.T, b *Broker) {
 	t.Helper()
 	for i := 0; i < 10; i++ {
+		if b.durable {
+			if err := b.checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		removed, moved, err := b.compactOnce(0)
 		if err != nil {
 			t.Fatal(err)
@@ -56,11 +67,30 @@ func checkBound(t *testing.T, b *Broker, q *Queue, name string) {
 	checkInvariants(t, q)
 }
 
+// compactionBroker opens an in-memory broker, or a durable one when the
+// test name says so, with 64 KiB segments.
 func compactionBroker(t *testing.T) (*Broker, *FakeClock, *Queue) {
-	b, clk := openTest(t, Options{MemSegmentBytes: 64 << 10, Stripes: 2})
+	var b *Broker
+	var clk *FakeClock
+	if strings.HasSuffix(t.Name(), "durable") {
+		clk = NewFakeClock(t0)
+		b = openDurableTest(t, t.TempDir(), clk, func(o *Options) {
+			o.WAL.SegmentBytes = 64 << 10
+			o.WAL.Sync = wal.SyncNone
+		})
+		t.Cleanup(func() { b.Close() })
+	} else {
+		b, clk = openTest(t, Options{MemSegmentBytes: 64 << 10, Stripes: 2})
+	}
 	cfg := DefaultQueueConfig()
 	cfg.VisibilityTimeout = 10 * time.Second
 	return b, clk, mustQueue(t, b, "c", cfg)
+}
+
+// bothModes runs an adversary against an in-memory and a durable broker.
+func bothModes(t *testing.T, f func(t *testing.T)) {
+	t.Run("memory", f)
+	t.Run("durable", f)
 }
 
 func sendN(t *testing.T, q *Queue, n, size int, delay time.Duration) {
@@ -96,62 +126,70 @@ func drain(t *testing.T, q *Queue, n int) {
 }
 
 func TestCompactionSteadyChurnSmallLiveSet(t *testing.T) {
-	b, _, q := compactionBroker(t)
-	sendN(t, q, 20, 1000, 0) // the live set
-	for round := 0; round < 200; round++ {
-		sendN(t, q, 10, 1000, 0)
-		drain(t, q, 10)
-	}
-	checkBound(t, b, q, "churn")
+	bothModes(t, func(t *testing.T) {
+		b, _, q := compactionBroker(t)
+		sendN(t, q, 20, 1000, 0) // the live set
+		for round := 0; round < 200; round++ {
+			sendN(t, q, 10, 1000, 0)
+			drain(t, q, 10)
+		}
+		checkBound(t, b, q, "churn")
+	})
 }
 
 func TestCompactionOneLongDelayedMessagePerSegment(t *testing.T) {
-	b, _, q := compactionBroker(t)
-	for seg := 0; seg < 100; seg++ {
-		sendN(t, q, 1, 1000, MaxDelay) // pins this segment unless relocated
-		sendN(t, q, 60, 1000, 0)
-		drain(t, q, 60)
-	}
-	checkBound(t, b, q, "delayed")
+	bothModes(t, func(t *testing.T) {
+		b, _, q := compactionBroker(t)
+		for seg := 0; seg < 100; seg++ {
+			sendN(t, q, 1, 1000, MaxDelay) // pins this segment unless relocated
+			sendN(t, q, 60, 1000, 0)
+			drain(t, q, 60)
+		}
+		checkBound(t, b, q, "delayed")
+	})
 }
 
 func TestCompactionVisibilityExpiresOverAndOver(t *testing.T) {
-	b, clk, q := compactionBroker(t)
-	sendN(t, q, 30, 1000, 0)
-	for round := 0; round < 100; round++ {
-		if _, err := q.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, nil); err != nil && err != ErrMessageNotExist {
-			t.Fatal(err)
+	bothModes(t, func(t *testing.T) {
+		b, clk, q := compactionBroker(t)
+		sendN(t, q, 30, 1000, 0)
+		for round := 0; round < 100; round++ {
+			if _, err := q.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, nil); err != nil && err != ErrMessageNotExist {
+				t.Fatal(err)
+			}
+			clk.Advance(11 * time.Second)
+			sendN(t, q, 60, 1000, 0)
+			drain(t, q, 60)
 		}
-		clk.Advance(11 * time.Second)
-		sendN(t, q, 60, 1000, 0)
-		drain(t, q, 60)
-	}
-	checkBound(t, b, q, "visibility")
+		checkBound(t, b, q, "visibility")
+	})
 }
 
 func TestCompactionHalfRandomDeletes(t *testing.T) {
-	b, _, q := compactionBroker(t)
-	rnd := rand.New(rand.NewPCG(7, 7))
-	errs := make([]error, MaxBatch)
-	for round := 0; round < 50; round++ {
-		sendN(t, q, 64, 1000, 0)
-		for k := 0; k < 4; k++ {
-			msgs, err := q.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var hs []ReceiptHandle
-			for i := range msgs {
-				if rnd.IntN(2) == 0 {
-					hs = append(hs, msgs[i].Handle)
+	bothModes(t, func(t *testing.T) {
+		b, _, q := compactionBroker(t)
+		rnd := rand.New(rand.NewPCG(7, 7))
+		errs := make([]error, MaxBatch)
+		for round := 0; round < 50; round++ {
+			sendN(t, q, 64, 1000, 0)
+			for k := 0; k < 4; k++ {
+				msgs, err := q.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, nil)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if len(hs) > 0 {
-				if f, err := q.Delete(hs, errs); f != 0 || err != nil {
-					t.Fatal(f, err)
+				var hs []ReceiptHandle
+				for i := range msgs {
+					if rnd.IntN(2) == 0 {
+						hs = append(hs, msgs[i].Handle)
+					}
+				}
+				if len(hs) > 0 {
+					if f, err := q.Delete(hs, errs); f != 0 || err != nil {
+						t.Fatal(f, err)
+					}
 				}
 			}
 		}
-	}
-	checkBound(t, b, q, "random")
+		checkBound(t, b, q, "random")
+	})
 }
