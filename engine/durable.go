@@ -51,9 +51,10 @@ import (
 )
 
 const (
-	metaSecret = "handle-secret"
-	metaBoot   = "boot"
-	bootShift  = 40 // seq = boot<<40 | counter
+	metaSecret  = "handle-secret"
+	metaBoot    = "boot"
+	metaQueueID = "queue-id-hwm" // highest queue id ever created: ids are never reused
+	bootShift   = 40             // seq = boot<<40 | counter
 )
 
 // walStore is the log store of durable mode.
@@ -317,10 +318,17 @@ func (b *Broker) recover() error {
 			b.nextQueueID = id + 1
 		}
 	}
-	for id, fq := range f.queues {
-		if id >= b.nextQueueID && fq.deleted {
+	for id := range f.queues {
+		if id >= b.nextQueueID {
 			b.nextQueueID = id + 1
 		}
+	}
+	hwm, err := d.idx.Meta(metaQueueID)
+	if err != nil {
+		return fmt.Errorf("engine: read index metadata: %w", err)
+	}
+	if len(hwm) == 8 && binary.LittleEndian.Uint64(hwm) >= b.nextQueueID {
+		b.nextQueueID = binary.LittleEndian.Uint64(hwm) + 1
 	}
 
 	// Messages: the index's stream merged with the tail's, in (queue, seq)
@@ -557,6 +565,11 @@ func (b *Broker) checkpoint() error {
 		} else {
 			batch.PutMessage(k.qid, k.seq, m.snap[:])
 		}
+	}
+	if f.maxQueue > 0 {
+		var v [8]byte
+		binary.LittleEndian.PutUint64(v[:], f.maxQueue)
+		batch.PutMeta(metaQueueID, v[:])
 	}
 	batch.SetPosition(to)
 	if err := d.idx.Commit(batch); err != nil {

@@ -34,6 +34,7 @@ type fold struct {
 	queues   map[uint64]*foldQueue
 	msgs     map[msgKey]foldMsg // values, not pointers: no allocation per message
 	bornFrom uint64             // sends at or after this position are surely not in the index
+	maxQueue uint64             // highest queue id created in the window
 	n        int                // records applied
 }
 
@@ -50,7 +51,7 @@ func newFold(bornFrom uint64) *fold {
 func (f *fold) reset(bornFrom uint64) {
 	clear(f.queues)
 	clear(f.msgs)
-	f.bornFrom, f.n = bornFrom, 0
+	f.bornFrom, f.n, f.maxQueue = bornFrom, 0, 0
 }
 
 func (f *fold) queue(id uint64) *foldQueue {
@@ -73,6 +74,7 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 		}
 		fq := f.queue(v.id)
 		fq.val = append(fq.val[:0], payload...)
+		f.maxQueue = max(f.maxQueue, v.id)
 		return nil
 	case recQueueDelete:
 		if len(payload) < 8 {

@@ -30,6 +30,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smqd/smqd/wal"
 )
 
 type mMsg struct {
@@ -46,6 +48,7 @@ type mMsg struct {
 	actAt   int64 // when it last became Active
 	actKind int   // 0: by a timer, 1: by a send
 	actSeq  int64 // send order, for sends in the same millisecond
+	sendSeq int64 // send order, forever
 	handle  ReceiptHandle
 }
 
@@ -161,6 +164,7 @@ type modelRun struct {
 	clk     *FakeClock
 	m       *model
 	stripes int
+	dir     string // durable mode: the data directory ("" in memory)
 	log     []string
 	names   []string
 	buf     []Message
@@ -181,18 +185,49 @@ func (r *modelRun) fail(format string, args ...any) {
 		r.seed, r.stripes, r.seed, fmt.Sprintf(format, args...), strings.Join(r.log[start:], "\n"))
 }
 
-func newModelRun(t testing.TB, seed uint64, stripes int) *modelRun {
+func newModelRun(t testing.TB, seed uint64, stripes int, dir string) *modelRun {
 	clk := NewFakeClock(t0)
-	b, err := Open(Options{Clock: clk, Stripes: stripes, MemSegmentBytes: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	r := &modelRun{t: t, clk: clk, stripes: stripes, dir: dir}
+	r.b = r.open()
+	t.Cleanup(func() { r.b.Close() })
 	return &modelRun{
 		t: t, seed: seed, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		b: b, clk: clk, stripes: stripes,
+		b: r.b, clk: clk, stripes: stripes, dir: dir,
 		m:     &model{now: t0.UnixMilli(), queues: map[string]*mQueue{}, oldInc: map[string]int{}},
 		names: []string{"qa", "qb", "qc"},
+	}
+}
+
+// open opens the broker under test: in memory, or durable in r.dir (sync
+// mode none: the model checks logic; the crash tests check durability).
+func (r *modelRun) open() *Broker {
+	o := Options{Clock: r.clk, Stripes: r.stripes, MemSegmentBytes: 64 << 10, Dir: r.dir}
+	o.WAL.SegmentBytes = 64 << 10
+	o.WAL.BufferBytes = 1 << 20
+	o.WAL.Sync = wal.SyncNone
+	o.CheckpointBytes = 256 << 10
+	b, err := Open(o)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return b
+}
+
+// restart closes the broker and opens it again on the same directory. The
+// state must survive exactly; Active messages come back in send order.
+func (r *modelRun) restart() {
+	r.logf("restart")
+	if err := r.b.Close(); err != nil {
+		r.fail("close: %v", err)
+	}
+	r.b = r.open()
+	r.t.Cleanup(func() { r.b.Close() })
+	for _, q := range r.m.queues {
+		for _, g := range q.msgs {
+			if g.state == Active {
+				g.actAt, g.actKind, g.actSeq = r.m.now, 1, g.sendSeq
+			}
+		}
 	}
 }
 
@@ -280,6 +315,8 @@ func (r *modelRun) step() {
 		r.setAttrs(name, mq)
 	case k < 97+1 && r.rnd.IntN(2) == 0:
 		r.deleteQueue(q, name, mq)
+	case k < 98 && r.dir != "" && r.rnd.IntN(3) == 0:
+		r.restart()
 	case k < 98:
 		removed, moved, err := r.b.compactOnce(0)
 		r.logf("compact -> removed %d relocated %d %v", removed, moved, err)
@@ -377,7 +414,7 @@ func (r *modelRun) send(q *Queue, mq *mQueue) {
 		}
 		r.m.sendSeq++
 		g := &mMsg{id: res[i].ID, body: e.Body, md5: res[i].MD5, prio: prio, enq: r.m.now,
-			expAt: r.m.now + mq.cfg.Retention.Milliseconds(), actSeq: r.m.sendSeq}
+			expAt: r.m.now + mq.cfg.Retention.Milliseconds(), actSeq: r.m.sendSeq, sendSeq: r.m.sendSeq}
 		if delay > 0 {
 			g.state, g.visAt = Delayed, r.m.now+delay
 			if g.visAt >= g.expAt { // expires before it ever becomes visible
@@ -716,8 +753,8 @@ func (r *modelRun) deleteQueue(q *Queue, name string, mq *mQueue) {
 	}
 }
 
-func runModel(t *testing.T, seed uint64, stripes, ops int) {
-	r := newModelRun(t, seed, stripes)
+func runModel(t *testing.T, seed uint64, stripes, ops int, dir string) {
+	r := newModelRun(t, seed, stripes, dir)
 	for i := 0; i < ops; i++ {
 		r.step()
 	}
@@ -746,7 +783,31 @@ func TestModel(t *testing.T) {
 		for _, stripes := range []int{1, 4} {
 			t.Run(fmt.Sprintf("seed=%d/stripes=%d", seed, stripes), func(t *testing.T) {
 				t.Parallel()
-				runModel(t, seed, stripes, ops/2)
+				runModel(t, seed, stripes, ops/2, "")
+			})
+		}
+	}
+}
+
+// TestModelDurable runs the model against a durable broker, with clean
+// restarts among the operations: everything must survive a restart exactly
+// (a receipt handle issued before it included).
+func TestModelDurable(t *testing.T) {
+	seeds, ops := []uint64{101, 102}, 20_000
+	if modelLong {
+		seeds, ops = []uint64{111, 112, 113, 114}, 200_000
+	}
+	if s := os.Getenv("SMQD_MODEL_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds = []uint64{v}
+	}
+	for _, seed := range seeds {
+		for _, stripes := range []int{1, 4} {
+			t.Run(fmt.Sprintf("seed=%d/stripes=%d", seed, stripes), func(t *testing.T) {
+				runModel(t, seed, stripes, ops/2, t.TempDir())
 			})
 		}
 	}
