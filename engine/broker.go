@@ -45,6 +45,7 @@ type Broker struct {
 	d           *durableState // nil in memory mode
 	cpPos       atomic.Uint64 // durable: the index's checkpoint position
 	checkpoints atomic.Int64  // durable: checkpoints written since start
+	replayWaits atomic.Int64  // durable: sends held back for the checkpointer
 
 	unreadable atomic.Int64 // bodies that could not be read back (corruption)
 	longPolls  atomic.Int64
@@ -337,6 +338,7 @@ type StorageStats struct {
 	LogBytes     int64  // bytes the log's segments span
 	LiveBytes    int64  // bytes of records holding live bodies
 	Checkpoints  int64  // checkpoints written since start (durable)
+	ReplayWaits  int64  // sends that waited for the checkpointer (durable)
 	CheckpointAt uint64 // the index's checkpoint position (durable)
 	LogEnd       uint64 // the log's end position
 	IndexBytes   int64  // bytes of the index directory (durable)
@@ -376,6 +378,7 @@ func (b *Broker) storageStats() StorageStats {
 	if b.durable {
 		st.Durable = true
 		st.Checkpoints = b.checkpoints.Load()
+		st.ReplayWaits = b.replayWaits.Load()
 		st.CheckpointAt = b.cpPos.Load()
 		st.IndexBytes = b.d.idx.DiskBytes()
 		st.WAL = b.d.wal.Stats()

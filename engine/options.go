@@ -38,6 +38,10 @@ type Options struct {
 	// since the last one; default 64 MiB. It bounds the log replayed at
 	// start-up.
 	CheckpointBytes int64
+	// MaxReplayBytes bounds the log beyond the last checkpoint: when
+	// producers outrun the checkpointer, sends wait for it. It bounds what a
+	// restart replays, and so the restart time; default 256 MiB.
+	MaxReplayBytes int64
 
 	// Clock is the time source; nil means SystemClock().
 	Clock Clock
@@ -70,6 +74,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.CheckpointBytes <= 0 {
 		c.CheckpointBytes = 64 << 20
+	}
+	if c.MaxReplayBytes <= 0 {
+		c.MaxReplayBytes = 4 * c.CheckpointBytes
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock()

@@ -183,7 +183,13 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 
 	// Phase 2: append the bodies and wait for the sync mode's acknowledgement.
 	recs := sb.recs[:n]
-	err := q.b.store.append(recs)
+	var err error
+	if durable {
+		err = q.b.waitReplayRoom()
+	}
+	if err == nil {
+		err = q.b.store.append(recs)
+	}
 	if err == nil {
 		err = q.b.store.waitDurable(recs[n-1].pos)
 		if err != nil {
