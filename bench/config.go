@@ -1,0 +1,206 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Workload names a load shape.
+type Workload string
+
+// Workloads.
+const (
+	// Cycle runs producers and consumers together; consumers long-poll,
+	// receive and delete. Measured for Duration after Warmup.
+	Cycle Workload = "cycle"
+	// Produce runs producers only.
+	Produce Workload = "produce"
+	// Consume runs consumers only, on what the queues hold (after an
+	// optional preload of Messages).
+	Consume Workload = "consume"
+	// Backlog preloads Messages, then drains them; optionally kills and
+	// restarts the daemon half way (RestartCheck).
+	Backlog Workload = "backlog"
+)
+
+// Weight is one entry of a mix: a value and its relative weight.
+type Weight struct {
+	Value  int
+	Weight int
+}
+
+// ParseMix parses "v:w,v:w,..." (e.g. "1:10,8:80,16:10"). An empty string
+// is an empty mix.
+func ParseMix(s string) ([]Weight, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []Weight
+	for _, part := range strings.Split(s, ",") {
+		v, w, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok {
+			w = "1"
+		}
+		vi, err1 := strconv.Atoi(strings.TrimSpace(v))
+		wi, err2 := strconv.Atoi(strings.TrimSpace(w))
+		if err1 != nil || err2 != nil || wi < 0 || vi < 0 {
+			return nil, fmt.Errorf("bad mix entry %q (want value:weight)", part)
+		}
+		out = append(out, Weight{vi, wi})
+	}
+	return out, nil
+}
+
+// Config describes one run. Zero fields take the defaults of withDefaults.
+type Config struct {
+	Workload  Workload
+	Label     string // free text copied into the result (e.g. "b16-always")
+	Sync      string // the target's durability class, for the report
+	Producers int
+	Consumers int
+	BodyBytes int // message body size, at least 16 (the send stamp)
+	// Batch sizes 1..16. A consumer deletes DeleteBatch handles at a time
+	// (what is left when a receive comes back empty is deleted at once).
+	SendBatch, RecvBatch, DeleteBatch int
+	Queues      int
+	QueuePrefix string // queue names are prefix-0, prefix-1, ...
+	KeepQueues  bool   // do not delete and recreate the queues
+	PriorityMix []Weight
+	DelayMix    []Weight // seconds
+	// Rate is the open-loop arrival rate in messages per second over all
+	// producers (0: closed loop, as fast as each producer can). Latency is
+	// measured from each batch's scheduled time.
+	Rate     float64
+	Warmup   time.Duration
+	Duration time.Duration
+	// Messages caps the messages sent (cycle, produce) or preloaded
+	// (consume, backlog); 0 means no cap for cycle and produce.
+	Messages int64
+	// Wait is the long-poll wait of a receive; default 1 s.
+	Wait time.Duration
+	// MaxTime bounds each phase of backlog and consume (preload, drain);
+	// default 10 minutes.
+	MaxTime time.Duration
+	// BacklogTolerance is how much the backlog may grow over a cycle's
+	// window before the run is flagged; 0 means max(1 % of the messages
+	// sent in the window, what the workers can hold in flight).
+	BacklogTolerance int64
+	Seed             uint64
+	// Progress, if set, is called every ProgressInterval (default 1 s) from
+	// a separate goroutine.
+	Progress         func(Progress)
+	ProgressInterval time.Duration
+	// Daemon is the spawned server process, if any: its resident memory is
+	// read after a backlog preload, and RestartCheck kills and restarts it.
+	Daemon Process
+	// RestartCheck (backlog): after draining RestartAfter of the preload,
+	// kill -9 the daemon, restart it, time the first successful receive and
+	// count the messages it recovered.
+	RestartCheck bool
+	RestartAfter float64 // default 0.5
+}
+
+// Process is a server process the bench started.
+type Process interface {
+	PID() int
+	Kill() error  // SIGKILL and reap
+	Start() error // start again with the same arguments (not waiting for readiness)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Workload == "" {
+		c.Workload = Cycle
+	}
+	if c.Producers <= 0 && c.Workload != Consume {
+		c.Producers = 8
+	}
+	if c.Consumers <= 0 && c.Workload != Produce {
+		c.Consumers = 8
+	}
+	if c.BodyBytes <= 0 {
+		c.BodyBytes = 1024
+	}
+	if c.SendBatch <= 0 {
+		c.SendBatch = 1
+	}
+	if c.RecvBatch <= 0 {
+		c.RecvBatch = c.SendBatch
+	}
+	if c.DeleteBatch <= 0 {
+		c.DeleteBatch = c.RecvBatch
+	}
+	if c.Queues <= 0 {
+		c.Queues = 1
+	}
+	if c.QueuePrefix == "" {
+		c.QueuePrefix = "bench"
+	}
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Warmup < 0 {
+		c.Warmup = 0
+	}
+	if c.Wait <= 0 {
+		c.Wait = time.Second
+	}
+	if c.MaxTime <= 0 {
+		c.MaxTime = 10 * time.Minute
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = time.Second
+	}
+	if c.RestartAfter <= 0 || c.RestartAfter >= 1 {
+		c.RestartAfter = 0.5
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	return c
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch c.Workload {
+	case Cycle, Produce, Consume, Backlog:
+	default:
+		return fmt.Errorf("unknown workload %q (cycle, produce, consume, backlog)", c.Workload)
+	}
+	for _, b := range []int{c.SendBatch, c.RecvBatch, c.DeleteBatch} {
+		if b < 1 || b > 16 {
+			return errors.New("batch sizes must be 1..16")
+		}
+	}
+	if c.Workload == Backlog && c.Messages <= 0 {
+		return errors.New("backlog needs --messages")
+	}
+	if c.Workload == Backlog && (c.Producers <= 0 || c.Consumers <= 0) {
+		return errors.New("backlog needs producers and consumers")
+	}
+	if c.RestartCheck && (c.Workload != Backlog || c.Daemon == nil) {
+		return errors.New("the restart check needs the backlog workload and a spawned daemon (--spawn)")
+	}
+	if c.Wait > 30*time.Second {
+		return errors.New("wait must be at most 30 s")
+	}
+	for _, w := range c.PriorityMix {
+		if w.Value < 1 || w.Value > 16 {
+			return errors.New("priorities must be 1..16")
+		}
+	}
+	return nil
+}
+
+// Progress is a live snapshot for a progress line.
+type Progress struct {
+	Phase       string // "warmup", "measure", "preload", "drain", "restart"
+	Elapsed     time.Duration
+	SentPerS    float64 // over the last interval
+	DeletedPerS float64
+	Errors      int64 // so far
+	SendP99     time.Duration
+	E2EP99      time.Duration // over the measured window so far
+}

@@ -1,0 +1,209 @@
+package bench
+
+// Aggregation of JSON result lines: runs are grouped by label and target,
+// each figure is reduced to its median and spread (min..max), and smqd's
+// median is divided by the best peer's median of the same label (peers are
+// beanstalkd, redis and nats; "best" is the highest rate or the lowest
+// latency).
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// ReadResults reads JSON result lines (other lines are skipped).
+func ReadResults(r io.Reader) ([]Result, error) {
+	var out []Result
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var res Result
+		if err := json.Unmarshal([]byte(line), &res); err != nil {
+			return out, fmt.Errorf("bad result line %q: %w", line, err)
+		}
+		out = append(out, res)
+	}
+	return out, sc.Err()
+}
+
+// Figure is a median and spread over repeated runs.
+type Figure struct {
+	N                int
+	Median, Min, Max float64
+}
+
+func figureOf(xs []float64) Figure {
+	if len(xs) == 0 {
+		return Figure{}
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return Figure{N: len(s), Median: m, Min: s[0], Max: s[len(s)-1]}
+}
+
+func (f Figure) String() string {
+	if f.N == 0 {
+		return "-"
+	}
+	if f.N == 1 {
+		return num(f.Median)
+	}
+	return fmt.Sprintf("%s (%s..%s)", num(f.Median), num(f.Min), num(f.Max))
+}
+
+func num(x float64) string {
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
+	default:
+		return fmt.Sprintf("%.2f", x)
+	}
+}
+
+// metric is one figure a report shows.
+type metric struct {
+	name        string
+	higherWins  bool
+	get         func(*Result) float64
+	appliesToWL func(string) bool
+}
+
+var reportMetrics = []metric{
+	{"deleted/s", true, func(r *Result) float64 { return r.DeletedPerS }, is("cycle", "consume")},
+	{"sent/s", true, func(r *Result) float64 { return r.SentPerS }, is("cycle", "produce")},
+	{"send p50 µs", false, func(r *Result) float64 { return r.Send.P50Us }, is("cycle", "produce")},
+	{"send p99 µs", false, func(r *Result) float64 { return r.Send.P99Us }, is("cycle", "produce")},
+	{"e2e p50 µs", false, func(r *Result) float64 { return r.E2E.P50Us }, is("cycle")},
+	{"e2e p99 µs", false, func(r *Result) float64 { return r.E2E.P99Us }, is("cycle")},
+	{"preload/s", true, func(r *Result) float64 { return r.PreloadPerS }, is("backlog", "consume")},
+	{"drain/s", true, func(r *Result) float64 { return r.DrainPerS }, is("backlog")},
+	{"RSS MiB", false, func(r *Result) float64 { return float64(r.RSSBytes) / (1 << 20) }, is("backlog")},
+	{"restart ms", false, func(r *Result) float64 { return r.RestartMs }, is("backlog")},
+}
+
+func is(ws ...string) func(string) bool {
+	return func(w string) bool {
+		for _, x := range ws {
+			if x == w {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+var peerTargets = map[string]bool{"beanstalkd": true, "redis": true, "nats": true}
+
+// WriteReport writes, per label, every target's figures (median and
+// spread) and the ratio of baseline (normally "smqd") to the best peer.
+func WriteReport(w io.Writer, results []Result, baseline string) error {
+	type key struct{ label, target string }
+	groups := map[key][]*Result{}
+	var labels []string
+	seen := map[string]bool{}
+	for i := range results {
+		r := &results[i]
+		k := key{r.Label, r.Target}
+		groups[k] = append(groups[k], r)
+		if !seen[r.Label] {
+			seen[r.Label] = true
+			labels = append(labels, r.Label)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, label := range labels {
+		var targets []string
+		for k := range groups {
+			if k.label == label {
+				targets = append(targets, k.target)
+			}
+		}
+		sort.Slice(targets, func(i, j int) bool {
+			return targetOrder(targets[i]) < targetOrder(targets[j]) || targetOrder(targets[i]) == targetOrder(targets[j]) && targets[i] < targets[j]
+		})
+		first := groups[key{label, targets[0]}][0]
+		fmt.Fprintf(tw, "== %s: %s, %dP/%dC, body %d B, batch %d/%d/%d, rate %s, sync %s\n", orDash(label), first.Workload,
+			first.Producers, first.Consumers, first.BodyBytes, first.SendBatch, first.RecvBatch, first.DeleteBatch, rateText(first.TargetRate), orDash(first.Sync))
+		var ms []metric
+		for _, m := range reportMetrics {
+			if m.appliesToWL(first.Workload) {
+				ms = append(ms, m)
+			}
+		}
+		fmt.Fprint(tw, "target\truns")
+		for _, m := range ms {
+			fmt.Fprintf(tw, "\t%s", m.name)
+		}
+		fmt.Fprint(tw, "\tgrew\terr%\n")
+		figs := map[string][]Figure{}
+		for _, t := range targets {
+			rs := groups[key{label, t}]
+			fmt.Fprintf(tw, "%s\t%d", t, len(rs))
+			for _, m := range ms {
+				xs := make([]float64, len(rs))
+				for i, r := range rs {
+					xs[i] = m.get(r)
+				}
+				f := figureOf(xs)
+				figs[t] = append(figs[t], f)
+				fmt.Fprintf(tw, "\t%s", f)
+			}
+			grew, errs := 0, 0.0
+			for _, r := range rs {
+				if r.BacklogGrew {
+					grew++
+				}
+				errs = math.Max(errs, r.ErrorPct)
+			}
+			fmt.Fprintf(tw, "\t%d\t%.2f\n", grew, errs)
+		}
+		if bf, ok := figs[baseline]; ok {
+			fmt.Fprintf(tw, "%s / best peer\t", baseline)
+			for i, m := range ms {
+				best, bestT := math.NaN(), ""
+				for t, f := range figs {
+					if !peerTargets[t] || f[i].N == 0 || f[i].Median == 0 {
+						continue
+					}
+					if math.IsNaN(best) || (m.higherWins && f[i].Median > best) || (!m.higherWins && f[i].Median < best) {
+						best, bestT = f[i].Median, t
+					}
+				}
+				if math.IsNaN(best) || bf[i].N == 0 {
+					fmt.Fprint(tw, "\t-")
+					continue
+				}
+				fmt.Fprintf(tw, "\t%.2fx (%s)", bf[i].Median/best, bestT)
+			}
+			fmt.Fprint(tw, "\t\t\n")
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func targetOrder(t string) int {
+	switch t {
+	case "smqd":
+		return 0
+	case "inproc":
+		return 1
+	}
+	return 2
+}

@@ -1,0 +1,241 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Result is the outcome of one run. Its JSON field names are stable: runs
+// are diffed and aggregated by them (one JSON line per run).
+type Result struct {
+	Time        string  `json:"time"` // RFC 3339, start of the run
+	Label       string  `json:"label,omitempty"`
+	Target      string  `json:"target"`
+	Workload    string  `json:"workload"`
+	Sync        string  `json:"sync,omitempty"`
+	Producers   int     `json:"producers"`
+	Consumers   int     `json:"consumers"`
+	BodyBytes   int     `json:"body_bytes"`
+	SendBatch   int     `json:"send_batch"`
+	RecvBatch   int     `json:"recv_batch"`
+	DeleteBatch int     `json:"delete_batch"`
+	Queues      int     `json:"queues"`
+	TargetRate  float64 `json:"target_rate"` // open-loop msgs/s; 0 closed loop
+	WarmupS     float64 `json:"warmup_s"`
+	WindowS     float64 `json:"window_s"`
+
+	// Counts inside the measured window (cycle, produce, consume).
+	Sent          int64   `json:"sent"`
+	Received      int64   `json:"received"`
+	Deleted       int64   `json:"deleted"`
+	Requests      int64   `json:"requests"`
+	Errors        int64   `json:"errors"`
+	EmptyReceives int64   `json:"empty_receives"`
+	SentPerS      float64 `json:"sent_per_s"`
+	ReceivedPerS  float64 `json:"received_per_s"`
+	DeletedPerS   float64 `json:"deleted_per_s"` // the cycle's throughput: messages fully processed
+	MBPerS        float64 `json:"mb_per_s"`      // body bytes deleted (sent for produce) per second
+	ErrorPct      float64 `json:"error_pct"`
+	ErrorSample   string  `json:"error_sample,omitempty"`
+
+	// Backlog (Active+Inactive+Delayed, all queues) at the start and end of
+	// the window (cycle); BacklogGrew flags growth beyond BacklogTolerance.
+	BacklogStart     int64 `json:"backlog_start"`
+	BacklogEnd       int64 `json:"backlog_end"`
+	BacklogGrowth    int64 `json:"backlog_growth"`
+	SentMinusDeleted int64 `json:"sent_minus_deleted"`
+	BacklogTolerance int64 `json:"backlog_tolerance"`
+	BacklogGrew      bool  `json:"backlog_grew"`
+
+	// Latencies: Send per request (from the scheduled time in open loop),
+	// Receive per non-empty receive request, Delete per request, E2E per
+	// message from its send (scheduled) time to its receive.
+	Send    Summary `json:"send"`
+	Receive Summary `json:"receive"`
+	Delete  Summary `json:"delete"`
+	E2E     Summary `json:"e2e"`
+
+	// Backlog workload.
+	Preloaded            int64   `json:"preloaded,omitempty"`
+	PreloadS             float64 `json:"preload_s,omitempty"`
+	PreloadPerS          float64 `json:"preload_per_s,omitempty"`
+	Drained              int64   `json:"drained,omitempty"`
+	DrainS               float64 `json:"drain_s,omitempty"`
+	DrainPerS            float64 `json:"drain_per_s,omitempty"`
+	RSSBytes             int64   `json:"rss_bytes,omitempty"` // VmRSS after preload
+	RSSOf                string  `json:"rss_of,omitempty"`
+	RestartMs            float64 `json:"restart_ms,omitempty"` // kill -9 to first successful receive
+	ExpectedAfterRestart int64   `json:"expected_after_restart,omitempty"`
+	CountAfterRestart    int64   `json:"count_after_restart,omitempty"`
+	RestartCountOK       bool    `json:"restart_count_ok,omitempty"`
+	RSSAfterRestartBytes int64   `json:"rss_after_restart_bytes,omitempty"`
+}
+
+func (r *runner) newResult() *Result {
+	c := &r.cfg
+	return &Result{
+		Time: time.Now().UTC().Format(time.RFC3339), Label: c.Label, Target: r.t.Name(),
+		Workload: string(c.Workload), Sync: c.Sync, Producers: c.Producers, Consumers: c.Consumers,
+		BodyBytes: c.BodyBytes, SendBatch: c.SendBatch, RecvBatch: c.RecvBatch, DeleteBatch: c.DeleteBatch,
+		Queues: c.Queues, TargetRate: c.Rate, WarmupS: c.Warmup.Seconds(),
+	}
+}
+
+// finish merges the workers' histograms and counters into res.
+func (r *runner) finish(res *Result) {
+	var hs, hr, hd, he Histogram
+	for _, w := range r.all() {
+		hs.Merge(&w.hSend)
+		hr.Merge(&w.hRecv)
+		hd.Merge(&w.hDel)
+		he.Merge(&w.hE2E)
+		res.Sent += w.wSent
+		res.Received += w.wRecv
+		res.Deleted += w.wDel
+		res.Requests += w.wReq
+		res.Errors += w.wErr
+		res.EmptyReceives += w.wEmpty
+	}
+	res.Send, res.Receive, res.Delete, res.E2E = hs.Summary(), hr.Summary(), hd.Summary(), he.Summary()
+	res.ErrorSample = r.errSample()
+	if res.ErrorSample == "none" {
+		res.ErrorSample = ""
+	}
+	if res.Requests+res.Errors > 0 {
+		res.ErrorPct = round2(100 * float64(res.Errors) / float64(res.Requests+res.Errors))
+	}
+	if res.WindowS > 0 {
+		res.SentPerS = round1(float64(res.Sent) / res.WindowS)
+		res.ReceivedPerS = round1(float64(res.Received) / res.WindowS)
+		res.DeletedPerS = round1(float64(res.Deleted) / res.WindowS)
+		moved := res.Deleted
+		if r.cfg.Workload == Produce {
+			moved = res.Sent
+		}
+		res.MBPerS = round2(float64(moved) * float64(res.BodyBytes) / res.WindowS / 1e6)
+	}
+	if r.cfg.Workload == Cycle {
+		res.BacklogGrowth = res.BacklogEnd - res.BacklogStart
+		res.SentMinusDeleted = res.Sent - res.Deleted
+		tol := r.cfg.BacklogTolerance
+		if tol <= 0 {
+			inflight := int64(r.cfg.Producers*r.cfg.SendBatch + 2*r.cfg.Consumers*r.cfg.RecvBatch)
+			tol = max(res.Sent/100, inflight)
+		}
+		res.BacklogTolerance = tol
+		res.BacklogGrew = res.BacklogGrowth > tol
+	}
+	res.PreloadS, res.PreloadPerS = round3(res.PreloadS), round1(res.PreloadPerS)
+	res.DrainS, res.DrainPerS = round3(res.DrainS), round1(res.DrainPerS)
+}
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// WriteJSON writes res as one JSON line.
+func (res *Result) WriteJSON(w io.Writer) error {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// WriteTable writes res as a human-readable table.
+func (res *Result) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	p := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	p("target", res.Target+"  sync="+orDash(res.Sync)+"  workload="+res.Workload+labelSuffix(res.Label))
+	p("shape", fmt.Sprintf("%dP/%dC  body %d B  batch send/recv/delete %d/%d/%d  queues %d  rate %s",
+		res.Producers, res.Consumers, res.BodyBytes, res.SendBatch, res.RecvBatch, res.DeleteBatch, res.Queues, rateText(res.TargetRate)))
+	if res.WindowS > 0 {
+		p("window", fmt.Sprintf("%.1f s after %.1f s warm-up", res.WindowS, res.WarmupS))
+		p("throughput", fmt.Sprintf("sent %.0f/s  received %.0f/s  deleted %.0f/s  (%.2f MB/s)", res.SentPerS, res.ReceivedPerS, res.DeletedPerS, res.MBPerS))
+		p("counts", fmt.Sprintf("sent %d  received %d  deleted %d  requests %d  empty receives %d", res.Sent, res.Received, res.Deleted, res.Requests, res.EmptyReceives))
+	}
+	p("errors", fmt.Sprintf("%d (%.2f%%) %s", res.Errors, res.ErrorPct, res.ErrorSample))
+	if res.Workload == string(Cycle) {
+		flag := "ok"
+		if res.BacklogGrew {
+			flag = "GREW (throughput not sustainable)"
+		}
+		p("backlog", fmt.Sprintf("%d -> %d (growth %d, tolerance %d): %s", res.BacklogStart, res.BacklogEnd, res.BacklogGrowth, res.BacklogTolerance, flag))
+	}
+	fmt.Fprintf(tw, "latency (µs)\tcount\tp50\tp90\tp99\tp99.9\tmax\n")
+	for _, l := range []struct {
+		n string
+		s Summary
+	}{{"send", res.Send}, {"receive", res.Receive}, {"delete", res.Delete}, {"end-to-end", res.E2E}} {
+		if l.s.Count == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\n", l.n, l.s.Count, l.s.P50Us, l.s.P90Us, l.s.P99Us, l.s.P999Us, l.s.MaxUs)
+	}
+	if res.Preloaded > 0 {
+		p("preload", fmt.Sprintf("%d msgs in %.2f s = %.0f msgs/s", res.Preloaded, res.PreloadS, res.PreloadPerS))
+		p("drain", fmt.Sprintf("%d msgs in %.2f s = %.0f msgs/s", res.Drained, res.DrainS, res.DrainPerS))
+		if res.RSSBytes > 0 {
+			p("rss after preload", fmt.Sprintf("%.1f MiB (%s)", float64(res.RSSBytes)/(1<<20), res.RSSOf))
+		}
+	}
+	if res.RestartMs > 0 {
+		ok := "ok"
+		if !res.RestartCountOK {
+			ok = "MISMATCH"
+		}
+		p("restart", fmt.Sprintf("kill -9 to first receive %.1f ms; counted %d, expected %d: %s", res.RestartMs, res.CountAfterRestart, res.ExpectedAfterRestart, ok))
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func labelSuffix(l string) string {
+	if l == "" {
+		return ""
+	}
+	return "  label=" + l
+}
+
+func rateText(r float64) string {
+	if r <= 0 {
+		return "closed loop"
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64) + " msgs/s (open loop)"
+}
+
+// ReadRSS returns VmRSS in bytes of process pid (0: this process).
+func ReadRSS(pid int) (int64, error) {
+	path := "/proc/self/status"
+	if pid > 0 {
+		path = "/proc/" + strconv.Itoa(pid) + "/status"
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) >= 1 {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				return kb * 1024, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in %s", path)
+}

@@ -1,0 +1,412 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Run executes one workload against t and returns its result. The caller
+// owns t (Run neither prepares other state nor closes it). Every loop is
+// bounded by cfg's durations, its message cap and ctx.
+func Run(ctx context.Context, t Target, cfg Config) (*Result, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &runner{t: t, cfg: cfg}
+	names := make([]string, cfg.Queues)
+	for i := range names {
+		names[i] = cfg.QueuePrefix + "-" + strconv.Itoa(i)
+	}
+	if err := t.Prepare(ctx, names, !cfg.KeepQueues); err != nil {
+		return nil, fmt.Errorf("prepare %s: %w", t.Name(), err)
+	}
+	res := r.newResult()
+	if err := r.makeWorkers(ctx); err != nil {
+		return nil, err
+	}
+	defer r.closeWorkers()
+	var err error
+	switch cfg.Workload {
+	case Cycle, Produce:
+		err = r.timed(ctx, res, cfg.Workload == Cycle || cfg.Workload == Consume, true)
+	case Consume:
+		if cfg.Messages > 0 {
+			if err = r.preload(ctx, res); err != nil {
+				break
+			}
+		}
+		err = r.timed(ctx, res, true, false)
+	case Backlog:
+		err = r.backlog(ctx, res)
+	}
+	r.finish(res)
+	return res, err
+}
+
+type runner struct {
+	t         Target
+	cfg       Config
+	producers []*worker
+	consumers []*worker
+	phase     atomic.Pointer[string]
+	phaseAt   time.Time
+}
+
+func (r *runner) makeWorkers(ctx context.Context) error {
+	id := 0
+	mk := func(n int) ([]*worker, error) {
+		var ws []*worker
+		for i := 0; i < n; i++ {
+			c, err := r.t.NewClient(ctx)
+			if err != nil {
+				return ws, fmt.Errorf("client for %s: %w", r.t.Name(), err)
+			}
+			ws = append(ws, newWorker(id, c, &r.cfg))
+			id++
+		}
+		return ws, nil
+	}
+	var err error
+	if r.producers, err = mk(r.cfg.Producers); err != nil {
+		return err
+	}
+	r.consumers, err = mk(r.cfg.Consumers)
+	return err
+}
+
+func (r *runner) closeWorkers() {
+	for _, w := range r.all() {
+		w.c.Close()
+	}
+}
+
+func (r *runner) all() []*worker {
+	return append(append([]*worker(nil), r.producers...), r.consumers...)
+}
+
+// queuesOf returns the queues worker i of n uses: i%Q, then every n-th.
+func (r *runner) queuesOf(i, n int) []int {
+	var qs []int
+	for q := i % r.cfg.Queues; q < r.cfg.Queues; q += n {
+		qs = append(qs, q)
+	}
+	if n < r.cfg.Queues {
+		return qs
+	}
+	return []int{i % r.cfg.Queues}
+}
+
+func (r *runner) setPhase(p string) {
+	r.phase.Store(&p)
+}
+
+// progress reports every interval until ctx ends.
+func (r *runner) progress(ctx context.Context, start time.Time) {
+	if r.cfg.Progress == nil {
+		return
+	}
+	tk := time.NewTicker(r.cfg.ProgressInterval)
+	defer tk.Stop()
+	var lastSent, lastDel int64
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tk.C:
+			var sent, del, errs int64
+			var hs, he Histogram
+			for _, w := range r.all() {
+				sent += w.sent.Load()
+				del += w.deleted.Load()
+				errs += w.errs.Load()
+				hs.Merge(&w.hSend)
+				he.Merge(&w.hE2E)
+			}
+			dt := now.Sub(last).Seconds()
+			p := Progress{
+				Phase: *r.phase.Load(), Elapsed: now.Sub(start),
+				SentPerS: float64(sent-lastSent) / dt, DeletedPerS: float64(del-lastDel) / dt,
+				Errors: errs, SendP99: time.Duration(hs.Quantile(0.99)), E2EP99: time.Duration(he.Quantile(0.99)),
+			}
+			lastSent, lastDel, last = sent, del, now
+			r.cfg.Progress(p)
+		}
+	}
+}
+
+// backlogNow sums Backlog over all queues.
+func (r *runner) backlogNow(ctx context.Context) (int64, error) {
+	var sum int64
+	for i := 0; i < r.cfg.Queues; i++ {
+		n, err := r.t.Backlog(ctx, i)
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// timed runs producers (if produce) and consumers (if consume) for warmup
+// plus duration and measures the window after the warmup.
+func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) error {
+	cfg := &r.cfg
+	start := time.Now()
+	warmEnd := start.Add(cfg.Warmup)
+	end := warmEnd.Add(cfg.Duration)
+	win := window{warmEnd.UnixNano(), end.UnixNano()}
+	r.setPhase("warmup")
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var pwg sync.WaitGroup
+	pwg.Add(1)
+	go func() { defer pwg.Done(); r.progress(pctx, start) }()
+
+	var q *quota
+	if cfg.Messages > 0 && produce {
+		q = &quota{}
+		q.left.Store(cfg.Messages)
+	}
+	var wg sync.WaitGroup
+	if produce {
+		perRate := 0.0
+		if cfg.Rate > 0 {
+			perRate = cfg.Rate / float64(len(r.producers))
+		}
+		for i, w := range r.producers {
+			wg.Add(1)
+			go func(i int, w *worker) {
+				defer wg.Done()
+				// Stagger open-loop producers evenly over one interval.
+				s := start.UnixNano()
+				if perRate > 0 {
+					s += int64(float64(i) / float64(len(r.producers)) * float64(cfg.SendBatch) / perRate * 1e9)
+				}
+				w.produce(ctx, cfg, q, s, win.to, perRate, win, r.queuesOf(i, len(r.producers)))
+			}(i, w)
+		}
+	}
+	stop := &consumeStop{at: win.to, deleted: new(atomic.Int64)}
+	if consume {
+		for i, w := range r.consumers {
+			wg.Add(1)
+			go func(i int, w *worker) {
+				defer wg.Done()
+				w.consume(ctx, cfg, stop, win, r.queuesOf(i, len(r.consumers)))
+			}(i, w)
+		}
+	}
+	// Backlog at the start and the end of the window.
+	var berr error
+	if produce && consume {
+		sleepCtx(ctx, time.Until(warmEnd))
+		r.setPhase("measure")
+		res.BacklogStart, berr = r.backlogNow(ctx)
+		sleepCtx(ctx, time.Until(end))
+		if b, err := r.backlogNow(ctx); err == nil {
+			res.BacklogEnd = b
+		} else if berr == nil {
+			berr = err
+		}
+	} else {
+		sleepCtx(ctx, time.Until(warmEnd))
+		r.setPhase("measure")
+	}
+	wg.Wait()
+	cancel()
+	pwg.Wait()
+	res.WindowS = cfg.Duration.Seconds()
+	if berr != nil {
+		return fmt.Errorf("backlog counts: %w", berr)
+	}
+	return ctx.Err()
+}
+
+// preload sends cfg.Messages with the producers as fast as they go.
+func (r *runner) preload(ctx context.Context, res *Result) error {
+	cfg := &r.cfg
+	r.setPhase("preload")
+	start := time.Now()
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var pwg sync.WaitGroup
+	pwg.Add(1)
+	go func() { defer pwg.Done(); r.progress(pctx, start) }()
+	q := &quota{}
+	q.left.Store(cfg.Messages)
+	stopAt := start.Add(cfg.MaxTime).UnixNano()
+	// The whole preload is the window of the send histogram.
+	win := window{start.UnixNano(), math.MaxInt64}
+	var wg sync.WaitGroup
+	for i, w := range r.producers {
+		w.resetPhase()
+		wg.Add(1)
+		go func(i int, w *worker) {
+			defer wg.Done()
+			w.produce(ctx, cfg, q, 0, stopAt, 0, win, r.queuesOf(i, len(r.producers)))
+		}(i, w)
+	}
+	wg.Wait()
+	cancel()
+	pwg.Wait()
+	var sent, last int64
+	for _, w := range r.producers {
+		sent += w.tSent
+		last = max(last, w.lastSend)
+	}
+	res.Preloaded = sent
+	if last > 0 {
+		res.PreloadS = float64(last-start.UnixNano()) / 1e9
+		res.PreloadPerS = float64(sent) / res.PreloadS
+	}
+	if sent < cfg.Messages {
+		return fmt.Errorf("preload stored %d of %d messages (errors: %s)", sent, cfg.Messages, r.errSample())
+	}
+	return ctx.Err()
+}
+
+// drain runs the consumers until they deleted target messages in total or
+// find the queues empty, and returns how many they deleted and the time
+// from start to the last delete.
+func (r *runner) drain(ctx context.Context, target int64) (int64, time.Duration) {
+	cfg := &r.cfg
+	r.setPhase("drain")
+	start := time.Now()
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var pwg sync.WaitGroup
+	pwg.Add(1)
+	go func() { defer pwg.Done(); r.progress(pctx, start) }()
+	stop := &consumeStop{at: start.Add(cfg.MaxTime).UnixNano(), onEmpty: true, target: target, deleted: new(atomic.Int64)}
+	win := window{start.UnixNano(), math.MaxInt64}
+	var wg sync.WaitGroup
+	for i, w := range r.consumers {
+		w.resetPhase()
+		wg.Add(1)
+		go func(i int, w *worker) {
+			defer wg.Done()
+			w.consume(ctx, cfg, stop, win, r.queuesOf(i, len(r.consumers)))
+		}(i, w)
+	}
+	wg.Wait()
+	cancel()
+	pwg.Wait()
+	var last int64
+	for _, w := range r.consumers {
+		last = max(last, w.lastDel)
+	}
+	if last == 0 {
+		return stop.deleted.Load(), 0
+	}
+	return stop.deleted.Load(), time.Duration(last - start.UnixNano())
+}
+
+// backlog: preload, resident memory, drain (with the restart check half
+// way when asked).
+func (r *runner) backlog(ctx context.Context, res *Result) error {
+	cfg := &r.cfg
+	if err := r.preload(ctx, res); err != nil {
+		return err
+	}
+	if cfg.Daemon != nil {
+		res.RSSBytes, _ = ReadRSS(cfg.Daemon.PID())
+		res.RSSOf = "daemon"
+	} else {
+		res.RSSBytes, _ = ReadRSS(0)
+		res.RSSOf = "smqbench (engine in process)"
+	}
+	first := res.Preloaded
+	if cfg.RestartCheck {
+		first = int64(float64(res.Preloaded) * cfg.RestartAfter)
+	}
+	d1, t1 := r.drain(ctx, first)
+	res.Drained, res.DrainS = d1, t1.Seconds()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if cfg.RestartCheck {
+		if err := r.restart(ctx, res); err != nil {
+			return err
+		}
+		d2, t2 := r.drain(ctx, res.Preloaded-res.Drained)
+		res.Drained += d2
+		res.DrainS += t2.Seconds()
+	}
+	if res.DrainS > 0 {
+		res.DrainPerS = float64(res.Drained) / res.DrainS
+	}
+	left, err := r.backlogNow(ctx)
+	if err != nil {
+		return err
+	}
+	res.BacklogEnd = left
+	if left != 0 {
+		return fmt.Errorf("backlog: %d messages left after the drain", left)
+	}
+	return ctx.Err()
+}
+
+// restart kills the daemon, starts it again, times the first successful
+// receive and counts what it recovered.
+func (r *runner) restart(ctx context.Context, res *Result) error {
+	cfg := &r.cfg
+	r.setPhase("restart")
+	res.ExpectedAfterRestart = res.Preloaded - res.Drained
+	t0 := time.Now()
+	if err := cfg.Daemon.Kill(); err != nil {
+		return fmt.Errorf("kill daemon: %w", err)
+	}
+	if err := cfg.Daemon.Start(); err != nil {
+		return fmt.Errorf("restart daemon: %w", err)
+	}
+	c := r.consumers[0].c
+	deadline := t0.Add(cfg.MaxTime)
+	var lastErr error
+	for {
+		n, err := c.Receive(ctx, 0, 1, 0, nil)
+		if err == nil && n == 1 {
+			break
+		}
+		lastErr = err
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("no successful receive within %v after restart (last error: %v)", cfg.MaxTime, lastErr)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	res.RestartMs = float64(time.Since(t0).Microseconds()) / 1000
+	// The received message is Inactive: it still counts.
+	n, err := r.backlogNow(ctx)
+	if err != nil {
+		return fmt.Errorf("count after restart: %w", err)
+	}
+	res.CountAfterRestart = n
+	res.RestartCountOK = n == res.ExpectedAfterRestart
+	if _, err := c.Delete(ctx, 1); err != nil {
+		return fmt.Errorf("delete after restart: %w", err)
+	}
+	res.Drained++
+	if cfg.Daemon != nil {
+		res.RSSAfterRestartBytes, _ = ReadRSS(cfg.Daemon.PID())
+	}
+	return nil
+}
+
+func (r *runner) errSample() string {
+	for _, w := range r.all() {
+		if w.errSample != "" {
+			return w.errSample
+		}
+	}
+	return "none"
+}
+
+// ErrBacklogGrew marks a cycle whose backlog grew beyond the tolerance.
+var ErrBacklogGrew = errors.New("bench: backlog grew during the measured window")

@@ -1,0 +1,264 @@
+package bench
+
+// Producer and consumer loops. Each worker owns its client, its histograms
+// and its window counters; the live counters are atomics read by the
+// progress reporter. Only events that complete inside the measured window
+// [from, to) count in the window figures and histograms.
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+)
+
+// window is the measured interval in Unix nanoseconds.
+type window struct{ from, to int64 }
+
+func (w window) in(t int64) bool { return t >= w.from && t < w.to }
+
+// worker is one producer or consumer.
+type worker struct {
+	id  int
+	c   Client
+	rng *rand.Rand
+
+	hSend, hRecv, hDel, hE2E Histogram // window only
+
+	// live totals (whole run), for progress
+	sent, deleted, errs atomic.Int64
+
+	// window counters, owned by the worker
+	wSent, wRecv, wDel, wErr, wEmpty, wReq int64
+	// whole-phase counters
+	tSent, tDel, tRecv int64
+	firstSend          int64 // Unix ns of the first completed send of the phase
+	lastSend, lastDel  int64 // Unix ns of the last completed send / delete
+	errSample          string
+
+	bodies [16][]byte
+	out    [16]Outgoing
+	stamps []int64
+}
+
+func newWorker(id int, c Client, cfg *Config) *worker {
+	w := &worker{id: id, c: c, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(id)+1))}
+	for i := range w.bodies {
+		w.bodies[i] = newBody(cfg.BodyBytes, cfg.Seed*1000003+uint64(id*16+i))
+	}
+	w.stamps = make([]int64, 0, 16)
+	return w
+}
+
+// resetPhase clears the per-phase counters (not the window histograms).
+func (w *worker) resetPhase() {
+	w.tSent, w.tDel, w.tRecv, w.firstSend, w.lastSend, w.lastDel = 0, 0, 0, 0, 0, 0
+}
+
+func (w *worker) fail(err error, now int64, win window) {
+	w.errs.Add(1)
+	if win.in(now) {
+		w.wErr++
+	}
+	if w.errSample == "" {
+		w.errSample = err.Error()
+	}
+}
+
+func pick(r *rand.Rand, mix []Weight) int {
+	total := 0
+	for _, m := range mix {
+		total += m.Weight
+	}
+	if total == 0 {
+		return 0
+	}
+	x := r.IntN(total)
+	for _, m := range mix {
+		if x < m.Weight {
+			return m.Value
+		}
+		x -= m.Weight
+	}
+	return 0
+}
+
+// quota hands out message allowances against a cap (unlimited when nil).
+type quota struct{ left atomic.Int64 }
+
+// take returns how many of n may be sent (0: the cap is reached).
+func (q *quota) take(n int) int {
+	if q == nil {
+		return n
+	}
+	left := q.left.Add(-int64(n))
+	if left >= 0 {
+		return n
+	}
+	if got := int64(n) + left; got > 0 {
+		return int(got)
+	}
+	return 0
+}
+
+// produce sends batches until stop (Unix ns), ctx ends, or q runs out.
+// With rate > 0 (messages per second for this producer) it follows a fixed
+// schedule from start and measures from each batch's scheduled time.
+func (w *worker) produce(ctx context.Context, cfg *Config, q *quota, start, stop int64, rate float64, win window, queues []int) {
+	var interval float64
+	if rate > 0 {
+		interval = float64(cfg.SendBatch) / rate * 1e9
+	}
+	for k := 0; ; k++ {
+		if ctx.Err() != nil {
+			return
+		}
+		now := time.Now().UnixNano()
+		sched := now
+		if rate > 0 {
+			sched = start + int64(float64(k)*interval)
+			if sched >= stop {
+				return
+			}
+			if d := sched - now; d > 0 {
+				sleepCtx(ctx, time.Duration(d))
+				now = time.Now().UnixNano()
+			}
+		}
+		if now >= stop {
+			return
+		}
+		n := q.take(cfg.SendBatch)
+		if n == 0 {
+			return
+		}
+		for i := 0; i < n; i++ {
+			putStamp(w.bodies[i], sched)
+			w.out[i] = Outgoing{Body: w.bodies[i], Priority: pick(w.rng, cfg.PriorityMix), Delay: pick(w.rng, cfg.DelayMix)}
+		}
+		qi := queues[k%len(queues)]
+		ok, err := w.c.Send(ctx, qi, w.out[:n])
+		done := time.Now().UnixNano()
+		if w.firstSend == 0 {
+			w.firstSend = done
+		}
+		w.sent.Add(int64(ok))
+		w.tSent += int64(ok)
+		if ok > 0 {
+			w.lastSend = done
+		}
+		if win.in(done) {
+			w.wSent += int64(ok)
+			w.wReq++
+			w.hSend.Record(done - sched)
+		}
+		if err != nil {
+			w.fail(err, done, win)
+			backoff(ctx)
+		}
+	}
+}
+
+// consumeStop says when a consumer ends.
+type consumeStop struct {
+	at      int64         // Unix ns: stop receiving
+	onEmpty bool          // stop after a receive that came back empty
+	target  int64         // stop once all consumers deleted this many (0: no target)
+	deleted *atomic.Int64 // deletes of all consumers in this phase
+}
+
+func (s *consumeStop) done(now int64) bool {
+	if now >= s.at {
+		return true
+	}
+	return s.target > 0 && s.deleted.Load() >= s.target
+}
+
+// consume receives and deletes until the stop condition holds; it deletes
+// everything it received before returning.
+func (w *worker) consume(ctx context.Context, cfg *Config, stop *consumeStop, win window, queues []int) {
+	onBody := func(b []byte) {
+		if t, ok := stampOf(b); ok {
+			w.stamps = append(w.stamps, t)
+		}
+	}
+	qk := 0
+	for ctx.Err() == nil && !stop.done(time.Now().UnixNano()) {
+		qi := queues[qk%len(queues)]
+		w.stamps = w.stamps[:0]
+		t0 := time.Now().UnixNano()
+		n, err := w.c.Receive(ctx, qi, cfg.RecvBatch, cfg.Wait, onBody)
+		t1 := time.Now().UnixNano()
+		if err != nil {
+			w.fail(err, t1, win)
+			backoff(ctx)
+			continue
+		}
+		w.tRecv += int64(n)
+		if win.in(t1) {
+			w.wReq++
+			if n == 0 {
+				w.wEmpty++
+			} else {
+				w.wRecv += int64(n)
+				w.hRecv.Record(t1 - t0)
+				for _, s := range w.stamps {
+					w.hE2E.Record(t1 - s)
+				}
+			}
+		}
+		for w.c.Pending() >= cfg.DeleteBatch {
+			w.deleteBatch(ctx, cfg.DeleteBatch, stop, win)
+		}
+		if n == 0 {
+			w.flush(ctx, cfg, stop, win)
+			if stop.onEmpty {
+				return
+			}
+			qk++ // try the next queue of this consumer
+		}
+	}
+	w.flush(ctx, cfg, stop, win)
+}
+
+func (w *worker) flush(ctx context.Context, cfg *Config, stop *consumeStop, win window) {
+	for w.c.Pending() > 0 {
+		w.deleteBatch(context.WithoutCancel(ctx), cfg.DeleteBatch, stop, win)
+	}
+}
+
+func (w *worker) deleteBatch(ctx context.Context, n int, stop *consumeStop, win window) {
+	t0 := time.Now().UnixNano()
+	ok, err := w.c.Delete(ctx, n)
+	t1 := time.Now().UnixNano()
+	w.deleted.Add(int64(ok))
+	stop.deleted.Add(int64(ok))
+	w.tDel += int64(ok)
+	if ok > 0 {
+		w.lastDel = t1
+	}
+	if win.in(t1) {
+		w.wDel += int64(ok)
+		w.wReq++
+		w.hDel.Record(t1 - t0)
+	}
+	if err != nil {
+		w.fail(err, t1, win)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// backoff pauses after a failed request so that a dead server does not
+// turn a worker into a busy loop.
+func backoff(ctx context.Context) { sleepCtx(ctx, 5*time.Millisecond) }

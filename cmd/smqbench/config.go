@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/smqd/smqd/bench"
+	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/wal"
+)
+
+// config is the effective configuration: the workload's bench.Config plus
+// how to reach (or start) the target.
+type config struct {
+	bench bench.Config
+
+	target          string
+	addr            string
+	accessKeyID     string
+	accessKeySecret string
+	credentialsFile string
+	contentMD5      bool
+	visibility      time.Duration
+
+	spawn       string
+	spawnListen string
+	spawnArgs   string
+	dataDir     string
+	daemonLog   string
+	sync        string
+	syncIvl     time.Duration
+	inMemory    bool
+	stripes     int
+
+	jsonOut    string
+	quiet      bool
+	progress   bool
+	cpuProfile string
+}
+
+const envPrefix = "SMQBENCH_"
+
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+var workloads = []string{"cycle", "produce", "consume", "backlog"}
+
+// parseConfig parses "<workload> [flags]" (the workload may also come
+// after the flags) and SMQBENCH_* environment overrides.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+	c := &config{}
+	b := &c.bench
+	fs := flag.NewFlagSet("smqbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var batch int
+	var prio, delay string
+	fs.StringVar(&c.target, "target", "smqd", "system under test: smqd (MNS over HTTP) | inproc (engine in this process) | beanstalkd | redis | nats")
+	fs.StringVar(&c.addr, "addr", "", "server address (default per target: smqd 127.0.0.1:8080, beanstalkd 127.0.0.1:11300, redis 127.0.0.1:6379, nats nats://127.0.0.1:4222)")
+	fs.StringVar(&c.accessKeyID, "access-key-id", "", "MNS access key id (default: from --credentials-file)")
+	fs.StringVar(&c.accessKeySecret, "access-key-secret", "", "MNS access key secret (prefer "+envName("access-key-secret")+")")
+	fs.StringVar(&c.credentialsFile, "credentials-file", "", "smqd credentials file (\"<id> <secret>\" lines); default <data-dir>/credentials")
+	fs.BoolVar(&c.contentMD5, "content-md5", false, "send the Go SDK's Content-MD5 header (costs an MD5 of every request body)")
+	fs.DurationVar(&c.visibility, "visibility-timeout", 30*time.Second, "VisibilityTimeout of the queues the bench creates (whole seconds)")
+
+	fs.StringVar(&c.spawn, "spawn", "", "path of the smqd binary to start (and stop) for this run; with --data-dir")
+	fs.StringVar(&c.spawnListen, "spawn-listen", "", "--listen of the spawned smqd (default: a free 127.0.0.1 port)")
+	fs.StringVar(&c.spawnArgs, "spawn-args", "", "further flags for the spawned smqd, space separated")
+	fs.StringVar(&c.dataDir, "data-dir", "", "data directory: of the spawned smqd, of the in-process engine (--target inproc), or where to find an running smqd's credentials")
+	fs.StringVar(&c.daemonLog, "daemon-log", "", "log file of the spawned smqd (default <parent of data-dir>/smqd.log)")
+	fs.StringVar(&c.sync, "sync", "always", "durability of the spawned smqd or the in-process engine: always | interval | none")
+	fs.DurationVar(&c.syncIvl, "sync-interval", time.Second, "fsync period for --sync interval")
+	fs.BoolVar(&c.inMemory, "in-memory", false, "in-process engine (or spawned smqd) without storage")
+	fs.IntVar(&c.stripes, "stripes", 0, "stripes of the in-process engine's queues (0: engine default)")
+
+	fs.StringVar(&b.Label, "label", "", "free text stored in the result (groups runs in 'smqbench report')")
+	fs.IntVar(&b.Producers, "producers", 8, "producer workers (one connection each)")
+	fs.IntVar(&b.Consumers, "consumers", 8, "consumer workers (one connection each)")
+	fs.IntVar(&b.BodyBytes, "body", 1024, "message body bytes (>= 16: a send timestamp leads the body)")
+	fs.IntVar(&batch, "batch", 1, "batch size 1..16 for send, receive and delete")
+	fs.IntVar(&b.SendBatch, "send-batch", 0, "send batch size (default --batch)")
+	fs.IntVar(&b.RecvBatch, "recv-batch", 0, "receive batch size (default --batch)")
+	fs.IntVar(&b.DeleteBatch, "delete-batch", 0, "delete batch size (default --batch)")
+	fs.IntVar(&b.Queues, "queues", 1, "number of queues")
+	fs.StringVar(&b.QueuePrefix, "queue-prefix", "bench", "queue names are <prefix>-0, <prefix>-1, ...")
+	fs.BoolVar(&b.KeepQueues, "keep-queues", false, "use the queues as they are (default: delete and recreate them)")
+	fs.StringVar(&prio, "priority-mix", "", "priorities with weights, e.g. 1:10,8:80,16:10 (default: none sent)")
+	fs.StringVar(&delay, "delay-mix", "", "DelaySeconds with weights, e.g. 0:95,2:5 (default: none)")
+	fs.Float64Var(&b.Rate, "rate", 0, "open-loop arrival rate in msgs/s over all producers (0: closed loop)")
+	fs.DurationVar(&b.Warmup, "warmup", 3*time.Second, "warm-up excluded from the figures")
+	fs.DurationVar(&b.Duration, "duration", 10*time.Second, "measured window")
+	fs.Int64Var(&b.Messages, "messages", 0, "cap on messages sent (cycle, produce); messages preloaded (consume, backlog)")
+	fs.DurationVar(&b.Wait, "wait", time.Second, "long-poll wait of each receive (whole seconds on the wire, max 30s)")
+	fs.DurationVar(&b.MaxTime, "max-time", 10*time.Minute, "bound of each backlog/consume phase (preload, drain)")
+	fs.Int64Var(&b.BacklogTolerance, "backlog-tolerance", 0, "cycle: allowed backlog growth over the window (0: max(1% of sent, in-flight capacity))")
+	fs.Uint64Var(&b.Seed, "seed", 1, "seed of the priority and delay choices")
+	fs.BoolVar(&b.RestartCheck, "restart-check", false, "backlog with --spawn: kill -9 the daemon after --restart-after of the drain, restart it, time the first receive, count the messages")
+	fs.Float64Var(&b.RestartAfter, "restart-after", 0.5, "fraction of the preload drained before the restart check")
+
+	fs.StringVar(&c.jsonOut, "json-out", "", "also append the JSON line to this file")
+	fs.BoolVar(&c.quiet, "quiet", false, "no table on stderr (the JSON line still goes to stdout)")
+	fs.BoolVar(&c.progress, "progress", true, "live progress line when stdout is a terminal")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of smqbench (with --target inproc: of the engine) to this file")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage:\n  smqbench <%s> [flags]\n  smqbench report [--baseline smqd] results.jsonl...\n\nEvery flag can also be set by an environment variable, e.g. --addr by %s.\n\nFlags:\n",
+			strings.Join(workloads, "|"), envName("addr"))
+		fs.PrintDefaults()
+	}
+	var workload string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		workload, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if workload == "" && fs.NArg() > 0 {
+		workload = fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return nil, err
+		}
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if workload == "" {
+		fs.Usage()
+		return nil, errors.New("name a workload: " + strings.Join(workloads, ", "))
+	}
+	b.Workload = bench.Workload(workload)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || set[f.Name] {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %v", envName(f.Name), v, e)
+			}
+			set[f.Name] = true
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if b.SendBatch == 0 {
+		b.SendBatch = batch
+	}
+	if b.RecvBatch == 0 {
+		b.RecvBatch = batch
+	}
+	if b.DeleteBatch == 0 {
+		b.DeleteBatch = batch
+	}
+	if b.PriorityMix, err = bench.ParseMix(prio); err != nil {
+		return nil, fmt.Errorf("--priority-mix: %w", err)
+	}
+	if b.DelayMix, err = bench.ParseMix(delay); err != nil {
+		return nil, fmt.Errorf("--delay-mix: %w", err)
+	}
+	switch b.Workload {
+	case bench.Produce:
+		if !set["consumers"] {
+			b.Consumers = 0
+		}
+	case bench.Consume:
+		if !set["producers"] && b.Messages == 0 {
+			b.Producers = 0
+		}
+	}
+	return c, c.validate()
+}
+
+func (c *config) validate() error {
+	switch c.target {
+	case "smqd", "mns", "inproc", "beanstalkd", "redis", "nats":
+	default:
+		return fmt.Errorf("--target must be smqd, inproc, beanstalkd, redis or nats, not %q", c.target)
+	}
+	if c.target == "mns" {
+		c.target = "smqd"
+	}
+	if _, err := wal.ParseSyncMode(c.sync); err != nil {
+		return fmt.Errorf("--sync: %w", err)
+	}
+	if c.spawn != "" {
+		if c.target != "smqd" {
+			return errors.New("--spawn goes with --target smqd")
+		}
+		if c.dataDir == "" {
+			return errors.New("--spawn needs --data-dir")
+		}
+	}
+	if (c.accessKeyID == "") != (c.accessKeySecret == "") {
+		return errors.New("--access-key-id and --access-key-secret go together")
+	}
+	if c.bench.Sync == "" {
+		switch c.target {
+		case "smqd":
+			if c.spawn != "" {
+				c.bench.Sync = c.syncClass()
+			}
+		case "inproc":
+			c.bench.Sync = c.syncClass()
+		}
+	}
+	return nil
+}
+
+func (c *config) syncClass() string {
+	if c.inMemory {
+		return "memory"
+	}
+	return c.sync
+}
+
+// daemonArgs are the flags of a spawned smqd beyond --listen and --data-dir.
+func (c *config) daemonArgs() []string {
+	var a []string
+	if c.inMemory {
+		a = append(a, "--in-memory")
+	} else {
+		a = append(a, "--sync", c.sync, "--sync-interval", c.syncIvl.String())
+	}
+	if c.stripes > 0 {
+		a = append(a, "--stripes", fmt.Sprint(c.stripes))
+	}
+	return append(a, strings.Fields(c.spawnArgs)...)
+}
+
+// newTarget connects to (or opens) the target.
+func (c *config) newTarget(ctx context.Context) (bench.Target, error) {
+	workers := c.bench.Producers + c.bench.Consumers
+	switch c.target {
+	case "inproc":
+		opts := engine.Options{Stripes: c.stripes, MaxLongPolls: 100000}
+		if !c.inMemory {
+			if c.dataDir == "" {
+				return nil, errors.New("--target inproc needs --data-dir (or --in-memory)")
+			}
+			mode, _ := wal.ParseSyncMode(c.sync)
+			opts.Dir = c.dataDir
+			opts.WAL.Sync = mode
+			opts.WAL.SyncInterval = c.syncIvl
+		}
+		return bench.OpenInproc(opts, c.visibility)
+	case "smqd":
+		addr := c.addr
+		if addr == "" {
+			addr = "127.0.0.1:8080"
+		}
+		id, secret := c.accessKeyID, c.accessKeySecret
+		if id == "" {
+			path := c.credentialsFile
+			if path == "" && c.dataDir != "" {
+				path = filepath.Join(c.dataDir, "credentials")
+			}
+			if path == "" {
+				return nil, errors.New("no credentials: give --access-key-id/--access-key-secret (or " + envName("access-key-secret") + "), --credentials-file or --data-dir")
+			}
+			var err error
+			if id, secret, err = bench.ReadCredentials(path); err != nil {
+				return nil, fmt.Errorf("credentials: %w", err)
+			}
+		}
+		return bench.NewMNSTarget(bench.MNSOptions{
+			Addr: addr, AccessKeyID: id, AccessKeySecret: secret, MaxConns: workers,
+			VisibilityTimeout: c.visibility, ContentMD5: c.contentMD5,
+		}), nil
+	case "beanstalkd":
+		return bench.NewBeanstalkTarget(orDefault(c.addr, "127.0.0.1:11300"), c.visibility), nil
+	case "redis":
+		return bench.NewRedisTarget(orDefault(c.addr, "127.0.0.1:6379"), workers), nil
+	case "nats":
+		return bench.NewNATSTarget(orDefault(c.addr, "nats://127.0.0.1:4222"), c.visibility), nil
+	}
+	return nil, fmt.Errorf("unknown target %q", c.target)
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
