@@ -86,3 +86,17 @@ func (o *Options) withDefaults() Options {
 	}
 	return c
 }
+
+// SyncMode is the durability mode of the log: when a send is acknowledged.
+// It is wal.SyncMode, re-exported so that embedders need not import wal.
+type SyncMode = wal.SyncMode
+
+// Sync modes (docs/operations.md "Durability modes and recovery").
+const (
+	SyncAlways   = wal.SyncAlways   // acknowledge a send after its record is fsynced (default)
+	SyncInterval = wal.SyncInterval // acknowledge after the write; fsync at most every WAL.SyncInterval
+	SyncNone     = wal.SyncNone     // acknowledge after the write; fsync only on roll, checkpoint and Close
+)
+
+// ParseSyncMode parses "always", "interval" or "none".
+func ParseSyncMode(s string) (SyncMode, error) { return wal.ParseSyncMode(s) }
