@@ -16,17 +16,34 @@ package server
 //	smqd_queue_long_polls_waiting{queue}     gauge
 //	smqd_long_polls_waiting                  gauge, all queues
 //
+// Storage (engine.StorageStats; the WAL and index ones stay 0 with
+// --in-memory, where smqd_storage_durable is 0):
+//
+//	smqd_storage_durable                     gauge, 1 when backed by the WAL and the index
+//	smqd_log_segments                        gauge, log segments held
+//	smqd_log_bytes, smqd_log_live_bytes      gauges, bytes the segments span / of live bodies
+//	smqd_log_end_position                    gauge, the log's end position
+//	smqd_checkpoint_position                 gauge, the log position the index reflects
+//	smqd_checkpoint_lag_bytes                gauge, log end - checkpoint position
+//	smqd_checkpoints_total                   counter
+//	smqd_index_bytes                         gauge, bytes of the index directory
+//	smqd_wal_{records,payload_bytes,bytes,compressed_records,writes,write_calls,
+//	  fsyncs,segment_rolls,append_stalls,ring_reads,file_reads}_total   counters
+//	smqd_wal_fsync_duration_seconds          histogram of fdatasync latency
+//	smqd_wal_batch_records                   histogram of records per group-commit write
+//
 // Request metrics are fixed arrays of atomics: observing a request takes a
-// few atomic adds and allocates nothing. Broker metrics come from
-// engine.Broker.Stats at scrape time. Storage metrics (WAL fsync latency,
-// group-commit batch sizes) are to be added to writeBrokerMetrics with the
-// same promWriter calls once the engine reports them.
+// few atomic adds and allocates nothing. Broker and storage metrics come
+// from engine.Broker.Stats at scrape time (one snapshot per scrape; the
+// index size is a walk of the index directory).
 
 import (
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/smqd/smqd/engine"
 	"github.com/valyala/fasthttp"
 )
 
@@ -41,6 +58,12 @@ var latencyBounds = [...]time.Duration{
 }
 
 const numBuckets = len(latencyBounds) + 1 // the last is +Inf
+
+// latencyLEs are latencyBounds in seconds, as le label values.
+var latencyLEs = [len(latencyBounds)]string{
+	"0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05",
+	"0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30",
+}
 
 // histogram is a fixed-bucket latency histogram of atomics (not cumulative;
 // the writer sums).
@@ -131,27 +154,49 @@ func appendLabelValue(b []byte, v string) []byte {
 	return b
 }
 
-// histogram writes one histogram series: per-bucket (non-cumulative)
-// counts with their upper bounds in seconds, the last being +Inf.
-func (w *promWriter) histogram(name string, bounds []float64, counts []uint64, sum float64, labelName, labelValue string) {
+// histogram writes one histogram series from per-bucket (non-cumulative)
+// counts and their upper bounds, formatted (les); a count without a bound
+// is the +Inf bucket, which is added (empty) when missing. _count is the
+// +Inf bucket's cumulative count, so that the two agree even if
+// observations raced the snapshot.
+func (w *promWriter) histogram(name string, les []string, counts []uint64, sum float64, labels ...string) {
 	var cum uint64
+	var lab [8]string
+	l := append(lab[:0], labels...)
+	l = append(l, "le", "")
+	bucket, inf := name+"_bucket", false
 	for i, c := range counts {
 		cum += c
 		le := "+Inf"
-		if i < len(bounds) {
-			le = strconv.FormatFloat(bounds[i], 'g', -1, 64)
+		if i < len(les) {
+			le = les[i]
 		}
-		w.sample(name+"_bucket", float64(cum), labelName, labelValue, "le", le)
+		inf = inf || le == "+Inf"
+		l[len(l)-1] = le
+		w.sample(bucket, float64(cum), l...)
 	}
-	w.sample(name+"_sum", sum, labelName, labelValue)
-	w.sample(name+"_count", float64(cum), labelName, labelValue)
+	if !inf {
+		l[len(l)-1] = "+Inf"
+		w.sample(bucket, float64(cum), l...)
+	}
+	w.sample(name+"_sum", sum, labels...)
+	w.sample(name+"_count", float64(cum), labels...)
+}
+
+// formatBounds formats histogram bounds as le label values.
+func formatBounds(bounds []float64) []string {
+	les := make([]string, len(bounds))
+	for i, b := range bounds {
+		if math.IsInf(b, 1) {
+			les[i] = "+Inf"
+		} else {
+			les[i] = strconv.FormatFloat(b, 'g', -1, 64)
+		}
+	}
+	return les
 }
 
 func (s *Server) writeRequestMetrics(w *promWriter) {
-	bounds := make([]float64, len(latencyBounds))
-	for i, d := range latencyBounds {
-		bounds[i] = d.Seconds()
-	}
 	w.family("smqd_http_request_duration_seconds", "Time from reading a request to handing its response to the connection, by operation.", "histogram")
 	var counts [numBuckets]uint64
 	for o := op(0); o < numOps; o++ {
@@ -159,7 +204,7 @@ func (s *Server) writeRequestMetrics(w *promWriter) {
 		for i := range counts {
 			counts[i] = h.buckets[i].Load()
 		}
-		w.histogram("smqd_http_request_duration_seconds", bounds, counts[:], time.Duration(h.sumNs.Load()).Seconds(), "op", o.String())
+		w.histogram("smqd_http_request_duration_seconds", latencyLEs[:], counts[:], time.Duration(h.sumNs.Load()).Seconds(), "op", o.String())
 	}
 	w.family("smqd_http_responses_total", "Responses by operation and status class.", "counter")
 	for o := op(0); o < numOps; o++ {
@@ -207,6 +252,54 @@ func (s *Server) writeBrokerMetrics(w *promWriter) {
 	for i := range st.Queues {
 		w.sample("smqd_queue_long_polls_waiting", float64(st.Queues[i].Waiting), "queue", st.Queues[i].Name)
 	}
+	writeStorageMetrics(w, &st.Storage)
+}
+
+// writeStorageMetrics writes the log, checkpoint, index and WAL metrics.
+func writeStorageMetrics(w *promWriter, st *engine.StorageStats) {
+	gauge := func(name, help string, v float64) {
+		w.family(name, help, "gauge")
+		w.sample(name, v)
+	}
+	counter := func(name, help string, v uint64) {
+		w.family(name, help, "counter")
+		w.sample(name, float64(v))
+	}
+	durable := 0.0
+	if st.Durable {
+		durable = 1
+	}
+	gauge("smqd_storage_durable", "1 if messages are kept in the write-ahead log and the index, 0 with --in-memory.", durable)
+	gauge("smqd_log_segments", "Log segments held.", float64(st.Segments))
+	gauge("smqd_log_bytes", "Bytes the log's segments span.", float64(st.LogBytes))
+	gauge("smqd_log_live_bytes", "Bytes of log records that hold live message bodies.", float64(st.LiveBytes))
+	gauge("smqd_log_end_position", "The log's end position (bytes appended since the log began).", float64(st.LogEnd))
+	gauge("smqd_checkpoint_position", "Log position the index reflects (the last checkpoint).", float64(st.CheckpointAt))
+	lag := 0.0
+	if st.Durable && st.LogEnd > st.CheckpointAt {
+		lag = float64(st.LogEnd - st.CheckpointAt)
+	}
+	gauge("smqd_checkpoint_lag_bytes", "Log bytes not yet folded into the index: replayed at the next start.", lag)
+	w.family("smqd_checkpoints_total", "Checkpoints written since start.", "counter")
+	w.sample("smqd_checkpoints_total", float64(st.Checkpoints))
+	gauge("smqd_index_bytes", "Bytes of the index directory on disk.", float64(st.IndexBytes))
+
+	s := &st.WAL
+	counter("smqd_wal_records_total", "Records appended to the WAL.", s.Records)
+	counter("smqd_wal_payload_bytes_total", "Payload bytes appended to the WAL, before compression.", s.PayloadBytes)
+	counter("smqd_wal_bytes_total", "Framed bytes appended to the WAL (what reaches the files).", s.Bytes)
+	counter("smqd_wal_compressed_records_total", "WAL records stored compressed.", s.CompressedRecords)
+	counter("smqd_wal_writes_total", "Group-commit write batches.", s.Writes)
+	counter("smqd_wal_write_calls_total", "Write calls on WAL segment files.", s.WriteCalls)
+	counter("smqd_wal_fsyncs_total", "fdatasync calls on WAL segment files.", s.Fsyncs)
+	counter("smqd_wal_segment_rolls_total", "WAL segment rolls.", s.Rolls)
+	counter("smqd_wal_append_stalls_total", "Appends that waited for room in the WAL's ring buffer.", s.AppendStalls)
+	counter("smqd_wal_ring_reads_total", "Body reads served from the WAL's in-memory ring.", s.RingReads)
+	counter("smqd_wal_file_reads_total", "Body reads served from WAL segment files.", s.FileReads)
+	w.family("smqd_wal_fsync_duration_seconds", "Latency of each fdatasync of a WAL segment.", "histogram")
+	w.histogram("smqd_wal_fsync_duration_seconds", formatBounds(s.FsyncSeconds.Bounds), s.FsyncSeconds.Counts, s.FsyncSeconds.Sum)
+	w.family("smqd_wal_batch_records", "Records per group-commit write batch.", "histogram")
+	w.histogram("smqd_wal_batch_records", formatBounds(s.BatchRecords.Bounds), s.BatchRecords.Counts, s.BatchRecords.Sum)
 }
 
 func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx, st *reqState) {
