@@ -58,36 +58,30 @@ const (
 	bootShift   = 40             // seq = boot<<40 | counter
 )
 
-// walStore is the log store of durable mode.
-//
-// Owner: mu makes a record's live-byte count atomic with its append, and a
-// segment's removal atomic with the check that it has no live bytes
-// (logstore.go invariants 1 and 2).
+// walStore is the log store of durable mode. The log itself makes a
+// record's live-byte count atomic with its append (wal.Record.Live) and a
+// segment's removal atomic with the check that it holds no live bytes
+// (wal.Log.RemoveSegmentIfDead): logstore.go invariants 1 and 2.
 type walStore struct {
-	l    *wal.Log
-	mu   sync.Mutex
-	recs []wal.Record // guarded by mu: scratch
+	l *wal.Log
 }
 
 func (w *walStore) append(recs []logRec) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	wr := w.recs[:0]
+	var arr [MaxBatch]wal.Record
+	wr := arr[:0]
+	if len(recs) > MaxBatch {
+		wr = make([]wal.Record, 0, len(recs))
+	}
 	for i := range recs {
-		wr = append(wr, wal.Record{Type: wal.RecordType(recs[i].typ), Head: recs[i].head, Body: recs[i].body})
+		wr = append(wr, wal.Record{Type: wal.RecordType(recs[i].typ), Head: recs[i].head, Body: recs[i].body, Live: recs[i].live})
 	}
-	err := w.l.Append(wr)
-	if err == nil {
-		for i := range recs {
-			recs[i].pos, recs[i].size = uint64(wr[i].Pos), uint32(wr[i].Size)
-			if recs[i].live {
-				w.l.AddLive(wr[i].Pos, int64(wr[i].Size))
-			}
-		}
+	if err := w.l.Append(wr); err != nil {
+		return err
 	}
-	clear(wr)
-	w.recs = wr[:0]
-	return err
+	for i := range recs {
+		recs[i].pos, recs[i].size = uint64(wr[i].Pos), uint32(wr[i].Size)
+	}
+	return nil
 }
 
 func (w *walStore) waitDurable(pos uint64) error { return w.l.WaitDurable(wal.Pos(pos)) }
@@ -141,21 +135,7 @@ func (w *walStore) scan(start uint64, fn func(pos uint64, size uint32, typ uint8
 }
 
 func (w *walStore) removeSegment(start uint64) (bool, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, s := range w.l.Segments() {
-		if uint64(s.Start) != start {
-			continue
-		}
-		if s.Active || s.Live != 0 {
-			return false, nil
-		}
-		if err := w.l.RemoveSegment(s.Start); err != nil {
-			return false, err
-		}
-		return true, nil
-	}
-	return false, nil
+	return w.l.RemoveSegmentIfDead(wal.Pos(start))
 }
 
 func (w *walStore) close() error { return w.l.Close() }

@@ -22,8 +22,12 @@ type Record struct {
 	Type RecordType
 	Head []byte // small header bytes, copied
 	Body []byte // body bytes, copied after Head
-	Pos  Pos    // set by Append: where the record was placed
-	Size int    // set by Append: framed size on disk (after compression and padding)
+	// Live adds the record's framed size to its segment's live counter
+	// (see AddLive) as part of the append, atomically with respect to
+	// RemoveSegmentIfDead.
+	Live bool
+	Pos  Pos // set by Append: where the record was placed
+	Size int // set by Append: framed size on disk (after compression and padding)
 }
 
 // Log is a segmented write-ahead log. All methods are safe for concurrent use.
@@ -242,6 +246,9 @@ func (l *Log) frameLocked(r *Record, sc *appendScratch, i int) {
 	}
 	r.Pos, r.Size = p, framed
 	l.mu.end = p + Pos(framed)
+	if r.Live {
+		l.segs.Load().last().live.Add(int64(framed))
+	}
 }
 
 // rollLocked ends the active segment at p and publishes a new active segment

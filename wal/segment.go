@@ -219,20 +219,40 @@ func (l *Log) Segments() []SegmentInfo {
 // fail, the segment is still gone from this Log, but its file may remain
 // and reappear at the next Open (the caller may remove it again).
 func (l *Log) RemoveSegment(start Pos) error {
+	_, err := l.removeSegment(start, false)
+	return err
+}
+
+// RemoveSegmentIfDead removes the segment starting at start only if its
+// live counter is zero, checked under the same lock under which Append
+// counts records appended with Record.Live: a segment is never judged dead
+// while a live record is being appended to it. It reports whether it
+// removed the segment; the active segment is never removed (false, nil).
+func (l *Log) RemoveSegmentIfDead(start Pos) (bool, error) {
+	return l.removeSegment(start, true)
+}
+
+func (l *Log) removeSegment(start Pos, ifDead bool) (bool, error) {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
-		return ErrClosed
+		return false, ErrClosed
 	}
 	sl := l.segs.Load()
 	i := slices.IndexFunc(sl.segs, func(s *segment) bool { return s.start == start })
 	switch {
 	case i < 0:
 		l.mu.Unlock()
-		return fmt.Errorf("%w: %016x", ErrNoSegment, uint64(start))
+		return false, fmt.Errorf("%w: %016x", ErrNoSegment, uint64(start))
 	case i == len(sl.segs)-1 || Pos(sl.segs[i].end.Load()) > l.WrittenEnd():
 		l.mu.Unlock()
-		return fmt.Errorf("%w: %016x", ErrActiveSegment, uint64(start))
+		if ifDead {
+			return false, nil
+		}
+		return false, fmt.Errorf("%w: %016x", ErrActiveSegment, uint64(start))
+	case ifDead && sl.segs[i].live.Load() != 0:
+		l.mu.Unlock()
+		return false, nil
 	}
 	s := sl.segs[i]
 	s.removed.Store(true)
@@ -249,11 +269,11 @@ func (l *Log) RemoveSegment(start Pos) error {
 		sf.unref() // the list's reference; in-flight readers keep it open
 	}
 	if err != nil {
-		return fmt.Errorf("wal: remove segment %016x: %w", uint64(start), err)
+		return true, fmt.Errorf("wal: remove segment %016x: %w", uint64(start), err)
 	}
 	l.log.Info("wal segment removed", "segment", fmt.Sprintf("%016x", uint64(start)),
 		"end", s.end.Load(), "live", s.live.Load())
-	return nil
+	return true, nil
 }
 
 // unlinkSegment makes the removal durable: a hole marker first (if an older
