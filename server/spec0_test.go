@@ -15,6 +15,9 @@ package server
 //	   are >= 400 with a list body                                              TestSpec0ResponseDocuments
 //	10 all 12 attributes, all 9 (7) message elements, no empty elements,
 //	   Location also on 204                                                     TestSpec0ResponseDocuments
+//
+// and two details of §2.3 and §3.5: TestSecurityTokenAndOtherHeadersIgnored,
+// TestSendIgnoresPropertiesAndGroup.
 
 import (
 	"bytes"
@@ -395,4 +398,48 @@ func TestSpec0ParameterNamesAnyCase(t *testing.T) {
 	wantStatus(t, c.del("/queues/q/messages?RECEIPTHANDLE="+h[2], ""), 204)
 	// The same parameter twice, in two spellings, is ambiguous.
 	wantError(t, c.del("/queues/q/messages?ReceiptHandle="+h[0]+"&receiptHandle="+h[1], ""), 400, "InvalidQueryString")
+}
+
+// STS: the security-token header (not x-mns-*, so not signed) is accepted
+// and ignored (spec §2.3); the request is checked by its signature alone.
+// Other x-mns-* headers (x-mns-user-request-id of Python and Java) are
+// signed like every x-mns-* header and otherwise ignored; User-Agent is
+// neither.
+func TestSecurityTokenAndOtherHeadersIgnored(t *testing.T) {
+	env := startEnv(t, envConfig{})
+	c := env.client()
+	r := c.do(req{method: "PUT", target: "/queues/q", headers: map[string]string{"security-token": "CAIS-sts-token"}})
+	wantStatus(t, r, 201)
+	r = c.do(req{method: "GET", target: "/queues/q", headers: map[string]string{
+		"security-token": "another", "x-mns-user-request-id": "0b5f6c1e-7d5c-4a57-a1c4-2f6f1f0f9a11", "User-Agent": "aliyun-sdk-python/1.1.6"}})
+	wantStatus(t, r, 200)
+	// The x-mns-user-request-id header is signed: changing it after signing
+	// breaks the signature.
+	h := map[string]string{"x-mns-user-request-id": "a"}
+	raw := c.build(req{method: "GET", target: "/queues/q", headers: h})
+	raw = strings.Replace(raw, "x-mns-user-request-id: a\r\n", "x-mns-user-request-id: b\r\n", 1)
+	wantError(t, c.raw(raw), 403, "SignatureDoesNotMatch")
+}
+
+// Send elements smqd does not keep (UserProperties, SystemProperties,
+// MessageGroupId: spec §3.5) are accepted and ignored: the message is
+// stored, and a receive answers the nine elements only (nothing is echoed,
+// so no name the Java SDK does not know can appear, spec §3.7).
+func TestSendIgnoresPropertiesAndGroup(t *testing.T) {
+	env := startEnv(t, envConfig{})
+	c := env.client()
+	c.mustCreate("q")
+	body := `<Message xmlns="http://mns.aliyuncs.com/doc/v1"><MessageBody>p</MessageBody>` +
+		`<UserProperties><PropertyValue><Name>k</Name><Value>v</Value><Type>STRING</Type></PropertyValue></UserProperties>` +
+		`<SystemProperties><SystemPropertyValue><Name>traceparent</Name><Value>00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01</Value><Type>STRING</Type></SystemPropertyValue></SystemProperties>` +
+		`<MessageGroupId>g1</MessageGroupId></Message>`
+	r := c.post("/queues/q/messages", body)
+	wantStatus(t, r, 201)
+	r = c.get("/queues/q/messages")
+	wantStatus(t, r, 200)
+	doc := checkDocument(t, r, "Message")
+	wantChildren(t, doc, receivedElems...)
+	if doc.children[3].text != "p" {
+		t.Fatalf("body %q", doc.children[3].text)
+	}
 }
