@@ -65,11 +65,11 @@ type Config struct {
 	// Batch sizes 1..16. A consumer deletes DeleteBatch handles at a time
 	// (what is left when a receive comes back empty is deleted at once).
 	SendBatch, RecvBatch, DeleteBatch int
-	Queues      int
-	QueuePrefix string // queue names are prefix-0, prefix-1, ...
-	KeepQueues  bool   // do not delete and recreate the queues
-	PriorityMix []Weight
-	DelayMix    []Weight // seconds
+	Queues                            int
+	QueuePrefix                       string // queue names are prefix-0, prefix-1, ...
+	KeepQueues                        bool   // do not delete and recreate the queues
+	PriorityMix                       []Weight
+	DelayMix                          []Weight // seconds
 	// Rate is the open-loop arrival rate in messages per second over all
 	// producers (0: closed loop, as fast as each producer can). Latency is
 	// measured from each batch's scheduled time.

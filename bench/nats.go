@@ -259,4 +259,3 @@ func (c *natsClient) Delete(ctx context.Context, n int) (int, error) {
 	}
 	return ok, nil
 }
-

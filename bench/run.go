@@ -41,6 +41,10 @@ func Run(ctx context.Context, t Target, cfg Config) (*Result, error) {
 			if err = r.preload(ctx, res); err != nil {
 				break
 			}
+			for _, w := range r.producers { // the preload is not the measured load
+				w.wSent, w.wReq, w.wErr = 0, 0, 0
+				w.hSend.Reset()
+			}
 		}
 		err = r.timed(ctx, res, true, false)
 	case Backlog:

@@ -62,8 +62,30 @@ type MessageScanner struct {
 	pos int
 }
 
-// Reset starts scanning body.
-func (s *MessageScanner) Reset(body []byte) { s.b, s.pos = body, 0 }
+// Reset starts scanning body. An error body (root Error or Errors) has no
+// messages.
+func (s *MessageScanner) Reset(body []byte) {
+	s.b, s.pos = body, 0
+	if r := rootName(body); bytes.Equal(r, []byte("Error")) || bytes.Equal(r, []byte("Errors")) {
+		s.pos = len(body)
+	}
+}
+
+// rootName returns the name of the first element of b (after any XML
+// declaration).
+func rootName(b []byte) []byte {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '<' || i+1 >= len(b) || b[i+1] == '?' || b[i+1] == '!' {
+			continue
+		}
+		j := i + 1
+		for j < len(b) && b[j] != '>' && b[j] != ' ' && b[j] != '/' && b[j] != '\n' {
+			j++
+		}
+		return b[i+1 : j]
+	}
+	return nil
+}
 
 // Next fills m with the next message and reports whether there was one.
 func (s *MessageScanner) Next(m *ScannedMessage) bool {

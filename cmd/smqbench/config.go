@@ -37,6 +37,7 @@ type config struct {
 	syncIvl     time.Duration
 	inMemory    bool
 	stripes     int
+	syncSet     bool // --sync given (flag or environment)
 
 	jsonOut    string
 	quiet      bool
@@ -150,6 +151,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	if err != nil {
 		return nil, err
 	}
+	c.syncSet = set["sync"]
 	if b.SendBatch == 0 {
 		b.SendBatch = batch
 	}
@@ -201,15 +203,11 @@ func (c *config) validate() error {
 	if (c.accessKeyID == "") != (c.accessKeySecret == "") {
 		return errors.New("--access-key-id and --access-key-secret go together")
 	}
-	if c.bench.Sync == "" {
-		switch c.target {
-		case "smqd":
-			if c.spawn != "" {
-				c.bench.Sync = c.syncClass()
-			}
-		case "inproc":
-			c.bench.Sync = c.syncClass()
-		}
+	// The durability class in the result: known for what the bench opens
+	// or starts; for a server already running (or a peer) only when --sync
+	// says it.
+	if c.target == "inproc" || c.spawn != "" || c.syncSet {
+		c.bench.Sync = c.syncClass()
 	}
 	return nil
 }
@@ -290,4 +288,3 @@ func orDefault(s, d string) string {
 	}
 	return s
 }
-

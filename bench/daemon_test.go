@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// buildSmqd builds cmd/smqd into a temp dir.
+func buildSmqd(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "smqd")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/smqd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build smqd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestBacklogRestartCheck spawns smqd, preloads, drains half, kills it with
+// SIGKILL, restarts it and checks the count and the drain of the rest.
+func TestBacklogRestartCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and spawns smqd")
+	}
+	bin := buildSmqd(t)
+	dir := t.TempDir()
+	d := &Daemon{Bin: bin, DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "smqd.log")}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(10 * time.Second)
+	ctx := context.Background()
+	if err := d.WaitReady(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	id, secret, err := d.Credentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := NewMNSTarget(MNSOptions{Addr: d.Addr(), AccessKeyID: id, AccessKeySecret: secret})
+	defer target.Close()
+	cfg := smokeConfig(Backlog)
+	cfg.Messages, cfg.RestartCheck, cfg.Daemon = 5000, true, d
+	res, err := Run(ctx, target, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResult(t, res)
+	if res.RestartMs <= 0 || !res.RestartCountOK || res.RSSBytes <= 0 {
+		t.Fatalf("restart check: %+v", res)
+	}
+	t.Logf("restart %.1f ms, counted %d of %d, rss %d", res.RestartMs, res.CountAfterRestart, res.ExpectedAfterRestart, res.RSSBytes)
+	pid := d.PID()
+	if err := d.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadRSS(pid); err == nil {
+		t.Fatalf("process %d still there after Stop", pid)
+	}
+}

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# bench/peers.sh — measure smqd against beanstalkd, Redis and NATS JetStream
+# with the same workloads, in the same run, at the same durability class,
+# and print the ratios smqd / best peer.
+#
+#   bench/peers.sh [--class always|interval] [--repeat N] [--duration D]
+#                  [--warmup D] [--scenarios "b16 b1 rate1000 backlog"]
+#                  [--targets "smqd beanstalkd redis nats"] [--backlog-messages N]
+#                  [--out DIR] [--no-install] [--keep]
+#
+# Durability classes (fsync before the acknowledgement vs about once a second):
+#   always:   smqd --sync always; beanstalkd -f 0; redis appendfsync always;
+#             nats jetstream { sync_interval: always }
+#   interval: smqd --sync interval --sync-interval 1s; beanstalkd -f 1000;
+#             redis appendfsync everysec; nats jetstream { sync_interval: "1s" }
+#             (nats-server's own default is 2 minutes, so it is set explicitly)
+#
+# Every server binds 127.0.0.1 only, keeps its data in a temp dir, and is
+# stopped by PID on exit (trap). smqd is started by smqbench itself
+# (--spawn) for each run, on a fresh data dir. Every run is bounded in
+# time (warm-up + duration, or --max-time for backlog).
+set -euo pipefail
+
+CLASS=always
+REPEAT=3
+DURATION=10s
+WARMUP=3s
+SCENARIOS="b16 b1 rate1000"
+TARGETS="smqd beanstalkd redis nats"
+BACKLOG_MESSAGES=1000000
+OUT=""
+INSTALL=1
+KEEP=0
+NATS_VERSION=v2.15.2
+EXTRA=()
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--class) CLASS=$2; shift 2 ;;
+	--repeat) REPEAT=$2; shift 2 ;;
+	--duration) DURATION=$2; shift 2 ;;
+	--warmup) WARMUP=$2; shift 2 ;;
+	--scenarios) SCENARIOS=$2; shift 2 ;;
+	--targets) TARGETS=$2; shift 2 ;;
+	--backlog-messages) BACKLOG_MESSAGES=$2; shift 2 ;;
+	--out) OUT=$2; shift 2 ;;
+	--no-install) INSTALL=0; shift ;;
+	--keep) KEEP=1; shift ;;
+	--) shift; EXTRA=("$@"); break ;;
+	-h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+	*) echo "peers.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+case "$CLASS" in always|interval) ;; *) echo "peers.sh: --class always|interval" >&2; exit 2 ;; esac
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WORK=$(mktemp -d /tmp/smqbench-peers.XXXXXX)
+[ -n "$OUT" ] || OUT="$WORK/out"
+mkdir -p "$OUT"
+RESULTS="$OUT/results-$CLASS.jsonl"
+PIDS=()
+
+cleanup() {
+	local pid
+	for pid in "${PIDS[@]}"; do
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -TERM "$pid" 2>/dev/null || true
+			for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+			kill -KILL "$pid" 2>/dev/null || true
+			wait "$pid" 2>/dev/null || true
+		fi
+	done
+	if [ "$KEEP" = 0 ]; then rm -rf "$WORK/data" "$WORK/bin"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { echo "peers.sh: $*" >&2; }
+
+# --- install -----------------------------------------------------------------
+NATS_SERVER=${NATS_SERVER:-$(command -v nats-server || true)}
+if [ "$INSTALL" = 1 ]; then
+	if ! command -v beanstalkd >/dev/null || ! command -v redis-server >/dev/null; then
+		log "installing beanstalkd and redis-server (apt-get)"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq beanstalkd redis-server >/dev/null
+	fi
+	if [ -z "$NATS_SERVER" ]; then
+		log "building nats-server $NATS_VERSION (go install)"
+		GOBIN="$WORK/bin" go install "github.com/nats-io/nats-server/v2@$NATS_VERSION"
+		NATS_SERVER="$WORK/bin/nats-server"
+	fi
+fi
+for t in $TARGETS; do
+	case $t in
+	beanstalkd) command -v beanstalkd >/dev/null || { log "beanstalkd missing"; exit 1; } ;;
+	redis) command -v redis-server >/dev/null || { log "redis-server missing"; exit 1; } ;;
+	nats) [ -x "$NATS_SERVER" ] || { log "nats-server missing (set NATS_SERVER)"; exit 1; } ;;
+	esac
+done
+log "building smqd and smqbench"
+(cd "$ROOT" && go build -o "$WORK/bin/" ./cmd/smqd ./cmd/smqbench)
+SMQD="$WORK/bin/smqd"
+SMQBENCH="$WORK/bin/smqbench"
+
+# --- versions and machine ------------------------------------------------------
+{
+	echo "date: $(date -u +%FT%TZ)"
+	echo "smqd commit: $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet -- engine wal index server cmd || echo ' (dirty)')"
+	echo "go: $(go version)"
+	command -v beanstalkd >/dev/null && echo "beanstalkd: $(beanstalkd -v 2>&1 | head -1)"
+	command -v redis-server >/dev/null && echo "redis: $(redis-server --version)"
+	[ -x "$NATS_SERVER" ] && echo "nats-server: $("$NATS_SERVER" --version)"
+	echo "nproc: $(nproc)"
+	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+	echo "kernel: $(uname -r)"
+	echo "data fs: $(df -T "$WORK" | awk 'NR==2{print $2" on "$1}')"
+	echo "class: $CLASS"
+} | tee "$OUT/versions-$CLASS.txt" >&2
+
+# --- servers ------------------------------------------------------------------
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+	local port=$1 i
+	for i in $(seq 200); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+		sleep 0.05
+	done
+	log "nothing listens on $port"; return 1
+}
+mkdir -p "$WORK/data"
+
+start_beanstalkd() {
+	local f=0; [ "$CLASS" = interval ] && f=1000
+	BS_PORT=$(free_port)
+	mkdir -p "$WORK/data/beanstalkd"
+	beanstalkd -l 127.0.0.1 -p "$BS_PORT" -b "$WORK/data/beanstalkd" -f "$f" -z 1048576 >"$OUT/beanstalkd.log" 2>&1 &
+	PIDS+=($!); wait_port "$BS_PORT"
+	log "beanstalkd pid $! port $BS_PORT (-f $f)"
+}
+start_redis() {
+	local fs=always; [ "$CLASS" = interval ] && fs=everysec
+	RD_PORT=$(free_port)
+	mkdir -p "$WORK/data/redis"
+	redis-server --bind 127.0.0.1 --port "$RD_PORT" --dir "$WORK/data/redis" --appendonly yes \
+		--appendfsync "$fs" --save "" --daemonize no --protected-mode yes --logfile "$OUT/redis.log" &
+	PIDS+=($!); wait_port "$RD_PORT"
+	log "redis-server pid $! port $RD_PORT (appendfsync $fs)"
+}
+start_nats() {
+	local si=always; [ "$CLASS" = interval ] && si='"1s"'
+	NATS_PORT=$(free_port)
+	mkdir -p "$WORK/data/nats"
+	cat >"$WORK/nats.conf" <<EOF
+listen: 127.0.0.1:$NATS_PORT
+http: 0
+jetstream {
+  store_dir: "$WORK/data/nats"
+  sync_interval: $si
+}
+EOF
+	"$NATS_SERVER" -c "$WORK/nats.conf" >"$OUT/nats.log" 2>&1 &
+	PIDS+=($!); wait_port "$NATS_PORT"
+	log "nats-server pid $! port $NATS_PORT (sync_interval $si)"
+}
+for t in $TARGETS; do
+	case $t in
+	beanstalkd) start_beanstalkd ;;
+	redis) start_redis ;;
+	nats) start_nats ;;
+	esac
+done
+
+# --- runs ---------------------------------------------------------------------
+scenario_args() {
+	case $1 in
+	b16) echo "cycle --batch 16" ;;
+	b1) echo "cycle --batch 1" ;;
+	rate1000) echo "cycle --batch 1 --rate 1000" ;;
+	backlog) echo "backlog --batch 16 --messages $BACKLOG_MESSAGES --max-time 5m" ;;
+	*) log "unknown scenario $1"; exit 2 ;;
+	esac
+}
+run_one() { # target scenario repeat
+	local t=$1 s=$2 r=$3 args
+	args=$(scenario_args "$s")
+	local common=(--label "$s-$CLASS" --sync "$CLASS" --producers 8 --consumers 8 --body 1024 --warmup "$WARMUP" --duration "$DURATION" --json-out "$RESULTS" --quiet "${EXTRA[@]}")
+	log "run $r/$REPEAT $s $t (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+	case $t in
+	smqd)
+		local dd="$WORK/data/smqd-$s-$r"
+		rm -rf "$dd"
+		local sync=()
+		[ "$CLASS" = interval ] && sync=(--sync-interval 1s)
+		local rc=()
+		[ "$s" = backlog ] && rc=(--restart-check)
+		# shellcheck disable=SC2086
+		"$SMQBENCH" $args --target smqd --spawn "$SMQD" --data-dir "$dd" "${sync[@]}" "${rc[@]}" "${common[@]}" >/dev/null || log "run failed: $s $t"
+		rm -rf "$dd"
+		;;
+	beanstalkd)
+		# shellcheck disable=SC2086
+		"$SMQBENCH" $args --target beanstalkd --addr "127.0.0.1:$BS_PORT" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
+	redis)
+		# shellcheck disable=SC2086
+		"$SMQBENCH" $args --target redis --addr "127.0.0.1:$RD_PORT" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
+	nats)
+		# shellcheck disable=SC2086
+		"$SMQBENCH" $args --target nats --addr "nats://127.0.0.1:$NATS_PORT" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
+	esac
+}
+for r in $(seq "$REPEAT"); do
+	for s in $SCENARIOS; do
+		for t in $TARGETS; do
+			run_one "$t" "$s" "$r"
+		done
+	done
+done
+
+# Tag every result line with the class (sync) for peers, then report.
+log "results: $RESULTS"
+"$SMQBENCH" report "$RESULTS" | tee "$OUT/report-$CLASS.txt"
