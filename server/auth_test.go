@@ -89,6 +89,7 @@ func TestAuthErrors(t *testing.T) {
 		{"no Authorization", req{method: "GET", target: "/queues/q", noSign: true}, 400, "MissingAuthorizationHeader"},
 		{"not MNS scheme", req{method: "GET", target: "/queues/q", noSign: true, headers: map[string]string{"Authorization": "Basic dGVzdDp0ZXN0"}}, 400, "InvalidAuthorizationHeader"},
 		{"no colon", req{method: "GET", target: "/queues/q", noSign: true, headers: map[string]string{"Authorization": "MNS testid"}}, 400, "InvalidAuthorizationHeader"},
+		{"signature version 4 (not supported)", req{method: "GET", target: "/queues/q", noSign: true, headers: map[string]string{"Authorization": "MNS4-HMAC-SHA256 Credential=testid/20261130/cn-hangzhou/mns/aliyun_v4_request,Signature=00"}}, 400, "InvalidAuthorizationHeader"},
 		{"empty signature", req{method: "GET", target: "/queues/q", noSign: true, headers: map[string]string{"Authorization": "MNS testid:"}}, 400, "InvalidAuthorizationHeader"},
 		{"unknown key", req{method: "GET", target: "/queues/q", noSign: true, headers: map[string]string{"Authorization": "MNS nobody:AAAAAAAAAAAAAAAAAAAAAAAAAAA="}}, 403, "InvalidAccessKeyId"},
 		{"bad signature", req{method: "GET", target: "/queues/q", noSign: true, headers: map[string]string{"Authorization": "MNS testid:AAAAAAAAAAAAAAAAAAAAAAAAAAA="}}, 403, "SignatureDoesNotMatch"},

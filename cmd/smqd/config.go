@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/server"
 )
 
@@ -32,6 +33,9 @@ type config struct {
 	stripes         int
 	shutdownTimeout time.Duration
 }
+
+// minBodyBytes is the smallest request body cap server.Options accepts.
+const minBodyBytes = engine.MaxMessageBytes + 4096
 
 // envPrefix + upper-cased flag name with '-' → '_' is the variable of a flag.
 const envPrefix = "SMQD_"
@@ -109,6 +113,9 @@ func (c *config) validate() error {
 	}
 	if c.maxLongPolls <= 0 {
 		return errors.New("--max-long-polls must be positive")
+	}
+	if c.maxBodyBytes < minBodyBytes {
+		return fmt.Errorf("--max-body-bytes must be at least %d (one maximal message and its markup)", minBodyBytes)
 	}
 	if c.stripes <= 0 || c.stripes > 256 {
 		return errors.New("--stripes must be between 1 and 256")

@@ -45,6 +45,7 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		{"--log-level", "loud"},
 		{"--access-key-id", "x"},
 		{"--max-long-polls", "0"},
+		{"--max-body-bytes", "65536"},
 		{"extra"},
 		{"--nope"},
 	} {
