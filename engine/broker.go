@@ -39,6 +39,8 @@ type Broker struct {
 	byID   map[uint64]*Queue // guarded by mu
 	names  []string          // guarded by mu: sorted queue names
 
+	compactMu sync.Mutex // serialises compaction passes (background and explicit)
+
 	stop chan struct{}  // closed by Close: stops background goroutines
 	bg   sync.WaitGroup // background goroutines
 

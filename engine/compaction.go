@@ -52,6 +52,8 @@ func (b *Broker) compactLoop(stop <-chan struct{}) {
 // compactOnce runs one pass, relocating at most budget bytes (0: unlimited).
 // It returns the segments removed and the bodies relocated.
 func (b *Broker) compactOnce(budget int64) (removed, relocated int, err error) {
+	b.compactMu.Lock()
+	defer b.compactMu.Unlock()
 	segs := b.store.segments(nil)
 	limit := b.replayStart()
 	for _, s := range segs {

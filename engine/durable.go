@@ -135,7 +135,11 @@ func (w *walStore) scan(start uint64, fn func(pos uint64, size uint32, typ uint8
 }
 
 func (w *walStore) removeSegment(start uint64) (bool, error) {
-	return w.l.RemoveSegmentIfDead(wal.Pos(start))
+	ok, err := w.l.RemoveSegmentIfDead(wal.Pos(start))
+	if errors.Is(err, wal.ErrNoSegment) {
+		return false, nil // already gone
+	}
+	return ok, err
 }
 
 func (w *walStore) close() error { return w.l.Close() }
