@@ -22,6 +22,7 @@ type config struct {
 	inMemory        bool
 	sync            string
 	syncInterval    time.Duration
+	walRepair       bool
 	accessKeyID     string
 	accessKeySecret string
 	credentialsFile string
@@ -54,6 +55,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.BoolVar(&c.inMemory, "in-memory", false, "keep queues and messages in memory only (lost at exit); the data directory then holds only the credentials")
 	fs.StringVar(&c.sync, "sync", "always", "durability of sends: always (ack after fsync) | interval (ack after write, fsync every --sync-interval) | none (fsync on segment roll and shutdown)")
 	fs.DurationVar(&c.syncInterval, "sync-interval", time.Second, "fsync period for --sync interval")
+	fs.BoolVar(&c.walRepair, "wal-repair", false, "at start, cut the log at a corrupt record followed by valid ones instead of refusing to start (everything after the damage is lost)")
 	fs.StringVar(&c.accessKeyID, "access-key-id", "", "access key id (with --access-key-secret)")
 	fs.StringVar(&c.accessKeySecret, "access-key-secret", "", "access key secret (prefer the environment variable "+envName("access-key-secret")+")")
 	fs.StringVar(&c.credentialsFile, "credentials-file", "", "file of access keys, one \"<id> <secret>\" per line (default: <data-dir>/credentials, created on first start)")
@@ -150,6 +152,7 @@ func (c *config) logAttrs() []any {
 		"in_memory", c.inMemory,
 		"sync", c.sync,
 		"sync_interval", c.syncInterval,
+		"wal_repair", c.walRepair,
 		"access_key_id", c.accessKeyID,
 		"access_key_secret", secret,
 		"credentials_file", c.credentialsFile,

@@ -92,6 +92,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		eopts.Dir = cfg.dataDir
 		eopts.WAL.Sync = mode
 		eopts.WAL.SyncInterval = cfg.syncInterval
+		eopts.WAL.Repair = cfg.walRepair
 	}
 	broker, err := engine.Open(eopts)
 	if err != nil {
