@@ -84,6 +84,13 @@ type Config struct {
 	// MaxTime bounds each phase of backlog and consume (preload, drain);
 	// default 10 minutes.
 	MaxTime time.Duration
+	// MaxBacklog (cycle, closed loop) holds producers back while the
+	// messages sent but not yet deleted in this run exceed it, so that the
+	// cycle runs at the pace the consumers sustain and the backlog cannot
+	// grow: the deleted rate is then the sustainable throughput. 0 means
+	// 10 x Consumers x RecvBatch; negative disables it (producers run free
+	// and a backlog that grows is only flagged).
+	MaxBacklog int64
 	// BacklogTolerance is how much the backlog may grow over a cycle's
 	// window before the run is flagged; 0 means max(1 % of the messages
 	// sent in the window, what the workers can hold in flight).

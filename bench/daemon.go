@@ -53,6 +53,9 @@ func (d *Daemon) Start() error {
 	if d.LogPath == "" {
 		d.LogPath = filepath.Join(filepath.Dir(filepath.Clean(d.DataDir)), "smqd.log")
 	}
+	if err := os.MkdirAll(filepath.Dir(d.LogPath), 0o755); err != nil {
+		return err
+	}
 	lf, err := os.OpenFile(d.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err

@@ -52,6 +52,7 @@ type Result struct {
 	BacklogGrowth    int64 `json:"backlog_growth"`
 	SentMinusDeleted int64 `json:"sent_minus_deleted"`
 	BacklogTolerance int64 `json:"backlog_tolerance"`
+	MaxBacklog       int64 `json:"max_backlog"` // producers' flow-control limit (0: none)
 	BacklogGrew      bool  `json:"backlog_grew"`
 
 	// Latencies: Send per request (from the scheduled time in open loop),
@@ -168,7 +169,11 @@ func (res *Result) WriteTable(w io.Writer) error {
 		if res.BacklogGrew {
 			flag = "GREW (throughput not sustainable)"
 		}
-		p("backlog", fmt.Sprintf("%d -> %d (growth %d, tolerance %d): %s", res.BacklogStart, res.BacklogEnd, res.BacklogGrowth, res.BacklogTolerance, flag))
+		fc := "producers free"
+		if res.MaxBacklog > 0 {
+			fc = fmt.Sprintf("producers held at %d outstanding", res.MaxBacklog)
+		}
+		p("backlog", fmt.Sprintf("%d -> %d (growth %d, tolerance %d; %s): %s", res.BacklogStart, res.BacklogEnd, res.BacklogGrowth, res.BacklogTolerance, fc, flag))
 	}
 	fmt.Fprintf(tw, "latency (µs)\tcount\tp50\tp90\tp99\tp99.9\tmax\n")
 	for _, l := range []struct {

@@ -179,6 +179,14 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 		q = &quota{}
 		q.left.Store(cfg.Messages)
 	}
+	var fl *flow
+	if produce && consume && cfg.Rate == 0 && cfg.MaxBacklog >= 0 {
+		fl = &flow{limit: cfg.MaxBacklog}
+		if fl.limit == 0 {
+			fl.limit = int64(10 * cfg.Consumers * cfg.RecvBatch)
+		}
+		res.MaxBacklog = fl.limit
+	}
 	var wg sync.WaitGroup
 	if produce {
 		perRate := 0.0
@@ -194,11 +202,11 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 				if perRate > 0 {
 					s += int64(float64(i) / float64(len(r.producers)) * float64(cfg.SendBatch) / perRate * 1e9)
 				}
-				w.produce(ctx, cfg, q, s, win.to, perRate, win, r.queuesOf(i, len(r.producers)))
+				w.produce(ctx, cfg, q, fl, s, win.to, perRate, win, r.queuesOf(i, len(r.producers)))
 			}(i, w)
 		}
 	}
-	stop := &consumeStop{at: win.to, deleted: new(atomic.Int64)}
+	stop := &consumeStop{at: win.to, deleted: new(atomic.Int64), flow: fl}
 	if consume {
 		for i, w := range r.consumers {
 			wg.Add(1)
@@ -255,7 +263,7 @@ func (r *runner) preload(ctx context.Context, res *Result) error {
 		wg.Add(1)
 		go func(i int, w *worker) {
 			defer wg.Done()
-			w.produce(ctx, cfg, q, 0, stopAt, 0, win, r.queuesOf(i, len(r.producers)))
+			w.produce(ctx, cfg, q, nil, 0, stopAt, 0, win, r.queuesOf(i, len(r.producers)))
 		}(i, w)
 	}
 	wg.Wait()

@@ -119,7 +119,9 @@ func (s *MessageScanner) Next(m *ScannedMessage) bool {
 		m.MessageID, _, _ = element(entry, 0, tagMessageIDOpen, tagMessageIDClose)
 		m.ReceiptHandle, _, _ = element(entry, 0, tagReceiptHandleOpen, tagReceiptHandleClose)
 		m.MessageBody, _, _ = element(entry, 0, tagMessageBodyOpen, tagMessageBodyClose)
-		m.ErrorCode, _, _ = element(entry, 0, tagErrorCodeOpen, tagErrorCodeClose)
+		if m.MessageID == nil { // only a failed batch entry has no MessageId
+			m.ErrorCode, _, _ = element(entry, 0, tagErrorCodeOpen, tagErrorCodeClose)
+		}
 		s.pos = end + len(tagMessageClose)
 		return true
 	}

@@ -101,10 +101,33 @@ func (q *quota) take(n int) int {
 	return 0
 }
 
+// flow holds producers back while more than limit messages are sent and
+// not yet deleted (nil: no limit).
+type flow struct {
+	limit       int64
+	outstanding atomic.Int64
+}
+
+// wait blocks while the limit is exceeded, until stop (Unix ns).
+func (f *flow) wait(ctx context.Context, stop int64) {
+	if f == nil {
+		return
+	}
+	for f.outstanding.Load() > f.limit && ctx.Err() == nil && time.Now().UnixNano() < stop {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+func (f *flow) add(n int64) {
+	if f != nil {
+		f.outstanding.Add(n)
+	}
+}
+
 // produce sends batches until stop (Unix ns), ctx ends, or q runs out.
 // With rate > 0 (messages per second for this producer) it follows a fixed
 // schedule from start and measures from each batch's scheduled time.
-func (w *worker) produce(ctx context.Context, cfg *Config, q *quota, start, stop int64, rate float64, win window, queues []int) {
+func (w *worker) produce(ctx context.Context, cfg *Config, q *quota, fl *flow, start, stop int64, rate float64, win window, queues []int) {
 	var interval float64
 	if rate > 0 {
 		interval = float64(cfg.SendBatch) / rate * 1e9
@@ -125,6 +148,11 @@ func (w *worker) produce(ctx context.Context, cfg *Config, q *quota, start, stop
 				now = time.Now().UnixNano()
 			}
 		}
+		if fl != nil {
+			fl.wait(ctx, stop)
+			now = time.Now().UnixNano()
+			sched = now
+		}
 		if now >= stop {
 			return
 		}
@@ -143,6 +171,7 @@ func (w *worker) produce(ctx context.Context, cfg *Config, q *quota, start, stop
 			w.firstSend = done
 		}
 		w.sent.Add(int64(ok))
+		fl.add(int64(ok))
 		w.tSent += int64(ok)
 		if ok > 0 {
 			w.lastSend = done
@@ -162,6 +191,7 @@ func (w *worker) produce(ctx context.Context, cfg *Config, q *quota, start, stop
 // consumeStop says when a consumer ends.
 type consumeStop struct {
 	at      int64         // Unix ns: stop receiving
+	flow    *flow         // producers' flow control, or nil
 	onEmpty bool          // stop after a receive that came back empty
 	target  int64         // stop once all consumers deleted this many (0: no target)
 	deleted *atomic.Int64 // deletes of all consumers in this phase
@@ -233,6 +263,7 @@ func (w *worker) deleteBatch(ctx context.Context, n int, stop *consumeStop, win 
 	t1 := time.Now().UnixNano()
 	w.deleted.Add(int64(ok))
 	stop.deleted.Add(int64(ok))
+	stop.flow.add(-int64(ok))
 	w.tDel += int64(ok)
 	if ok > 0 {
 		w.lastDel = t1

@@ -99,6 +99,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.Int64Var(&b.Messages, "messages", 0, "cap on messages sent (cycle, produce); messages preloaded (consume, backlog)")
 	fs.DurationVar(&b.Wait, "wait", time.Second, "long-poll wait of each receive (whole seconds on the wire, max 30s)")
 	fs.DurationVar(&b.MaxTime, "max-time", 10*time.Minute, "bound of each backlog/consume phase (preload, drain)")
+	fs.Int64Var(&b.MaxBacklog, "max-backlog", 0, "cycle, closed loop: hold producers while sent-but-not-deleted messages exceed this, so the deleted rate is sustainable (0: 10 x consumers x recv batch; -1: off, producers run free)")
 	fs.Int64Var(&b.BacklogTolerance, "backlog-tolerance", 0, "cycle: allowed backlog growth over the window (0: max(1% of sent, in-flight capacity))")
 	fs.Uint64Var(&b.Seed, "seed", 1, "seed of the priority and delay choices")
 	fs.BoolVar(&b.RestartCheck, "restart-check", false, "backlog with --spawn: kill -9 the daemon after --restart-after of the drain, restart it, time the first receive, count the messages")

@@ -1,0 +1,35 @@
+// Package bench is smqd's load generator: the workloads, the targets they
+// drive and the figures they report. cmd/smqbench wires it to flags.
+//
+// Targets (target.go) hide how a system is driven:
+//
+//	MNSTarget        smqd (or any MNS server) over HTTP: fasthttp.HostClient with
+//	                 keep-alive, requests signed per spec §2.2 (signer.go), bodies
+//	                 appended into reused buffers, responses read by a minimal
+//	                 scanner (scanner.go); no allocation per request once warm
+//	InprocTarget     engine.Broker called directly, to separate engine and HTTP cost
+//	BeanstalkTarget  beanstalkd through a minimal client of its text protocol
+//	RedisTarget      Redis list queue, reliable pattern (LMOVE to a processing
+//	                 list, LREM to delete)
+//	NATSTarget       NATS JetStream work-queue stream, pull consumer, explicit ack
+//
+// Workloads (run.go, worker.go): cycle (producers and consumers together,
+// measured for a window after a warm-up; the backlog is counted at both ends
+// of the window), produce, consume and backlog (preload, resident memory,
+// drain, optionally kill -9 and restart of a spawned daemon half way,
+// daemon.go). Producers may follow an open-loop schedule (Config.Rate); the
+// latency is then measured from each batch's scheduled time, so a slow
+// server cannot hide its queueing (no coordinated omission). Every message
+// carries its send (or scheduled) time in its first 16 bytes, so consumers
+// measure the end-to-end latency.
+//
+// Figures: latencies go into per-worker log-linear histograms (histogram.go;
+// an atomic add per sample, no lock) merged at the end; a Result is printed
+// as a table and as one JSON line with stable field names, and report.go
+// aggregates JSON lines into medians, spreads and ratios to the best peer.
+//
+// Ownership: each worker goroutine owns its Client, its histograms and its
+// window counters; the progress reporter reads only atomics. Dependency
+// direction (STYLE.md §1): bench imports engine's public API and fasthttp,
+// never server, wal or index (server only in tests).
+package bench
