@@ -108,6 +108,12 @@ type Config struct {
 	// count the messages it recovered.
 	RestartCheck bool
 	RestartAfter float64 // default 0.5
+	// RSSPID, when no Daemon is given, is a server process (a peer) whose
+	// resident memory a backlog run reads after the preload.
+	RSSPID int
+	// AfterPreload, if set, is called when a backlog preload is done (e.g.
+	// to write a heap profile of an in-process engine).
+	AfterPreload func()
 }
 
 // Process is a server process the bench started.

@@ -29,6 +29,7 @@ type Daemon struct {
 	Listen  string   // --listen; empty: a free loopback port chosen once
 	Args    []string // further flags (e.g. --sync interval)
 	LogPath string   // stdout and stderr; empty: <parent of DataDir>/smqd.log
+	Env     []string // added to this process's environment (e.g. GOGC=50)
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // guarded by mu
@@ -63,6 +64,9 @@ func (d *Daemon) Start() error {
 	args := append([]string{"--listen", d.Listen, "--data-dir", d.DataDir}, d.Args...)
 	cmd := exec.Command(d.Bin, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
+	if len(d.Env) > 0 {
+		cmd.Env = append(os.Environ(), d.Env...)
+	}
 	// Its own process group: a terminal's Ctrl-C goes to smqbench, which
 	// then stops the daemon itself.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -82,19 +82,20 @@ type metric struct {
 	higherWins  bool
 	get         func(*Result) float64
 	appliesToWL func(string) bool
+	skipZero    bool // 0 means not measured (restart time, RSS of a peer)
 }
 
 var reportMetrics = []metric{
-	{"deleted/s", true, func(r *Result) float64 { return r.DeletedPerS }, is("cycle", "consume")},
-	{"sent/s", true, func(r *Result) float64 { return r.SentPerS }, is("cycle", "produce")},
-	{"send p50 µs", false, func(r *Result) float64 { return r.Send.P50Us }, is("cycle", "produce")},
-	{"send p99 µs", false, func(r *Result) float64 { return r.Send.P99Us }, is("cycle", "produce")},
-	{"e2e p50 µs", false, func(r *Result) float64 { return r.E2E.P50Us }, is("cycle")},
-	{"e2e p99 µs", false, func(r *Result) float64 { return r.E2E.P99Us }, is("cycle")},
-	{"preload/s", true, func(r *Result) float64 { return r.PreloadPerS }, is("backlog", "consume")},
-	{"drain/s", true, func(r *Result) float64 { return r.DrainPerS }, is("backlog")},
-	{"RSS MiB", false, func(r *Result) float64 { return float64(r.RSSBytes) / (1 << 20) }, is("backlog")},
-	{"restart ms", false, func(r *Result) float64 { return r.RestartMs }, is("backlog")},
+	{"deleted/s", true, func(r *Result) float64 { return r.DeletedPerS }, is("cycle", "consume"), false},
+	{"sent/s", true, func(r *Result) float64 { return r.SentPerS }, is("cycle", "produce"), false},
+	{"send p50 µs", false, func(r *Result) float64 { return r.Send.P50Us }, is("cycle", "produce"), false},
+	{"send p99 µs", false, func(r *Result) float64 { return r.Send.P99Us }, is("cycle", "produce"), false},
+	{"e2e p50 µs", false, func(r *Result) float64 { return r.E2E.P50Us }, is("cycle"), false},
+	{"e2e p99 µs", false, func(r *Result) float64 { return r.E2E.P99Us }, is("cycle"), false},
+	{"preload/s", true, func(r *Result) float64 { return r.PreloadPerS }, is("backlog", "consume"), false},
+	{"drain/s", true, func(r *Result) float64 { return r.DrainPerS }, is("backlog"), false},
+	{"RSS MiB", false, func(r *Result) float64 { return float64(r.RSSBytes) / (1 << 20) }, is("backlog"), true},
+	{"restart ms", false, func(r *Result) float64 { return r.RestartMs }, is("backlog"), true},
 }
 
 func is(ws ...string) func(string) bool {
@@ -156,9 +157,11 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 			rs := groups[key{label, t}]
 			fmt.Fprintf(tw, "%s\t%d", t, len(rs))
 			for _, m := range ms {
-				xs := make([]float64, len(rs))
-				for i, r := range rs {
-					xs[i] = m.get(r)
+				var xs []float64
+				for _, r := range rs {
+					if x := m.get(r); x != 0 || !m.skipZero {
+						xs = append(xs, x)
+					}
 				}
 				f := figureOf(xs)
 				figs[t] = append(figs[t], f)

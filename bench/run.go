@@ -328,12 +328,21 @@ func (r *runner) backlog(ctx context.Context, res *Result) error {
 	if err := r.preload(ctx, res); err != nil {
 		return err
 	}
-	if cfg.Daemon != nil {
-		res.RSSBytes, _ = ReadRSS(cfg.Daemon.PID())
-		res.RSSOf = "daemon"
-	} else {
-		res.RSSBytes, _ = ReadRSS(0)
-		res.RSSOf = "smqbench (engine in process)"
+	if cfg.AfterPreload != nil {
+		cfg.AfterPreload()
+	}
+	pid := -1
+	switch _, inproc := r.t.(*InprocTarget); {
+	case cfg.Daemon != nil:
+		pid, res.RSSOf = cfg.Daemon.PID(), "daemon"
+	case cfg.RSSPID > 0:
+		pid, res.RSSOf = cfg.RSSPID, "pid "+strconv.Itoa(cfg.RSSPID)
+	case inproc:
+		pid, res.RSSOf = 0, "smqbench (engine in process)"
+	}
+	if pid >= 0 {
+		res.RSSBytes, _ = ReadRSS(pid)
+		res.RSSAnonBytes, res.RSSFileBytes = ReadRSSParts(pid)
 	}
 	first := res.Preloaded
 	if cfg.RestartCheck {
@@ -348,9 +357,27 @@ func (r *runner) backlog(ctx context.Context, res *Result) error {
 		if err := r.restart(ctx, res); err != nil {
 			return err
 		}
-		d2, t2 := r.drain(ctx, res.Preloaded-res.Drained)
+		// Drain until empty: a restart may redeliver messages whose
+		// deletes were acknowledged but not yet written when it was killed
+		// (at-least-once; DESIGN.md "Durability").
+		d2, t2 := r.drain(ctx, 0)
 		res.Drained += d2
 		res.DrainS += t2.Seconds()
+		// Redelivered messages whose receive survived the kill but whose
+		// delete did not are Inactive until their visibility timeout ends:
+		// wait for them (not counted in the drain rate).
+		deadline := time.Now().Add(cfg.MaxTime)
+		for ctx.Err() == nil && time.Now().Before(deadline) {
+			left, err := r.backlogNow(ctx)
+			if err != nil {
+				return err
+			}
+			if left == 0 {
+				break
+			}
+			d3, _ := r.drain(ctx, 0)
+			res.DrainedLate += d3
+		}
 	}
 	if res.DrainS > 0 {
 		res.DrainPerS = float64(res.Drained) / res.DrainS
@@ -401,6 +428,7 @@ func (r *runner) restart(ctx context.Context, res *Result) error {
 	}
 	res.CountAfterRestart = n
 	res.RestartCountOK = n == res.ExpectedAfterRestart
+	res.Redelivered = n - res.ExpectedAfterRestart
 	if _, err := c.Delete(ctx, 1); err != nil {
 		return fmt.Errorf("delete after restart: %w", err)
 	}

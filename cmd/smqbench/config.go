@@ -31,6 +31,7 @@ type config struct {
 	spawn       string
 	spawnListen string
 	spawnArgs   string
+	spawnEnv    string
 	dataDir     string
 	daemonLog   string
 	sync        string
@@ -43,6 +44,7 @@ type config struct {
 	quiet      bool
 	progress   bool
 	cpuProfile string
+	memProfile string
 }
 
 const envPrefix = "SMQBENCH_"
@@ -73,6 +75,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.spawn, "spawn", "", "path of the smqd binary to start (and stop) for this run; with --data-dir")
 	fs.StringVar(&c.spawnListen, "spawn-listen", "", "--listen of the spawned smqd (default: a free 127.0.0.1 port)")
 	fs.StringVar(&c.spawnArgs, "spawn-args", "", "further flags for the spawned smqd, space separated")
+	fs.StringVar(&c.spawnEnv, "spawn-env", "", "environment variables for the spawned smqd, space separated (e.g. \"GOGC=50 GOMEMLIMIT=96MiB\")")
 	fs.StringVar(&c.dataDir, "data-dir", "", "data directory: of the spawned smqd, of the in-process engine (--target inproc), or where to find an running smqd's credentials")
 	fs.StringVar(&c.daemonLog, "daemon-log", "", "log file of the spawned smqd (default <parent of data-dir>/smqd.log)")
 	fs.StringVar(&c.sync, "sync", "always", "durability of the spawned smqd or the in-process engine: always | interval | none")
@@ -108,6 +111,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.jsonOut, "json-out", "", "also append the JSON line to this file")
 	fs.BoolVar(&c.quiet, "quiet", false, "no table on stderr (the JSON line still goes to stdout)")
 	fs.BoolVar(&c.progress, "progress", true, "live progress line when stdout is a terminal")
+	fs.IntVar(&b.RSSPID, "rss-pid", 0, "backlog: read the resident memory of this process (a peer server) after the preload")
+	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile of smqbench (with --target inproc: of the engine) after a backlog preload, else at the end")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of smqbench (with --target inproc: of the engine) to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage:\n  smqbench <%s> [flags]\n  smqbench report [--baseline smqd] results.jsonl...\n\nEvery flag can also be set by an environment variable, e.g. --addr by %s.\n\nFlags:\n",

@@ -22,7 +22,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,7 +67,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			f.Close()
 		}()
 	}
+	wroteHeap := false
+	if cfg.memProfile != "" {
+		cfg.bench.AfterPreload = func() {
+			writeHeapProfile(cfg.memProfile, stderr)
+			wroteHeap = true
+		}
+	}
 	res, err := execute(ctx, cfg, stdout, stderr)
+	if cfg.memProfile != "" && !wroteHeap {
+		writeHeapProfile(cfg.memProfile, stderr)
+	}
 	if res != nil {
 		if !cfg.quiet {
 			res.WriteTable(stderr)
@@ -95,7 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 func execute(ctx context.Context, cfg *config, stdout, stderr io.Writer) (*bench.Result, error) {
 	var daemon *bench.Daemon
 	if cfg.spawn != "" {
-		daemon = &bench.Daemon{Bin: cfg.spawn, DataDir: cfg.dataDir, Listen: cfg.spawnListen, Args: cfg.daemonArgs(), LogPath: cfg.daemonLog}
+		daemon = &bench.Daemon{Bin: cfg.spawn, DataDir: cfg.dataDir, Listen: cfg.spawnListen, Args: cfg.daemonArgs(), LogPath: cfg.daemonLog, Env: strings.Fields(cfg.spawnEnv)}
 		if err := daemon.Start(); err != nil {
 			return nil, err
 		}
@@ -128,6 +140,20 @@ func execute(ctx context.Context, cfg *config, stdout, stderr io.Writer) (*bench
 		defer fmt.Fprint(stdout, "\r\033[K")
 	}
 	return bench.Run(ctx, t, bc)
+}
+
+// writeHeapProfile writes a heap profile (after a GC) to path.
+func writeHeapProfile(path string, stderr io.Writer) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(stderr, "smqbench:", err)
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		fmt.Fprintln(stderr, "smqbench:", err)
+	}
 }
 
 // isTerminal reports whether w is a character device (a terminal).
