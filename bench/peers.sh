@@ -135,7 +135,7 @@ start_beanstalkd() {
 	BS_PORT=$(free_port)
 	mkdir -p "$WORK/data/beanstalkd"
 	beanstalkd -l 127.0.0.1 -p "$BS_PORT" -b "$WORK/data/beanstalkd" -f "$f" -z 1048576 >"$OUT/beanstalkd.log" 2>&1 &
-	PIDS+=($!); wait_port "$BS_PORT"
+	PIDS+=($!); BS_PID=$!; wait_port "$BS_PORT"
 	log "beanstalkd pid $! port $BS_PORT (-f $f)"
 }
 start_redis() {
@@ -144,7 +144,7 @@ start_redis() {
 	mkdir -p "$WORK/data/redis"
 	redis-server --bind 127.0.0.1 --port "$RD_PORT" --dir "$WORK/data/redis" --appendonly yes \
 		--appendfsync "$fs" --save "" --daemonize no --protected-mode yes --logfile "$OUT/redis.log" &
-	PIDS+=($!); wait_port "$RD_PORT"
+	PIDS+=($!); RD_PID=$!; wait_port "$RD_PORT"
 	log "redis-server pid $! port $RD_PORT (appendfsync $fs)"
 }
 start_nats() {
@@ -160,7 +160,7 @@ jetstream {
 }
 EOF
 	"$NATS_SERVER" -c "$WORK/nats.conf" >"$OUT/nats.log" 2>&1 &
-	PIDS+=($!); wait_port "$NATS_PORT"
+	PIDS+=($!); NATS_PID=$!; wait_port "$NATS_PORT"
 	log "nats-server pid $! port $NATS_PORT (sync_interval $si)"
 }
 for t in $TARGETS; do
@@ -184,7 +184,11 @@ scenario_args() {
 run_one() { # target scenario repeat
 	local t=$1 s=$2 r=$3 args
 	args=$(scenario_args "$s")
-	local common=(--label "$s-$CLASS" --sync "$CLASS" --producers 8 --consumers 8 --body 1024 --warmup "$WARMUP" --duration "$DURATION" --json-out "$RESULTS" --quiet "${EXTRA[@]}")
+	local rss=()
+	if [ "$s" = backlog ]; then
+		case $t in beanstalkd) rss=(--rss-pid "$BS_PID") ;; redis) rss=(--rss-pid "$RD_PID") ;; nats) rss=(--rss-pid "$NATS_PID") ;; esac
+	fi
+	local common=("${rss[@]}" --label "$s-$CLASS" --sync "$CLASS" --producers 8 --consumers 8 --body 1024 --warmup "$WARMUP" --duration "$DURATION" --json-out "$RESULTS" --quiet "${EXTRA[@]}")
 	log "run $r/$REPEAT $s $t (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 	case $t in
 	smqd)

@@ -195,6 +195,20 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 				fmt.Fprintf(tw, "\t%.2fx (%s)", bf[i].Median/best, bestT)
 			}
 			fmt.Fprint(tw, "\t\t\n")
+			for _, t := range targets {
+				if !peerTargets[t] {
+					continue
+				}
+				fmt.Fprintf(tw, "%s / %s\t", baseline, t)
+				for i := range ms {
+					if bf[i].N == 0 || figs[t][i].N == 0 || figs[t][i].Median == 0 {
+						fmt.Fprint(tw, "\t-")
+						continue
+					}
+					fmt.Fprintf(tw, "\t%.2fx", bf[i].Median/figs[t][i].Median)
+				}
+				fmt.Fprint(tw, "\t\t\n")
+			}
 		}
 		fmt.Fprintln(tw)
 	}
