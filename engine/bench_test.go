@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -51,7 +53,7 @@ func BenchmarkCycleDurable(b *testing.B) {
 			b.Run(fmt.Sprintf("sync=%s/batch=%d", mode, batch), func(b *testing.B) {
 				o := Options{Dir: b.TempDir()}
 				o.WAL.Sync = mode
-				benchCycle(b, o, batch, 64)
+				benchCycle(b, o, batch, parallelismFromEnv(64))
 			})
 		}
 	}
@@ -212,4 +214,13 @@ func BenchmarkReceiveLatency(b *testing.B) {
 			b.ReportMetric(float64(recvNs)/float64(b.N), "ns/receive")
 		})
 	}
+}
+
+// parallelismFromEnv lets SMQD_BENCH_PARALLELISM override a benchmark's
+// goroutines per GOMAXPROCS.
+func parallelismFromEnv(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("SMQD_BENCH_PARALLELISM")); err == nil && v > 0 {
+		return v
+	}
+	return def
 }

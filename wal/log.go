@@ -87,6 +87,13 @@ type Log struct {
 
 	// Spare-segment goroutine plumbing (writer.go).
 	spares    chan spareFile
+	// recycled holds removed segment files renamed to spares (segment.go),
+	// handed out by the spare goroutine before it makes a new file.
+	recycled struct {
+		sync.Mutex
+		names []string
+		seq   int
+	}
 	spareStop chan struct{}
 	spareDone chan struct{}
 

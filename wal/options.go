@@ -80,6 +80,14 @@ type Options struct {
 	// CompressMinBytes is the smallest payload Append tries to compress with
 	// s2. 0 means the default 4096; negative disables compression.
 	CompressMinBytes int
+	// RecycleSegments is how many removed segment files are kept, renamed,
+	// to become future segments instead of being unlinked. A recycled file
+	// is already written on disk, so an fdatasync after writing into it
+	// need not convert unwritten extents (on ext4 that halves its latency);
+	// its old bytes are never mistaken for records (checksums are seeded
+	// with the position) and the writer ends every write into it with a
+	// zero header. 0 means the default 2; negative disables recycling.
+	RecycleSegments int
 	// Repair makes Open cut the log at a mid-log corruption of the last
 	// segment (dropping everything after it) instead of failing. It does
 	// not apply to older segments (they are not scanned at Open; a short
@@ -111,6 +119,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CompressMinBytes == 0 {
 		o.CompressMinBytes = defaultCompressMinBytes
+	}
+	if o.RecycleSegments == 0 {
+		o.RecycleSegments = 2
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

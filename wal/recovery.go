@@ -289,6 +289,25 @@ func (l *Log) recoverTail(s *segment) error {
 	if lastNZ < 0 {
 		return l.prepareTail(s, size) // clean end
 	}
+	if bad == "" && stop+headerSize > size {
+		bad = "truncated"
+	}
+	if bad == "" {
+		// A zero header with bytes after it: a recycled file's end mark
+		// followed by an older segment's stale bytes (whose checksums are
+		// seeded with other positions and never validate), unless a valid
+		// record follows, which means the zeros are damage (a zeroed
+		// sector) in the middle of the data.
+		later, err := findValidRecord(w, s.start, stop+recordAlign, lastNZ)
+		if err != nil {
+			return fmt.Errorf("wal: scan segment %s: %w", sf.name, err)
+		}
+		if later < 0 {
+			s.recycled.Store(true) // keep ending writes with a zero header
+			return l.prepareTail(s, size)
+		}
+		bad = "zeroed bytes in the middle of the data"
+	}
 
 	// Something non-zero is at or after stop: torn tail or corruption.
 	if bad == "" {

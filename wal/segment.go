@@ -47,6 +47,7 @@ type SegmentInfo struct {
 type segment struct {
 	start    Pos
 	capacity int64         // bytes of the file records may use (its preallocated size)
+	recycled atomic.Bool   // the file held an older segment: stale bytes follow the data
 	end      atomic.Uint64 // openEnded while active; set once at the roll
 	live     atomic.Int64  // AddLive's counter
 	size     atomic.Int64  // file size, for SegmentInfo
@@ -83,10 +84,16 @@ func (sf *segFile) tryRef() bool {
 }
 
 // unref drops a reference; the last one closes the file.
-func (sf *segFile) unref() {
+func (sf *segFile) unref() { sf.release() }
+
+// release drops a reference and reports whether it was the last one (the
+// file is closed then, and no reference can ever be taken again).
+func (sf *segFile) release() bool {
 	if sf.refs.Add(-1) == 0 {
 		_ = sf.f.Close() // read side, or already fsynced by the writer
+		return true
 	}
+	return false
 }
 
 // acquire returns the segment's file with a reference held, or
@@ -265,9 +272,6 @@ func (l *Log) removeSegment(start Pos, ifDead bool) (bool, error) {
 	l.removeMu.Lock()
 	defer l.removeMu.Unlock()
 	err := l.unlinkSegment(s, needHole)
-	if sf := s.file.Load(); sf != nil {
-		sf.unref() // the list's reference; in-flight readers keep it open
-	}
 	if err != nil {
 		return true, fmt.Errorf("wal: remove segment %016x: %w", uint64(start), err)
 	}
@@ -292,8 +296,56 @@ func (l *Log) unlinkSegment(s *segment, needHole bool) error {
 			return err
 		}
 	}
+	// Drop the list's reference. If that was the last one no reader can
+	// ever reach the file again (readers re-check removed and cannot take a
+	// reference on a closed file), so it may be recycled; otherwise the
+	// in-flight readers keep the unlinked file open.
+	closed := true
+	if sf := s.file.Load(); sf != nil {
+		closed = sf.release()
+	}
+	if closed && l.recycle(s) {
+		return nil
+	}
 	if err := l.fs.Remove(segName(l.dir, s.start)); err != nil {
 		return err
 	}
 	return l.fs.SyncDir(l.dir)
+}
+
+// recycle renames the removed segment's file into the pool of spare files
+// if the pool has room and the file has the full size. It reports whether
+// it did; on false the caller unlinks the file.
+func (l *Log) recycle(s *segment) bool {
+	if l.opts.RecycleSegments < 0 || s.size.Load() != l.opts.SegmentBytes || s.capacity != l.opts.SegmentBytes {
+		return false
+	}
+	l.recycled.Lock()
+	defer l.recycled.Unlock()
+	if len(l.recycled.names) >= l.opts.RecycleSegments {
+		return false
+	}
+	l.recycled.seq++
+	name := filepath.Join(l.dir, fmt.Sprintf("r%d%s", l.recycled.seq, spareSuffix))
+	if err := l.fs.Rename(segName(l.dir, s.start), name); err != nil {
+		return false
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return false
+	}
+	l.recycled.names = append(l.recycled.names, name)
+	return true
+}
+
+// takeRecycled returns a recycled spare file name, or "".
+func (l *Log) takeRecycled() string {
+	l.recycled.Lock()
+	defer l.recycled.Unlock()
+	n := len(l.recycled.names)
+	if n == 0 {
+		return ""
+	}
+	name := l.recycled.names[n-1]
+	l.recycled.names = l.recycled.names[:n-1]
+	return name
 }

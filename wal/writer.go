@@ -35,6 +35,7 @@ import (
 type writerState struct {
 	wseg     *segment  // segment last written to: the one an fsync must cover
 	lastSync time.Time // end of the last fdatasync (SyncInterval pacing)
+	endMark  [headerSize]byte // zeros: the end-of-data mark of recycled files
 	timer    *time.Timer
 	nrec     uint64 // mu.records at the last write, for the batch histogram
 }
@@ -42,8 +43,9 @@ type writerState struct {
 // spareFile is a preallocated, synced, closed spare segment file (or the
 // error that prevented making one).
 type spareFile struct {
-	name string
-	err  error
+	name     string
+	recycled bool // a former segment's file: stale bytes inside
+	err      error
 }
 
 // startBackground starts the writer and spare goroutines; Close stops them.
@@ -162,11 +164,24 @@ func (l *Log) writeRange(from, to Pos) (string, error) {
 			}
 			l.stats.writeCalls.Add(1)
 		}
+		if segEnd == to && s.recycled.Load() {
+			// A recycled file holds an older segment's bytes after the
+			// data: end the data with a zero header so recovery sees a
+			// clean end (the next write overwrites it).
+			if end := off + int64(segEnd-p); end+headerSize <= s.capacity {
+				if _, err := f.WriteAt(l.w.endMark[:], end); err != nil {
+					return "write", err
+				}
+				l.stats.writeCalls.Add(1)
+			}
+		}
 		l.w.wseg = s
 		p = segEnd
 	}
 	return "", nil
 }
+
+
 
 // openNewSegment gives the new segment s its file: it first fsyncs the
 // segment written before it (invariant 6), then renames the spare into
@@ -200,6 +215,7 @@ func (l *Log) openNewSegment(s *segment) (string, error) {
 		return "roll", err
 	}
 	s.size.Store(l.opts.SegmentBytes)
+	s.recycled.Store(sp.recycled)
 	s.file.Store(newSegFile(f, name))
 	l.stats.rolls.Add(1)
 	l.log.Info("wal segment started", "segment", filepath.Base(name), "pos", uint64(s.start))
@@ -254,10 +270,14 @@ func (l *Log) setFailed(op string, err error) {
 func (l *Log) spareLoop() {
 	defer close(l.spareDone)
 	for i := 0; ; i++ {
-		name := filepath.Join(l.dir, fmt.Sprintf("%d%s", i, spareSuffix))
-		err := l.makeSpare(name)
+		sp := spareFile{name: l.takeRecycled(), recycled: true}
+		if sp.name == "" {
+			sp = spareFile{name: filepath.Join(l.dir, fmt.Sprintf("%d%s", i, spareSuffix))}
+			sp.err = l.makeSpare(sp.name)
+		}
+		name, err := sp.name, sp.err
 		select {
-		case l.spares <- spareFile{name: name, err: err}:
+		case l.spares <- sp:
 			if err != nil {
 				<-l.spareStop // a broken FS: do not spin
 				return
