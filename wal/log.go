@@ -86,7 +86,7 @@ type Log struct {
 	w          writerState // owned by the writer goroutine
 
 	// Spare-segment goroutine plumbing (writer.go).
-	spares    chan spareFile
+	spares chan spareFile
 	// recycled holds removed segment files renamed to spares (segment.go),
 	// handed out by the spare goroutine before it makes a new file.
 	recycled struct {

@@ -33,8 +33,8 @@ import (
 
 // writerState is owned by the writer goroutine.
 type writerState struct {
-	wseg     *segment  // segment last written to: the one an fsync must cover
-	lastSync time.Time // end of the last fdatasync (SyncInterval pacing)
+	wseg     *segment         // segment last written to: the one an fsync must cover
+	lastSync time.Time        // end of the last fdatasync (SyncInterval pacing)
 	endMark  [headerSize]byte // zeros: the end-of-data mark of recycled files
 	timer    *time.Timer
 	nrec     uint64 // mu.records at the last write, for the batch histogram
@@ -180,8 +180,6 @@ func (l *Log) writeRange(from, to Pos) (string, error) {
 	}
 	return "", nil
 }
-
-
 
 // openNewSegment gives the new segment s its file: it first fsyncs the
 // segment written before it (invariant 6), then renames the spare into
