@@ -108,6 +108,9 @@ type Config struct {
 	// count the messages it recovered.
 	RestartCheck bool
 	RestartAfter float64 // default 0.5
+	// SettleTime (backlog): how long to wait, at most, after the preload
+	// for the target's resident memory to stop falling (Result.RSSSettled).
+	SettleTime time.Duration
 	// RSSPID, when no Daemon is given, is a server process (a peer) whose
 	// resident memory a backlog run reads after the preload.
 	RSSPID int

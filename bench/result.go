@@ -73,9 +73,11 @@ type Result struct {
 	DrainedLate          int64   `json:"drained_late,omitempty"` // restart check: redelivered messages drained after their visibility timeout (not in the rate)
 	RSSBytes             int64   `json:"rss_bytes,omitempty"`    // VmRSS after preload
 	RSSOf                string  `json:"rss_of,omitempty"`
-	RSSAnonBytes         int64   `json:"rss_anon_bytes,omitempty"` // of RSSBytes: anonymous (heap)
-	RSSFileBytes         int64   `json:"rss_file_bytes,omitempty"` // of RSSBytes: mapped file pages
-	RestartMs            float64 `json:"restart_ms,omitempty"`     // kill -9 to first successful receive
+	RSSAnonBytes         int64   `json:"rss_anon_bytes,omitempty"`    // of RSSBytes: anonymous (heap)
+	RSSFileBytes         int64   `json:"rss_file_bytes,omitempty"`    // of RSSBytes: mapped file pages
+	RSSSettledBytes      int64   `json:"rss_settled_bytes,omitempty"` // VmRSS once it stops falling after the preload
+	RSSSettledS          float64 `json:"rss_settled_s,omitempty"`     // seconds waited for that
+	RestartMs            float64 `json:"restart_ms,omitempty"`        // kill -9 to first successful receive
 	ExpectedAfterRestart int64   `json:"expected_after_restart,omitempty"`
 	CountAfterRestart    int64   `json:"count_after_restart,omitempty"`
 	RestartCountOK       bool    `json:"restart_count_ok,omitempty"`
@@ -193,6 +195,9 @@ func (res *Result) WriteTable(w io.Writer) error {
 		p("preload", fmt.Sprintf("%d msgs in %.2f s = %.0f msgs/s", res.Preloaded, res.PreloadS, res.PreloadPerS))
 		p("drain", fmt.Sprintf("%d msgs in %.2f s = %.0f msgs/s", res.Drained, res.DrainS, res.DrainPerS))
 		if res.RSSBytes > 0 {
+			if res.RSSSettledBytes > 0 {
+				p("rss settled", fmt.Sprintf("%.1f MiB (after %.0f s idle)", float64(res.RSSSettledBytes)/(1<<20), res.RSSSettledS))
+			}
 			p("rss after preload", fmt.Sprintf("%.1f MiB (%s; anon %.1f MiB, file %.1f MiB)", float64(res.RSSBytes)/(1<<20), res.RSSOf,
 				float64(res.RSSAnonBytes)/(1<<20), float64(res.RSSFileBytes)/(1<<20)))
 		}

@@ -343,6 +343,7 @@ func (r *runner) backlog(ctx context.Context, res *Result) error {
 	if pid >= 0 {
 		res.RSSBytes, _ = ReadRSS(pid)
 		res.RSSAnonBytes, res.RSSFileBytes = ReadRSSParts(pid)
+		res.RSSSettledBytes, res.RSSSettledS = settledRSS(ctx, pid, cfg.SettleTime)
 	}
 	first := res.Preloaded
 	if cfg.RestartCheck {
@@ -450,3 +451,39 @@ func (r *runner) errSample() string {
 
 // ErrBacklogGrew marks a cycle whose backlog grew beyond the tolerance.
 var ErrBacklogGrew = errors.New("bench: backlog grew during the measured window")
+
+// settledRSS waits, at most max, for the resident memory of pid to stop
+// falling once the preload is over (the broker finishes its checkpoints and
+// returns the memory of that burst) and returns it with the seconds waited:
+// the memory the backlog itself costs.
+func settledRSS(ctx context.Context, pid int, max time.Duration) (int64, float64) {
+	start := time.Now()
+	prev, _ := ReadRSS(pid)
+	if max <= 0 {
+		return prev, 0
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	stable := 0
+	for time.Since(start) < max {
+		select {
+		case <-ctx.Done():
+			return prev, time.Since(start).Seconds()
+		case <-t.C:
+		}
+		cur, err := ReadRSS(pid)
+		if err != nil {
+			return prev, time.Since(start).Seconds()
+		}
+		if cur >= prev-prev/100 {
+			stable++
+		} else {
+			stable = 0
+		}
+		prev = cur
+		if stable >= 10 {
+			break
+		}
+	}
+	return prev, time.Since(start).Seconds()
+}

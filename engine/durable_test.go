@@ -60,11 +60,7 @@ func TestDurableRestartKeepsEverything(t *testing.T) {
 	}
 	before, _ := q.Attributes()
 	// Crash: no final checkpoint. Close the log and index underneath.
-	b.closed.Store(true)
-	close(b.stop)
-	b.bg.Wait()
-	b.d.wal.Close()
-	b.d.idx.Close()
+	crashBroker(b)
 
 	b2 := openDurableTest(t, dir, clk, nil)
 	defer b2.Close()
@@ -131,3 +127,16 @@ func TestDurableSendFailsOnWriteFault(t *testing.T) {
 }
 
 var errEIOForTest = errors.New("injected EIO")
+
+// TestDataDirLocked: a second broker on the same data directory is refused
+// before it touches anything.
+func TestDataDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	clk := NewFakeClock(t0)
+	b := openDurableTest(t, dir, clk, nil)
+	defer b.Close()
+	_, err := Open(Options{Dir: dir, Clock: clk})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v", err)
+	}
+}

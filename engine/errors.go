@@ -30,6 +30,8 @@ var (
 	// ErrTooManyLongPolls: the broker already holds Options.MaxLongPolls waiting
 	// receives; the spec answers this overload with MessageNotExist.
 	ErrTooManyLongPolls = errors.New("engine: too many outstanding long polls")
+	// ErrLocked: the data directory is in use by another broker.
+	ErrLocked = errors.New("engine: data directory locked")
 	// ErrClosed: the broker is closed (or closing).
 	ErrClosed = errors.New("engine: broker closed")
 )

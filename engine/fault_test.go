@@ -199,11 +199,7 @@ func TestCorruptLogMiddle(t *testing.T) {
 		q.Send([]SendEntry{{Body: []byte(fmt.Sprintf("m-%05d-%s", i, strings.Repeat("y", 200)))}}, nil)
 	}
 	// Crash (no final checkpoint): the records are needed for replay.
-	b.closed.Store(true)
-	close(b.stop)
-	b.bg.Wait()
-	b.d.wal.Close()
-	b.d.idx.Close()
+	crashBroker(b)
 	segs := walSegments(t, dir)
 	last := segs[len(segs)-1]
 	f, err := os.OpenFile(last, os.O_RDWR, 0)

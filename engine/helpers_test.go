@@ -63,3 +63,14 @@ func checkInvariants(t testing.TB, q *Queue) {
 		}
 	}
 }
+
+// crashBroker stops a durable broker the way a crash would: no final
+// checkpoint, no flush beyond what the log already wrote.
+func crashBroker(b *Broker) {
+	b.closed.Store(true)
+	close(b.stop)
+	b.bg.Wait()
+	b.d.wal.Close()
+	b.d.idx.Close()
+	b.d.unlock()
+}

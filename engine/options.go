@@ -38,10 +38,16 @@ type Options struct {
 	// since the last one; default 64 MiB. It bounds the log replayed at
 	// start-up.
 	CheckpointBytes int64
-	// MaxReplayBytes bounds the log beyond the last checkpoint: when
-	// producers outrun the checkpointer, sends wait for it. It bounds what a
-	// restart replays, and so the restart time; default 256 MiB.
-	MaxReplayBytes int64
+	// CheckpointRecords starts a checkpoint once that many records have been
+	// appended since the last one; default 250,000. Small records (receives,
+	// deletes) cost replay time per record, not per byte.
+	CheckpointRecords int64
+	// MaxReplayBytes and MaxReplayRecords bound the log beyond the last
+	// checkpoint: when producers outrun the checkpointer, sends wait for it.
+	// They bound what a restart replays, and so the restart time; defaults 4
+	// x CheckpointBytes and 4 x CheckpointRecords.
+	MaxReplayBytes   int64
+	MaxReplayRecords int64
 
 	// Clock is the time source; nil means SystemClock().
 	Clock Clock
@@ -77,6 +83,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.MaxReplayBytes <= 0 {
 		c.MaxReplayBytes = 4 * c.CheckpointBytes
+	}
+	if c.CheckpointRecords <= 0 {
+		c.CheckpointRecords = 250_000
+	}
+	if c.MaxReplayRecords <= 0 {
+		c.MaxReplayRecords = 4 * c.CheckpointRecords
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock()

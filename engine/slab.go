@@ -3,7 +3,7 @@ package engine
 // The message table of a stripe.
 //
 // A slab is a growable array of fixed-size, pointer-free slot structs,
-// addressed by a uint32 slot number, in chunks of 2^14 slots (1 MiB) so that
+// addressed by a uint32 slot number, in chunks of 2^12 slots (256 KiB) so that
 // growth never copies and the GC has nothing to scan. Lanes, timing-wheel
 // buckets and the free list are intrusive linked lists of slot numbers.
 //
@@ -21,7 +21,7 @@ package engine
 // Owner: the stripe's mutex guards the slab and every slot in it.
 
 const (
-	chunkBits = 14
+	chunkBits = 12
 	chunkSize = 1 << chunkBits
 	chunkMask = chunkSize - 1
 	nilSlot   = ^uint32(0) // end of a list

@@ -12,9 +12,9 @@ import (
 // Defaults, chosen and measured as described in doc.go ("Tuning").
 const (
 	// DefaultMemTableBytes is the default Options.MemTableBytes.
-	DefaultMemTableBytes = 16 << 20
+	DefaultMemTableBytes = 8 << 20
 	// DefaultNumMemtables is the default Options.NumMemtables.
-	DefaultNumMemtables = 3
+	DefaultNumMemtables = 2
 	// DefaultBlockCacheBytes is the default Options.BlockCacheBytes: none.
 	// Tables are uncompressed, so blocks are read in place from the
 	// memory-mapped files and a cache would only hold their parsed headers.

@@ -101,6 +101,8 @@ var engineErrors = [...]struct {
 	// Overload of long polls is answered like an empty queue (spec §5.3).
 	{engine.ErrTooManyLongPolls, codeMessageNotExist, "too many outstanding long polls; message not exist"},
 	{engine.ErrClosed, codeServiceUnavailable, "the broker is shutting down"},
+	// Only engine.Open returns it; listed so that the table stays complete.
+	{engine.ErrLocked, codeInternalError, "the data directory is used by another broker"},
 }
 
 // apiError is an error the server answers with a given code and message.

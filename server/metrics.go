@@ -327,3 +327,15 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 	ctx.Response.SetStatusCode(fasthttp.StatusOK)
 	ctx.Response.SetBodyString("ok")
 }
+
+// Requests returns the number of requests answered since start (all
+// operations, all outcomes); the daemon uses it to notice idle periods.
+func (s *Server) Requests() uint64 {
+	var n uint64
+	for o := range s.metrics.classes {
+		for c := range s.metrics.classes[o] {
+			n += s.metrics.classes[o][c].Load()
+		}
+	}
+	return n
+}

@@ -107,6 +107,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.Uint64Var(&b.Seed, "seed", 1, "seed of the priority and delay choices")
 	fs.BoolVar(&b.RestartCheck, "restart-check", false, "backlog with --spawn: kill -9 the daemon after --restart-after of the drain, restart it, time the first receive, count the messages")
 	fs.Float64Var(&b.RestartAfter, "restart-after", 0.5, "fraction of the preload drained before the restart check")
+	fs.DurationVar(&b.SettleTime, "settle", 60*time.Second, "backlog: after the preload, wait at most this long for the target's resident memory to stop falling, and report it (0: do not wait)")
 
 	fs.StringVar(&c.jsonOut, "json-out", "", "also append the JSON line to this file")
 	fs.BoolVar(&c.quiet, "quiet", false, "no table on stderr (the JSON line still goes to stdout)")

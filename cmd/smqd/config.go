@@ -23,6 +23,8 @@ type config struct {
 	sync            string
 	syncInterval    time.Duration
 	walRepair       bool
+	pprofListen     string
+	gcPercent       int
 	accessKeyID     string
 	accessKeySecret string
 	credentialsFile string
@@ -66,6 +68,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.IntVar(&c.maxBodyBytes, "max-body-bytes", server.DefaultMaxRequestBodyBytes, "request body cap in bytes")
 	fs.IntVar(&c.stripes, "stripes", 4, "lock stripes of a new queue")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
+	fs.IntVar(&c.gcPercent, "gc-percent", 25, "Go GC target (as GOGC): the heap is mostly long-lived, pointer-free message metadata that costs the collector nothing to keep, so a low target keeps resident memory near the live data at little CPU; the GOGC environment variable, when set, wins")
+	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's net/http/pprof profiles on this address (off when empty; never expose it: it is not authenticated)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: smqd [flags]\n\nEvery flag can also be set by an environment variable, e.g. --listen by %s.\n\nFlags:\n", envName("listen"))
 		fs.PrintDefaults()
@@ -153,6 +157,8 @@ func (c *config) logAttrs() []any {
 		"sync", c.sync,
 		"sync_interval", c.syncInterval,
 		"wal_repair", c.walRepair,
+		"pprof_listen", c.pprofListen,
+		"gc_percent", c.gcPercent,
 		"access_key_id", c.accessKeyID,
 		"access_key_secret", secret,
 		"credentials_file", c.credentialsFile,

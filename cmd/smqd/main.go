@@ -20,7 +20,9 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/server"
@@ -94,6 +96,16 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		eopts.WAL.SyncInterval = cfg.syncInterval
 		eopts.WAL.Repair = cfg.walRepair
 	}
+	if os.Getenv("GOGC") == "" && cfg.gcPercent > 0 {
+		debug.SetGCPercent(cfg.gcPercent)
+	}
+	if cfg.pprofListen != "" {
+		stop, err := startPprof(cfg.pprofListen, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	broker, err := engine.Open(eopts)
 	if err != nil {
 		return fmt.Errorf("open broker: %w", err)
@@ -121,6 +133,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	trimCtx, stopTrim := context.WithCancel(context.Background())
+	defer stopTrim()
+	go trimWhenIdle(trimCtx, srv.Requests, time.Second)
 	var serveErr error
 	select {
 	case <-ctx.Done():
