@@ -325,9 +325,26 @@ func (l *Log) WaitDurable(p Pos) error {
 		return ErrClosed
 	}
 	if l.opts.Sync == SyncAlways {
+		// Ask for the fsync: records nobody waits for (receives, deletes)
+		// ride the next one instead of each costing one (writer.go).
+		l.wantSync(uint64(p) + 1)
 		return l.waitFor(&l.synced, &l.ack.synced, p)
 	}
 	return l.waitFor(&l.written, &l.ack.written, p)
+}
+
+// wantSync asks the writer to fsync at least up to end and wakes it.
+func (l *Log) wantSync(end uint64) {
+	for {
+		w := l.syncWant.Load()
+		if w >= end || l.syncWant.CompareAndSwap(w, end) {
+			break
+		}
+	}
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
 }
 
 // waitFor blocks until *v > p (a record at p is covered once the end passed
@@ -376,16 +393,7 @@ func (l *Log) Sync() error {
 	if end == 0 || l.synced.Load() >= end {
 		return nil
 	}
-	for {
-		w := l.syncWant.Load()
-		if w >= end || l.syncWant.CompareAndSwap(w, end) {
-			break
-		}
-	}
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
+	l.wantSync(end)
 	return l.waitFor(&l.synced, &l.ack.synced, Pos(end-1))
 }
 

@@ -59,26 +59,30 @@ func (l *Log) writerLoop() {
 	defer close(l.writerDone)
 	var timerC <-chan time.Time
 	for {
-		stopping := false
+		stopping, timed := false, false
 		select {
 		case <-l.kick:
 		case <-timerC:
-			timerC = nil
+			timerC, timed = nil, true
 		case <-l.stop:
 			stopping = true
 		}
-		l.flush(stopping)
+		l.flush(stopping, timed)
 		if stopping {
 			if l.w.timer != nil {
 				l.w.timer.Stop()
 			}
 			return
 		}
-		// SyncInterval: make sure unsynced data gets its fsync in time even
-		// if no further append comes.
-		if l.opts.Sync == SyncInterval && timerC == nil && l.fail.Load() == nil &&
+		// Make sure unsynced data gets its fsync in time even if no further
+		// append comes: SyncInterval after the interval, SyncAlways (data
+		// nobody waits for) after lazySyncDelay.
+		if l.opts.Sync != SyncNone && timerC == nil && l.fail.Load() == nil &&
 			l.synced.Load() < l.written.Load() {
 			d := time.Until(l.w.lastSync.Add(l.opts.SyncInterval))
+			if l.opts.Sync == SyncAlways {
+				d = lazySyncDelay
+			}
 			if l.w.timer == nil {
 				l.w.timer = time.NewTimer(d)
 			} else {
@@ -89,9 +93,15 @@ func (l *Log) writerLoop() {
 	}
 }
 
-// flush writes everything appended so far and fsyncs it if the mode (or a
-// Sync call, or final) asks for it.
-func (l *Log) flush(final bool) {
+// lazySyncDelay bounds how long, in SyncAlways, records that no caller
+// waits for (receives, deletes, visibility changes) stay unsynced when no
+// waited-for record comes to carry them: fsyncing them at once would make
+// every waiting send queue behind an fsync it does not need.
+const lazySyncDelay = 5 * time.Millisecond
+
+// flush writes everything appended so far and fsyncs it if a waiter (or a
+// Sync call, or final, or the mode's timer) asks for it.
+func (l *Log) flush(final, timed bool) {
 	if l.fail.Load() != nil {
 		return // invariant 8: no I/O after a failure
 	}
@@ -123,7 +133,8 @@ func (l *Log) flush(final bool) {
 	if synced >= end {
 		return
 	}
-	need := l.opts.Sync == SyncAlways || final || Pos(l.syncWant.Load()) > synced ||
+	need := final || Pos(l.syncWant.Load()) > synced ||
+		(l.opts.Sync == SyncAlways && timed) ||
 		(l.opts.Sync == SyncInterval && time.Since(l.w.lastSync) >= l.opts.SyncInterval)
 	if !need {
 		return
