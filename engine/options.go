@@ -39,7 +39,7 @@ type Options struct {
 	// start-up.
 	CheckpointBytes int64
 	// CheckpointRecords starts a checkpoint once that many records have been
-	// appended since the last one; default 250,000. Small records (receives,
+	// appended since the last one; default 100,000. Small records (receives,
 	// deletes) cost replay time per record, not per byte.
 	CheckpointRecords int64
 	// MaxReplayBytes and MaxReplayRecords bound the log beyond the last
@@ -85,7 +85,7 @@ func (o *Options) withDefaults() Options {
 		c.MaxReplayBytes = 4 * c.CheckpointBytes
 	}
 	if c.CheckpointRecords <= 0 {
-		c.CheckpointRecords = 250_000
+		c.CheckpointRecords = 100_000
 	}
 	if c.MaxReplayRecords <= 0 {
 		c.MaxReplayRecords = 4 * c.CheckpointRecords
