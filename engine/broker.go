@@ -25,6 +25,7 @@ type Broker struct {
 	clock        Clock
 	log          *slog.Logger
 	store        logStore
+	mem          *memLog // store, when it is the in-memory log (body prefetch); else nil
 	durable      bool
 	maxLongPolls int
 	secret       [32]byte // keys receipt-handle checks
@@ -91,6 +92,7 @@ func Open(opts Options) (*Broker, error) {
 		if b.store == nil {
 			b.store = newMemLog(o.MemSegmentBytes)
 		}
+		b.mem, _ = b.store.(*memLog)
 		b.log.Info("broker open", "mode", "memory", "stripes", o.Stripes)
 	}
 	b.bg.Add(1)

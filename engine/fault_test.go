@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/smqd/smqd/index"
 	"github.com/smqd/smqd/wal"
@@ -295,5 +294,3 @@ func TestDamagedIndex(t *testing.T) {
 		})
 	}
 }
-
-var _ = time.Second

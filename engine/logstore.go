@@ -24,6 +24,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // logRec is one record to append.
@@ -199,6 +200,22 @@ func (l *memLog) read(pos uint64, _ uint32, _ []byte) (uint8, []byte, error) {
 	b := s.buf[off:]
 	n := binary.LittleEndian.Uint32(b[4:8])
 	return b[0], b[memRecHeader : memRecHeader+n : memRecHeader+n], nil
+}
+
+// prefetch hints the record at pos, of size bytes, into the CPU caches.
+func (l *memLog) prefetch(pos uint64, size uint32) {
+	s := l.find(pos)
+	if s == nil {
+		return
+	}
+	off := pos - s.start
+	n := uint64(size)
+	if rest := uint64(len(s.buf)) - off; n > rest {
+		n = rest
+	}
+	if n > 0 {
+		prefetchLines(unsafe.Pointer(&s.buf[off]), uintptr(n))
+	}
 }
 
 func (l *memLog) addLive(pos uint64, delta int64) {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"crypto/md5"
-	"math"
 	"sync/atomic"
 	"time"
 )
@@ -459,5 +458,3 @@ func (q *Queue) counts() (active, inactive, delayed int64) {
 	}
 	return
 }
-
-var _ = math.MaxInt64

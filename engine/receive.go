@@ -161,6 +161,7 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 		idx := st.lanes[p].head
 		st.laneRemoveLocked(idx)
 		st.wheel.remove(&st.slab, idx)
+		st.prefetchNextLocked(p, q.b.mem)
 		s := st.slab.at(idx)
 		s.setState(stInactive)
 		st.nActive--
@@ -339,5 +340,3 @@ func (q *Queue) Peek(max int, dst []Message) ([]Message, error) {
 	}
 	return dst, err
 }
-
-var _ = context.Background
