@@ -352,28 +352,27 @@ func (b *Broker) recover() error {
 	// order.
 	now := b.nowMs()
 	rb := &rebuild{b: b, now: now}
-	tail := f.sortedKeys()
+	tail := f.sorted()
 	ti := 0
 	flushTail := func(upto msgKey, inclusive bool) {
-		for ti < len(tail) {
-			k := tail[ti]
-			if k.qid > upto.qid || (k.qid == upto.qid && (k.seq > upto.seq || (k.seq == upto.seq && !inclusive))) {
+		for ; ti < len(tail); ti++ {
+			if c := tail[ti].k.compare(upto); c > 0 || (c == 0 && !inclusive) {
 				return
 			}
-			if m := f.msgs[k]; !m.gone {
+			if m := &f.ents[tail[ti].i]; !m.gone {
 				rb.install(m.snap[:])
 			}
-			ti++
 		}
 	}
 	err = d.idx.Messages(func(qid, seq uint64, val []byte) error {
 		k := msgKey{qid, seq}
 		flushTail(k, false)
-		if m, ok := f.msgs[k]; ok {
-			ti++ // tail[ti] == k: the tail's version wins
-			if !m.gone {
+		if ti < len(tail) && tail[ti].k == k {
+			// The tail's version wins.
+			if m := &f.ents[tail[ti].i]; !m.gone {
 				rb.install(m.snap[:])
 			}
+			ti++
 			return nil
 		}
 		rb.install(val)
@@ -385,7 +384,7 @@ func (b *Broker) recover() error {
 	flushTail(msgKey{^uint64(0), ^uint64(0)}, true)
 	replayed := f.n
 	rb.finish()
-	if len(f.msgs) > 1<<16 {
+	if len(f.ents) > 1<<16 {
 		// The fold of a long tail is garbage now; give its memory back
 		// rather than carry it as resident memory for hours.
 		f = nil
@@ -558,7 +557,7 @@ func (b *Broker) checkpoint() error {
 	defer func() {
 		// Keep the maps' memory for the next window unless this one was
 		// large: a map never shrinks, and memory matters more then.
-		if len(f.msgs) > 1<<12 {
+		if len(f.ents) > 1<<12 {
 			d.fold = nil
 		} else {
 			f.reset(d.bornFrom)
@@ -584,11 +583,13 @@ func (b *Broker) checkpoint() error {
 			batch.PutQueue(id, fq.val)
 		}
 	}
-	for k, m := range f.msgs {
-		if m.gone {
-			batch.DeleteMessage(k.qid, k.seq)
-		} else {
-			batch.PutMessage(k.qid, k.seq, m.snap[:])
+	for i := range f.ents {
+		switch m := &f.ents[i]; {
+		case m.dead:
+		case m.gone:
+			batch.DeleteMessage(m.k.qid, m.k.seq)
+		default:
+			batch.PutMessage(m.k.qid, m.k.seq, m.snap[:])
 		}
 	}
 	if f.maxQueue > 0 {

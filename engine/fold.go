@@ -12,17 +12,37 @@ package engine
 // window leaves nothing at all: it never touches the index.
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
-	"sort"
+	"slices"
 )
 
 type msgKey struct{ qid, seq uint64 }
 
+func (a msgKey) compare(b msgKey) int {
+	if c := cmp.Compare(a.qid, b.qid); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.seq, b.seq)
+}
+
+// foldMsg is the net effect of the window on one message. Entries live in a
+// dense slice in order of first appearance, so that a record updates its
+// message in place (one map lookup, no copy of the snapshot in and out of a
+// map) and the checkpoint writes them in roughly key order.
 type foldMsg struct {
+	k    msgKey
 	snap [snapLen]byte // latest snapshot, body location filled in
 	born bool          // sent inside the window
 	gone bool          // deleted or expired: a tombstone for the index
+	dead bool          // sent and deleted inside the window, or its queue deleted: nothing to write
+}
+
+// foldRef names an entry of fold.ents by key, for sorting.
+type foldRef struct {
+	k msgKey
+	i uint32
 }
 
 type foldQueue struct {
@@ -32,7 +52,8 @@ type foldQueue struct {
 
 type fold struct {
 	queues   map[uint64]*foldQueue
-	msgs     map[msgKey]foldMsg // values, not pointers: no allocation per message
+	at       map[msgKey]uint32 // index in ents of each message not dead
+	ents     []foldMsg
 	bornFrom uint64             // sends at or after this position are surely not in the index
 	maxQueue uint64             // highest queue id created in the window
 	n        int                // records applied
@@ -44,13 +65,14 @@ type fold struct {
 // and its position leaves puts beyond the stored position), so its delete
 // must reach the index. Recovery passes ^uint64(0).
 func newFold(bornFrom uint64) *fold {
-	return &fold{queues: map[uint64]*foldQueue{}, msgs: map[msgKey]foldMsg{}, bornFrom: bornFrom}
+	return &fold{queues: map[uint64]*foldQueue{}, at: map[msgKey]uint32{}, bornFrom: bornFrom}
 }
 
 // reset empties the fold for reuse, keeping the maps' memory.
 func (f *fold) reset(bornFrom uint64) {
 	clear(f.queues)
-	clear(f.msgs)
+	clear(f.at)
+	f.ents = f.ents[:0]
 	f.bornFrom, f.n, f.maxQueue = bornFrom, 0, 0
 }
 
@@ -83,9 +105,10 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 		id := binary.LittleEndian.Uint64(payload)
 		fq := f.queue(id)
 		fq.deleted, fq.val = true, nil
-		for k := range f.msgs {
-			if k.qid == id {
-				delete(f.msgs, k)
+		for i := range f.ents {
+			if m := &f.ents[i]; m.k.qid == id && !m.dead {
+				m.dead = true
+				delete(f.at, m.k)
 			}
 		}
 		return nil
@@ -101,40 +124,39 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 		return nil // a send that raced with the queue's deletion
 	}
 	k := msgKey{s.qid, s.seq}
-	m, seen := f.msgs[k]
+	i, seen := f.at[k]
+	if !seen {
+		i = uint32(len(f.ents))
+		f.at[k] = i
+		f.ents = append(f.ents, foldMsg{k: k, born: typ == recSend && pos >= f.bornFrom})
+	}
+	m := &f.ents[i]
 	switch typ {
 	case recDelete, recExpire:
-		if seen && m.born {
-			delete(f.msgs, k)
+		if m.born {
+			m.dead = true
+			delete(f.at, k)
 			return nil
 		}
 		m.gone = true
-		f.msgs[k] = m
 		return nil
-	}
-	if !seen {
-		m.born = typ == recSend && pos >= f.bornFrom
 	}
 	m.gone = false
 	copy(m.snap[:], payload[:snapLen])
 	if typ == recSend || typ == recRelocate {
 		setSnapBody(m.snap[:], pos, size)
 	}
-	f.msgs[k] = m
 	return nil
 }
 
-// sortedKeys returns the message keys in (queue, seq) order.
-func (f *fold) sortedKeys() []msgKey {
-	keys := make([]msgKey, 0, len(f.msgs))
-	for k := range f.msgs {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].qid != keys[j].qid {
-			return keys[i].qid < keys[j].qid
+// sorted returns references to the entries not dead, in (queue, seq) order.
+func (f *fold) sorted() []foldRef {
+	refs := make([]foldRef, 0, len(f.at))
+	for i := range f.ents {
+		if !f.ents[i].dead {
+			refs = append(refs, foldRef{f.ents[i].k, uint32(i)})
 		}
-		return keys[i].seq < keys[j].seq
-	})
-	return keys
+	}
+	slices.SortFunc(refs, func(a, b foldRef) int { return a.k.compare(b.k) })
+	return refs
 }

@@ -9,15 +9,21 @@ package engine
 //
 // SMQD_RESTART_CRASH=1 ends the fill like kill -9 (after a Sync, without
 // Close), so the open replays the log written since the last checkpoint.
+// SMQD_RESTART_DRAIN=0.5 (with CRASH) first receives and deletes that
+// fraction of the backlog at full speed, as in smqbench backlog
+// --restart-check: the open then also steps over the deletions.
+// SMQD_RESTART_CPUPROFILE=file writes a CPU profile of the open phase.
 
 import (
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,13 +115,18 @@ func TestRestartChild(t *testing.T) {
 		}
 		wg.Wait()
 		fill := time.Since(start)
+		drained := 0
+		if f, _ := strconv.ParseFloat(os.Getenv("SMQD_RESTART_DRAIN"), 64); f > 0 {
+			drained = drainFor(t, q, int(f*float64(4*per)))
+		}
 		if os.Getenv("SMQD_RESTART_CRASH") != "" {
 			// Like kill -9 right after the last acknowledged send: no final
 			// checkpoint, the log tail since the last one is replayed.
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			fmt.Printf("RESULT messages=%d fill_s=%.1f crashed_without_close=true\n", 4*per, fill.Seconds())
+			st := b.Stats().Storage
+			fmt.Printf("RESULT messages=%d drained=%d fill_s=%.1f crashed_without_close=true replay_bytes=%d replay_waits=%d\n", 4*per-drained, drained, fill.Seconds(), st.LogEnd-st.CheckpointAt, st.ReplayWaits)
 			os.Exit(0)
 		}
 		if err := b.Close(); err != nil {
@@ -123,6 +134,14 @@ func TestRestartChild(t *testing.T) {
 		}
 		fmt.Printf("RESULT messages=%d fill_s=%.1f close_s=%.1f\n", 4*per, fill.Seconds(), time.Since(start.Add(fill)).Seconds())
 	case "open":
+		if f := os.Getenv("SMQD_RESTART_CPUPROFILE"); f != "" {
+			pf, err := os.Create(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pprof.StartCPUProfile(pf)
+			defer func() { pprof.StopCPUProfile(); pf.Close() }()
+		}
 		start := time.Now()
 		b, err := Open(Options{Dir: dir})
 		if err != nil {
@@ -144,6 +163,41 @@ func TestRestartChild(t *testing.T) {
 			info.Active+info.Inactive+info.Delayed, b.Recovery())
 		b.Close()
 	}
+}
+
+// drainFor receives and deletes n messages of q with 4 goroutines, in
+// batches of 16, and returns how many it deleted.
+func drainFor(t *testing.T, q *Queue, n int) int {
+	var deleted atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var msgs []Message
+			hs := make([]ReceiptHandle, MaxBatch)
+			errs := make([]error, MaxBatch)
+			for deleted.Load() < int64(n) {
+				var err error
+				msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, msgs[:0])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				hs = hs[:0]
+				for i := range msgs {
+					hs = append(hs, msgs[i].Handle)
+				}
+				if _, err := q.Delete(hs, errs[:len(hs)]); err != nil {
+					t.Error(err)
+					return
+				}
+				deleted.Add(int64(len(hs)))
+			}
+		}()
+	}
+	wg.Wait()
+	return int(deleted.Load())
 }
 
 // procStatus returns a /proc/self/status memory field in MiB.
