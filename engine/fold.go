@@ -54,9 +54,9 @@ type fold struct {
 	queues   map[uint64]*foldQueue
 	at       map[msgKey]uint32 // index in ents of each message not dead
 	ents     []foldMsg
-	bornFrom uint64             // sends at or after this position are surely not in the index
-	maxQueue uint64             // highest queue id created in the window
-	n        int                // records applied
+	bornFrom uint64 // sends at or after this position are surely not in the index
+	maxQueue uint64 // highest queue id created in the window
+	n        int    // records applied
 }
 
 // newFold returns an empty fold. A message sent at a position >= bornFrom
