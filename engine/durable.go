@@ -359,7 +359,7 @@ func (b *Broker) recover() error {
 			if c := tail[ti].k.compare(upto); c > 0 || (c == 0 && !inclusive) {
 				return
 			}
-			if m := &f.ents[tail[ti].i]; !m.gone {
+			if m := f.ent(int(tail[ti].i)); !m.gone {
 				rb.install(m.snap[:])
 			}
 		}
@@ -369,7 +369,7 @@ func (b *Broker) recover() error {
 		flushTail(k, false)
 		if ti < len(tail) && tail[ti].k == k {
 			// The tail's version wins.
-			if m := &f.ents[tail[ti].i]; !m.gone {
+			if m := f.ent(int(tail[ti].i)); !m.gone {
 				rb.install(m.snap[:])
 			}
 			ti++
@@ -384,7 +384,7 @@ func (b *Broker) recover() error {
 	flushTail(msgKey{^uint64(0), ^uint64(0)}, true)
 	replayed := f.n
 	rb.finish()
-	if len(f.ents) > 1<<16 {
+	if f.nents > 1<<16 {
 		// The fold of a long tail is garbage now; give its memory back
 		// rather than carry it as resident memory for hours.
 		f = nil
@@ -557,7 +557,7 @@ func (b *Broker) checkpoint() error {
 	defer func() {
 		// Keep the maps' memory for the next window unless this one was
 		// large: a map never shrinks, and memory matters more then.
-		if len(f.ents) > 1<<12 {
+		if f.nents > 1<<12 {
 			d.fold = nil
 		} else {
 			f.reset(d.bornFrom)
@@ -583,8 +583,8 @@ func (b *Broker) checkpoint() error {
 			batch.PutQueue(id, fq.val)
 		}
 	}
-	for i := range f.ents {
-		switch m := &f.ents[i]; {
+	for i := range f.nents {
+		switch m := f.ent(i); {
 		case m.dead:
 		case m.gone:
 			batch.DeleteMessage(m.k.qid, m.k.seq)

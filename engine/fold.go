@@ -27,10 +27,11 @@ func (a msgKey) compare(b msgKey) int {
 	return cmp.Compare(a.seq, b.seq)
 }
 
-// foldMsg is the net effect of the window on one message. Entries live in a
-// dense slice in order of first appearance, so that a record updates its
-// message in place (one map lookup, no copy of the snapshot in and out of a
-// map) and the checkpoint writes them in roughly key order.
+// foldMsg is the net effect of the window on one message. Entries live in
+// fixed-size chunks in order of first appearance, so that a record updates
+// its message in place (one map lookup, no copy of the snapshot in and out of
+// a map), growth never copies, and the checkpoint writes them in roughly key
+// order.
 type foldMsg struct {
 	k    msgKey
 	snap [snapLen]byte // latest snapshot, body location filled in
@@ -38,6 +39,10 @@ type foldMsg struct {
 	gone bool          // deleted or expired: a tombstone for the index
 	dead bool          // sent and deleted inside the window, or its queue deleted: nothing to write
 }
+
+const foldChunkBits = 12
+
+type foldChunk [1 << foldChunkBits]foldMsg
 
 // foldRef names an entry of fold.ents by key, for sorting.
 type foldRef struct {
@@ -52,8 +57,9 @@ type foldQueue struct {
 
 type fold struct {
 	queues   map[uint64]*foldQueue
-	at       map[msgKey]uint32 // index in ents of each message not dead
-	ents     []foldMsg
+	at       map[msgKey]uint32 // index (ent) of each message not dead
+	chunks   []*foldChunk
+	nents    int    // entries in use
 	bornFrom uint64 // sends at or after this position are surely not in the index
 	maxQueue uint64 // highest queue id created in the window
 	n        int    // records applied
@@ -72,7 +78,7 @@ func newFold(bornFrom uint64) *fold {
 func (f *fold) reset(bornFrom uint64) {
 	clear(f.queues)
 	clear(f.at)
-	f.ents = f.ents[:0]
+	f.nents = 0
 	f.bornFrom, f.n, f.maxQueue = bornFrom, 0, 0
 }
 
@@ -105,8 +111,8 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 		id := binary.LittleEndian.Uint64(payload)
 		fq := f.queue(id)
 		fq.deleted, fq.val = true, nil
-		for i := range f.ents {
-			if m := &f.ents[i]; m.k.qid == id && !m.dead {
+		for i := range f.nents {
+			if m := f.ent(i); m.k.qid == id && !m.dead {
 				m.dead = true
 				delete(f.at, m.k)
 			}
@@ -126,11 +132,15 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 	k := msgKey{s.qid, s.seq}
 	i, seen := f.at[k]
 	if !seen {
-		i = uint32(len(f.ents))
+		i = uint32(f.nents)
 		f.at[k] = i
-		f.ents = append(f.ents, foldMsg{k: k, born: typ == recSend && pos >= f.bornFrom})
+		if f.nents>>foldChunkBits == len(f.chunks) {
+			f.chunks = append(f.chunks, new(foldChunk))
+		}
+		f.nents++
+		*f.ent(int(i)) = foldMsg{k: k, born: typ == recSend && pos >= f.bornFrom}
 	}
-	m := &f.ents[i]
+	m := f.ent(int(i))
 	switch typ {
 	case recDelete, recExpire:
 		if m.born {
@@ -149,12 +159,15 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 	return nil
 }
 
+// ent returns entry i (< nents).
+func (f *fold) ent(i int) *foldMsg { return &f.chunks[i>>foldChunkBits][i&(1<<foldChunkBits-1)] }
+
 // sorted returns references to the entries not dead, in (queue, seq) order.
 func (f *fold) sorted() []foldRef {
 	refs := make([]foldRef, 0, len(f.at))
-	for i := range f.ents {
-		if !f.ents[i].dead {
-			refs = append(refs, foldRef{f.ents[i].k, uint32(i)})
+	for i := range f.nents {
+		if m := f.ent(i); !m.dead {
+			refs = append(refs, foldRef{m.k, uint32(i)})
 		}
 	}
 	slices.SortFunc(refs, func(a, b foldRef) int { return a.k.compare(b.k) })

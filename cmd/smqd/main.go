@@ -135,7 +135,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	go func() { served <- srv.Serve(ln) }()
 	trimCtx, stopTrim := context.WithCancel(context.Background())
 	defer stopTrim()
-	go trimWhenIdle(trimCtx, srv.Requests, time.Second)
+	go trimWhenIdle(trimCtx, srv.Requests, broker.ReleaseMemory, time.Second)
 	var serveErr error
 	select {
 	case <-ctx.Done():

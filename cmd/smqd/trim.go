@@ -2,18 +2,18 @@ package main
 
 import (
 	"context"
-	"runtime/debug"
 	"time"
 )
 
-// trimWhenIdle returns memory to the operating system once traffic stops:
+// trimWhenIdle returns memory to the operating system (release:
+// Broker.ReleaseMemory) once traffic stops:
 // after a burst (a preload, a drain) the heap holds garbage from index
 // flushes and checkpoint folds that the collector would otherwise keep
 // until the heap grows again. It trims every other tick for the first 30
 // ticks of an idle period (the index may still be flushing and compacting
 // at the first ones) and leaves busy periods alone; each trim is one forced
 // collection of a heap made mostly of pointer-free metadata: milliseconds.
-func trimWhenIdle(ctx context.Context, requests func() uint64, every time.Duration) {
+func trimWhenIdle(ctx context.Context, requests func() uint64, release func(), every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	last, idle := requests(), -1 // -1: no traffic since the last trims
@@ -33,7 +33,7 @@ func trimWhenIdle(ctx context.Context, requests func() uint64, every time.Durati
 		}
 		idle++
 		if idle%2 == 1 {
-			debug.FreeOSMemory()
+			release()
 		}
 		if idle >= 30 {
 			idle = -1
