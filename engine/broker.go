@@ -345,7 +345,7 @@ type StorageStats struct {
 	LogBytes     int64  // bytes the log's segments span
 	LiveBytes    int64  // bytes of records holding live bodies
 	Checkpoints  int64  // checkpoints written since start (durable)
-	ReplayWaits  int64  // sends that waited for the checkpointer (durable)
+	ReplayWaits  int64  // operations that waited for the checkpointer (durable)
 	CheckpointAt uint64 // the index's checkpoint position (durable)
 	LogEnd       uint64 // the log's end position
 	IndexBytes   int64  // bytes of the index directory (durable)

@@ -611,9 +611,11 @@ func (b *Broker) checkpoint() error {
 	return nil
 }
 
-// waitReplayRoom holds a send while more than MaxReplayBytes (or
-// MaxReplayRecords) of log lie beyond the checkpoint: that bounds the log a restart must replay (and so
-// the restart time) when producers outrun the checkpointer. It returns at
+// waitReplayRoom holds an operation that writes to the log (send, receive,
+// delete, visibility change) while more than MaxReplayBytes (or
+// MaxReplayRecords) of log lie beyond the checkpoint: that bounds the log a
+// restart must replay (and so the restart time) when clients outrun the
+// checkpointer. It returns at
 // once in the common case; no lock is held while it waits.
 func (b *Broker) waitReplayRoom() error {
 	d := b.d

@@ -143,3 +143,69 @@ func TestDataDirLocked(t *testing.T) {
 		t.Fatalf("second open: %v", err)
 	}
 }
+
+// TestReplayBoundHoldsForConsumers: MaxReplayRecords bounds the log beyond
+// the checkpoint whoever writes it. Receives, deletes and visibility changes
+// append records too (a drain writes two per message); without the bound they
+// would outrun the checkpointer (which otherwise looks only every 100 ms) and
+// a restart would replay all of them.
+func TestReplayBoundHoldsForConsumers(t *testing.T) {
+	const limit = 256
+	b := openDurableTest(t, t.TempDir(), NewFakeClock(t0), func(o *Options) {
+		o.CheckpointRecords = limit / 4
+		o.MaxReplayRecords = limit
+		o.CheckpointInterval = time.Hour
+	})
+	defer b.Close()
+	q := mustQueue(t, b, "bound", DefaultQueueConfig())
+	ws := b.store.(*walStore)
+	beyond := func() int64 { return ws.records.Load() - b.d.cpRecords.Load() }
+	const n = 4000
+	entries := make([]SendEntry, MaxBatch)
+	for i := range entries {
+		entries[i] = SendEntry{Body: []byte("bounded replay")}
+	}
+	for sent := 0; sent < n; sent += MaxBatch {
+		if _, err := q.Send(entries, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitsAfterSends := b.Stats().Storage.ReplayWaits
+	worst := int64(0)
+	var msgs []Message
+	hs := make([]ReceiptHandle, MaxBatch)
+	errs := make([]error, MaxBatch)
+	for done := 0; done < n; {
+		var err error
+		msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, msgs[:0])
+		if err != nil {
+			t.Fatalf("after %d: %v", done, err)
+		}
+		worst = max(worst, beyond())
+		hs = hs[:0]
+		for i := range msgs {
+			if i%4 == 0 { // some visibility changes too
+				h, _, err := q.ChangeVisibility(msgs[i].Handle, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				msgs[i].Handle = h
+				worst = max(worst, beyond())
+			}
+			hs = append(hs, msgs[i].Handle)
+		}
+		if _, err := q.Delete(hs, errs[:len(hs)]); err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, beyond())
+		done += len(hs)
+	}
+	// One operation may append up to MaxBatch records after it was let
+	// through.
+	if worst > limit+MaxBatch {
+		t.Fatalf("%d records beyond the checkpoint during the drain, bound %d", worst, limit+MaxBatch)
+	}
+	if b.Stats().Storage.ReplayWaits == waitsAfterSends {
+		t.Fatalf("no consumer waited for the checkpointer: the bound was never exercised")
+	}
+}

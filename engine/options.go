@@ -43,7 +43,8 @@ type Options struct {
 	// deletes) cost replay time per record, not per byte.
 	CheckpointRecords int64
 	// MaxReplayBytes and MaxReplayRecords bound the log beyond the last
-	// checkpoint: when producers outrun the checkpointer, sends wait for it.
+	// checkpoint: when clients outrun the checkpointer, operations that write
+	// to the log (sends, receives, deletes, visibility changes) wait for it.
 	// They bound what a restart replays, and so the restart time; defaults 4
 	// x CheckpointBytes and 4 x CheckpointRecords.
 	MaxReplayBytes   int64

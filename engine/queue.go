@@ -291,6 +291,11 @@ func (q *Queue) Delete(handles []ReceiptHandle, errs []error) (failed int, err e
 	if len(errs) < len(handles) {
 		return 0, argErr("errs", "is shorter than handles")
 	}
+	if q.b.durable {
+		if err := q.b.waitReplayRoom(); err != nil {
+			return 0, err
+		}
+	}
 	now := q.b.nowMs()
 	var st *stripe
 	deleted := 0
@@ -352,6 +357,11 @@ func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (Receip
 	}
 	if err := q.checkHandle(h); err != nil {
 		return ReceiptHandle{}, time.Time{}, err
+	}
+	if q.b.durable {
+		if err := q.b.waitReplayRoom(); err != nil {
+			return ReceiptHandle{}, time.Time{}, err
+		}
 	}
 	now := q.b.nowMs()
 	st := &q.stripes[h.stripe]

@@ -115,9 +115,11 @@ func TestRestartChild(t *testing.T) {
 		}
 		wg.Wait()
 		fill := time.Since(start)
-		drained := 0
+		drained, drainS := 0, 0.0
 		if f, _ := strconv.ParseFloat(os.Getenv("SMQD_RESTART_DRAIN"), 64); f > 0 {
+			d0 := time.Now()
 			drained = drainFor(t, q, int(f*float64(4*per)))
+			drainS = time.Since(d0).Seconds()
 		}
 		if os.Getenv("SMQD_RESTART_CRASH") != "" {
 			// Like kill -9 right after the last acknowledged send: no final
@@ -126,7 +128,8 @@ func TestRestartChild(t *testing.T) {
 				t.Fatal(err)
 			}
 			st := b.Stats().Storage
-			fmt.Printf("RESULT messages=%d drained=%d fill_s=%.1f crashed_without_close=true replay_bytes=%d replay_waits=%d\n", 4*per-drained, drained, fill.Seconds(), st.LogEnd-st.CheckpointAt, st.ReplayWaits)
+			fmt.Printf("RESULT messages=%d drained=%d fill_s=%.1f drain_s=%.2f crashed_without_close=true replay_bytes=%d replay_waits=%d\n",
+				4*per-drained, drained, fill.Seconds(), drainS, st.LogEnd-st.CheckpointAt, st.ReplayWaits)
 			os.Exit(0)
 		}
 		if err := b.Close(); err != nil {

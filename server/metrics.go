@@ -27,7 +27,7 @@ package server
 //	smqd_checkpoint_lag_bytes                gauge, log end - checkpoint position
 //	smqd_checkpoints_total                   counter
 //	smqd_index_bytes                         gauge, bytes of the index directory
-//	smqd_storage_replay_waits_total          counter, sends held back for the checkpointer
+//	smqd_storage_replay_waits_total          counter, operations held back for the checkpointer
 //	smqd_storage_unreadable_bodies_total     counter, bodies that failed their checksum
 //	smqd_wal_{records,payload_bytes,bytes,compressed_records,writes,write_calls,
 //	  fsyncs,segment_rolls,append_stalls,ring_reads,file_reads}_total   counters
@@ -285,7 +285,7 @@ func writeStorageMetrics(w *promWriter, st *engine.StorageStats) {
 	w.family("smqd_checkpoints_total", "Checkpoints written since start.", "counter")
 	w.sample("smqd_checkpoints_total", float64(st.Checkpoints))
 	gauge("smqd_index_bytes", "Bytes of the index directory on disk.", float64(st.IndexBytes))
-	w.family("smqd_storage_replay_waits_total", "Sends that waited for the checkpointer because too much log lay beyond the last checkpoint.", "counter")
+	w.family("smqd_storage_replay_waits_total", "Operations (sends, receives, deletes, visibility changes) that waited for the checkpointer because too much log lay beyond the last checkpoint.", "counter")
 	w.sample("smqd_storage_replay_waits_total", float64(st.ReplayWaits))
 	w.family("smqd_storage_unreadable_bodies_total", "Message bodies found unreadable (corrupt) when read back; such messages are not delivered.", "counter")
 	w.sample("smqd_storage_unreadable_bodies_total", float64(st.Unreadable))
