@@ -155,6 +155,9 @@ func TestReplayBoundHoldsForConsumers(t *testing.T) {
 		o.CheckpointRecords = limit / 4
 		o.MaxReplayRecords = limit
 		o.CheckpointInterval = time.Hour
+		// One segment for the whole test: no compaction relocations, whose
+		// records (a segment's live bodies at once) the bound admits on top.
+		o.WAL.SegmentBytes = 64 << 20
 	})
 	defer b.Close()
 	q := mustQueue(t, b, "bound", DefaultQueueConfig())
