@@ -33,7 +33,7 @@ type Stats struct {
 	Rolls             uint64 // segment rolls
 	AppendStalls      uint64 // Appends that waited for room in the ring
 	RingReads         uint64 // ReadAt calls served from the ring
-	FileReads         uint64 // ReadAt calls served from a file
+	FileReads         uint64 // ReadAt calls and ReadRun reads served from a file
 	// FsyncSeconds is the latency of each fdatasync, in seconds.
 	FsyncSeconds Histogram
 	// BatchRecords is the number of records per write batch.

@@ -1,0 +1,160 @@
+package wal
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"testing"
+)
+
+// appendMixed appends batches of records of varied sizes, types and
+// compressibility and returns them with their positions and sizes.
+func appendMixed(t *testing.T, l *Log, batches int) []Record {
+	t.Helper()
+	var all []Record
+	seed := uint64(1)
+	for b := 0; b < batches; b++ {
+		batch := make([]Record, 1+b%16)
+		for i := range batch {
+			n := 1 + (b*131+i*977)%3000
+			batch[i] = Record{Type: RecordType(1 + i%5), Body: testPayload(seed, n, i%3 == 0)}
+			seed++
+		}
+		if err := l.Append(batch); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, batch...)
+	}
+	return all
+}
+
+// runs splits recs into runs of back-to-back records of at most max each.
+func runs(recs []Record, max int) [][2]int {
+	var out [][2]int
+	for start := 0; start < len(recs); {
+		end := start + 1
+		for end < len(recs) && end-start < max && recs[end].Pos == recs[end-1].Pos+Pos(recs[end-1].Size) {
+			end++
+		}
+		out = append(out, [2]int{start, end})
+		start = end
+	}
+	return out
+}
+
+func sizesOf(recs []Record) []int {
+	s := make([]int, len(recs))
+	for i := range recs {
+		s[i] = recs[i].Size
+	}
+	return s
+}
+
+// TestReadRun: every run of back-to-back records reads back exactly, whether
+// it is still only in the ring, in the files, compressed or not, and with
+// runs longer than one read.
+func TestReadRun(t *testing.T) {
+	opts := testOptions(t, OSFS())
+	opts.SegmentBytes = 256 << 10
+	opts.CompressMinBytes = 512
+	l := mustOpen(t, t.TempDir(), opts)
+	defer l.Close()
+	recs := appendMixed(t, l, 120)
+	check := func(max int) {
+		t.Helper()
+		var buf []byte
+		for _, r := range runs(recs, max) {
+			run := recs[r[0]:r[1]]
+			seen := 0
+			var err error
+			buf, err = l.ReadRun(run[0].Pos, sizesOf(run), buf, func(i int, typ RecordType, payload []byte) {
+				if i != seen || typ != run[i].Type || !bytes.Equal(payload, run[i].Body) {
+					t.Fatalf("run at %d, record %d (call %d): type %d, %d bytes; want type %d, %d bytes",
+						run[0].Pos, i, seen, typ, len(payload), run[i].Type, len(run[i].Body))
+				}
+				seen++
+			})
+			if err != nil || seen != len(run) {
+				t.Fatalf("run at %d of %d records: %d read, %v", run[0].Pos, len(run), seen, err)
+			}
+		}
+	}
+	check(16) // right after the append: partly from the ring
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	check(16)
+	check(1 << 20) // runs above maxRunBytes are split
+	if n := len(runs(recs, 1<<20)); n >= len(recs)/4 {
+		t.Fatalf("%d runs for %d records: the test does not exercise long runs", n, len(recs))
+	}
+}
+
+// TestReadRunCorruption: a damaged record in the middle of a run ends it
+// with a CorruptionError: the records before it are delivered, it and those
+// after it are not; a framed size that disagrees with the header is
+// corruption too.
+func TestReadRunCorruption(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(t, OSFS())
+	opts.SegmentBytes = 256 << 10
+	l := mustOpen(t, dir, opts)
+	defer l.Close()
+	recs := appendMixed(t, l, 60)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var run []Record
+	for _, r := range runs(recs, 16) {
+		if r[1]-r[0] >= 8 && l.Segments()[0].Start <= recs[r[0]].Pos {
+			run = recs[r[0]:r[1]]
+			break
+		}
+	}
+	if run == nil {
+		t.Fatal("no run of 8 records")
+	}
+	read := func(sizes []int) (int, error) {
+		seen := 0
+		_, err := l.ReadRun(run[0].Pos, sizes, nil, func(i int, _ RecordType, payload []byte) {
+			if !bytes.Equal(payload, run[i].Body) {
+				t.Fatalf("record %d: wrong payload", i)
+			}
+			seen++
+		})
+		return seen, err
+	}
+
+	// A size that disagrees with the record's header.
+	sizes := sizesOf(run)
+	sizes[3] += 4
+	var ce *CorruptionError
+	if seen, err := read(sizes); !errors.As(err, &ce) || seen != 3 {
+		t.Fatalf("wrong size: %d delivered, %v", seen, err)
+	}
+
+	// A flipped bit in record 5's payload, on disk.
+	seg := l.Segments()[0]
+	for _, s := range l.Segments() {
+		if s.Start <= run[5].Pos {
+			seg = s
+		}
+	}
+	f, err := os.OpenFile(segName(dir, seg.Start), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := int64(run[5].Pos-seg.Start) + headerSize + 1
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x10
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if seen, err := read(sizesOf(run)); !errors.As(err, &ce) || seen != 5 {
+		t.Fatalf("flipped bit: %d delivered, %v", seen, err)
+	}
+}
