@@ -9,8 +9,8 @@ const maxRunBytes = 256 << 10
 // sizes (as Append reported them: record i+1 starts at record i's position
 // plus sizes[i]), and calls fn with each record's index, type and payload,
 // in order. Records already written to their segment file are read with one
-// pread per run of up to 256 KiB instead of one per record; the others come
-// from the in-memory ring. Every record is verified exactly as ReadAt
+// pread per run of up to 256 KiB instead of one per record; runs still in
+// the in-memory ring are copied from it record by record, as ReadAt does. Every record is verified exactly as ReadAt
 // verifies it, and a framed size that disagrees with the record's header is
 // corruption.
 //
@@ -53,9 +53,9 @@ func (l *Log) readRunOnce(p Pos, sizes []int, total int, buf, scratch []byte, ba
 		}
 		return buf, scratch, fmt.Errorf("%w: pos %d", ErrSegmentRemoved, p)
 	}
-	if end := s.endPos(l.WrittenEnd()); end < p || Pos(total) > end-p {
-		// Not all in the file yet (or not all in this segment): record by
-		// record, from the ring where they are.
+	if end := s.endPos(l.WrittenEnd()); end < p || Pos(total) > end-p || p >= l.ringLow() {
+		// In the ring (a memory copy beats a system call), not all in the
+		// file yet, or not all in this segment: record by record.
 		for k, n := range sizes {
 			typ, payload, err := l.ReadAt(p, n, buf)
 			if err != nil {
@@ -109,4 +109,16 @@ func (l *Log) readRunOnce(p Pos, sizes []int, total int, buf, scratch []byte, ba
 		o += n
 	}
 	return buf, scratch, nil
+}
+
+// ringLow is the lowest position the ring still holds (ReadAt serves
+// positions from there to the end from memory).
+func (l *Log) ringLow() Pos {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	low := l.mu.openEnd
+	if sz := Pos(l.ring.size()); l.mu.end > sz && l.mu.end-sz > low {
+		low = l.mu.end - sz
+	}
+	return low
 }
