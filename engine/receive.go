@@ -245,9 +245,10 @@ func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) ([]Message, 
 // back in the log (a batch that was sent together and is received in order)
 // with one read per run (wal.Log.ReadRun) instead of one per message: on a
 // drained backlog that saves most of the read system calls. It fills in
-// msgs[i] and sets done[i] for each body it read; anything else (a body in
-// the cache ring, moved by compaction, unreadable, a run of one) is left to
-// readBody, which also reports errors.
+// msgs[i] and sets done[i] for each body it read (runs still in the log's
+// cache ring are copied from memory); anything else (a body moved by
+// compaction, unreadable, a run of one) is left to readBody, which also
+// reports errors.
 func (q *Queue) readRuns(w *walStore, msgs []Message, locs []bodyLoc, done *[MaxBatch]bool) {
 	n := len(locs)
 	var ord [MaxBatch]uint8 // locs indices by log position
