@@ -8,17 +8,21 @@ const maxRunBytes = 256 << 10
 // ReadRun reads records that lie back to back from p, whose framed sizes are
 // sizes (as Append reported them: record i+1 starts at record i's position
 // plus sizes[i]), and calls fn with each record's index, type and payload,
-// in order. Records already written to their segment file are read with one
-// pread per run of up to 256 KiB instead of one per record; runs still in
-// the in-memory ring are copied from it record by record, as ReadAt does. Every record is verified exactly as ReadAt
-// verifies it, and a framed size that disagrees with the record's header is
-// corruption.
+// in order.
+//
+// Records already written to their segment file are read with one pread per
+// run of up to 256 KiB instead of one per record; runs still in the
+// in-memory ring are copied from it record by record, as ReadAt does. Every
+// record is verified exactly as ReadAt verifies it, and a record whose framed
+// size is not the one given is corruption too (the sizes locate the records:
+// a wrong one would misplace the next).
 //
 // Payloads alias buf, which ReadRun returns (grown if needed) for reuse; fn
 // must not keep them. The first error ends the run: the records before it
-// were passed to fn, and the caller can read the rest one by one with
-// ReadAt (for example after ErrSegmentRemoved). Unlike ReadAt, ReadRun logs
-// nothing: a caller that falls back to ReadAt gets the report from there.
+// were passed to fn, and the caller can read the rest one by one with ReadAt
+// (for example after ErrSegmentRemoved). Damage found by the one-read path is
+// returned, not logged: a caller that falls back to ReadAt gets the report
+// from there.
 func (l *Log) ReadRun(p Pos, sizes []int, buf []byte, fn func(i int, typ RecordType, payload []byte)) ([]byte, error) {
 	var scratch []byte // decompression space, allocated only when needed
 	for i := 0; i < len(sizes); {
@@ -57,9 +61,14 @@ func (l *Log) readRunOnce(p Pos, sizes []int, total int, buf, scratch []byte, ba
 		// In the ring (a memory copy beats a system call), not all in the
 		// file yet, or not all in this segment: record by record.
 		for k, n := range sizes {
-			typ, payload, err := l.ReadAt(p, n, buf)
+			typ, payload, framed, err := l.readAt(p, n, buf)
 			if err != nil {
 				return buf, scratch, err
+			}
+			if framed != n {
+				seg, off := l.locate(p)
+				return buf, scratch, &CorruptionError{Segment: seg, Offset: off, Pos: p,
+					Reason: fmt.Sprintf("framed size %d, expected %d", framed, n)}
 			}
 			fn(base+k, typ, payload)
 			p += Pos(n)

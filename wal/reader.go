@@ -24,28 +24,34 @@ const speculativeRead = 1024
 // A record that fails verification returns *CorruptionError; a position in
 // a removed segment returns ErrSegmentRemoved.
 func (l *Log) ReadAt(p Pos, sizeHint int, buf []byte) (RecordType, []byte, error) {
+	typ, payload, _, err := l.readAt(p, sizeHint, buf)
+	return typ, payload, err
+}
+
+// readAt is ReadAt, also returning the record's framed size.
+func (l *Log) readAt(p Pos, sizeHint int, buf []byte) (RecordType, []byte, int, error) {
 	if l.closed.Load() {
-		return 0, nil, ErrClosed
+		return 0, nil, 0, ErrClosed
 	}
 	if p%recordAlign != 0 {
-		return 0, nil, fmt.Errorf("%w: pos %d is not 4-byte aligned", ErrOutOfRange, p)
+		return 0, nil, 0, fmt.Errorf("%w: pos %d is not 4-byte aligned", ErrOutOfRange, p)
 	}
 	s := l.segs.Load().find(p)
 	if s == nil || s.removed.Load() {
 		if p >= l.End() {
-			return 0, nil, fmt.Errorf("%w: pos %d, end is %d", ErrOutOfRange, p, l.End())
+			return 0, nil, 0, fmt.Errorf("%w: pos %d, end is %d", ErrOutOfRange, p, l.End())
 		}
-		return 0, nil, fmt.Errorf("%w: pos %d", ErrSegmentRemoved, p)
+		return 0, nil, 0, fmt.Errorf("%w: pos %d", ErrSegmentRemoved, p)
 	}
-	if typ, payload, ok, err := l.readRing(p, buf); ok {
-		return typ, payload, err
+	if typ, payload, framed, ok, err := l.readRing(p, buf); ok {
+		return typ, payload, framed, err
 	}
 	return l.readFile(s, p, sizeHint, buf)
 }
 
 // readRing serves p from the ring; ok is false if p is no longer (or was
 // never, before Open) in it.
-func (l *Log) readRing(p Pos, buf []byte) (RecordType, []byte, bool, error) {
+func (l *Log) readRing(p Pos, buf []byte) (RecordType, []byte, int, bool, error) {
 	l.mu.RLock()
 	end := l.mu.end
 	low := l.mu.openEnd
@@ -54,11 +60,11 @@ func (l *Log) readRing(p Pos, buf []byte) (RecordType, []byte, bool, error) {
 	}
 	if p >= end {
 		l.mu.RUnlock()
-		return 0, nil, true, fmt.Errorf("%w: pos %d, end is %d", ErrOutOfRange, p, end)
+		return 0, nil, 0, true, fmt.Errorf("%w: pos %d, end is %d", ErrOutOfRange, p, end)
 	}
 	if p < low || end-p < headerSize {
 		l.mu.RUnlock()
-		return 0, nil, false, nil
+		return 0, nil, 0, false, nil
 	}
 	// Copy out under the shared lock (an appender could otherwise overwrite
 	// the bytes once they fall out of the ring), verify after releasing it.
@@ -72,21 +78,21 @@ func (l *Log) readRing(p Pos, buf []byte) (RecordType, []byte, bool, error) {
 	if reason != "" {
 		l.mu.RUnlock()
 		seg, off := l.locate(p)
-		return 0, nil, true, &CorruptionError{Segment: seg, Offset: off, Pos: p, Reason: reason}
+		return 0, nil, 0, true, &CorruptionError{Segment: seg, Offset: off, Pos: p, Reason: reason}
 	}
 	buf = growBuf(buf, framed, 0)
 	l.ring.read(p, buf[:framed])
 	l.mu.RUnlock()
 	l.stats.ringReads.Add(1)
 	typ, payload, err := l.finishRead(p, buf, framed)
-	return typ, payload, true, err
+	return typ, payload, framed, true, err
 }
 
 // readFile serves p from its segment file.
-func (l *Log) readFile(s *segment, p Pos, sizeHint int, buf []byte) (RecordType, []byte, error) {
+func (l *Log) readFile(s *segment, p Pos, sizeHint int, buf []byte) (RecordType, []byte, int, error) {
 	sf, err := s.acquire()
 	if err != nil {
-		return 0, nil, fmt.Errorf("read pos %d: %w", p, err)
+		return 0, nil, 0, fmt.Errorf("read pos %d: %w", p, err)
 	}
 	defer sf.unref()
 	l.stats.fileReads.Add(1)
@@ -99,7 +105,7 @@ func (l *Log) readFile(s *segment, p Pos, sizeHint int, buf []byte) (RecordType,
 		return &CorruptionError{Segment: s.start, Offset: off, Pos: p, Reason: reason}
 	}
 	if avail < headerSize {
-		return 0, nil, corrupt("truncated")
+		return 0, nil, 0, corrupt("truncated")
 	}
 	// One pread of the hinted (or speculative) size; a second one only if
 	// the record turns out larger.
@@ -111,27 +117,27 @@ func (l *Log) readFile(s *segment, p Pos, sizeHint int, buf []byte) (RecordType,
 	buf = growBuf(buf, want, 0)
 	got, err := readFull(sf.f, buf[:want], off)
 	if err != nil {
-		return 0, nil, fmt.Errorf("wal: read %s at %d: %w", sf.name, off, err)
+		return 0, nil, 0, fmt.Errorf("wal: read %s at %d: %w", sf.name, off, err)
 	}
 	hi, reason := parseHeader(buf[:headerSize])
 	if reason != "" {
-		return 0, nil, corrupt(reason)
+		return 0, nil, 0, corrupt(reason)
 	}
 	framed := framedSize(hi.n)
 	if int64(framed) > avail {
-		return 0, nil, corrupt("record crosses the end of its segment")
+		return 0, nil, 0, corrupt("record crosses the end of its segment")
 	}
 	if framed > got {
 		buf = growBuf(buf, framed, got)
 		if _, err := readFull(sf.f, buf[got:framed], off+int64(got)); err != nil {
-			return 0, nil, fmt.Errorf("wal: read %s at %d: %w", sf.name, off, err)
+			return 0, nil, 0, fmt.Errorf("wal: read %s at %d: %w", sf.name, off, err)
 		}
 	}
 	typ, payload, err := l.finishRead(p, buf, framed)
 	if err != nil {
 		l.log.Error("wal read a corrupt record", "segment", sf.name, "offset", off, "err", err)
 	}
-	return typ, payload, err
+	return typ, payload, framed, err
 }
 
 // finishRead verifies the framed record in buf[:framed] and returns its
