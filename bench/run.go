@@ -111,6 +111,16 @@ func (r *runner) setPhase(p string) {
 	r.phase.Store(&p)
 }
 
+// startPhase names the phase and starts the progress reports of a phase
+// that began at start; the returned func stops them and waits.
+func (r *runner) startPhase(ctx context.Context, phase string, start time.Time) (stop func()) {
+	r.setPhase(phase)
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.progress(pctx, start) }()
+	return func() { cancel(); <-done }
+}
+
 // progress reports every interval until ctx ends.
 func (r *runner) progress(ctx context.Context, start time.Time) {
 	if r.cfg.Progress == nil {
@@ -167,12 +177,8 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 	warmEnd := start.Add(cfg.Warmup)
 	end := warmEnd.Add(cfg.Duration)
 	win := window{warmEnd.UnixNano(), end.UnixNano()}
-	r.setPhase("warmup")
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var pwg sync.WaitGroup
-	pwg.Add(1)
-	go func() { defer pwg.Done(); r.progress(pctx, start) }()
+	stopProgress := r.startPhase(ctx, "warmup", start)
+	defer stopProgress()
 
 	var q *quota
 	if cfg.Messages > 0 && produce {
@@ -233,8 +239,7 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 		r.setPhase("measure")
 	}
 	wg.Wait()
-	cancel()
-	pwg.Wait()
+	stopProgress()
 	res.WindowS = cfg.Duration.Seconds()
 	if berr != nil {
 		return fmt.Errorf("backlog counts: %w", berr)
@@ -245,13 +250,9 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 // preload sends cfg.Messages with the producers as fast as they go.
 func (r *runner) preload(ctx context.Context, res *Result) error {
 	cfg := &r.cfg
-	r.setPhase("preload")
 	start := time.Now()
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var pwg sync.WaitGroup
-	pwg.Add(1)
-	go func() { defer pwg.Done(); r.progress(pctx, start) }()
+	stopProgress := r.startPhase(ctx, "preload", start)
+	defer stopProgress()
 	q := &quota{}
 	q.left.Store(cfg.Messages)
 	stopAt := start.Add(cfg.MaxTime).UnixNano()
@@ -267,8 +268,7 @@ func (r *runner) preload(ctx context.Context, res *Result) error {
 		}(i, w)
 	}
 	wg.Wait()
-	cancel()
-	pwg.Wait()
+	stopProgress()
 	var sent, last int64
 	for _, w := range r.producers {
 		sent += w.tSent
@@ -290,13 +290,9 @@ func (r *runner) preload(ctx context.Context, res *Result) error {
 // from start to the last delete.
 func (r *runner) drain(ctx context.Context, target int64) (int64, time.Duration) {
 	cfg := &r.cfg
-	r.setPhase("drain")
 	start := time.Now()
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var pwg sync.WaitGroup
-	pwg.Add(1)
-	go func() { defer pwg.Done(); r.progress(pctx, start) }()
+	stopProgress := r.startPhase(ctx, "drain", start)
+	defer stopProgress()
 	stop := &consumeStop{at: start.Add(cfg.MaxTime).UnixNano(), onEmpty: true, target: target, deleted: new(atomic.Int64)}
 	win := window{start.UnixNano(), math.MaxInt64}
 	var wg sync.WaitGroup
@@ -309,8 +305,7 @@ func (r *runner) drain(ctx context.Context, target int64) (int64, time.Duration)
 		}(i, w)
 	}
 	wg.Wait()
-	cancel()
-	pwg.Wait()
+	stopProgress()
 	var last int64
 	for _, w := range r.consumers {
 		last = max(last, w.lastDel)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/smqd/smqd/bench"
+	"github.com/smqd/smqd/cmd/internal/envflag"
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/wal"
 )
@@ -49,9 +50,7 @@ type config struct {
 
 const envPrefix = "SMQBENCH_"
 
-func envName(flagName string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
+func envName(flagName string) string { return envflag.Name(envPrefix, flagName) }
 
 var workloads = []string{"cycle", "produce", "consume", "backlog"}
 
@@ -141,20 +140,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 		return nil, errors.New("name a workload: " + strings.Join(workloads, ", "))
 	}
 	b.Workload = bench.Workload(workload)
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if err != nil || set[f.Name] {
-			return
-		}
-		if v := getenv(envName(f.Name)); v != "" {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s=%q: %v", envName(f.Name), v, e)
-			}
-			set[f.Name] = true
-		}
-	})
+	set, err := envflag.Apply(fs, envPrefix, getenv)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smqd/smqd/cmd/internal/envflag"
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/server"
 )
@@ -43,9 +44,7 @@ const minBodyBytes = engine.MaxMessageBytes + 4096
 // envPrefix + upper-cased flag name with '-' → '_' is the variable of a flag.
 const envPrefix = "SMQD_"
 
-func envName(flagName string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
+func envName(flagName string) string { return envflag.Name(envPrefix, flagName) }
 
 // parseConfig parses args (without the program name) and the environment.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
@@ -80,20 +79,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if err != nil || set[f.Name] {
-			return
-		}
-		if v := getenv(envName(f.Name)); v != "" {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s=%q: %v", envName(f.Name), v, e)
-			}
-		}
-	})
-	if err != nil {
+	if _, err := envflag.Apply(fs, envPrefix, getenv); err != nil {
 		return nil, err
 	}
 	return c, c.validate()
