@@ -765,6 +765,20 @@ func runModel(t *testing.T, seed uint64, stripes, ops int, dir string) {
 	}
 }
 
+// seedsFromEnv returns the one seed SMQD_MODEL_SEED names (to replay a
+// failure), else seeds.
+func seedsFromEnv(t *testing.T, seeds []uint64) []uint64 {
+	s := os.Getenv("SMQD_MODEL_SEED")
+	if s == "" {
+		return seeds
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []uint64{v}
+}
+
 // TestModel runs several seeds; -short keeps the total at 240,000 operations,
 // the long suite (-tags long) runs 5,000,000.
 func TestModel(t *testing.T) {
@@ -772,13 +786,7 @@ func TestModel(t *testing.T) {
 	if modelLong {
 		seeds, ops = []uint64{11, 12, 13, 14, 15, 16, 17, 18, 19, 20}, 500_000
 	}
-	if s := os.Getenv("SMQD_MODEL_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seeds = []uint64{v}
-	}
+	seeds = seedsFromEnv(t, seeds)
 	for _, seed := range seeds {
 		for _, stripes := range []int{1, 4} {
 			t.Run(fmt.Sprintf("seed=%d/stripes=%d", seed, stripes), func(t *testing.T) {
@@ -797,13 +805,7 @@ func TestModelDurable(t *testing.T) {
 	if modelLong {
 		seeds, ops = []uint64{111, 112, 113, 114}, 200_000
 	}
-	if s := os.Getenv("SMQD_MODEL_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seeds = []uint64{v}
-	}
+	seeds = seedsFromEnv(t, seeds)
 	for _, seed := range seeds {
 		for _, stripes := range []int{1, 4} {
 			t.Run(fmt.Sprintf("seed=%d/stripes=%d", seed, stripes), func(t *testing.T) {
