@@ -51,7 +51,7 @@ type Broker struct {
 	d           *durableState // nil in memory mode
 	cpPos       atomic.Uint64 // durable: the index's checkpoint position
 	checkpoints atomic.Int64  // durable: checkpoints written since start
-	replayWaits atomic.Int64  // durable: sends held back for the checkpointer
+	replayWaits atomic.Int64  // durable: operations held back for the checkpointer
 
 	unreadable atomic.Int64 // bodies that could not be read back (corruption)
 	longPolls  atomic.Int64

@@ -76,11 +76,9 @@ func (b *Broker) compactOnce(budget int64) (removed, relocated int, err error) {
 		if budget > 0 && spent+s.live > budget && spent > 0 {
 			break
 		}
-		if b.durable {
-			// Relocations are log records too: keep the replay bound.
-			if err := b.waitReplayRoom(); err != nil {
-				return removed, relocated, err
-			}
+		// Relocations are log records too: keep the replay bound.
+		if err := b.waitReplayRoom(); err != nil {
+			return removed, relocated, err
 		}
 		n, err := b.relocateSegment(s.start)
 		relocated += n

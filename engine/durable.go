@@ -555,12 +555,10 @@ func (b *Broker) checkpoint() error {
 	f := d.fold
 	f.reset(d.bornFrom)
 	defer func() {
-		// Keep the maps' memory for the next window unless this one was
+		// Keep the fold's memory for the next window unless this one was
 		// large: a map never shrinks, and memory matters more then.
 		if f.nents > 1<<12 {
 			d.fold = nil
-		} else {
-			f.reset(d.bornFrom)
 		}
 	}()
 	for {
@@ -615,10 +613,13 @@ func (b *Broker) checkpoint() error {
 // delete, visibility change) while more than MaxReplayBytes (or
 // MaxReplayRecords) of log lie beyond the checkpoint: that bounds the log a
 // restart must replay (and so the restart time) when clients outrun the
-// checkpointer. It returns at
+// checkpointer. In memory mode, and in the common case, it returns at
 // once in the common case; no lock is held while it waits.
 func (b *Broker) waitReplayRoom() error {
 	d := b.d
+	if d == nil {
+		return nil // memory mode: nothing to replay
+	}
 	limit, limitRecs := uint64(b.opts.MaxReplayBytes), b.opts.MaxReplayRecords
 	w := b.store.(*walStore)
 	for uint64(d.wal.End())-b.cpPos.Load() > limit || w.records.Load()-d.cpRecords.Load() > limitRecs {

@@ -182,10 +182,7 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 
 	// Phase 2: append the bodies and wait for the sync mode's acknowledgement.
 	recs := sb.recs[:n]
-	var err error
-	if durable {
-		err = q.b.waitReplayRoom()
-	}
+	err := q.b.waitReplayRoom()
 	if err == nil {
 		err = q.b.store.append(recs)
 	}
@@ -291,10 +288,8 @@ func (q *Queue) Delete(handles []ReceiptHandle, errs []error) (failed int, err e
 	if len(errs) < len(handles) {
 		return 0, argErr("errs", "is shorter than handles")
 	}
-	if q.b.durable {
-		if err := q.b.waitReplayRoom(); err != nil {
-			return 0, err
-		}
+	if err := q.b.waitReplayRoom(); err != nil {
+		return 0, err
 	}
 	now := q.b.nowMs()
 	var st *stripe
@@ -358,10 +353,8 @@ func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (Receip
 	if err := q.checkHandle(h); err != nil {
 		return ReceiptHandle{}, time.Time{}, err
 	}
-	if q.b.durable {
-		if err := q.b.waitReplayRoom(); err != nil {
-			return ReceiptHandle{}, time.Time{}, err
-		}
+	if err := q.b.waitReplayRoom(); err != nil {
+		return ReceiptHandle{}, time.Time{}, err
 	}
 	now := q.b.nowMs()
 	st := &q.stripes[h.stripe]

@@ -45,10 +45,8 @@ func (q *Queue) Receive(ctx context.Context, opt ReceiveOptions, dst []Message) 
 		}
 		waitMs = opt.Wait.Milliseconds()
 	}
-	if q.b.durable {
-		if err := q.b.waitReplayRoom(); err != nil {
-			return dst, err
-		}
+	if err := q.b.waitReplayRoom(); err != nil {
+		return dst, err
 	}
 	base := len(dst)
 	dst, err := q.tryReceive(max, dst)
