@@ -62,10 +62,13 @@ var latencyBounds = [...]time.Duration{
 const numBuckets = len(latencyBounds) + 1 // the last is +Inf
 
 // latencyLEs are latencyBounds in seconds, as le label values.
-var latencyLEs = [len(latencyBounds)]string{
-	"0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05",
-	"0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30",
-}
+var latencyLEs = func() []string {
+	secs := make([]float64, len(latencyBounds))
+	for i, d := range latencyBounds {
+		secs[i] = d.Seconds()
+	}
+	return formatBounds(secs)
+}()
 
 // histogram is a fixed-bucket latency histogram of atomics (not cumulative;
 // the writer sums).
@@ -206,7 +209,7 @@ func (s *Server) writeRequestMetrics(w *promWriter) {
 		for i := range counts {
 			counts[i] = h.buckets[i].Load()
 		}
-		w.histogram("smqd_http_request_duration_seconds", latencyLEs[:], counts[:], time.Duration(h.sumNs.Load()).Seconds(), "op", o.String())
+		w.histogram("smqd_http_request_duration_seconds", latencyLEs, counts[:], time.Duration(h.sumNs.Load()).Seconds(), "op", o.String())
 	}
 	w.family("smqd_http_responses_total", "Responses by operation and status class.", "counter")
 	for o := op(0); o < numOps; o++ {
