@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -14,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/smqd/smqd/index"
 	"github.com/smqd/smqd/wal"
 )
 
@@ -27,9 +24,7 @@ type Broker struct {
 	opts         Options
 	clock        Clock
 	log          *slog.Logger
-	store        logStore
-	mem          *memLog // store, when it is the in-memory log (body prefetch); else nil
-	durable      bool
+	store        storage // the backend, chosen once in Open (storage.go)
 	maxLongPolls int
 	secret       [32]byte // keys receipt-handle checks
 
@@ -44,14 +39,7 @@ type Broker struct {
 	names  []string          // guarded by mu: sorted queue names
 
 	compactMu sync.Mutex // serialises compaction passes (background and explicit)
-
-	stop chan struct{}  // closed by Close: stops background goroutines
-	bg   sync.WaitGroup // background goroutines
-
-	d           *durableState // nil in memory mode
-	cpPos       atomic.Uint64 // durable: the index's checkpoint position
-	checkpoints atomic.Int64  // durable: checkpoints written since start
-	replayWaits atomic.Int64  // durable: operations held back for the checkpointer
+	compactor *job       // background compaction on the clock (compaction.go)
 
 	unreadable atomic.Int64 // bodies that could not be read back (corruption)
 	longPolls  atomic.Int64
@@ -73,36 +61,20 @@ func Open(opts Options) (*Broker, error) {
 		queues:       make(map[string]*Queue),
 		byID:         make(map[uint64]*Queue),
 		nextQueueID:  1,
-		stop:         make(chan struct{}),
 	}
 	b.readBufs.New = func() any { p := make([]byte, 0, 4096); return &p }
-	if o.Dir != "" {
-		b.durable = true
-		if err := b.openDurable(); err != nil {
-			return nil, err
-		}
-		b.log.Info("broker open", "mode", "durable", "dir", o.Dir, "sync", o.WAL.Sync.String(), "stripes", o.Stripes)
-		b.bg.Add(1)
-		go func() {
-			defer b.bg.Done()
-			b.checkpointLoop(b.stop)
-		}()
-	} else {
-		if _, err := rand.Read(b.secret[:]); err != nil {
-			return nil, fmt.Errorf("engine: generate handle key: %w", err)
-		}
-		b.store = o.testStore
-		if b.store == nil {
-			b.store = newMemLog(o.MemSegmentBytes)
-		}
-		b.mem, _ = b.store.(*memLog)
-		b.log.Info("broker open", "mode", "memory", "stripes", o.Stripes)
+	b.compactor = newJob(o.Clock, compactInterval, b.compactJob)
+	store, mode, err := openStorage(&b.opts)
+	if err != nil {
+		return nil, err
 	}
-	b.bg.Add(1)
-	go func() {
-		defer b.bg.Done()
-		b.compactLoop(b.stop)
-	}()
+	b.store = store
+	if err := store.load(b); err != nil {
+		store.close(false)
+		return nil, err
+	}
+	b.log.Info("broker open", "mode", mode, "dir", o.Dir, "sync", o.WAL.Sync.String(), "stripes", o.Stripes)
+	b.compactor.kick()
 	return b, nil
 }
 
@@ -178,12 +150,9 @@ func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err er
 	id := b.nextQueueID
 	b.nextQueueID++
 	q := newQueue(b, name, id, b.opts.Stripes, newQueueMeta(cfg, now, now))
-	if b.durable {
-		q.seq.Store(b.d.boot << bootShift)
-		v := q.value()
-		if err := b.logQueueRecord(recQueueCreate, v.encode()); err != nil {
-			return false, err
-		}
+	v := q.value()
+	if err := b.logQueueRecord(recQueueCreate, v.encode()); err != nil {
+		return false, err
 	}
 	b.addQueueLocked(q)
 	return true, nil
@@ -229,11 +198,9 @@ func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
 		return err
 	}
 	meta := newQueueMeta(cfg, old.createMs, b.nowMs())
-	if b.durable {
-		v := queueVal{id: q.id, stripes: len(q.stripes), createMs: meta.createMs, modifyMs: meta.modifyMs, cfg: cfg, name: q.name}
-		if err := b.logQueueRecord(recQueueConfig, v.encode()); err != nil {
-			return err
-		}
+	v := queueVal{id: q.id, stripes: len(q.stripes), createMs: meta.createMs, modifyMs: meta.modifyMs, cfg: cfg, name: q.name}
+	if err := b.logQueueRecord(recQueueConfig, v.encode()); err != nil {
+		return err
 	}
 	q.cfg.Store(meta)
 	return nil
@@ -260,12 +227,10 @@ func (b *Broker) DeleteQueue(name string) error {
 	if err != nil {
 		return err
 	}
-	if b.durable {
-		var rec [8]byte
-		binary.LittleEndian.PutUint64(rec[:], q.id)
-		if err := b.logQueueRecord(recQueueDelete, rec[:]); err != nil {
-			return err
-		}
+	var rec [8]byte
+	binary.LittleEndian.PutUint64(rec[:], q.id)
+	if err := b.logQueueRecord(recQueueDelete, rec[:]); err != nil {
+		return err
 	}
 	b.mu.Lock()
 	delete(b.queues, name)
@@ -358,11 +323,7 @@ type StorageStats struct {
 // (they stay in the page cache). It costs milliseconds and loses nothing;
 // call it when the broker goes idle (smqd does, after a burst of traffic).
 func (b *Broker) ReleaseMemory() {
-	if b.d != nil {
-		if _, err := b.d.idx.ReleaseMemory(); err != nil && !errors.Is(err, index.ErrClosed) {
-			b.log.Warn("release index memory", "err", err)
-		}
-	}
+	b.store.releaseMemory()
 	debug.FreeOSMemory()
 }
 
@@ -396,14 +357,7 @@ func (b *Broker) storageStats() StorageStats {
 			st.LogEnd = seg.end
 		}
 	}
-	if b.durable {
-		st.Durable = true
-		st.Checkpoints = b.checkpoints.Load()
-		st.ReplayWaits = b.replayWaits.Load()
-		st.CheckpointAt = b.cpPos.Load()
-		st.IndexBytes = b.d.idx.DiskBytes()
-		st.WAL = b.d.wal.Stats()
-	}
+	b.store.stats(&st)
 	return st
 }
 
@@ -413,8 +367,7 @@ func (b *Broker) Close() error {
 	if !b.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	close(b.stop)
-	b.bg.Wait()
+	b.compactor.stop()
 	b.mu.RLock()
 	qs := make([]*Queue, 0, len(b.queues))
 	for _, q := range b.queues {
@@ -435,12 +388,45 @@ func (b *Broker) Close() error {
 		q.waiters.wake(-1)
 	}
 	start := time.Now()
-	var err error
-	if b.durable {
-		err = b.closeDurable()
-	} else {
-		err = b.store.close()
-	}
+	err := b.store.close(b.failure.Load() == nil)
 	b.log.Info("broker closed", "took", time.Since(start), "err", err)
 	return err
+}
+
+// Sync makes every change made so far durable: in durable mode it writes and
+// fsyncs the log (whatever the sync mode); in memory mode it does nothing.
+func (b *Broker) Sync() error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if err := b.store.sync(); err != nil {
+		b.storageFailed(err)
+		return err
+	}
+	return nil
+}
+
+// logQueueRecord logs a queue record; it is durable when this returns
+// (durable.go invariant 4).
+func (b *Broker) logQueueRecord(typ uint8, payload []byte) error {
+	if err := b.store.adminRecord(typ, payload); err != nil {
+		b.storageFailed(err)
+		return err
+	}
+	return nil
+}
+
+// addQueueLocked registers q (start-up, or with adminMu held).
+func (b *Broker) addQueueLocked(q *Queue) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.queues[q.name] = q
+	b.byID[q.id] = q
+	i := len(b.names)
+	for i > 0 && b.names[i-1] > q.name {
+		i--
+	}
+	b.names = append(b.names, "")
+	copy(b.names[i+1:], b.names[i:])
+	b.names[i] = q.name
 }

@@ -20,8 +20,13 @@ package engine
 //  2. The old record's live bytes are released only after the new record's are
 //     counted, so the message's body is always counted in some segment.
 //
-// Owner: the compactor goroutine; relocation touches messages only under their
-// stripe locks.
+// The compactor is a job on the broker's clock (job.go): appends, bodies
+// dying (in-memory mode) and checkpoints (durable mode: segments before the
+// new position may go) kick it; it runs a pass compactInterval later and
+// again as long as a pass did something.
+//
+// Owner: compactMu serialises passes (the job's and explicit ones);
+// relocation touches messages only under their stripe locks.
 
 import (
 	"time"
@@ -32,21 +37,18 @@ const (
 	defaultCompactBytes = 64 << 20 // relocated bytes per second
 )
 
-// compactLoop runs passes until stop is closed.
-func (b *Broker) compactLoop(stop <-chan struct{}) {
-	t := time.NewTicker(compactInterval)
-	defer t.Stop()
+// compactJob is the compactor's run: one rate-limited pass. It asks to run
+// again while passes make progress.
+func (b *Broker) compactJob() bool {
 	budget := b.opts.CompactionBytesPerSec / int64(time.Second/compactInterval)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		if _, _, err := b.compactOnce(budget); err != nil && b.usable() == nil {
+	removed, relocated, err := b.compactOnce(budget)
+	if err != nil {
+		if b.usable() == nil {
 			b.log.Error("compaction pass failed", "err", err)
 		}
+		return false
 	}
+	return removed+relocated > 0
 }
 
 // compactOnce runs one pass, relocating at most budget bytes (0: unlimited).
@@ -55,7 +57,7 @@ func (b *Broker) compactOnce(budget int64) (removed, relocated int, err error) {
 	b.compactMu.Lock()
 	defer b.compactMu.Unlock()
 	segs := b.store.segments(nil)
-	limit := b.replayStart()
+	limit := b.store.replayStart()
 	for _, s := range segs {
 		if s.active || s.live != 0 || s.end > limit {
 			continue
@@ -77,7 +79,7 @@ func (b *Broker) compactOnce(budget int64) (removed, relocated int, err error) {
 			break
 		}
 		// Relocations are log records too: keep the replay bound.
-		if err := b.waitReplayRoom(); err != nil {
+		if err := b.store.waitRoom(); err != nil {
 			return removed, relocated, err
 		}
 		n, err := b.relocateSegment(s.start)
@@ -90,22 +92,12 @@ func (b *Broker) compactOnce(budget int64) (removed, relocated int, err error) {
 	return removed, relocated, nil
 }
 
-// replayStart is the first log position that start-up replay needs: segments
-// ending at or before it may go once they hold no live body. In-memory
-// brokers never replay.
-func (b *Broker) replayStart() uint64 {
-	if b.durable {
-		return b.cpPos.Load()
-	}
-	return ^uint64(0)
-}
-
 // relocateSegment moves every live body of the segment starting at start to
 // the head of the log.
 func (b *Broker) relocateSegment(start uint64) (int, error) {
 	moved := 0
 	var firstErr error
-	var head [snapLen + 16]byte
+	var head [bodyHeadLen]byte
 	_, err := b.store.scan(start, func(pos uint64, size uint32, typ uint8, payload []byte) {
 		if firstErr != nil {
 			return
@@ -132,17 +124,8 @@ func (b *Broker) relocateSegment(start uint64) (int, error) {
 		if s.seq == 0 || s.state() == stPending || s.bodyPos != pos {
 			return // deleted, expired, replaced, or not yet committed
 		}
-		var rec logRec
-		if b.durable {
-			putSnap(head[:snapLen], q.id, st.idx, slotIdx, s)
-			copy(head[snapLen:], sum[:])
-			rec = logRec{typ: recRelocate, head: head[:snapLen+16], body: body, live: true}
-		} else {
-			putBodyID(head[:bodyIDLen], q.id, st.idx, slotIdx)
-			copy(head[bodyIDLen:], sum[:])
-			rec = logRec{typ: recBody, head: head[:bodyIDLen+16], body: body, live: true}
-		}
-		recs := [1]logRec{rec}
+		var recs [1]logRec
+		b.store.bodyRecord(&recs[0], &head, q.id, st.idx, slotIdx, s, &sum, body, true)
 		if err := b.store.append(recs[:]); err != nil {
 			firstErr = err
 			return

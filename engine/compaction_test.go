@@ -16,13 +16,14 @@ func storeUsage(b *Broker) (held, live, segBytes int64) {
 	for _, s := range b.store.segments(nil) {
 		live += s.live
 	}
-	if m, ok := b.store.(*memLog); ok {
+	if m, ok := b.store.(*memStore); ok {
 		return m.bytes(), live, int64(m.segBytes)
 	}
-	for _, s := range b.d.wal.Segments() {
+	d := durableOf(b)
+	for _, s := range d.wal.Segments() {
 		held += s.FileBytes
 	}
-	return held, live, b.d.wal.Options().SegmentBytes
+	return held, live, d.wal.Options().SegmentBytes
 }
 
 // compactAll runs passes (and, in durable mode, checkpoints, which let
@@ -30,8 +31,8 @@ func storeUsage(b *Broker) (held, live, segBytes int64) {
 func compactAll(t *testing.T, b *Broker) {
 	t.Helper()
 	for i := 0; i < 10; i++ {
-		if b.durable {
-			if err := b.checkpoint(); err != nil {
+		if d, ok := b.store.(*durableStore); ok {
+			if err := d.checkpoint(); err != nil {
 				t.Fatal(err)
 			}
 		}

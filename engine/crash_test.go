@@ -266,7 +266,7 @@ func TestCrashChild(t *testing.T) {
 		os.Exit(2)
 	}
 	q, _ := b.Queue("crash")
-	fmt.Fprintf(os.Stderr, "recovered: %+v wal %+v\n", b.Recovery(), b.d.wal.Recovery())
+	fmt.Fprintf(os.Stderr, "recovered: %+v wal %+v\n", b.Recovery(), durableOf(b).wal.Recovery())
 	dumpQueue(q, func(id MessageID, body []byte, state string, dq uint32) {
 		emit("M %s %s %s %d", id, body, state, dq)
 	})
@@ -366,7 +366,7 @@ func TestCrashChild(t *testing.T) {
 				return
 			case <-time.After(time.Duration(5+rnd.IntN(30)) * time.Millisecond):
 			}
-			emit("B %d %d", k, b.d.wal.End())
+			emit("B %d %d", k, durableOf(b).wal.End())
 			if err := b.Sync(); err != nil {
 				fmt.Fprintln(os.Stderr, "sync:", err)
 				os.Exit(3)

@@ -1,28 +1,21 @@
 package engine
 
-// Durable mode: the write-ahead log holds every body and every state change,
-// the index (Badger) holds a checkpoint of the state, and start-up rebuilds
-// the in-memory state from both.
+// The durable backend: the write-ahead log holds every body and every state
+// change, the index (Badger) holds a checkpoint of the state, and start-up
+// rebuilds the in-memory state from both.
+//
+// Files of this backend:
+//
+//	durable.go     opening, the log side of the seam, record encoding, sync, stats, close
+//	recovery.go    load: broker metadata, the log tail folded and merged with the index
+//	checkpoint.go  the checkpointer (a job on the clock) and the replay bound
+//	fold.go        folding a window of the log into its net effect
 //
 // Data directory layout:
 //
-//	<Dir>/index/   the Badger store (opened first: its directory lock keeps a
-//	               second process away from the whole data directory)
+//	<Dir>/LOCK     flock(2)ed while a broker has the directory open
+//	<Dir>/index/   the Badger store
 //	<Dir>/wal/     the log segments
-//
-// Start-up, in order:
-//  1. open the index; load the broker metadata (the handle secret, the boot
-//     counter, which is bumped and synced before anything is served) and the
-//     checkpoint position P;
-//  2. open the log (a torn tail is cut and reported there);
-//  3. fold the log tail [P, end) (fold.go);
-//  4. load the queues (index, overridden by the tail) and stream every
-//     message of the index in (queue, seq) order, merged with the tail's
-//     messages, into the stripes: each message goes back into its own stripe
-//     and slot (so receipt handles issued before a restart stay valid), its
-//     state derived from its times, Active ones into their lanes in seq order;
-//  5. messages found expired get an expire record, so the next checkpoint
-//     drops them from the index.
 //
 // Invariants:
 //  1. The index never reflects a record that is not fsynced in the log: the
@@ -31,19 +24,26 @@ package engine
 //     position and holds no live body (compaction.go), so replay from the
 //     checkpoint position always finds its records and every body it needs.
 //  3. MessageIds stay unique across restarts whatever the sync mode: a
-//     message's sequence number carries the boot counter in its top 24 bits.
+//     message's sequence number carries the boot counter in its top 24 bits,
+//     and the bumped counter is durable before anything is served.
 //  4. Queue creation, attribute changes and deletion are fsynced before they
 //     are acknowledged, in every sync mode.
+//  5. The log beyond the checkpoint stays within MaxReplayBytes and
+//     MaxReplayRecords, plus what operations already past waitRoom append:
+//     whoever finds the bound exceeded checkpoints before writing.
+//
+// Owner: the wal.Log and index.Store are safe for concurrent use. cpMu
+// serialises checkpoints and guards fold and cpLast; the counters are
+// atomics. The checkpoint job (checkpoint.go) and waitRoom are the only
+// callers of checkpoint; load runs before anything else.
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,137 +52,56 @@ import (
 	"github.com/smqd/smqd/wal"
 )
 
-const (
-	metaSecret  = "handle-secret"
-	metaBoot    = "boot"
-	metaQueueID = "queue-id-hwm" // highest queue id ever created: ids are never reused
-	bootShift   = 40             // seq = boot<<40 | counter
-)
-
-// walStore is the log store of durable mode. The log itself makes a
-// record's live-byte count atomic with its append (wal.Record.Live) and a
-// segment's removal atomic with the check that it holds no live bytes
-// (wal.Log.RemoveSegmentIfDead): logstore.go invariants 1 and 2.
-type walStore struct {
-	l       *wal.Log
-	records atomic.Int64 // records appended since Open (checkpoint triggers)
-}
-
-func (w *walStore) append(recs []logRec) error {
-	var arr [MaxBatch]wal.Record
-	wr := arr[:0]
-	if len(recs) > MaxBatch {
-		wr = make([]wal.Record, 0, len(recs))
-	}
-	for i := range recs {
-		wr = append(wr, wal.Record{Type: wal.RecordType(recs[i].typ), Head: recs[i].head, Body: recs[i].body, Live: recs[i].live})
-	}
-	if err := w.l.Append(wr); err != nil {
-		return err
-	}
-	w.records.Add(int64(len(recs)))
-	for i := range recs {
-		recs[i].pos, recs[i].size = uint64(wr[i].Pos), uint32(wr[i].Size)
-	}
-	return nil
-}
-
-func (w *walStore) waitDurable(pos uint64) error { return w.l.WaitDurable(wal.Pos(pos)) }
-
-func (w *walStore) read(pos uint64, size uint32, buf []byte) (uint8, []byte, error) {
-	typ, payload, err := w.l.ReadAt(wal.Pos(pos), int(size), buf)
-	if errors.Is(err, wal.ErrSegmentRemoved) {
-		return 0, nil, errSegmentRemoved
-	}
-	return uint8(typ), payload, err
-}
-
-func (w *walStore) addLive(pos uint64, delta int64) { w.l.AddLive(wal.Pos(pos), delta) }
-
-func (w *walStore) segments(dst []segInfo) []segInfo {
-	for _, s := range w.l.Segments() {
-		dst = append(dst, segInfo{start: uint64(s.Start), end: uint64(s.End), live: s.Live, active: s.Active})
-	}
-	return dst
-}
-
-func (w *walStore) scan(start uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte)) (bool, error) {
-	var seg *wal.SegmentInfo
-	for _, s := range w.l.Segments() {
-		if uint64(s.Start) == start {
-			seg = &s
-			break
-		}
-	}
-	if seg == nil || seg.Active || seg.End > w.l.WrittenEnd() {
-		return false, nil
-	}
-	r, err := w.l.NewReader(seg.Start, seg.End)
-	if err != nil {
-		return false, err
-	}
-	defer r.Close()
-	for {
-		p, typ, payload, err := r.Next()
-		if err == io.EOF {
-			return true, nil
-		}
-		if errors.Is(err, wal.ErrSegmentRemoved) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		fn(uint64(p), uint32(r.NextPos()-p), uint8(typ), payload)
-	}
-}
-
-func (w *walStore) removeSegment(start uint64) (bool, error) {
-	ok, err := w.l.RemoveSegmentIfDead(wal.Pos(start))
-	if errors.Is(err, wal.ErrNoSegment) {
-		return false, nil // already gone
-	}
-	return ok, err
-}
-
-func (w *walStore) close() error { return w.l.Close() }
-
-// durableState is the part of the Broker that exists only in durable mode.
-type durableState struct {
+// durableStore is the durable backend (storage.go).
+type durableStore struct {
+	opts   *Options // the broker's, with defaults
+	log    *slog.Logger
+	clock  Clock
+	b      *Broker // set by load
 	idx    *index.Store
 	wal    *wal.Log
 	unlock func() // releases the data directory's lock
-	boot   uint64
+	kick   func() // kicks the broker's compactor
+
+	// commit writes an index batch: idx.Commit, or a test's stand-in
+	// (Options.testCommit: the power-loss test snapshots the index here).
+	commit func(*index.Batch) error
+
+	boot uint64 // this run's boot counter (invariant 3)
 	// bornFrom is the log end found at start-up: the index may hold puts
 	// of sends before it beyond its checkpoint position (fold.go).
 	bornFrom  uint64
 	recovered RecoveryStats
-	cpMu      sync.Mutex    // serialises checkpoints
-	fold      *fold         // guarded by cpMu: reused by every checkpoint
-	cpRecords atomic.Int64  // walStore.records when the last checkpoint was taken
-	cpKick    chan struct{} // asks the checkpointer to run now (capacity 1)
-	cpWaitMu  sync.Mutex
-	cpDone    chan struct{} // guarded by cpWaitMu: closed and replaced by each checkpoint
-	cpLast    time.Time     // guarded by cpMu
+
+	records     atomic.Int64  // records appended since Open
+	cpPos       atomic.Uint64 // the index's checkpoint position
+	cpRecords   atomic.Int64  // records when the last checkpoint was taken
+	checkpoints atomic.Int64  // checkpoints written since Open
+	replayWaits atomic.Int64  // operations that checkpointed first (invariant 5)
+
+	cp     *job       // the checkpointer
+	cpMu   sync.Mutex // serialises checkpoints
+	fold   *fold      // guarded by cpMu: reused by every checkpoint
+	cpLast time.Time  // guarded by cpMu: when the last checkpoint started
 }
 
-// openDurable opens the index and the log and rebuilds the broker's state.
-func (b *Broker) openDurable() error {
-	o := &b.opts
+// openDurable opens (creating if needed) the data directory, its index and
+// its log. Nothing is loaded yet (load does that).
+func openDurable(o *Options) (*durableStore, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return fmt.Errorf("engine: create data directory: %w", err)
+		return nil, fmt.Errorf("engine: create data directory: %w", err)
 	}
 	unlock, err := lockDataDir(o.Dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	iopts := o.Index
 	if iopts.Logger == nil {
-		iopts.Logger = b.log
+		iopts.Logger = o.Logger
 	}
 	wo := o.WAL
 	if wo.Logger == nil {
-		wo.Logger = b.log
+		wo.Logger = o.Logger
 	}
 	if wo.BufferBytes == 0 {
 		// The ring caches recent bodies for receives and holds unwritten
@@ -207,522 +126,196 @@ func (b *Broker) openDurable() error {
 			l.Close()
 		}
 		unlock()
-		return fmt.Errorf("engine: open index: %w", err)
+		return nil, fmt.Errorf("engine: open index: %w", err)
 	case walErr != nil:
 		idx.Close()
 		unlock()
-		return fmt.Errorf("engine: open log: %w", walErr)
+		return nil, fmt.Errorf("engine: open log: %w", walErr)
 	}
-	d := &durableState{idx: idx, wal: l, unlock: unlock, cpKick: make(chan struct{}, 1), cpDone: make(chan struct{})}
-	b.d = d
-	b.store = &walStore{l: l}
-	err = b.loadMeta()
-	if err == nil {
-		err = b.recover()
+	d := &durableStore{opts: o, log: o.Logger, clock: o.Clock, idx: idx, wal: l, unlock: unlock, kick: func() {}}
+	d.commit = idx.Commit
+	if o.testCommit != nil {
+		d.commit = func(b *index.Batch) error { return o.testCommit(idx, b) }
 	}
-	if err != nil {
-		l.Close()
-		idx.Close()
-		unlock()
+	d.cp = newJob(o.Clock, checkpointPoll, d.checkpointJob)
+	return d, nil
+}
+
+// mapErr turns the errors of the lower packages that have an engine meaning
+// into the engine's (storage.go invariant 4).
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, wal.ErrClosed), errors.Is(err, index.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, wal.ErrSegmentRemoved):
+		return errSegmentRemoved
+	}
+	return err
+}
+
+func (d *durableStore) seqBase() uint64 { return d.boot << bootShift }
+
+func (d *durableStore) append(recs []logRec) error {
+	var arr [MaxBatch]wal.Record
+	wr := arr[:0]
+	if len(recs) > MaxBatch {
+		wr = make([]wal.Record, 0, len(recs))
+	}
+	for i := range recs {
+		wr = append(wr, wal.Record{Type: wal.RecordType(recs[i].typ), Head: recs[i].head, Body: recs[i].body, Live: recs[i].live})
+	}
+	if err := d.wal.Append(wr); err != nil {
+		return mapErr(err)
+	}
+	d.records.Add(int64(len(recs)))
+	for i := range recs {
+		recs[i].pos, recs[i].size = uint64(wr[i].Pos), uint32(wr[i].Size)
+	}
+	d.cp.kick()
+	d.kick()
+	return nil
+}
+
+func (d *durableStore) waitDurable(pos uint64) error { return mapErr(d.wal.WaitDurable(wal.Pos(pos))) }
+
+// maxKeptBuf bounds the read buffer a reader keeps after the log grew it.
+const maxKeptBuf = 1 << 17
+
+func (d *durableStore) read(pos uint64, size uint32, buf []byte) (uint8, []byte, []byte, error) {
+	typ, payload, err := d.wal.ReadAt(wal.Pos(pos), int(size), buf)
+	if cap(payload) > cap(buf) && cap(payload) <= maxKeptBuf {
+		buf = payload[:0] // the log grew our buffer: keep it
+	}
+	return uint8(typ), payload, buf, mapErr(err)
+}
+
+func (d *durableStore) readRun(pos uint64, sizes []int, buf []byte, fn func(i int, typ uint8, payload []byte)) []byte {
+	out, _ := d.wal.ReadRun(wal.Pos(pos), sizes, buf, func(i int, typ wal.RecordType, payload []byte) {
+		fn(i, uint8(typ), payload)
+	})
+	if cap(out) > cap(buf) && cap(out) <= 2*maxKeptBuf {
+		return out[:0] // keep a grown buffer for the next batch
+	}
+	return buf
+}
+
+// prefetch does nothing: bodies are read from the page cache or the ring by
+// a system call, which a CPU hint does not help.
+func (d *durableStore) prefetch(uint64, uint32) {}
+
+func (d *durableStore) bodyRecord(rec *logRec, head *[bodyHeadLen]byte, qid uint64, stripeIdx uint8, idx uint32, s *slot, sum *[16]byte, body []byte, relocated bool) {
+	putSnap(head[:snapLen], qid, stripeIdx, idx, s)
+	copy(head[snapLen:], sum[:])
+	typ := recSend
+	if relocated {
+		typ = recRelocate
+	}
+	*rec = logRec{typ: typ, head: head[:snapLen+16], body: body, live: true}
+}
+
+func (d *durableStore) changeRecord(st *stripe, typ uint8, idx uint32) {
+	b := st.snapBytes(snapLen)
+	putSnap(b, st.q.id, st.idx, idx, st.slab.at(idx))
+	st.recs = append(st.recs, logRec{typ: typ, head: b})
+}
+
+func (d *durableStore) adminRecord(typ uint8, payload []byte) error {
+	recs := [1]logRec{{typ: typ, head: payload}}
+	if err := d.append(recs[:]); err != nil {
 		return err
 	}
-	return nil
+	return d.sync()
 }
 
-// loadMeta reads (or creates) the handle secret and bumps the boot counter.
-func (b *Broker) loadMeta() error {
-	idx := b.d.idx
-	batch := idx.NewBatch()
-	secret, err := idx.Meta(metaSecret)
-	if err != nil {
-		return fmt.Errorf("engine: read index metadata: %w", err)
+func (d *durableStore) addLive(pos uint64, delta int64) { d.wal.AddLive(wal.Pos(pos), delta) }
+
+func (d *durableStore) segments(dst []segInfo) []segInfo {
+	for _, s := range d.wal.Segments() {
+		dst = append(dst, segInfo{start: uint64(s.Start), end: uint64(s.End), live: s.Live, active: s.Active})
 	}
-	if len(secret) != len(b.secret) {
-		if _, err := rand.Read(b.secret[:]); err != nil {
-			return fmt.Errorf("engine: generate handle key: %w", err)
-		}
-		batch.PutMeta(metaSecret, b.secret[:])
-	} else {
-		copy(b.secret[:], secret)
-	}
-	bootVal, err := idx.Meta(metaBoot)
-	if err != nil {
-		return fmt.Errorf("engine: read index metadata: %w", err)
-	}
-	if len(bootVal) == 8 {
-		b.d.boot = binary.LittleEndian.Uint64(bootVal)
-	}
-	b.d.boot++
-	if b.d.boot >= 1<<(64-bootShift) {
-		return fmt.Errorf("engine: boot counter exhausted")
-	}
-	var nb [8]byte
-	binary.LittleEndian.PutUint64(nb[:], b.d.boot)
-	batch.PutMeta(metaBoot, nb[:])
-	if err := idx.Commit(batch); err != nil {
-		return fmt.Errorf("engine: write index metadata: %w", err)
-	}
-	return nil
+	return dst
 }
 
-// recover rebuilds queues and messages from the index and the log tail.
-func (b *Broker) recover() error {
-	d := b.d
-	start := time.Now()
-	cp, _, err := d.idx.Position()
-	if err != nil {
-		return fmt.Errorf("engine: read checkpoint position: %w", err)
-	}
-	end := d.wal.WrittenEnd()
-	segs := d.wal.Segments()
-	if len(segs) > 0 && uint64(segs[0].Start) > cp {
-		return fmt.Errorf("engine: the log starts at %d but the index checkpoint is at %d: log segments are missing", segs[0].Start, cp)
-	}
-	if cp > uint64(end) {
-		return fmt.Errorf("engine: the index checkpoint (%d) is beyond the end of the log (%d): the log lost data the index had", cp, end)
-	}
-	b.cpPos.Store(cp)
-	d.bornFrom = uint64(end)
-
-	// Fold the log tail.
-	f := newFold(^uint64(0))
-	r, err := d.wal.NewReader(wal.Pos(cp), end)
-	if err != nil {
-		return fmt.Errorf("engine: replay log: %w", err)
-	}
-	for {
-		p, typ, payload, err := r.Next()
-		if err == io.EOF {
+func (d *durableStore) scan(start uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte)) (bool, error) {
+	var seg *wal.SegmentInfo
+	for _, s := range d.wal.Segments() {
+		if uint64(s.Start) == start {
+			seg = &s
 			break
 		}
-		if err != nil {
-			r.Close()
-			return fmt.Errorf("engine: replay log at %d: %w", p, err)
-		}
-		if err := f.apply(uint64(p), uint32(r.NextPos()-p), uint8(typ), payload); err != nil {
-			r.Close()
-			return fmt.Errorf("engine: replay log: %w", err)
-		}
 	}
-	r.Close()
-
-	// Queues: the index's, then the tail's changes.
-	vals := map[uint64]queueVal{}
-	err = d.idx.Queues(func(id uint64, val []byte) error {
-		v, err := decodeQueueVal(val)
-		if err != nil {
-			return fmt.Errorf("queue %d: %w", id, err)
-		}
-		vals[id] = v
-		return nil
-	})
+	if seg == nil || seg.Active || seg.End > d.wal.WrittenEnd() {
+		return false, nil
+	}
+	r, err := d.wal.NewReader(seg.Start, seg.End)
 	if err != nil {
-		return fmt.Errorf("engine: load queues: %w", err)
-	}
-	for id, fq := range f.queues {
-		if fq.deleted {
-			delete(vals, id)
-		} else if fq.val != nil {
-			v, _ := decodeQueueVal(fq.val)
-			vals[id] = v
-		}
-	}
-	for id, v := range vals {
-		q := newQueue(b, v.name, id, v.stripes, newQueueMeta(v.cfg, v.createMs, v.modifyMs))
-		q.seq.Store(d.boot << bootShift)
-		b.addQueueLocked(q)
-		if id >= b.nextQueueID {
-			b.nextQueueID = id + 1
-		}
-	}
-	for id := range f.queues {
-		if id >= b.nextQueueID {
-			b.nextQueueID = id + 1
-		}
-	}
-	hwm, err := d.idx.Meta(metaQueueID)
-	if err != nil {
-		return fmt.Errorf("engine: read index metadata: %w", err)
-	}
-	if len(hwm) == 8 && binary.LittleEndian.Uint64(hwm) >= b.nextQueueID {
-		b.nextQueueID = binary.LittleEndian.Uint64(hwm) + 1
-	}
-
-	// Messages: the index's stream merged with the tail's, in (queue, seq)
-	// order.
-	now := b.nowMs()
-	rb := &rebuild{b: b, now: now}
-	tail := f.sorted()
-	ti := 0
-	flushTail := func(upto msgKey, inclusive bool) {
-		for ; ti < len(tail); ti++ {
-			if c := tail[ti].k.compare(upto); c > 0 || (c == 0 && !inclusive) {
-				return
-			}
-			if m := f.ent(int(tail[ti].i)); !m.gone {
-				rb.install(m.snap[:])
-			}
-		}
-	}
-	err = d.idx.Messages(func(qid, seq uint64, val []byte) error {
-		k := msgKey{qid, seq}
-		flushTail(k, false)
-		if ti < len(tail) && tail[ti].k == k {
-			// The tail's version wins.
-			if m := f.ent(int(tail[ti].i)); !m.gone {
-				rb.install(m.snap[:])
-			}
-			ti++
-			return nil
-		}
-		rb.install(val)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("engine: load messages: %w", err)
-	}
-	flushTail(msgKey{^uint64(0), ^uint64(0)}, true)
-	replayed := f.n
-	rb.finish()
-	if f.nents > 1<<16 {
-		// The fold of a long tail is garbage now; give its memory back
-		// rather than carry it as resident memory for hours.
-		f = nil
-		debug.FreeOSMemory()
-	}
-	d.recovered = RecoveryStats{Messages: rb.installed, Expired: len(rb.expired), Orphans: rb.orphans, Moved: rb.moved,
-		Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start)}
-	b.log.Info("broker recovered", "dir", b.opts.Dir, "queues", len(vals), "messages", rb.installed,
-		"expired", len(rb.expired), "orphans", rb.orphans, "log_records_replayed", replayed,
-		"checkpoint", cp, "log_end", end, "took", time.Since(start))
-	if ri := d.wal.Recovery(); ri.TornTail {
-		b.log.Warn("log tail was torn and cut", "recovery", fmt.Sprintf("%+v", ri))
-	}
-	return nil
-}
-
-// RecoveryStats describes the last start-up of a durable broker.
-type RecoveryStats struct {
-	Messages   int           // messages rebuilt
-	Expired    int           // messages found expired and dropped
-	Orphans    int           // messages of unknown queues, skipped
-	Moved      int           // messages put into another slot than recorded (their handles stop working)
-	Replayed   int           // log records replayed after the checkpoint
-	Checkpoint uint64        // the index's checkpoint position
-	LogEnd     uint64        // the end of the log
-	Took       time.Duration // time from opening the index to serving
-}
-
-// Recovery returns what the last start-up found (zero in memory mode).
-func (b *Broker) Recovery() RecoveryStats {
-	if b.d == nil {
-		return RecoveryStats{}
-	}
-	return b.d.recovered
-}
-
-// addQueueLocked registers q (start-up, or with adminMu held).
-func (b *Broker) addQueueLocked(q *Queue) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.queues[q.name] = q
-	b.byID[q.id] = q
-	i := len(b.names)
-	for i > 0 && b.names[i-1] > q.name {
-		i--
-	}
-	b.names = append(b.names, "")
-	copy(b.names[i+1:], b.names[i:])
-	b.names[i] = q.name
-}
-
-// rebuild installs recovered messages into their stripes.
-type rebuild struct {
-	b         *Broker
-	now       int64
-	installed int
-	orphans   int
-	moved     int
-	expired   [][snapLen]byte
-	last      *Queue
-}
-
-func (rb *rebuild) install(val []byte) {
-	s, err := decodeSnap(val)
-	if err != nil {
-		rb.b.log.Error("skipping unreadable message in the index", "err", err)
-		rb.orphans++
-		return
-	}
-	q := rb.last
-	if q == nil || q.id != s.qid {
-		q = rb.b.byID[s.qid]
-		rb.last = q
-	}
-	if q == nil || int(s.stripe) >= len(q.stripes) || s.recSize == 0 {
-		rb.b.log.Warn("skipping a message of no known queue", "queue_id", s.qid, "seq", s.seq, "stripe", s.stripe, "size", s.recSize)
-		rb.orphans++
-		return
-	}
-	enq := s.enqMs
-	if enq+int64(s.expOff) <= rb.now {
-		var e [snapLen]byte
-		copy(e[:], val)
-		rb.expired = append(rb.expired, e)
-		return
-	}
-	st := &q.stripes[s.stripe]
-	idx := s.slot
-	if !st.slab.claim(idx) {
-		// The slot is taken (only possible if the log and index disagree):
-		// put the message elsewhere; handles issued for it stop working.
-		idx = st.slab.n
-		st.slab.claim(idx)
-		rb.b.log.Warn("recovered message moved to another slot", "queue", q.name, "seq", s.seq)
-		rb.moved++
-	}
-	sl := st.slab.at(idx)
-	sl.seq = s.seq
-	sl.bodyPos = s.bodyPos
-	sl.recSize = s.recSize
-	sl.visOff, sl.firstOff, sl.expOff = s.visOff, s.firstOff, s.expOff
-	sl.dequeues, sl.gen = s.dequeues, s.gen
-	sl.next, sl.prev, sl.tnext, sl.tprev = nilSlot, nilSlot, nilSlot, nilSlot
-	rb.b.store.addLive(s.bodyPos, int64(s.recSize))
-	visible := enq+int64(s.visOff) <= rb.now
-	switch {
-	case !visible && s.dequeues == 0:
-		sl.setMeta(enq, int(s.prio), stDelayed)
-		st.nDelayed++
-		st.wheel.insert(&st.slab, idx, sl.deadline())
-	case !visible:
-		sl.setMeta(enq, int(s.prio), stInactive)
-		st.nInactive++
-		st.wheel.insert(&st.slab, idx, sl.deadline())
-	default:
-		sl.setMeta(enq, int(s.prio), stActive)
-		st.activateLocked(idx, rb.now)
-	}
-	rb.installed++
-}
-
-// finish links the free lists, starts the timers and logs the expiries.
-func (rb *rebuild) finish() {
-	b := rb.b
-	for _, q := range b.byID {
-		for i := range q.stripes {
-			st := &q.stripes[i]
-			st.mu.Lock()
-			st.slab.rebuildFree()
-			st.scheduleLocked(rb.now)
-			st.mu.Unlock()
-		}
-	}
-	if len(rb.expired) > 0 {
-		recs := make([]logRec, len(rb.expired))
-		for i := range rb.expired {
-			recs[i] = logRec{typ: recExpire, head: rb.expired[i][:]}
-		}
-		if err := b.store.append(recs); err != nil {
-			b.storageFailed(err)
-		}
-	}
-}
-
-// checkpoint folds the log from the checkpoint position to its synced end
-// into the index.
-func (b *Broker) checkpoint() error {
-	d := b.d
-	d.cpMu.Lock()
-	defer d.cpMu.Unlock()
-	d.cpLast = time.Now()
-	if err := d.wal.Sync(); err != nil {
-		return err
-	}
-	recsNow := b.store.(*walStore).records.Load()
-	from, to := b.cpPos.Load(), uint64(d.wal.SyncedEnd())
-	if to <= from {
-		return nil
-	}
-	r, err := d.wal.NewReader(wal.Pos(from), wal.Pos(to))
-	if err != nil {
-		return err
+		return false, mapErr(err)
 	}
 	defer r.Close()
-	if d.fold == nil {
-		d.fold = newFold(d.bornFrom)
-	}
-	f := d.fold
-	f.reset(d.bornFrom)
-	defer func() {
-		// Keep the fold's memory for the next window unless this one was
-		// large: a map never shrinks, and memory matters more then.
-		if f.nents > 1<<12 {
-			d.fold = nil
-		}
-	}()
 	for {
 		p, typ, payload, err := r.Next()
-		if err == io.EOF {
-			break
+		switch {
+		case err == io.EOF:
+			return true, nil
+		case errors.Is(err, wal.ErrSegmentRemoved):
+			return false, nil
+		case err != nil:
+			return false, mapErr(err)
 		}
-		if err != nil {
-			return fmt.Errorf("checkpoint: read log at %d: %w", p, err)
-		}
-		if err := f.apply(uint64(p), uint32(r.NextPos()-p), uint8(typ), payload); err != nil {
-			return fmt.Errorf("checkpoint: %w", err)
-		}
-	}
-	batch := d.idx.NewBatch()
-	for id, fq := range f.queues {
-		if fq.deleted {
-			batch.DeleteQueue(id)
-		} else if fq.val != nil {
-			batch.PutQueue(id, fq.val)
-		}
-	}
-	for i := range f.nents {
-		switch m := f.ent(i); {
-		case m.dead:
-		case m.gone:
-			batch.DeleteMessage(m.k.qid, m.k.seq)
-		default:
-			batch.PutMessage(m.k.qid, m.k.seq, m.snap[:])
-		}
-	}
-	if f.maxQueue > 0 {
-		var v [8]byte
-		binary.LittleEndian.PutUint64(v[:], f.maxQueue)
-		batch.PutMeta(metaQueueID, v[:])
-	}
-	batch.SetPosition(to)
-	if err := d.idx.Commit(batch); err != nil {
-		return fmt.Errorf("checkpoint: commit index: %w", err)
-	}
-	b.cpPos.Store(to)
-	d.cpRecords.Store(recsNow)
-	b.checkpoints.Add(1)
-	d.cpWaitMu.Lock()
-	close(d.cpDone)
-	d.cpDone = make(chan struct{})
-	d.cpWaitMu.Unlock()
-	return nil
-}
-
-// waitReplayRoom holds an operation that writes to the log (send, receive,
-// delete, visibility change) while more than MaxReplayBytes (or
-// MaxReplayRecords) of log lie beyond the checkpoint: that bounds the log a
-// restart must replay (and so the restart time) when clients outrun the
-// checkpointer. In memory mode, and in the common case, it returns at
-// once in the common case; no lock is held while it waits.
-func (b *Broker) waitReplayRoom() error {
-	d := b.d
-	if d == nil {
-		return nil // memory mode: nothing to replay
-	}
-	limit, limitRecs := uint64(b.opts.MaxReplayBytes), b.opts.MaxReplayRecords
-	w := b.store.(*walStore)
-	for uint64(d.wal.End())-b.cpPos.Load() > limit || w.records.Load()-d.cpRecords.Load() > limitRecs {
-		d.cpWaitMu.Lock()
-		done := d.cpDone
-		d.cpWaitMu.Unlock()
-		select {
-		case d.cpKick <- struct{}{}:
-		default:
-		}
-		b.replayWaits.Add(1)
-		select {
-		case <-done:
-		case <-b.stop:
-			return ErrClosed
-		case <-time.After(time.Second):
-		}
-		if err := b.usable(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkpointLoop checkpoints every CheckpointInterval, or sooner once
-// CheckpointBytes of log or CheckpointRecords records have accumulated.
-func (b *Broker) checkpointLoop(stop <-chan struct{}) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		case <-b.d.cpKick:
-		}
-		d := b.d
-		d.cpMu.Lock()
-		last := d.cpLast
-		d.cpMu.Unlock()
-		pending := uint64(d.wal.End()) - b.cpPos.Load()
-		pendingRecs := b.store.(*walStore).records.Load() - d.cpRecords.Load()
-		if pending == 0 || (pending < uint64(b.opts.CheckpointBytes) && pendingRecs < b.opts.CheckpointRecords &&
-			time.Since(last) < b.opts.CheckpointInterval) {
-			continue
-		}
-		if err := b.checkpoint(); err != nil && b.usable() == nil {
-			// The log or the index failed: without checkpoints the log a
-			// restart must replay grows without bound, so stop accepting
-			// changes (reopening retries everything).
-			b.log.Error("checkpoint failed", "err", err)
-			b.storageFailed(fmt.Errorf("checkpoint: %w", err))
-		}
+		fn(uint64(p), uint32(r.NextPos()-p), uint8(typ), payload)
 	}
 }
 
-// Sync makes every change made so far durable: in durable mode it writes and
-// fsyncs the log (whatever the sync mode); in memory mode it does nothing.
-func (b *Broker) Sync() error {
-	if err := b.usable(); err != nil {
-		return err
+func (d *durableStore) removeSegment(start uint64) (bool, error) {
+	ok, err := d.wal.RemoveSegmentIfDead(wal.Pos(start))
+	if errors.Is(err, wal.ErrNoSegment) {
+		return false, nil // already gone
 	}
-	if !b.durable {
-		return nil
-	}
-	if err := b.d.wal.Sync(); err != nil {
-		b.storageFailed(err)
-		return err
-	}
-	return nil
+	return ok, mapErr(err)
 }
 
-// logQueueRecord appends a queue record and fsyncs it (invariant 4).
-func (b *Broker) logQueueRecord(typ uint8, payload []byte) error {
-	if !b.durable {
-		return nil
-	}
-	recs := [1]logRec{{typ: typ, head: payload}}
-	if err := b.store.append(recs[:]); err != nil {
-		b.storageFailed(err)
-		return err
-	}
-	if err := b.d.wal.Sync(); err != nil {
-		b.storageFailed(err)
-		return err
-	}
-	return nil
+func (d *durableStore) replayStart() uint64 { return d.cpPos.Load() }
+
+// sync writes and fsyncs the log, whatever the sync mode.
+func (d *durableStore) sync() error { return mapErr(d.wal.Sync()) }
+
+func (d *durableStore) stats(st *StorageStats) {
+	st.Durable = true
+	st.Checkpoints = d.checkpoints.Load()
+	st.ReplayWaits = d.replayWaits.Load()
+	st.CheckpointAt = d.cpPos.Load()
+	st.IndexBytes = d.idx.DiskBytes()
+	st.WAL = d.wal.Stats()
 }
 
-// closeDurable writes a final checkpoint and closes the log and the index.
-func (b *Broker) closeDurable() error {
+func (d *durableStore) recovery() RecoveryStats { return d.recovered }
+
+// releaseMemory drops the process's mappings of index table pages (they
+// stay in the page cache).
+func (d *durableStore) releaseMemory() {
+	if _, err := d.idx.ReleaseMemory(); err != nil && !errors.Is(err, index.ErrClosed) {
+		d.log.Warn("release index memory", "err", err)
+	}
+}
+
+// close stops the checkpointer, writes a final checkpoint if the broker is
+// healthy, and closes the log and the index.
+func (d *durableStore) close(clean bool) error {
+	d.cp.stop()
 	var errs []error
-	if b.failure.Load() == nil {
-		if err := b.checkpoint(); err != nil {
+	if clean {
+		if err := d.checkpoint(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := b.store.close(); err != nil {
+	if err := d.wal.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := b.d.idx.Close(); err != nil {
+	if err := d.idx.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	b.d.unlock()
+	d.unlock()
 	return errors.Join(errs...)
 }

@@ -53,7 +53,7 @@ func TestDurableRestartKeepsEverything(t *testing.T) {
 		t.Fatal(err, errs[0])
 	}
 	keep := got[1].Handle // still Inactive across the restart
-	if err := b.checkpoint(); err != nil {
+	if err := durableOf(b).checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 	b.ReleaseMemory() // loses nothing (checked after the restart)
@@ -164,8 +164,8 @@ func TestReplayBoundHoldsForConsumers(t *testing.T) {
 	})
 	defer b.Close()
 	q := mustQueue(t, b, "bound", DefaultQueueConfig())
-	ws := b.store.(*walStore)
-	beyond := func() int64 { return ws.records.Load() - b.d.cpRecords.Load() }
+	d := durableOf(b)
+	beyond := func() int64 { return d.records.Load() - d.cpRecords.Load() }
 	const n = 4000
 	entries := make([]SendEntry, MaxBatch)
 	for i := range entries {

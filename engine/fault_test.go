@@ -151,7 +151,7 @@ func TestTornLogTail(t *testing.T) {
 	segs := walSegments(t, dir)
 	last := segs[len(segs)-1]
 	b0 := openDurableTest(t, dir, clk, nil)
-	end := b0.d.wal.End()
+	end := durableOf(b0).wal.End()
 	b0.Close()
 	start := walSegStart(t, last)
 	f, err := os.OpenFile(last, os.O_RDWR, 0)
@@ -166,7 +166,7 @@ func TestTornLogTail(t *testing.T) {
 	f.Close()
 	b := openDurableTest(t, dir, clk, nil)
 	defer b.Close()
-	ri := b.d.wal.Recovery()
+	ri := durableOf(b).wal.Recovery()
 	if !ri.TornTail || uint64(ri.CutAt) != uint64(end) {
 		t.Fatalf("torn tail not reported: %+v (end %d)", ri, end)
 	}

@@ -64,13 +64,17 @@ func checkInvariants(t testing.TB, q *Queue) {
 	}
 }
 
-// crashBroker stops a durable broker the way a crash would: no final
-// checkpoint, no flush beyond what the log already wrote.
+// durableOf returns a durable broker's backend.
+func durableOf(b *Broker) *durableStore { return b.store.(*durableStore) }
+
+// crashBroker stops a durable broker the way a process crash would: no
+// final checkpoint, no flush beyond what the log already wrote.
 func crashBroker(b *Broker) {
 	b.closed.Store(true)
-	close(b.stop)
-	b.bg.Wait()
-	b.d.wal.Close()
-	b.d.idx.Close()
-	b.d.unlock()
+	b.compactor.stop()
+	d := durableOf(b)
+	d.cp.stop()
+	d.wal.Close()
+	d.idx.Close()
+	d.unlock()
 }

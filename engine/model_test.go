@@ -206,6 +206,9 @@ func (r *modelRun) open() *Broker {
 	o.WAL.BufferBytes = 1 << 20
 	o.WAL.Sync = wal.SyncNone
 	o.CheckpointBytes = 256 << 10
+	// Checkpoints run on the fake clock (job.go): one per fake minute at
+	// most keeps their fsyncs from dominating the run.
+	o.CheckpointInterval = time.Minute
 	b, err := Open(o)
 	if err != nil {
 		r.t.Fatal(err)

@@ -55,8 +55,9 @@ type Options struct {
 	// Logger receives lifecycle and storage messages; nil discards them.
 	Logger *slog.Logger
 
-	// testStore replaces the log store (tests: fault injection).
-	testStore logStore
+	// testCommit, if set, replaces the durable backend's index commits
+	// (tests: the power-loss test snapshots the index at each one).
+	testCommit func(idx *index.Store, b *index.Batch) error
 }
 
 func (o *Options) withDefaults() Options {

@@ -7,7 +7,7 @@ import "unsafe"
 // A FIFO lane over a large backlog hands out its oldest message, whose slot,
 // lane neighbour, wheel neighbours and body were last touched long ago and
 // come from DRAM. takeLocked therefore hints the next lane head's lines to the
-// CPU one receive ahead (prefetchSlot, memLog.prefetch), so that the misses
+// CPU one receive ahead (prefetchSlot, storage.prefetch), so that the misses
 // overlap with the current receive instead of stalling the next one. A hint
 // never faults and never changes program state: on platforms without an
 // implementation (prefetch_other.go) it does nothing.
@@ -28,7 +28,7 @@ func (sl *slab) prefetchSlot(i uint32) {
 // the head's body, its successor in the lane and its wheel neighbours. The
 // head itself was hinted by the take before (as its predecessor's successor).
 // (Hinting two takes ahead instead measured no better.)
-func (st *stripe) prefetchNextLocked(p int, ml *memLog) {
+func (st *stripe) prefetchNextLocked(p int) {
 	if st.nActive < prefetchMinActive {
 		return
 	}
@@ -42,7 +42,5 @@ func (st *stripe) prefetchNextLocked(p int, ml *memLog) {
 	if s.tprev&bucketMark == 0 {
 		st.slab.prefetchSlot(s.tprev)
 	}
-	if ml != nil {
-		ml.prefetch(s.bodyPos, s.recSize)
-	}
+	st.q.b.store.prefetch(s.bodyPos, s.recSize)
 }

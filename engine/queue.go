@@ -60,6 +60,7 @@ func newQueue(b *Broker, name string, id uint64, nstripes int, meta *queueMeta) 
 	q := &Queue{b: b, name: name, id: id}
 	q.key = b.queueKey(id)
 	q.cfg.Store(meta)
+	q.seq.Store(b.store.seqBase())
 	q.stripes = make([]stripe, nstripes)
 	now := b.nowMs()
 	for i := range q.stripes {
@@ -78,7 +79,7 @@ func (q *Queue) meta() *queueMeta { return q.cfg.Load() }
 // nothing per message.
 type sendBatch struct {
 	recs  [MaxBatch]logRec
-	heads [MaxBatch][snapLen + 16]byte // snapshot or owner id, then MD5
+	heads [MaxBatch][bodyHeadLen]byte // the body records' heads (storage.bodyRecord)
 	slots [MaxBatch]uint32
 	delay [MaxBatch]int64
 }
@@ -132,7 +133,7 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 
 	st := &q.stripes[int(q.sendRR.Add(1))%len(q.stripes)]
 	now := q.b.nowMs()
-	durable := q.b.durable
+	store := q.b.store
 
 	// Phase 1: reserve slots (pending: invisible to everything else).
 	st.mu.Lock()
@@ -168,29 +169,21 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 		sb.slots[i] = idx
 		sb.delay[i] = delay
 		res[i].ID = makeMessageID(q.id, s.seq)
-		if durable {
-			putSnap(sb.heads[i][:snapLen], q.id, st.idx, idx, s)
-			copy(sb.heads[i][snapLen:], res[i].MD5[:])
-			sb.recs[i] = logRec{typ: recSend, head: sb.heads[i][:snapLen+16], body: e.Body, live: true}
-		} else {
-			putBodyID(sb.heads[i][:bodyIDLen], q.id, st.idx, idx)
-			copy(sb.heads[i][bodyIDLen:], res[i].MD5[:])
-			sb.recs[i] = logRec{typ: recBody, head: sb.heads[i][:bodyIDLen+16], body: e.Body, live: true}
-		}
+		store.bodyRecord(&sb.recs[i], &sb.heads[i], q.id, st.idx, idx, s, &res[i].MD5, e.Body, false)
 	}
 	st.mu.Unlock()
 
 	// Phase 2: append the bodies and wait for the sync mode's acknowledgement.
 	recs := sb.recs[:n]
-	err := q.b.waitReplayRoom()
+	err := store.waitRoom()
 	if err == nil {
-		err = q.b.store.append(recs)
+		err = store.append(recs)
 	}
 	if err == nil {
-		err = q.b.store.waitDurable(recs[n-1].pos)
+		err = store.waitDurable(recs[n-1].pos)
 		if err != nil {
 			for i := range recs {
-				q.b.store.addLive(recs[i].pos, -int64(recs[i].size))
+				store.addLive(recs[i].pos, -int64(recs[i].size))
 			}
 		}
 	}
@@ -214,7 +207,7 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 	if st.dead {
 		st.mu.Unlock()
 		for i := range recs {
-			q.b.store.addLive(recs[i].pos, -int64(recs[i].size))
+			store.addLive(recs[i].pos, -int64(recs[i].size))
 		}
 		clear(sb.recs[:n])
 		return out[:base], q.goneErr()
@@ -288,7 +281,7 @@ func (q *Queue) Delete(handles []ReceiptHandle, errs []error) (failed int, err e
 	if len(errs) < len(handles) {
 		return 0, argErr("errs", "is shorter than handles")
 	}
-	if err := q.b.waitReplayRoom(); err != nil {
+	if err := q.b.store.waitRoom(); err != nil {
 		return 0, err
 	}
 	now := q.b.nowMs()
@@ -329,7 +322,7 @@ func (q *Queue) Delete(handles []ReceiptHandle, errs []error) (failed int, err e
 		s := st.slab.at(idx)
 		st.wheel.remove(&st.slab, idx)
 		st.nInactive--
-		q.logGoneLocked(st, idx, recDelete)
+		q.b.store.changeRecord(st, recDelete, idx)
 		q.b.store.addLive(s.bodyPos, -int64(s.recSize))
 		st.slab.release(idx)
 		errs[i] = nil
@@ -353,7 +346,7 @@ func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (Receip
 	if err := q.checkHandle(h); err != nil {
 		return ReceiptHandle{}, time.Time{}, err
 	}
-	if err := q.b.waitReplayRoom(); err != nil {
+	if err := q.b.store.waitRoom(); err != nil {
 		return ReceiptHandle{}, time.Time{}, err
 	}
 	now := q.b.nowMs()
@@ -373,7 +366,7 @@ func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (Receip
 		s.gen++
 		s.visOff = uint32(now + timeout.Milliseconds() - s.enqueueMs())
 		woken += st.armLocked(idx, now)
-		q.logStateLocked(st, idx)
+		q.b.store.changeRecord(st, recState, idx)
 		nh = q.key.issue(st.idx, idx, s.seq, s.gen)
 		next = s.visibleMs()
 	}
@@ -416,26 +409,6 @@ func (q *Queue) Attributes() (QueueInfo, error) {
 		st.mu.Unlock()
 	}
 	return info, nil
-}
-
-// logStateLocked records slot idx's new state (durable mode).
-func (q *Queue) logStateLocked(st *stripe, idx uint32) {
-	if !q.b.durable {
-		return
-	}
-	b := st.snapBytes(snapLen)
-	putSnap(b, q.id, st.idx, idx, st.slab.at(idx))
-	st.recs = append(st.recs, logRec{typ: recState, head: b})
-}
-
-// logGoneLocked records that slot idx was deleted or expired (durable mode).
-func (q *Queue) logGoneLocked(st *stripe, idx uint32, typ uint8) {
-	if !q.b.durable {
-		return
-	}
-	b := st.snapBytes(snapLen)
-	putSnap(b, q.id, st.idx, idx, st.slab.at(idx))
-	st.recs = append(st.recs, logRec{typ: typ, head: b})
 }
 
 // snapBytes returns n scratch bytes valid until flushLocked.

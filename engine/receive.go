@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"time"
-
-	"github.com/smqd/smqd/wal"
 )
 
 // bodyLoc remembers where a taken message's body is, to read it after the
@@ -45,7 +43,7 @@ func (q *Queue) Receive(ctx context.Context, opt ReceiveOptions, dst []Message) 
 		}
 		waitMs = opt.Wait.Milliseconds()
 	}
-	if err := q.b.waitReplayRoom(); err != nil {
+	if err := q.b.store.waitRoom(); err != nil {
 		return dst, err
 	}
 	base := len(dst)
@@ -166,7 +164,7 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 		idx := st.lanes[p].head
 		st.laneRemoveLocked(idx)
 		st.wheel.remove(&st.slab, idx)
-		st.prefetchNextLocked(p, q.b.mem)
+		st.prefetchNextLocked(p)
 		s := st.slab.at(idx)
 		s.setState(stInactive)
 		st.nActive--
@@ -181,7 +179,7 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 		if !st.wheel.insert(&st.slab, idx, s.deadline()) {
 			panic("engine: visibility deadline not in the future")
 		}
-		q.logStateLocked(st, idx)
+		q.b.store.changeRecord(st, recState, idx)
 
 		var m *Message
 		dst, m = nextMessage(dst)
@@ -205,8 +203,8 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 // stays Inactive and is reported again each time it becomes visible.
 func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) ([]Message, error) {
 	var done [MaxBatch]bool
-	if w, isWAL := q.b.store.(*walStore); isWAL && len(locs) > 1 && len(locs) <= MaxBatch {
-		q.readRuns(w, dst[base:], locs, &done)
+	if len(locs) > 1 && len(locs) <= MaxBatch {
+		q.readRuns(dst[base:], locs, &done)
 	}
 	out := base
 	var firstErr error
@@ -239,15 +237,14 @@ func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) ([]Message, 
 	return dst[:out], nil
 }
 
-// readRuns reads, in durable mode, the bodies of a batch that lie back to
-// back in the log (a batch that was sent together and is received in order)
-// with one read per run (wal.Log.ReadRun) instead of one per message: on a
-// drained backlog that saves most of the read system calls. It fills in
-// msgs[i] and sets done[i] for each body it read (runs still in the log's
-// cache ring are copied from memory); anything else (a body moved by
-// compaction, unreadable, a run of one) is left to readBody, which also
-// reports errors.
-func (q *Queue) readRuns(w *walStore, msgs []Message, locs []bodyLoc, done *[MaxBatch]bool) {
+// readRuns reads the bodies of a batch that lie back to back in the log (a
+// batch that was sent together and is received in order) as runs
+// (storage.readRun): the durable backend reads a run with one read instead of
+// one per message, which on a drained backlog saves most of the read system
+// calls. It fills in msgs[i] and sets done[i] for each body it read; anything
+// else (a body moved by compaction, unreadable, a run of one) is left to
+// readBody, which also reports errors.
+func (q *Queue) readRuns(msgs []Message, locs []bodyLoc, done *[MaxBatch]bool) {
 	n := len(locs)
 	var ord [MaxBatch]uint8 // locs indices by log position
 	for i := 0; i < n; i++ {
@@ -268,9 +265,9 @@ func (q *Queue) readRuns(w *walStore, msgs []Message, locs []bodyLoc, done *[Max
 			for k := s; k < e; k++ {
 				sizes[k-s] = int(locs[ord[k]].size)
 			}
-			buf, _ := w.l.ReadRun(wal.Pos(locs[ord[s]].pos), sizes[:e-s], *bp, func(i int, typ wal.RecordType, payload []byte) {
+			*bp = q.b.store.readRun(locs[ord[s]].pos, sizes[:e-s], *bp, func(i int, typ uint8, payload []byte) {
 				j := ord[s+i]
-				sum, body, err := bodyOf(uint8(typ), payload)
+				sum, body, err := bodyOf(typ, payload)
 				if err != nil {
 					return // readBody reads it again and reports it
 				}
@@ -279,9 +276,6 @@ func (q *Queue) readRuns(w *walStore, msgs []Message, locs []bodyLoc, done *[Max
 				m.Body = append(m.Body[:0], body...)
 				done[j] = true
 			})
-			if cap(buf) > cap(*bp) && cap(buf) <= 1<<18 {
-				*bp = buf[:0] // keep a grown buffer for the next batch
-			}
 		}
 		s = e
 	}
@@ -291,10 +285,8 @@ func (q *Queue) readBody(m *Message, loc *bodyLoc) (bool, error) {
 	bp := q.b.readBufs.Get().(*[]byte)
 	defer q.b.readBufs.Put(bp)
 	for attempt := 0; ; attempt++ {
-		typ, payload, err := q.b.store.read(loc.pos, loc.size, *bp)
-		if q.b.durable && cap(payload) > cap(*bp) && cap(payload) <= 1<<17 {
-			*bp = payload[:0] // the log grew our buffer: keep it
-		}
+		typ, payload, buf, err := q.b.store.read(loc.pos, loc.size, *bp)
+		*bp = buf
 		if err == nil {
 			sum, body, err := bodyOf(typ, payload)
 			if err != nil {

@@ -52,8 +52,8 @@ type stripe struct {
 	timerAt    int64
 	dead       bool // the queue was deleted or the broker closed
 
-	recs []logRec // scratch for records appended under mu (durable mode)
-	snap []byte   // scratch bytes for the records' snapshots
+	recs []logRec // records of changes made under mu, appended by flushLocked (storage.changeRecord)
+	snap []byte   // scratch bytes for the records' heads
 
 	_ [64]byte // keep neighbouring stripes' hot fields on other cache lines
 }
@@ -187,7 +187,7 @@ func (st *stripe) expireLocked(i uint32) {
 		st.nDelayed--
 	}
 	st.wheel.remove(&st.slab, i)
-	st.q.logGoneLocked(st, i, recExpire)
+	st.q.b.store.changeRecord(st, recExpire, i)
 	st.q.b.store.addLive(s.bodyPos, -int64(s.recSize))
 	st.slab.release(i)
 	st.q.expired.Add(1)
@@ -289,8 +289,8 @@ func (st *stripe) killLocked() {
 	st.nActive, st.nInactive, st.nDelayed = 0, 0, 0
 }
 
-// flushLocked appends the records gathered under mu (durable mode) in one
-// call, keeping the log order equal to the order of the changes.
+// flushLocked appends the records gathered under mu (storage.changeRecord)
+// in one call, keeping the log order equal to the order of the changes.
 func (st *stripe) flushLocked() {
 	if len(st.recs) == 0 {
 		return

@@ -1,78 +1,118 @@
 package engine
 
-// The engine's seam to storage.
+// The in-memory backend: bodies in a segmented in-memory log, nothing else.
 //
-// Every message body lives in a log of records: the write-ahead log on disk
-// in durable mode (Options.Dir set), an in-memory segmented log otherwise.
-// The engine addresses a record by its log position and counts, per segment,
-// the bytes of records that still hold a live message body; compaction
-// removes segments with no live bytes and rewrites the live bodies of mostly
-// dead ones (relocate records).
+// memStore is the storage of a broker opened without a data directory.
+// Nothing survives Close, so it keeps no state records (changeRecord ignores
+// them), nothing is ever replayed (replayStart is the end of time, waitRoom
+// returns at once) and sync has nothing to do. Its log is memLog: fixed
+// capacity byte segments, append-only, framed as
 //
-// Invariants:
-//  1. A record appended with live=true has its size added to its segment's
-//     live counter atomically with the append, so no segment is ever judged
-//     dead while a body in it is on its way to being committed.
-//  2. removeSegment removes a segment only if it is not the active one and its
-//     live counter is zero at that moment (checked under the same lock as 1).
-//  3. A record's position never changes; read(pos) returns exactly the payload
-//     appended there, or an error (never another record's bytes).
+//	[type u8][3 zero bytes][payload length u32][payload]
+//
+// Body records (recBody) carry the owner's queue id (low 32 bits), stripe and
+// slot, so that compaction can find the message a body belongs to, then the
+// MD5 and the body.
+//
+// Invariants: those of storage.go; in particular append counts live bytes
+// and reserves space under mu, and removeSegment checks "inactive and no
+// live bytes" under the same mu.
 
 import (
+	"crypto/rand"
 	"encoding/binary"
-	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 )
 
-// logRec is one record to append.
-type logRec struct {
-	typ  uint8
-	head []byte // copied
-	body []byte // copied after head
-	live bool   // count the record's size as live in its segment
-	pos  uint64 // set by append
-	size uint32 // set by append: bytes the record occupies in its segment
+// memStore is the in-memory backend (storage.go).
+type memStore struct {
+	memLog
+	kick func() // kicks the broker's compactor: bodies died or were appended
 }
 
-// segInfo describes one segment of a log.
-type segInfo struct {
-	start, end uint64 // positions covered: [start, end)
-	live       int64  // bytes of live body records
-	active     bool   // the segment appends go to
+func newMemStore(segBytes int) *memStore {
+	m := &memStore{kick: func() {}}
+	m.memLog.init(segBytes)
+	return m
 }
 
-// logStore is what the engine needs from a log. Implementations: memLog
-// (in-memory mode and tests) and the wal-backed store (durable mode).
-type logStore interface {
-	// append appends recs contiguously and in order, filling pos and size.
-	append(recs []logRec) error
-	// waitDurable waits until the record at pos is acknowledged by the
-	// store's sync mode (in-memory: at once).
-	waitDurable(pos uint64) error
-	// read returns the type and payload of the record at pos; size is the
-	// size append reported (a read hint). The payload may alias store memory
-	// or buf; the caller must not modify it.
-	read(pos uint64, size uint32, buf []byte) (typ uint8, payload []byte, err error)
-	// addLive adds delta to the live counter of the segment holding pos.
-	addLive(pos uint64, delta int64)
-	// segments appends the segments, oldest first, to dst.
-	segments(dst []segInfo) []segInfo
-	// scan calls fn for each record of the inactive segment starting at
-	// start, in log order. It reports false (calling nothing) if the segment
-	// is gone or still being written.
-	scan(start uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte)) (bool, error)
-	// removeSegment removes the segment starting at start if it is inactive
-	// and has no live bytes; it reports whether it did.
-	removeSegment(start uint64) (bool, error)
-	close() error
+func (m *memStore) load(b *Broker) error {
+	m.kick = b.compactor.kick
+	if _, err := rand.Read(b.secret[:]); err != nil {
+		return fmt.Errorf("engine: generate handle key: %w", err)
+	}
+	return nil
 }
 
-// errSegmentRemoved: a read raced with compaction; the caller looks the
-// message up again (its body has moved).
-var errSegmentRemoved = errors.New("engine: log segment removed")
+func (m *memStore) seqBase() uint64 { return 0 }
+
+func (m *memStore) append(recs []logRec) error {
+	err := m.memLog.append(recs)
+	m.kick()
+	return err
+}
+
+func (m *memStore) waitDurable(uint64) error { return nil }
+
+func (m *memStore) read(pos uint64, _ uint32, buf []byte) (uint8, []byte, []byte, error) {
+	typ, payload, err := m.memLog.read(pos)
+	return typ, payload, buf, err
+}
+
+func (m *memStore) readRun(pos uint64, sizes []int, buf []byte, fn func(i int, typ uint8, payload []byte)) []byte {
+	for i, n := range sizes {
+		if typ, payload, err := m.memLog.read(pos); err == nil {
+			fn(i, typ, payload)
+		}
+		pos += uint64(n)
+	}
+	return buf
+}
+
+func (m *memStore) bodyRecord(rec *logRec, head *[bodyHeadLen]byte, qid uint64, stripeIdx uint8, idx uint32, _ *slot, sum *[16]byte, body []byte, _ bool) {
+	putBodyID(head[:bodyIDLen], qid, stripeIdx, idx)
+	copy(head[bodyIDLen:], sum[:])
+	*rec = logRec{typ: recBody, head: head[:bodyIDLen+16], body: body, live: true}
+}
+
+func (m *memStore) changeRecord(*stripe, uint8, uint32) {}
+
+func (m *memStore) adminRecord(uint8, []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (m *memStore) addLive(pos uint64, delta int64) {
+	m.memLog.addLive(pos, delta)
+	if delta < 0 {
+		m.kick()
+	}
+}
+
+func (m *memStore) replayStart() uint64 { return ^uint64(0) }
+func (m *memStore) waitRoom() error     { return nil }
+
+func (m *memStore) sync() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (m *memStore) stats(st *StorageStats)  {}
+func (m *memStore) recovery() RecoveryStats { return RecoveryStats{} }
+func (m *memStore) releaseMemory()          {}
+func (m *memStore) close(bool) error        { return m.memLog.close() }
 
 // memLog is the in-memory log: fixed-capacity byte segments, append-only,
 // framed as [type u8][3 zero bytes][payload length u32][payload].
@@ -87,7 +127,6 @@ type memLog struct {
 	snap     atomic.Pointer[[]*memSeg] // copy of segs for lock-free lookup
 	end      uint64                    // guarded by mu: position after the last record
 	closed   bool                      // guarded by mu
-	failNext error                     // guarded by mu: test hook, returned by the next append
 }
 
 type memSeg struct {
@@ -100,11 +139,10 @@ type memSeg struct {
 
 const memRecHeader = 8
 
-func newMemLog(segBytes int) *memLog {
-	l := &memLog{segBytes: segBytes}
+func (l *memLog) init(segBytes int) {
+	l.segBytes = segBytes
 	l.segs = []*memSeg{{start: 0, buf: make([]byte, segBytes)}}
 	l.publish()
-	return l
 }
 
 func (l *memLog) publish() {
@@ -124,11 +162,6 @@ func (l *memLog) append(recs []logRec) error {
 	if l.closed {
 		l.mu.Unlock()
 		return ErrClosed
-	}
-	if err := l.failNext; err != nil {
-		l.failNext = nil
-		l.mu.Unlock()
-		return err
 	}
 	for i := range recs {
 		r := &recs[i]
@@ -176,8 +209,6 @@ func (l *memLog) append(recs []logRec) error {
 	return nil
 }
 
-func (l *memLog) waitDurable(uint64) error { return nil }
-
 func (l *memLog) find(pos uint64) *memSeg {
 	segs := *l.snap.Load()
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].start > pos }) - 1
@@ -191,7 +222,7 @@ func (l *memLog) find(pos uint64) *memSeg {
 	return s
 }
 
-func (l *memLog) read(pos uint64, _ uint32, _ []byte) (uint8, []byte, error) {
+func (l *memLog) read(pos uint64) (uint8, []byte, error) {
 	s := l.find(pos)
 	if s == nil {
 		return 0, nil, errSegmentRemoved

@@ -1,0 +1,330 @@
+package engine
+
+// Recovery: the durable backend's load (durable.go).
+//
+// Start-up, in order:
+//  1. load the broker metadata from the index (the handle secret, the boot
+//     counter, which is bumped and made durable before anything is served)
+//     and the checkpoint position P;
+//  2. (the log was opened by openDurable; a torn tail was cut and reported
+//     there)
+//  3. fold the log tail [P, end) (fold.go);
+//  4. load the queues (index, overridden by the tail) and stream every
+//     message of the index in (queue, seq) order, merged with the tail's
+//     messages, into the stripes: each message goes back into its own stripe
+//     and slot (so receipt handles issued before a restart stay valid), its
+//     state derived from its times, Active ones into their lanes in seq order;
+//  5. messages found expired get an expire record, so the next checkpoint
+//     drops them from the index.
+//
+// Owner: load runs once, in Open, before the broker is returned; nothing
+// else touches the broker meanwhile.
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"time"
+
+	"github.com/smqd/smqd/wal"
+)
+
+const (
+	metaSecret  = "handle-secret"
+	metaBoot    = "boot"
+	metaQueueID = "queue-id-hwm" // highest queue id ever created: ids are never reused
+	bootShift   = 40             // seq = boot<<40 | counter
+)
+
+// load rebuilds the broker from the index and the log tail (storage.go).
+func (d *durableStore) load(b *Broker) error {
+	d.b = b
+	d.kick = b.compactor.kick
+	if err := d.loadMeta(b); err != nil {
+		return err
+	}
+	return d.recover(b)
+}
+
+// loadMeta reads (or creates) the handle secret and bumps the boot counter.
+func (d *durableStore) loadMeta(b *Broker) error {
+	idx := d.idx
+	batch := idx.NewBatch()
+	secret, err := idx.Meta(metaSecret)
+	if err != nil {
+		return fmt.Errorf("engine: read index metadata: %w", err)
+	}
+	if len(secret) != len(b.secret) {
+		if _, err := rand.Read(b.secret[:]); err != nil {
+			return fmt.Errorf("engine: generate handle key: %w", err)
+		}
+		batch.PutMeta(metaSecret, b.secret[:])
+	} else {
+		copy(b.secret[:], secret)
+	}
+	bootVal, err := idx.Meta(metaBoot)
+	if err != nil {
+		return fmt.Errorf("engine: read index metadata: %w", err)
+	}
+	if len(bootVal) == 8 {
+		d.boot = binary.LittleEndian.Uint64(bootVal)
+	}
+	d.boot++
+	if d.boot >= 1<<(64-bootShift) {
+		return fmt.Errorf("engine: boot counter exhausted")
+	}
+	var nb [8]byte
+	binary.LittleEndian.PutUint64(nb[:], d.boot)
+	batch.PutMeta(metaBoot, nb[:])
+	if err := d.commit(batch); err != nil {
+		return fmt.Errorf("engine: write index metadata: %w", err)
+	}
+	return nil
+}
+
+// recover rebuilds queues and messages from the index and the log tail.
+func (d *durableStore) recover(b *Broker) error {
+	start := time.Now()
+	cp, _, err := d.idx.Position()
+	if err != nil {
+		return fmt.Errorf("engine: read checkpoint position: %w", err)
+	}
+	end := d.wal.WrittenEnd()
+	segs := d.wal.Segments()
+	if len(segs) > 0 && uint64(segs[0].Start) > cp {
+		return fmt.Errorf("engine: the log starts at %d but the index checkpoint is at %d: log segments are missing", segs[0].Start, cp)
+	}
+	if cp > uint64(end) {
+		return fmt.Errorf("engine: the index checkpoint (%d) is beyond the end of the log (%d): the log lost data the index had", cp, end)
+	}
+	d.cpPos.Store(cp)
+	d.bornFrom = uint64(end)
+
+	// Fold the log tail.
+	f := newFold(^uint64(0))
+	r, err := d.wal.NewReader(wal.Pos(cp), end)
+	if err != nil {
+		return fmt.Errorf("engine: replay log: %w", err)
+	}
+	for {
+		p, typ, payload, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			r.Close()
+			return fmt.Errorf("engine: replay log at %d: %w", p, err)
+		}
+		if err := f.apply(uint64(p), uint32(r.NextPos()-p), uint8(typ), payload); err != nil {
+			r.Close()
+			return fmt.Errorf("engine: replay log: %w", err)
+		}
+	}
+	r.Close()
+
+	// Queues: the index's, then the tail's changes.
+	vals := map[uint64]queueVal{}
+	err = d.idx.Queues(func(id uint64, val []byte) error {
+		v, err := decodeQueueVal(val)
+		if err != nil {
+			return fmt.Errorf("queue %d: %w", id, err)
+		}
+		vals[id] = v
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("engine: load queues: %w", err)
+	}
+	for id, fq := range f.queues {
+		if fq.deleted {
+			delete(vals, id)
+		} else if fq.val != nil {
+			v, _ := decodeQueueVal(fq.val)
+			vals[id] = v
+		}
+	}
+	for id, v := range vals {
+		q := newQueue(b, v.name, id, v.stripes, newQueueMeta(v.cfg, v.createMs, v.modifyMs))
+		b.addQueueLocked(q)
+		if id >= b.nextQueueID {
+			b.nextQueueID = id + 1
+		}
+	}
+	for id := range f.queues {
+		if id >= b.nextQueueID {
+			b.nextQueueID = id + 1
+		}
+	}
+	hwm, err := d.idx.Meta(metaQueueID)
+	if err != nil {
+		return fmt.Errorf("engine: read index metadata: %w", err)
+	}
+	if len(hwm) == 8 && binary.LittleEndian.Uint64(hwm) >= b.nextQueueID {
+		b.nextQueueID = binary.LittleEndian.Uint64(hwm) + 1
+	}
+
+	// Messages: the index's stream merged with the tail's, in (queue, seq)
+	// order.
+	now := b.nowMs()
+	rb := &rebuild{b: b, d: d, now: now}
+	tail := f.sorted()
+	ti := 0
+	flushTail := func(upto msgKey, inclusive bool) {
+		for ; ti < len(tail); ti++ {
+			if c := tail[ti].k.compare(upto); c > 0 || (c == 0 && !inclusive) {
+				return
+			}
+			if m := f.ent(int(tail[ti].i)); !m.gone {
+				rb.install(m.snap[:])
+			}
+		}
+	}
+	err = d.idx.Messages(func(qid, seq uint64, val []byte) error {
+		k := msgKey{qid, seq}
+		flushTail(k, false)
+		if ti < len(tail) && tail[ti].k == k {
+			// The tail's version wins.
+			if m := f.ent(int(tail[ti].i)); !m.gone {
+				rb.install(m.snap[:])
+			}
+			ti++
+			return nil
+		}
+		rb.install(val)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("engine: load messages: %w", err)
+	}
+	flushTail(msgKey{^uint64(0), ^uint64(0)}, true)
+	replayed := f.n
+	rb.finish()
+	if f.nents > 1<<16 {
+		// The fold of a long tail is garbage now; give its memory back
+		// rather than carry it as resident memory for hours.
+		f = nil
+		debug.FreeOSMemory()
+	}
+	d.recovered = RecoveryStats{Messages: rb.installed, Expired: len(rb.expired), Orphans: rb.orphans, Moved: rb.moved,
+		Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start)}
+	b.log.Info("broker recovered", "dir", b.opts.Dir, "queues", len(vals), "messages", rb.installed,
+		"expired", len(rb.expired), "orphans", rb.orphans, "log_records_replayed", replayed,
+		"checkpoint", cp, "log_end", end, "took", time.Since(start))
+	if ri := d.wal.Recovery(); ri.TornTail {
+		b.log.Warn("log tail was torn and cut", "recovery", fmt.Sprintf("%+v", ri))
+	}
+	return nil
+}
+
+// RecoveryStats describes the last start-up of a durable broker.
+type RecoveryStats struct {
+	Messages   int           // messages rebuilt
+	Expired    int           // messages found expired and dropped
+	Orphans    int           // messages of unknown queues, skipped
+	Moved      int           // messages put into another slot than recorded (their handles stop working)
+	Replayed   int           // log records replayed after the checkpoint
+	Checkpoint uint64        // the index's checkpoint position
+	LogEnd     uint64        // the end of the log
+	Took       time.Duration // time from opening the index to serving
+}
+
+// Recovery returns what the last start-up found (zero in memory mode).
+func (b *Broker) Recovery() RecoveryStats { return b.store.recovery() }
+
+// rebuild installs recovered messages into their stripes.
+type rebuild struct {
+	b         *Broker
+	d         *durableStore
+	now       int64
+	installed int
+	orphans   int
+	moved     int
+	expired   [][snapLen]byte
+	last      *Queue
+}
+
+func (rb *rebuild) install(val []byte) {
+	s, err := decodeSnap(val)
+	if err != nil {
+		rb.b.log.Error("skipping unreadable message in the index", "err", err)
+		rb.orphans++
+		return
+	}
+	q := rb.last
+	if q == nil || q.id != s.qid {
+		q = rb.b.byID[s.qid]
+		rb.last = q
+	}
+	if q == nil || int(s.stripe) >= len(q.stripes) || s.recSize == 0 {
+		rb.b.log.Warn("skipping a message of no known queue", "queue_id", s.qid, "seq", s.seq, "stripe", s.stripe, "size", s.recSize)
+		rb.orphans++
+		return
+	}
+	enq := s.enqMs
+	if enq+int64(s.expOff) <= rb.now {
+		var e [snapLen]byte
+		copy(e[:], val)
+		rb.expired = append(rb.expired, e)
+		return
+	}
+	st := &q.stripes[s.stripe]
+	idx := s.slot
+	if !st.slab.claim(idx) {
+		// The slot is taken (only possible if the log and index disagree):
+		// put the message elsewhere; handles issued for it stop working.
+		idx = st.slab.n
+		st.slab.claim(idx)
+		rb.b.log.Warn("recovered message moved to another slot", "queue", q.name, "seq", s.seq)
+		rb.moved++
+	}
+	sl := st.slab.at(idx)
+	sl.seq = s.seq
+	sl.bodyPos = s.bodyPos
+	sl.recSize = s.recSize
+	sl.visOff, sl.firstOff, sl.expOff = s.visOff, s.firstOff, s.expOff
+	sl.dequeues, sl.gen = s.dequeues, s.gen
+	sl.next, sl.prev, sl.tnext, sl.tprev = nilSlot, nilSlot, nilSlot, nilSlot
+	rb.d.addLive(s.bodyPos, int64(s.recSize))
+	visible := enq+int64(s.visOff) <= rb.now
+	switch {
+	case !visible && s.dequeues == 0:
+		sl.setMeta(enq, int(s.prio), stDelayed)
+		st.nDelayed++
+		st.wheel.insert(&st.slab, idx, sl.deadline())
+	case !visible:
+		sl.setMeta(enq, int(s.prio), stInactive)
+		st.nInactive++
+		st.wheel.insert(&st.slab, idx, sl.deadline())
+	default:
+		sl.setMeta(enq, int(s.prio), stActive)
+		st.activateLocked(idx, rb.now)
+	}
+	rb.installed++
+}
+
+// finish links the free lists, starts the timers and logs the expiries.
+func (rb *rebuild) finish() {
+	b := rb.b
+	for _, q := range b.byID {
+		for i := range q.stripes {
+			st := &q.stripes[i]
+			st.mu.Lock()
+			st.slab.rebuildFree()
+			st.scheduleLocked(rb.now)
+			st.mu.Unlock()
+		}
+	}
+	if len(rb.expired) > 0 {
+		recs := make([]logRec, len(rb.expired))
+		for i := range rb.expired {
+			recs[i] = logRec{typ: recExpire, head: rb.expired[i][:]}
+		}
+		if err := rb.d.append(recs); err != nil {
+			b.storageFailed(err)
+		}
+	}
+}
+
+// checkpoint folds the log from the checkpoint position to its synced end
