@@ -45,7 +45,11 @@ func (d *durableStore) load(b *Broker) error {
 	if err := d.loadMeta(b); err != nil {
 		return err
 	}
-	return d.recover(b)
+	if err := d.recover(b); err != nil {
+		return err
+	}
+	d.cp.kick() // fold the replayed tail into the index soon
+	return nil
 }
 
 // loadMeta reads (or creates) the handle secret and bumps the boot counter.
