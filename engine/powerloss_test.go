@@ -179,20 +179,20 @@ func (h *plHistory) record(f func()) {
 
 // plRun is one run of the harness.
 type plRun struct {
-	t      testing.TB
-	rnd    *rand.Rand // the driver's; each worker gets its own, seeded from it
-	crnd   *rand.Rand // guarded by h.mu: CrashClone's and the commit hook's
-	clk    *FakeClock
-	root   string
-	cfg    plConfig
-	h      *plHistory
+	t    testing.TB
+	rnd  *rand.Rand // the driver's; each worker gets its own, seeded from it
+	crnd *rand.Rand // guarded by h.mu: CrashClone's and the commit hook's
+	clk  *FakeClock
+	root string
+	cfg  plConfig
+	h    *plHistory
 
 	inc     int // the incarnation: bumps at each restart
 	fs      *wal.MemFS
 	b       *Broker
 	queues  []*Queue
-	live    bool      // guarded by h.mu: the incarnation is open and has power
-	last    *idxSnap  // guarded by h.mu: the index as of its last completed commit
+	live    bool       // guarded by h.mu: the incarnation is open and has power
+	last    *idxSnap   // guarded by h.mu: the index as of its last completed commit
 	lost    *wal.MemFS // the log's image at the power loss
 	lostIdx *idxSnap   // the index's image at the power loss
 	midCP   float64    // chance that a commit loses power after its data part
