@@ -25,12 +25,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/smqd/smqd/index"
 	"github.com/smqd/smqd/wal"
 )
 
@@ -169,6 +172,14 @@ type modelRun struct {
 	names   []string
 	buf     []Message
 	res     []SendResult
+
+	// Durable mode: the power-loss layer (powerloss_test.go). The log lives
+	// on fs; the index is snapshotted at every completed commit.
+	fs      *wal.MemFS
+	idxLast *idxSnap // the index as of its last completed commit
+	lost    *idxSnap // set when a commit lost power (its images: fs.CrashClone, lost)
+	lostFS  *wal.MemFS
+	midCP   bool // the next commit loses power after its data part
 }
 
 func (r *modelRun) logf(format string, args ...any) {
@@ -186,22 +197,29 @@ func (r *modelRun) fail(format string, args ...any) {
 }
 
 func newModelRun(t testing.TB, seed uint64, stripes int, dir string) *modelRun {
-	clk := NewFakeClock(t0)
-	r := &modelRun{t: t, clk: clk, stripes: stripes, dir: dir}
-	r.b = r.open()
-	t.Cleanup(func() { r.b.Close() })
-	return &modelRun{
+	r := &modelRun{
 		t: t, seed: seed, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		b: r.b, clk: clk, stripes: stripes, dir: dir,
+		clk: NewFakeClock(t0), stripes: stripes, dir: dir,
 		m:     &model{now: t0.UnixMilli(), queues: map[string]*mQueue{}, oldInc: map[string]int{}},
 		names: []string{"qa", "qb", "qc"},
 	}
+	if dir != "" {
+		r.fs = wal.NewMemFS()
+	}
+	r.b = r.open()
+	t.Cleanup(func() { r.b.Close() })
+	return r
 }
 
-// open opens the broker under test: in memory, or durable in r.dir (sync
-// mode none: the model checks logic; the crash tests check durability).
+// open opens the broker under test: in memory, or durable in r.dir with
+// its log on r.fs (sync mode none: the model checks logic; the crash and
+// power-loss tests check durability).
 func (r *modelRun) open() *Broker {
 	o := Options{Clock: r.clk, Stripes: r.stripes, MemSegmentBytes: 64 << 10, Dir: r.dir}
+	if r.fs != nil {
+		o.WAL.FS = r.fs
+		o.testCommit = r.commit
+	}
 	o.WAL.SegmentBytes = 64 << 10
 	o.WAL.BufferBytes = 1 << 20
 	o.WAL.Sync = wal.SyncNone
@@ -216,14 +234,63 @@ func (r *modelRun) open() *Broker {
 	return b
 }
 
-// restart closes the broker and opens it again on the same directory. The
-// state must survive exactly; Active messages come back in send order.
-func (r *modelRun) restart() {
-	r.logf("restart")
-	if err := r.b.Close(); err != nil {
-		r.fail("close: %v", err)
+// commit is the durable broker's index commit: it snapshots the index
+// after each one, and when midCP is set loses power after the data part.
+func (r *modelRun) commit(idx *index.Store, b *index.Batch) error {
+	if r.lost != nil {
+		return idx.Commit(b) // the dead incarnation's last gasps
 	}
-	r.b = r.open()
+	if err := idx.Commit(b); err != nil {
+		return err
+	}
+	s, err := snapIndex(idx)
+	if err != nil {
+		return err
+	}
+	if r.midCP && r.idxLast != nil {
+		r.midCP = false
+		s.pos, s.hasPos = r.idxLast.pos, r.idxLast.hasPos
+		r.lost, r.lostFS = s, r.fs.CrashClone(nil)
+		return errPowerLost
+	}
+	r.idxLast = s
+	return nil
+}
+
+// restart closes the broker and opens it again on the same directory, or
+// (durable mode, one time in two) loses power after a Sync and opens it on
+// what survived: the log as CrashClone leaves it and the index as of its
+// last commit, or, one time in three, as a commit in progress left it
+// (midCP: the next checkpoint dies after its data part). The state must
+// survive exactly; Active messages come back in send order.
+func (r *modelRun) restart() {
+	switch k := r.rnd.IntN(6); {
+	case r.fs == nil || k < 3:
+		r.logf("restart")
+		if err := r.b.Close(); err != nil {
+			r.fail("close: %v", err)
+		}
+		r.b = r.open()
+	case k < 5:
+		r.logf("power loss after a sync")
+		if err := r.b.Sync(); err != nil {
+			r.fail("sync: %v", err)
+		}
+		r.lost, r.lostFS = r.idxLast, r.fs.CrashClone(r.rnd)
+		r.reopenLost()
+	default:
+		r.logf("power loss inside a checkpoint")
+		if err := r.b.Sync(); err != nil {
+			r.fail("sync: %v", err)
+		}
+		r.midCP = true
+		if err := durableOf(r.b).checkpoint(); err == nil {
+			// Nothing to checkpoint: lose power now instead.
+			r.midCP = false
+			r.lost, r.lostFS = r.idxLast, r.fs.CrashClone(r.rnd)
+		}
+		r.reopenLost()
+	}
 	r.t.Cleanup(func() { r.b.Close() })
 	for _, q := range r.m.queues {
 		for _, g := range q.msgs {
@@ -302,8 +369,10 @@ func (r *modelRun) step() {
 	switch k := r.rnd.IntN(100); {
 	case k < 26:
 		r.send(q, mq)
-	case k < 44:
+	case k < 40:
 		r.receive(q, mq)
+	case k < 44:
+		r.longPoll(q, mq)
 	case k < 50:
 		r.peek(q, mq)
 	case k < 64:
@@ -497,10 +566,16 @@ func (r *modelRun) receive(q *Queue, mq *mQueue) {
 		}
 		return
 	}
+	r.received("receive", mq, msgs, max, err)
+}
+
+// received checks a receive that found messages against the model and
+// applies it there.
+func (r *modelRun) received(op string, mq *mQueue, msgs []Message, max int, err error) {
 	if err != nil {
-		r.fail("receive: %v", err)
+		r.fail("%s: %v", op, err)
 	}
-	chosen := r.checkChoice("receive", mq, msgs, max)
+	chosen := r.checkChoice(op, mq, msgs, max)
 	vis := mq.cfg.VisibilityTimeout.Milliseconds()
 	for i, g := range chosen {
 		g.deq++
@@ -509,14 +584,12 @@ func (r *modelRun) receive(q *Queue, mq *mQueue) {
 		}
 		g.state = Inactive
 		g.visAt = r.m.now + vis
-		if g.visAt > g.expAt {
-			// It will expire before becoming visible again; the engine still
-			// reports the NextVisibleTime the receive set.
-		}
+		// If g expires before it becomes visible again, the engine still
+		// reports the NextVisibleTime the receive set.
 		g.handle = msgs[i].Handle
-		r.checkFields("receive", &msgs[i], g)
+		r.checkFields(op, &msgs[i], g)
 		if msgs[i].NextVisibleTime.UnixMilli() != r.m.now+vis {
-			r.fail("receive: NextVisibleTime %d want %d", msgs[i].NextVisibleTime.UnixMilli(), r.m.now+vis)
+			r.fail("%s: NextVisibleTime %d want %d", op, msgs[i].NextVisibleTime.UnixMilli(), r.m.now+vis)
 		}
 		r.logf("  got %s prio=%d deq=%d", g.id, g.prio, g.deq)
 	}
@@ -814,6 +887,128 @@ func TestModelDurable(t *testing.T) {
 			t.Run(fmt.Sprintf("seed=%d/stripes=%d", seed, stripes), func(t *testing.T) {
 				runModel(t, seed, stripes, ops/2, t.TempDir())
 			})
+		}
+	}
+}
+
+// reopenLost abandons the broker after a power loss and opens the next one
+// on the images r.lostFS and r.lost.
+func (r *modelRun) reopenLost() {
+	r.b.Close() // writes to the abandoned images only
+	r.fs = r.lostFS
+	dir := filepath.Join(r.dir, "index")
+	if err := os.RemoveAll(dir); err != nil {
+		r.fail("%v", err)
+	}
+	if err := r.lost.restore(dir); err != nil {
+		r.fail("restore index: %v", err)
+	}
+	r.idxLast, r.lost, r.lostFS = r.lost, nil, nil
+	r.b = r.open()
+}
+
+// longPoll receives with a wait above zero. With messages Active it
+// returns at once, as a short poll does. Otherwise it sleeps (on the fake
+// clock) until, by the model's choice: a send wakes it; the queue's next
+// delay or visibility end within the wait makes messages Active (the clock
+// is moved exactly there); the wait ends with nothing; or its context is
+// cancelled.
+func (r *modelRun) longPoll(q *Queue, mq *mQueue) {
+	max := 1 + r.rnd.IntN(MaxBatch)
+	wait := time.Duration(1+r.rnd.IntN(20_000)) * time.Millisecond
+	opt := ReceiveOptions{Max: max, Wait: wait, HasWait: true}
+	if len(mq.active()) > 0 {
+		msgs, err := q.Receive(context.Background(), opt, nil)
+		r.logf("long poll %d %v -> %d %v (messages were Active)", max, wait, len(msgs), err)
+		r.received("long poll", mq, msgs, max, err)
+		return
+	}
+	type result struct {
+		msgs []Message
+		err  error
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result, 1)
+	deadline := r.clk.Now().Add(wait)
+	armed := 0
+	for _, p := range r.clk.Pending() {
+		if p.Equal(deadline) {
+			armed++
+		}
+	}
+	go func() {
+		msgs, err := q.Receive(ctx, opt, nil)
+		done <- result{msgs, err}
+	}()
+	// Wait until the receive sleeps: its waiter queued, its timer armed.
+	for i := 0; ; i++ {
+		n := 0
+		for _, p := range r.clk.Pending() {
+			if p.Equal(deadline) {
+				n++
+			}
+		}
+		if n > armed && q.waiters.waiting() == 1 {
+			break
+		}
+		select {
+		case res := <-done:
+			r.fail("long poll on an empty queue returned at once: %d %v", len(res.msgs), res.err)
+		default:
+		}
+		if i > 10_000_000 {
+			r.fail("long poll never went to sleep")
+		}
+		runtime.Gosched()
+	}
+	next := int64(-1) // the queue's next delay or visibility end
+	for _, g := range mq.msgs {
+		if (g.state == Delayed || g.state == Inactive) && g.visAt < g.expAt && (next < 0 || g.visAt < next) {
+			next = g.visAt
+		}
+	}
+	waitMs := wait.Milliseconds()
+	switch k := r.rnd.IntN(4); {
+	case k == 0:
+		cancel()
+		res := <-done
+		r.logf("long poll %d %v cancelled -> %d %v", max, wait, len(res.msgs), res.err)
+		if !errors.Is(res.err, context.Canceled) || len(res.msgs) != 0 {
+			r.fail("cancelled long poll: %d %v", len(res.msgs), res.err)
+		}
+	case k == 1:
+		// A send wakes it: one message, no delay.
+		body := r.body(mq.cfg.MaxMessageBytes)
+		prio := 1 + r.rnd.IntN(16)
+		res, err := q.Send([]SendEntry{{Body: body, Priority: prio, HasDelay: true}}, nil)
+		if err != nil {
+			r.fail("send to wake a long poll: %v", err)
+		}
+		r.m.sendSeq++
+		g := &mMsg{id: res[0].ID, body: body, md5: res[0].MD5, prio: prio, enq: r.m.now, state: Active,
+			expAt: r.m.now + mq.cfg.Retention.Milliseconds(), actAt: r.m.now, actKind: 1,
+			actSeq: r.m.sendSeq, sendSeq: r.m.sendSeq}
+		mq.msgs[g.id] = g
+		got := <-done
+		r.logf("long poll %d %v woken by send of %s -> %d %v", max, wait, g.id, len(got.msgs), got.err)
+		r.received("long poll", mq, got.msgs, max, got.err)
+	case next >= 0 && next-r.m.now <= waitMs:
+		d := next - r.m.now
+		r.clk.Advance(time.Duration(d) * time.Millisecond)
+		r.m.advance(next)
+		got := <-done
+		r.logf("long poll %d %v woken after %d ms -> %d %v", max, wait, d, len(got.msgs), got.err)
+		r.received("long poll", mq, got.msgs, max, got.err)
+	default:
+		r.clk.Advance(wait)
+		r.m.advance(r.m.now + waitMs)
+		got := <-done
+		r.logf("long poll %d %v timed out -> %d %v", max, wait, len(got.msgs), got.err)
+		if len(mq.active()) > 0 {
+			r.received("long poll", mq, got.msgs, max, got.err) // a timer at the deadline
+		} else if !errors.Is(got.err, ErrMessageNotExist) || len(got.msgs) != 0 {
+			r.fail("long poll timed out: %d %v", len(got.msgs), got.err)
 		}
 	}
 }
