@@ -1,7 +1,8 @@
 package engine
 
 // Queue records and the index value of a queue (same bytes). Part of the
-// on-disk format; never change (add fields at the end, guarded by length).
+// on-disk format; never change (add fields at the end, guarded by length;
+// testdata/golden/queue-value.hex pins it, format_test.go).
 //
 //	queue id u64 | stripes u16 | create ms i64 | modify ms i64 |
 //	delay ms i64 | max bytes u32 | retention ms i64 | visibility ms i64 |

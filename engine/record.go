@@ -4,17 +4,22 @@ package engine
 //
 // Record type numbers and payload layouts are part of the on-disk format;
 // never change them (add new types instead). All integers are little endian.
+// testdata/golden holds every one as the code writes it (format_test.go).
 //
-//	type 1 queueCreate  queue id, stripes, create time, config, name
-//	type 2 queueConfig  queue id, modify time, config
-//	type 3 queueDelete  queue id
-//	type 4 send         message snapshot, MD5, body
-//	type 5 state        message snapshot (after a receive or visibility change)
-//	type 6 delete       queue id, seq, stripe, slot
-//	type 7 expire       queue id, seq, stripe, slot
-//	type 8 relocate     message snapshot, MD5, body (compaction moved the body)
-//	type 9 body         queue id u32, stripe u8, slot u32, MD5, body
-//	                    (in-memory mode: bodies only, no state)
+//	type 1 queueCreate  queue value (queue_record.go): id, stripes, create and
+//	                    modify times, config, name
+//	type 2 queueConfig  queue value, as for create, with the new config and
+//	                    modify time
+//	type 3 queueDelete  queue id u64
+//	type 4 send         message snapshot (64 bytes, below), MD5 (16), body
+//	type 5 state        message snapshot after a receive or visibility change
+//	type 6 delete       message snapshot as it was when deleted (readers use
+//	                    only its queue id and seq)
+//	type 7 expire       message snapshot as it was when it expired (likewise)
+//	type 8 relocate     message snapshot, MD5 (16), body: compaction moved the
+//	                    body here
+//	type 9 body         queue id u32, stripe u8, slot u32, MD5 (16), body
+//	                    (in-memory mode only, never on disk: bodies, no state)
 //
 // Invariant: records about one message are appended while holding its
 // stripe's lock (or, for send, before anything else can reference it), so the
@@ -49,8 +54,10 @@ var errBadRecord = errors.New("engine: malformed log record")
 //	expOff u32 | dequeues u32 | gen u32 | slot u32 | stripe u8 | prio u8 |
 //	state u8 | reserved u8 | body pos u64 | body record size u32
 //
-// In send and relocate records the body position and size are zero: the
-// body is in the record itself.
+// In send and relocate records the body position and size fields say
+// nothing (send: zero; relocate: where the body was before it moved): the
+// body is in the record itself, whose own position and size readers use
+// (fold.go). In state, delete and expire records they locate the body.
 const snapLen = 8 + 8 + 8 + 4*6 + 4 + 8 + 4
 
 // bodyIDLen is the size of the owner identity at the start of a body record.
