@@ -222,7 +222,7 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 			st.nDelayed++
 			activated += st.armLocked(idx, now)
 		} else {
-			activated += st.activateLocked(idx, now)
+			activated += st.activateLocked(idx)
 		}
 	}
 	st.scheduleLocked(now)

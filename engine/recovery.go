@@ -303,7 +303,7 @@ func (rb *rebuild) install(val []byte) {
 		st.wheel.insert(&st.slab, idx, sl.deadline())
 	default:
 		sl.setMeta(enq, int(s.prio), stActive)
-		st.activateLocked(idx, rb.now)
+		st.activateLocked(idx)
 	}
 	rb.installed++
 }

@@ -154,12 +154,6 @@ func (sl *slab) claim(i uint32) bool {
 	return true
 }
 
-// unclaim frees slot i during recovery (before rebuildFree).
-func (sl *slab) unclaim(i uint32) {
-	*sl.at(i) = slot{}
-	sl.used--
-}
-
 // rebuildFree links every free slot below the high-water mark into the free
 // list, lowest first. Used once at the end of recovery.
 func (sl *slab) rebuildFree() {

@@ -128,10 +128,7 @@ func (st *stripe) armLocked(i uint32, now int64) int {
 }
 
 // activateLocked makes a Delayed, Inactive or pending slot Active.
-func (st *stripe) activateLocked(i uint32, now int64) int {
-	if now < st.wheel.now {
-		now = st.wheel.now
-	}
+func (st *stripe) activateLocked(i uint32) int {
 	s := st.slab.at(i)
 	s.setState(stActive)
 	st.nActive++
@@ -158,12 +155,12 @@ func (st *stripe) fireLocked(i uint32, now int64) int {
 	case stDelayed:
 		if s.visibleMs() <= now {
 			st.nDelayed--
-			return st.activateLocked(i, now)
+			return st.activateLocked(i)
 		}
 	case stInactive:
 		if s.visibleMs() <= now {
 			st.nInactive--
-			return st.activateLocked(i, now)
+			return st.activateLocked(i)
 		}
 	}
 	// Not due after all (fired early by a caller whose clock went
