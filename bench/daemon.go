@@ -67,9 +67,7 @@ func (d *Daemon) Start() error {
 	if len(d.Env) > 0 {
 		cmd.Env = append(os.Environ(), d.Env...)
 	}
-	// Its own process group: a terminal's Ctrl-C goes to smqbench, which
-	// then stops the daemon itself.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = daemonSysProcAttr()
 	if err := cmd.Start(); err != nil {
 		lf.Close()
 		return fmt.Errorf("start %s: %w", d.Bin, err)
@@ -135,8 +133,11 @@ func (d *Daemon) stop(sig syscall.Signal, timeout time.Duration) error {
 	}()
 	done := make(chan error, 1)
 	if err := cmd.Process.Signal(sig); err != nil {
+		// Already gone, or a system without the signal (Windows has no
+		// SIGTERM): kill it so that Wait returns.
+		cmd.Process.Kill()
 		cmd.Wait()
-		return nil // already gone
+		return nil
 	}
 	go func() { done <- cmd.Wait() }()
 	if sig == syscall.SIGKILL {

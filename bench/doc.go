@@ -1,5 +1,5 @@
 // Package bench is smqd's load generator: the workloads, the targets they
-// drive and the figures they report. cmd/smqbench wires it to flags.
+// drive and the figures they report. cmd/smqbench/cli wires it to flags.
 //
 // Targets (target.go) hide how a system is driven:
 //
@@ -8,10 +8,13 @@
 //	                 appended into reused buffers, responses read by a minimal
 //	                 scanner (scanner.go); no allocation per request once warm
 //	InprocTarget     engine.Broker called directly, to separate engine and HTTP cost
-//	BeanstalkTarget  beanstalkd through a minimal client of its text protocol
-//	RedisTarget      Redis list queue, reliable pattern (LMOVE to a processing
-//	                 list, LREM to delete)
-//	NATSTarget       NATS JetStream work-queue stream, pull consumer, explicit ack
+//
+// Peer brokers (beanstalkd, Redis, NATS JetStream) are targets too, but their
+// clients live in a module of their own, github.com/smqd/smqd/bench/peers, so
+// that this module (and every module that embeds engine) requires none of
+// their client libraries. That module describes each peer as a Peer (a
+// --target name and a constructor) and its own smqbench hands them to
+// cmd/smqbench/cli; bench/peers.sh builds and runs that binary.
 //
 // Workloads (run.go, worker.go): cycle (producers and consumers together,
 // measured for a window after a warm-up; the backlog is counted at both ends

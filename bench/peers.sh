@@ -19,6 +19,12 @@
 # stopped by PID on exit (trap). smqd is started by smqbench itself
 # (--spawn) for each run, on a fresh data dir. Every run is bounded in
 # time (warm-up + duration, or --max-time for backlog).
+#
+# The peers' clients (go-redis, nats.go, a beanstalkd client) live in the Go
+# module bench/peers, not in smqd's module, so cmd/smqbench knows only smqd
+# and the in-process engine. This script builds the peer-enabled smqbench
+# from that module; to build it by hand:
+#   cd bench/peers && go build -o ../../bin/smqbench-peers ./cmd/smqbench
 set -euo pipefail
 
 CLASS=always
@@ -47,7 +53,7 @@ while [ $# -gt 0 ]; do
 	--no-install) INSTALL=0; shift ;;
 	--keep) KEEP=1; shift ;;
 	--) shift; EXTRA=("$@"); break ;;
-	-h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,27p' "$0"; exit 0 ;;
 	*) echo "peers.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -98,15 +104,16 @@ for t in $TARGETS; do
 	nats) [ -x "$NATS_SERVER" ] || { log "nats-server missing (set NATS_SERVER)"; exit 1; } ;;
 	esac
 done
-log "building smqd and smqbench"
-(cd "$ROOT" && go build -o "$WORK/bin/" ./cmd/smqd ./cmd/smqbench)
+log "building smqd, and smqbench with the peers (module bench/peers)"
+(cd "$ROOT" && go build -o "$WORK/bin/" ./cmd/smqd)
+(cd "$ROOT/bench/peers" && go build -o "$WORK/bin/smqbench" ./cmd/smqbench)
 SMQD="$WORK/bin/smqd"
 SMQBENCH="$WORK/bin/smqbench"
 
 # --- versions and machine ------------------------------------------------------
 {
 	echo "date: $(date -u +%FT%TZ)"
-	echo "smqd commit: $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet -- engine wal index server cmd || echo ' (dirty)')"
+	echo "smqd commit: $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet -- engine wal index server cmd bench || echo ' (dirty)')"
 	echo "go: $(go version)"
 	command -v beanstalkd >/dev/null && echo "beanstalkd: $(beanstalkd -v 2>&1 | head -1)"
 	command -v redis-server >/dev/null && echo "redis: $(redis-server --version)"

@@ -2,9 +2,9 @@ package bench
 
 // Aggregation of JSON result lines: runs are grouped by label and target,
 // each figure is reduced to its median and spread (min..max), and smqd's
-// median is divided by the best peer's median of the same label (peers are
-// beanstalkd, redis and nats; "best" is the highest rate or the lowest
-// latency).
+// median is divided by the best peer's median of the same label (a peer is
+// every target but smqd, inproc and the baseline; "best" is the highest rate
+// or the lowest latency).
 
 import (
 	"bufio"
@@ -109,8 +109,6 @@ func is(ws ...string) func(string) bool {
 	}
 }
 
-var peerTargets = map[string]bool{"beanstalkd": true, "redis": true, "nats": true}
-
 // WriteReport writes, per label, every target's figures (median and
 // spread) and the ratio of baseline (normally "smqd") to the best peer.
 func WriteReport(w io.Writer, results []Result, baseline string) error {
@@ -176,12 +174,13 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 			}
 			fmt.Fprintf(tw, "\t%d\t%.2f\n", grew, errs)
 		}
+		isPeer := func(t string) bool { return t != baseline && targetOrder(t) == peerOrder }
 		if bf, ok := figs[baseline]; ok {
 			fmt.Fprintf(tw, "%s / best peer\t", baseline)
 			for i, m := range ms {
 				best, bestT := math.NaN(), ""
 				for t, f := range figs {
-					if !peerTargets[t] || f[i].N == 0 || f[i].Median == 0 {
+					if !isPeer(t) || f[i].N == 0 || f[i].Median == 0 {
 						continue
 					}
 					if math.IsNaN(best) || (m.higherWins && f[i].Median > best) || (!m.higherWins && f[i].Median < best) {
@@ -196,7 +195,7 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 			}
 			fmt.Fprint(tw, "\t\t\n")
 			for _, t := range targets {
-				if !peerTargets[t] {
+				if !isPeer(t) {
 					continue
 				}
 				fmt.Fprintf(tw, "%s / %s\t", baseline, t)
@@ -215,6 +214,11 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 	return tw.Flush()
 }
 
+// peerOrder is targetOrder's rank of every target but smqd's own.
+const peerOrder = 2
+
+// targetOrder ranks smqd first, the engine in process second, then the
+// peers.
 func targetOrder(t string) int {
 	switch t {
 	case "smqd":
@@ -222,5 +226,5 @@ func targetOrder(t string) int {
 	case "inproc":
 		return 1
 	}
-	return 2
+	return peerOrder
 }

@@ -60,7 +60,6 @@ type runner struct {
 	producers []*worker
 	consumers []*worker
 	phase     atomic.Pointer[string]
-	phaseAt   time.Time
 }
 
 func (r *runner) makeWorkers(ctx context.Context) error {

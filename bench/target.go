@@ -15,7 +15,7 @@ type Outgoing struct {
 }
 
 // Target is a system under test: smqd over HTTP, the engine in process, or
-// a peer broker. The workload code drives every target the same way.
+// a peer broker (Peer). The workload code drives every target the same way.
 type Target interface {
 	// Name is the target's short name ("smqd", "inproc", "redis", ...).
 	Name() string
@@ -52,6 +52,28 @@ type Client interface {
 	Pending() int
 	// Close closes the client's connections.
 	Close() error
+}
+
+// Peer is a broker other than smqd that the bench can drive, as the
+// command line sees it: a --target name and a constructor. The peers' clients
+// live in their own module (bench/peers), so that smqd's module, and every
+// module that embeds engine, needs none of their client libraries; that
+// module's smqbench passes its peers to cmd/smqbench/cli.Run.
+type Peer struct {
+	Name        string // the --target value, e.g. "redis"
+	DefaultAddr string // the address when --addr is not given
+	// New returns a target for the peer. It may connect lazily (in
+	// Target.Prepare).
+	New func(o PeerOptions) (Target, error)
+}
+
+// PeerOptions is what a run tells a Peer's constructor.
+type PeerOptions struct {
+	Addr    string // --addr, or the peer's DefaultAddr
+	Workers int    // producers plus consumers: the clients the run makes
+	// VisibilityTimeout is how long a received message stays hidden before
+	// the peer may deliver it again (beanstalkd's ttr, JetStream's ack wait).
+	VisibilityTimeout time.Duration
 }
 
 // ErrUnsupported is returned by a target asked for a feature it lacks

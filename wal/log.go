@@ -444,7 +444,8 @@ func (l *Log) Close() error {
 // wakeWaiters wakes every WaitDurable/Sync waiter so it rechecks.
 func (l *Log) wakeWaiters() {
 	l.ack.Lock()
-	l.ack.Unlock() //nolint:staticcheck // an empty section orders the stores before the broadcast
+	//lint:ignore SA2001 an empty section orders the stores before the broadcast
+	l.ack.Unlock()
 	l.ack.written.Broadcast()
 	l.ack.synced.Broadcast()
 }

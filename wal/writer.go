@@ -257,7 +257,8 @@ func (l *Log) syncSegment(s *segment) error {
 // check-then-wait.
 func (l *Log) announce(c *sync.Cond) {
 	l.ack.Lock()
-	l.ack.Unlock() //nolint:staticcheck // an empty section orders the store before the broadcast
+	//lint:ignore SA2001 an empty section orders the store before the broadcast
+	l.ack.Unlock()
 	c.Broadcast()
 }
 
@@ -270,7 +271,8 @@ func (l *Log) setFailed(op string, err error) {
 			"op", op, "err", err, "written", l.WrittenEnd(), "synced", l.SyncedEnd(), "end", l.End())
 	}
 	l.mu.Lock()
-	l.mu.Unlock() //nolint:staticcheck // orders the failure before the broadcast
+	//lint:ignore SA2001 an empty section orders the failure before the broadcast
+	l.mu.Unlock()
 	l.spaceCond.Broadcast()
 	l.wakeWaiters()
 }

@@ -33,7 +33,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,11 +139,10 @@ func npmCI(npm, dir string) ([]byte, error) {
 
 // buildDaemon builds this package's binary into dir.
 func buildDaemon(dir string) (string, error) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		if goBin, err = exec.LookPath("go"); err != nil {
-			return "", fmt.Errorf("no go command: %v", err)
-		}
+	// go test puts the go command that runs it first on PATH.
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("no go command: %v", err)
 	}
 	bin := filepath.Join(dir, "smqd")
 	args := []string{"build", "-o", bin}

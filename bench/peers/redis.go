@@ -1,4 +1,4 @@
-package bench
+package peers
 
 // The Redis peer: a list queue with the reliable-queue pattern, the one
 // closest to MNS's receive-then-delete. A producer LPUSHes a batch (one
@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/smqd/smqd/bench"
 )
 
 // RedisTarget drives Redis (>= 6.2 for LMOVE/BLMOVE).
@@ -42,6 +44,13 @@ func NewRedisTarget(addr string, conns int) *RedisTarget {
 		}),
 		procs: map[int][]string{},
 	}
+}
+
+// Redis describes the Redis peer: a pool of one connection per worker.
+func (catalog) Redis() bench.Peer {
+	return bench.Peer{Name: "redis", DefaultAddr: "127.0.0.1:6379", New: func(o bench.PeerOptions) (bench.Target, error) {
+		return NewRedisTarget(o.Addr, o.Workers), nil
+	}}
 }
 
 // Name returns "redis".
@@ -94,7 +103,7 @@ func (t *RedisTarget) Backlog(ctx context.Context, i int) (int64, error) {
 func (t *RedisTarget) Close() error { return t.rdb.Close() }
 
 // NewClient returns a worker's client (sharing the pool).
-func (t *RedisTarget) NewClient(ctx context.Context) (Client, error) {
+func (t *RedisTarget) NewClient(ctx context.Context) (bench.Client, error) {
 	t.mu.Lock()
 	id := t.next
 	t.next++
@@ -125,11 +134,11 @@ type redisClient struct {
 
 func (c *redisClient) Close() error { return nil }
 
-func (c *redisClient) Send(ctx context.Context, i int, msgs []Outgoing) (int, error) {
+func (c *redisClient) Send(ctx context.Context, i int, msgs []bench.Outgoing) (int, error) {
 	c.args = c.args[:0]
 	for k := range msgs {
 		if msgs[k].Priority != 0 || msgs[k].Delay != 0 {
-			return 0, fmt.Errorf("redis: priorities and delays: %w", ErrUnsupported)
+			return 0, fmt.Errorf("redis: priorities and delays: %w", bench.ErrUnsupported)
 		}
 		c.args = append(c.args, msgs[k].Body)
 	}
@@ -200,7 +209,7 @@ func (c *redisClient) Delete(ctx context.Context, n int) (int, error) {
 		}
 	}
 	if ok < n {
-		return ok, &PartialError{Failed: n - ok, Code: "LREM removed nothing"}
+		return ok, &bench.PartialError{Failed: n - ok, Code: "LREM removed nothing"}
 	}
 	return ok, nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +42,8 @@ type config struct {
 	stripes     int
 	syncSet     bool // --sync given (flag or environment)
 
+	peers []bench.Peer // the targets beyond smqd and inproc
+
 	jsonOut    string
 	quiet      bool
 	progress   bool
@@ -56,15 +59,23 @@ var workloads = []string{"cycle", "produce", "consume", "backlog"}
 
 // parseConfig parses "<workload> [flags]" (the workload may also come
 // after the flags) and SMQBENCH_* environment overrides.
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
-	c := &config{}
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer, peers []bench.Peer) (*config, error) {
+	c := &config{peers: peers}
 	b := &c.bench
 	fs := flag.NewFlagSet("smqbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var batch int
 	var prio, delay string
-	fs.StringVar(&c.target, "target", "smqd", "system under test: smqd (MNS over HTTP) | inproc (engine in this process) | beanstalkd | redis | nats")
-	fs.StringVar(&c.addr, "addr", "", "server address (default per target: smqd 127.0.0.1:8080, beanstalkd 127.0.0.1:11300, redis 127.0.0.1:6379, nats nats://127.0.0.1:4222)")
+	targetHelp, addrHelp := "smqd (MNS over HTTP) | inproc (engine in this process)", "smqd 127.0.0.1:8080"
+	for _, p := range peers {
+		targetHelp += " | " + p.Name
+		addrHelp += ", " + p.Name + " " + p.DefaultAddr
+	}
+	if len(peers) == 0 {
+		targetHelp += " (peer brokers: build bench/peers/cmd/smqbench)"
+	}
+	fs.StringVar(&c.target, "target", "smqd", "system under test: "+targetHelp)
+	fs.StringVar(&c.addr, "addr", "", "server address (default per target: "+addrHelp+")")
 	fs.StringVar(&c.accessKeyID, "access-key-id", "", "MNS access key id (default: from --credentials-file)")
 	fs.StringVar(&c.accessKeySecret, "access-key-secret", "", "MNS access key secret (prefer "+envName("access-key-secret")+")")
 	fs.StringVar(&c.credentialsFile, "credentials-file", "", "smqd credentials file (\"<id> <secret>\" lines); default <data-dir>/credentials")
@@ -174,13 +185,22 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 }
 
 func (c *config) validate() error {
-	switch c.target {
-	case "smqd", "mns", "inproc", "beanstalkd", "redis", "nats":
-	default:
-		return fmt.Errorf("--target must be smqd, inproc, beanstalkd, redis or nats, not %q", c.target)
+	names := []string{"smqd", "inproc"}
+	for _, p := range c.peers {
+		if p.Name == "" || p.New == nil || slices.Contains(names, p.Name) || p.Name == "mns" {
+			return fmt.Errorf("peer %q: a peer needs a name of its own and a constructor", p.Name)
+		}
+		names = append(names, p.Name)
 	}
 	if c.target == "mns" {
 		c.target = "smqd"
+	}
+	if !slices.Contains(names, c.target) {
+		hint := ""
+		if len(c.peers) == 0 {
+			hint = " (the peer brokers are targets of bench/peers/cmd/smqbench)"
+		}
+		return fmt.Errorf("--target must be one of %s, not %q%s", strings.Join(names, ", "), c.target, hint)
 	}
 	if _, err := wal.ParseSyncMode(c.sync); err != nil {
 		return fmt.Errorf("--sync: %w", err)
@@ -265,12 +285,11 @@ func (c *config) newTarget(ctx context.Context) (bench.Target, error) {
 			Addr: addr, AccessKeyID: id, AccessKeySecret: secret, MaxConns: workers,
 			VisibilityTimeout: c.visibility, ContentMD5: c.contentMD5,
 		}), nil
-	case "beanstalkd":
-		return bench.NewBeanstalkTarget(orDefault(c.addr, "127.0.0.1:11300"), c.visibility), nil
-	case "redis":
-		return bench.NewRedisTarget(orDefault(c.addr, "127.0.0.1:6379"), workers), nil
-	case "nats":
-		return bench.NewNATSTarget(orDefault(c.addr, "nats://127.0.0.1:4222"), c.visibility), nil
+	}
+	for _, p := range c.peers {
+		if p.Name == c.target {
+			return p.New(bench.PeerOptions{Addr: orDefault(c.addr, p.DefaultAddr), Workers: workers, VisibilityTimeout: c.visibility})
+		}
 	}
 	return nil, fmt.Errorf("unknown target %q", c.target)
 }

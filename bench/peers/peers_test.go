@@ -1,4 +1,4 @@
-package bench
+package peers
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smqd/smqd/bench"
 )
 
 // startPeer starts a peer server binary if it is installed (else skips)
@@ -52,18 +54,61 @@ func startPeer(t *testing.T, bin string, args func(port int, dir string) []strin
 	}
 }
 
-func runPeer(t *testing.T, target Target) {
-	for _, w := range []Workload{Cycle, Backlog} {
-		cfg := smokeConfig(w)
-		cfg.PriorityMix = nil
-		if w == Backlog {
+// runPeer runs a short cycle and a small backlog against target.
+func runPeer(t *testing.T, target bench.Target) {
+	for _, w := range []bench.Workload{bench.Cycle, bench.Backlog} {
+		cfg := bench.Config{
+			Workload: w, Producers: 2, Consumers: 2, BodyBytes: 256,
+			SendBatch: 4, RecvBatch: 4, DeleteBatch: 2, Queues: 2,
+			Warmup: 100 * time.Millisecond, Duration: 700 * time.Millisecond,
+			Wait: time.Second, MaxTime: 20 * time.Second,
+		}
+		if w == bench.Backlog {
 			cfg.Messages = 2000
 		}
-		res, err := Run(context.Background(), target, cfg)
+		res, err := bench.Run(context.Background(), target, cfg)
 		if err != nil {
 			t.Fatalf("%s: %v", w, err)
 		}
-		checkResult(t, res)
+		if res.Errors != 0 {
+			t.Errorf("%s: %d errors: %s", w, res.Errors, res.ErrorSample)
+		}
+		switch w {
+		case bench.Cycle:
+			if res.Sent == 0 || res.Deleted == 0 || res.E2E.Count == 0 {
+				t.Errorf("cycle measured nothing: %+v", res)
+			}
+		case bench.Backlog:
+			if res.Drained != res.Preloaded || res.Preloaded != cfg.Messages || res.BacklogEnd != 0 {
+				t.Errorf("backlog: preloaded %d drained %d left %d", res.Preloaded, res.Drained, res.BacklogEnd)
+			}
+		}
+	}
+}
+
+// TestAll checks that every catalog method is a peer with a name of its
+// own, an address and a constructor, and that the constructors need no
+// server (they connect in Prepare).
+func TestAll(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range All() {
+		if p.Name == "" || p.DefaultAddr == "" || p.New == nil || seen[p.Name] {
+			t.Fatalf("bad peer %+v", p)
+		}
+		seen[p.Name] = true
+		tg, err := p.New(bench.PeerOptions{Addr: p.DefaultAddr, Workers: 2, VisibilityTimeout: time.Second})
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		if tg.Name() != p.Name {
+			t.Errorf("peer %q makes a target named %q", p.Name, tg.Name())
+		}
+		tg.Close()
+	}
+	for _, want := range []string{"beanstalkd", "redis", "nats"} {
+		if !seen[want] {
+			t.Errorf("peer %s missing", want)
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package bench
+package peers
 
 // The beanstalkd peer, through a minimal client of its text protocol
 // (protocol.txt of beanstalkd 1.x): put, reserve-with-timeout, delete,
@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/smqd/smqd/bench"
 )
 
 // BeanstalkTarget drives beanstalkd; queues are tubes.
@@ -38,6 +40,14 @@ func NewBeanstalkTarget(addr string, ttr time.Duration) *BeanstalkTarget {
 		s = 30
 	}
 	return &BeanstalkTarget{addr: addr, ttr: s}
+}
+
+// Beanstalkd describes the beanstalkd peer; the visibility timeout is
+// its ttr.
+func (catalog) Beanstalkd() bench.Peer {
+	return bench.Peer{Name: "beanstalkd", DefaultAddr: "127.0.0.1:11300", New: func(o bench.PeerOptions) (bench.Target, error) {
+		return NewBeanstalkTarget(o.Addr, o.VisibilityTimeout), nil
+	}}
 }
 
 // Name returns "beanstalkd".
@@ -112,7 +122,7 @@ func (t *BeanstalkTarget) Backlog(ctx context.Context, i int) (int64, error) {
 func (t *BeanstalkTarget) Close() error { return nil }
 
 // NewClient dials one connection.
-func (t *BeanstalkTarget) NewClient(ctx context.Context) (Client, error) { return t.dial() }
+func (t *BeanstalkTarget) NewClient(ctx context.Context) (bench.Client, error) { return t.dial() }
 
 // bsClient is one beanstalkd connection. Owned by one goroutine.
 type bsClient struct {
@@ -177,7 +187,7 @@ func (c *bsClient) expect(want string) error {
 	return nil
 }
 
-func (c *bsClient) Send(ctx context.Context, i int, msgs []Outgoing) (int, error) {
+func (c *bsClient) Send(ctx context.Context, i int, msgs []bench.Outgoing) (int, error) {
 	if c.used != i {
 		c.w.WriteString("use " + c.t.tubes[i] + "\r\n")
 		c.w.Flush()

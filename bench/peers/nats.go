@@ -1,4 +1,4 @@
-package bench
+package peers
 
 // The NATS JetStream peer: one stream per queue (work-queue retention,
 // file storage, subject = stream name) and one durable pull consumer per
@@ -20,6 +20,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/smqd/smqd/bench"
 )
 
 // NATSTarget drives a NATS server with JetStream.
@@ -37,6 +39,14 @@ func NewNATSTarget(url string, ackWait time.Duration) *NATSTarget {
 		ackWait = 30 * time.Second
 	}
 	return &NATSTarget{url: url, ackWait: ackWait}
+}
+
+// NATS describes the NATS JetStream peer; the visibility timeout is the
+// consumer's ack wait.
+func (catalog) NATS() bench.Peer {
+	return bench.Peer{Name: "nats", DefaultAddr: "nats://127.0.0.1:4222", New: func(o bench.PeerOptions) (bench.Target, error) {
+		return NewNATSTarget(o.Addr, o.VisibilityTimeout), nil
+	}}
 }
 
 // Name returns "nats".
@@ -116,7 +126,7 @@ func (t *NATSTarget) Close() error {
 }
 
 // NewClient connects one worker.
-func (t *NATSTarget) NewClient(ctx context.Context) (Client, error) {
+func (t *NATSTarget) NewClient(ctx context.Context) (bench.Client, error) {
 	nc, js, err := t.connect()
 	if err != nil {
 		return nil, err
@@ -140,11 +150,11 @@ func (c *natsClient) Close() error {
 	return nil
 }
 
-func (c *natsClient) Send(ctx context.Context, i int, msgs []Outgoing) (int, error) {
+func (c *natsClient) Send(ctx context.Context, i int, msgs []bench.Outgoing) (int, error) {
 	subj := c.t.streams[i]
 	for k := range msgs {
 		if msgs[k].Priority != 0 || msgs[k].Delay != 0 {
-			return 0, fmt.Errorf("nats: priorities and delays: %w", ErrUnsupported)
+			return 0, fmt.Errorf("nats: priorities and delays: %w", bench.ErrUnsupported)
 		}
 	}
 	if len(msgs) == 1 {

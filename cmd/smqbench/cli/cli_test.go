@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -7,13 +7,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/smqd/smqd/bench"
+	"github.com/smqd/smqd/engine"
 )
 
 func TestParseConfig(t *testing.T) {
 	env := map[string]string{"SMQBENCH_ACCESS_KEY_SECRET": "s3cret", "SMQBENCH_ACCESS_KEY_ID": "id"}
-	c, err := parseConfig([]string{"cycle", "--batch", "16", "--recv-batch", "8", "--priority-mix", "1:1,8:3"}, func(k string) string { return env[k] }, &bytes.Buffer{})
+	c, err := parseConfig([]string{"cycle", "--batch", "16", "--recv-batch", "8", "--priority-mix", "1:1,8:3"}, func(k string) string { return env[k] }, &bytes.Buffer{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +27,7 @@ func TestParseConfig(t *testing.T) {
 		t.Fatalf("environment not applied: %q %q", c.accessKeyID, c.accessKeySecret)
 	}
 	// The workload may follow the flags; produce drops the consumers.
-	c, err = parseConfig([]string{"--target", "inproc", "--in-memory", "produce"}, func(string) string { return "" }, &bytes.Buffer{})
+	c, err = parseConfig([]string{"--target", "inproc", "--in-memory", "produce"}, func(string) string { return "" }, &bytes.Buffer{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +42,7 @@ func TestParseConfig(t *testing.T) {
 		{"cycle", "extra"},
 		{},
 	} {
-		if _, err := parseConfig(bad, func(string) string { return "" }, &bytes.Buffer{}); err == nil {
+		if _, err := parseConfig(bad, func(string) string { return "" }, &bytes.Buffer{}, nil); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
@@ -55,7 +57,7 @@ func TestRunInprocAndReport(t *testing.T) {
 	args := []string{"cycle", "--target", "inproc", "--data-dir", filepath.Join(dir, "data"), "--producers", "2", "--consumers", "2",
 		"--batch", "4", "--warmup", "100ms", "--duration", "500ms", "--label", "t", "--json-out", out,
 		"--cpuprofile", filepath.Join(dir, "cpu.pprof")}
-	if code := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+	if code := Run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "end-to-end") || !strings.HasPrefix(stdout.String(), "{") {
@@ -65,10 +67,37 @@ func TestRunInprocAndReport(t *testing.T) {
 		t.Fatalf("cpu profile: %v", err)
 	}
 	stdout.Reset()
-	if code := run(context.Background(), []string{"report", out}, nil, &stdout, &stderr); code != 0 {
+	if code := Run(context.Background(), []string{"report", out}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("report exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stdout.String(), "inproc") || !strings.Contains(stdout.String(), "deleted/s") {
 		t.Fatalf("report:\n%s", stdout.String())
+	}
+}
+
+// TestPeer runs a cycle against a peer handed to Run (here the engine in
+// memory under another name) and checks what its constructor was told.
+func TestPeer(t *testing.T) {
+	var got bench.PeerOptions
+	fake := bench.Peer{Name: "fake", DefaultAddr: "127.0.0.1:7", New: func(o bench.PeerOptions) (bench.Target, error) {
+		got = o
+		return bench.OpenInproc(engine.Options{}, 0)
+	}}
+	var stdout, stderr bytes.Buffer
+	args := []string{"cycle", "--target", "fake", "--producers", "1", "--consumers", "2", "--visibility-timeout", "7s",
+		"--warmup", "0s", "--duration", "200ms", "--quiet"}
+	if code := Run(context.Background(), args, nil, &stdout, &stderr, fake); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if want := (bench.PeerOptions{Addr: "127.0.0.1:7", Workers: 3, VisibilityTimeout: 7 * time.Second}); got != want {
+		t.Fatalf("peer options %+v, want %+v", got, want)
+	}
+	// Without the peer, its name is no target; nor may a peer take smqd's.
+	if code := Run(context.Background(), args, nil, &stdout, &stderr); code != 2 {
+		t.Fatalf("unknown target: exit %d", code)
+	}
+	fake.Name = "inproc"
+	if code := Run(context.Background(), args, nil, &stdout, &stderr, fake); code != 2 {
+		t.Fatalf("a peer named inproc: exit %d", code)
 	}
 }
