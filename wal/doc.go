@@ -89,6 +89,34 @@
 //     Sync fails with an error wrapping the cause and ErrFailed.
 //  9. A segment's file stays open while a read holds a reference to it;
 //     removal unlinks it at once but closes it only after the last reader.
+//  10. A segment file that cannot be prepared (create, preallocate or sync
+//     of a spare fails) never makes the log sticky-failed: the failure is
+//     retried with a bounded backoff and clears by itself once a file can
+//     be made, without a reopen and without losing an appended record.
+//
+// # Failures: sticky or self-clearing
+//
+// Sticky (the log refuses every later append, WaitDurable and Sync with an
+// error wrapping ErrFailed and the cause; reads keep working; Close returns
+// it; only a reopen clears it): a failed write or fsync of a segment file
+// (invariant 8; an fsync is never retried), and a failed rename, open or
+// directory fsync while rolling to a new segment.
+//
+// Self-clearing (errors wrap ErrSpareFailed, plus ErrNoSpace for ENOSPC or
+// EDQUOT, plus the cause): failing to prepare a spare segment file. The
+// spare goroutine retries after 10 ms, doubling up to 2 s, forever; it logs
+// at Error once per failure streak and at Info when it succeeds again.
+// Health reports the failure meanwhile. A roll that finds no spare makes
+// one itself; if that fails too the writer stalls: records before the new
+// segment are written and synced as usual; WaitDurable and Sync for later
+// records return the retryable error (those records stay queued in order
+// and are written when a spare arrives, so their outcome is unknown, not
+// failed); Append keeps queueing while the ring has room and then returns
+// the retryable error instead of blocking. The next spare ends the stall.
+// Stats counts SpareFailures, RollStalls and StickyFailures.
+//
+// Open fails (nothing to clear) when the directory cannot be listed or the
+// first segment or the tail cannot be prepared.
 //
 // # Who touches what
 //
@@ -97,8 +125,9 @@
 // appenders hold it exclusively while they copy, ring readers hold it shared.
 // The writer goroutine owns every write and fsync on segment files and is the
 // only one to advance WrittenEnd and SyncedEnd (atomics, announced to waiters
-// under Log.ack). The spare goroutine owns the spare file until it hands it
-// to the writer through a channel. The segment list is copy-on-write behind
+// under Log.ack) and to set or clear the stall. The spare goroutine owns the
+// spare file until it hands it to the writer through a channel, and its
+// failure state (Log.spareErr). The segment list is copy-on-write behind
 // an atomic.Pointer, so AddLive and readers never take a lock. No lock is
 // held across I/O.
 //

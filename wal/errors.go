@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // ErrClosed is returned by every call on a Log after Close, and by a second Close.
@@ -11,6 +12,16 @@ var ErrClosed = errors.New("wal: closed")
 // ErrFailed marks the sticky error after a failed write or fsync; the log must
 // be reopened. The returned error also wraps the cause (e.g. syscall.ENOSPC).
 var ErrFailed = errors.New("wal: log failed")
+
+// ErrSpareFailed marks a retryable failure to prepare a new segment file
+// (create, preallocate, sync): appends that need the next segment wait or
+// fail with it until a file can be made; it clears by itself, no reopen.
+// The error also wraps the cause, and ErrNoSpace when that is ENOSPC.
+var ErrSpareFailed = errors.New("wal: cannot prepare a new segment file")
+
+// ErrNoSpace is wrapped, besides ErrSpareFailed, when a segment file could
+// not be prepared for lack of space (ENOSPC or EDQUOT). Retryable.
+var ErrNoSpace = errors.New("wal: no space for a new segment file")
 
 // ErrCorrupt is wrapped by every *CorruptionError.
 var ErrCorrupt = errors.New("wal: corrupt record")
@@ -55,6 +66,30 @@ func (e *CorruptionError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrCorrupt) true.
 func (e *CorruptionError) Unwrap() error { return ErrCorrupt }
+
+// spareError is the retryable error of a failed segment-file preparation:
+// it matches ErrSpareFailed, ErrNoSpace for lack of space, and the cause.
+type spareError struct {
+	cause error
+}
+
+func (e *spareError) Error() string {
+	return fmt.Sprintf("wal: cannot prepare a new segment file (retrying; clears once the cause is gone): %v", e.cause)
+}
+
+// Unwrap returns ErrSpareFailed, ErrNoSpace if the cause is lack of space,
+// and the cause.
+func (e *spareError) Unwrap() []error {
+	if isNoSpace(e.cause) {
+		return []error{ErrSpareFailed, ErrNoSpace, e.cause}
+	}
+	return []error{ErrSpareFailed, e.cause}
+}
+
+// isNoSpace reports whether err means the file system is full.
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
 
 // failure is the sticky error: it matches both ErrFailed and its cause.
 type failure struct {

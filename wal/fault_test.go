@@ -135,22 +135,3 @@ func TestFaultAllWaitersFail(t *testing.T) {
 	}
 }
 
-// TestFaultRoll makes the spare segment's fallocate fail with ENOSPC: the
-// roll fails, and that is sticky too.
-func TestFaultRoll(t *testing.T) {
-	ffs := NewFaultFS(NewMemFS())
-	ffs.Filter = func(name string) bool { return strings.HasSuffix(name, spareSuffix) }
-	ffs.FailPreallocate(syscall.ENOSPC)
-	l := mustOpen(t, crashDir, testOptions(t, ffs))
-	defer l.Close()
-	var err error
-	for i := 0; err == nil && i < 100; i++ {
-		recs := []Record{{Type: 1, Body: make([]byte, 4000)}}
-		if err = l.Append(recs); err == nil {
-			err = l.WaitDurable(recs[0].Pos)
-		}
-	}
-	if !isFailure(err, syscall.ENOSPC) || len(l.Segments()) < 2 {
-		t.Fatalf("append across a roll with no spare: %v (segments %d)", err, len(l.Segments()))
-	}
-}

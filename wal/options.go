@@ -96,6 +96,10 @@ type Options struct {
 	Repair bool
 	// Logger receives lifecycle and recovery messages; nil discards them.
 	Logger *slog.Logger
+
+	// after is the timer of the spare goroutine's retry backoff; nil means
+	// time.After. Tests only.
+	after func(time.Duration) <-chan time.Time
 }
 
 // DefaultOptions returns a fresh Options with every default filled in.
@@ -125,6 +129,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.after == nil {
+		o.after = time.After
 	}
 	return o
 }

@@ -70,6 +70,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		spares:     make(chan spareFile),
+		spareNote:  make(chan struct{}, 1),
 		spareStop:  make(chan struct{}),
 		spareDone:  make(chan struct{}),
 	}
@@ -109,7 +110,7 @@ func Open(dir string, opts Options) (*Log, error) {
 // recover lists dir, opens the segments and finds the end of the log. It
 // returns the opened segments even on error, so the caller can close them.
 func (l *Log) recover() ([]*segment, error) {
-	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+	if err := l.fs.MkdirAll(l.dir, dirPerm); err != nil {
 		return nil, fmt.Errorf("wal: create dir: %w", err)
 	}
 	entries, err := l.listDir()
@@ -224,7 +225,7 @@ func cmpPos(a, b Pos) int {
 // createFirst creates the segment at Pos 0 of an empty log.
 func (l *Log) createFirst() (*segment, error) {
 	name := segName(l.dir, 0)
-	f, err := l.fs.OpenFile(name, osCreateRW, 0o644)
+	f, err := l.fs.OpenFile(name, osCreateRW, filePerm)
 	if err != nil {
 		return nil, fmt.Errorf("wal: create first segment: %w", err)
 	}
