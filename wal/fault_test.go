@@ -134,4 +134,3 @@ func TestFaultAllWaitersFail(t *testing.T) {
 		}
 	}
 }
-
