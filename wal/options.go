@@ -136,6 +136,27 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// ReserveBytes is the free space (FS.FreeBytes) the log needs so that, once
+// the engine's free-space guard refuses new sends, the small records of
+// receives, deletes and visibility changes keep being written for at least
+// one more full segment. Only segment files allocate space, and only when a
+// spare is prepared: the active segment and a ready spare are already
+// allocated (preallocated), and the ring is memory. The next roll takes the
+// ready spare and the spare goroutine at once prepares another
+// (SegmentBytes); the roll after that needs one more (SegmentBytes); and
+// the unwritten bytes the ring may hold (up to BufferBytes) can need a
+// further spare per whole segment they span. So:
+//
+//	SegmentBytes × (2 + BufferBytes / SegmentBytes)
+//
+// (integer division): 128 MiB with the defaults. Recycled segment files
+// (RecycleSegments) reduce the need but are not counted. The engine adds its
+// own needs (relocations by compaction) and the index's reserve.
+func (o Options) ReserveBytes() int64 {
+	o = o.withDefaults()
+	return o.SegmentBytes * (2 + int64(o.BufferBytes)/o.SegmentBytes)
+}
+
 // Validate reports the first bad field of o (after defaults are applied).
 func (o Options) Validate() error {
 	o = o.withDefaults()
