@@ -88,11 +88,15 @@ type Options struct {
 	// with the position) and the writer ends every write into it with a
 	// zero header. 0 means the default 2; negative disables recycling.
 	RecycleSegments int
-	// Repair makes Open cut the log at a mid-log corruption of the last
-	// segment (dropping everything after it) instead of failing. It does
-	// not apply to older segments (they are not scanned at Open; a short
-	// older segment file still fails Open): their bad records surface as
-	// *CorruptionError on read.
+	// Repair makes Open verify every segment (not only the last) and cover
+	// each damaged byte range with skip records instead of failing: only
+	// the damaged records are lost, every valid record after them keeps
+	// its position, and each range is reported in RecoveryInfo.Repairs
+	// (repair.go). A short older segment file is extended with zeros and
+	// its missing bytes repaired the same way. Without it, mid-log damage
+	// in the last segment fails Open with a *CorruptionError, and damage
+	// in older segments (not scanned) surfaces as *CorruptionError on read.
+	// A torn tail is cut either way.
 	Repair bool
 	// Logger receives lifecycle and recovery messages; nil discards them.
 	Logger *slog.Logger
