@@ -246,7 +246,9 @@ func (l *Log) writeRange(from, to Pos, final bool) (string, error) {
 // segment written before it (invariant 6), then renames a spare into place
 // and fsyncs the directory. Without a spare it stalls: errStalled.
 func (l *Log) openNewSegment(s *segment, final bool) (string, error) {
-	if prev := l.w.wseg; prev != nil && prev != s {
+	// (Skipped when everything before s is synced already: a retry after a
+	// stall, or a roll right at the end Open found.)
+	if prev := l.w.wseg; prev != nil && prev != s && l.synced.Load() < uint64(s.start) {
 		if err := l.syncSegment(prev); err != nil {
 			return "fsync", err
 		}
