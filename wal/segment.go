@@ -154,15 +154,6 @@ func (sl *segList) find(p Pos) *segment {
 // last returns the active segment.
 func (sl *segList) last() *segment { return sl.segs[len(sl.segs)-1] }
 
-// next returns the segment after s in the list, or nil.
-func (sl *segList) next(s *segment) *segment {
-	i := slices.Index(sl.segs, s)
-	if i < 0 || i+1 >= len(sl.segs) {
-		return nil
-	}
-	return sl.segs[i+1]
-}
-
 // segName returns the file name of the segment starting at p.
 func segName(dir string, p Pos) string {
 	return filepath.Join(dir, fmt.Sprintf("%016x%s", uint64(p), segSuffix))

@@ -98,7 +98,6 @@ func isRetryable(err error, cause error) bool {
 type spareSetup struct {
 	name   string
 	arm    func(t *testing.T, fs *MemFS, ffs *FaultFS) // before Open
-	armed  func(t *testing.T, fs *MemFS)               // after Open, before the spare goroutine's first attempt matters
 	heal   func(fs *MemFS, ffs *FaultFS)
 	expect error // the cause seen in errors
 }
