@@ -328,6 +328,9 @@ func (l *Log) getSpare(final bool) (spareFile, error) {
 // enterStall records that the records from at wait for a segment file and
 // wakes everyone who waits for them (they get the retryable error).
 func (l *Log) enterStall(at Pos, err error) {
+	if prev := l.stall.Load(); prev != nil && prev.at == at && prev.err == err {
+		return // a kick while stalled: nothing new
+	}
 	var se *spareError
 	if !errors.As(err, &se) {
 		se = &spareError{cause: err}
