@@ -200,6 +200,9 @@ func spareRecoverRun(t *testing.T, setup spareSetup) {
 	if err := l.Health(); !isRetryable(err, setup.expect) {
 		t.Fatalf("Health while stalled: %v", err)
 	}
+	if free, err := l.FreeBytes(); err != nil || (setup.name == "memfs-full" && free >= MinSegmentBytes) {
+		t.Fatalf("FreeBytes while stalled on a full MemFS: %d, %v", free, err)
+	}
 	if err := l.Sync(); !isRetryable(err, setup.expect) {
 		t.Fatalf("Sync while stalled: %v", err)
 	}
