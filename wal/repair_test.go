@@ -312,7 +312,7 @@ func TestRepairManyRanges(t *testing.T) {
 	if !slices.Equal(starts, want) {
 		t.Fatalf("ranges start at %v, want %v", starts, want)
 	}
-	// The zeroed sector spans two records: one range holds both.
+	// The zeroed sector's range ends after the record holding its last byte.
 	if r := rec.Repairs[1]; r.End != recordAt(w, segs[1]+4096+511).Pos+Pos(recordAt(w, segs[1]+4096+511).Size) {
 		t.Fatalf("zeroed sector range %+v", r)
 	}
