@@ -139,6 +139,19 @@
 // checkpoint load that is 100-200 MiB of live heap plus garbage; a process
 // memory limit (GOMEMLIMIT) keeps the garbage in check.
 //
+// Modes. The directory is 0700 and every file in it 0600 when Open returns
+// (perm.go: Open creates or tightens the directory and tightens the files,
+// since Badger creates tables, memtable WALs, value logs, DISCARD and its
+// LOCK file 0666); files Badger creates later follow the process's umask,
+// which the daemon sets to 077, and are unreachable for others anyway
+// behind the 0700 directory.
+//
+// Free space. Badger writes memtable WALs and new tables through shared
+// mappings of sparse files, so a full disk kills the process with SIGBUS
+// instead of failing a write. The engine's free-space guard must therefore
+// stop new sends while Store.FreeBytes is still above
+// Options.ReserveBytes (space.go lists the Badger sizes that make it up).
+//
 // Disk. Deleted keys and overwritten versions go away when compaction
 // merges them into the bottom level; Close merges level 0 down
 // (CompactL0OnClose) and Store.Compact flattens the tree. DiskBytes counts

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -61,8 +60,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	log := opts.Logger
 	start := time.Now()
 
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("index: create %s: %w", dir, err)
+	if err := makeDir(dir); err != nil {
+		return nil, err
 	}
 	absDir, err := filepath.Abs(dir)
 	if err == nil {
@@ -87,6 +86,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		// Badger does not wrap causes, so its error cannot be classified;
 		// the damage checkDir knows about has already been ruled out.
 		return nil, fmt.Errorf("index: open badger in %s: %w", dir, err)
+	}
+	if n, err := privateFiles(dir); err != nil {
+		_ = db.Close()
+		return nil, err
+	} else if n > 0 {
+		log.Info("index made its files private (0600)", "dir", dir, "files", n)
 	}
 	s := &Store{
 		dir:      dir,

@@ -201,9 +201,9 @@ func recordAt(w written, p Pos) Record {
 }
 
 // TestCrashCorruption (invariant 7) zeroes a 512-byte sector or flips single bits in the
-// middle of the log: a corruption in the last segment fails Open (or is cut
-// with Repair); one in an older segment is returned by Reader and ReadAt.
-// It is never skipped.
+// middle of the log: a corruption in the last segment fails Open (or is
+// skipped with Repair, invariant 11); one in an older segment is returned
+// by Reader and ReadAt. It is never skipped without Repair.
 func TestCrashCorruption(t *testing.T) {
 	// ~3.3 segments of records of 200..2000 bytes.
 	fs, w := fillLog(t, 200, func(i int) int { return 200 + (i*131)%1800 })
@@ -265,15 +265,18 @@ func TestCrashCorruption(t *testing.T) {
 				if !errors.As(err, &ce) || ce.Pos != bad || ce.Segment != seg {
 					t.Fatalf("Open: %v, want *CorruptionError at %d", err, bad)
 				}
-				// Repair cuts there, loudly, and the log is usable.
+				// Repair skips the damaged range, loudly, keeps every record
+				// after it, and the log is usable.
 				opts := testOptions(t, c)
 				opts.Repair = true
 				l = mustOpen(t, crashDir, opts)
 				defer l.Close()
-				if rec := l.Recovery(); !rec.Repaired || rec.CutAt != bad || rec.Corruption == nil {
+				rec := l.Recovery()
+				if !rec.Repaired || len(rec.Repairs) != 1 || rec.Repairs[0].Start != bad || rec.Repairs[0].Cut ||
+					rec.Corruption == nil || rec.Corruption.Pos != bad {
 					t.Fatalf("repair: %+v", rec)
 				}
-				checkPrefix(t, l, w, bad)
+				checkSkipped(t, l, w, rec.Repairs)
 				appendWait(t, l, 1, []byte("after repair"))
 				return
 			}

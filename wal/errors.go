@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // ErrClosed is returned by every call on a Log after Close, and by a second Close.
@@ -12,8 +13,23 @@ var ErrClosed = errors.New("wal: closed")
 // be reopened. The returned error also wraps the cause (e.g. syscall.ENOSPC).
 var ErrFailed = errors.New("wal: log failed")
 
+// ErrSpareFailed marks a retryable failure to prepare a new segment file
+// (create, preallocate, sync): appends that need the next segment wait or
+// fail with it until a file can be made; it clears by itself, no reopen.
+// The error also wraps the cause, and ErrNoSpace when that is ENOSPC.
+var ErrSpareFailed = errors.New("wal: cannot prepare a new segment file")
+
+// ErrNoSpace is wrapped, besides ErrSpareFailed, when a segment file could
+// not be prepared for lack of space (ENOSPC or EDQUOT). Retryable.
+var ErrNoSpace = errors.New("wal: no space for a new segment file")
+
 // ErrCorrupt is wrapped by every *CorruptionError.
 var ErrCorrupt = errors.New("wal: corrupt record")
+
+// ErrRepaired is wrapped, besides ErrCorrupt, by the *CorruptionError of a
+// read at a skip record: the record there was lost to damage that
+// Options.Repair skipped (or the range was skipped with SkipTo).
+var ErrRepaired = errors.New("wal: record lost to repaired damage")
 
 // ErrSegmentRemoved is returned when reading a position of a removed segment.
 var ErrSegmentRemoved = errors.New("wal: segment removed")
@@ -40,12 +56,17 @@ var ErrNoSegment = errors.New("wal: no such segment")
 // ErrBadOptions is wrapped by Options.Validate errors.
 var ErrBadOptions = errors.New("wal: bad options")
 
-// CorruptionError reports a record that failed validation. It wraps ErrCorrupt.
+// CorruptionError reports a record that failed validation. It wraps
+// ErrCorrupt, and ErrRepaired when Skipped.
 type CorruptionError struct {
 	Segment Pos    // start of the segment holding the bad record
 	Offset  int64  // byte offset of the bad record in the segment file
 	Pos     Pos    // log position of the bad record (Segment + Offset)
 	Reason  string // what failed: "checksum", "bad header", "truncated", ...
+	// Skipped: a read at a skip record (repair.go); the record that was
+	// there is lost, and the bytes up to End hold no record.
+	Skipped bool
+	End     Pos // with Skipped: the end of the skip record
 }
 
 func (e *CorruptionError) Error() string {
@@ -53,8 +74,38 @@ func (e *CorruptionError) Error() string {
 		e.Pos, uint64(e.Segment), e.Offset, e.Reason)
 }
 
-// Unwrap makes errors.Is(err, ErrCorrupt) true.
-func (e *CorruptionError) Unwrap() error { return ErrCorrupt }
+// Unwrap makes errors.Is(err, ErrCorrupt) true, and errors.Is(err,
+// ErrRepaired) when Skipped.
+func (e *CorruptionError) Unwrap() []error {
+	if e.Skipped {
+		return []error{ErrCorrupt, ErrRepaired}
+	}
+	return []error{ErrCorrupt}
+}
+
+// spareError is the retryable error of a failed segment-file preparation:
+// it matches ErrSpareFailed, ErrNoSpace for lack of space, and the cause.
+type spareError struct {
+	cause error
+}
+
+func (e *spareError) Error() string {
+	return fmt.Sprintf("wal: cannot prepare a new segment file (retrying; clears once the cause is gone): %v", e.cause)
+}
+
+// Unwrap returns ErrSpareFailed, ErrNoSpace if the cause is lack of space,
+// and the cause.
+func (e *spareError) Unwrap() []error {
+	if isNoSpace(e.cause) {
+		return []error{ErrSpareFailed, ErrNoSpace, e.cause}
+	}
+	return []error{ErrSpareFailed, e.cause}
+}
+
+// isNoSpace reports whether err means the file system is full.
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
 
 // failure is the sticky error: it matches both ErrFailed and its cause.
 type failure struct {

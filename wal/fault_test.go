@@ -135,22 +135,52 @@ func TestFaultAllWaitersFail(t *testing.T) {
 	}
 }
 
-// TestFaultRoll makes the spare segment's fallocate fail with ENOSPC: the
-// roll fails, and that is sticky too.
-func TestFaultRoll(t *testing.T) {
-	ffs := NewFaultFS(NewMemFS())
-	ffs.Filter = func(name string) bool { return strings.HasSuffix(name, spareSuffix) }
-	ffs.FailPreallocate(syscall.ENOSPC)
-	l := mustOpen(t, crashDir, testOptions(t, ffs))
-	defer l.Close()
-	var err error
-	for i := 0; err == nil && i < 100; i++ {
-		recs := []Record{{Type: 1, Body: make([]byte, 4000)}}
-		if err = l.Append(recs); err == nil {
-			err = l.WaitDurable(recs[0].Pos)
-		}
+// TestMemFSCapacity: a MemFS with a capacity fails growth past it with
+// ENOSPC (changing nothing), reports the free bytes, and frees space on
+// truncate and remove.
+func TestMemFSCapacity(t *testing.T) {
+	m := NewMemFS()
+	if err := m.MkdirAll("/d", 0o700); err != nil {
+		t.Fatal(err)
 	}
-	if !isFailure(err, syscall.ENOSPC) || len(l.Segments()) < 2 {
-		t.Fatalf("append across a roll with no spare: %v (segments %d)", err, len(l.Segments()))
+	m.SetCapacity(10000)
+	f, err := m.OpenFile("/d/a", osCreateRW, filePerm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := func() int64 {
+		n, err := m.FreeBytes("/d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err := f.Preallocate(6000); err != nil || free() != 4000 {
+		t.Fatalf("preallocate: %v, free %d", err, free())
+	}
+	if _, err := f.WriteAt(make([]byte, 100), 5000); err != nil || free() != 4000 {
+		t.Fatalf("write inside the allocation: %v, free %d", err, free())
+	}
+	if _, err := f.WriteAt(make([]byte, 5004), 5000); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write past the capacity: %v", err)
+	}
+	if err := f.Preallocate(20000); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("preallocate past the capacity: %v", err)
+	}
+	if sz, _ := f.Size(); sz != 6000 || free() != 4000 {
+		t.Fatalf("a failed growth changed the file: size %d free %d", sz, free())
+	}
+	if err := f.Truncate(1000); err != nil || free() != 9000 {
+		t.Fatalf("truncate: %v, free %d", err, free())
+	}
+	if err := m.Remove("/d/a"); err != nil || free() != 10000 {
+		t.Fatalf("remove: %v, free %d", err, free())
+	}
+	m.SetCapacity(0)
+	if n := free(); n < 1<<40 {
+		t.Fatalf("unlimited MemFS reports %d free", n)
+	}
+	if (Options{}).ReserveBytes() != 2*defaultSegmentBytes {
+		t.Fatalf("default reserve %d", (Options{}).ReserveBytes())
 	}
 }

@@ -154,6 +154,9 @@ func (f *FaultFS) MkdirAll(dir string, perm os.FileMode) error { return f.inner.
 // SyncDir implements FS.
 func (f *FaultFS) SyncDir(dir string) error { return f.inner.SyncDir(dir) }
 
+// FreeBytes implements FS (no fault: it reports the inner FS's space).
+func (f *FaultFS) FreeBytes(dir string) (int64, error) { return f.inner.FreeBytes(dir) }
+
 // faultFile injects the armed faults of its FaultFS.
 type faultFile struct {
 	File

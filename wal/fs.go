@@ -21,6 +21,11 @@ type FS interface {
 	MkdirAll(dir string, perm os.FileMode) error
 	// SyncDir makes creations, renames and removals in dir durable.
 	SyncDir(dir string) error
+	// FreeBytes returns the bytes an unprivileged writer may still allocate
+	// on the file system holding dir (statfs f_bavail × f_bsize on linux).
+	// Where the OS cannot tell, it returns an error wrapping
+	// errors.ErrUnsupported.
+	FreeBytes(dir string) (int64, error)
 }
 
 // File is an open file of an FS. ReadAt and WriteAt may be called
@@ -55,6 +60,12 @@ func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 func (osFS) Remove(name string) error                    { return os.Remove(name) }
 func (osFS) Rename(oldname, newname string) error        { return os.Rename(oldname, newname) }
 func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+func (osFS) FreeBytes(dir string) (int64, error)         { return freeBytes(dir) }
+
+// FreeBytes returns the bytes an unprivileged writer may still allocate on
+// the OS file system holding dir (see FS.FreeBytes). The index and the
+// engine use it for directories the log does not own.
+func FreeBytes(dir string) (int64, error) { return freeBytes(dir) }
 
 // ReadDir lists the entry names of dir.
 func (osFS) ReadDir(dir string) ([]string, error) {

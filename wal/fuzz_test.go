@@ -41,7 +41,9 @@ func FuzzDecodeRecord(f *testing.F) {
 
 // FuzzRecoverSegment opens a log whose only segment holds arbitrary bytes:
 // Open must not panic; it either fails with a *CorruptionError or recovers
-// a prefix of valid records that replays cleanly and accepts appends.
+// a prefix of valid records that replays cleanly and accepts appends. With
+// Repair it must always open (invariant 11), keep every record the plain
+// Open kept, replay cleanly, accept appends, and reopen without damage.
 func FuzzRecoverSegment(f *testing.F) {
 	var seg []byte
 	for i, n := range []int{5, 0, 40, 3} {
@@ -65,6 +67,7 @@ func FuzzRecoverSegment(f *testing.F) {
 		_ = file.Sync()
 		_ = file.Close()
 		_ = fs.SyncDir(crashDir)
+		repaired := fuzzRepair(t, fs.CrashClone(nil))
 		opts := Options{FS: fs, SegmentBytes: MinSegmentBytes, BufferBytes: MinSegmentBytes}
 		l, err := Open(crashDir, opts)
 		if err != nil {
@@ -90,6 +93,10 @@ func FuzzRecoverSegment(f *testing.F) {
 			}
 			n++
 		}
+		if repaired != n {
+			// Without mid-log damage both opens keep the same records.
+			t.Fatalf("Repair kept %d records, the plain Open %d", repaired, n)
+		}
 		recs := []Record{{Type: 1, Body: []byte("after")}}
 		if err := l.Append(recs); err != nil {
 			t.Fatal(err)
@@ -98,4 +105,53 @@ func FuzzRecoverSegment(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// fuzzRepair opens fs with Repair: it must open, replay cleanly (every
+// record a valid one of the input, at its place), accept an append and
+// reopen without damage.
+func fuzzRepair(t *testing.T, fs *MemFS) int {
+	opts := Options{FS: fs, SegmentBytes: MinSegmentBytes, BufferBytes: MinSegmentBytes, Repair: true}
+	l, err := Open(crashDir, opts)
+	if err != nil {
+		t.Fatalf("Open with Repair: %v", err)
+	}
+	replay := func(l *Log) int {
+		r, err := l.NewReader(0, l.End())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		n := 0
+		for {
+			_, _, _, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return n
+			}
+			if err != nil {
+				t.Fatalf("replay of a repaired log: %v", err)
+			}
+			n++
+		}
+	}
+	n := replay(l)
+	recs := []Record{{Type: 1, Body: []byte("after")}}
+	if err := l.Append(recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(crashDir, opts)
+	if err != nil {
+		t.Fatalf("reopen after repair: %v", err)
+	}
+	defer l.Close()
+	if rec := l.Recovery(); len(rec.Repairs) != 0 {
+		t.Fatalf("reopen after repair found damage: %+v", rec.Repairs)
+	}
+	if m := replay(l); m != n+1 {
+		t.Fatalf("reopen replays %d records, want %d", m, n+1)
+	}
+	return n
 }

@@ -133,3 +133,45 @@ func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 
 // firstStart returns the start of the oldest live segment.
 func firstStart(l *Log) Pos { return l.Segments()[0].Start }
+
+// checkSkipped asserts that the log holds every record of w outside the
+// skipped or cut ranges, at its original position with its payload, and
+// that no record inside them is served (invariants 7 and 11).
+func checkSkipped(t testing.TB, l *Log, w written, ranges []RepairedRange) {
+	t.Helper()
+	lost := func(p Pos) bool {
+		for _, r := range ranges {
+			if p >= r.Start && (p < r.End || r.Cut) {
+				return true
+			}
+		}
+		return false
+	}
+	got, order, err := readAll(t, l, firstStart(l))
+	if err != nil {
+		t.Fatalf("replay after repair: %v", err)
+	}
+	var want []Pos
+	for _, r := range w.recs {
+		if r.Pos >= firstStart(l) && !lost(r.Pos) {
+			want = append(want, r.Pos)
+		}
+	}
+	if len(order) != len(want) {
+		t.Fatalf("replayed %d records, want %d (ranges %+v)", len(order), len(want), ranges)
+	}
+	for i, p := range order {
+		if p != want[i] || !bytes.Equal(got[p], w.payload[p]) {
+			t.Fatalf("record %d replayed at %d, want %d with its payload", i, p, want[i])
+		}
+	}
+	for _, r := range w.recs {
+		_, payload, err := l.ReadAt(r.Pos, 0, nil)
+		switch {
+		case !lost(r.Pos) && (err != nil || !bytes.Equal(payload, w.payload[r.Pos])):
+			t.Fatalf("ReadAt(%d) of a kept record: %v", r.Pos, err)
+		case lost(r.Pos) && r.Pos < l.End() && !errors.Is(err, ErrCorrupt):
+			t.Fatalf("ReadAt(%d) of a lost record: %v, want ErrCorrupt", r.Pos, err)
+		}
+	}
+}

@@ -16,6 +16,15 @@ import (
 
 const osCreateRW = os.O_CREATE | os.O_EXCL | os.O_RDWR
 
+// Modes of what the log creates: the log holds message bodies, so its files
+// are readable by the owner only. A directory that already exists keeps its
+// mode, and so does a file created by an older version (recycling keeps a
+// file's mode too).
+const (
+	filePerm os.FileMode = 0o600 // segment, spare and hole files
+	dirPerm  os.FileMode = 0o700 // the log directory and missing parents
+)
+
 // Record is one record to append. Append copies Head and Body (payload =
 // Head||Body) and fills Pos and Size.
 type Record struct {
@@ -63,7 +72,10 @@ type Log struct {
 	// syncWant asks the writer to fsync up to here (Sync and Close).
 	syncWant atomic.Uint64
 	// fail is the sticky error, set once by the writer.
-	fail   atomic.Pointer[failure]
+	fail atomic.Pointer[failure]
+	// stall is set by the writer while a roll has no segment file (nil
+	// otherwise); retryable, see writer.go.
+	stall  atomic.Pointer[stallState]
 	closed atomic.Bool // mirror of mu.closed for lock-free checks
 
 	// ack wakes WaitDurable and Sync; the writer stores written/synced,
@@ -87,6 +99,12 @@ type Log struct {
 
 	// Spare-segment goroutine plumbing (writer.go).
 	spares chan spareFile
+	// spareErr is the spare goroutine's current failure (nil when its last
+	// attempt succeeded); only the spare goroutine stores it.
+	spareErr atomic.Pointer[spareError]
+	// spareNote (cap 1) tells a writer waiting at a roll that the spare
+	// goroutine's attempt failed.
+	spareNote chan struct{}
 	// recycled holds removed segment files renamed to spares (segment.go),
 	// handed out by the spare goroutine before it makes a new file.
 	recycled struct {
@@ -210,6 +228,11 @@ func (l *Log) waitRoomLocked(total int) error {
 		if uint64(l.mu.end)+uint64(total)-l.written.Load() <= uint64(l.ring.size()) {
 			return nil
 		}
+		// No room, and none will come while the writer is stalled on a
+		// roll: fail instead of blocking (retryable).
+		if st := l.stall.Load(); st != nil {
+			return st.err
+		}
 		if !stalled {
 			stalled = true
 			l.stats.stalls.Add(1)
@@ -320,6 +343,11 @@ func (sc *appendScratch) compress(i int, head, body []byte) bool {
 // WaitDurable returns when the record at p and everything before it is
 // acknowledged per Options.Sync: fsynced (SyncAlways) or written (the other
 // modes). It returns the sticky error if the write or fsync covering p failed.
+// While the writer is stalled on a roll (no segment file could be prepared)
+// it returns, for a p at or after the stalled segment, an error wrapping
+// ErrSpareFailed (retryable): the record is not durable now, but it stays
+// queued in order and is written once a segment file can be made (or lost
+// at a crash or Close before that), so its outcome is unknown, not failed.
 func (l *Log) WaitDurable(p Pos) error {
 	if l.closed.Load() {
 		return ErrClosed
@@ -362,6 +390,9 @@ func (l *Log) waitFor(v *atomic.Uint64, c *sync.Cond, p Pos) error {
 		if f := l.fail.Load(); f != nil {
 			return f
 		}
+		if st := l.stall.Load(); st != nil && p >= st.at {
+			return st.err
+		}
 		if l.writerExited() {
 			return ErrClosed
 		}
@@ -400,10 +431,41 @@ func (l *Log) Sync() error {
 // Recovery returns what Open found and did.
 func (l *Log) Recovery() RecoveryInfo { return l.recovery }
 
+// Health reports whether the log can make appends durable:
+//   - nil: it can;
+//   - the sticky failure (errors.Is(err, ErrFailed), and the cause) after a
+//     failed write or fsync: the log must be reopened;
+//   - an error wrapping ErrSpareFailed (plus ErrNoSpace when the cause is
+//     lack of space) and the cause, while the next segment file cannot be
+//     prepared, whether or not a roll already waits for it; it clears by
+//     itself once a spare is made (the spare goroutine retries);
+//   - ErrClosed after Close.
+func (l *Log) Health() error {
+	if f := l.fail.Load(); f != nil {
+		return f
+	}
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if st := l.stall.Load(); st != nil {
+		return st.err
+	}
+	if se := l.spareErr.Load(); se != nil {
+		return se
+	}
+	return nil
+}
+
+// FreeBytes returns the free bytes of the file system holding the log (see
+// FS.FreeBytes), for the engine's free-space guard.
+func (l *Log) FreeBytes() (int64, error) { return l.fs.FreeBytes(l.dir) }
+
 // Close stops the writer after it wrote and fsynced everything appended,
 // stops the spare goroutine and releases the files. It returns the sticky
-// error if the log had failed. A second Close returns ErrClosed; so does
-// every later call.
+// error if the log had failed, and an error wrapping ErrSpareFailed if
+// appended records could not be written because no segment file could be
+// made (the writer tries once more to make one itself). A second Close
+// returns ErrClosed; so does every later call.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.mu.closed {
@@ -436,6 +498,10 @@ func (l *Log) Close() error {
 	}
 	if f := l.fail.Load(); f != nil {
 		return f
+	}
+	if st := l.stall.Load(); st != nil && l.WrittenEnd() < l.End() {
+		return fmt.Errorf("wal: closed with %d appended bytes from pos %d unwritten: %w",
+			l.End()-l.WrittenEnd(), l.WrittenEnd(), st.err)
 	}
 	l.log.Info("wal closed", "dir", l.dir, "end", l.End(), "took", time.Since(start))
 	return nil

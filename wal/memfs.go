@@ -5,8 +5,14 @@ package wal
 // loss: file data survives only as far as File.Sync made it durable, and
 // directory entries (create, rename, remove) only as far as SyncDir did.
 //
-// Locking: MemFS.mu guards the two name tables; each memFile has its own
-// mutex for its contents. Lock order: MemFS.mu before memFile.mu.
+// It can also simulate a full disk: SetCapacity bounds the bytes all files
+// may occupy (a file occupies its size, preallocated space included, as with
+// fallocate); a write, Preallocate or Truncate that would grow past it fails
+// with ENOSPC and changes nothing, and FreeBytes reports what is left.
+//
+// Locking: MemFS.mu guards the two name tables and each file's linked flag;
+// each memFile has its own mutex for its contents. Lock order: MemFS.mu
+// before memFile.mu. The space counters are atomics.
 
 import (
 	"io"
@@ -16,6 +22,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -27,7 +34,13 @@ type MemFS struct {
 	files   map[string]*memFile // the current namespace
 	durable map[string]*memFile // the namespace as of the last SyncDir of each dir
 	dirs    map[string]bool     // directories made by MkdirAll
+
+	capacity atomic.Int64 // bytes the files may occupy; <= 0: unlimited
+	used     atomic.Int64 // sum of the sizes of the linked files
 }
+
+// unlimitedFree is what FreeBytes reports for a MemFS without a capacity.
+const unlimitedFree = 1 << 50
 
 // memState is one version of a file: bytes [0, len(data)) are stored, bytes
 // [len(data), size) read as zeros (preallocated).
@@ -43,10 +56,14 @@ type memOp struct {
 }
 
 type memFile struct {
+	fs      *MemFS
 	mu      sync.Mutex
 	cur     memState // what reads see
 	synced  memState // what survives a crash
 	pending []memOp  // changes since the last Sync, oldest first
+	// linked: the file has a name, so its size counts in fs.used (set
+	// under fs.mu and mu; read under either).
+	linked bool
 }
 
 // NewMemFS returns an empty in-memory FS.
@@ -70,7 +87,7 @@ func (m *MemFS) OpenFile(name string, flag int, _ os.FileMode) (File, error) {
 	case f != nil && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0:
 		return nil, &os.PathError{Op: "open", Path: name, Err: syscall.EEXIST}
 	case f == nil:
-		f = &memFile{}
+		f = &memFile{fs: m, linked: true}
 		m.files[name] = f
 	}
 	// A new file exists in the current namespace only; it survives a crash
@@ -89,10 +106,12 @@ func (m *MemFS) Remove(name string) error {
 	name = filepath.Clean(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.files[name] == nil {
+	f := m.files[name]
+	if f == nil {
 		return &os.PathError{Op: "remove", Path: name, Err: syscall.ENOENT}
 	}
 	delete(m.files, name)
+	m.unlinkLocked(f)
 	return nil
 }
 
@@ -106,7 +125,68 @@ func (m *MemFS) Rename(oldname, newname string) error {
 		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: syscall.ENOENT}
 	}
 	delete(m.files, oldname)
+	if g := m.files[newname]; g != nil && g != f {
+		m.unlinkLocked(g) // replaced
+	}
 	m.files[newname] = f
+	return nil
+}
+
+// unlinkLocked stops counting f's size once no name refers to it (space is
+// freed at unlink, not at the last close: a simplification). m.mu is held.
+func (m *MemFS) unlinkLocked(f *memFile) {
+	for _, g := range m.files {
+		if g == f {
+			return
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.linked {
+		f.linked = false
+		m.used.Add(-f.cur.size)
+	}
+}
+
+// SetCapacity bounds the bytes all files of m may occupy; n <= 0 removes
+// the bound. Lowering it below what is used fails no existing data: only
+// later growth fails (ENOSPC).
+func (m *MemFS) SetCapacity(n int64) { m.capacity.Store(n) }
+
+// Used returns the bytes the files of m occupy (their sizes).
+func (m *MemFS) Used() int64 { return m.used.Load() }
+
+// FreeBytes implements FS: capacity minus used, never negative; a very
+// large number without a capacity.
+func (m *MemFS) FreeBytes(dir string) (int64, error) {
+	m.mu.Lock()
+	ok := m.dirs[filepath.Clean(dir)]
+	m.mu.Unlock()
+	if !ok {
+		return 0, &os.PathError{Op: "statfs", Path: dir, Err: syscall.ENOENT}
+	}
+	c := m.capacity.Load()
+	if c <= 0 {
+		return unlimitedFree, nil
+	}
+	return max(0, c-m.used.Load()), nil
+}
+
+// resizeLocked accounts for f's size changing from its current one to n.
+// Growth past the capacity fails with ENOSPC and accounts nothing. f.mu is
+// held.
+func (f *memFile) resizeLocked(op, name string, n int64) error {
+	delta := n - f.cur.size
+	if delta == 0 || !f.linked {
+		return nil
+	}
+	m := f.fs
+	if used := m.used.Add(delta); delta > 0 {
+		if c := m.capacity.Load(); c > 0 && used > c {
+			m.used.Add(-delta)
+			return &os.PathError{Op: op, Path: name, Err: syscall.ENOSPC}
+		}
+	}
 	return nil
 }
 
@@ -168,6 +248,7 @@ func (m *MemFS) CrashClone(rnd *rand.Rand) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := NewMemFS()
+	c.capacity.Store(m.capacity.Load())
 	for d := range m.dirs {
 		c.dirs[d] = true
 	}
@@ -190,6 +271,8 @@ func (m *MemFS) CrashClone(rnd *rand.Rand) *MemFS {
 		cf := clones[f]
 		if cf == nil {
 			cf = f.crashCopy(rnd)
+			cf.fs, cf.linked = c, true
+			c.used.Add(cf.cur.size)
 			clones[f] = cf
 		}
 		c.files[name] = cf
@@ -324,6 +407,11 @@ func (h *memHandle) WriteAt(p []byte, off int64) (int, error) {
 	}
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()
+	if end := off + int64(len(p)); end > h.f.cur.size {
+		if err := h.f.resizeLocked("write", h.name, end); err != nil {
+			return 0, err
+		}
+	}
 	h.f.cur.apply(op)
 	h.f.pending = append(h.f.pending, op)
 	return len(p), nil
@@ -352,6 +440,9 @@ func (h *memHandle) Truncate(size int64) error {
 	}
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()
+	if err := h.f.resizeLocked("truncate", h.name, size); err != nil {
+		return err
+	}
 	op := memOp{off: size}
 	h.f.cur.apply(op)
 	h.f.pending = append(h.f.pending, op)
@@ -367,6 +458,9 @@ func (h *memHandle) Preallocate(size int64) error {
 	defer h.f.mu.Unlock()
 	if size <= h.f.cur.size {
 		return nil
+	}
+	if err := h.f.resizeLocked("fallocate", h.name, size); err != nil {
+		return err
 	}
 	op := memOp{off: size}
 	h.f.cur.apply(op)

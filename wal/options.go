@@ -88,14 +88,22 @@ type Options struct {
 	// with the position) and the writer ends every write into it with a
 	// zero header. 0 means the default 2; negative disables recycling.
 	RecycleSegments int
-	// Repair makes Open cut the log at a mid-log corruption of the last
-	// segment (dropping everything after it) instead of failing. It does
-	// not apply to older segments (they are not scanned at Open; a short
-	// older segment file still fails Open): their bad records surface as
-	// *CorruptionError on read.
+	// Repair makes Open verify every segment (not only the last) and cover
+	// each damaged byte range with skip records instead of failing: only
+	// the damaged records are lost, every valid record after them keeps
+	// its position, and each range is reported in RecoveryInfo.Repairs
+	// (repair.go). A short older segment file is extended with zeros and
+	// its missing bytes repaired the same way. Without it, mid-log damage
+	// in the last segment fails Open with a *CorruptionError, and damage
+	// in older segments (not scanned) surfaces as *CorruptionError on read.
+	// A torn tail is cut either way.
 	Repair bool
 	// Logger receives lifecycle and recovery messages; nil discards them.
 	Logger *slog.Logger
+
+	// after is the timer of the spare goroutine's retry backoff; nil means
+	// time.After. Tests only.
+	after func(time.Duration) <-chan time.Time
 }
 
 // DefaultOptions returns a fresh Options with every default filled in.
@@ -126,7 +134,31 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.after == nil {
+		o.after = time.After
+	}
 	return o
+}
+
+// ReserveBytes is the free space (FS.FreeBytes) the log needs so that, once
+// the engine's free-space guard refuses new sends, the small records of
+// receives, deletes and visibility changes keep being written for at least
+// one more full segment. Only segment files allocate space, and only when a
+// spare is prepared: the active segment and a ready spare are already
+// allocated (preallocated), and the ring is memory. The next roll takes the
+// ready spare and the spare goroutine at once prepares another
+// (SegmentBytes); the roll after that needs one more (SegmentBytes); and
+// the unwritten bytes the ring may hold (up to BufferBytes) can need a
+// further spare per whole segment they span. So:
+//
+//	SegmentBytes × (2 + BufferBytes / SegmentBytes)
+//
+// (integer division): 128 MiB with the defaults. Recycled segment files
+// (RecycleSegments) reduce the need but are not counted. The engine adds its
+// own needs (relocations by compaction) and the index's reserve.
+func (o Options) ReserveBytes() int64 {
+	o = o.withDefaults()
+	return o.SegmentBytes * (2 + int64(o.BufferBytes)/o.SegmentBytes)
 }
 
 // Validate reports the first bad field of o (after defaults are applied).

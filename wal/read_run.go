@@ -95,6 +95,9 @@ func (l *Log) readRunOnce(p Pos, sizes []int, total int, buf, scratch []byte, ba
 		rec := buf[o : o+n]
 		rp := p + Pos(o)
 		hi, stored, framed, reason := decodeRecord(rp, rec)
+		if reason == "" && hi.isSkip() {
+			return buf, scratch, skipped(s.start, off+int64(o), rp, framed)
+		}
 		if reason == "" && framed != n {
 			reason = fmt.Sprintf("framed size %d, expected %d", framed, n)
 		}

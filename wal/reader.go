@@ -134,16 +134,26 @@ func (l *Log) readFile(s *segment, p Pos, sizeHint int, buf []byte) (RecordType,
 		}
 	}
 	typ, payload, err := l.finishRead(p, buf, framed)
-	if err != nil {
+	if ce := (*CorruptionError)(nil); errors.As(err, &ce) && !ce.Skipped {
 		l.log.Error("wal read a corrupt record", "segment", sf.name, "offset", off, "err", err)
 	}
 	return typ, payload, framed, err
+}
+
+// skipped is the error of a read at a skip record of framed size n.
+func skipped(seg Pos, off int64, p Pos, n int) error {
+	return &CorruptionError{Segment: seg, Offset: off, Pos: p, Skipped: true, End: p + Pos(n),
+		Reason: fmt.Sprintf("skip record of %d bytes: the record here was lost to damage", n)}
 }
 
 // finishRead verifies the framed record in buf[:framed] and returns its
 // payload, decompressed into buf[framed:] if needed.
 func (l *Log) finishRead(p Pos, buf []byte, framed int) (RecordType, []byte, error) {
 	hi, stored, _, reason := decodeRecord(p, buf[:framed])
+	if reason == "" && hi.isSkip() {
+		seg, off := l.locate(p)
+		return 0, nil, skipped(seg, off, p, framed)
+	}
 	if reason == "" && hi.flags&flagCompressed != 0 {
 		var out []byte
 		n, err := s2DecodedLen(stored)
@@ -226,22 +236,29 @@ func (l *Log) NewReader(from, to Pos) (*Reader, error) {
 
 // Next returns the next record: its position, type and payload (valid until
 // the next call). It returns io.EOF at the end of the range and a
-// *CorruptionError for a bad record, which is never skipped.
+// *CorruptionError for a bad record, which is never skipped. Skip records
+// (damage covered by Options.Repair, or SkipTo) are passed over silently.
 func (r *Reader) Next() (Pos, RecordType, []byte, error) {
-	if r.err != nil {
-		return 0, 0, nil, r.err
+	for {
+		if r.err != nil {
+			return 0, 0, nil, r.err
+		}
+		if r.pos >= r.to {
+			return 0, 0, nil, io.EOF
+		}
+		p, typ, payload, err := r.next()
+		if err != nil {
+			r.err = err
+			return 0, 0, nil, err
+		}
+		if typ != 0 {
+			return p, typ, payload, nil
+		}
 	}
-	if r.pos >= r.to {
-		return 0, 0, nil, io.EOF
-	}
-	p, typ, payload, err := r.next()
-	if err != nil {
-		r.err = err
-		return 0, 0, nil, err
-	}
-	return p, typ, payload, nil
 }
 
+// next reads the record at r.pos and moves past it; for a skip record it
+// returns type 0 and no payload.
 func (r *Reader) next() (Pos, RecordType, []byte, error) {
 	if r.l.closed.Load() {
 		return 0, 0, nil, ErrClosed
@@ -279,6 +296,10 @@ func (r *Reader) next() (Pos, RecordType, []byte, error) {
 		return 0, 0, nil, fmt.Errorf("wal: read %s at %d: %w", r.sf.name, off, err)
 	}
 	hi, stored, _, reason := decodeRecord(p, b)
+	if reason == "" && hi.isSkip() {
+		r.pos += Pos(framed)
+		return p, 0, nil, nil
+	}
 	if reason == "" {
 		stored, reason = decodePayload(hi, stored, r.out)
 		if hi.flags&flagCompressed != 0 && reason == "" {

@@ -23,8 +23,10 @@ const (
 	headerSize           = 12     // bytes of the record header
 	recordMagic          = 0x5153 // "SQ" at header[6:8], little-endian
 	flagCompressed uint8 = 1 << 0 // payload is an s2 block
-	knownFlags           = flagCompressed
-	recordAlign          = 4 // every record starts at a multiple of this
+	flagSkip       uint8 = 1 << 1 // a skip record: covers lost bytes, never served (repair.go)
+	knownFlags           = flagCompressed | flagSkip
+	skipType             = RecordType(0xff) // the type byte of a skip record
+	recordAlign          = 4                // every record starts at a multiple of this
 )
 
 // align4 rounds n up to a multiple of 4.
@@ -53,6 +55,24 @@ func recordChecksum(p Pos, h []byte, a, b []byte) uint32 {
 	_, _ = d.Write(h[:8])
 	_, _ = d.Write(a)
 	_, _ = d.Write(b)
+	return uint32(d.Sum64())
+}
+
+// skipChecksum is recordChecksum for a record whose stored payload is n
+// zero bytes (a skip record appended by SkipTo), without materializing them.
+func skipChecksum(p Pos, h []byte, n int) uint32 {
+	var zeros [4096]byte
+	var d xxhash.Digest
+	d.Reset()
+	var pb [8]byte
+	binary.LittleEndian.PutUint64(pb[:], uint64(p))
+	_, _ = d.Write(pb[:])
+	_, _ = d.Write(h[:8])
+	for n > 0 {
+		k := min(n, len(zeros))
+		_, _ = d.Write(zeros[:k])
+		n -= k
+	}
 	return uint32(d.Sum64())
 }
 
@@ -89,6 +109,8 @@ func parseHeader(h []byte) (hi headerInfo, reason string) {
 		return hi, "record type 0"
 	case hi.flags&^knownFlags != 0:
 		return hi, "unknown flags"
+	case hi.flags&flagSkip != 0 && hi.flags != flagSkip:
+		return hi, "skip record with other flags"
 	case hi.n > MaxPayload:
 		return hi, "length over limit"
 	}
@@ -135,6 +157,9 @@ func decodeRecord(p Pos, b []byte) (hi headerInfo, stored []byte, framed int, re
 	}
 	return hi, stored, framed, ""
 }
+
+// isSkip reports whether a verified header is a skip record's.
+func (hi headerInfo) isSkip() bool { return hi.flags&flagSkip != 0 }
 
 // decodePayload turns a verified stored payload into the caller's payload,
 // decompressing into dst (reused if large enough) when the record is

@@ -74,7 +74,9 @@ func TestRecordCorruption(t *testing.T) {
 		{"checksum bit", 100, func(b []byte) []byte { b[9] ^= 0x80; return b }, "checksum mismatch"},
 		{"type bit", 100, func(b []byte) []byte { b[4] ^= 4; return b }, "checksum mismatch"},
 		{"type zero", 100, func(b []byte) []byte { b[4] = 0; return b }, "record type 0"},
-		{"unknown flag", 100, func(b []byte) []byte { b[5] = 2; return b }, "unknown flags"},
+		{"unknown flag", 100, func(b []byte) []byte { b[5] = 4; return b }, "unknown flags"},
+		{"skip flag bit", 100, func(b []byte) []byte { b[5] = flagSkip; return b }, "checksum mismatch"},
+		{"skip and compressed", 100, func(b []byte) []byte { b[5] = flagSkip | flagCompressed; return b }, "skip record with other flags"},
 		{"bad magic", 100, func(b []byte) []byte { b[7] = 0; return b }, "bad magic"},
 		{"length over limit", 100, func(b []byte) []byte {
 			binary.LittleEndian.PutUint32(b, MaxPayload+1)

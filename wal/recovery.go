@@ -3,17 +3,20 @@ package wal
 // recovery.go owns Open: listing the directory, checking that the segments
 // tile the position space, and finding the end of the log by scanning the
 // last segment only (old segments are not read at Open, so a large log opens
-// in milliseconds; their records are verified when they are read).
+// in milliseconds; their records are verified when they are read), or every
+// segment with Options.Repair (repair.go).
 //
-// The end of the last segment is the first position holding no valid record.
-// Then:
+// The end of the last segment is the first position holding no valid record
+// with no valid record after it. Where the walk of valid records stops:
 //   - zero header and zeros to the end of the file: the clean end;
+//   - zero header, then non-zero bytes but no valid record: a recycled
+//     file's end mark before an older segment's stale bytes: the clean end;
 //   - otherwise, if no valid record follows at any 4-byte aligned offset: a
 //     torn tail (a write cut by a crash). It is cut: truncate at the cut,
 //     preallocate again, fsync; reported in RecoveryInfo and at Warn level;
-//   - otherwise a valid record follows the bad one: mid-log corruption.
-//     Open fails with *CorruptionError, unless Options.Repair, which cuts
-//     there as for a torn tail and reports at Error level.
+//   - otherwise a valid record follows the bad one: mid-log damage. Open
+//     fails with *CorruptionError, unless Options.Repair, which covers the
+//     range with skip records, reports it, and walks on from the valid one.
 
 import (
 	"encoding/binary"
@@ -34,17 +37,26 @@ type RecoveryInfo struct {
 	Created  bool     // the log was empty: the first segment was created
 	End      Pos      // end of the log after recovery
 	Ignored  []string // unknown files left in the directory
+	// Scanned counts the segments whose records Open verified: the last
+	// one, or all with Options.Repair.
+	Scanned int
 	// TornTail is set when an incomplete tail was cut at CutAt.
 	TornTail bool
-	// Repaired is set when a mid-log corruption was cut at CutAt (Repair).
+	// Repaired is set when Options.Repair covered at least one damaged
+	// range with skip records (listed in Repairs).
 	Repaired bool
-	// CutAt is where the log was cut (TornTail or Repaired).
+	// CutAt is where the log was cut (TornTail).
 	CutAt Pos
 	// DroppedBytes counts the bytes from CutAt to the last non-zero byte
 	// of the segment file that were dropped by the cut.
 	DroppedBytes int64
-	// Corruption describes the bad record at CutAt, if any.
+	// Corruption describes the first damaged record found, if any.
 	Corruption *CorruptionError
+	// Repairs lists every damaged range, oldest first: those skipped by
+	// Options.Repair and the cut torn tail (Cut set). Positions of a
+	// skipped range are never reused; a checkpoint inside or beyond one
+	// is not an error for the log (see Log.ReplayStart and Log.SkipTo).
+	Repairs []RepairedRange
 }
 
 // dirEntry is a segment or hole marker found in the directory.
@@ -70,6 +82,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		spares:     make(chan spareFile),
+		spareNote:  make(chan struct{}, 1),
 		spareStop:  make(chan struct{}),
 		spareDone:  make(chan struct{}),
 	}
@@ -109,7 +122,7 @@ func Open(dir string, opts Options) (*Log, error) {
 // recover lists dir, opens the segments and finds the end of the log. It
 // returns the opened segments even on error, so the caller can close them.
 func (l *Log) recover() ([]*segment, error) {
-	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+	if err := l.fs.MkdirAll(l.dir, dirPerm); err != nil {
 		return nil, fmt.Errorf("wal: create dir: %w", err)
 	}
 	entries, err := l.listDir()
@@ -139,7 +152,7 @@ func (l *Log) recover() ([]*segment, error) {
 			continue
 		}
 		last := i == len(entries)-1
-		s, err := l.openSegment(e.start, last)
+		s, err := l.openSegment(e.start, last || l.opts.Repair)
 		if err != nil {
 			return segs, err
 		}
@@ -150,13 +163,32 @@ func (l *Log) recover() ([]*segment, error) {
 		end := entries[i+1].start
 		s.end.Store(uint64(end))
 		if size := s.size.Load(); size < int64(end-s.start) {
-			return segs, &CorruptionError{Segment: s.start, Offset: size, Pos: s.start + Pos(size),
-				Reason: fmt.Sprintf("segment file has %d bytes, its range [%d, %d) needs %d", size, s.start, end, end-s.start)}
+			if !l.opts.Repair {
+				return segs, &CorruptionError{Segment: s.start, Offset: size, Pos: s.start + Pos(size),
+					Reason: fmt.Sprintf("segment file has %d bytes, its range [%d, %d) needs %d; %s",
+						size, s.start, end, end-s.start, repairHint)}
+			}
+			// The missing bytes read as zeros: the scan reports them as a
+			// damaged range and skip records cover it.
+			if err := s.file.Load().f.Truncate(int64(end - s.start)); err != nil {
+				return segs, fmt.Errorf("wal: extend short segment %016x: %w", uint64(s.start), err)
+			}
+			s.size.Store(int64(end - s.start))
 		}
 	}
 	l.recovery.Segments = len(segs)
+	if l.opts.Repair {
+		for _, s := range segs[:len(segs)-1] {
+			if err := l.repairSegment(s); err != nil {
+				return segs, err
+			}
+		}
+	}
 	return segs, l.recoverTail(segs[len(segs)-1])
 }
+
+// repairHint ends the message of a *CorruptionError that Repair would fix.
+const repairHint = "open with Options.Repair (smqd --wal-repair) to skip the damaged bytes and keep every valid record after them"
 
 // listDir returns the segments and holes of dir in position order, after
 // deleting leftover spare files, hole markers shadowed by a segment and
@@ -224,7 +256,7 @@ func cmpPos(a, b Pos) int {
 // createFirst creates the segment at Pos 0 of an empty log.
 func (l *Log) createFirst() (*segment, error) {
 	name := segName(l.dir, 0)
-	f, err := l.fs.OpenFile(name, osCreateRW, 0o644)
+	f, err := l.fs.OpenFile(name, osCreateRW, filePerm)
 	if err != nil {
 		return nil, fmt.Errorf("wal: create first segment: %w", err)
 	}
@@ -272,76 +304,82 @@ func (l *Log) openSegment(p Pos, last bool) (*segment, error) {
 }
 
 // recoverTail scans the last segment, finds the end of the log, cuts a torn
-// tail (or, with Repair, a corruption) and preallocates the file again.
+// tail, covers mid-log damage with skip records (Repair) and preallocates
+// the file again.
 func (l *Log) recoverTail(s *segment) error {
-	// Walk the valid records, then look at what follows the stop: only
-	// zeros means a clean end; anything else is a torn tail or corruption.
+	// Walk the valid records, then look at what follows each stop: only
+	// zeros means the clean end; anything else is a torn tail or damage.
 	sf := s.file.Load()
 	size := s.size.Load()
 	w := &fileWindow{f: sf.f, size: size}
-	stop, bad := scanRecords(w, s.start)
-	lastNZ, err := w.lastNonZero(stop)
-	if err != nil {
-		return fmt.Errorf("wal: scan segment %s: %w", sf.name, err)
-	}
-	end := s.start + Pos(stop)
-	l.recovery.End = end
-	if lastNZ < 0 {
-		return l.prepareTail(s, size) // clean end
-	}
-	if bad == "" && stop+headerSize > size {
-		bad = "truncated"
-	}
-	if bad == "" {
-		// A zero header with bytes after it: a recycled file's end mark
-		// followed by an older segment's stale bytes (whose checksums are
-		// seeded with other positions and never validate), unless a valid
-		// record follows, which means the zeros are damage (a zeroed
-		// sector) in the middle of the data.
-		later, err := findValidRecord(w, s.start, stop+recordAlign, lastNZ)
+	l.recovery.Scanned++
+	var (
+		dmg    []damage
+		tail   *damage // the torn tail, if any
+		end    int64   // offset of the end of the data
+		lastNZ = int64(-2)
+	)
+	for off := int64(0); ; {
+		stop, bad := scanRecords(w, s.start, off)
+		end = stop
+		if lastNZ == -2 {
+			// The last non-zero byte of the file is the same for every
+			// later stop, so it is looked for once.
+			var err error
+			if lastNZ, err = w.lastNonZero(stop); err != nil {
+				return fmt.Errorf("wal: scan segment %s: %w", sf.name, err)
+			}
+		}
+		if lastNZ < stop {
+			break // clean end
+		}
+		if bad == "" && stop+headerSize > size {
+			bad = "truncated"
+		}
+		later, err := nextValid(w, s.start, stop, lastNZ)
 		if err != nil {
 			return fmt.Errorf("wal: scan segment %s: %w", sf.name, err)
 		}
 		if later < 0 {
-			s.recycled.Store(true) // keep ending writes with a zero header
-			return l.prepareTail(s, size)
+			if bad == "" {
+				// A zero header, then a recycled file's stale bytes (their
+				// checksums are seeded with other positions and never
+				// validate): the clean end.
+				s.recycled.Store(true) // keep ending writes with a zero header
+				break
+			}
+			tail = &damage{from: stop, to: min(int64(align4(int(lastNZ+1))), size), reason: bad}
+			break
 		}
-		bad = "zeroed bytes in the middle of the data"
-	}
-
-	// Something non-zero is at or after stop: torn tail or corruption.
-	if bad == "" {
-		bad = "garbage after the last record"
-	}
-	cerr := &CorruptionError{Segment: s.start, Offset: stop, Pos: end, Reason: bad}
-	l.recovery.Corruption = cerr
-	later, err := findValidRecord(w, s.start, stop+recordAlign, lastNZ)
-	if err != nil {
-		return fmt.Errorf("wal: scan segment %s: %w", sf.name, err)
-	}
-	dropped := lastNZ + 1 - stop
-	if later >= 0 {
+		if bad == "" {
+			bad = "zeroed bytes in the middle of the data"
+		}
 		if !l.opts.Repair {
-			cerr.Reason += fmt.Sprintf("; a valid record follows at offset %d", later)
+			cerr := &CorruptionError{Segment: s.start, Offset: stop, Pos: s.start + Pos(stop),
+				Reason: fmt.Sprintf("%s; a valid record follows at offset %d; %s", bad, later, repairHint)}
+			l.recovery.Corruption = cerr
 			return cerr
 		}
-		l.recovery.Repaired = true
-		l.log.Error("wal repaired a mid-log corruption by cutting the log; records after the cut are lost",
-			"segment", filepath.Base(sf.name), "offset", stop, "pos", uint64(end),
-			"dropped_bytes", dropped, "next_valid_offset", later, "reason", bad)
-	} else {
-		l.recovery.TornTail = true
-		l.log.Warn("wal cut a torn tail", "segment", filepath.Base(sf.name), "offset", stop,
-			"pos", uint64(end), "dropped_bytes", dropped, "reason", bad)
+		dmg = append(dmg, damage{from: stop, to: later, reason: bad})
+		off = later
+	}
+	if err := l.applyRepairs(s, w, dmg); err != nil {
+		return err
+	}
+	l.recovery.End = s.start + Pos(end)
+	if tail == nil {
+		return l.prepareTail(s, size)
 	}
 	// Cut: truncating drops the garbage; prepareTail then preallocates the
-	// file again (zeros from the cut on) and fsyncs, so the cut is durable
-	// before anything new is appended after it.
-	l.recovery.CutAt, l.recovery.DroppedBytes = end, dropped
-	if err := sf.f.Truncate(stop); err != nil {
+	// file again (zeros from the cut on) and fsyncs, so the cut (and any
+	// skip records) are durable before anything new is appended after it.
+	l.report(s, w, *tail, true)
+	l.recovery.TornTail = true
+	l.recovery.CutAt, l.recovery.DroppedBytes = s.start+Pos(end), lastNZ+1-end
+	if err := sf.f.Truncate(end); err != nil {
 		return fmt.Errorf("wal: cut segment %s: %w", sf.name, err)
 	}
-	return l.prepareTail(s, stop)
+	return l.prepareTail(s, end)
 }
 
 // prepareTail makes sure the active segment is preallocated and its data
@@ -361,11 +399,10 @@ func (l *Log) prepareTail(s *segment, size int64) error {
 	return nil
 }
 
-// scanRecords walks valid records from the start of a segment and returns
-// the offset of the first position that does not hold one, and why ("" for
-// a zero header or the end of the file).
-func scanRecords(w *fileWindow, start Pos) (int64, string) {
-	off := int64(0)
+// scanRecords walks valid records (skip records included) from offset off
+// of a segment and returns the offset of the first position that does not
+// hold one, and why ("" for a zero header or the end of the window).
+func scanRecords(w *fileWindow, start Pos, off int64) (int64, string) {
 	for off+headerSize <= w.size {
 		h, err := w.get(off, headerSize)
 		if err != nil {

@@ -276,7 +276,7 @@ func (l *Log) removeSegment(start Pos, ifDead bool) (bool, error) {
 // followed by a directory fsync so a crash leaves the segment or the hole.
 func (l *Log) unlinkSegment(s *segment, needHole bool) error {
 	if needHole {
-		h, err := l.fs.OpenFile(holeName(l.dir, s.start), osCreateRW, 0o644)
+		h, err := l.fs.OpenFile(holeName(l.dir, s.start), osCreateRW, filePerm)
 		if err != nil {
 			return err
 		}

@@ -34,6 +34,9 @@ type Stats struct {
 	AppendStalls      uint64 // Appends that waited for room in the ring
 	RingReads         uint64 // ReadAt calls served from the ring
 	FileReads         uint64 // ReadAt calls and ReadRun reads served from a file
+	SpareFailures     uint64 // failed attempts to prepare a segment file (retried)
+	RollStalls        uint64 // times a roll found no segment file and appends waited
+	StickyFailures    uint64 // write or fsync failures that failed the log (0 or 1)
 	// FsyncSeconds is the latency of each fdatasync, in seconds.
 	FsyncSeconds Histogram
 	// BatchRecords is the number of records per write batch.
@@ -90,11 +93,12 @@ func (h *histogram) snapshot() Histogram {
 
 // counters are the live counters of a Log.
 type counters struct {
-	records, payloadBytes, bytes, compressed atomic.Uint64
-	writes, writeCalls, fsyncs, rolls        atomic.Uint64
-	stalls, ringReads, fileReads             atomic.Uint64
-	fsyncLat                                 histogram
-	batch                                    histogram
+	records, payloadBytes, bytes, compressed  atomic.Uint64
+	writes, writeCalls, fsyncs, rolls         atomic.Uint64
+	stalls, ringReads, fileReads              atomic.Uint64
+	spareFailures, rollStalls, stickyFailures atomic.Uint64
+	fsyncLat                                  histogram
+	batch                                     histogram
 }
 
 func (c *counters) init() {
@@ -122,6 +126,9 @@ func (l *Log) Stats() Stats {
 		AppendStalls:      c.stalls.Load(),
 		RingReads:         c.ringReads.Load(),
 		FileReads:         c.fileReads.Load(),
+		SpareFailures:     c.spareFailures.Load(),
+		RollStalls:        c.rollStalls.Load(),
+		StickyFailures:    c.stickyFailures.Load(),
 		FsyncSeconds:      c.fsyncLat.snapshot(),
 		BatchRecords:      c.batch.snapshot(),
 	}

@@ -19,8 +19,26 @@ package wal
 // rate on this 2-core machine (waking N goroutines and N kicks cost more
 // than the fsync), so records/s dropped from ~130k to ~30-70k at N=64.
 //
-// Who touches what: writerState belongs to the writer goroutine alone. The
-// spare file belongs to the spare goroutine until it is sent on l.spares.
+// Spare failures: a spare that cannot be made (ENOSPC from fallocate, say)
+// never fails the log. The spare goroutine retries with a bounded
+// exponential backoff (spareRetryMin doubling to spareRetryMax), logging at
+// Error once per failure streak and at Info when a spare is made again; its
+// current failure is Log.spareErr (Health reports it). A roll that finds no
+// spare ready waits for the spare goroutine's attempt in progress, or, if
+// the spare goroutine is failing, makes one itself. If that fails too, the
+// writer stalls: everything before the new segment is written and synced
+// as usual, the records after it stay in the ring, their waiters get an
+// error wrapping ErrSpareFailed (Log.stall), Append fails with it once the
+// ring is full, and the writer makes no further attempt of its own: the
+// next spare the spare goroutine delivers ends the stall (no reopen).
+// Failed writes and fsyncs stay sticky (invariant 8); so do a failed
+// rename or directory fsync of the roll, which are metadata updates whose
+// outcome cannot be known.
+//
+// Who touches what: writerState belongs to the writer goroutine alone, and
+// so does Log.stall (only the writer stores it). The spare file belongs to
+// the spare goroutine until it is sent on l.spares; Log.spareErr and the
+// backoff state belong to the spare goroutine.
 
 import (
 	"errors"
@@ -37,15 +55,34 @@ type writerState struct {
 	lastSync time.Time        // end of the last fdatasync (SyncInterval pacing)
 	endMark  [headerSize]byte // zeros: the end-of-data mark of recycled files
 	timer    *time.Timer
-	nrec     uint64 // mu.records at the last write, for the batch histogram
+	nrec     uint64    // mu.records at the last write, for the batch histogram
+	spare    spareFile // a spare received while stalled (name "" if none)
+	ownSeq   int       // numbers the spares the writer makes itself
 }
 
-// spareFile is a preallocated, synced, closed spare segment file (or the
-// error that prevented making one).
+// stallState is a roll the writer could not make: the records from at on
+// wait for a segment file.
+type stallState struct {
+	at    Pos
+	err   error // wraps the *spareError
+	since time.Time
+}
+
+// Backoff of the spare goroutine's retries after a failed spare.
+const (
+	spareRetryMin = 10 * time.Millisecond
+	spareRetryMax = 2 * time.Second
+)
+
+// nextBackoff doubles d within [spareRetryMin, spareRetryMax].
+func nextBackoff(d time.Duration) time.Duration {
+	return min(max(2*d, spareRetryMin), spareRetryMax)
+}
+
+// spareFile is a preallocated, synced, closed spare segment file.
 type spareFile struct {
 	name     string
 	recycled bool // a former segment's file: stale bytes inside
-	err      error
 }
 
 // startBackground starts the writer and spare goroutines; Close stops them.
@@ -60,10 +97,17 @@ func (l *Log) writerLoop() {
 	var timerC <-chan time.Time
 	for {
 		stopping, timed := false, false
+		// While stalled, a spare the spare goroutine delivers ends the stall.
+		var sparesC chan spareFile
+		if l.stall.Load() != nil && l.w.spare.name == "" {
+			sparesC = l.spares
+		}
 		select {
 		case <-l.kick:
 		case <-timerC:
 			timerC, timed = nil, true
+		case sp := <-sparesC:
+			l.w.spare = sp
 		case <-l.stop:
 			stopping = true
 		}
@@ -110,8 +154,10 @@ func (l *Log) flush(final, timed bool) {
 	l.mu.RUnlock()
 
 	if written := l.WrittenEnd(); end > written {
-		if op, err := l.writeRange(written, end); err != nil {
-			l.setFailed(op, err)
+		if op, err := l.writeRange(written, end, final); err != nil {
+			if err != errStalled {
+				l.setFailed(op, err)
+			}
 			return
 		}
 		l.stats.writes.Add(1)
@@ -147,9 +193,13 @@ func (l *Log) flush(final, timed bool) {
 	l.announce(&l.ack.synced)
 }
 
+// errStalled is writeRange's report that a new segment has no file yet
+// (the writer is stalled, see Log.stall); not a failure.
+var errStalled = errors.New("wal: stalled on a segment roll")
+
 // writeRange writes the ring bytes of [from, to) to their segment files.
 // On failure it returns the failed operation's name and the error.
-func (l *Log) writeRange(from, to Pos) (string, error) {
+func (l *Log) writeRange(from, to Pos, final bool) (string, error) {
 	sl := l.segs.Load() // loaded after the end snapshot: has every segment below to
 	for p := from; p < to; {
 		s := sl.find(p)
@@ -157,7 +207,7 @@ func (l *Log) writeRange(from, to Pos) (string, error) {
 			return "write", fmt.Errorf("wal: internal error: no segment holds pos %d", p)
 		}
 		if s.file.Load() == nil {
-			if op, err := l.openNewSegment(s); err != nil {
+			if op, err := l.openNewSegment(s, final); err != nil {
 				return op, err
 			}
 		}
@@ -193,10 +243,12 @@ func (l *Log) writeRange(from, to Pos) (string, error) {
 }
 
 // openNewSegment gives the new segment s its file: it first fsyncs the
-// segment written before it (invariant 6), then renames the spare into
-// place and fsyncs the directory.
-func (l *Log) openNewSegment(s *segment) (string, error) {
-	if prev := l.w.wseg; prev != nil && prev != s {
+// segment written before it (invariant 6), then renames a spare into place
+// and fsyncs the directory. Without a spare it stalls: errStalled.
+func (l *Log) openNewSegment(s *segment, final bool) (string, error) {
+	// (Skipped when everything before s is synced already: a retry after a
+	// stall, or a roll right at the end Open found.)
+	if prev := l.w.wseg; prev != nil && prev != s && l.synced.Load() < uint64(s.start) {
 		if err := l.syncSegment(prev); err != nil {
 			return "fsync", err
 		}
@@ -208,9 +260,10 @@ func (l *Log) openNewSegment(s *segment) (string, error) {
 		l.synced.Store(uint64(s.start))
 		l.announce(&l.ack.synced)
 	}
-	sp := <-l.spares // the spare goroutine stops only after the writer
-	if sp.err != nil {
-		return "roll", fmt.Errorf("prepare spare segment: %w", sp.err)
+	sp, err := l.getSpare(final)
+	if err != nil {
+		l.enterStall(s.start, err)
+		return "spare", errStalled
 	}
 	name := segName(l.dir, s.start)
 	if err := l.fs.Rename(sp.name, name); err != nil {
@@ -228,7 +281,81 @@ func (l *Log) openNewSegment(s *segment) (string, error) {
 	s.file.Store(newSegFile(f, name))
 	l.stats.rolls.Add(1)
 	l.log.Info("wal segment started", "segment", filepath.Base(name), "pos", uint64(s.start))
+	l.leaveStall()
 	return "", nil
+}
+
+// getSpare returns a spare for a roll: one received while stalled, else the
+// spare goroutine's (waiting for its attempt in progress unless it is
+// failing), else one the writer makes itself. While stalled it makes none
+// itself except for the final flush: the spare goroutine's backoff paces
+// the retries. The error is a *spareError.
+func (l *Log) getSpare(final bool) (spareFile, error) {
+	if sp := l.w.spare; sp.name != "" {
+		l.w.spare = spareFile{}
+		return sp, nil
+	}
+	select {
+	case sp := <-l.spares:
+		return sp, nil
+	default:
+	}
+	st := l.stall.Load()
+	if st != nil && !final {
+		return spareFile{}, st.err
+	}
+	if st == nil && l.spareErr.Load() == nil {
+		// The spare goroutine stops only after the writer, so one of the
+		// two comes: its spare, or the note of its failed attempt.
+		select {
+		case sp := <-l.spares:
+			return sp, nil
+		case <-l.spareNote:
+		}
+	}
+	if name := l.takeRecycled(); name != "" {
+		return spareFile{name: name, recycled: true}, nil
+	}
+	l.w.ownSeq++
+	name := filepath.Join(l.dir, fmt.Sprintf("w%d%s", l.w.ownSeq, spareSuffix))
+	if err := l.makeSpare(name); err != nil {
+		l.stats.spareFailures.Add(1)
+		return spareFile{}, &spareError{cause: err}
+	}
+	return spareFile{name: name}, nil
+}
+
+// enterStall records that the records from at wait for a segment file and
+// wakes everyone who waits for them (they get the retryable error).
+func (l *Log) enterStall(at Pos, err error) {
+	if prev := l.stall.Load(); prev != nil && prev.at == at && prev.err == err {
+		return // a kick while stalled: nothing new
+	}
+	var se *spareError
+	if !errors.As(err, &se) {
+		se = &spareError{cause: err}
+	}
+	st := &stallState{at: at, since: time.Now(),
+		err: fmt.Errorf("wal: records from pos %d wait for a new segment file: %w", at, se)}
+	if prev := l.stall.Swap(st); prev == nil {
+		l.stats.rollStalls.Add(1)
+		l.log.Error("wal cannot start a new segment; appends after it wait until a segment file can be made",
+			"pos", uint64(at), "err", se.cause)
+	} else {
+		st.since = prev.since
+	}
+	l.mu.Lock()
+	l.mu.Unlock() //nolint:staticcheck // orders the stall before the broadcast
+	l.spaceCond.Broadcast()
+	l.wakeWaiters()
+}
+
+// leaveStall ends a stall after its segment got a file.
+func (l *Log) leaveStall() {
+	if st := l.stall.Swap(nil); st != nil {
+		l.log.Info("wal segment file made after a stall; appends continue",
+			"pos", uint64(st.at), "stalled", time.Since(st.since))
+	}
 }
 
 // syncSegment fdatasyncs s's file (skipping a removed segment: its data is
@@ -267,6 +394,7 @@ func (l *Log) announce(c *sync.Cond) {
 func (l *Log) setFailed(op string, err error) {
 	f := &failure{op: op, cause: err}
 	if l.fail.CompareAndSwap(nil, f) {
+		l.stats.stickyFailures.Add(1)
 		l.log.Error("wal write path failed; the log must be reopened",
 			"op", op, "err", err, "written", l.WrittenEnd(), "synced", l.SyncedEnd(), "end", l.End())
 	}
@@ -277,26 +405,57 @@ func (l *Log) setFailed(op string, err error) {
 	l.wakeWaiters()
 }
 
-// spareLoop keeps one spare segment file ready on l.spares until Close.
+// spareLoop keeps one spare segment file ready on l.spares until Close. A
+// failed attempt is retried after a bounded backoff, forever: it is
+// published in l.spareErr, noted on l.spareNote for a writer waiting at a
+// roll, and logged once per failure streak.
 func (l *Log) spareLoop() {
 	defer close(l.spareDone)
+	var (
+		delay    time.Duration // backoff before the next attempt; 0 when healthy
+		attempts int           // failed attempts in this streak
+		since    time.Time     // start of this streak
+	)
 	for i := 0; ; i++ {
 		sp := spareFile{name: l.takeRecycled(), recycled: true}
 		if sp.name == "" {
 			sp = spareFile{name: filepath.Join(l.dir, fmt.Sprintf("%d%s", i, spareSuffix))}
-			sp.err = l.makeSpare(sp.name)
+			if err := l.makeSpare(sp.name); err != nil {
+				l.stats.spareFailures.Add(1)
+				if attempts == 0 {
+					since = time.Now()
+					l.log.Error("wal cannot prepare a spare segment file; retrying with backoff",
+						"file", filepath.Base(sp.name), "bytes", l.opts.SegmentBytes, "err", err)
+				}
+				attempts++
+				l.spareErr.Store(&spareError{cause: err})
+				select {
+				case l.spareNote <- struct{}{}:
+				default:
+				}
+				delay = nextBackoff(delay)
+				select {
+				case <-l.opts.after(delay):
+					continue
+				case <-l.spareStop:
+					return
+				}
+			}
 		}
-		name, err := sp.name, sp.err
+		if attempts > 0 {
+			l.spareErr.Store(nil)
+			select {
+			case <-l.spareNote: // a stale note would make a writer try itself
+			default:
+			}
+			l.log.Info("wal spare segment file prepared again", "failed_attempts", attempts,
+				"after", time.Since(since))
+			delay, attempts = 0, 0
+		}
 		select {
 		case l.spares <- sp:
-			if err != nil {
-				<-l.spareStop // a broken FS: do not spin
-				return
-			}
 		case <-l.spareStop:
-			if err == nil {
-				_ = l.fs.Remove(name) // best effort; Open deletes leftovers
-			}
+			_ = l.fs.Remove(sp.name) // best effort; Open deletes leftovers
 			return
 		}
 	}
@@ -305,7 +464,7 @@ func (l *Log) spareLoop() {
 // makeSpare creates, preallocates and syncs a spare file; the size metadata
 // is then durable, so the writer's fdatasyncs into it stay data-only.
 func (l *Log) makeSpare(name string) error {
-	f, err := l.fs.OpenFile(name, osCreateRW, 0o644)
+	f, err := l.fs.OpenFile(name, osCreateRW, filePerm)
 	if err != nil {
 		return err
 	}
