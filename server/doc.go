@@ -28,7 +28,9 @@
 //	options.go           Options and their defaults
 //	route.go             method + path → operation; the pooled per-request state
 //	query.go             request target splitting; query parameters (%XX only, '+' kept)
-//	auth.go              signature v2, header checks
+//	auth.go              signature v2 policy: header checks and their error codes
+//	mnsauth/             the canonical string, HMAC signing and verification,
+//	                     shared with the signing clients (smqbench, smqctl)
 //	xmlparse.go          the request XML parser (local names, entities, CR LF)
 //	xmlwrite.go          the append-style response encoder
 //	requests.go          request documents → engine arguments, with range checks

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/server/mnsauth"
 )
 
 const (
@@ -165,7 +166,7 @@ func sign(id, secret, method, contentMD5, contentType, date string, headers map[
 		}
 	}
 	sb.WriteString(resource)
-	return "MNS " + id + ":" + signature(secret, []byte(sb.String()))
+	return "MNS " + id + ":" + mnsauth.Sign(secret, []byte(sb.String()))
 }
 
 // req is one request to send.
