@@ -19,7 +19,7 @@ func appendQueueURL(b []byte, host []byte, name string) []byte {
 }
 
 func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
-	p, err := decodeQueueAttrs(&st.doc, ctx.Request.Body())
+	p, err := decodeQueueAttrs(&st.doc, st.body)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
 }
 
 func (s *Server) setQueueAttributes(ctx *fasthttp.RequestCtx, st *reqState) error {
-	p, err := decodeQueueAttrs(&st.doc, ctx.Request.Body())
+	p, err := decodeQueueAttrs(&st.doc, st.body)
 	if err != nil {
 		return err
 	}

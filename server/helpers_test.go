@@ -129,6 +129,7 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+	close  bool // the server said Connection: close
 }
 
 func (r *response) String() string {
@@ -303,7 +304,7 @@ func (c *client) rawErr(request string) (*response, error) {
 		if resp.Close {
 			c.close()
 		}
-		return &response{status: resp.StatusCode, header: resp.Header, body: body}, nil
+		return &response{status: resp.StatusCode, header: resp.Header, body: body, close: resp.Close}, nil
 	}
 }
 

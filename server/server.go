@@ -40,6 +40,7 @@ type Server struct {
 	states  sync.Pool // *reqState
 	queues  queueCache
 	metrics metrics
+	conns   *connSlots // the connection cap, shared by every listener
 
 	idPrefix uint32        // random per process: request ids stay unique across restarts
 	idSeq    atomic.Uint32 // request id counter
@@ -57,10 +58,11 @@ func New(b *engine.Broker, opts Options) (*Server, error) {
 	}
 	opts = opts.withDefaults()
 	s := &Server{
-		b:    b,
-		opts: opts,
-		log:  opts.Logger,
-		auth: newAuthenticator(&opts),
+		b:     b,
+		opts:  opts,
+		log:   opts.Logger,
+		auth:  newAuthenticator(&opts),
+		conns: newConnSlots(opts.MaxConns),
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.states.New = func() any { return new(reqState) }
@@ -69,13 +71,22 @@ func New(b *engine.Broker, opts Options) (*Server, error) {
 	_, _ = rand.Read(nonce[:])
 	s.idPrefix = binary.BigEndian.Uint32(nonce[:])
 	s.srv = &fasthttp.Server{
-		Handler:                      s.handle,
-		ErrorHandler:                 s.handleTransportError,
-		Name:                         opts.Name,
-		MaxRequestBodySize:           opts.MaxRequestBodyBytes,
-		ReadTimeout:                  opts.ReadTimeout,
-		WriteTimeout:                 opts.WriteTimeout,
-		IdleTimeout:                  opts.IdleTimeout,
+		Handler:      s.handle,
+		ErrorHandler: s.handleTransportError,
+		Name:         opts.Name,
+		// Bodies are read by the handler once the headers are
+		// authenticated (body.go); fasthttp reads the headers and at most
+		// prefetchBytes of body, under HeaderTimeout.
+		StreamRequestBody:  true,
+		ExpectHandler:      s.expect,
+		MaxRequestBodySize: opts.MaxRequestBodyBytes,
+		ReadTimeout:        opts.HeaderTimeout,
+		WriteTimeout:       opts.WriteTimeout,
+		IdleTimeout:        opts.IdleTimeout,
+		// The listeners hold the cap (conns.go). fasthttp's own limit,
+		// which answers in plain text, must never bite first: a worker
+		// is freed a moment after its connection's slot.
+		Concurrency:                  2 * opts.MaxConns,
 		NoDefaultContentType:         true,
 		CloseOnShutdown:              true,
 		DisablePreParseMultipartForm: true,
@@ -94,10 +105,11 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return nil
 	}
-	s.lns = append(s.lns, ln)
+	var sln net.Listener = s.limit(ln)
+	s.lns = append(s.lns, sln)
 	s.lnMu.Unlock()
-	s.log.Info("serving", "addr", ln.Addr().String(), "auth", !s.opts.NoAuth)
-	err := s.srv.Serve(ln)
+	s.log.Info("serving", "addr", ln.Addr().String(), "auth", !s.opts.NoAuth, "max_conns", s.opts.MaxConns)
+	err := s.srv.Serve(sln)
 	if s.closing.Load() {
 		return nil
 	}
@@ -234,14 +246,28 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		s.serveMetrics(ctx, st)
 		return
 	case opUnknown:
-		s.writeError(ctx, st, codeInvalidRequestURL, "no operation at "+string(ctx.Request.Header.Method())+" "+string(path))
+		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "no operation at "+string(ctx.Request.Header.Method())+" "+string(path)))
 		return
 	}
 	if h := s.testHook.Load(); h != nil {
 		(*h)(r.op)
 	}
-	if err := s.auth.check(&ctx.Request.Header, target, &st.auth); err != nil {
-		s.fail(ctx, st, err)
+	// Headers first: nothing of the body is read for a request that fails
+	// them (body.go).
+	if err := s.checkHeaders(ctx, st, target); err != nil {
+		s.refuse(ctx, st, err)
+		return
+	}
+	if err := s.readBody(ctx, st); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			s.refuse(ctx, st, err)
+			return
+		}
+		// The body could not be read (timeout, truncated): the connection
+		// is done.
+		ctx.SetConnectionClose()
+		s.fail(ctx, st, newAPIError(codeInvalidArgument, "the request body could not be read: "+err.Error()))
 		return
 	}
 	var err error
