@@ -91,4 +91,3 @@ func (c *limitConn) Close() error {
 	}
 	return err
 }
-
