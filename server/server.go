@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/server/mnsauth"
 	"github.com/valyala/fasthttp"
 )
 
@@ -268,6 +269,13 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		// is done.
 		ctx.SetConnectionClose()
 		s.fail(ctx, st, newAPIError(codeInvalidArgument, "the request body could not be read: "+err.Error()))
+		return
+	}
+	// The signature covers Content-MD5, not the body: comparing the two is
+	// what ties the body to the signature (a captured request cannot be
+	// replayed with another body).
+	if md5 := ctx.Request.Header.Peek("Content-MD5"); len(md5) > 0 && !mnsauth.ContentMD5Matches(md5, st.body) {
+		s.fail(ctx, st, newAPIError(codeInvalidDegist, "the Content-MD5 header does not match the request body (neither base64 of the hex MD5 nor base64 of the raw MD5)"))
 		return
 	}
 	var err error
