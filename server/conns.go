@@ -39,17 +39,18 @@ func (c *connSlots) open() int { return len(c.slots) }
 // connection it returns.
 type limitListener struct {
 	net.Listener
+	cs     *connSlots
 	s      *Server
 	done   chan struct{} // closed by Close: a waiting Accept returns
 	closed sync.Once
 }
 
-func (s *Server) limit(ln net.Listener) *limitListener {
-	return &limitListener{Listener: ln, s: s, done: make(chan struct{})}
+func (s *Server) limit(ln net.Listener, cs *connSlots) *limitListener {
+	return &limitListener{Listener: ln, cs: cs, s: s, done: make(chan struct{})}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	cs := l.s.conns
+	cs := l.cs
 	select {
 	case cs.slots <- struct{}{}:
 	default:

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"time"
@@ -77,6 +78,14 @@ type Options struct {
 	// IdleTimeout bounds how long a keep-alive connection waits for its next
 	// request. Default 120 s.
 	IdleTimeout time.Duration
+	// SeparateMetrics keeps /metrics off the API listeners (they answer it
+	// with 400 InvalidRequestURL): it is served only by ServeMetrics.
+	SeparateMetrics bool
+	// TLS, when set, makes Serve speak HTTPS with this configuration. Unset
+	// minimums are raised to modern defaults (TLS 1.2, AEAD cipher suites
+	// with forward secrecy, HTTP/1.1 by ALPN); certificates come from
+	// Certificates or GetCertificate (the daemon reloads them on SIGHUP).
+	TLS *tls.Config
 	// Name is the Server response header. Default "smqd".
 	Name string
 	// Now is the time source for the signature date check; nil means time.Now.
@@ -114,6 +123,9 @@ func (o Options) withDefaults() Options {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 120 * time.Second
 	}
+	if o.TLS != nil {
+		o.TLS = withTLSDefaults(o.TLS)
+	}
 	if o.Name == "" {
 		o.Name = "smqd"
 	}
@@ -141,9 +153,41 @@ func (o Options) Validate() error {
 			}
 		}
 	}
+	if o.TLS != nil && len(o.TLS.Certificates) == 0 && o.TLS.GetCertificate == nil && o.TLS.GetConfigForClient == nil {
+		return errors.New("server: TLS configured without a certificate")
+	}
 	// Make sure the batch send that MaxBatch x MaxMessageBytes allows fits.
 	if o.MaxRequestBodyBytes > 0 && o.MaxRequestBodyBytes < engine.MaxMessageBytes+4096 {
 		return errors.New("server: MaxRequestBodyBytes is smaller than one maximal message")
 	}
 	return nil
+}
+
+// modernCipherSuites are the TLS 1.2 suites offered: ECDHE key exchange
+// (forward secrecy) with AEAD ciphers only. TLS 1.3 suites are not
+// configurable in Go and are all of that kind.
+var modernCipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// withTLSDefaults returns a copy of c with TLS 1.2 as the minimum version,
+// the modern suites when none are chosen, and HTTP/1.1 as the only ALPN
+// protocol (fasthttp speaks nothing else).
+func withTLSDefaults(c *tls.Config) *tls.Config {
+	c = c.Clone()
+	if c.MinVersion < tls.VersionTLS12 {
+		c.MinVersion = tls.VersionTLS12
+	}
+	if c.CipherSuites == nil {
+		c.CipherSuites = modernCipherSuites
+	}
+	if len(c.NextProtos) == 0 {
+		c.NextProtos = []string{"http/1.1"}
+	}
+	return c
 }

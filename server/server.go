@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ type Server struct {
 	log  *slog.Logger
 	auth *authenticator
 	srv  *fasthttp.Server
+	ops  *fasthttp.Server // /metrics and /healthz on their own listener (ServeMetrics)
 
 	// base is cancelled by Shutdown; long polls wait on it.
 	base    context.Context
@@ -41,7 +43,8 @@ type Server struct {
 	states  sync.Pool // *reqState
 	queues  queueCache
 	metrics metrics
-	conns   *connSlots // the connection cap, shared by every listener
+	conns   *connSlots // the connection cap, shared by every API listener
+	opConns *connSlots // the cap of the ServeMetrics listeners
 
 	idPrefix uint32        // random per process: request ids stay unique across restarts
 	idSeq    atomic.Uint32 // request id counter
@@ -59,11 +62,12 @@ func New(b *engine.Broker, opts Options) (*Server, error) {
 	}
 	opts = opts.withDefaults()
 	s := &Server{
-		b:     b,
-		opts:  opts,
-		log:   opts.Logger,
-		auth:  newAuthenticator(&opts),
-		conns: newConnSlots(opts.MaxConns),
+		b:       b,
+		opts:    opts,
+		log:     opts.Logger,
+		auth:    newAuthenticator(&opts),
+		conns:   newConnSlots(opts.MaxConns),
+		opConns: newConnSlots(maxOpsConns),
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.states.New = func() any { return new(reqState) }
@@ -94,23 +98,54 @@ func New(b *engine.Broker, opts Options) (*Server, error) {
 		// Logging of fasthttp's own connection errors goes to our logger.
 		Logger: fasthttpLogger{s.log},
 	}
+	s.ops = &fasthttp.Server{
+		Handler:                      s.handleOps,
+		Name:                         opts.Name,
+		ReadTimeout:                  opts.HeaderTimeout,
+		WriteTimeout:                 opts.WriteTimeout,
+		IdleTimeout:                  opts.IdleTimeout,
+		MaxRequestBodySize:           4 << 10,
+		Concurrency:                  2 * maxOpsConns,
+		NoDefaultContentType:         true,
+		CloseOnShutdown:              true,
+		DisablePreParseMultipartForm: true,
+		Logger:                       fasthttpLogger{s.log},
+	}
 	return s, nil
 }
 
-// Serve accepts connections on ln until Shutdown. It returns nil after
-// Shutdown and the listener's error otherwise.
+// Serve accepts connections on ln until Shutdown: the API, /healthz and,
+// unless Options.SeparateMetrics, /metrics; over TLS when Options.TLS is
+// set. It returns nil after Shutdown and the listener's error otherwise.
 func (s *Server) Serve(ln net.Listener) error {
+	var sln net.Listener = s.limit(ln, s.conns)
+	if s.opts.TLS != nil {
+		sln = tls.NewListener(sln, s.opts.TLS)
+	}
+	s.log.Info("serving", "addr", ln.Addr().String(), "tls", s.opts.TLS != nil, "auth", !s.opts.NoAuth, "max_conns", s.opts.MaxConns)
+	return s.serveOn(s.srv, sln)
+}
+
+// ServeMetrics accepts connections on ln until Shutdown and answers GET
+// /metrics and /healthz there, unauthenticated and in plain HTTP: give it
+// an address only operators reach. With Options.SeparateMetrics, it is the
+// only place /metrics is served. It returns nil after Shutdown.
+func (s *Server) ServeMetrics(ln net.Listener) error {
+	s.log.Info("serving metrics", "addr", ln.Addr().String())
+	return s.serveOn(s.ops, s.limit(ln, s.opConns))
+}
+
+// serveOn runs srv on ln, which Shutdown closes.
+func (s *Server) serveOn(srv *fasthttp.Server, ln net.Listener) error {
 	s.lnMu.Lock()
 	if s.closing.Load() {
 		s.lnMu.Unlock()
 		ln.Close()
 		return nil
 	}
-	var sln net.Listener = s.limit(ln)
-	s.lns = append(s.lns, sln)
+	s.lns = append(s.lns, ln)
 	s.lnMu.Unlock()
-	s.log.Info("serving", "addr", ln.Addr().String(), "auth", !s.opts.NoAuth, "max_conns", s.opts.MaxConns)
-	err := s.srv.Serve(sln)
+	err := srv.Serve(ln)
 	if s.closing.Load() {
 		return nil
 	}
@@ -128,12 +163,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	lns := s.lns
 	s.lns = nil
 	s.lnMu.Unlock()
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- s.srv.ShutdownWithContext(ctx) }()
+	go func() { done <- s.ops.ShutdownWithContext(ctx) }()
 	s.cancel()
-	err := <-done
-	if errors.Is(err, net.ErrClosed) {
-		err = nil
+	var err error
+	for range 2 {
+		if e := <-done; e != nil && !errors.Is(e, net.ErrClosed) && err == nil {
+			err = e
+		}
 	}
 	// A Serve that had not reached fasthttp's accept loop when fasthttp
 	// shut down is stopped by closing its listener (fasthttp closed the
@@ -244,7 +282,11 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		s.healthz(ctx)
 		return
 	case opMetrics:
-		s.serveMetrics(ctx, st)
+		if !s.opts.SeparateMetrics {
+			s.serveMetrics(ctx, st)
+			return
+		}
+		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "/metrics is served on the metrics address, not here"))
 		return
 	case opUnknown:
 		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "no operation at "+string(ctx.Request.Header.Method())+" "+string(path)))
