@@ -88,12 +88,7 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("ALPN chose %q", p)
 	}
 	conn.Close()
-	// TLS 1.1 and plain HTTP are refused.
-	old := &tls.Config{RootCAs: pool, MaxVersion: tls.VersionTLS11}
-	if c, err := tls.Dial("tcp", env.addr, old); err == nil {
-		c.Close()
-		t.Fatal("a TLS 1.1 handshake succeeded")
-	}
+	// Plain HTTP is refused.
 	c := env.client()
 	if r, err := c.rawErr("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err == nil && r.status == 200 {
 		t.Fatal("plain HTTP served on the TLS listener")
@@ -108,4 +103,27 @@ func TestTLS(t *testing.T) {
 	if _, err := New(env.broker, Options{NoAuth: true, TLS: &tls.Config{}}); err == nil {
 		t.Fatal("TLS without a certificate accepted")
 	}
+}
+
+// TLS 1.0 and 1.1 are refused even when the configuration names a suite
+// they could use and no minimum version.
+func TestTLSMinimumVersion(t *testing.T) {
+	cert, pool := selfSigned(t)
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) {
+		o.TLS = &tls.Config{Certificates: []tls.Certificate{cert},
+			CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}
+	}})
+	for _, v := range []uint16{tls.VersionTLS10, tls.VersionTLS11} {
+		old := &tls.Config{RootCAs: pool, MinVersion: v, MaxVersion: v,
+			CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA}}
+		if c, err := tls.Dial("tcp", env.addr, old); err == nil {
+			c.Close()
+			t.Fatalf("a %s handshake succeeded", tls.VersionName(v))
+		}
+	}
+	c, err := tls.Dial("tcp", env.addr, &tls.Config{RootCAs: pool, MaxVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatalf("TLS 1.2: %v", err)
+	}
+	c.Close()
 }
