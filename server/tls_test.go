@@ -72,8 +72,8 @@ func TestTLS(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	if resp := do("PUT", "/queues/q", ""); resp.StatusCode != 201 {
-		t.Fatalf("create over TLS: %d", resp.StatusCode)
+	if resp := do("PUT", "/queues/q", ""); resp.StatusCode != 201 || resp.Header.Get("Location") != "https://"+env.addr+"/queues/q" {
+		t.Fatalf("create over TLS: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	resp := do("POST", "/queues/q/messages", sendBody("secret", ""))
 	if resp.StatusCode != 201 || resp.TLS == nil || resp.TLS.Version < tls.VersionTLS12 {
