@@ -130,7 +130,7 @@ func (c *config) validate() error {
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
 	}
-	if c.metricsListen != "" && c.metricsListen == c.listen {
+	if c.metricsListen != "" && c.metricsListen == c.listen && !strings.HasSuffix(c.listen, ":0") {
 		return errors.New("--metrics-listen must differ from --listen")
 	}
 	if c.stripes <= 0 || c.stripes > 256 {
