@@ -287,7 +287,7 @@ type daemon struct {
 // startBinary starts bin on an ephemeral loopback port with a fresh data
 // directory (durable, --sync always, generated credentials) and extra
 // flags, and waits for its banner.
-func startBinary(t *testing.T, bin string, extra ...string) *daemon {
+func startBinary(t testing.TB, bin string, extra ...string) *daemon {
 	t.Helper()
 	dataDir := filepath.Join(t.TempDir(), "data")
 	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--data-dir", dataDir, "--sync", "always"}, extra...)...)
@@ -363,7 +363,7 @@ func startBinary(t *testing.T, bin string, extra ...string) *daemon {
 }
 
 // stop sends SIGTERM and requires a clean exit within 20 s.
-func (d *daemon) stop(t *testing.T) {
+func (d *daemon) stop(t testing.TB) {
 	t.Helper()
 	d.stopOnce.Do(func() {
 		if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -459,7 +459,7 @@ func daemonEnv() []string {
 	return env
 }
 
-func httpGet(t *testing.T, url string) string {
+func httpGet(t testing.TB, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
