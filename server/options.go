@@ -28,7 +28,7 @@ const DefaultMaxRequestBodyBytes = 2 << 20
 // DefaultMaxConns is the default cap on connections held open at once. It
 // sits above the daemon's default of 10,000 waiting long polls (each holds a
 // connection) with room for senders; an idle or stalled connection costs
-// about 20 KiB (docs/benchmarks.md, "Pre-auth memory").
+// about 21 KiB of RSS (docs/benchmarks.md, "Pre-auth memory").
 const DefaultMaxConns = 16384
 
 // maxXMLElements bounds the elements of one request document (the largest
