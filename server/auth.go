@@ -1,16 +1,13 @@
 package server
 
-// Request authentication: MNS signature version 2 (spec §2.1, §2.2).
+// Request authentication: MNS signature version 2 (spec §2.1, §2.2). The
+// canonical string and the HMAC live in package mnsauth, shared with the
+// signing clients; this file holds the server's policy: which header
+// problem gets which error code, and the clock check.
 //
-//	Authorization: MNS <AccessKeyId>:<Signature>
-//	Signature    = base64(HMAC-SHA1(secret, StringToSign))
-//	StringToSign = METHOD "\n" Content-MD5 "\n" Content-Type "\n" Date "\n"
-//	               CanonicalizedMNSHeaders CanonicalizedResource
-//
-// Every value is taken exactly as received: Content-MD5 is signed verbatim
-// and never checked against the body (two incompatible encodings exist,
-// spec §0.4), the resource is the raw request target with any absolute-form
-// prefix stripped (spec §0.5), and the date is Date, else x-mns-date.
+// Every value is taken exactly as received: Content-MD5 is signed verbatim,
+// the resource is the raw request target with any absolute-form prefix
+// stripped (spec §0.5), and the date is Date, else x-mns-date.
 //
 // The order of checks, first failure wins:
 //
@@ -26,122 +23,18 @@ package server
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha1"
-	"crypto/subtle"
-	"encoding/base64"
-	"hash"
-	"sync"
 	"time"
 
+	"github.com/smqd/smqd/server/mnsauth"
 	"github.com/valyala/fasthttp"
 )
 
-const apiVersion = "2015-06-06"
-
-// credential is one access key with a pool of keyed HMAC states, so that
-// verifying a signature allocates nothing.
-type credential struct {
-	pool sync.Pool // of hash.Hash (HMAC-SHA1 keyed with the secret)
-}
-
-func newCredential(secret string) *credential {
-	key := []byte(secret)
-	c := &credential{}
-	c.pool.New = func() any { return hmac.New(sha1.New, key) }
-	return c
-}
-
-// signHeader is one x-mns-* header: its name as received (compared and
-// written lower-cased) and its value.
-type signHeader struct {
-	name, value []byte
-}
-
-// signInput is everything the signature covers.
-type signInput struct {
-	method, contentMD5, contentType, date []byte
-	headers                               []signHeader // x-mns-* headers, any order
-	resource                              []byte
-}
-
-// lessFold compares two header names as their lower-case forms.
-func lessFold(a, b []byte) bool {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		x, y := lower(a[i]), lower(b[i])
-		if x != y {
-			return x < y
-		}
-	}
-	return len(a) < len(b)
-}
-
-func lower(c byte) byte {
-	if c >= 'A' && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
-}
-
-// sortHeaders sorts by lower-cased name (insertion sort: there are few).
-func sortHeaders(h []signHeader) {
-	for i := 1; i < len(h); i++ {
-		for j := i; j > 0 && lessFold(h[j].name, h[j-1].name); j-- {
-			h[j], h[j-1] = h[j-1], h[j]
-		}
-	}
-}
-
-// appendStringToSign appends the canonical string of spec §2.2. It sorts
-// in.headers in place.
-func appendStringToSign(dst []byte, in *signInput) []byte {
-	dst = append(dst, in.method...)
-	dst = append(dst, '\n')
-	dst = append(dst, in.contentMD5...)
-	dst = append(dst, '\n')
-	dst = append(dst, in.contentType...)
-	dst = append(dst, '\n')
-	dst = append(dst, in.date...)
-	dst = append(dst, '\n')
-	sortHeaders(in.headers)
-	for _, h := range in.headers {
-		for _, c := range h.name {
-			dst = append(dst, lower(c))
-		}
-		dst = append(dst, ':')
-		dst = append(dst, bytes.TrimSpace(h.value)...)
-		dst = append(dst, '\n')
-	}
-	return append(dst, in.resource...)
-}
-
-// isMNSHeader reports whether name starts with "x-mns-" in any case.
-func isMNSHeader(name []byte) bool {
-	return len(name) > 6 && bytes.EqualFold(name[:6], []byte("x-mns-"))
-}
-
-// parseAuthorization splits "MNS <id>:<sig>".
-func parseAuthorization(v []byte) (id, sig []byte, ok bool) {
-	v = bytes.TrimSpace(v)
-	if len(v) < 4 || string(v[:4]) != "MNS " {
-		return nil, nil, false
-	}
-	v = bytes.TrimLeft(v[4:], " ")
-	i := bytes.IndexByte(v, ':')
-	if i <= 0 || i == len(v)-1 {
-		return nil, nil, false
-	}
-	id, sig = v[:i], v[i+1:]
-	if bytes.IndexByte(id, ' ') >= 0 || bytes.IndexByte(sig, ' ') >= 0 {
-		return nil, nil, false
-	}
-	return id, sig, true
-}
+const apiVersion = mnsauth.APIVersion
 
 // authenticator checks request headers and signatures.
 type authenticator struct {
 	noAuth bool
-	keys   map[string]*credential // access key id -> credential; read-only after New
+	keys   map[string]*mnsauth.Key // access key id -> key; read-only after New
 	skew   time.Duration
 	now    func() time.Time
 }
@@ -149,22 +42,20 @@ type authenticator struct {
 func newAuthenticator(opts *Options) *authenticator {
 	a := &authenticator{
 		noAuth: opts.NoAuth,
-		keys:   make(map[string]*credential, len(opts.Credentials)),
+		keys:   make(map[string]*mnsauth.Key, len(opts.Credentials)),
 		skew:   opts.MaxClockSkew,
 		now:    opts.Now,
 	}
 	for id, secret := range opts.Credentials {
-		a.keys[id] = newCredential(secret)
+		a.keys[id] = mnsauth.NewKey(id, secret)
 	}
 	return a
 }
 
 // authScratch is per-request scratch space for check.
 type authScratch struct {
-	headers []signHeader
-	buf     []byte
-	sum     []byte
-	b64     [28]byte
+	headers []mnsauth.Header
+	buf     []byte // the string to sign
 }
 
 // check authenticates the request whose raw resource (path and query as
@@ -181,7 +72,7 @@ func (a *authenticator) check(h *fasthttp.RequestHeader, resource []byte, s *aut
 	if len(authz) == 0 {
 		return newAPIError(codeMissingAuthorizationHeader, "the Authorization header is missing")
 	}
-	id, sig, ok := parseAuthorization(authz)
+	id, sig, ok := mnsauth.ParseAuthorization(authz)
 	if !ok {
 		return newAPIError(codeInvalidAuthorizationHeader, "the Authorization header must be \"MNS <AccessKeyId>:<Signature>\"")
 	}
@@ -203,34 +94,27 @@ func (a *authenticator) check(h *fasthttp.RequestHeader, resource []byte, s *aut
 	if d := now.Sub(t); d > a.skew || d < -a.skew {
 		return newAPIError(codeTimeExpired, "the request date differs from the server time by more than "+a.skew.String())
 	}
-	cred := a.keys[string(id)]
-	if cred == nil {
+	key := a.keys[string(id)]
+	if key == nil {
 		return newAPIError(codeInvalidAccessKeyId, "unknown access key id")
 	}
 
-	in := signInput{
-		method:      h.Method(),
-		contentMD5:  h.Peek("Content-MD5"),
-		contentType: h.ContentType(),
-		date:        date,
-		resource:    resource,
+	in := mnsauth.Request{
+		Method:      h.Method(),
+		ContentMD5:  h.Peek("Content-MD5"),
+		ContentType: h.ContentType(),
+		Date:        date,
+		Resource:    resource,
 	}
 	s.headers = s.headers[:0]
 	for k, v := range h.All() {
-		if isMNSHeader(k) {
-			s.headers = append(s.headers, signHeader{name: k, value: v})
+		if mnsauth.IsMNSHeader(k) {
+			s.headers = append(s.headers, mnsauth.Header{Name: k, Value: v})
 		}
 	}
-	in.headers = s.headers
-	s.buf = appendStringToSign(s.buf[:0], &in)
-
-	mac := cred.pool.Get().(hash.Hash)
-	mac.Reset()
-	mac.Write(s.buf)
-	s.sum = mac.Sum(s.sum[:0])
-	cred.pool.Put(mac)
-	base64.StdEncoding.Encode(s.b64[:], s.sum)
-	if subtle.ConstantTimeCompare(s.b64[:], sig) != 1 {
+	in.Headers = s.headers
+	s.buf = mnsauth.AppendStringToSign(s.buf[:0], &in)
+	if !key.Verify(s.buf, sig) {
 		return newAPIError(codeSignatureDoesNotMatch, "the request signature does not match; the server signed "+quoteForMessage(s.buf))
 	}
 	return nil
@@ -241,12 +125,4 @@ func (a *authenticator) check(h *fasthttp.RequestHeader, resource []byte, s *aut
 // what lets a user see which part differed).
 func quoteForMessage(b []byte) string {
 	return string(bytes.ReplaceAll(b, []byte("\n"), []byte(`\n`)))
-}
-
-// signature computes the signature of a string to sign; used by tests and
-// documentation examples.
-func signature(secret string, stringToSign []byte) string {
-	mac := hmac.New(sha1.New, []byte(secret))
-	mac.Write(stringToSign)
-	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }

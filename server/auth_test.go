@@ -7,46 +7,6 @@ import (
 	"time"
 )
 
-// Spec §2.2 test vectors (§9.6 check 1).
-func TestSignatureVectors(t *testing.T) {
-	in := signInput{
-		method: []byte("GET"),
-		date:   []byte("Thu, 09 Jul 2015 03:01:34 GMT"),
-		headers: []signHeader{
-			{name: []byte("X-Mns-Version"), value: []byte("2015-06-06")},
-		},
-		resource: []byte("/MyQueue"),
-	}
-	sts := appendStringToSign(nil, &in)
-	if string(sts) != "GET\n\n\nThu, 09 Jul 2015 03:01:34 GMT\nx-mns-version:2015-06-06\n/MyQueue" {
-		t.Fatalf("string to sign %q", sts)
-	}
-	if got := signature("TestAccessSecret", sts); got != "uwx3yeWoILzgmvesW0BQSgfM7b8=" {
-		t.Fatalf("vector 1: %s", got)
-	}
-
-	in = signInput{
-		method:      []byte("DELETE"),
-		contentMD5:  []byte("ZDQxZDhjZDk4ZjAwYjIwNGU5ODAwOTk4ZWNmODQyN2U="),
-		contentType: []byte("text/xml"),
-		date:        []byte("Mon, 30 Nov 2026 04:10:03 GMT"),
-		headers: []signHeader{ // unsorted, mixed case: the canonicaliser sorts and lower-cases
-			{name: []byte("X-Mns-Version"), value: []byte("2015-06-06")},
-			{name: []byte("x-mns-date"), value: []byte(" Mon, 30 Nov 2026 04:10:03 GMT ")},
-		},
-		resource: []byte("/queues/q1/messages?ReceiptHandle=1-ODU4+/OTk=="),
-	}
-	sts = appendStringToSign(nil, &in)
-	want := "DELETE\nZDQxZDhjZDk4ZjAwYjIwNGU5ODAwOTk4ZWNmODQyN2U=\ntext/xml\nMon, 30 Nov 2026 04:10:03 GMT\n" +
-		"x-mns-date:Mon, 30 Nov 2026 04:10:03 GMT\nx-mns-version:2015-06-06\n/queues/q1/messages?ReceiptHandle=1-ODU4+/OTk=="
-	if string(sts) != want {
-		t.Fatalf("string to sign\n%q\nwant\n%q", sts, want)
-	}
-	if got := signature("testsecret", sts); got != "/WdZqJfpqlgZoHuU0sIT3tMQKQE=" {
-		t.Fatalf("vector 2: %s", got)
-	}
-}
-
 // The captured @alicloud/mns DELETE of vector 2, replayed byte for byte
 // (origin form and absolute form): it authenticates, and the old-style
 // handle with raw + / = is then a ReceiptHandleError, not a signature error.
@@ -119,8 +79,9 @@ func TestAuthErrors(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// Both Content-MD5 encodings are accepted (spec §0.4), and a Content-MD5 that
-// matches neither is not rejected either: it is only signed.
+// Both Content-MD5 encodings are accepted (spec §0.4); one that matches
+// the body in neither is 400 InvalidDegist and changes nothing, so a
+// captured signed send cannot be replayed with another body.
 func TestContentMD5Forms(t *testing.T) {
 	env := startEnv(t, envConfig{})
 	hexForm := env.client()
@@ -131,21 +92,35 @@ func TestContentMD5Forms(t *testing.T) {
 	rawForm.mustSend("q", "b", "")
 	body := sendBody("c", "")
 	r := hexForm.do(req{method: "POST", target: "/queues/q/messages", body: body, headers: map[string]string{"Content-MD5": "bm90IGFuIG1kNQ=="}})
-	wantStatus(t, r, 201)
+	wantError(t, r, 400, "InvalidDegist")
+	// A captured signed request replayed with another body of the same
+	// length: the signature still matches, the digest does not.
+	captured := hexForm.build(req{method: "POST", target: "/queues/q/messages", body: sendBody("pay alice", "")})
+	forged := strings.Replace(captured, "pay alice", "pay mallo", 1)
+	wantError(t, hexForm.raw(forged), 400, "InvalidDegist")
+	wantStatus(t, hexForm.raw(captured), 201) // the original is fine
 	// Go sends Content-Type application/xml and Content-MD5 on every request, GETs too.
 	goClient := env.client()
 	goClient.ctype = "application/xml"
 	ds := env.now().UTC().Format(http.TimeFormat)
 	h := map[string]string{"Date": ds, "x-mns-version": apiVersion, "Content-Type": "application/xml",
 		"Content-MD5": "ZDQxZDhjZDk4ZjAwYjIwNGU5ODAwOTk4ZWNmODQyN2U=", "User-Agent": "aliyun-sdk-go/2.0.1"}
-	h["Authorization"] = sign(testKeyID, testSecret, "GET", h["Content-MD5"], "application/xml", ds, h, "/queues/q/messages?numOfMessages=3&waitseconds=1")
-	r = goClient.send("GET", "/queues/q/messages?numOfMessages=3&waitseconds=1", "", h)
+	h["Authorization"] = sign(testKeyID, testSecret, "GET", h["Content-MD5"], "application/xml", ds, h, "/queues/q/messages?numOfMessages=16&waitseconds=1")
+	r = goClient.send("GET", "/queues/q/messages?numOfMessages=16&waitseconds=1", "", h)
 	wantStatus(t, r, 200)
 	var ms xMessages
 	decode(t, r, &ms)
 	if len(ms.Messages) != 3 {
-		t.Fatalf("got %d", len(ms.Messages))
+		t.Fatalf("got %d messages, want the 3 sent with a matching digest", len(ms.Messages))
 	}
+	for _, m := range ms.Messages {
+		if m.MessageBody == "c" || m.MessageBody == "pay mallo" {
+			t.Fatalf("a send with a wrong digest was stored: %q", m.MessageBody)
+		}
+	}
+	// An empty Content-MD5 header counts as absent (it is signed as empty).
+	r = hexForm.do(req{method: "POST", target: "/queues/q/messages", body: body, headers: map[string]string{"Content-MD5": ""}})
+	wantStatus(t, r, 201)
 }
 
 // @alicloud/mns with a trailing slash in its endpoint sends //queues/...

@@ -15,12 +15,17 @@
 //	/queues, /queues/{q}, /queues/{q}/messages   the 14 queue operations, signed
 //	GET /healthz                                 200 "ok" (503 while shutting down), not signed
 //	GET /metrics                                 Prometheus text format, not signed
+//	                                             (only on ServeMetrics's listener
+//	                                             with Options.SeparateMetrics)
 //
 // Request flow (server.go): route on method and the raw request target
-// (absolute form stripped, route.go) → authenticate (auth.go) → parse the
+// (absolute form stripped, route.go) → authenticate on the headers and
+// check the declared body size, before any body byte is read (auth.go,
+// body.go) → read the body within the cap, check Content-MD5 → parse the
 // query (query.go) and the body (xmlparse.go, requests.go) and validate
 // every value → call the engine → encode the answer (xmlwrite.go). Errors
-// of every layer go through the one table in errors.go.
+// of every layer go through the one table in errors.go. Connections are
+// capped by Options.MaxConns (conns.go); Options.TLS serves HTTPS.
 //
 // Files:
 //
@@ -28,7 +33,11 @@
 //	options.go           Options and their defaults
 //	route.go             method + path → operation; the pooled per-request state
 //	query.go             request target splitting; query parameters (%XX only, '+' kept)
-//	auth.go              signature v2, header checks
+//	auth.go              signature v2 policy: header checks and their error codes
+//	body.go              bodies: checked headers first, read within the cap, drained when refused
+//	conns.go             the connection cap
+//	mnsauth/             the canonical string, HMAC signing and verification,
+//	                     shared with the signing clients (smqbench, smqctl)
 //	xmlparse.go          the request XML parser (local names, entities, CR LF)
 //	xmlwrite.go          the append-style response encoder
 //	requests.go          request documents → engine arguments, with range checks

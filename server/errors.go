@@ -42,11 +42,12 @@ const (
 	codeTimeExpired
 	codeQueueAlreadyExist
 	codeServiceUnavailable
+	codeInvalidDegist
 	numCodes
 )
 
 // codes is the table of MNS error codes: name and HTTP status (spec §5.2).
-// Codes the spec lists that smqd never emits (InvalidDegist, QpsLimitExceeded,
+// Codes the spec lists that smqd never emits (QpsLimitExceeded,
 // QueueDeletedRecently, AccessDenied) have no row.
 var codes = [numCodes]struct {
 	name   string
@@ -76,6 +77,10 @@ var codes = [numCodes]struct {
 	codeQueueAlreadyExist:          {"QueueAlreadyExist", 409},
 	// Not in the MNS table: the broker is shutting down (Java retries 503).
 	codeServiceUnavailable: {"ServiceUnavailable", 503},
+	// Content-MD5 matches the body in neither SDK encoding. The spelling is
+	// the service's (spec §5.2), and the one the SDKs map: the Go SDK's
+	// client.go initMNSErrors has "InvalidDegist".
+	codeInvalidDegist: {"InvalidDegist", 400},
 }
 
 func (c errCode) String() string { return codes[c].name }

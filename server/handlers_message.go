@@ -30,7 +30,7 @@ func (s *Server) stale(st *reqState, q *engine.Queue, err error) bool {
 }
 
 func (s *Server) send(ctx *fasthttp.RequestCtx, st *reqState) error {
-	entries, batch, err := decodeSend(&st.doc, ctx.Request.Body(), st.entries[:0])
+	entries, batch, err := decodeSend(&st.doc, st.body, st.entries[:0])
 	st.entries = entries
 	if batch {
 		st.op = opBatchSendMessage
@@ -244,7 +244,7 @@ func (s *Server) deleteMessages(ctx *fasthttp.RequestCtx, st *reqState) error {
 
 	st.op = opBatchDeleteMessage
 	d := &st.doc
-	first, n, err := decodeHandles(d, ctx.Request.Body())
+	first, n, err := decodeHandles(d, st.body)
 	if err != nil {
 		return err
 	}

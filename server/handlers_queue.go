@@ -10,16 +10,21 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// appendQueueURL appends http://<host>/queues/<name>.
-func appendQueueURL(b []byte, host []byte, name string) []byte {
-	b = append(b, "http://"...)
-	b = append(b, host...)
+// appendQueueURL appends http(s)://<host>/queues/<name>, https when the
+// request came over TLS.
+func appendQueueURL(b []byte, ctx *fasthttp.RequestCtx, name string) []byte {
+	if ctx.IsTLS() {
+		b = append(b, "https://"...)
+	} else {
+		b = append(b, "http://"...)
+	}
+	b = append(b, ctx.Request.Header.Host()...)
 	b = append(b, "/queues/"...)
 	return append(b, name...)
 }
 
 func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
-	p, err := decodeQueueAttrs(&st.doc, ctx.Request.Body())
+	p, err := decodeQueueAttrs(&st.doc, st.body)
 	if err != nil {
 		return err
 	}
@@ -32,7 +37,7 @@ func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
 	if err != nil {
 		return err
 	}
-	st.scratch = appendQueueURL(st.scratch[:0], ctx.Request.Header.Host(), name)
+	st.scratch = appendQueueURL(st.scratch[:0], ctx, name)
 	ctx.Response.Header.SetBytesV("Location", st.scratch)
 	if created {
 		ctx.Response.SetStatusCode(fasthttp.StatusCreated)
@@ -43,7 +48,7 @@ func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
 }
 
 func (s *Server) setQueueAttributes(ctx *fasthttp.RequestCtx, st *reqState) error {
-	p, err := decodeQueueAttrs(&st.doc, ctx.Request.Body())
+	p, err := decodeQueueAttrs(&st.doc, st.body)
 	if err != nil {
 		return err
 	}
@@ -117,7 +122,6 @@ func (s *Server) listQueues(ctx *fasthttp.RequestCtx, st *reqState) error {
 	if err != nil {
 		return err
 	}
-	host := h.Host()
 	b := respBody(ctx)
 	if len(names) == 0 && next == "" {
 		b = appendEmptyRoot(b, "Queues")
@@ -133,7 +137,8 @@ func (s *Server) listQueues(ctx *fasthttp.RequestCtx, st *reqState) error {
 			}
 			b = appendOpen(b, "Queue")
 			b = appendOpen(b, "QueueURL")
-			b = appendText(b, appendQueueURL(nil, host, name))
+			st.scratch = appendQueueURL(st.scratch[:0], ctx, name)
+			b = appendText(b, st.scratch)
 			b = appendClose(b, "QueueURL")
 			if withMeta {
 				b = appendQueueAttrs(b, &info)

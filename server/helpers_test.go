@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/server/mnsauth"
 )
 
 const (
@@ -128,6 +129,7 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+	close  bool // the server said Connection: close
 }
 
 func (r *response) String() string {
@@ -165,7 +167,7 @@ func sign(id, secret, method, contentMD5, contentType, date string, headers map[
 		}
 	}
 	sb.WriteString(resource)
-	return "MNS " + id + ":" + signature(secret, []byte(sb.String()))
+	return "MNS " + id + ":" + mnsauth.Sign(secret, []byte(sb.String()))
 }
 
 // req is one request to send.
@@ -302,7 +304,7 @@ func (c *client) rawErr(request string) (*response, error) {
 		if resp.Close {
 			c.close()
 		}
-		return &response{status: resp.StatusCode, header: resp.Header, body: body}, nil
+		return &response{status: resp.StatusCode, header: resp.Header, body: body, close: resp.Close}, nil
 	}
 }
 

@@ -1,15 +1,20 @@
 package server
 
-// Operations endpoints: GET /healthz and GET /metrics, served on the same
-// listener as the API and NOT signed (they reveal queue names and counts,
-// never message contents; bind the listener to a private address, or put a
-// proxy in front, if queue names are sensitive).
+// Operations endpoints: GET /healthz and GET /metrics, NOT signed (they
+// reveal queue names and counts, never message contents). By default both
+// are served on the API listener too; with Options.SeparateMetrics, /metrics
+// is served only by ServeMetrics, on an address of the operator's choosing
+// (the daemon's --metrics-listen), and the API listener answers it with
+// 400 InvalidRequestURL. /healthz stays on both: load balancers probe the
+// API address, and it reveals nothing.
 //
 // /metrics is the Prometheus text format (version 0.0.4), written by hand:
 //
 //	smqd_http_request_duration_seconds{op}   histogram, every request by operation
 //	smqd_http_responses_total{op,class}      counter, by status class (2xx, 4xx, 5xx)
 //	smqd_http_errors_total{code}             counter, error answers by MNS code
+//	smqd_http_connections, _max              gauges, connections held / the cap
+//	smqd_http_accept_waits_total             counter, accepts held back at the cap
 //	smqd_queues                              gauge
 //	smqd_queue_messages{queue,state}         gauge, state = active | inactive | delayed
 //	smqd_queue_{sent,received,deleted,expired}_total{queue}   counters
@@ -219,6 +224,12 @@ func (s *Server) writeRequestMetrics(w *promWriter) {
 			}
 		}
 	}
+	w.family("smqd_http_connections", "Client connections held open on the API listeners.", "gauge")
+	w.sample("smqd_http_connections", float64(s.conns.open()))
+	w.family("smqd_http_connections_max", "The connection cap (--max-conns).", "gauge")
+	w.sample("smqd_http_connections_max", float64(cap(s.conns.slots)))
+	w.family("smqd_http_accept_waits_total", "Times the API listeners stopped accepting because the connection cap was reached.", "counter")
+	w.sample("smqd_http_accept_waits_total", float64(s.conns.waits.Load()))
 	w.family("smqd_http_errors_total", "Error responses by MNS error code.", "counter")
 	for c := errCode(0); c < numCodes; c++ {
 		w.sample("smqd_http_errors_total", float64(s.metrics.errors[c].Load()), "code", c.String())
@@ -318,6 +329,27 @@ func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx, st *reqState) {
 	ctx.Response.SetStatusCode(fasthttp.StatusOK)
 	ctx.Response.Header.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 	ctx.Response.SwapBody(w.b)
+}
+
+// maxOpsConns caps the connections of the ServeMetrics listeners.
+const maxOpsConns = 64
+
+// handleOps serves the ServeMetrics listener: /metrics and /healthz; every
+// other request is 400 InvalidRequestURL.
+func (s *Server) handleOps(ctx *fasthttp.RequestCtx) {
+	st := s.states.Get().(*reqState)
+	defer func() { st.release(); s.states.Put(st) }()
+	path, _, _ := splitTarget(stripAbsoluteForm(ctx.Request.Header.RequestURI()))
+	switch r := route(ctx.Request.Header.Method(), path); r.op {
+	case opMetrics:
+		s.serveMetrics(ctx, st)
+	case opHealthz:
+		s.healthz(ctx)
+	default:
+		st.reqID = s.appendRequestID(st.reqID[:0], time.Now())
+		setCommonHeaders(ctx, st.reqID)
+		s.writeError(ctx, st, codeInvalidRequestURL, "only GET /metrics and GET /healthz are served on this address")
+	}
 }
 
 func (s *Server) healthz(ctx *fasthttp.RequestCtx) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"math"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -364,5 +365,35 @@ func TestLatencyLEs(t *testing.T) {
 		if want := strconv.FormatFloat(d.Seconds(), 'g', -1, 64); latencyLEs[i] != want {
 			t.Errorf("latencyLEs[%d] = %s, want %s", i, latencyLEs[i], want)
 		}
+	}
+}
+
+// With SeparateMetrics, /metrics is served only on the ServeMetrics
+// listener; /healthz on both; nothing else on the metrics listener.
+func TestSeparateMetrics(t *testing.T) {
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.SeparateMetrics = true }})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go env.srv.ServeMetrics(ln)
+	c := env.client()
+	c.mustCreate("q")
+	wantError(t, c.get("/metrics"), 400, "InvalidRequestURL")
+	if r := c.send("GET", "/healthz", "", map[string]string{}); r.status != 200 {
+		t.Fatalf("healthz on the API listener: %s", r)
+	}
+	ops := &client{env: &testEnv{t: t, addr: ln.Addr().String(), now: env.now}}
+	r := ops.send("GET", "/metrics", "", map[string]string{})
+	if r.status != 200 || !strings.Contains(string(r.body), `smqd_http_responses_total{op="CreateQueue",class="2xx"} 1`) {
+		t.Fatalf("metrics listener /metrics: %s", r)
+	}
+	parseProm(t, string(r.body))
+	if r := ops.send("GET", "/healthz", "", map[string]string{}); r.status != 200 || string(r.body) != "ok" {
+		t.Fatalf("metrics listener /healthz: %s", r)
+	}
+	wantError(t, ops.do(req{method: "PUT", target: "/queues/other"}), 400, "InvalidRequestURL")
+	if r := c.get("/queues/other"); r.status != 404 {
+		t.Fatalf("the metrics listener created a queue: %s", r)
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"time"
@@ -8,18 +9,41 @@ import (
 	"github.com/smqd/smqd/engine"
 )
 
-// DefaultMaxRequestBodyBytes is the default request body cap: 8 MiB.
+// DefaultMaxRequestBodyBytes is the default request body cap: 2 MiB.
 //
-// The cap has to admit the largest request a client can legitimately send.
-// That is a BatchSendMessage of 16 bodies of 64 KiB (MaximumMessageSize's
-// upper bound): 1 MiB of body text before any markup, so 1 MiB itself is too
-// small. Bodies count after entity decoding (spec §6), and @alicloud/mns or
-// Go may send raw text that the XML encoding blows up: a named entity
-// (&quot;) spells one byte with six, so 16 x 64 KiB x 6 = 6 MiB, plus the
-// markup. 8 MiB covers that with room to spare. (The engine separately
-// limits a batch to 64 KiB of body in total; the transport cap must not be
-// what answers first, or the client gets a less precise error.)
-const DefaultMaxRequestBodyBytes = 8 << 20
+// The cap has to admit the largest request a client can legitimately send,
+// and nothing much larger, since a body is held in memory while it is
+// parsed. The brief's worst case is a BatchSendMessage of 16 messages of
+// 64 KiB (MaximumMessageSize's upper bound) whose bodies a client base64-
+// encodes: ceil(65536/3)*4 = 87,384 bytes each, 1,398,144 bytes for 16, plus
+// the markup (about 110 bytes per entry with DelaySeconds and Priority, and
+// about 150 for the declaration and root): 1,400,054 bytes, 1.34 MiB. 2 MiB
+// leaves half as much again for entity escapes. In practice the engine also
+// limits a batch to 64 KiB of decoded body text in total (MaxBatchBodyBytes),
+// so even a body written entirely as the longest character reference the
+// parser accepts (13 bytes for one, "&#0000000065;") stays under 64 KiB x 13
+// = 832 KiB: no request the engine would accept is refused by the transport.
+const DefaultMaxRequestBodyBytes = 2 << 20
+
+// DefaultMaxConns is the default cap on connections held open at once. It
+// sits above the daemon's default of 10,000 waiting long polls (each holds a
+// connection) with room for senders; an idle or stalled connection costs
+// about 21 KiB of RSS (docs/benchmarks.md, "Pre-auth memory").
+const DefaultMaxConns = 16384
+
+// maxXMLElements bounds the elements of one request document (the largest
+// real one, a batch send of 16 messages with every optional child, has 65),
+// so that parsing a body costs memory in proportion to what a request needs,
+// not to what its bytes could spell.
+const maxXMLElements = 1024
+
+// drainLimit is how much of a refused request's body (unauthenticated, over
+// the cap, or to an unknown path) the server reads and discards before it
+// answers and closes the connection. A client that writes its whole body
+// before reading the answer (Node's http, most SDKs) then gets the answer
+// instead of a connection reset. Bodies declared larger are not read: the
+// answer is written and the connection closed at once.
+const drainLimit = 16 << 20
 
 // Options configures a Server. The zero value is not usable: give
 // Credentials or set NoAuth. Durations are Go durations; the wire's seconds
@@ -30,19 +54,38 @@ type Options struct {
 	// NoAuth skips authentication (local development only).
 	NoAuth bool
 	// MaxRequestBodyBytes caps a request body; a larger one is refused with
-	// 400 InvalidArgument before it is read in full. Default
+	// 400 InvalidArgument without being buffered. Default
 	// DefaultMaxRequestBodyBytes.
 	MaxRequestBodyBytes int
+	// MaxConns caps the connections held open at once, over all listeners.
+	// At the cap the server stops accepting: further connections wait in
+	// the kernel's backlog until one closes. Default DefaultMaxConns.
+	MaxConns int
 	// MaxClockSkew is how far a request's Date may be from Now before it is
 	// refused with 408 TimeExpired. Default 15 minutes (spec §2.1).
 	MaxClockSkew time.Duration
-	// ReadTimeout bounds reading one request (headers and body). Default 60 s.
+	// HeaderTimeout bounds reading a request's headers (and the first 8 KiB
+	// of its body), from the connection's first byte or, on a kept-alive
+	// connection, from the request's first byte. Everything up to the
+	// signature check happens within it; a refused body is also drained
+	// within it. Default 10 s.
+	HeaderTimeout time.Duration
+	// ReadTimeout bounds reading the rest of a request's body, from the
+	// moment its headers are authenticated. Default 60 s.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing one response. Default 60 s.
 	WriteTimeout time.Duration
 	// IdleTimeout bounds how long a keep-alive connection waits for its next
 	// request. Default 120 s.
 	IdleTimeout time.Duration
+	// SeparateMetrics keeps /metrics off the API listeners (they answer it
+	// with 400 InvalidRequestURL): it is served only by ServeMetrics.
+	SeparateMetrics bool
+	// TLS, when set, makes Serve speak HTTPS with this configuration. Unset
+	// minimums are raised to modern defaults (TLS 1.2, AEAD cipher suites
+	// with forward secrecy, HTTP/1.1 by ALPN); certificates come from
+	// Certificates or GetCertificate (the daemon reloads them on SIGHUP).
+	TLS *tls.Config
 	// Name is the Server response header. Default "smqd".
 	Name string
 	// Now is the time source for the signature date check; nil means time.Now.
@@ -62,6 +105,12 @@ func (o Options) withDefaults() Options {
 	if o.MaxRequestBodyBytes <= 0 {
 		o.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
 	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.HeaderTimeout <= 0 {
+		o.HeaderTimeout = 10 * time.Second
+	}
 	if o.MaxClockSkew <= 0 {
 		o.MaxClockSkew = 15 * time.Minute
 	}
@@ -73,6 +122,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 120 * time.Second
+	}
+	if o.TLS != nil {
+		o.TLS = withTLSDefaults(o.TLS)
 	}
 	if o.Name == "" {
 		o.Name = "smqd"
@@ -101,9 +153,41 @@ func (o Options) Validate() error {
 			}
 		}
 	}
+	if o.TLS != nil && len(o.TLS.Certificates) == 0 && o.TLS.GetCertificate == nil && o.TLS.GetConfigForClient == nil {
+		return errors.New("server: TLS configured without a certificate")
+	}
 	// Make sure the batch send that MaxBatch x MaxMessageBytes allows fits.
 	if o.MaxRequestBodyBytes > 0 && o.MaxRequestBodyBytes < engine.MaxMessageBytes+4096 {
 		return errors.New("server: MaxRequestBodyBytes is smaller than one maximal message")
 	}
 	return nil
+}
+
+// modernCipherSuites are the TLS 1.2 suites offered: ECDHE key exchange
+// (forward secrecy) with AEAD ciphers only. TLS 1.3 suites are not
+// configurable in Go and are all of that kind.
+var modernCipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// withTLSDefaults returns a copy of c with TLS 1.2 as the minimum version,
+// the modern suites when none are chosen, and HTTP/1.1 as the only ALPN
+// protocol (fasthttp speaks nothing else).
+func withTLSDefaults(c *tls.Config) *tls.Config {
+	c = c.Clone()
+	if c.MinVersion < tls.VersionTLS12 {
+		c.MinVersion = tls.VersionTLS12
+	}
+	if c.CipherSuites == nil {
+		c.CipherSuites = modernCipherSuites
+	}
+	if len(c.NextProtos) == 0 {
+		c.NextProtos = []string{"http/1.1"}
+	}
+	return c
 }

@@ -12,6 +12,8 @@ package server
 
 import (
 	"bytes"
+
+	"github.com/smqd/smqd/server/mnsauth"
 )
 
 // splitTarget strips an absolute-form prefix (scheme://authority) from a
@@ -27,27 +29,7 @@ func splitTarget(target []byte) (path, query []byte, hasQuery bool) {
 
 // stripAbsoluteForm returns target without a leading "scheme://authority".
 // The result is what the client signed (spec §1.1, §2.2).
-func stripAbsoluteForm(target []byte) []byte {
-	if len(target) == 0 || target[0] == '/' {
-		return target
-	}
-	i := bytes.Index(target, []byte("://"))
-	if i <= 0 {
-		return target
-	}
-	for _, c := range target[:i] {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.') {
-			return target
-		}
-	}
-	rest := target[i+3:]
-	j := bytes.IndexAny(rest, "/?")
-	if j < 0 {
-		return []byte("/")
-	}
-	// "http://host?x" has no path: routing then sees an empty one.
-	return rest[j:]
-}
+func stripAbsoluteForm(target []byte) []byte { return mnsauth.StripAbsoluteForm(target) }
 
 // queryParam is one known parameter: whether it was present and its
 // percent-decoded value.

@@ -146,6 +146,8 @@ type reqState struct {
 	query   queryParams
 	qbuf    []byte
 	auth    authScratch
+	body    []byte // the request body: bodyBuf, or fasthttp's buffer (see readBody)
+	bodyBuf []byte // owned buffer the body is read into
 	doc     xmlDoc
 	out     []byte // response body being encoded (fasthttp's buffer, see respBody)
 	scratch []byte
@@ -182,6 +184,10 @@ func (st *reqState) release() {
 	// msgs keep their Body buffers for reuse by the engine.
 	const maxKeep = 1 << 20
 	st.out = nil
+	st.body = nil
+	if cap(st.bodyBuf) > maxKeep {
+		st.bodyBuf = nil
+	}
 	if cap(st.doc.text) > maxKeep {
 		st.doc.text = nil
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/server/mnsauth"
 	"github.com/valyala/fasthttp"
 )
 
@@ -28,6 +30,7 @@ type Server struct {
 	log  *slog.Logger
 	auth *authenticator
 	srv  *fasthttp.Server
+	ops  *fasthttp.Server // /metrics and /healthz on their own listener (ServeMetrics)
 
 	// base is cancelled by Shutdown; long polls wait on it.
 	base    context.Context
@@ -40,6 +43,8 @@ type Server struct {
 	states  sync.Pool // *reqState
 	queues  queueCache
 	metrics metrics
+	conns   *connSlots // the connection cap, shared by every API listener
+	opConns *connSlots // the cap of the ServeMetrics listeners
 
 	idPrefix uint32        // random per process: request ids stay unique across restarts
 	idSeq    atomic.Uint32 // request id counter
@@ -57,10 +62,12 @@ func New(b *engine.Broker, opts Options) (*Server, error) {
 	}
 	opts = opts.withDefaults()
 	s := &Server{
-		b:    b,
-		opts: opts,
-		log:  opts.Logger,
-		auth: newAuthenticator(&opts),
+		b:       b,
+		opts:    opts,
+		log:     opts.Logger,
+		auth:    newAuthenticator(&opts),
+		conns:   newConnSlots(opts.MaxConns),
+		opConns: newConnSlots(maxOpsConns),
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.states.New = func() any { return new(reqState) }
@@ -69,25 +76,67 @@ func New(b *engine.Broker, opts Options) (*Server, error) {
 	_, _ = rand.Read(nonce[:])
 	s.idPrefix = binary.BigEndian.Uint32(nonce[:])
 	s.srv = &fasthttp.Server{
-		Handler:                      s.handle,
-		ErrorHandler:                 s.handleTransportError,
-		Name:                         opts.Name,
-		MaxRequestBodySize:           opts.MaxRequestBodyBytes,
-		ReadTimeout:                  opts.ReadTimeout,
-		WriteTimeout:                 opts.WriteTimeout,
-		IdleTimeout:                  opts.IdleTimeout,
+		Handler:      s.handle,
+		ErrorHandler: s.handleTransportError,
+		Name:         opts.Name,
+		// Bodies are read by the handler once the headers are
+		// authenticated (body.go); fasthttp reads the headers and at most
+		// prefetchBytes of body, under HeaderTimeout.
+		StreamRequestBody:  true,
+		ExpectHandler:      s.expect,
+		MaxRequestBodySize: opts.MaxRequestBodyBytes,
+		ReadTimeout:        opts.HeaderTimeout,
+		WriteTimeout:       opts.WriteTimeout,
+		IdleTimeout:        opts.IdleTimeout,
+		// The listeners hold the cap (conns.go). fasthttp's own limit,
+		// which answers in plain text, must never bite first: a worker
+		// is freed a moment after its connection's slot.
+		Concurrency:                  2 * opts.MaxConns,
 		NoDefaultContentType:         true,
 		CloseOnShutdown:              true,
 		DisablePreParseMultipartForm: true,
 		// Logging of fasthttp's own connection errors goes to our logger.
 		Logger: fasthttpLogger{s.log},
 	}
+	s.ops = &fasthttp.Server{
+		Handler:                      s.handleOps,
+		Name:                         opts.Name,
+		ReadTimeout:                  opts.HeaderTimeout,
+		WriteTimeout:                 opts.WriteTimeout,
+		IdleTimeout:                  opts.IdleTimeout,
+		MaxRequestBodySize:           4 << 10,
+		Concurrency:                  2 * maxOpsConns,
+		NoDefaultContentType:         true,
+		CloseOnShutdown:              true,
+		DisablePreParseMultipartForm: true,
+		Logger:                       fasthttpLogger{s.log},
+	}
 	return s, nil
 }
 
-// Serve accepts connections on ln until Shutdown. It returns nil after
-// Shutdown and the listener's error otherwise.
+// Serve accepts connections on ln until Shutdown: the API, /healthz and,
+// unless Options.SeparateMetrics, /metrics; over TLS when Options.TLS is
+// set. It returns nil after Shutdown and the listener's error otherwise.
 func (s *Server) Serve(ln net.Listener) error {
+	var sln net.Listener = s.limit(ln, s.conns)
+	if s.opts.TLS != nil {
+		sln = tls.NewListener(sln, s.opts.TLS)
+	}
+	s.log.Info("serving", "addr", ln.Addr().String(), "tls", s.opts.TLS != nil, "auth", !s.opts.NoAuth, "max_conns", s.opts.MaxConns)
+	return s.serveOn(s.srv, sln)
+}
+
+// ServeMetrics accepts connections on ln until Shutdown and answers GET
+// /metrics and /healthz there, unauthenticated and in plain HTTP: give it
+// an address only operators reach. With Options.SeparateMetrics, it is the
+// only place /metrics is served. It returns nil after Shutdown.
+func (s *Server) ServeMetrics(ln net.Listener) error {
+	s.log.Info("serving metrics", "addr", ln.Addr().String())
+	return s.serveOn(s.ops, s.limit(ln, s.opConns))
+}
+
+// serveOn runs srv on ln, which Shutdown closes.
+func (s *Server) serveOn(srv *fasthttp.Server, ln net.Listener) error {
 	s.lnMu.Lock()
 	if s.closing.Load() {
 		s.lnMu.Unlock()
@@ -96,8 +145,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.lnMu.Unlock()
-	s.log.Info("serving", "addr", ln.Addr().String(), "auth", !s.opts.NoAuth)
-	err := s.srv.Serve(ln)
+	err := srv.Serve(ln)
 	if s.closing.Load() {
 		return nil
 	}
@@ -115,12 +163,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	lns := s.lns
 	s.lns = nil
 	s.lnMu.Unlock()
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- s.srv.ShutdownWithContext(ctx) }()
+	go func() { done <- s.ops.ShutdownWithContext(ctx) }()
 	s.cancel()
-	err := <-done
-	if errors.Is(err, net.ErrClosed) {
-		err = nil
+	var err error
+	for range 2 {
+		if e := <-done; e != nil && !errors.Is(e, net.ErrClosed) && err == nil {
+			err = e
+		}
 	}
 	// A Serve that had not reached fasthttp's accept loop when fasthttp
 	// shut down is stopped by closing its listener (fasthttp closed the
@@ -231,17 +282,42 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		s.healthz(ctx)
 		return
 	case opMetrics:
-		s.serveMetrics(ctx, st)
+		if !s.opts.SeparateMetrics {
+			s.serveMetrics(ctx, st)
+			return
+		}
+		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "/metrics is served on the metrics address, not here"))
 		return
 	case opUnknown:
-		s.writeError(ctx, st, codeInvalidRequestURL, "no operation at "+string(ctx.Request.Header.Method())+" "+string(path))
+		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "no operation at "+string(ctx.Request.Header.Method())+" "+string(path)))
 		return
 	}
 	if h := s.testHook.Load(); h != nil {
 		(*h)(r.op)
 	}
-	if err := s.auth.check(&ctx.Request.Header, target, &st.auth); err != nil {
-		s.fail(ctx, st, err)
+	// Headers first: nothing of the body is read for a request that fails
+	// them (body.go).
+	if err := s.checkHeaders(ctx, st, target); err != nil {
+		s.refuse(ctx, st, err)
+		return
+	}
+	if err := s.readBody(ctx, st); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			s.refuse(ctx, st, err)
+			return
+		}
+		// The body could not be read (timeout, truncated): the connection
+		// is done.
+		ctx.SetConnectionClose()
+		s.fail(ctx, st, newAPIError(codeInvalidArgument, "the request body could not be read: "+err.Error()))
+		return
+	}
+	// The signature covers Content-MD5, not the body: comparing the two is
+	// what ties the body to the signature (a captured request cannot be
+	// replayed with another body).
+	if md5 := ctx.Request.Header.Peek("Content-MD5"); len(md5) > 0 && !mnsauth.ContentMD5Matches(md5, st.body) {
+		s.fail(ctx, st, newAPIError(codeInvalidDegist, "the Content-MD5 header does not match the request body (neither base64 of the hex MD5 nor base64 of the raw MD5)"))
 		return
 	}
 	var err error

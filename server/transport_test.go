@@ -128,40 +128,46 @@ func rawExchange(t testing.TB, addr, request string) string {
 	return sb.String()
 }
 
-// The body cap refuses an oversized request from its Content-Length,
-// without reading the body, with error XML.
+// The body cap refuses an oversized signed request from its
+// Content-Length, with error XML, and a chunked one as soon as it passes
+// the cap; Expect: 100-continue within the cap works.
 func TestRequestBodyCap(t *testing.T) {
 	const limit = 80 << 10
 	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.MaxRequestBodyBytes = limit }})
 	c := env.client()
 	c.mustCreate("q")
-	// Headers only: the server answers before any body byte is sent.
-	r := c.raw("POST /queues/q/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\n\r\n")
+	r := c.do(req{method: "POST", target: "/queues/q/messages", body: sendBody(strings.Repeat("a", limit), "")})
 	e := wantError(t, r, 400, "InvalidArgument")
-	if !strings.Contains(e.Message, fmt.Sprint(limit)) {
-		t.Fatalf("message %q", e.Message)
+	if !strings.Contains(e.Message, fmt.Sprint(limit)) || !r.close {
+		t.Fatalf("message %q, headers %v", e.Message, r.header)
 	}
-	// Chunked bodies are cut off too.
+	// Chunked bodies are cut off too (signed: the size is what is refused).
 	var sb strings.Builder
-	sb.WriteString("POST /queues/q/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+	ds := env.now().UTC().Format(http.TimeFormat)
+	h := map[string]string{"Date": ds, "x-mns-version": apiVersion}
+	fmt.Fprintf(&sb, "POST /queues/q/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nDate: %s\r\nx-mns-version: %s\r\nAuthorization: %s\r\n\r\n",
+		ds, apiVersion, sign(testKeyID, testSecret, "POST", "", "", ds, h, "/queues/q/messages"))
 	chunk := strings.Repeat("a", 32<<10)
 	for i := 0; i < 3; i++ {
 		fmt.Fprintf(&sb, "%x\r\n%s\r\n", len(chunk), chunk)
 	}
 	sb.WriteString("0\r\n\r\n")
 	c2 := env.client()
-	wantError(t, c2.raw(sb.String()), 400, "InvalidArgument")
+	e = wantError(t, c2.raw(sb.String()), 400, "InvalidArgument")
+	if !strings.Contains(e.Message, fmt.Sprint(limit)) {
+		t.Fatalf("chunked: message %q", e.Message)
+	}
 	// Expect: 100-continue (the Java SDK) with a body within the cap works.
 	c3 := env.client()
 	body := sendBody("java", "")
-	h := map[string]string{"Expect": "100-continue"}
-	r = c3.do(req{method: "POST", target: "/queues/q/messages", body: body, headers: h})
+	r = c3.do(req{method: "POST", target: "/queues/q/messages", body: body, headers: map[string]string{"Expect": "100-continue"}})
 	wantStatus(t, r, 201)
 }
 
 // With the default cap a batch of 16 bodies of 64 KiB reaches validation
-// (the engine's batch limit answers, not the transport), and a 16 x 4 KiB
-// batch is stored.
+// (the engine's batch limit answers, not the transport), a batch of 16
+// entity-escaped bodies within the batch limit is stored, and the cap fits
+// the worst case of its doc comment.
 func TestDefaultCapFitsLargestBatch(t *testing.T) {
 	env := startEnv(t, envConfig{})
 	c := env.client()
@@ -172,12 +178,16 @@ func TestDefaultCapFitsLargestBatch(t *testing.T) {
 	if !strings.Contains(e.Message, "Messages") {
 		t.Fatalf("message %q", e.Message)
 	}
-	// Even fully entity-escaped (&quot; is 6 bytes per body byte) it fits the cap.
-	if DefaultMaxRequestBodyBytes < 16*65536*6+4096 {
-		t.Fatalf("default cap %d too small", DefaultMaxRequestBodyBytes)
+	// 16 messages of 64 KiB, base64-encoded by the client, with markup.
+	b64 := (65536 + 2) / 3 * 4
+	if worst := 16*(b64+len("<Message><MessageBody></MessageBody><DelaySeconds>604800</DelaySeconds><Priority>16</Priority></Message>")) + 256; DefaultMaxRequestBodyBytes < worst {
+		t.Fatalf("default cap %d below the worst case %d", DefaultMaxRequestBodyBytes, worst)
 	}
-	four := strings.Repeat("c", 4096)
-	wantStatus(t, c.post("/queues/q/messages", batchBody(16, func(int) string { return "<MessageBody>" + four + "</MessageBody>" })), 201)
+	// The batch limit's worth of body, every byte written as &quot; (6
+	// bytes each): 384 KiB on the wire, stored.
+	quoted := strings.Repeat("&quot;", 4096)
+	r = c.post("/queues/q/messages", batchBody(16, func(int) string { return "<MessageBody>" + quoted + "</MessageBody>" }))
+	wantStatus(t, r, 201)
 	// A single message of exactly 64 KiB is fine.
 	c.mustSend("q", big, "")
 }

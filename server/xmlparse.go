@@ -27,15 +27,23 @@ package server
 //     element without child elements; text between child elements is dropped.
 //  3. Name slices point into the input; the caller must not use a parsed doc
 //     after the input buffer is reused.
+//  4. len(nodes) <= maxXMLElements and len(open) <= maxXMLDepth: a parse
+//     costs at most the input plus its decoded text plus that many nodes.
 
 import (
 	"bytes"
 	"errors"
+	"strconv"
 	"unicode/utf8"
 )
 
 // maxXMLDepth bounds element nesting; MNS bodies are at most 4 deep.
 const maxXMLDepth = 64
+
+// errTooManyElements refuses a document of more than maxXMLElements
+// elements, well-formed or not (InvalidArgument: no request of the API has
+// that shape, spec §5.2), before its tree grows further.
+var errTooManyElements = argError("the request document", "has more than "+strconv.Itoa(maxXMLElements)+" elements")
 
 // xmlSyntaxError is a well-formedness error; the server answers MalformedXML.
 type xmlSyntaxError struct {
@@ -316,6 +324,9 @@ func (p *xmlParser) startTag(parent int32) (idx int32, done bool, err error) {
 	qn, err := p.name()
 	if err != nil {
 		return -1, false, err
+	}
+	if len(d.nodes) >= maxXMLElements {
+		return -1, false, errTooManyElements
 	}
 	idx = p.open(parent, qn)
 	selfClosing, err := p.attributes()

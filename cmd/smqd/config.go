@@ -34,6 +34,12 @@ type config struct {
 	logFormat       string
 	maxLongPolls    int
 	maxBodyBytes    int
+	maxConns        int
+	headerTimeout   time.Duration
+	bodyTimeout     time.Duration
+	metricsListen   string
+	tlsCert         string
+	tlsKey          string
 	stripes         int
 	shutdownTimeout time.Duration
 }
@@ -51,7 +57,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	c := &config{}
 	fs := flag.NewFlagSet("smqd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to serve the MNS API, /healthz and /metrics on")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to serve the MNS API and /healthz on (and /metrics, unless --metrics-listen is set)")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics (and /healthz) on this address instead of --listen, plain HTTP and unauthenticated: bind it where only operators reach (off when empty: /metrics is on --listen)")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain: serve HTTPS on --listen (with --tls-key; both re-read on SIGHUP)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert (keep it 0600)")
 	fs.StringVar(&c.dataDir, "data-dir", "./smqd-data", "data directory: the write-ahead log (wal/), the index (index/) and the generated credentials file")
 	fs.BoolVar(&c.inMemory, "in-memory", false, "keep queues and messages in memory only (lost at exit); the data directory then holds only the credentials")
 	fs.StringVar(&c.sync, "sync", "always", "durability of sends: always (ack after fsync) | interval (ack after write, fsync every --sync-interval) | none (fsync on segment roll and shutdown)")
@@ -64,7 +73,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text | json")
 	fs.IntVar(&c.maxLongPolls, "max-long-polls", 10000, "receives that may wait at once; beyond, a long poll answers 404 MessageNotExist")
-	fs.IntVar(&c.maxBodyBytes, "max-body-bytes", server.DefaultMaxRequestBodyBytes, "request body cap in bytes")
+	fs.IntVar(&c.maxBodyBytes, "max-body-bytes", server.DefaultMaxRequestBodyBytes, "request body cap in bytes (the default fits the API's largest request, a 16-message batch)")
+	fs.IntVar(&c.maxConns, "max-conns", server.DefaultMaxConns, "connections held open at once on --listen (waiting long polls count); at the cap new connections wait in the kernel's backlog")
+	fs.DurationVar(&c.headerTimeout, "header-timeout", 10*time.Second, "time allowed to send a request's headers (from its first byte); a refused body is drained within it too")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", 60*time.Second, "time allowed to send the rest of a request's body once its headers are authenticated")
 	fs.IntVar(&c.stripes, "stripes", 4, "lock stripes of a new queue")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
 	fs.IntVar(&c.gcPercent, "gc-percent", 25, "Go GC target (as GOGC): the heap is mostly long-lived, pointer-free message metadata that costs the collector nothing to keep, so a low target keeps resident memory near the live data at little CPU; the GOGC environment variable, when set, wins")
@@ -108,6 +120,18 @@ func (c *config) validate() error {
 	}
 	if c.maxBodyBytes < minBodyBytes {
 		return fmt.Errorf("--max-body-bytes must be at least %d (one maximal message and its markup)", minBodyBytes)
+	}
+	if c.maxConns <= 0 {
+		return errors.New("--max-conns must be positive")
+	}
+	if c.headerTimeout <= 0 || c.bodyTimeout <= 0 {
+		return errors.New("--header-timeout and --body-timeout must be positive")
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if c.metricsListen != "" && c.metricsListen == c.listen && !strings.HasSuffix(c.listen, ":0") {
+		return errors.New("--metrics-listen must differ from --listen")
 	}
 	if c.stripes <= 0 || c.stripes > 256 {
 		return errors.New("--stripes must be between 1 and 256")
@@ -153,6 +177,12 @@ func (c *config) logAttrs() []any {
 		"log_format", c.logFormat,
 		"max_long_polls", c.maxLongPolls,
 		"max_body_bytes", c.maxBodyBytes,
+		"max_conns", c.maxConns,
+		"header_timeout", c.headerTimeout,
+		"body_timeout", c.bodyTimeout,
+		"metrics_listen", c.metricsListen,
+		"tls_cert", c.tlsCert,
+		"tls_key", c.tlsKey,
 		"stripes", c.stripes,
 		"shutdown_timeout", c.shutdownTimeout,
 	}

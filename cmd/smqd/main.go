@@ -5,9 +5,11 @@
 // Out of the box it listens on 127.0.0.1:8080 with authentication on; with
 // no credentials given it creates a key pair in <data-dir>/credentials on
 // first start (0600), reuses it later, and prints the endpoint and the key
-// so that clients can connect. SIGINT or SIGTERM shut it down gracefully:
-// stop accepting, answer waiting long polls, finish requests in flight,
-// then close the broker (which flushes and fsyncs its log).
+// so that clients can connect. Its files are private: the umask is 077 and
+// the data directory 0700 (perms.go). With --tls-cert/--tls-key it serves
+// HTTPS, and SIGHUP loads the pair again. SIGINT or SIGTERM shut it down
+// gracefully: stop accepting, answer waiting long polls, finish requests
+// in flight, then close the broker (which flushes and fsyncs its log).
 package main
 
 import (
@@ -55,6 +57,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := slog.New(h)
 	log.Info("starting smqd", cfg.logAttrs()...)
+	if old, ok := privateUmask(); ok && old != 0o077 {
+		log.Info("umask set to 077: every file smqd creates is private", "previous", fmt.Sprintf("%#o", old))
+	}
 	if err := serve(ctx, cfg, log, stdout, ready); err != nil {
 		log.Error("smqd failed", "err", err)
 		return 1
@@ -63,6 +68,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer, ready func(string)) error {
+	// The data directory exists, 0700, before anything is written to it
+	// (the credentials below, the engine's files).
+	generatedKeys := !cfg.noAuth && cfg.accessKeyID == "" && cfg.credentialsFile == ""
+	if !cfg.inMemory || generatedKeys {
+		if err := ensureDataDir(cfg.dataDir, log); err != nil {
+			return err
+		}
+	}
 	var creds map[string]string
 	var src credSource
 	var credPath string
@@ -74,9 +87,20 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		if err != nil {
 			return fmt.Errorf("credentials: %w", err)
 		}
-		if credPath != "" && worldReadable(credPath) {
-			log.Warn("the credentials file is readable by others; chmod 600 it", "path", credPath)
+		if credPath != "" {
+			warnIfShared(log, credPath, "credentials file")
 		}
+	}
+	var certs *certReloader
+	if cfg.tlsCert != "" {
+		var err error
+		if certs, err = newCertReloader(cfg.tlsCert, cfg.tlsKey, log); err != nil {
+			return err
+		}
+		warnIfShared(log, cfg.tlsKey, "TLS key")
+	}
+	if cfg.maxConns <= cfg.maxLongPolls {
+		log.Warn("--max-conns is not above --max-long-polls: waiting long polls can hold every connection", "max_conns", cfg.maxConns, "max_long_polls", cfg.maxLongPolls)
 	}
 
 	eopts := engine.Options{
@@ -110,12 +134,20 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	if err != nil {
 		return fmt.Errorf("open broker: %w", err)
 	}
-	srv, err := server.New(broker, server.Options{
+	sopts := server.Options{
 		Credentials:         creds,
 		NoAuth:              cfg.noAuth,
 		MaxRequestBodyBytes: cfg.maxBodyBytes,
+		MaxConns:            cfg.maxConns,
+		HeaderTimeout:       cfg.headerTimeout,
+		ReadTimeout:         cfg.bodyTimeout,
+		SeparateMetrics:     cfg.metricsListen != "",
 		Logger:              log.With("component", "server"),
-	})
+	}
+	if certs != nil {
+		sopts.TLS = certs.config()
+	}
+	srv, err := server.New(broker, sopts)
 	if err != nil {
 		broker.Close()
 		return err
@@ -125,40 +157,89 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		broker.Close()
 		return fmt.Errorf("listen: %w", err)
 	}
+	var mln net.Listener
+	if cfg.metricsListen != "" {
+		if mln, err = net.Listen("tcp", cfg.metricsListen); err != nil {
+			ln.Close()
+			broker.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+	}
 	addr := ln.Addr().String()
-	printBanner(stdout, addr, cfg, creds, src, credPath)
+	if certs == nil && !isLoopback(ln.Addr()) {
+		log.Warn("serving plain HTTP on a non-loopback address: signatures and message bodies cross the network in clear text; serve HTTPS with --tls-cert/--tls-key or put a TLS proxy in front", "addr", addr)
+	}
+	printBanner(stdout, addr, mln, cfg, creds, src, credPath)
 	if ready != nil {
 		ready(addr)
 	}
 
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
+	if mln != nil {
+		go func() { served <- srv.ServeMetrics(mln) }()
+	}
+	running := 1 + btoi(mln != nil)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	trimCtx, stopTrim := context.WithCancel(context.Background())
 	defer stopTrim()
 	go trimWhenIdle(trimCtx, srv.Requests, broker.ReleaseMemory, time.Second)
 	var serveErr error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: stop accepting, answer long polls, drain requests")
-	case serveErr = <-served:
-		log.Error("listener failed", "err", serveErr)
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down: stop accepting, answer long polls, drain requests")
+			break wait
+		case serveErr = <-served:
+			running--
+			log.Error("listener failed", "err", serveErr)
+			break wait
+		case <-hup:
+			if certs == nil {
+				log.Info("SIGHUP: nothing to reload (no --tls-cert)")
+				continue
+			}
+			certs.reload()
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	shutErr := srv.Shutdown(sctx)
-	if serveErr == nil {
-		serveErr = <-served
+	for ; running > 0; running-- {
+		if err := <-served; serveErr == nil {
+			serveErr = err
+		}
 	}
 	closeErr := broker.Close()
 	log.Info("smqd stopped")
 	return errors.Join(serveErr, shutErr, closeErr)
 }
 
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// isLoopback reports whether a listener's address is a loopback one.
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
 // printBanner tells a user how to connect: the endpoint, and the key pair
 // when it comes from the data directory (generated or reused). Keys given
 // by flag, environment or file are not echoed.
-func printBanner(w io.Writer, addr string, cfg *config, creds map[string]string, src credSource, path string) {
-	fmt.Fprintf(w, "smqd is serving the MNS queue API\n  endpoint:          http://%s\n", addr)
+func printBanner(w io.Writer, addr string, mln net.Listener, cfg *config, creds map[string]string, src credSource, path string) {
+	scheme := "http"
+	if cfg.tlsCert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(w, "smqd is serving the MNS queue API\n  endpoint:          %s://%s\n", scheme, addr)
 	switch {
 	case cfg.noAuth:
 		fmt.Fprintf(w, "  authentication:    OFF (--no-auth)\n")
@@ -178,5 +259,9 @@ func printBanner(w io.Writer, addr string, cfg *config, creds map[string]string,
 			fmt.Fprintf(w, "  access key id:     %s (secret as configured)\n", id)
 		}
 	}
-	fmt.Fprintf(w, "  health, metrics:   http://%s/healthz, http://%s/metrics (not signed)\n", addr, addr)
+	metrics := scheme + "://" + addr + "/metrics"
+	if mln != nil {
+		metrics = "http://" + mln.Addr().String() + "/metrics"
+	}
+	fmt.Fprintf(w, "  health, metrics:   %s://%s/healthz, %s (not signed)\n", scheme, addr, metrics)
 }

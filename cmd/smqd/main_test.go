@@ -24,7 +24,8 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.listen != "127.0.0.1:8080" || c.dataDir != "./smqd-data" || c.sync != "always" || c.noAuth || c.logFormat != "text" || c.maxLongPolls != 10000 {
+	if c.listen != "127.0.0.1:8080" || c.dataDir != "./smqd-data" || c.sync != "always" || c.noAuth || c.logFormat != "text" || c.maxLongPolls != 10000 ||
+		c.maxBodyBytes != 2<<20 || c.maxConns != 16384 || c.headerTimeout != 10*time.Second || c.bodyTimeout != time.Minute || c.metricsListen != "" || c.tlsCert != "" {
 		t.Fatalf("defaults: %+v", c)
 	}
 	e := env(map[string]string{
@@ -46,6 +47,10 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		{"--access-key-id", "x"},
 		{"--max-long-polls", "0"},
 		{"--max-body-bytes", "65536"},
+		{"--max-conns", "0"},
+		{"--header-timeout", "0s"},
+		{"--tls-cert", "c.pem"},
+		{"--metrics-listen", "127.0.0.1:8080"},
 		{"extra"},
 		{"--nope"},
 	} {

@@ -14,11 +14,18 @@ package main
 //  2. starts it on 127.0.0.1:0 with a temp data directory in durable mode
 //     (--sync always) and authentication on, with the key pair the daemon
 //     generates on first start (so every request's signature is checked);
-//  3. runs three scripts in parallel against it: @alicloud/mns through its
+//  3. runs four scripts in parallel against it: @alicloud/mns through its
 //     endpoint option, ali-mns through HTTP_PROXY (absolute-form request
-//     targets) and ali-mns with its computed URLs overwritten;
+//     targets), ali-mns with its computed URLs overwritten, and limits.js
+//     (bodies over the cap, unauthenticated bodies, Content-MD5 mismatches,
+//     through both SDKs and Node's own http client);
 //  4. checks /metrics saw the WAL at work, then stops the daemon with
-//     SIGTERM and requires a clean exit (and no race report).
+//     SIGTERM and requires a clean exit (and no race report);
+//  5. starts it again with --tls-cert/--tls-key (a self-signed certificate
+//     the test creates, trusted by Node through NODE_EXTRA_CA_CERTS) and
+//     runs @alicloud/mns, ali-mns (URLs overwritten) and limits.js over
+//     https; then replaces the certificate files, sends SIGHUP and waits
+//     for the new certificate to be served, and stops the daemon.
 //
 // Node.js and npm are required: without them the test fails, it never
 // skips. npm ci needs the npm registry (or a warm npm cache).
@@ -27,12 +34,22 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,22 +92,13 @@ func TestSDKCompatibility(t *testing.T) {
 		"SMQD_ACCESS_KEY_ID="+d.keyID,
 		"SMQD_ACCESS_KEY_SECRET="+d.secret,
 	)
-	runs := []struct {
-		name, script string
-		env          []string
-	}{
+	runs := []nodeRun{
 		{"alicloud-mns", "alicloud-mns.js", nil},
 		{"ali-mns-http-proxy", "ali-mns.js", []string{"SMQD_ALIMNS_MODE=proxy", "HTTP_PROXY=" + d.endpoint}},
 		{"ali-mns-url-override", "ali-mns.js", []string{"SMQD_ALIMNS_MODE=url"}},
+		{"limits", "limits.js", nil},
 	}
-	t.Run("sdk", func(t *testing.T) {
-		for _, r := range runs {
-			t.Run(r.name, func(t *testing.T) {
-				t.Parallel()
-				runNodeScript(t, node, dir, r.script, append(common[:len(common):len(common)], r.env...))
-			})
-		}
-	})
+	t.Run("sdk", func(t *testing.T) { runNodeScripts(t, node, dir, common, runs) })
 
 	// Durable mode: the sends above went through the WAL and were fsynced.
 	metrics := httpGet(t, d.endpoint+"/metrics")
@@ -100,6 +108,111 @@ func TestSDKCompatibility(t *testing.T) {
 		}
 	}
 	d.stop(t)
+
+	// The same SDKs over HTTPS, then a certificate reload on SIGHUP.
+	certDir := t.TempDir()
+	certFile, keyFile := filepath.Join(certDir, "cert.pem"), filepath.Join(certDir, "key.pem")
+	first := writeSelfSigned(t, certFile, keyFile, 1)
+	dt := startBinary(t, bin, "--tls-cert", certFile, "--tls-key", keyFile)
+	tlsEnv := append(base[:len(base):len(base)],
+		"SMQD_ENDPOINT="+dt.endpoint,
+		"SMQD_ACCESS_KEY_ID="+dt.keyID,
+		"SMQD_ACCESS_KEY_SECRET="+dt.secret,
+		"NODE_EXTRA_CA_CERTS="+certFile,
+	)
+	t.Run("sdk-tls", func(t *testing.T) {
+		runNodeScripts(t, node, dir, tlsEnv, []nodeRun{
+			{"alicloud-mns", "alicloud-mns.js", nil},
+			{"ali-mns-url-override", "ali-mns.js", []string{"SMQD_ALIMNS_MODE=url"}},
+			{"limits", "limits.js", nil},
+		})
+	})
+	addr := strings.TrimPrefix(dt.endpoint, "https://")
+	if got := servedSerial(t, addr, first); got != 1 {
+		t.Fatalf("serving certificate serial %d, want 1", got)
+	}
+	second := writeSelfSigned(t, certFile, keyFile, 2)
+	if err := dt.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for servedSerial(t, addr, second) != 2 || !strings.Contains(dt.stderr.String(), "TLS certificate reloaded") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new certificate was not served (and logged) after SIGHUP:\n%s", dt.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	dt.stop(t)
+}
+
+// nodeRun is one SDK script run: a name, the script and extra environment.
+type nodeRun struct {
+	name, script string
+	env          []string
+}
+
+// runNodeScripts runs the scripts in parallel subtests.
+func runNodeScripts(t *testing.T, node, dir string, common []string, runs []nodeRun) {
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			runNodeScript(t, node, dir, r.script, append(common[:len(common):len(common)], r.env...))
+		})
+	}
+}
+
+// writeSelfSigned writes a self-signed ECDSA certificate for 127.0.0.1
+// (serial number serial) and its key, 0600, and returns a pool trusting it.
+func writeSelfSigned(t *testing.T, certFile, keyFile string, serial int64) *x509.CertPool {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: "smqd test " + strconv.FormatInt(serial, 10)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:     []string{"localhost"},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		// Node wants a CA bit on a certificate it trusts as its own root.
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	tmpl.KeyUsage |= x509.KeyUsageCertSign
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return pool
+}
+
+// servedSerial returns the serial number of the certificate served at
+// addr, or -1 when the handshake with a client trusting pool fails.
+func servedSerial(t *testing.T, addr string, pool *x509.CertPool) int64 {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool})
+	if err != nil {
+		return -1
+	}
+	defer c.Close()
+	return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
 }
 
 // requireNode finds node (>= 16) and npm, failing the test with a clear
@@ -170,12 +283,12 @@ type daemon struct {
 }
 
 // startBinary starts bin on an ephemeral loopback port with a fresh data
-// directory (durable, --sync always, generated credentials) and waits for
-// its banner.
-func startBinary(t *testing.T, bin string) *daemon {
+// directory (durable, --sync always, generated credentials) and extra
+// flags, and waits for its banner.
+func startBinary(t testing.TB, bin string, extra ...string) *daemon {
 	t.Helper()
 	dataDir := filepath.Join(t.TempDir(), "data")
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--sync", "always")
+	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--data-dir", dataDir, "--sync", "always"}, extra...)...)
 	cmd.Env = daemonEnv()
 	d := &daemon{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = d.stderr
@@ -225,15 +338,21 @@ func startBinary(t *testing.T, bin string) *daemon {
 	d.endpoint = fields["endpoint"]
 	d.keyID = fields["access key id"]
 	d.secret = fields["access key secret"]
-	if !strings.HasPrefix(d.endpoint, "http://127.0.0.1:") || d.keyID == "" || d.secret == "" {
+	scheme := "http"
+	if slices.Contains(extra, "--tls-cert") {
+		scheme = "https"
+	}
+	if !strings.HasPrefix(d.endpoint, scheme+"://127.0.0.1:") || d.keyID == "" || d.secret == "" {
 		t.Fatalf("banner without endpoint or generated key: %v", fields)
 	}
 	creds, err := loadCredentials(filepath.Join(dataDir, defaultCredentialsName))
 	if err != nil || creds[d.keyID] != d.secret {
 		t.Fatalf("the printed key is not the one in the data directory's credentials file: %v %v", creds, err)
 	}
-	if body := httpGet(t, d.endpoint+"/healthz"); body != "ok" {
-		t.Fatalf("healthz: %q", body)
+	if scheme == "http" {
+		if body := httpGet(t, d.endpoint+"/healthz"); body != "ok" {
+			t.Fatalf("healthz: %q", body)
+		}
 	}
 	if !strings.Contains(d.stderr.String(), "sync=always") {
 		t.Fatalf("the daemon does not say it runs with --sync always:\n%s", d.stderr.String())
@@ -242,7 +361,7 @@ func startBinary(t *testing.T, bin string) *daemon {
 }
 
 // stop sends SIGTERM and requires a clean exit within 20 s.
-func (d *daemon) stop(t *testing.T) {
+func (d *daemon) stop(t testing.TB) {
 	t.Helper()
 	d.stopOnce.Do(func() {
 		if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -338,7 +457,7 @@ func daemonEnv() []string {
 	return env
 }
 
-func httpGet(t *testing.T, url string) string {
+func httpGet(t testing.TB, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {

@@ -121,7 +121,10 @@ const listNames = [P + 'list-a', P + 'list-b', P + 'list-c'];
 
   await step('listP (ListQueue)', async () => {
     for (const n of listNames) eq(`create ${n}`, await mns.createP(n), 201);
-    const url = n => `http://${host}/queues/${n}`;
+    // QueueURL has the scheme the request came over (the endpoint's, or
+    // http through the proxy).
+    const scheme = mode === 'proxy' ? 'http:' : new URL(endpoint).protocol;
+    const url = n => `${scheme}//${host}/queues/${n}`;
     let r = await mns.listP(P + 'list-', 2);
     keys('answer', r, ['Queues']);
     keys('first page of 2', r.Queues, ['Queue', 'NextMarker']);

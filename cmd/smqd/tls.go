@@ -1,0 +1,60 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+)
+
+// certReloader serves the certificate of --tls-cert/--tls-key to every
+// handshake (tls.Config.GetCertificate) and loads the pair again on
+// SIGHUP, so that a renewed certificate takes effect without a restart.
+// A pair that fails to load leaves the previous one in use.
+type certReloader struct {
+	certFile, keyFile string
+	log               *slog.Logger
+	cert              atomic.Pointer[tls.Certificate] // the pair in use; never nil after newCertReloader
+}
+
+// newCertReloader loads the pair once; an error there stops the daemon.
+func newCertReloader(certFile, keyFile string, log *slog.Logger) (*certReloader, error) {
+	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log}
+	if err := r.load(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *certReloader) load() error {
+	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		return fmt.Errorf("load TLS certificate: %w", err)
+	}
+	r.cert.Store(&c)
+	return nil
+}
+
+// reload loads the pair again (on SIGHUP) and logs the outcome.
+func (r *certReloader) reload() {
+	if err := r.load(); err != nil {
+		r.log.Error("TLS certificate not reloaded; the previous one stays in use", "err", err, "cert", r.certFile, "key", r.keyFile)
+		return
+	}
+	leaf := r.cert.Load().Leaf
+	if leaf != nil {
+		r.log.Info("TLS certificate reloaded", "cert", r.certFile, "subject", leaf.Subject.String(), "not_after", leaf.NotAfter)
+		return
+	}
+	r.log.Info("TLS certificate reloaded", "cert", r.certFile)
+}
+
+func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return r.cert.Load(), nil
+}
+
+// config is the TLS configuration of the API listener; the server adds its
+// modern defaults (TLS 1.2 minimum, AEAD suites).
+func (r *certReloader) config() *tls.Config {
+	return &tls.Config{GetCertificate: r.getCertificate}
+}

@@ -1,0 +1,94 @@
+package server
+
+// The connection cap (Options.MaxConns). Every listener given to Serve is
+// wrapped in a limitListener; all of them share one pool of slots, so the
+// cap holds for the Server as a whole.
+//
+// At the cap, Accept waits for a slot instead of accepting and refusing:
+// new connections queue in the kernel's backlog and are served as others
+// close. A refusal would have to be an HTTP answer, and a plain-text one is
+// dangerous here (@alicloud/mns takes a non-XML error for success, spec
+// §0.3); a TLS connection could not even be answered before its handshake.
+// A client that cannot get in sees a connect timeout, never a wrong answer.
+//
+// Invariant: a slot is taken before Accept returns a connection and given
+// back exactly once, when that connection is closed (or when Accept fails).
+// Memory is therefore bounded by MaxConns times the cost of one connection,
+// whatever the clients send; docs/benchmarks.md has that cost measured.
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// connSlots is the shared pool of connection slots of one Server.
+type connSlots struct {
+	slots   chan struct{} // one token per open connection; cap = MaxConns
+	waits   atomic.Uint64 // Accept calls that found every slot taken
+	lastLog atomic.Int64  // unix nanoseconds of the last "at the cap" log line
+}
+
+func newConnSlots(max int) *connSlots { return &connSlots{slots: make(chan struct{}, max)} }
+
+// open returns the number of connections held.
+func (c *connSlots) open() int { return len(c.slots) }
+
+// limitListener is a listener whose Accept holds a slot for each
+// connection it returns.
+type limitListener struct {
+	net.Listener
+	cs     *connSlots
+	s      *Server
+	done   chan struct{} // closed by Close: a waiting Accept returns
+	closed sync.Once
+}
+
+func (s *Server) limit(ln net.Listener, cs *connSlots) *limitListener {
+	return &limitListener{Listener: ln, cs: cs, s: s, done: make(chan struct{})}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	cs := l.cs
+	select {
+	case cs.slots <- struct{}{}:
+	default:
+		cs.waits.Add(1)
+		if now := time.Now().UnixNano(); now-cs.lastLog.Load() > int64(time.Minute) {
+			cs.lastLog.Store(now)
+			l.s.log.Warn("connection cap reached: new connections wait until one closes", "max_conns", cap(cs.slots))
+		}
+		select {
+		case cs.slots <- struct{}{}:
+		case <-l.done:
+			return nil, net.ErrClosed
+		}
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-cs.slots
+		return nil, err
+	}
+	return &limitConn{Conn: c, slots: cs.slots}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// limitConn gives its slot back when it is closed the first time.
+type limitConn struct {
+	net.Conn
+	slots    chan struct{}
+	released atomic.Bool
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	if c.released.CompareAndSwap(false, true) {
+		<-c.slots
+	}
+	return err
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package mnsauth
+
+const raceEnabled = true
