@@ -345,7 +345,8 @@ func (l *Log) enterStall(at Pos, err error) {
 		st.since = prev.since
 	}
 	l.mu.Lock()
-	l.mu.Unlock() //nolint:staticcheck // orders the stall before the broadcast
+	//lint:ignore SA2001 an empty section orders the stall before the broadcast
+	l.mu.Unlock()
 	l.spaceCond.Broadcast()
 	l.wakeWaiters()
 }
