@@ -46,7 +46,7 @@ type Broker struct {
 	closed     atomic.Bool
 	failure    atomic.Pointer[error] // first storage failure: the broker stops accepting changes
 	waiterPool sync.Pool
-	readBufs   sync.Pool // *[]byte scratch for reading records back
+	readers    sync.Pool // *bodyReader: scratch for reading bodies back (receive.go)
 	sendPool   sync.Pool // *sendBatch scratch of Send
 }
 
@@ -62,7 +62,6 @@ func Open(opts Options) (*Broker, error) {
 		byID:         make(map[uint64]*Queue),
 		nextQueueID:  1,
 	}
-	b.readBufs.New = func() any { p := make([]byte, 0, 4096); return &p }
 	b.compactor = newJob(o.Clock, compactInterval, b.compactJob)
 	store, mode, err := openStorage(&b.opts)
 	if err != nil {

@@ -403,7 +403,7 @@ func dumpQueue(q *Queue, fn func(id MessageID, body []byte, state string, dq uin
 		st.mu.Unlock()
 		for _, it := range items {
 			var m Message
-			if ok, err := q.readBody(&m, &it.loc); err != nil || !ok {
+			if ok, err := q.readBody(q.b.getReader(), &m, &it.loc); err != nil || !ok {
 				fmt.Fprintln(os.Stderr, "dump: read body:", err)
 				os.Exit(4)
 			}

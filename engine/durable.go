@@ -191,9 +191,9 @@ func (d *durableStore) read(pos uint64, size uint32, buf []byte) (uint8, []byte,
 	return uint8(typ), payload, buf, mapErr(err)
 }
 
-func (d *durableStore) readRun(pos uint64, sizes []int, buf []byte, fn func(i int, typ uint8, payload []byte)) []byte {
+func (d *durableStore) readRun(pos uint64, sizes []int, buf []byte, sink runSink) []byte {
 	out, _ := d.wal.ReadRun(wal.Pos(pos), sizes, buf, func(i int, typ wal.RecordType, payload []byte) {
-		fn(i, uint8(typ), payload)
+		sink.take(i, uint8(typ), payload)
 	})
 	if cap(out) > cap(buf) && cap(out) <= 2*maxKeptBuf {
 		return out[:0] // keep a grown buffer for the next batch

@@ -195,6 +195,43 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 	return dst
 }
 
+// bodyReader is the scratch of reading a batch of bodies back, pooled so
+// that a receive or peek allocates nothing (Broker.readers). It is also the
+// sink a run of records is read into (storage.readRun).
+type bodyReader struct {
+	buf   []byte    // read buffer, kept across calls
+	msgs  []Message // the batch being filled
+	ord   [MaxBatch]uint8
+	sizes [MaxBatch]int
+	done  [MaxBatch]bool // msgs[i] has its body
+	run   int            // index in ord of the first record of the run being read
+}
+
+// take implements runSink: record i of the current run was read.
+func (r *bodyReader) take(i int, typ uint8, payload []byte) {
+	j := r.ord[r.run+i]
+	sum, body, err := bodyOf(typ, payload)
+	if err != nil {
+		return // readBody reads it again and reports it
+	}
+	m := &r.msgs[j]
+	m.MD5 = sum
+	m.Body = append(m.Body[:0], body...)
+	r.done[j] = true
+}
+
+func (b *Broker) getReader() *bodyReader {
+	if r, ok := b.readers.Get().(*bodyReader); ok {
+		return r
+	}
+	return &bodyReader{buf: make([]byte, 0, 4096)}
+}
+
+func (b *Broker) putReader(r *bodyReader) {
+	r.msgs = nil
+	b.readers.Put(r)
+}
+
 // readBodies fills in Body and MD5 of dst[base:] from the log. A message
 // whose body moved (compaction) is looked up again; one that vanished in
 // between (expired) is dropped from the result. A message whose body cannot
@@ -202,17 +239,19 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 // the call fails only if nothing could be read. A received message left out
 // stays Inactive and is reported again each time it becomes visible.
 func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) ([]Message, error) {
-	var done [MaxBatch]bool
+	r := q.b.getReader()
+	defer q.b.putReader(r)
+	r.done = [MaxBatch]bool{}
 	if len(locs) > 1 && len(locs) <= MaxBatch {
-		q.readRuns(dst[base:], locs, &done)
+		q.readRuns(r, dst[base:], locs)
 	}
 	out := base
 	var firstErr error
 	for i := range locs {
 		m := &dst[base+i]
 		ok, err := true, error(nil)
-		if i >= MaxBatch || !done[i] {
-			ok, err = q.readBody(m, &locs[i])
+		if i >= MaxBatch || !r.done[i] {
+			ok, err = q.readBody(r, m, &locs[i])
 		}
 		if err != nil {
 			q.b.log.Error("message body unreadable; the message is not delivered", "queue", q.name,
@@ -241,52 +280,38 @@ func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) ([]Message, 
 // batch that was sent together and is received in order) as runs
 // (storage.readRun): the durable backend reads a run with one read instead of
 // one per message, which on a drained backlog saves most of the read system
-// calls. It fills in msgs[i] and sets done[i] for each body it read; anything
-// else (a body moved by compaction, unreadable, a run of one) is left to
-// readBody, which also reports errors.
-func (q *Queue) readRuns(msgs []Message, locs []bodyLoc, done *[MaxBatch]bool) {
+// calls. It fills in msgs[i] and sets r.done[i] for each body it read;
+// anything else (a body moved by compaction, unreadable, a run of one) is
+// left to readBody, which also reports errors.
+func (q *Queue) readRuns(r *bodyReader, msgs []Message, locs []bodyLoc) {
 	n := len(locs)
-	var ord [MaxBatch]uint8 // locs indices by log position
-	for i := 0; i < n; i++ {
-		ord[i] = uint8(i)
-		for k := i; k > 0 && locs[ord[k]].pos < locs[ord[k-1]].pos; k-- {
-			ord[k], ord[k-1] = ord[k-1], ord[k]
+	for i := 0; i < n; i++ { // r.ord: locs indices by log position
+		r.ord[i] = uint8(i)
+		for k := i; k > 0 && locs[r.ord[k]].pos < locs[r.ord[k-1]].pos; k-- {
+			r.ord[k], r.ord[k-1] = r.ord[k-1], r.ord[k]
 		}
 	}
-	var sizes [MaxBatch]int
-	bp := q.b.readBufs.Get().(*[]byte)
-	defer q.b.readBufs.Put(bp)
+	r.msgs = msgs
 	for s := 0; s < n; {
 		e := s + 1
-		for e < n && locs[ord[e-1]].size > 0 && locs[ord[e]].pos == locs[ord[e-1]].pos+uint64(locs[ord[e-1]].size) {
+		for e < n && locs[r.ord[e-1]].size > 0 && locs[r.ord[e]].pos == locs[r.ord[e-1]].pos+uint64(locs[r.ord[e-1]].size) {
 			e++
 		}
 		if e-s >= 2 {
 			for k := s; k < e; k++ {
-				sizes[k-s] = int(locs[ord[k]].size)
+				r.sizes[k-s] = int(locs[r.ord[k]].size)
 			}
-			*bp = q.b.store.readRun(locs[ord[s]].pos, sizes[:e-s], *bp, func(i int, typ uint8, payload []byte) {
-				j := ord[s+i]
-				sum, body, err := bodyOf(typ, payload)
-				if err != nil {
-					return // readBody reads it again and reports it
-				}
-				m := &msgs[j]
-				m.MD5 = sum
-				m.Body = append(m.Body[:0], body...)
-				done[j] = true
-			})
+			r.run = s
+			r.buf = q.b.store.readRun(locs[r.ord[s]].pos, r.sizes[:e-s], r.buf, r)
 		}
 		s = e
 	}
 }
 
-func (q *Queue) readBody(m *Message, loc *bodyLoc) (bool, error) {
-	bp := q.b.readBufs.Get().(*[]byte)
-	defer q.b.readBufs.Put(bp)
+func (q *Queue) readBody(r *bodyReader, m *Message, loc *bodyLoc) (bool, error) {
 	for attempt := 0; ; attempt++ {
-		typ, payload, buf, err := q.b.store.read(loc.pos, loc.size, *bp)
-		*bp = buf
+		typ, payload, buf, err := q.b.store.read(loc.pos, loc.size, r.buf)
+		r.buf = buf
 		if err == nil {
 			sum, body, err := bodyOf(typ, payload)
 			if err != nil {

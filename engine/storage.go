@@ -66,6 +66,13 @@ type segInfo struct {
 	active     bool   // the segment appends go to
 }
 
+// runSink receives the records of a run (storage.readRun). An interface
+// rather than a func, so that the caller's pooled scratch is the sink and
+// nothing escapes to the heap per call.
+type runSink interface {
+	take(i int, typ uint8, payload []byte)
+}
+
 // bodyHeadLen is the scratch a body record's head needs (the larger of the
 // two encodings: a snapshot or an owner id, then the MD5).
 const bodyHeadLen = snapLen + 16
@@ -91,10 +98,11 @@ type storage interface {
 	// needed more room, for the caller to keep.
 	read(pos uint64, size uint32, buf []byte) (typ uint8, payload, outBuf []byte, err error)
 	// readRun reads len(sizes) back-to-back records starting at pos (sizes
-	// as append reported them) and calls fn for each one it could read and
-	// verify; records it could not read are simply not passed to fn. It
-	// returns buf, possibly grown.
-	readRun(pos uint64, sizes []int, buf []byte, fn func(i int, typ uint8, payload []byte)) []byte
+	// as append reported them) and passes each one it could read and verify
+	// to sink (records it could not read are simply not passed). Payloads
+	// alias backend memory or buf only until take returns. It returns buf,
+	// possibly grown.
+	readRun(pos uint64, sizes []int, buf []byte, sink runSink) []byte
 	// prefetch hints the record at pos into the CPU caches if it is in
 	// memory (a hint only; it never blocks or fails).
 	prefetch(pos uint64, size uint32)

@@ -63,10 +63,10 @@ func (m *memStore) read(pos uint64, _ uint32, buf []byte) (uint8, []byte, []byte
 	return typ, payload, buf, err
 }
 
-func (m *memStore) readRun(pos uint64, sizes []int, buf []byte, fn func(i int, typ uint8, payload []byte)) []byte {
+func (m *memStore) readRun(pos uint64, sizes []int, buf []byte, sink runSink) []byte {
 	for i, n := range sizes {
 		if typ, payload, err := m.memLog.read(pos); err == nil {
-			fn(i, typ, payload)
+			sink.take(i, typ, payload)
 		}
 		pos += uint64(n)
 	}
