@@ -3,6 +3,7 @@ package engine
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -112,11 +113,24 @@ func (b *Broker) readable() error {
 	return nil
 }
 
+// Health reports whether the broker can take changes and make them
+// durable: nil; ErrClosed; the storage failure that stopped it (a failed
+// write or fsync: reopen the broker, docs/operations.md says why); or an
+// error wrapping ErrStorageUnavailable while the log cannot make its next
+// segment file (it clears by itself). A full disk is not a failure: the
+// broker still drains (Stats().Storage.DiskFull).
+func (b *Broker) Health() error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	return b.store.health()
+}
+
 // storageFailed records the first storage failure; from then on every
 // operation fails with it (the log refuses appends until reopened).
 func (b *Broker) storageFailed(err error) {
-	if err == ErrClosed {
-		return
+	if errors.Is(err, ErrClosed) || errors.Is(err, ErrStorageUnavailable) || errors.Is(err, ErrDiskFull) {
+		return // not a failure of the storage, or one that clears by itself
 	}
 	e := fmt.Errorf("engine: storage failed, reopen the broker: %w", err)
 	if b.failure.CompareAndSwap(nil, &e) {
@@ -135,6 +149,9 @@ func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err er
 		return false, err
 	}
 	if err := cfg.Validate(); err != nil {
+		return false, err
+	}
+	if err := b.store.acceptNew(); err != nil {
 		return false, err
 	}
 	b.adminMu.Lock()
@@ -291,6 +308,7 @@ type QueueStats struct {
 	Active, Inactive, Delayed int64 // messages by state
 	Sent, Received, Deleted   int64 // messages since start
 	Expired                   int64 // messages dropped by retention since start
+	Unreadable                int64 // messages dropped since start because their bodies were damaged
 	Waiting                   int   // receives waiting (long polls)
 }
 
@@ -304,7 +322,7 @@ type Stats struct {
 // StorageStats describes the log and, in durable mode, the index.
 type StorageStats struct {
 	Durable      bool
-	Unreadable   int64  // message bodies found unreadable (corrupt) since start
+	Unreadable   int64  // messages dropped since start because their bodies were damaged
 	Segments     int    // log segments held
 	LogBytes     int64  // bytes the log's segments span
 	LiveBytes    int64  // bytes of records holding live bodies
@@ -313,7 +331,12 @@ type StorageStats struct {
 	CheckpointAt uint64 // the index's checkpoint position (durable)
 	LogEnd       uint64 // the log's end position
 	IndexBytes   int64  // bytes of the index directory (durable)
-	WAL          wal.Stats
+	// The free-space guard (durable; space.go).
+	DiskFull         bool  // free space is below the reserve: new messages are refused
+	DiskFullEvents   int64 // times the guard entered the disk-full state since start
+	FreeBytes        int64 // free bytes at the last sample
+	FreeSpaceReserve int64 // the reserve (0: the guard is off)
+	WAL              wal.Stats
 }
 
 // ReleaseMemory gives back to the operating system what the broker holds
@@ -340,7 +363,7 @@ func (b *Broker) Stats() Stats {
 		s.Queues = append(s.Queues, QueueStats{
 			Name: q.name, Active: a, Inactive: i, Delayed: d,
 			Sent: q.sent.Load(), Received: q.received.Load(), Deleted: q.deleted.Load(),
-			Expired: q.expired.Load(), Waiting: q.waiters.waiting(),
+			Expired: q.expired.Load(), Unreadable: q.unreadable.Load(), Waiting: q.waiters.waiting(),
 		})
 	}
 	return s

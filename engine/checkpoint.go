@@ -39,6 +39,9 @@ func (d *durableStore) checkpointJob() bool {
 	if pending == 0 {
 		return false
 	}
+	if d.critical.Load() {
+		return true // Badger would meet the full disk: wait for space (space.go)
+	}
 	pendingRecs := d.records.Load() - d.cpRecords.Load()
 	d.cpMu.Lock()
 	last := d.cpLast
@@ -152,6 +155,9 @@ func (d *durableStore) overBound() bool {
 // returns after two atomic loads.
 func (d *durableStore) waitRoom() error {
 	for d.overBound() {
+		if d.critical.Load() {
+			return ErrDiskFull // no checkpoint can make room now (space.go)
+		}
 		d.replayWaits.Add(1)
 		d.cpMu.Lock()
 		var err error

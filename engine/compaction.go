@@ -29,6 +29,7 @@ package engine
 // relocation touches messages only under their stripe locks.
 
 import (
+	"errors"
 	"time"
 )
 
@@ -93,7 +94,9 @@ func (b *Broker) compactOnce(budget int64) (removed, relocated int, err error) {
 }
 
 // relocateSegment moves every live body of the segment starting at start to
-// the head of the log.
+// the head of the log. Where the segment is damaged (its scan stops at a
+// record it cannot read), the messages whose bodies lie from there to the
+// segment's end are salvaged one by one instead (salvage).
 func (b *Broker) relocateSegment(start uint64) (int, error) {
 	moved := 0
 	var firstErr error
@@ -108,7 +111,7 @@ func (b *Broker) relocateSegment(start uint64) (int, error) {
 		}
 		sum, body, err := bodyOf(typ, payload)
 		if err != nil {
-			return
+			return // cannot parse: its message is salvaged below, or never read
 		}
 		q := b.queueByID(qid)
 		if q == nil || int(stripeIdx) >= len(q.stripes) {
@@ -117,26 +120,103 @@ func (b *Broker) relocateSegment(start uint64) (int, error) {
 		st := &q.stripes[stripeIdx]
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		if st.dead || !st.slab.valid(slotIdx) {
-			return
-		}
-		s := st.slab.at(slotIdx)
-		if s.seq == 0 || s.state() == stPending || s.bodyPos != pos {
-			return // deleted, expired, replaced, or not yet committed
-		}
-		var recs [1]logRec
-		b.store.bodyRecord(&recs[0], &head, q.id, st.idx, slotIdx, s, &sum, body, true)
-		if err := b.store.append(recs[:]); err != nil {
+		ok, err = b.relocateLocked(q, st, slotIdx, pos, &sum, body, &head)
+		if err != nil {
 			firstErr = err
-			return
+		} else if ok {
+			moved++
 		}
-		b.store.addLive(pos, -int64(s.recSize))
-		s.bodyPos, s.recSize = recs[0].pos, recs[0].size
-		moved++
 	})
+	var dr *damagedRange
+	if errors.As(err, &dr) {
+		n, derr := b.salvage(dr.from, dr.to)
+		moved += n
+		err = derr
+	}
 	if firstErr != nil {
 		b.storageFailed(firstErr)
 		return moved, firstErr
 	}
 	return moved, err
+}
+
+// relocateLocked appends slot idx's body (found at pos) at the head of the
+// log and points the message there, if the slot still holds a committed
+// message whose body is at exactly pos (invariant 1). st.mu is held.
+func (b *Broker) relocateLocked(q *Queue, st *stripe, idx uint32, pos uint64, sum *[16]byte, body []byte, head *[bodyHeadLen]byte) (bool, error) {
+	if st.dead || !st.slab.valid(idx) {
+		return false, nil
+	}
+	s := st.slab.at(idx)
+	if s.seq == 0 || s.state() == stPending || s.bodyPos != pos {
+		return false, nil // deleted, expired, replaced, or not yet committed
+	}
+	var recs [1]logRec
+	b.store.bodyRecord(&recs[0], head, q.id, st.idx, idx, s, sum, body, true)
+	if err := b.store.append(recs[:]); err != nil {
+		return false, err
+	}
+	b.store.addLive(pos, -int64(s.recSize))
+	s.bodyPos, s.recSize = recs[0].pos, recs[0].size
+	return true, nil
+}
+
+// salvage handles every message whose body lies in [from, to) of the log,
+// a range compaction cannot scan (damage): a body that reads fine is
+// relocated, a damaged one is dropped (poison.go). It looks at every message
+// of every queue, which is fine for a path only damage takes. It returns the
+// bodies relocated.
+func (b *Broker) salvage(from, to uint64) (int, error) {
+	b.mu.RLock()
+	qs := make([]*Queue, 0, len(b.byID))
+	for _, q := range b.byID {
+		qs = append(qs, q)
+	}
+	b.mu.RUnlock()
+	r := b.getReader()
+	defer b.putReader(r)
+	var head [bodyHeadLen]byte
+	var locs []bodyLoc
+	moved := 0
+	for _, q := range qs {
+		for si := range q.stripes {
+			st := &q.stripes[si]
+			locs = locs[:0]
+			st.mu.Lock()
+			for i := uint32(0); !st.dead && i < st.slab.n; i++ {
+				if s := st.slab.at(i); s.seq != 0 && s.state() != stPending && s.bodyPos >= from && s.bodyPos < to {
+					locs = append(locs, bodyLoc{pos: s.bodyPos, size: s.recSize, slot: i, seq: s.seq, stripe: st.idx})
+				}
+			}
+			st.mu.Unlock()
+			for i := range locs {
+				loc := &locs[i]
+				var m Message
+				ok, err := q.readBody(r, &m, loc)
+				switch {
+				case errors.Is(err, errDamaged):
+					q.dropUnreadable(loc, err)
+				case err != nil:
+					return moved, err
+				case ok:
+					st.mu.Lock()
+					s := st.slab.at(loc.slot)
+					moveOK := s.seq == loc.seq
+					var rerr error
+					if moveOK {
+						moveOK, rerr = b.relocateLocked(q, st, loc.slot, loc.pos, &m.MD5, m.Body, &head)
+					}
+					st.mu.Unlock()
+					if rerr != nil {
+						b.storageFailed(rerr)
+						return moved, rerr
+					}
+					if moveOK {
+						moved++
+					}
+				}
+			}
+		}
+	}
+	return moved, nil
 }

@@ -11,21 +11,28 @@ package engine
 // anything else) against the whole history:
 //
 //   - no acknowledged send is lost (sync "always");
-//   - no message whose delete was fsynced comes back;
+//   - no message whose delete was acknowledged comes back (sync "always"
+//     acknowledges a delete after its fsync);
+//   - no acknowledged visibility change is undone: until its new
+//     NextVisibleTime the message stays Inactive, and not visible earlier;
 //   - no message that was never sent appears;
 //   - no DequeueCount goes below one that was fsynced;
 //   - MessageIds are unique.
 //
 // Child protocol (stdout, one line per event):
 //
-//	M <id> <tag> <state> <dequeues>   a message found at start-up
+//	NOW <ms>                          the child's clock before the dump
+//	M <id> <tag> <state> <dequeues> <visible ms>
+//	                                  a message found at start-up
 //	READY                             the dump is complete
 //	T <tag>                           about to send a message with body <tag>
 //	S <tag> <id>                      the send was acknowledged
 //	R <id> <dequeues>                 received
+//	V <id> <visible ms>               a visibility change was acknowledged
+//	                                  (durable in sync mode always)
 //	d <id>                            about to delete (the delete may land
 //	                                  in the log even if the child dies before "D")
-//	D <id>                            deleted (not yet known to be fsynced)
+//	D <id>                            deleted (durable in sync mode always)
 //	B <k> / E <k>                     a Broker.Sync started / returned; every
 //	                                  line before "B k" is durable once "E k" is printed
 
@@ -78,15 +85,16 @@ type crashHistory struct {
 	attempted      map[string]bool
 	acked          map[string]string // tag -> id
 	ackedIDs       map[string]string // id -> tag
-	deleted        map[string]bool   // ids deleted, fsync unknown
-	deletedDurable map[string]bool
+	deleted        map[string]bool   // ids a delete was tried on
+	deletedDurable map[string]bool   // ids whose delete was acknowledged
+	visAcked       map[string]int64  // id -> NextVisibleTime of its last acknowledged visibility change
 	dqDurable      map[string]int
 	receives       int
 }
 
 func newCrashHistory() *crashHistory {
 	return &crashHistory{attempted: map[string]bool{}, acked: map[string]string{}, ackedIDs: map[string]string{},
-		deleted: map[string]bool{}, deletedDurable: map[string]bool{}, dqDurable: map[string]int{}}
+		deleted: map[string]bool{}, deletedDurable: map[string]bool{}, dqDurable: map[string]int{}, visAcked: map[string]int64{}}
 }
 
 func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor time.Duration, cycle int) {
@@ -110,6 +118,7 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 	// The start-up dump.
 	present := map[string]bool{}
 	ready := false
+	var now int64
 	for sc.Scan() {
 		h.lines = append(h.lines, fmt.Sprintf("c%d %s", cycle, sc.Text()))
 		f := strings.Fields(sc.Text())
@@ -117,11 +126,22 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 			ready = true
 			break
 		}
-		if len(f) != 5 || f[0] != "M" {
+		if len(f) == 2 && f[0] == "NOW" {
+			now, _ = strconv.ParseInt(f[1], 10, 64)
 			continue
 		}
-		id, tag := f[1], f[2]
+		if len(f) != 6 || f[0] != "M" {
+			continue
+		}
+		id, tag, state := f[1], f[2], f[3]
 		dq, _ := strconv.Atoi(f[4])
+		visible, _ := strconv.ParseInt(f[5], 10, 64)
+		if v, ok := h.visAcked[id]; ok && (state == "Active" && now < v || state == "Inactive" && visible < v) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("cycle %d: message %s is %s with NextVisibleTime %d at %d, but a visibility change to %d was acknowledged; history:\n%s",
+				cycle, id, state, visible, now, v, h.grep(id))
+		}
 		if present[id] {
 			t.Fatalf("cycle %d: message id %s twice after restart", cycle, id)
 		}
@@ -189,8 +209,16 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 			h.ackedIDs[f[2]] = f[1]
 		case "R":
 			h.receives++
-		case "D", "d":
+			delete(h.visAcked, f[1]) // received again: visible again, as it may be
+		case "d":
 			h.deleted[f[1]] = true
+		case "D":
+			h.deleted[f[1]] = true
+			h.deletedDurable[f[1]] = true
+			delete(h.visAcked, f[1])
+		case "V":
+			v, _ := strconv.ParseInt(f[2], 10, 64)
+			h.visAcked[f[1]] = v
 		case "B":
 			lastPending = append(lastPending, pending...)
 			began[f[1]] = lastPending
@@ -230,8 +258,6 @@ func (h *crashHistory) makeDurable(line string) {
 	case "R":
 		dq, _ := strconv.Atoi(f[2])
 		h.dqDurable[f[1]] = max(h.dqDurable[f[1]], dq)
-	case "D":
-		h.deletedDurable[f[1]] = true
 	}
 }
 
@@ -267,8 +293,9 @@ func TestCrashChild(t *testing.T) {
 	}
 	q, _ := b.Queue("crash")
 	fmt.Fprintf(os.Stderr, "recovered: %+v wal %+v\n", b.Recovery(), durableOf(b).wal.Recovery())
-	dumpQueue(q, func(id MessageID, body []byte, state string, dq uint32) {
-		emit("M %s %s %s %d", id, body, state, dq)
+	emit("NOW %d", b.nowMs())
+	dumpQueue(q, func(id MessageID, body []byte, state string, dq uint32, visible int64) {
+		emit("M %s %s %s %d %d", id, body, state, dq, visible)
 	})
 	emit("READY")
 
@@ -336,7 +363,9 @@ func TestCrashChild(t *testing.T) {
 						hs = append(hs, m.Handle)
 						ids = append(ids, m.ID)
 					case r < 8:
-						q.ChangeVisibility(m.Handle, time.Second)
+						if _, next, err := q.ChangeVisibility(m.Handle, 30*time.Second); err == nil {
+							emit("V %s %d", m.ID, next.UnixMilli())
+						}
 					}
 				}
 				if len(hs) == 0 {
@@ -382,14 +411,15 @@ func TestCrashChild(t *testing.T) {
 }
 
 // dumpQueue calls fn for every message of q, in any state, with its body.
-func dumpQueue(q *Queue, fn func(id MessageID, body []byte, state string, dq uint32)) {
+func dumpQueue(q *Queue, fn func(id MessageID, body []byte, state string, dq uint32, visibleMs int64)) {
 	for si := range q.stripes {
 		st := &q.stripes[si]
 		st.mu.Lock()
 		type item struct {
-			loc   bodyLoc
-			state string
-			dq    uint32
+			loc     bodyLoc
+			state   string
+			dq      uint32
+			visible int64
 		}
 		var items []item
 		for i := uint32(0); i < st.slab.n; i++ {
@@ -398,7 +428,7 @@ func dumpQueue(q *Queue, fn func(id MessageID, body []byte, state string, dq uin
 				continue
 			}
 			name := map[uint8]string{stDelayed: "Delayed", stActive: "Active", stInactive: "Inactive"}[s.state()]
-			items = append(items, item{bodyLoc{pos: s.bodyPos, size: s.recSize, slot: i, seq: s.seq, stripe: st.idx}, name, s.dequeues})
+			items = append(items, item{bodyLoc{pos: s.bodyPos, size: s.recSize, slot: i, seq: s.seq, stripe: st.idx}, name, s.dequeues, s.visibleMs()})
 		}
 		st.mu.Unlock()
 		for _, it := range items {
@@ -407,7 +437,7 @@ func dumpQueue(q *Queue, fn func(id MessageID, body []byte, state string, dq uin
 				fmt.Fprintln(os.Stderr, "dump: read body:", err)
 				os.Exit(4)
 			}
-			fn(makeMessageID(q.id, it.loc.seq), m.Body, it.state, it.dq)
+			fn(makeMessageID(q.id, it.loc.seq), m.Body, it.state, it.dq, it.visible)
 		}
 	}
 }

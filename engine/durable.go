@@ -83,13 +83,24 @@ type durableStore struct {
 	cpMu   sync.Mutex // serialises checkpoints
 	fold   *fold      // guarded by cpMu: reused by every checkpoint
 	cpLast time.Time  // guarded by cpMu: when the last checkpoint started
+
+	// The free-space guard (space.go): written by its job, read by all.
+	space      spaceGuard
+	spaceJ     *job
+	free       atomic.Int64 // free bytes at the last sample
+	diskFull   atomic.Bool  // below the reserve: new messages refused
+	critical   atomic.Bool  // below the index's reserve: checkpoints wait
+	fullEvents atomic.Int64 // times the guard entered the disk-full state
 }
 
 // openDurable opens (creating if needed) the data directory, its index and
 // its log. Nothing is loaded yet (load does that).
 func openDurable(o *Options) (*durableStore, error) {
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("engine: create data directory: %w", err)
+	}
+	if fi, err := os.Stat(o.Dir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		o.Logger.Warn("the data directory is readable by other users; smqd creates it 0700", "dir", o.Dir, "mode", fi.Mode().Perm().String())
 	}
 	unlock, err := lockDataDir(o.Dir)
 	if err != nil {
@@ -108,6 +119,15 @@ func openDurable(o *Options) (*durableStore, error) {
 		// data; 4 MiB covers both at several hundred MB/s (a group commit
 		// writes well under 1 MiB) and keeps the process small.
 		wo.BufferBytes = 4 << 20
+	}
+	guard := newSpaceGuard(o, wo, iopts)
+	walFS := wo.FS
+	if walFS == nil {
+		walFS = wal.OSFS()
+	}
+	if err := checkOpenSpace(o, guard, walFS, filepath.Join(o.Dir, "wal")); err != nil {
+		unlock()
+		return nil, err
 	}
 	// The index and the log are independent until the replay: open them
 	// side by side (each checks its files), which shortens a restart.
@@ -132,12 +152,14 @@ func openDurable(o *Options) (*durableStore, error) {
 		unlock()
 		return nil, fmt.Errorf("engine: open log: %w", walErr)
 	}
-	d := &durableStore{opts: o, log: o.Logger, clock: o.Clock, idx: idx, wal: l, unlock: unlock, kick: func() {}}
+	d := &durableStore{opts: o, log: o.Logger, clock: o.Clock, idx: idx, wal: l, unlock: unlock, kick: func() {}, space: guard}
 	d.commit = idx.Commit
 	if o.testCommit != nil {
 		d.commit = func(b *index.Batch) error { return o.testCommit(idx, b) }
 	}
 	d.cp = newJob(o.Clock, checkpointPoll, d.checkpointJob)
+	d.spaceJ = newJob(o.Clock, spacePoll, d.spaceJob)
+	d.checkSpace()
 	return d, nil
 }
 
@@ -151,6 +173,10 @@ func mapErr(err error) error {
 		return ErrClosed
 	case errors.Is(err, wal.ErrSegmentRemoved):
 		return errSegmentRemoved
+	case errors.Is(err, wal.ErrCorrupt):
+		return fmt.Errorf("%w: %w", errDamaged, err)
+	case errors.Is(err, wal.ErrSpareFailed):
+		return fmt.Errorf("%w: %w", ErrStorageUnavailable, err)
 	}
 	return err
 }
@@ -174,6 +200,7 @@ func (d *durableStore) append(recs []logRec) error {
 		recs[i].pos, recs[i].size = uint64(wr[i].Pos), uint32(wr[i].Size)
 	}
 	d.cp.kick()
+	d.spaceJ.kick()
 	d.kick()
 	return nil
 }
@@ -256,11 +283,14 @@ func (d *durableStore) scan(start uint64, fn func(pos uint64, size uint32, typ u
 	defer r.Close()
 	for {
 		p, typ, payload, err := r.Next()
+		var ce *wal.CorruptionError
 		switch {
 		case err == io.EOF:
 			return true, nil
 		case errors.Is(err, wal.ErrSegmentRemoved):
 			return false, nil
+		case errors.As(err, &ce):
+			return false, &damagedRange{from: uint64(ce.Pos), to: uint64(seg.End), err: err}
 		case err != nil:
 			return false, mapErr(err)
 		}
@@ -281,8 +311,14 @@ func (d *durableStore) replayStart() uint64 { return d.cpPos.Load() }
 // sync writes and fsyncs the log, whatever the sync mode.
 func (d *durableStore) sync() error { return mapErr(d.wal.Sync()) }
 
+func (d *durableStore) health() error { return mapErr(d.wal.Health()) }
+
 func (d *durableStore) stats(st *StorageStats) {
 	st.Durable = true
+	st.DiskFull = d.diskFull.Load()
+	st.DiskFullEvents = d.fullEvents.Load()
+	st.FreeBytes = d.free.Load()
+	st.FreeSpaceReserve = d.space.reserve
 	st.Checkpoints = d.checkpoints.Load()
 	st.ReplayWaits = d.replayWaits.Load()
 	st.CheckpointAt = d.cpPos.Load()
@@ -304,6 +340,7 @@ func (d *durableStore) releaseMemory() {
 // healthy, and closes the log and the index.
 func (d *durableStore) close(clean bool) error {
 	d.cp.stop()
+	d.spaceJ.stop()
 	var errs []error
 	if clean {
 		if err := d.checkpoint(); err != nil {

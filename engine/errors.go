@@ -34,6 +34,15 @@ var (
 	ErrLocked = errors.New("engine: data directory locked")
 	// ErrClosed: the broker is closed (or closing).
 	ErrClosed = errors.New("engine: broker closed")
+	// ErrDiskFull: free space on the data directory's file system is below
+	// the reserve (Options.FreeSpaceReserve): new messages and queues are
+	// refused until space is freed; receives, deletes and visibility
+	// changes go on, so that consumers can drain. Retryable.
+	ErrDiskFull = errors.New("engine: disk full: new messages are refused until space is freed")
+	// ErrStorageUnavailable: the storage cannot take this change now but may
+	// later without a restart (a new log segment file cannot be made yet).
+	// Retryable.
+	ErrStorageUnavailable = errors.New("engine: storage temporarily unavailable")
 )
 
 // ArgumentError describes an invalid argument. It matches ErrInvalidArgument

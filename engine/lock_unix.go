@@ -14,7 +14,7 @@ import (
 // broker is open, so that a second broker (in this or another process) never
 // touches the log or the index of a running one.
 func lockDataDir(dir string) (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("engine: open lock file: %w", err)
 	}

@@ -50,6 +50,13 @@ type Options struct {
 	MaxReplayBytes   int64
 	MaxReplayRecords int64
 
+	// FreeSpaceReserve is the free space (bytes) below which a durable
+	// broker refuses new messages and queues with ErrDiskFull, while
+	// receives, deletes and visibility changes go on (space.go). 0 sizes it
+	// from the log's and the index's options (docs/operations.md); negative
+	// turns the guard off.
+	FreeSpaceReserve int64
+
 	// Clock is the time source; nil means SystemClock().
 	Clock Clock
 	// Logger receives lifecycle and storage messages; nil discards them.

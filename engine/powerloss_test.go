@@ -33,14 +33,18 @@ package engine
 // History checks after every restart, over the whole history (the kill -9
 // test's, crash_test.go):
 //   - no acknowledged send is lost (sync mode always);
-//   - no message whose delete was durable comes back;
+//   - no message whose delete was acknowledged comes back (sync mode
+//     always acknowledges a delete after its fsync);
+//   - no acknowledged visibility change is undone: until its new
+//     NextVisibleTime the message stays Inactive, and not visible earlier;
 //   - no message that was never sent appears, and a body keeps the id its
 //     send was acknowledged with; MessageIds are unique;
 //   - no DequeueCount goes below a durable one;
 //   - the queues, whose creation is durable when acknowledged, exist.
 //
-// An operation counts as durable once a Broker.Sync that started after it
-// was acknowledged has returned, or, for a send, once it is acknowledged.
+// A receive counts as durable once a Broker.Sync that started after it was
+// acknowledged has returned; sends, deletes and visibility changes once they
+// are acknowledged.
 //
 // TestPowerLossCatchesNoopFsync runs the same harness with fdatasync turned
 // into a no-op and must see it fail: that is what shows the test can.
@@ -154,6 +158,7 @@ type plHistory struct {
 	deleted    map[string]bool   // ids a delete was tried on (it may have landed)
 	durableDel map[string]bool   // ids whose delete is durable
 	durableDq  map[string]int    // id -> DequeueCount known durable
+	visAcked   map[string]int64  // id -> NextVisibleTime of its last acknowledged visibility change
 	pending    []func()          // effects to make durable at the next Sync
 	drained    int               // effects taken from pending so far (pending[0] is effect number drained)
 	crashed    bool              // the current incarnation lost power
@@ -164,7 +169,7 @@ type plHistory struct {
 
 func newPLHistory() *plHistory {
 	return &plHistory{attempted: map[string]bool{}, acked: map[string]string{}, ackedTag: map[string]string{},
-		deleted: map[string]bool{}, durableDel: map[string]bool{}, durableDq: map[string]int{}, trace: map[string][]string{}}
+		deleted: map[string]bool{}, durableDel: map[string]bool{}, durableDq: map[string]int{}, visAcked: map[string]int64{}, trace: map[string][]string{}}
 }
 
 // record runs f (an acknowledgement) unless power was lost before it.
@@ -327,9 +332,14 @@ func (r *plRun) check() error {
 	h := r.h
 	present := map[string]bool{}
 	var problems []string
+	now := r.clk.Now().UnixMilli()
 	for _, q := range r.queues {
-		dumpQueue(q, func(mid MessageID, body []byte, state string, dq uint32) {
+		dumpQueue(q, func(mid MessageID, body []byte, state string, dq uint32, visible int64) {
 			id, tag := mid.String(), string(body)
+			if v, ok := h.visAcked[id]; ok && (state == "Active" && now < v || state == "Inactive" && visible < v) {
+				problems = append(problems, fmt.Sprintf("message %s is %s with NextVisibleTime %d at %d, but a visibility change to %d was acknowledged",
+					id, state, visible, now, v))
+			}
 			if present[id] {
 				problems = append(problems, fmt.Sprintf("message %s twice", id))
 			}
@@ -439,6 +449,7 @@ func (r *plRun) receive(wr *rand.Rand, q *Queue, pool *[]held, poolMu *sync.Mute
 	h.record(func() {
 		for _, m := range msgs {
 			id, dq := m.ID.String(), m.DequeueCount
+			delete(h.visAcked, id) // visible again, as it may be
 			h.trace[id] = append(h.trace[id], fmt.Sprintf("inc %d: received dq %d", r.inc, dq))
 			h.pending = append(h.pending, func() {
 				h.durableDq[id] = max(h.durableDq[id], dq)
@@ -475,8 +486,9 @@ func (r *plRun) deleteOrChange(wr *rand.Rand, pool *[]held, poolMu *sync.Mutex) 
 	h := r.h
 	if wr.IntN(5) == 0 {
 		for _, m := range take(wr, pool, poolMu, 1) {
-			nh, _, err := m.q.ChangeVisibility(m.h, time.Duration(1+wr.IntN(30))*time.Second)
+			nh, next, err := m.q.ChangeVisibility(m.h, time.Duration(1+wr.IntN(30))*time.Second)
 			if err == nil {
+				h.record(func() { h.visAcked[m.id] = next.UnixMilli() })
 				poolMu.Lock()
 				*pool = append(*pool, held{m.q, nh, m.id})
 				poolMu.Unlock()
@@ -507,7 +519,8 @@ func (r *plRun) deleteOrChange(wr *rand.Rand, pool *[]held, poolMu *sync.Mutex) 
 		for i, m := range ms {
 			if errs[i] == nil {
 				h.trace[m.id] = append(h.trace[m.id], fmt.Sprintf("inc %d: deleted", r.inc))
-				h.pending = append(h.pending, func() { h.durableDel[m.id] = true })
+				h.durableDel[m.id] = true
+				delete(h.visAcked, m.id)
 			}
 		}
 	})

@@ -28,7 +28,8 @@ type Queue struct {
 
 	// Counters for metrics.
 	sent, received, deleted, expired atomic.Int64
-	dead                             atomic.Bool // deleted: every call fails with ErrQueueNotExist
+	unreadable                       atomic.Int64 // messages dropped as damaged (poison.go)
+	dead                             atomic.Bool  // deleted: every call fails with ErrQueueNotExist
 }
 
 // queueMeta is an immutable snapshot of a queue's attributes.
@@ -118,6 +119,9 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 	}
 	if n > 1 && total > MaxBatchBodyBytes {
 		return out, argErr("Messages", "carry %d body bytes, more than the batch limit of %d bytes", total, MaxBatchBodyBytes)
+	}
+	if err := q.b.store.acceptNew(); err != nil {
+		return out, err
 	}
 
 	sb, _ := q.b.sendPool.Get().(*sendBatch)
@@ -287,10 +291,17 @@ func (q *Queue) Delete(handles []ReceiptHandle, errs []error) (failed int, err e
 	now := q.b.nowMs()
 	var st *stripe
 	deleted := 0
+	var last uint64 // the last record appended, to wait for (durable.go)
+	logged := false
+	var logErr error
 	unlock := func() {
 		if st != nil {
 			st.scheduleLocked(now)
-			st.flushLocked()
+			if pos, ok, err := st.flushLocked(); ok {
+				last, logged = max(last, pos), true
+			} else if err != nil && logErr == nil {
+				logErr = err
+			}
 			st.mu.Unlock()
 			st = nil
 		}
@@ -330,6 +341,15 @@ func (q *Queue) Delete(handles []ReceiptHandle, errs []error) (failed int, err e
 	}
 	unlock()
 	q.deleted.Add(int64(deleted))
+	// A delete is acknowledged as durable as a send (sync mode always:
+	// after its fsync, riding the same group commit).
+	if logErr == nil && logged {
+		logErr = q.b.store.waitDurable(last)
+	}
+	if logErr != nil {
+		q.b.storageFailed(logErr)
+		return failed, logErr
+	}
 	return failed, nil
 }
 
@@ -371,13 +391,21 @@ func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (Receip
 		next = s.visibleMs()
 	}
 	st.scheduleLocked(now)
-	st.flushLocked()
+	last, logged, logErr := st.flushLocked()
 	st.mu.Unlock()
 	if woken > 0 {
 		q.waiters.wake(woken)
 	}
 	if err != nil {
 		return ReceiptHandle{}, time.Time{}, err
+	}
+	// Acknowledged as durable as a send (see Delete).
+	if logErr == nil && logged {
+		logErr = q.b.store.waitDurable(last)
+	}
+	if logErr != nil {
+		q.b.storageFailed(logErr)
+		return ReceiptHandle{}, time.Time{}, logErr
 	}
 	return nh, time.UnixMilli(next), nil
 }

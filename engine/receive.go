@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -47,7 +48,7 @@ func (q *Queue) Receive(ctx context.Context, opt ReceiveOptions, dst []Message) 
 		return dst, err
 	}
 	base := len(dst)
-	dst, err := q.tryReceive(max, dst)
+	dst, err := q.tryReceive(max, dst, retryDamaged)
 	if err != nil || len(dst) > base {
 		return dst, err
 	}
@@ -67,7 +68,7 @@ func (q *Queue) Receive(ctx context.Context, opt ReceiveOptions, dst []Message) 
 	defer b.putWaiter(w)
 	for {
 		q.waiters.push(w)
-		dst, err = q.tryReceive(max, dst)
+		dst, err = q.tryReceive(max, dst, retryDamaged)
 		if err != nil || len(dst) > base {
 			q.waiters.remove(w)
 			return dst, err
@@ -92,8 +93,9 @@ func (q *Queue) Receive(ctx context.Context, opt ReceiveOptions, dst []Message) 
 	}
 }
 
-// tryReceive takes up to max Active messages without waiting.
-func (q *Queue) tryReceive(max int, dst []Message) ([]Message, error) {
+// tryReceive takes up to max Active messages without waiting. If every
+// message it took was dropped as damaged it tries again, up to again times.
+func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error) {
 	if q.dead.Load() {
 		return dst, q.goneErr()
 	}
@@ -133,8 +135,13 @@ func (q *Queue) tryReceive(max int, dst []Message) ([]Message, error) {
 	if len(dst) == base {
 		return dst, nil
 	}
-	dst, err := q.readBodies(dst, base, locs[:len(dst)-base])
+	dst, dropped, err := q.readBodies(dst, base, locs[:len(dst)-base])
 	q.received.Add(int64(len(dst) - base))
+	if err == nil && len(dst) == base && dropped > 0 && again > 0 {
+		// Everything taken was damaged and dropped: look again, so that
+		// another message's damage never ends this receive empty-handed.
+		return q.tryReceive(max, dst, again-1)
+	}
 	return dst, err
 }
 
@@ -234,18 +241,20 @@ func (b *Broker) putReader(r *bodyReader) {
 
 // readBodies fills in Body and MD5 of dst[base:] from the log. A message
 // whose body moved (compaction) is looked up again; one that vanished in
-// between (expired) is dropped from the result. A message whose body cannot
-// be read (corruption, I/O error) is reported at Error level and left out;
-// the call fails only if nothing could be read. A received message left out
-// stays Inactive and is reported again each time it becomes visible.
-func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) ([]Message, error) {
+// between (expired) is left out of the result. A message whose body is
+// damaged is dropped (poison.go) and left out; dropped counts them. One whose
+// body could not be read for another reason (an I/O error) is reported at
+// Error level and left out, and stays where it is (a received one becomes
+// visible again at its visibility timeout); the call fails only if it read
+// nothing and dropped nothing.
+func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) (out []Message, dropped int, err error) {
 	r := q.b.getReader()
 	defer q.b.putReader(r)
 	r.done = [MaxBatch]bool{}
 	if len(locs) > 1 && len(locs) <= MaxBatch {
 		q.readRuns(r, dst[base:], locs)
 	}
-	out := base
+	n := base
 	var firstErr error
 	for i := range locs {
 		m := &dst[base+i]
@@ -253,10 +262,15 @@ func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) ([]Message, 
 		if i >= MaxBatch || !r.done[i] {
 			ok, err = q.readBody(r, m, &locs[i])
 		}
+		if errors.Is(err, errDamaged) {
+			if q.dropUnreadable(&locs[i], err) {
+				dropped++
+			}
+			continue
+		}
 		if err != nil {
-			q.b.log.Error("message body unreadable; the message is not delivered", "queue", q.name,
+			q.b.log.Error("message body could not be read; the message is not delivered", "queue", q.name,
 				"message_id", makeMessageID(q.id, locs[i].seq).String(), "pos", locs[i].pos, "err", err)
-			q.b.unreadable.Add(1)
 			if firstErr == nil {
 				firstErr = err
 			}
@@ -265,15 +279,15 @@ func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) ([]Message, 
 		if !ok {
 			continue
 		}
-		if out != base+i {
-			dst[out], dst[base+i] = dst[base+i], dst[out]
+		if n != base+i {
+			dst[n], dst[base+i] = dst[base+i], dst[n]
 		}
-		out++
+		n++
 	}
-	if out == base && firstErr != nil {
-		return dst[:base], firstErr
+	if n == base && dropped == 0 && firstErr != nil {
+		return dst[:base], 0, firstErr
 	}
-	return dst[:out], nil
+	return dst[:n], dropped, nil
 }
 
 // readRuns reads the bodies of a batch that lie back to back in the log (a
@@ -315,7 +329,7 @@ func (q *Queue) readBody(r *bodyReader, m *Message, loc *bodyLoc) (bool, error) 
 		if err == nil {
 			sum, body, err := bodyOf(typ, payload)
 			if err != nil {
-				return false, fmt.Errorf("engine: read body at %d: %w", loc.pos, err)
+				return false, fmt.Errorf("engine: read body at %d: %w: %w", loc.pos, errDamaged, err)
 			}
 			m.MD5 = sum
 			m.Body = append(m.Body[:0], body...)
@@ -349,6 +363,14 @@ func (q *Queue) Peek(max int, dst []Message) ([]Message, error) {
 	if max < 1 || max > MaxBatch {
 		return dst, rangeErr("numOfMessages", 1, MaxBatch, "messages")
 	}
+	return q.peek(max, dst, retryDamaged)
+}
+
+// retryDamaged bounds how often a receive or peek whose every message was
+// dropped as damaged looks again.
+const retryDamaged = 4
+
+func (q *Queue) peek(max int, dst []Message, again int) ([]Message, error) {
 	if q.dead.Load() {
 		return dst, q.goneErr()
 	}
@@ -411,8 +433,11 @@ func (q *Queue) Peek(max int, dst []Message) ([]Message, error) {
 		m.Priority = c.prio
 		locs[i] = c.loc
 	}
-	dst, err := q.readBodies(dst, base, locs)
+	dst, dropped, err := q.readBodies(dst, base, locs)
 	if err == nil && len(dst) == base {
+		if dropped > 0 && again > 0 {
+			return q.peek(max, dst[:base], again-1) // the candidates were damaged and dropped
+		}
 		err = ErrMessageNotExist
 	}
 	return dst, err

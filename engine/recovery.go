@@ -100,15 +100,16 @@ func (d *durableStore) recover(b *Broker) error {
 	if len(segs) > 0 && uint64(segs[0].Start) > cp {
 		return fmt.Errorf("engine: the log starts at %d but the index checkpoint is at %d: log segments are missing", segs[0].Start, cp)
 	}
-	if cp > uint64(end) {
-		return fmt.Errorf("engine: the index checkpoint (%d) is beyond the end of the log (%d): the log lost data the index had", cp, end)
+	from, rs, err := d.planRepair(cp, end) // repair.go
+	if err != nil {
+		return err
 	}
 	d.cpPos.Store(cp)
 	d.bornFrom = uint64(end)
 
 	// Fold the log tail.
 	f := newFold(^uint64(0))
-	r, err := d.wal.NewReader(wal.Pos(cp), end)
+	r, err := d.wal.NewReader(wal.Pos(from), end)
 	if err != nil {
 		return fmt.Errorf("engine: replay log: %w", err)
 	}
@@ -172,7 +173,7 @@ func (d *durableStore) recover(b *Broker) error {
 	// Messages: the index's stream merged with the tail's, in (queue, seq)
 	// order.
 	now := b.nowMs()
-	rb := &rebuild{b: b, d: d, now: now}
+	rb := &rebuild{b: b, d: d, now: now, rs: rs}
 	tail := f.sorted()
 	ti := 0
 	flushTail := func(upto msgKey, inclusive bool) {
@@ -204,6 +205,9 @@ func (d *durableStore) recover(b *Broker) error {
 	}
 	flushTail(msgKey{^uint64(0), ^uint64(0)}, true)
 	replayed := f.n
+	if err := d.finishRepair(rs, cp); err != nil { // before any append (repair.go)
+		return err
+	}
 	rb.finish()
 	if f.nents > 1<<16 {
 		// The fold of a long tail is garbage now; give its memory back
@@ -212,7 +216,7 @@ func (d *durableStore) recover(b *Broker) error {
 		debug.FreeOSMemory()
 	}
 	d.recovered = RecoveryStats{Messages: rb.installed, Expired: len(rb.expired), Orphans: rb.orphans, Moved: rb.moved,
-		Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start)}
+		Lost: len(rb.lost), Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start)}
 	b.log.Info("broker recovered", "dir", b.opts.Dir, "queues", len(vals), "messages", rb.installed,
 		"expired", len(rb.expired), "orphans", rb.orphans, "log_records_replayed", replayed,
 		"checkpoint", cp, "log_end", end, "took", time.Since(start))
@@ -228,6 +232,7 @@ type RecoveryStats struct {
 	Expired    int           // messages found expired and dropped
 	Orphans    int           // messages of unknown queues, skipped
 	Moved      int           // messages put into another slot than recorded (their handles stop working)
+	Lost       int           // messages whose bodies were in damaged or cut parts of the log (repair.go)
 	Replayed   int           // log records replayed after the checkpoint
 	Checkpoint uint64        // the index's checkpoint position
 	LogEnd     uint64        // the end of the log
@@ -241,11 +246,13 @@ func (b *Broker) Recovery() RecoveryStats { return b.store.recovery() }
 type rebuild struct {
 	b         *Broker
 	d         *durableStore
+	rs        *repairState // what damage the log had (repair.go)
 	now       int64
 	installed int
 	orphans   int
 	moved     int
 	expired   [][snapLen]byte
+	lost      [][snapLen]byte // messages whose bodies are gone: delete records
 	last      *Queue
 }
 
@@ -264,6 +271,16 @@ func (rb *rebuild) install(val []byte) {
 	if q == nil || int(s.stripe) >= len(q.stripes) || s.recSize == 0 {
 		rb.b.log.Warn("skipping a message of no known queue", "queue_id", s.qid, "seq", s.seq, "stripe", s.stripe, "size", s.recSize)
 		rb.orphans++
+		return
+	}
+	rb.rs.maxRef = max(rb.rs.maxRef, s.bodyPos+uint64(s.recSize))
+	if rb.rs.lost(s.bodyPos) {
+		var e [snapLen]byte
+		copy(e[:], val)
+		rb.lost = append(rb.lost, e)
+		rb.rs.changed = true
+		rb.rs.report.LostMessages = append(rb.rs.report.LostMessages, reportedLoss{
+			MessageID: makeMessageID(s.qid, s.seq).String(), Queue: q.name, BodyPos: s.bodyPos})
 		return
 	}
 	enq := s.enqMs
@@ -320,10 +337,13 @@ func (rb *rebuild) finish() {
 			st.mu.Unlock()
 		}
 	}
-	if len(rb.expired) > 0 {
-		recs := make([]logRec, len(rb.expired))
+	if len(rb.expired)+len(rb.lost) > 0 {
+		recs := make([]logRec, 0, len(rb.expired)+len(rb.lost))
 		for i := range rb.expired {
-			recs[i] = logRec{typ: recExpire, head: rb.expired[i][:]}
+			recs = append(recs, logRec{typ: recExpire, head: rb.expired[i][:]})
+		}
+		for i := range rb.lost {
+			recs = append(recs, logRec{typ: recDelete, head: rb.lost[i][:]})
 		}
 		if err := rb.d.append(recs); err != nil {
 			b.storageFailed(err)

@@ -47,7 +47,10 @@ package engine
 // Owner: each backend documents its own locks; every method is safe for
 // concurrent use unless it says otherwise.
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // logRec is one record to append.
 type logRec struct {
@@ -117,6 +120,9 @@ type storage interface {
 	// (flushed by st.flushLocked, in change order); one that does not,
 	// ignores it. The stripe's lock is held.
 	changeRecord(st *stripe, typ uint8, idx uint32)
+	// acceptNew reports whether new messages and queues may be stored now:
+	// nil, or ErrDiskFull while free space is below the reserve (space.go).
+	acceptNew() error
 	// adminRecord logs a queue record (create, config, delete) and makes it
 	// durable before returning (doc.go: queue changes are durable when
 	// acknowledged in every sync mode).
@@ -128,7 +134,8 @@ type storage interface {
 	segments(dst []segInfo) []segInfo
 	// scan calls fn for each record of the inactive segment starting at
 	// start, in log order. It reports false (calling nothing) if the segment
-	// is gone or still being written.
+	// is gone or still being written. Damage it cannot read past ends the
+	// scan with a *damagedRange.
 	scan(start uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte)) (bool, error)
 	// removeSegment removes the segment starting at start if it is inactive
 	// and has no live bytes; it reports whether it did.
@@ -144,6 +151,9 @@ type storage interface {
 	// sync makes every record appended so far durable.
 	sync() error
 
+	// health is nil while the backend can make changes durable, else why not
+	// (an error wrapping ErrStorageUnavailable while that may pass).
+	health() error
 	// stats fills in the backend's part of st.
 	stats(st *StorageStats)
 	// recovery describes the last load.
@@ -168,6 +178,20 @@ func openStorage(o *Options) (storage, string, error) {
 	}
 	return d, "durable", nil
 }
+
+// damagedRange is the error of a scan that met damage at from: nothing
+// from there to to (the segment's end) could be scanned. It wraps
+// errDamaged and the backend's error.
+type damagedRange struct {
+	from, to uint64
+	err      error
+}
+
+func (e *damagedRange) Error() string {
+	return fmt.Sprintf("engine: log damaged in [%d, %d): %v", e.from, e.to, e.err)
+}
+
+func (e *damagedRange) Unwrap() []error { return []error{errDamaged, e.err} }
 
 // errSegmentRemoved: a read raced with compaction; the caller looks the
 // message up again (its body has moved).

@@ -81,6 +81,8 @@ func (m *memStore) bodyRecord(rec *logRec, head *[bodyHeadLen]byte, qid uint64, 
 
 func (m *memStore) changeRecord(*stripe, uint8, uint32) {}
 
+func (m *memStore) acceptNew() error { return nil }
+
 func (m *memStore) adminRecord(uint8, []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -109,6 +111,7 @@ func (m *memStore) sync() error {
 	return nil
 }
 
+func (m *memStore) health() error           { return nil }
 func (m *memStore) stats(st *StorageStats)  {}
 func (m *memStore) recovery() RecoveryStats { return RecoveryStats{} }
 func (m *memStore) releaseMemory()          {}

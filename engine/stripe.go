@@ -287,17 +287,22 @@ func (st *stripe) killLocked() {
 }
 
 // flushLocked appends the records gathered under mu (storage.changeRecord)
-// in one call, keeping the log order equal to the order of the changes.
-func (st *stripe) flushLocked() {
+// in one call, keeping the log order equal to the order of the changes. It
+// returns the position of the last record appended and whether there was
+// one (ok is false also when the append failed: err says why).
+func (st *stripe) flushLocked() (last uint64, ok bool, err error) {
 	if len(st.recs) == 0 {
-		return
+		return 0, false, nil
 	}
-	if err := st.q.b.store.append(st.recs); err != nil {
+	if err = st.q.b.store.append(st.recs); err != nil {
 		st.q.b.storageFailed(err)
+	} else {
+		last, ok = st.recs[len(st.recs)-1].pos, true
 	}
 	for i := range st.recs {
 		st.recs[i] = logRec{}
 	}
 	st.recs = st.recs[:0]
 	st.snap = st.snap[:0]
+	return last, ok, err
 }

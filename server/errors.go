@@ -43,6 +43,7 @@ const (
 	codeQueueAlreadyExist
 	codeServiceUnavailable
 	codeInvalidDegist
+	codeDiskFull
 	numCodes
 )
 
@@ -81,6 +82,9 @@ var codes = [numCodes]struct {
 	// the service's (spec §5.2), and the one the SDKs map: the Go SDK's
 	// client.go initMNSErrors has "InvalidDegist".
 	codeInvalidDegist: {"InvalidDegist", 400},
+	// Not in the MNS table: free space is below the reserve; new messages
+	// and queues are refused, everything else works (retryable, like 503s).
+	codeDiskFull: {"DiskFull", 503},
 }
 
 func (c errCode) String() string { return codes[c].name }
@@ -106,6 +110,8 @@ var engineErrors = [...]struct {
 	// Overload of long polls is answered like an empty queue (spec §5.3).
 	{engine.ErrTooManyLongPolls, codeMessageNotExist, "too many outstanding long polls; message not exist"},
 	{engine.ErrClosed, codeServiceUnavailable, "the broker is shutting down"},
+	{engine.ErrDiskFull, codeDiskFull, "the broker's disk is full: new messages and queues are refused until space is freed; receives and deletes work"},
+	{engine.ErrStorageUnavailable, codeServiceUnavailable, "the broker's storage cannot take changes right now (a new log segment file cannot be made); retry later"},
 	// Only engine.Open returns it; listed so that the table stays complete.
 	{engine.ErrLocked, codeInternalError, "the data directory is used by another broker"},
 }

@@ -27,6 +27,8 @@ var engineErrorValues = map[string]error{
 	"ErrTooManyLongPolls":   engine.ErrTooManyLongPolls,
 	"ErrClosed":             engine.ErrClosed,
 	"ErrLocked":             engine.ErrLocked,
+	"ErrDiskFull":           engine.ErrDiskFull,
+	"ErrStorageUnavailable": engine.ErrStorageUnavailable,
 }
 
 // Every exported engine.Err* has a row in the error table (STYLE §5). The

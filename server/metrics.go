@@ -257,6 +257,7 @@ func (s *Server) writeBrokerMetrics(w *promWriter) {
 		{"smqd_queue_received_total", "Messages received since start (each receive of a message counts).", func(i int) int64 { return st.Queues[i].Received }},
 		{"smqd_queue_deleted_total", "Messages deleted since start.", func(i int) int64 { return st.Queues[i].Deleted }},
 		{"smqd_queue_expired_total", "Messages dropped by retention since start.", func(i int) int64 { return st.Queues[i].Expired }},
+		{"smqd_queue_unreadable_total", "Messages dropped since start because their bodies were damaged on disk.", func(i int) int64 { return st.Queues[i].Unreadable }},
 	}
 	for _, c := range counters {
 		w.family(c.name, c.help, "counter")
@@ -301,8 +302,17 @@ func writeStorageMetrics(w *promWriter, st *engine.StorageStats) {
 	gauge("smqd_index_bytes", "Bytes of the index directory on disk.", float64(st.IndexBytes))
 	w.family("smqd_storage_replay_waits_total", "Operations (sends, receives, deletes, visibility changes) that waited for the checkpointer because too much log lay beyond the last checkpoint.", "counter")
 	w.sample("smqd_storage_replay_waits_total", float64(st.ReplayWaits))
-	w.family("smqd_storage_unreadable_bodies_total", "Message bodies found unreadable (corrupt) when read back; such messages are not delivered.", "counter")
+	w.family("smqd_storage_unreadable_bodies_total", "Messages dropped because their bodies were damaged on disk (each is logged once with its id).", "counter")
 	w.sample("smqd_storage_unreadable_bodies_total", float64(st.Unreadable))
+	full := 0.0
+	if st.DiskFull {
+		full = 1
+	}
+	gauge("smqd_disk_full", "1 while free space is below the reserve: new messages and queues are refused, receives and deletes work.", full)
+	w.family("smqd_disk_full_events_total", "Times the broker entered the disk-full state since start.", "counter")
+	w.sample("smqd_disk_full_events_total", float64(st.DiskFullEvents))
+	gauge("smqd_disk_free_bytes", "Free bytes of the data directory's file system at the last sample.", float64(st.FreeBytes))
+	gauge("smqd_disk_reserve_bytes", "Free space below which new messages are refused (0: the guard is off).", float64(st.FreeSpaceReserve))
 
 	s := &st.WAL
 	counter("smqd_wal_records_total", "Records appended to the WAL.", s.Records)
@@ -316,6 +326,9 @@ func writeStorageMetrics(w *promWriter, st *engine.StorageStats) {
 	counter("smqd_wal_append_stalls_total", "Appends that waited for room in the WAL's ring buffer.", s.AppendStalls)
 	counter("smqd_wal_ring_reads_total", "Body reads served from the WAL's in-memory ring.", s.RingReads)
 	counter("smqd_wal_file_reads_total", "Body reads served from WAL segment files.", s.FileReads)
+	counter("smqd_wal_spare_failures_total", "Failed attempts to prepare a new WAL segment file (retried with backoff).", s.SpareFailures)
+	counter("smqd_wal_roll_stalls_total", "Segment rolls that had to wait for a segment file.", s.RollStalls)
+	counter("smqd_wal_sticky_failures_total", "WAL write or fsync failures (the log stops taking changes until smqd is restarted).", s.StickyFailures)
 	w.family("smqd_wal_fsync_duration_seconds", "Latency of each fdatasync of a WAL segment.", "histogram")
 	w.histogram("smqd_wal_fsync_duration_seconds", formatBounds(s.FsyncSeconds.Bounds), s.FsyncSeconds.Counts, s.FsyncSeconds.Sum)
 	w.family("smqd_wal_batch_records", "Records per group-commit write batch.", "histogram")
@@ -352,6 +365,11 @@ func (s *Server) handleOps(ctx *fasthttp.RequestCtx) {
 	}
 }
 
+// healthz answers 200 "ok" while the broker can take changes, 503 with the
+// reason while it cannot (shutting down, a failed log that needs a restart,
+// a log that cannot make its next segment file). A full disk answers 200
+// with a note: the broker still serves receives and deletes, and a load
+// balancer must keep sending consumers to it.
 func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.SetContentType("text/plain; charset=utf-8")
 	if s.closing.Load() {
@@ -359,7 +377,16 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 		ctx.Response.SetBodyString("shutting down")
 		return
 	}
+	if err := s.b.Health(); err != nil {
+		ctx.Response.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.Response.SetBodyString("unhealthy: " + err.Error())
+		return
+	}
 	ctx.Response.SetStatusCode(fasthttp.StatusOK)
+	if s.b.Stats().Storage.DiskFull {
+		ctx.Response.SetBodyString("ok (disk full: new messages are refused until space is freed)")
+		return
+	}
 	ctx.Response.SetBodyString("ok")
 }
 

@@ -1,0 +1,65 @@
+package engine
+
+// Unreadable bodies: a message whose body is damaged on disk is handled once.
+//
+// A body read back for a receive or a peek, or by compaction, can fail its
+// checksum (bit rot, a repaired log that skipped it, an index entry that
+// points into a cut tail). Such a message can never be delivered, so the
+// first reader to meet the damage drops it: the message leaves every lane
+// and the wheel, a delete record makes that durable, its live bytes are
+// released (so compaction can reclaim its segment), it is counted
+// (Stats.Storage.Unreadable, QueueStats.Unreadable) and logged once at Error
+// level with its id. Receives then go on with other messages: one message's
+// damage never fails another's receive.
+//
+// Only damage (errDamaged) drops a message; an I/O error that may pass (EIO
+// from a failing disk) leaves it where it is, and the receive that met it
+// fails only if it could read nothing else.
+//
+// Invariant: a message is dropped only while its stripe's lock is held and
+// its slot still holds the very message (seq) that was found unreadable.
+
+import "errors"
+
+// errDamaged wraps a storage error that means the record is damaged for
+// good (a checksum failure, a record skipped by repair, a record that does
+// not parse). The backends wrap their corruption errors with it.
+var errDamaged = errors.New("engine: record damaged")
+
+// dropUnreadable drops the message at loc, whose body could not be read
+// because of err, if the slot still holds it. It reports whether it did.
+func (q *Queue) dropUnreadable(loc *bodyLoc, err error) bool {
+	st := &q.stripes[loc.stripe]
+	st.mu.Lock()
+	if st.dead || !st.slab.valid(loc.slot) {
+		st.mu.Unlock()
+		return false
+	}
+	s := st.slab.at(loc.slot)
+	state := s.state()
+	if s.seq != loc.seq || state == stFree || state == stPending {
+		st.mu.Unlock()
+		return false
+	}
+	switch state {
+	case stActive:
+		st.laneRemoveLocked(loc.slot)
+		st.nActive--
+	case stInactive:
+		st.nInactive--
+	case stDelayed:
+		st.nDelayed--
+	}
+	st.wheel.remove(&st.slab, loc.slot)
+	q.b.store.changeRecord(st, recDelete, loc.slot)
+	q.b.store.addLive(s.bodyPos, -int64(s.recSize))
+	st.slab.release(loc.slot)
+	st.scheduleLocked(q.b.nowMs())
+	st.flushLocked()
+	st.mu.Unlock()
+	q.unreadable.Add(1)
+	q.b.unreadable.Add(1)
+	q.b.log.Error("message body unreadable (damaged on disk); the message is dropped", "queue", q.name,
+		"message_id", makeMessageID(q.id, loc.seq).String(), "pos", loc.pos, "err", err)
+	return true
+}

@@ -1,0 +1,207 @@
+package engine
+
+// Starting on a damaged log (recovery.go): what a repair lost, and a report.
+//
+// The log cuts a torn tail at Open, and with Options.WAL.Repair (smqd
+// --wal-repair) it covers damaged records in the middle with skip records and
+// keeps every valid record after them (wal/repair.go). The engine then:
+//
+//  1. replays from the first record at or after the checkpoint position
+//     (wal.Log.ReplayStart: the position may lie inside a skipped range);
+//  2. treats as lost every message whose body lies where no record
+//     survived: in a skipped range, or at or beyond the end of the log when
+//     the index checkpointed past it (a tail cut after a clean stop, or
+//     segments missing with Repair set). Such a message is not installed,
+//     gets a delete record (so the next checkpoint drops it from the index),
+//     and is reported;
+//  3. moves the log's end past every position the index still refers to
+//     (wal.Log.SkipTo), so that a new record never takes the position of
+//     one the index describes;
+//  4. logs every damaged range and lost message at Warn level and writes them
+//     to a report file, repair-<time>.json, in the data directory.
+//
+// Without Repair, damage in the middle of the log fails Open (the log's error
+// names the option), and an index ahead of a log that was not cut fails too;
+// a torn tail is always cut, and what it held is reported the same way.
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/smqd/smqd/wal"
+)
+
+// lostSpan is a range of log positions whose records did not survive.
+type lostSpan struct{ from, to uint64 }
+
+// repairState is what recovery needs to know about damage.
+type repairState struct {
+	spans   []lostSpan // skipped ranges, and [log end, ∞) when the index is ahead
+	maxRef  uint64     // the highest position any installed message refers to, plus its size
+	report  repairReport
+	changed bool // something was repaired or lost: write a report
+}
+
+// lost reports whether a body at pos is gone.
+func (rs *repairState) lost(pos uint64) bool {
+	for _, s := range rs.spans {
+		if pos >= s.from && pos < s.to {
+			return true
+		}
+	}
+	return false
+}
+
+// repairReport is the report file's content.
+type repairReport struct {
+	Time         time.Time        `json:"time"`
+	Dir          string           `json:"dir"`
+	Checkpoint   uint64           `json:"checkpoint"`
+	LogEnd       uint64           `json:"log_end"`
+	Ranges       []reportRange    `json:"ranges"`
+	LostMessages []reportedLoss   `json:"lost_messages"`
+	LostRecords  []reportedRecord `json:"lost_records"`
+}
+
+type reportRange struct {
+	Segment uint64 `json:"segment"`
+	Start   uint64 `json:"start"`
+	End     uint64 `json:"end"`
+	Bytes   int64  `json:"bytes"`
+	Reason  string `json:"reason"`
+	Cut     bool   `json:"cut"`
+}
+
+type reportedLoss struct {
+	MessageID string `json:"message_id"`
+	Queue     string `json:"queue"`
+	BodyPos   uint64 `json:"body_pos"`
+}
+
+type reportedRecord struct {
+	Pos       uint64 `json:"pos"`
+	Type      string `json:"type"`
+	MessageID string `json:"message_id,omitempty"` // when the damaged header still names it
+	QueueID   uint64 `json:"queue_id,omitempty"`
+}
+
+// recordTypeName names an engine record type for the report.
+func recordTypeName(t uint8) string {
+	switch t {
+	case recQueueCreate:
+		return "queue-create"
+	case recQueueConfig:
+		return "queue-config"
+	case recQueueDelete:
+		return "queue-delete"
+	case recSend:
+		return "send"
+	case recState:
+		return "state"
+	case recDelete:
+		return "delete"
+	case recExpire:
+		return "expire"
+	case recRelocate:
+		return "relocate"
+	}
+	return fmt.Sprintf("unknown(%d)", t)
+}
+
+// planRepair looks at what the log's Open found and the checkpoint position
+// cp, and returns where replay starts.
+func (d *durableStore) planRepair(cp uint64, end wal.Pos) (from uint64, rs *repairState, err error) {
+	ri := d.wal.Recovery()
+	rs = &repairState{report: repairReport{Time: d.clock.Now().UTC(), Dir: d.opts.Dir, Checkpoint: cp, LogEnd: uint64(end)}}
+	for _, r := range ri.Repairs {
+		rs.changed = true
+		rs.report.Ranges = append(rs.report.Ranges, reportRange{Segment: uint64(r.Segment), Start: uint64(r.Start),
+			End: uint64(r.End), Bytes: r.Bytes, Reason: r.Reason, Cut: r.Cut})
+		if !r.Cut {
+			rs.spans = append(rs.spans, lostSpan{uint64(r.Start), uint64(r.End)})
+		}
+		d.log.Warn("log damage repaired", "range", r.String())
+		for _, x := range r.Lost {
+			rec := reportedRecord{Pos: uint64(x.Pos), Type: recordTypeName(uint8(x.Type))}
+			if x.Flags&1 == 0 && len(x.Prefix) >= 16 && recordHasSnapshot(uint8(x.Type)) {
+				le := binary.LittleEndian
+				rec.QueueID = le.Uint64(x.Prefix[0:8])
+				rec.MessageID = makeMessageID(rec.QueueID, le.Uint64(x.Prefix[8:16])).String()
+			}
+			rs.report.LostRecords = append(rs.report.LostRecords, rec)
+		}
+	}
+	if cp > uint64(end) {
+		if !d.opts.WAL.Repair && !ri.TornTail {
+			return 0, nil, fmt.Errorf("engine: the index checkpoint (%d) is beyond the end of the log (%d): the log lost data the index had; "+
+				"start with --wal-repair (Options.WAL.Repair) to drop the messages whose bodies are gone and report them", cp, end)
+		}
+		// The bodies of what the index holds from the log's end on are
+		// gone; the index's state of everything else is good.
+		rs.changed = true
+		rs.spans = append(rs.spans, lostSpan{uint64(end), ^uint64(0)})
+		return uint64(end), rs, nil
+	}
+	// The checkpoint may lie inside skip records (a repair, or a SkipTo of
+	// an earlier start): replay from the first record after it. When a
+	// record starts at cp this costs one read.
+	p, err := d.wal.ReplayStart(wal.Pos(cp))
+	if err != nil {
+		return 0, nil, fmt.Errorf("engine: find where replay starts: %w", err)
+	}
+	return uint64(p), rs, nil
+}
+
+// recordHasSnapshot reports whether records of type t start with a message
+// snapshot (queue id, seq, ...).
+func recordHasSnapshot(t uint8) bool {
+	switch t {
+	case recSend, recState, recDelete, recExpire, recRelocate:
+		return true
+	}
+	return false
+}
+
+// finishRepair moves the log's end past every position the index refers to
+// and writes the report.
+func (d *durableStore) finishRepair(rs *repairState, cp uint64) error {
+	if target := max(cp, rs.maxRef); target > uint64(d.wal.End()) {
+		end, err := d.wal.SkipTo(wal.Pos(target))
+		if err == nil {
+			err = d.wal.Sync()
+		}
+		if err != nil {
+			return fmt.Errorf("engine: move the log past the index's positions: %w", err)
+		}
+		// Nothing before the new end needs replaying: record it as the
+		// checkpoint position at once (a later checkpoint reads from there).
+		batch := d.idx.NewBatch()
+		batch.SetPosition(uint64(end))
+		if err := d.commit(batch); err != nil {
+			return fmt.Errorf("engine: move the checkpoint past the repaired end: %w", err)
+		}
+		d.cpPos.Store(uint64(end))
+		d.log.Warn("log end moved past the positions the index refers to", "from", rs.report.LogEnd, "to", uint64(end))
+	}
+	if !rs.changed {
+		return nil
+	}
+	for _, l := range rs.report.LostMessages {
+		d.log.Warn("message lost to log damage", "message_id", l.MessageID, "queue", l.Queue, "body_pos", l.BodyPos)
+	}
+	name := filepath.Join(d.opts.Dir, "repair-"+rs.report.Time.Format("20060102T150405.000Z")+".json")
+	b, err := json.MarshalIndent(&rs.report, "", "  ")
+	if err == nil {
+		err = os.WriteFile(name, append(b, '\n'), 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("engine: write the repair report: %w", err)
+	}
+	d.log.Warn("repair report written", "file", name, "damaged_ranges", len(rs.report.Ranges),
+		"lost_messages", len(rs.report.LostMessages), "lost_records", len(rs.report.LostRecords))
+	return nil
+}

@@ -1,0 +1,164 @@
+package engine
+
+// The free-space guard of the durable backend (durable.go).
+//
+// Badger and the log must never meet ENOSPC in normal running: Badger
+// writes its memtable log through a memory mapping of a sparse file, so a
+// full disk reaches it as SIGBUS and ends the process (and ends it again at
+// every restart on the same disk); a log that cannot make its next segment
+// file stalls. The guard keeps a reserve of free space on the file systems
+// holding the log and the index:
+//
+//	state      entered when                      what works
+//	normal     free >= reserve + hysteresis      everything
+//	disk full  free <  reserve                   receives, deletes, visibility changes, peeks,
+//	                                             attribute changes, checkpoints, compaction;
+//	                                             sends and queue creations fail with ErrDiskFull
+//	critical   free <  index reserve             as disk full, and checkpoints wait (Badger
+//	                                             would meet the full disk); an operation held
+//	                                             by the replay bound fails with ErrDiskFull
+//
+// Open refuses to start below the minimum (the index's reserve and one log
+// segment: what opening the index and draining need) with an error that
+// says so, instead of starting and dying in Badger.
+//
+// Sizes (Options.FreeSpaceReserve overrides the reserve, and the other
+// levels keep their proportions to it; docs/operations.md):
+//
+//	reserve = wal.Options.ReserveBytes (the next segment files and the ring)
+//	        + index.Options.ReserveBytes (memtable logs, a flush, a level-0 compaction)
+//	        + one segment (compaction relocations, bursts between two samples)
+//	minimum = index.Options.ReserveBytes + one segment
+//	hysteresis = one segment
+//
+// A job on the clock (job.go) samples free space every spacePoll while
+// records are appended, and Open samples once.
+//
+// Owner: the space job writes freeBytes and the state; everyone reads them
+// (atomics).
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/smqd/smqd/index"
+	"github.com/smqd/smqd/wal"
+)
+
+// spacePoll is how often free space is sampled while records are appended.
+const spacePoll = 100 * time.Millisecond
+
+// spaceGuard holds the guard's sizes and state.
+type spaceGuard struct {
+	reserve    int64 // below it: disk full (0: the guard is off)
+	critical   int64 // below it: checkpoints wait too
+	minimum    int64 // below it: Open refuses
+	hysteresis int64 // above reserve by this much: normal again
+}
+
+// newSpaceGuard sizes the guard from the options (with the engine's
+// defaults applied to o.WAL and o.Index).
+func newSpaceGuard(o *Options, wo wal.Options, io index.Options) spaceGuard {
+	seg := wo.SegmentBytes
+	if seg == 0 {
+		seg = wal.DefaultOptions().SegmentBytes
+	}
+	idx := io.ReserveBytes()
+	g := spaceGuard{
+		reserve:    wo.ReserveBytes() + idx + seg,
+		critical:   idx,
+		minimum:    idx + seg,
+		hysteresis: seg,
+	}
+	switch {
+	case o.FreeSpaceReserve < 0:
+		return spaceGuard{} // off
+	case o.FreeSpaceReserve > 0:
+		// The operator's reserve: the other levels keep their proportions,
+		// so that a broker stopped on a full disk opens again.
+		r := o.FreeSpaceReserve
+		g = spaceGuard{reserve: r, critical: scale(r, g.critical, g.reserve), minimum: scale(r, g.minimum, g.reserve),
+			hysteresis: min(g.hysteresis, max(r/8, 1))}
+	}
+	return g
+}
+
+// scale returns r × num / den without overflow.
+func scale(r, num, den int64) int64 {
+	return int64(float64(r) * float64(num) / float64(den))
+}
+
+// freeBytes returns the free bytes of the file systems holding the log and
+// the index (the smaller), or MaxInt64 if the platform cannot tell.
+func (d *durableStore) freeBytes() int64 {
+	free := int64(math.MaxInt64)
+	if n, err := d.wal.FreeBytes(); err == nil {
+		free = n
+	}
+	if n, err := d.idx.FreeBytes(); err == nil {
+		free = min(free, n)
+	}
+	return free
+}
+
+// checkSpace samples free space and moves the guard's state.
+func (d *durableStore) checkSpace() {
+	g := d.space
+	if g.reserve == 0 {
+		return
+	}
+	free := d.freeBytes()
+	d.free.Store(free)
+	full := d.diskFull.Load()
+	switch {
+	case !full && free < g.reserve:
+		d.diskFull.Store(true)
+		d.fullEvents.Add(1)
+		d.log.Warn("disk full: new messages and queues are refused until space is freed; receives and deletes go on",
+			"free_bytes", free, "reserve_bytes", g.reserve, "dir", d.opts.Dir)
+	case full && free >= g.reserve+g.hysteresis:
+		d.diskFull.Store(false)
+		d.log.Info("disk space is back: new messages are accepted again", "free_bytes", free, "reserve_bytes", g.reserve)
+	}
+	if free < g.critical && !d.critical.Swap(true) {
+		d.log.Error("disk space critical: checkpoints wait until space is freed", "free_bytes", free, "needed_bytes", g.critical)
+	} else if free >= g.critical && d.critical.Swap(false) {
+		d.log.Info("disk space no longer critical", "free_bytes", free)
+	}
+}
+
+// spaceJob is the space job's run: it samples while records are appended.
+func (d *durableStore) spaceJob() bool {
+	d.checkSpace()
+	return false // the next append kicks it again
+}
+
+// acceptNew reports whether new messages and queues may be stored.
+func (d *durableStore) acceptNew() error {
+	if d.diskFull.Load() {
+		return ErrDiskFull
+	}
+	return nil
+}
+
+// checkOpenSpace refuses to open on a file system with less free space than
+// the guard's minimum. dir is created already; fs is the log's FS.
+func checkOpenSpace(o *Options, g spaceGuard, fs wal.FS, walDir string) error {
+	if g.minimum == 0 {
+		return nil
+	}
+	free := int64(math.MaxInt64)
+	if n, err := fs.FreeBytes(walDir); err == nil {
+		free = n
+	}
+	if n, err := wal.FreeBytes(o.Dir); err == nil {
+		free = min(free, n)
+	}
+	if free < g.minimum {
+		return fmt.Errorf("%w: %d bytes free for %s, and the broker needs at least %d to open safely "+
+			"(the index's memtables and a log segment); free space, or lower the segment and memtable sizes",
+			ErrDiskFull, free, o.Dir, g.minimum)
+	}
+	return nil
+}
