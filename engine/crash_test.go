@@ -294,9 +294,12 @@ func TestCrashChild(t *testing.T) {
 	q, _ := b.Queue("crash")
 	fmt.Fprintf(os.Stderr, "recovered: %+v wal %+v\n", b.Recovery(), durableOf(b).wal.Recovery())
 	emit("NOW %d", b.nowMs())
-	dumpQueue(q, func(id MessageID, body []byte, state string, dq uint32, visible int64) {
+	if err := dumpQueue(q, func(id MessageID, body []byte, state string, dq uint32, visible int64) {
 		emit("M %s %s %s %d %d", id, body, state, dq, visible)
-	})
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(4)
+	}
 	emit("READY")
 
 	rnd := rand.New(rand.NewPCG(seed, 7))
@@ -411,7 +414,8 @@ func TestCrashChild(t *testing.T) {
 }
 
 // dumpQueue calls fn for every message of q, in any state, with its body.
-func dumpQueue(q *Queue, fn func(id MessageID, body []byte, state string, dq uint32, visibleMs int64)) {
+// A body that cannot be read ends it with the error.
+func dumpQueue(q *Queue, fn func(id MessageID, body []byte, state string, dq uint32, visibleMs int64)) error {
 	for si := range q.stripes {
 		st := &q.stripes[si]
 		st.mu.Lock()
@@ -434,10 +438,10 @@ func dumpQueue(q *Queue, fn func(id MessageID, body []byte, state string, dq uin
 		for _, it := range items {
 			var m Message
 			if ok, err := q.readBody(q.b.getReader(), &m, &it.loc); err != nil || !ok {
-				fmt.Fprintln(os.Stderr, "dump: read body:", err)
-				os.Exit(4)
+				return fmt.Errorf("dump: message %s: read body: %v", makeMessageID(q.id, it.loc.seq), err)
 			}
 			fn(makeMessageID(q.id, it.loc.seq), m.Body, it.state, it.dq, it.visible)
 		}
 	}
+	return nil
 }

@@ -25,7 +25,9 @@ func bodiesIn(t *testing.T, b *Broker, name string) map[string]bool {
 		t.Fatal(err)
 	}
 	out := map[string]bool{}
-	dumpQueue(q, func(_ MessageID, body []byte, _ string, _ uint32, _ int64) { out[string(body)] = true })
+	if err := dumpQueue(q, func(_ MessageID, body []byte, _ string, _ uint32, _ int64) { out[string(body)] = true }); err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 

@@ -334,7 +334,7 @@ func (r *plRun) check() error {
 	var problems []string
 	now := r.clk.Now().UnixMilli()
 	for _, q := range r.queues {
-		dumpQueue(q, func(mid MessageID, body []byte, state string, dq uint32, visible int64) {
+		err := dumpQueue(q, func(mid MessageID, body []byte, state string, dq uint32, visible int64) {
 			id, tag := mid.String(), string(body)
 			if v, ok := h.visAcked[id]; ok && (state == "Active" && now < v || state == "Inactive" && visible < v) {
 				problems = append(problems, fmt.Sprintf("message %s is %s with NextVisibleTime %d at %d, but a visibility change to %d was acknowledged",
@@ -360,6 +360,9 @@ func (r *plRun) check() error {
 			h.trace[id] = append(h.trace[id], fmt.Sprintf("inc %d: recovered %s dq %d", r.inc, state, dq))
 			h.durableDq[id] = max(h.durableDq[id], int(dq))
 		})
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
 	}
 	for tag, id := range h.acked {
 		if !present[id] && !h.deleted[id] {

@@ -22,8 +22,8 @@ package engine
 // segment: what opening the index and draining need) with an error that
 // says so, instead of starting and dying in Badger.
 //
-// Sizes (Options.FreeSpaceReserve overrides the reserve, and the other
-// levels keep their proportions to it; docs/operations.md):
+// Sizes (docs/operations.md; Options.FreeSpaceReserve replaces the reserve,
+// and then minimum = 2/3 and critical = 1/2 of it):
 //
 //	reserve = wal.Options.ReserveBytes (the next segment files and the ring)
 //	        + index.Options.ReserveBytes (memtable logs, a flush, a level-0 compaction)
@@ -75,18 +75,13 @@ func newSpaceGuard(o *Options, wo wal.Options, io index.Options) spaceGuard {
 	case o.FreeSpaceReserve < 0:
 		return spaceGuard{} // off
 	case o.FreeSpaceReserve > 0:
-		// The operator's reserve: the other levels keep their proportions,
-		// so that a broker stopped on a full disk opens again.
+		// The operator's reserve: the other levels are fixed fractions of
+		// it, close to the default proportions, so that a broker stopped
+		// on a full disk opens again.
 		r := o.FreeSpaceReserve
-		g = spaceGuard{reserve: r, critical: scale(r, g.critical, g.reserve), minimum: scale(r, g.minimum, g.reserve),
-			hysteresis: min(g.hysteresis, max(r/8, 1))}
+		g = spaceGuard{reserve: r, minimum: r * 2 / 3, critical: r / 2, hysteresis: min(g.hysteresis, max(r/8, 1))}
 	}
 	return g
-}
-
-// scale returns r × num / den without overflow.
-func scale(r, num, den int64) int64 {
-	return int64(float64(r) * float64(num) / float64(den))
 }
 
 // freeBytes returns the free bytes of the file systems holding the log and
@@ -137,6 +132,7 @@ func (d *durableStore) spaceJob() bool {
 // acceptNew reports whether new messages and queues may be stored.
 func (d *durableStore) acceptNew() error {
 	if d.diskFull.Load() {
+		d.spaceJ.kick() // nothing else appends now: look again soon
 		return ErrDiskFull
 	}
 	return nil
@@ -156,9 +152,9 @@ func checkOpenSpace(o *Options, g spaceGuard, fs wal.FS, walDir string) error {
 		free = min(free, n)
 	}
 	if free < g.minimum {
-		return fmt.Errorf("%w: %d bytes free for %s, and the broker needs at least %d to open safely "+
-			"(the index's memtables and a log segment); free space, or lower the segment and memtable sizes",
-			ErrDiskFull, free, o.Dir, g.minimum)
+		return fmt.Errorf("engine: refusing to open: %d bytes free for %s, and the broker needs at least %d to run safely "+
+			"(the index's memtables and a log segment); free space, or lower the segment and memtable sizes: %w",
+			free, o.Dir, g.minimum, ErrDiskFull)
 	}
 	return nil
 }
