@@ -24,6 +24,9 @@ type config struct {
 	sync            string
 	syncInterval    time.Duration
 	walRepair       bool
+	walSegmentBytes int64
+	memtableBytes   int64
+	freeReserve     int64
 	pprofListen     string
 	gcPercent       int
 	accessKeyID     string
@@ -65,7 +68,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.BoolVar(&c.inMemory, "in-memory", false, "keep queues and messages in memory only (lost at exit); the data directory then holds only the credentials")
 	fs.StringVar(&c.sync, "sync", "always", "durability of sends: always (ack after fsync) | interval (ack after write, fsync every --sync-interval) | none (fsync on segment roll and shutdown)")
 	fs.DurationVar(&c.syncInterval, "sync-interval", time.Second, "fsync period for --sync interval")
-	fs.BoolVar(&c.walRepair, "wal-repair", false, "at start, cut the log at a corrupt record followed by valid ones instead of refusing to start (everything after the damage is lost)")
+	fs.BoolVar(&c.walRepair, "wal-repair", false, "at start, skip damaged log records instead of refusing to start: every valid record after the damage is kept, and each lost message is logged and listed in <data-dir>/repair-<time>.json")
+	fs.Int64Var(&c.walSegmentBytes, "wal-segment-bytes", 64<<20, "size of each write-ahead log segment file (a multiple of 4096, at least 65536)")
+	fs.Int64Var(&c.memtableBytes, "index-memtable-bytes", 8<<20, "size of one index (Badger) memtable; the index keeps a few, and its free-space reserve scales with it")
+	fs.Int64Var(&c.freeReserve, "free-space-reserve", 0, "free bytes below which new messages and queues are refused (503 DiskFull) while receives and deletes go on; 0 sizes it from the segment and memtable sizes (docs/operations.md), negative turns the guard off")
 	fs.StringVar(&c.accessKeyID, "access-key-id", "", "access key id (with --access-key-secret)")
 	fs.StringVar(&c.accessKeySecret, "access-key-secret", "", "access key secret (prefer the environment variable "+envName("access-key-secret")+")")
 	fs.StringVar(&c.credentialsFile, "credentials-file", "", "file of access keys, one \"<id> <secret>\" per line (default: <data-dir>/credentials, created on first start)")
@@ -132,6 +138,12 @@ func (c *config) validate() error {
 	}
 	if c.metricsListen != "" && c.metricsListen == c.listen && !strings.HasSuffix(c.listen, ":0") {
 		return errors.New("--metrics-listen must differ from --listen")
+	}
+	if c.walSegmentBytes < 64<<10 || c.walSegmentBytes%4096 != 0 {
+		return errors.New("--wal-segment-bytes must be a multiple of 4096, at least 65536")
+	}
+	if c.memtableBytes < 1<<20 || c.memtableBytes > 1<<30 {
+		return errors.New("--index-memtable-bytes must be between 1 MiB and 1 GiB")
 	}
 	if c.stripes <= 0 || c.stripes > 256 {
 		return errors.New("--stripes must be between 1 and 256")

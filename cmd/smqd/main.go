@@ -119,6 +119,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		eopts.WAL.Sync = mode
 		eopts.WAL.SyncInterval = cfg.syncInterval
 		eopts.WAL.Repair = cfg.walRepair
+		eopts.WAL.SegmentBytes = cfg.walSegmentBytes
+		eopts.Index.MemTableBytes = cfg.memtableBytes
+		eopts.FreeSpaceReserve = cfg.freeReserve
 	}
 	if os.Getenv("GOGC") == "" && cfg.gcPercent > 0 {
 		debug.SetGCPercent(cfg.gcPercent)
