@@ -179,11 +179,20 @@
 // under Log.ack) and to set or clear the stall. The spare goroutine owns the
 // spare file until it hands it to the writer through a channel, and its
 // failure state (Log.spareErr). The segment list is copy-on-write behind
-// an atomic.Pointer, so AddLive and readers never take a lock. No lock is
-// held across I/O.
+// an atomic.Pointer, so AddLive and readers never take a lock.
 //
-// Lock order: no two of the package's locks (Log.mu, Log.ack, Log.removeMu)
-// are ever held together, so there is no order to respect. In MemFS,
+// No lock that appenders, readers or the writer take is held across I/O
+// (Log.mu and Log.ack are released before every write, fsync and read).
+// Two locks exist only to serialise file operations with each other and are
+// held across them: Log.removeMu, taken by RemoveSegment around its hole
+// marker, unlink or rename and the directory fsyncs, so that those reach
+// the directory in order; and Log.recycled, the pool of recycled segment
+// files, held across the rename into the pool and its directory fsync
+// (RemoveSegment) and taken briefly by the spare goroutine to pick a file.
+// Neither is ever taken by an append or a read.
+//
+// Lock order: Log.removeMu before Log.recycled (a removal recycles its
+// file); Log.mu and Log.ack are never held with any other lock. In MemFS,
 // MemFS.mu is taken before a file's mutex.
 //
 // # Test tools
