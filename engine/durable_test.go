@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,5 +264,106 @@ func TestReceiveReadsRunsOfBodies(t *testing.T) {
 	reads := (after.FileReads - before.FileReads) + (after.RingReads - before.RingReads)
 	if reads > n/2/4 {
 		t.Fatalf("%d log reads for %d messages received in batches of %d", reads, n/2, MaxBatch)
+	}
+}
+
+// TestOperationsRacingCloseGetErrClosed: sends, receives and deletes that
+// race Close in durable mode fail with ErrClosed (the server's 503), never
+// with the log's or the index's own closed error, which the server's table
+// does not know (a 500): storage.go invariant 4.
+func TestOperationsRacingCloseGetErrClosed(t *testing.T) {
+	for round := 0; round < 10; round++ {
+		b := openDurableTest(t, t.TempDir(), NewFakeClock(t0), nil)
+		q := mustQueue(t, b, "race", DefaultQueueConfig())
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		started := make(chan struct{}, 4)
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					var err error
+					switch (w + i) % 3 {
+					case 0, 1:
+						_, err = q.Send([]SendEntry{{Body: []byte("racing close")}}, nil)
+					default:
+						var msgs []Message
+						msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: 4, HasWait: true}, nil)
+						if err == nil {
+							_, err = q.Delete([]ReceiptHandle{msgs[0].Handle}, make([]error, 1))
+						} else if errors.Is(err, ErrMessageNotExist) {
+							err = nil
+						}
+					}
+					if i == 20 {
+						started <- struct{}{}
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}(w)
+		}
+		for w := 0; w < 4; w++ {
+			<-started
+		}
+		b.Close()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if !errors.Is(err, ErrClosed) {
+				t.Fatalf("round %d: an operation racing Close failed with %v, want ErrClosed", round, err)
+			}
+		}
+	}
+}
+
+// TestClosedStorageSaysErrClosed: every call on a closed backend that can
+// fail says ErrClosed, in both backends (storage.go invariant 4): an
+// operation that passed the broker's own closed check just before Close
+// meets the closed log, and must still get the engine's error.
+func TestClosedStorageSaysErrClosed(t *testing.T) {
+	for _, durable := range []bool{false, true} {
+		o := Options{Clock: NewFakeClock(t0), Logger: testLogger(t)}
+		if durable {
+			o.Dir = t.TempDir()
+		}
+		o = o.withDefaults()
+		s, _, err := openStorage(&o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &Broker{opts: o, log: o.Logger, clock: o.Clock, queues: map[string]*Queue{}, byID: map[uint64]*Queue{}}
+		b.compactor = newJob(o.Clock, compactInterval, func() bool { return false })
+		b.store = s
+		if err := s.load(b); err != nil {
+			t.Fatal(err)
+		}
+		recs := []logRec{{typ: recQueueDelete, head: make([]byte, 8)}}
+		if err := s.append(recs); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.close(true); err != nil {
+			t.Fatal(err)
+		}
+		for name, err := range map[string]error{
+			"append":      s.append([]logRec{{typ: recQueueDelete, head: make([]byte, 8)}}),
+			"sync":        s.sync(),
+			"adminRecord": s.adminRecord(recQueueDelete, make([]byte, 8)),
+		} {
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("durable=%v: %s on a closed backend: %v, want ErrClosed", durable, name, err)
+			}
+		}
+		if durable {
+			if _, _, _, err := s.read(recs[0].pos, recs[0].size, nil); !errors.Is(err, ErrClosed) {
+				t.Errorf("read on a closed backend: %v, want ErrClosed", err)
+			}
+			if err := s.waitDurable(recs[0].pos); err != nil && !errors.Is(err, ErrClosed) {
+				t.Errorf("waitDurable on a closed backend: %v", err)
+			}
+		}
 	}
 }
