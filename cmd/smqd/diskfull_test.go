@@ -171,7 +171,7 @@ func TestDaemonDiskFull(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("stop on a full disk: exit %d: %s", code, stderr.String())
 	}
-	addr, _, stderr, stop = startDaemon(t, args...)
+	addr, _, _, stop = startDaemon(t, args...)
 	base = "http://" + addr
 	if st, body := call(t, "POST", base+"/queues/full/messages", "<Message><MessageBody>refused</MessageBody></Message>"); st != 503 {
 		t.Fatalf("send after a restart on a full disk: %d %s", st, body)
