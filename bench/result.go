@@ -249,8 +249,11 @@ func (res *Result) cpuText() string {
 		unit = "msg sent"
 	}
 	server := "server not measured (no --spawn or --server-pid)"
-	if res.ServerPID > 0 {
+	switch {
+	case res.ServerPID > 0:
 		server = fmt.Sprintf("server %.2f cores, %.2f µs/%s (pid %d)", res.ServerCores, res.ServerCPUUsPerMsg, unit, res.ServerPID)
+	case res.Target == "inproc":
+		server = "server: the engine runs in smqbench"
 	}
 	client := "smqbench not measured"
 	if res.ClientCPUS > 0 {
