@@ -103,11 +103,13 @@ func TestSDKRequestShape(t *testing.T) {
 // TestSmokeSDKCPU runs a short cycle with the SDK-like client against an
 // in-process server and this process as the "server": the CPU figures must
 // be present and sane (no timing assertions).
+//
+// Not parallel: the SDK-like client is CPU hungry, and the open-loop test
+// (parallel) measures a schedule.
 func TestSmokeSDKCPU(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("server CPU is read from /proc")
 	}
-	t.Parallel()
 	target := sdkTarget(t, startServer(t, openBroker(t, true)))
 	cfg := smokeConfig(Cycle)
 	cfg.PriorityMix = nil
