@@ -197,6 +197,9 @@ func (c *streamClient) Receive(ctx context.Context, i int, max int, wait time.Du
 	block := time.Duration(-1) // no BLOCK argument: return at once
 	if wait > 0 {
 		block = wait
+		if block < time.Millisecond {
+			block = time.Millisecond // BLOCK 0 would wait for ever
+		}
 	}
 	streams, err := c.t.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 		Group: streamGroup, Consumer: c.consumer, Streams: []string{key, ">"},
