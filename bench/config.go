@@ -111,6 +111,13 @@ type Config struct {
 	// SettleTime (backlog): how long to wait, at most, after the preload
 	// for the target's resident memory to stop falling (Result.RSSSettled).
 	SettleTime time.Duration
+	// ServerPID is the server process whose CPU time is measured over the
+	// window (a peer broker, or an smqd the bench did not start); 0 means the
+	// Daemon's, if there is one. See cpu.go.
+	ServerPID int
+	// Client names the client implementation driving the target, copied
+	// into the result ("fast", "sdk"); empty when the target has no choice.
+	Client string
 	// RSSPID, when no Daemon is given, is a server process (a peer) whose
 	// resident memory a backlog run reads after the preload.
 	RSSPID int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -59,5 +60,52 @@ func TestBacklogRestartCheck(t *testing.T) {
 	}
 	if _, err := ReadRSS(pid); err == nil {
 		t.Fatalf("process %d still there after Stop", pid)
+	}
+}
+
+// TestSpawnedCycleCPU spawns smqd and runs a short cycle with each client:
+// the server's CPU (another process's, from /proc) and smqbench's must be
+// present and possible.
+func TestSpawnedCycleCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and spawns smqd")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("server CPU is read from /proc")
+	}
+	bin := buildSmqd(t)
+	dir := t.TempDir()
+	d := &Daemon{Bin: bin, DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "smqd.log")}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(10 * time.Second)
+	ctx := context.Background()
+	if err := d.WaitReady(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	id, secret, err := d.Credentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := MNSOptions{Addr: d.Addr(), AccessKeyID: id, AccessKeySecret: secret}
+	for _, client := range []string{"fast", "sdk"} {
+		var target Target = NewMNSTarget(opts)
+		if client == "sdk" {
+			target = NewSDKTarget(opts)
+		}
+		cfg := smokeConfig(Cycle)
+		cfg.Daemon, cfg.Client = d, client
+		res, err := Run(ctx, target, cfg)
+		target.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkResult(t, res)
+		checkCPU(t, res, true)
+		if res.ServerPID != d.PID() {
+			t.Fatalf("server pid %d, daemon %d", res.ServerPID, d.PID())
+		}
+		t.Logf("%s: server %.2f µs/msg (%.2f cores), client %.2f µs/msg (%.2f cores)", client, res.ServerCPUUsPerMsg, res.ServerCores, res.ClientCPUUsPerMsg, res.ClientCores)
 	}
 }

@@ -7,11 +7,14 @@
 //	                 keep-alive, requests signed per spec §2.2 (signer.go), bodies
 //	                 appended into reused buffers, responses read by a minimal
 //	                 scanner (scanner.go); no allocation per request once warm
+//	SDKTarget        the same server driven as the MNS SDKs drive it (sdk.go):
+//	                 net/http, encoding/xml, headers in a map, Content-MD5 on
+//	                 every request; smqbench --client sdk
 //	InprocTarget     engine.Broker called directly, to separate engine and HTTP cost
 //
-// Peer brokers (beanstalkd, Redis, NATS JetStream) are targets too, but their
-// clients live in a module of their own, github.com/smqd/smqd/bench/peers, so
-// that this module (and every module that embeds engine) requires none of
+// Peer brokers (beanstalkd, Redis as a list and as a stream, NATS
+// JetStream) are targets too, but their clients live in a module of their
+// own, github.com/smqd/smqd/bench/peers, so that this module (and every module that embeds engine) requires none of
 // their client libraries. That module describes each peer as a Peer (a
 // --target name and a constructor) and its own smqbench hands them to
 // cmd/smqbench/cli; bench/peers.sh builds and runs that binary.
@@ -30,9 +33,13 @@
 // an atomic add per sample, no lock) merged at the end; a Result is printed
 // as a table and as one JSON line with stable field names, and report.go
 // aggregates JSON lines into medians, spreads and ratios to the best peer.
+// Over the measured window, the server's CPU (/proc/<pid>/stat of the spawned
+// daemon or of Config.ServerPID) and the load generator's (getrusage) are
+// reported per message and as cores (cpu.go).
 //
 // Ownership: each worker goroutine owns its Client, its histograms and its
 // window counters; the progress reporter reads only atomics. Dependency
-// direction (STYLE.md §1): bench imports engine's public API and fasthttp,
-// never server, wal or index (server only in tests).
+// direction (STYLE.md §1): bench imports engine's public API, fasthttp and
+// the signing leaf server/mnsauth, never server itself, wal or index
+// (server only in tests).
 package bench

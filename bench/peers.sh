@@ -1,12 +1,36 @@
 #!/usr/bin/env bash
-# bench/peers.sh — measure smqd against beanstalkd, Redis and NATS JetStream
-# with the same workloads, in the same run, at the same durability class,
-# and print the ratios smqd / best peer.
+# bench/peers.sh — measure smqd against beanstalkd, Redis (a list and a
+# stream) and NATS JetStream with the same workloads, in the same run, at
+# the same durability class, and print the ratios smqd / best peer.
 #
 #   bench/peers.sh [--class always|interval] [--repeat N] [--duration D]
 #                  [--warmup D] [--scenarios "b16 b1 rate1000 backlog"]
-#                  [--targets "smqd beanstalkd redis nats"] [--backlog-messages N]
-#                  [--out DIR] [--no-install] [--keep]
+#                  [--targets "smqd smqd-sdk beanstalkd redis redis-streams nats"]
+#                  [--backlog-messages N] [--out DIR] [--no-install] [--keep]
+#                  [-- extra smqbench flags]
+#
+# Targets (default: all but smqd-sdk):
+#   smqd           smqd started by smqbench (--spawn), driven by smqbench's
+#                  fasthttp client (--client fast)
+#   smqd-sdk       the same smqd driven the way the MNS SDKs drive it
+#                  (--client sdk: net/http, encoding/xml, a Content-MD5 per
+#                  request); its rows are "smqd/sdk" in the report
+#   redis          a list: BLMOVE into a processing list, LREM to acknowledge
+#   redis-streams  a stream and a consumer group: XADD, XREADGROUP,
+#                  XACK + XDEL, XAUTOCLAIM after the visibility timeout
+#                  (the same redis-server as "redis")
+#   beanstalkd, nats
+# e.g. the new peer and the SDK-like client alone, briefly:
+#   bench/peers.sh --targets "smqd smqd-sdk redis-streams" --scenarios "b1 b16" \
+#                  --repeat 1 --duration 3s --warmup 1s
+#
+# Every run reports, beside its rates, the server's CPU per message deleted
+# (µs/msg: utime+stime of the server process from /proc/<pid>/stat over the
+# measured window, divided by the messages deleted in it) and smqbench's own
+# (getrusage), and both as cores (CPU seconds per wall second), so that a run
+# limited by the load generator shows as one. smqbench knows the PID of the
+# smqd it spawns; this script passes each peer server's PID (--server-pid).
+# The report's columns "srv µs/msg", "cli µs/msg", "srv cores", "cli cores".
 #
 # Durability classes (fsync before the acknowledgement vs about once a second):
 #   always:   smqd --sync always; beanstalkd -f 0; redis appendfsync always;
@@ -14,6 +38,8 @@
 #   interval: smqd --sync interval --sync-interval 1s; beanstalkd -f 1000;
 #             redis appendfsync everysec; nats jetstream { sync_interval: "1s" }
 #             (nats-server's own default is 2 minutes, so it is set explicitly)
+# Priorities and delays: neither Redis peer (nor NATS) has them; smqbench
+# reports those scenarios as unsupported for them.
 #
 # Every server binds 127.0.0.1 only, keeps its data in a temp dir, and is
 # stopped by PID on exit (trap). smqd is started by smqbench itself
@@ -32,7 +58,7 @@ REPEAT=3
 DURATION=10s
 WARMUP=3s
 SCENARIOS="b16 b1 rate1000"
-TARGETS="smqd beanstalkd redis nats"
+TARGETS="smqd beanstalkd redis redis-streams nats"
 BACKLOG_MESSAGES=1000000
 OUT=""
 INSTALL=1
@@ -53,7 +79,7 @@ while [ $# -gt 0 ]; do
 	--no-install) INSTALL=0; shift ;;
 	--keep) KEEP=1; shift ;;
 	--) shift; EXTRA=("$@"); break ;;
-	-h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,53p' "$0"; exit 0 ;;
 	*) echo "peers.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -100,7 +126,7 @@ fi
 for t in $TARGETS; do
 	case $t in
 	beanstalkd) command -v beanstalkd >/dev/null || { log "beanstalkd missing"; exit 1; } ;;
-	redis) command -v redis-server >/dev/null || { log "redis-server missing"; exit 1; } ;;
+	redis|redis-streams) command -v redis-server >/dev/null || { log "redis-server missing"; exit 1; } ;;
 	nats) [ -x "$NATS_SERVER" ] || { log "nats-server missing (set NATS_SERVER)"; exit 1; } ;;
 	esac
 done
@@ -170,11 +196,14 @@ EOF
 	PIDS+=($!); NATS_PID=$!; wait_port "$NATS_PORT"
 	log "nats-server pid $! port $NATS_PORT (sync_interval $si)"
 }
+RD_PID=""
 for t in $TARGETS; do
 	case $t in
+	smqd|smqd-sdk) ;;
 	beanstalkd) start_beanstalkd ;;
-	redis) start_redis ;;
+	redis|redis-streams) [ -n "$RD_PID" ] || start_redis ;;
 	nats) start_nats ;;
+	*) log "unknown target $t"; exit 2 ;;
 	esac
 done
 
@@ -191,30 +220,36 @@ scenario_args() {
 run_one() { # target scenario repeat
 	local t=$1 s=$2 r=$3 args
 	args=$(scenario_args "$s")
-	local rss=()
-	if [ "$s" = backlog ]; then
-		case $t in beanstalkd) rss=(--rss-pid "$BS_PID") ;; redis) rss=(--rss-pid "$RD_PID") ;; nats) rss=(--rss-pid "$NATS_PID") ;; esac
-	fi
-	local common=("${rss[@]}" --label "$s-$CLASS" --sync "$CLASS" --producers 8 --consumers 8 --body 1024 --warmup "$WARMUP" --duration "$DURATION" --json-out "$RESULTS" --quiet "${EXTRA[@]}")
+	# The peer server's PID: its CPU over the window (and, for backlog, its
+	# resident memory) is measured; smqbench knows a spawned smqd's itself.
+	local pid=()
+	case $t in
+	beanstalkd) pid=(--server-pid "$BS_PID") ;;
+	redis|redis-streams) pid=(--server-pid "$RD_PID") ;;
+	nats) pid=(--server-pid "$NATS_PID") ;;
+	esac
+	local common=("${pid[@]}" --label "$s-$CLASS" --sync "$CLASS" --producers 8 --consumers 8 --body 1024 --warmup "$WARMUP" --duration "$DURATION" --json-out "$RESULTS" --quiet "${EXTRA[@]}")
 	log "run $r/$REPEAT $s $t (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 	case $t in
-	smqd)
-		local dd="$WORK/data/smqd-$s-$r"
+	smqd|smqd-sdk)
+		local dd="$WORK/data/$t-$s-$r"
 		rm -rf "$dd"
 		local sync=()
 		[ "$CLASS" = interval ] && sync=(--sync-interval 1s)
 		local rc=()
 		[ "$s" = backlog ] && rc=(--restart-check)
+		local client=fast
+		[ "$t" = smqd-sdk ] && client=sdk
 		# shellcheck disable=SC2086
-		"$SMQBENCH" $args --target smqd --spawn "$SMQD" --data-dir "$dd" "${sync[@]}" "${rc[@]}" "${common[@]}" >/dev/null || log "run failed: $s $t"
+		"$SMQBENCH" $args --target smqd --client "$client" --spawn "$SMQD" --data-dir "$dd" "${sync[@]}" "${rc[@]}" "${common[@]}" >/dev/null || log "run failed: $s $t"
 		rm -rf "$dd"
 		;;
 	beanstalkd)
 		# shellcheck disable=SC2086
 		"$SMQBENCH" $args --target beanstalkd --addr "127.0.0.1:$BS_PORT" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
-	redis)
+	redis|redis-streams)
 		# shellcheck disable=SC2086
-		"$SMQBENCH" $args --target redis --addr "127.0.0.1:$RD_PORT" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
+		"$SMQBENCH" $args --target "$t" --addr "127.0.0.1:$RD_PORT" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
 	nats)
 		# shellcheck disable=SC2086
 		"$SMQBENCH" $args --target nats --addr "nats://127.0.0.1:$NATS_PORT" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
@@ -228,6 +263,11 @@ for r in $(seq "$REPEAT"); do
 	done
 done
 
-# Tag every result line with the class (sync) for peers, then report.
+# Every result line carries its class (--sync), then the report.
 log "results: $RESULTS"
 "$SMQBENCH" report "$RESULTS" | tee "$OUT/report-$CLASS.txt"
+case " $TARGETS " in
+*" smqd-sdk "*)
+	log "the same, with smqd driven by the SDK-like client as the baseline"
+	"$SMQBENCH" report --baseline smqd/sdk "$RESULTS" | tee "$OUT/report-$CLASS-sdk.txt" ;;
+esac

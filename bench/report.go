@@ -1,6 +1,7 @@
 package bench
 
-// Aggregation of JSON result lines: runs are grouped by label and target,
+// Aggregation of JSON result lines: runs are grouped by label and target
+// (smqd driven by a non-default client is a target of its own, "smqd/sdk"),
 // each figure is reduced to its median and spread (min..max), and smqd's
 // median is divided by the best peer's median of the same label (a peer is
 // every target but smqd, inproc and the baseline; "best" is the highest rate
@@ -83,19 +84,24 @@ type metric struct {
 	get         func(*Result) float64
 	appliesToWL func(string) bool
 	skipZero    bool // 0 means not measured (restart time, RSS of a peer)
+	noRatio     bool // no "best" among targets (CPU shares: lower is not better by itself)
 }
 
 var reportMetrics = []metric{
-	{"deleted/s", true, func(r *Result) float64 { return r.DeletedPerS }, is("cycle", "consume"), false},
-	{"sent/s", true, func(r *Result) float64 { return r.SentPerS }, is("cycle", "produce"), false},
-	{"send p50 µs", false, func(r *Result) float64 { return r.Send.P50Us }, is("cycle", "produce"), false},
-	{"send p99 µs", false, func(r *Result) float64 { return r.Send.P99Us }, is("cycle", "produce"), false},
-	{"e2e p50 µs", false, func(r *Result) float64 { return r.E2E.P50Us }, is("cycle"), false},
-	{"e2e p99 µs", false, func(r *Result) float64 { return r.E2E.P99Us }, is("cycle"), false},
-	{"preload/s", true, func(r *Result) float64 { return r.PreloadPerS }, is("backlog", "consume"), false},
-	{"drain/s", true, func(r *Result) float64 { return r.DrainPerS }, is("backlog"), false},
-	{"RSS MiB", false, func(r *Result) float64 { return float64(r.RSSBytes) / (1 << 20) }, is("backlog"), true},
-	{"restart ms", false, func(r *Result) float64 { return r.RestartMs }, is("backlog"), true},
+	{"deleted/s", true, func(r *Result) float64 { return r.DeletedPerS }, is("cycle", "consume"), false, false},
+	{"sent/s", true, func(r *Result) float64 { return r.SentPerS }, is("cycle", "produce"), false, false},
+	{"send p50 µs", false, func(r *Result) float64 { return r.Send.P50Us }, is("cycle", "produce"), false, false},
+	{"send p99 µs", false, func(r *Result) float64 { return r.Send.P99Us }, is("cycle", "produce"), false, false},
+	{"e2e p50 µs", false, func(r *Result) float64 { return r.E2E.P50Us }, is("cycle"), false, false},
+	{"e2e p99 µs", false, func(r *Result) float64 { return r.E2E.P99Us }, is("cycle"), false, false},
+	{"preload/s", true, func(r *Result) float64 { return r.PreloadPerS }, is("backlog", "consume"), false, false},
+	{"drain/s", true, func(r *Result) float64 { return r.DrainPerS }, is("backlog"), false, false},
+	{"srv µs/msg", false, func(r *Result) float64 { return r.ServerCPUUsPerMsg }, is("cycle", "produce", "consume"), true, false},
+	{"cli µs/msg", false, func(r *Result) float64 { return r.ClientCPUUsPerMsg }, is("cycle", "produce", "consume"), true, false},
+	{"srv cores", false, func(r *Result) float64 { return r.ServerCores }, is("cycle", "produce", "consume"), true, true},
+	{"cli cores", false, func(r *Result) float64 { return r.ClientCores }, is("cycle", "produce", "consume"), true, true},
+	{"RSS MiB", false, func(r *Result) float64 { return float64(r.RSSBytes) / (1 << 20) }, is("backlog"), true, false},
+	{"restart ms", false, func(r *Result) float64 { return r.RestartMs }, is("backlog"), true, false},
 }
 
 func is(ws ...string) func(string) bool {
@@ -118,7 +124,7 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 	seen := map[string]bool{}
 	for i := range results {
 		r := &results[i]
-		k := key{r.Label, r.Target}
+		k := key{r.Label, reportTarget(r)}
 		groups[k] = append(groups[k], r)
 		if !seen[r.Label] {
 			seen[r.Label] = true
@@ -187,7 +193,7 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 						best, bestT = f[i].Median, t
 					}
 				}
-				if math.IsNaN(best) || bf[i].N == 0 {
+				if math.IsNaN(best) || bf[i].N == 0 || m.noRatio {
 					fmt.Fprint(tw, "\t-")
 					continue
 				}
@@ -199,8 +205,8 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 					continue
 				}
 				fmt.Fprintf(tw, "%s / %s\t", baseline, t)
-				for i := range ms {
-					if bf[i].N == 0 || figs[t][i].N == 0 || figs[t][i].Median == 0 {
+				for i, m := range ms {
+					if m.noRatio || bf[i].N == 0 || figs[t][i].N == 0 || figs[t][i].Median == 0 {
 						fmt.Fprint(tw, "\t-")
 						continue
 					}
@@ -214,6 +220,16 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 	return tw.Flush()
 }
 
+// reportTarget is the name a result is grouped under: its target, and for
+// smqd driven by another client than the default one, the client too
+// ("smqd/sdk"), which is neither the baseline nor a peer.
+func reportTarget(r *Result) string {
+	if r.Client != "" && r.Client != "fast" {
+		return r.Target + "/" + r.Client
+	}
+	return r.Target
+}
+
 // peerOrder is targetOrder's rank of every target but smqd's own.
 const peerOrder = 2
 
@@ -224,6 +240,9 @@ func targetOrder(t string) int {
 	case "smqd":
 		return 0
 	case "inproc":
+		return 1
+	}
+	if strings.HasPrefix(t, "smqd/") || strings.HasPrefix(t, "inproc/") {
 		return 1
 	}
 	return peerOrder

@@ -30,6 +30,10 @@ type Result struct {
 	TargetRate  float64 `json:"target_rate"` // open-loop msgs/s; 0 closed loop
 	WarmupS     float64 `json:"warmup_s"`
 	WindowS     float64 `json:"window_s"`
+	// Client is the client implementation that drove smqd ("fast": the
+	// bench's fasthttp client; "sdk": net/http and encoding/xml as the MNS
+	// SDKs do); empty for other targets.
+	Client string `json:"client,omitempty"`
 
 	// Counts inside the measured window (cycle, produce, consume).
 	Sent          int64   `json:"sent"`
@@ -44,6 +48,21 @@ type Result struct {
 	MBPerS        float64 `json:"mb_per_s"`      // body bytes deleted (sent for produce) per second
 	ErrorPct      float64 `json:"error_pct"`
 	ErrorSample   string  `json:"error_sample,omitempty"`
+
+	// CPU over the measured window (cpu.go): the server's (ServerPID: the
+	// spawned daemon or --server-pid) and the load generator's own, in
+	// seconds, as cores (CPU seconds per wall second; CPUs is the machine's
+	// ceiling) and in µs per message deleted (sent, for produce). Zero when
+	// not measured (no server process named, or not Linux).
+	CPUWallS          float64 `json:"cpu_wall_s,omitempty"`
+	CPUs              int     `json:"cpus,omitempty"`
+	ServerPID         int     `json:"server_pid,omitempty"`
+	ServerCPUS        float64 `json:"server_cpu_s,omitempty"`
+	ServerCores       float64 `json:"server_cores,omitempty"`
+	ServerCPUUsPerMsg float64 `json:"server_cpu_us_per_msg,omitempty"`
+	ClientCPUS        float64 `json:"client_cpu_s,omitempty"`
+	ClientCores       float64 `json:"client_cores,omitempty"`
+	ClientCPUUsPerMsg float64 `json:"client_cpu_us_per_msg,omitempty"`
 
 	// Backlog (Active+Inactive+Delayed, all queues) at the start and end of
 	// the window (cycle); BacklogGrew flags growth beyond BacklogTolerance.
@@ -91,7 +110,7 @@ func (r *runner) newResult() *Result {
 		Time: time.Now().UTC().Format(time.RFC3339), Label: c.Label, Target: r.t.Name(),
 		Workload: string(c.Workload), Sync: c.Sync, Producers: c.Producers, Consumers: c.Consumers,
 		BodyBytes: c.BodyBytes, SendBatch: c.SendBatch, RecvBatch: c.RecvBatch, DeleteBatch: c.DeleteBatch,
-		Queues: c.Queues, TargetRate: c.Rate, WarmupS: c.Warmup.Seconds(),
+		Queues: c.Queues, TargetRate: c.Rate, WarmupS: c.Warmup.Seconds(), Client: c.Client,
 	}
 }
 
@@ -161,13 +180,20 @@ func (res *Result) WriteJSON(w io.Writer) error {
 func (res *Result) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	p := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	p("target", res.Target+"  sync="+orDash(res.Sync)+"  workload="+res.Workload+labelSuffix(res.Label))
+	client := ""
+	if res.Client != "" {
+		client = "  client=" + res.Client
+	}
+	p("target", res.Target+client+"  sync="+orDash(res.Sync)+"  workload="+res.Workload+labelSuffix(res.Label))
 	p("shape", fmt.Sprintf("%dP/%dC  body %d B  batch send/recv/delete %d/%d/%d  queues %d  rate %s",
 		res.Producers, res.Consumers, res.BodyBytes, res.SendBatch, res.RecvBatch, res.DeleteBatch, res.Queues, rateText(res.TargetRate)))
 	if res.WindowS > 0 {
 		p("window", fmt.Sprintf("%.1f s after %.1f s warm-up", res.WindowS, res.WarmupS))
 		p("throughput", fmt.Sprintf("sent %.0f/s  received %.0f/s  deleted %.0f/s  (%.2f MB/s)", res.SentPerS, res.ReceivedPerS, res.DeletedPerS, res.MBPerS))
 		p("counts", fmt.Sprintf("sent %d  received %d  deleted %d  requests %d  empty receives %d", res.Sent, res.Received, res.Deleted, res.Requests, res.EmptyReceives))
+		if res.CPUWallS > 0 {
+			p("cpu", res.cpuText())
+		}
 	}
 	p("errors", fmt.Sprintf("%d (%.2f%%) %s", res.Errors, res.ErrorPct, res.ErrorSample))
 	if res.Workload == string(Cycle) {
@@ -213,6 +239,30 @@ func (res *Result) WriteTable(w io.Writer) error {
 		p("restart", fmt.Sprintf("kill -9 to first receive %.1f ms; counted %d, expected %d: %s", res.RestartMs, res.CountAfterRestart, res.ExpectedAfterRestart, ok))
 	}
 	return tw.Flush()
+}
+
+// cpuText is the table's CPU line: each side's cores (of the machine's
+// CPUs) and CPU time per message.
+func (res *Result) cpuText() string {
+	unit := "msg deleted"
+	if res.Workload == string(Produce) {
+		unit = "msg sent"
+	}
+	server := "server not measured (no --spawn or --server-pid)"
+	switch {
+	case res.ServerPID > 0:
+		server = fmt.Sprintf("server %.2f cores, %.2f µs/%s (pid %d)", res.ServerCores, res.ServerCPUUsPerMsg, unit, res.ServerPID)
+	case res.Target == "inproc":
+		server = "server: the engine runs in smqbench"
+	}
+	client := "smqbench not measured"
+	if res.ClientCPUS > 0 {
+		client = fmt.Sprintf("smqbench %.2f cores, %.2f µs/%s", res.ClientCores, res.ClientCPUUsPerMsg, unit)
+		if res.Target == "inproc" {
+			client += " (the engine included)"
+		}
+	}
+	return fmt.Sprintf("%s;  %s;  of %d CPUs over %.1f s", server, client, res.CPUs, res.CPUWallS)
 }
 
 func orDash(s string) string {

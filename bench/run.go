@@ -221,25 +221,38 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 			}(i, w)
 		}
 	}
-	// Backlog at the start and the end of the window.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	// CPU clocks, then the backlog, at the start and the end of the window
+	// (the workers stop at its end, or earlier when a message cap runs out).
 	var berr error
+	waitUntil(ctx, warmEnd, done)
+	r.setPhase("measure")
+	cpu0 := sampleCPU(r.serverPID())
 	if produce && consume {
-		sleepCtx(ctx, time.Until(warmEnd))
-		r.setPhase("measure")
 		res.BacklogStart, berr = r.backlogNow(ctx)
-		sleepCtx(ctx, time.Until(end))
+	}
+	waitUntil(ctx, end, done)
+	cpu1 := sampleCPU(r.serverPID())
+	if produce && consume {
 		if b, err := r.backlogNow(ctx); err == nil {
 			res.BacklogEnd = b
 		} else if berr == nil {
 			berr = err
 		}
-	} else {
-		sleepCtx(ctx, time.Until(warmEnd))
-		r.setPhase("measure")
 	}
-	wg.Wait()
+	<-done
 	stopProgress()
 	res.WindowS = cfg.Duration.Seconds()
+	var msgs int64
+	for _, w := range r.all() {
+		if consume {
+			msgs += w.wDel
+		} else {
+			msgs += w.wSent
+		}
+	}
+	setCPU(res, cpu0, cpu1, msgs)
 	if berr != nil {
 		return fmt.Errorf("backlog counts: %w", berr)
 	}
@@ -432,6 +445,32 @@ func (r *runner) restart(ctx context.Context, res *Result) error {
 		res.RSSAfterRestartBytes, _ = ReadRSS(cfg.Daemon.PID())
 	}
 	return nil
+}
+
+// serverPID is the process whose CPU counts as the server's: the spawned
+// daemon, else Config.ServerPID (0: none).
+func (r *runner) serverPID() int {
+	if r.cfg.Daemon != nil {
+		if pid := r.cfg.Daemon.PID(); pid > 0 {
+			return pid
+		}
+	}
+	return r.cfg.ServerPID
+}
+
+// waitUntil returns at t, when done is closed or when ctx ends.
+func waitUntil(ctx context.Context, t time.Time, done <-chan struct{}) {
+	d := time.Until(t)
+	if d <= 0 {
+		return
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+	case <-done:
+	case <-tm.C:
+	}
 }
 
 func (r *runner) errSample() string {

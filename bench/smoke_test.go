@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -39,6 +40,9 @@ func TestSmoke(t *testing.T) {
 						t.Fatal(err)
 					}
 					checkResult(t, res)
+					if w == Cycle && runtime.GOOS == "linux" {
+						checkCPU(t, res, false) // no server process named
+					}
 				})
 			}
 		})

@@ -105,7 +105,7 @@ func TestAll(t *testing.T) {
 		}
 		tg.Close()
 	}
-	for _, want := range []string{"beanstalkd", "redis", "nats"} {
+	for _, want := range []string{"beanstalkd", "redis", "redis-streams", "nats"} {
 		if !seen[want] {
 			t.Errorf("peer %s missing", want)
 		}
@@ -119,10 +119,14 @@ func TestPeerBeanstalkd(t *testing.T) {
 	runPeer(t, NewBeanstalkTarget(fmt.Sprintf("127.0.0.1:%d", port), 30*time.Second))
 }
 
+// redisArgs are redis-server's flags for a test: loopback, an AOF synced
+// at every write (the "always" class), no snapshots.
+func redisArgs(port int, dir string) []string {
+	return []string{"--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--dir", dir, "--appendonly", "yes", "--appendfsync", "always", "--save", ""}
+}
+
 func TestPeerRedis(t *testing.T) {
-	port := startPeer(t, "redis-server", func(port int, dir string) []string {
-		return []string{"--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--dir", dir, "--appendonly", "yes", "--appendfsync", "always", "--save", ""}
-	})
+	port := startPeer(t, "redis-server", redisArgs)
 	tg := NewRedisTarget(fmt.Sprintf("127.0.0.1:%d", port), 8)
 	defer tg.Close()
 	runPeer(t, tg)

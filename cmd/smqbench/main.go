@@ -6,7 +6,7 @@
 //
 // This smqbench knows no peer brokers: their clients live in the module
 // github.com/smqd/smqd/bench/peers, whose smqbench (bench/peers/cmd/smqbench)
-// adds --target beanstalkd, redis and nats. Build it with
+// adds --target beanstalkd, redis, redis-streams and nats. Build it with
 //
 //	cd bench/peers && go build -o ../../bin/smqbench-peers ./cmd/smqbench
 //

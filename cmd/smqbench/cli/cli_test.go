@@ -3,14 +3,19 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/smqd/smqd/bench"
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/server"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -26,6 +31,17 @@ func TestParseConfig(t *testing.T) {
 	if c.accessKeySecret != "s3cret" || c.accessKeyID != "id" {
 		t.Fatalf("environment not applied: %q %q", c.accessKeyID, c.accessKeySecret)
 	}
+	if c.bench.Client != "fast" || c.bench.ServerPID != 0 {
+		t.Fatalf("client %q server pid %d", c.bench.Client, c.bench.ServerPID)
+	}
+	// --server-pid names the peer's process, for CPU and (backlog) RSS.
+	c, err = parseConfig([]string{"cycle", "--target", "smqd", "--client", "sdk", "--server-pid", "42"}, func(string) string { return "" }, &bytes.Buffer{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.bench.Client != "sdk" || c.bench.ServerPID != 42 || c.bench.RSSPID != 42 {
+		t.Fatalf("config %+v", c.bench)
+	}
 	// The workload may follow the flags; produce drops the consumers.
 	c, err = parseConfig([]string{"--target", "inproc", "--in-memory", "produce"}, func(string) string { return "" }, &bytes.Buffer{}, nil)
 	if err != nil {
@@ -40,6 +56,10 @@ func TestParseConfig(t *testing.T) {
 		{"cycle", "--spawn", "bin/smqd"},
 		{"cycle", "--priority-mix", "x"},
 		{"cycle", "extra"},
+		{"cycle", "--client", "slow"},
+		{"cycle", "--target", "inproc", "--in-memory", "--client", "sdk"},
+		{"cycle", "--server-pid", "-1"},
+		{"cycle", "--spawn", "bin/smqd", "--data-dir", "d", "--server-pid", "7"},
 		{},
 	} {
 		if _, err := parseConfig(bad, func(string) string { return "" }, &bytes.Buffer{}, nil); err == nil {
@@ -99,5 +119,56 @@ func TestPeer(t *testing.T) {
 	fake.Name = "inproc"
 	if code := Run(context.Background(), args, nil, &stdout, &stderr, fake); code != 2 {
 		t.Fatalf("a peer named inproc: exit %d", code)
+	}
+}
+
+// TestRunSDKClient runs smqbench with --client sdk against an smqd server
+// in this process, named as the server by --server-pid (so the "server"
+// CPU is this whole process's), and checks the CPU figures of the JSON line
+// and the table: present and possible, no timing asserted.
+func TestRunSDKClient(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("server CPU is read from /proc")
+	}
+	b, err := engine.Open(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	srv, err := server.New(b, server.Options{Credentials: map[string]string{"clitestid": "clitestsecret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(ln); close(done) }()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-done
+	}()
+	var stdout, stderr bytes.Buffer
+	args := []string{"cycle", "--addr", ln.Addr().String(), "--access-key-id", "clitestid", "--access-key-secret", "clitestsecret",
+		"--client", "sdk", "--server-pid", strconv.Itoa(os.Getpid()), "--producers", "2", "--consumers", "2", "--batch", "4",
+		"--warmup", "100ms", "--duration", "700ms", "--progress=false"}
+	if code := Run(context.Background(), args, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var res bench.Result
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	ceiling := res.CPUWallS*float64(res.CPUs) + 0.02
+	if res.Client != "sdk" || res.Deleted == 0 || res.Errors != 0 || res.ServerPID != os.Getpid() ||
+		res.ServerCPUS <= 0 || res.ServerCPUS > ceiling || res.ServerCPUUsPerMsg <= 0 ||
+		res.ClientCPUS <= 0 || res.ClientCPUS > ceiling || res.ClientCPUUsPerMsg <= 0 || res.ClientCores <= 0 {
+		t.Fatalf("result %s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "client=sdk") || !strings.Contains(stderr.String(), "µs/msg deleted") {
+		t.Fatalf("table:\n%s", stderr.String())
 	}
 }

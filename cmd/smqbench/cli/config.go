@@ -29,6 +29,7 @@ type config struct {
 	credentialsFile string
 	contentMD5      bool
 	visibility      time.Duration
+	client          string // smqd's client: "fast" (fasthttp) or "sdk" (net/http + encoding/xml)
 
 	spawn       string
 	spawnListen string
@@ -80,6 +81,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 	fs.StringVar(&c.accessKeySecret, "access-key-secret", "", "MNS access key secret (prefer "+envName("access-key-secret")+")")
 	fs.StringVar(&c.credentialsFile, "credentials-file", "", "smqd credentials file (\"<id> <secret>\" lines); default <data-dir>/credentials")
 	fs.BoolVar(&c.contentMD5, "content-md5", false, "send the Go SDK's Content-MD5 header (costs an MD5 of every request body)")
+	fs.StringVar(&c.client, "client", "fast", "how smqd is driven: fast (fasthttp, reused buffers, no allocation per request) | sdk (net/http, encoding/xml, headers in a map, as the MNS SDKs do)")
 	fs.DurationVar(&c.visibility, "visibility-timeout", 30*time.Second, "VisibilityTimeout of the queues the bench creates (whole seconds)")
 
 	fs.StringVar(&c.spawn, "spawn", "", "path of the smqd binary to start (and stop) for this run; with --data-dir")
@@ -122,7 +124,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 	fs.StringVar(&c.jsonOut, "json-out", "", "also append the JSON line to this file")
 	fs.BoolVar(&c.quiet, "quiet", false, "no table on stderr (the JSON line still goes to stdout)")
 	fs.BoolVar(&c.progress, "progress", true, "live progress line when stdout is a terminal")
-	fs.IntVar(&b.RSSPID, "rss-pid", 0, "backlog: read the resident memory of this process (a peer server) after the preload")
+	fs.IntVar(&b.ServerPID, "server-pid", 0, "measure the CPU of this server process (a peer, or an smqd not started by --spawn) over the window: server CPU per message and cores (Linux, /proc/<pid>/stat)")
+	fs.IntVar(&b.RSSPID, "rss-pid", 0, "backlog: read the resident memory of this process (a peer server) after the preload (default --server-pid)")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile of smqbench (with --target inproc: of the engine) after a backlog preload, else at the end")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of smqbench (with --target inproc: of the engine) to this file")
 	fs.Usage = func() {
@@ -205,6 +208,25 @@ func (c *config) validate() error {
 	if _, err := wal.ParseSyncMode(c.sync); err != nil {
 		return fmt.Errorf("--sync: %w", err)
 	}
+	switch c.client {
+	case "fast", "sdk":
+	default:
+		return fmt.Errorf("--client must be fast or sdk, not %q", c.client)
+	}
+	if c.target == "smqd" {
+		c.bench.Client = c.client
+	} else if c.client != "fast" {
+		return errors.New("--client goes with --target smqd")
+	}
+	if c.bench.ServerPID < 0 {
+		return errors.New("--server-pid must be a process id")
+	}
+	if c.spawn != "" && c.bench.ServerPID != 0 {
+		return errors.New("--server-pid and --spawn: the spawned smqd is the server")
+	}
+	if c.bench.RSSPID == 0 {
+		c.bench.RSSPID = c.bench.ServerPID
+	}
 	if c.spawn != "" {
 		if c.target != "smqd" {
 			return errors.New("--spawn goes with --target smqd")
@@ -281,10 +303,14 @@ func (c *config) newTarget(ctx context.Context) (bench.Target, error) {
 				return nil, fmt.Errorf("credentials: %w", err)
 			}
 		}
-		return bench.NewMNSTarget(bench.MNSOptions{
+		opts := bench.MNSOptions{
 			Addr: addr, AccessKeyID: id, AccessKeySecret: secret, MaxConns: workers,
 			VisibilityTimeout: c.visibility, ContentMD5: c.contentMD5,
-		}), nil
+		}
+		if c.client == "sdk" {
+			return bench.NewSDKTarget(opts), nil
+		}
+		return bench.NewMNSTarget(opts), nil
 	}
 	for _, p := range c.peers {
 		if p.Name == c.target {
