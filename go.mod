@@ -7,7 +7,8 @@ require (
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/klauspost/compress v1.20.4
 	github.com/valyala/fasthttp v1.78.0
-	google.golang.org/protobuf v1.36.7
+	go.etcd.io/raft/v3 v3.7.0
+	google.golang.org/protobuf v1.36.11
 )
 
 require (

@@ -100,7 +100,7 @@ func (b *Broker) usable() error {
 	if p := b.failure.Load(); p != nil {
 		return *p
 	}
-	return nil
+	return b.store.writable()
 }
 
 // readable returns the error read-only operations (attributes, peek, list)
@@ -248,14 +248,19 @@ func (b *Broker) DeleteQueue(name string) error {
 	if err := b.logQueueRecord(recQueueDelete, rec[:]); err != nil {
 		return err
 	}
+	b.removeQueueLocked(q)
+	return nil
+}
+
+// removeQueueLocked forgets q and drops its messages (adminMu held).
+func (b *Broker) removeQueueLocked(q *Queue) {
 	b.mu.Lock()
-	delete(b.queues, name)
+	delete(b.queues, q.name)
 	delete(b.byID, q.id)
-	i := sort.SearchStrings(b.names, name)
+	i := sort.SearchStrings(b.names, q.name)
 	b.names = append(b.names[:i], b.names[i+1:]...)
 	b.mu.Unlock()
 	q.kill()
-	return nil
 }
 
 // kill drops all messages and wakes every waiter.

@@ -76,6 +76,9 @@ func (d *durableStore) checkpointLocked() error {
 	}
 	recsNow := d.records.Load()
 	from, to := d.cpPos.Load(), uint64(d.wal.SyncedEnd())
+	if d.repl != nil {
+		to = d.repl.checkpointLimit(to) // replica.go invariant 3
+	}
 	if to <= from {
 		return nil
 	}
@@ -104,6 +107,9 @@ func (d *durableStore) checkpointLocked() error {
 		if err != nil {
 			return fmt.Errorf("checkpoint: read log at %d: %w", p, mapErr(err))
 		}
+		if d.repl != nil && !d.repl.validAt(uint64(p), uint8(typ)) {
+			continue
+		}
 		if err := f.apply(uint64(p), uint32(r.NextPos()-p), uint8(typ), payload); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
@@ -129,6 +135,9 @@ func (d *durableStore) checkpointLocked() error {
 		var v [8]byte
 		binary.LittleEndian.PutUint64(v[:], f.maxQueue)
 		batch.PutMeta(metaQueueID, v[:])
+	}
+	if d.repl != nil {
+		d.repl.checkpointMeta(to, batch)
 	}
 	batch.SetPosition(to)
 	if err := d.commit(batch); err != nil {

@@ -67,6 +67,10 @@ type durableStore struct {
 	// (Options.testCommit: the power-loss test snapshots the index here).
 	commit func(*index.Batch) error
 
+	// repl is set when the log is a shard's replicated log (replica.go):
+	// recovery and checkpoints then fold only committed records.
+	repl *replStore
+
 	boot uint64 // this run's boot counter (invariant 3)
 	// bornFrom is the log end found at start-up: the index may hold puts
 	// of sends before it beyond its checkpoint position (fold.go).
@@ -182,6 +186,8 @@ func mapErr(err error) error {
 }
 
 func (d *durableStore) seqBase() uint64 { return d.boot << bootShift }
+
+func (d *durableStore) writable() error { return nil }
 
 func (d *durableStore) append(recs []logRec) error {
 	var arr [MaxBatch]wal.Record

@@ -119,6 +119,8 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 		}
 		return nil
 	case recSend, recRelocate, recState, recDelete, recExpire:
+	case recEntry, recHardState, recConfState:
+		return nil // a replicated log's bookkeeping (replica.go), not state
 	default:
 		return fmt.Errorf("%w: unknown record type %d at %d", errBadRecord, typ, pos)
 	}

@@ -62,6 +62,18 @@ type Options struct {
 	// Logger receives lifecycle and storage messages; nil discards them.
 	Logger *slog.Logger
 
+	// Replica makes a durable broker one replica of a shard's replicated
+	// log (engine/cluster sets it; replica.go). Nil for a single broker.
+	Replica Replica
+	// ReplicaKeepEntries is how many entries already folded into the index
+	// a replica keeps serving to followers that lag (older ones need a
+	// snapshot); default 10,000.
+	ReplicaKeepEntries int
+	// HandleSecret, 32 bytes when set, keys receipt handles instead of a
+	// key generated at the first start: every replica of a shard must issue
+	// and accept the same handles.
+	HandleSecret []byte
+
 	// testCommit, if set, replaces the durable backend's index commits
 	// (tests: the power-loss test snapshots the index at each one).
 	testCommit func(idx *index.Store, b *index.Batch) error
@@ -101,6 +113,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock()
+	}
+	if c.ReplicaKeepEntries <= 0 {
+		c.ReplicaKeepEntries = 10_000
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

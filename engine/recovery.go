@@ -60,12 +60,16 @@ func (d *durableStore) loadMeta(b *Broker) error {
 	if err != nil {
 		return fmt.Errorf("engine: read index metadata: %w", err)
 	}
-	if len(secret) != len(b.secret) {
+	switch {
+	case len(d.opts.HandleSecret) == len(b.secret):
+		copy(b.secret[:], d.opts.HandleSecret)
+		batch.PutMeta(metaSecret, b.secret[:])
+	case len(secret) != len(b.secret):
 		if _, err := rand.Read(b.secret[:]); err != nil {
 			return fmt.Errorf("engine: generate handle key: %w", err)
 		}
 		batch.PutMeta(metaSecret, b.secret[:])
-	} else {
+	default:
 		copy(b.secret[:], secret)
 	}
 	bootVal, err := idx.Meta(metaBoot)
@@ -107,6 +111,14 @@ func (d *durableStore) recover(b *Broker) error {
 	d.cpPos.Store(cp)
 	d.bornFrom = uint64(end)
 
+	// A replicated log: fold only the committed records (replica.go).
+	var valid func(pos uint64, typ uint8) bool
+	if d.repl != nil {
+		if valid, err = d.repl.scanTail(from, uint64(end)); err != nil {
+			return err
+		}
+	}
+
 	// Fold the log tail.
 	f := newFold(^uint64(0))
 	r, err := d.wal.NewReader(wal.Pos(from), end)
@@ -121,6 +133,9 @@ func (d *durableStore) recover(b *Broker) error {
 		if err != nil {
 			r.Close()
 			return fmt.Errorf("engine: replay log at %d: %w", p, err)
+		}
+		if valid != nil && !valid(uint64(p), uint8(typ)) {
+			continue
 		}
 		if err := f.apply(uint64(p), uint32(r.NextPos()-p), uint8(typ), payload); err != nil {
 			r.Close()

@@ -120,6 +120,9 @@ type storage interface {
 	// (flushed by st.flushLocked, in change order); one that does not,
 	// ignores it. The stripe's lock is held.
 	changeRecord(st *stripe, typ uint8, idx uint32)
+	// writable reports whether this replica may change state at all: nil,
+	// or ErrNotLeader on a follower of a replicated shard (replica.go).
+	writable() error
 	// acceptNew reports whether new messages and queues may be stored now:
 	// nil, or ErrDiskFull while free space is below the reserve (space.go).
 	acceptNew() error
@@ -175,6 +178,9 @@ func openStorage(o *Options) (storage, string, error) {
 	d, err := openDurable(o)
 	if err != nil {
 		return nil, "", err
+	}
+	if o.Replica != nil {
+		return newReplStore(d, o.Replica), "replicated", nil
 	}
 	return d, "durable", nil
 }

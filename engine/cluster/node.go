@@ -1,0 +1,443 @@
+package cluster
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/smqd/smqd/engine"
+)
+
+// Config configures a node.
+type Config struct {
+	NodeID     uint64            // this node's id, 1..; unique in the cluster
+	RaftListen string            // address the other nodes reach this one at
+	Peers      map[uint64]string // raft addresses of the cluster's members, this node's included; for a new cluster they are its first members
+	// Join: this node is not among the first members; it waits until a
+	// member adds it (AddNode) and then catches up from a snapshot.
+	Join    bool
+	APIAddr string // this node's client API address, told to the others (forwarding)
+	Shards  int    // shards of the cluster; fixed when it is created (default 8)
+	Dir     string // the node's data directory
+	Key     []byte // the cluster key (at least 16 bytes): authenticates nodes to each other
+	// Engine is the template of every shard's broker options (Dir,
+	// Replica, HandleSecret and Logger are set per shard).
+	Engine engine.Options
+	// SyncAlways makes an entry's acknowledgement wait for its fsync (the
+	// broker's --sync always); otherwise the log's own sync mode applies.
+	SyncAlways    bool
+	Tick          time.Duration // Raft tick; default 50 ms
+	ElectionTicks int           // ticks without a leader before an election; default 10
+	Logger        *slog.Logger
+}
+
+// ErrNoLeader: the queue's shard has no leader this node knows of right
+// now (an election is running). Retryable.
+var ErrNoLeader = errors.New("cluster: no leader for this queue's shard yet")
+
+// Node is one node of a cluster: a member of every shard's Raft group.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	tr     *transport
+	shards []*shard
+	ticks  []chan struct{}
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	refused   atomic.Int64 // handshakes refused (wrong or missing key)
+	snapshots atomic.Int64 // snapshots installed on this node
+	forwarded atomic.Int64 // requests forwarded to a leader (Forwarded)
+	failure   atomic.Pointer[error]
+}
+
+// Start opens the node's shards and joins the cluster.
+func Start(cfg Config) (*Node, error) {
+	if cfg.NodeID == 0 {
+		return nil, errors.New("cluster: node id must be at least 1")
+	}
+	if len(cfg.Key) < 16 {
+		return nil, errors.New("cluster: the cluster key must be at least 16 bytes")
+	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = 8
+	}
+	if cfg.Shards > 1024 {
+		return nil, errors.New("cluster: at most 1024 shards")
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = 50 * time.Millisecond
+	}
+	if cfg.ElectionTicks <= 0 {
+		cfg.ElectionTicks = 10
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if !cfg.Join {
+		if _, ok := cfg.Peers[cfg.NodeID]; !ok {
+			return nil, fmt.Errorf("cluster: the members (%v) do not include this node (%d)", keys(cfg.Peers), cfg.NodeID)
+		}
+	}
+	if err := checkShardCount(cfg.Dir, cfg.Shards); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.RaftListen)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.RaftListen, err)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{})}
+	n.tr = newTransport(cfg.NodeID, cfg.Key, cfg.APIAddr, ln, n.log.With("component", "transport"))
+	n.tr.deliver = n.deliver
+	n.tr.peerDown = n.peerDown
+	n.tr.serveSnap = n.serveSnapshot
+	n.tr.rejoin = n.replaceMember
+	n.tr.refused = func() { n.refused.Add(1) }
+	var voters []uint64
+	if !cfg.Join {
+		voters = keys(cfg.Peers)
+	}
+	for i := 0; i < cfg.Shards; i++ {
+		s := &shard{n: n, id: i, dir: shardDir(cfg.Dir, i), log: n.log.With("shard", i),
+			wake: make(chan struct{}, 1), inbox: make(chan *pb.Message, 4096)}
+		if err := s.start(voters); err != nil {
+			for _, o := range n.shards {
+				o.close()
+			}
+			ln.Close()
+			return nil, err
+		}
+		n.shards = append(n.shards, s)
+		n.ticks = append(n.ticks, make(chan struct{}, 1))
+	}
+	for id, addr := range cfg.Peers {
+		n.tr.addPeer(id, addr)
+	}
+	fresh := true
+	for _, s := range n.shards {
+		if ap, _ := s.broker().Applied(); ap > 0 || s.st.lastIndexNow() > 0 {
+			fresh = false
+		}
+	}
+	n.tr.start()
+	if fresh && !cfg.Join {
+		n.wg.Add(1)
+		go n.rejoinLoop()
+	}
+	n.wg.Add(1)
+	go n.tickLoop()
+	for i, s := range n.shards {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			s.run(n.ticks[i], n.stop)
+		}()
+	}
+	n.log.Info("cluster node started", "raft", cfg.RaftListen, "api", cfg.APIAddr, "shards", cfg.Shards, "members", keys(cfg.Peers), "join", cfg.Join)
+	return n, nil
+}
+
+// checkShardCount refuses a data directory made with another shard count:
+// queues are placed by a hash modulo the count.
+func checkShardCount(dir string, shards int) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	path := dir + "/shards.count"
+	b, err := os.ReadFile(path)
+	switch {
+	case os.IsNotExist(err):
+		return os.WriteFile(path, []byte(fmt.Sprint(shards)), 0o600)
+	case err != nil:
+		return err
+	case string(b) != fmt.Sprint(shards):
+		return fmt.Errorf("cluster: %s was made for %s shards, not %d (the shard count is fixed when a cluster is created)", dir, b, shards)
+	}
+	return nil
+}
+
+func keys(m map[uint64]string) []uint64 {
+	out := make([]uint64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// tickLoop ticks every shard at once (their heartbeats go out together).
+func (n *Node) tickLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			for _, c := range n.ticks {
+				select {
+				case c <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
+func (n *Node) deliver(shard int, m *pb.Message) {
+	if shard < 0 || shard >= len(n.shards) {
+		return
+	}
+	select {
+	case n.shards[shard].inbox <- m:
+	default: // a shard that cannot keep up drops messages; Raft resends
+	}
+}
+
+// peerDown: a connection to or from peer ended. A shard whose leader it
+// was forgets that leader at once, and the lowest surviving member calls
+// an election: a closed connection is a faster signal than missed
+// heartbeats (the leader was killed, or its host went away).
+func (n *Node) peerDown(peer uint64) {
+	for _, s := range n.shards {
+		s.do(func() {
+			s.rn.ReportUnreachable(peer)
+			st := s.rn.BasicStatus()
+			if st.Lead != peer || st.RaftState == raft.StateLeader {
+				return
+			}
+			s.rn.ForgetLeader()
+			lowest := n.cfg.NodeID
+			for _, id := range s.st.votersNow() {
+				if id != peer && id < lowest {
+					lowest = id
+				}
+			}
+			if lowest == n.cfg.NodeID {
+				s.rn.Campaign()
+			}
+		})
+	}
+}
+
+// failed records a shard loop that stopped on a storage failure.
+func (n *Node) failed(shard int, err error) {
+	e := fmt.Errorf("shard %d: %w", shard, err)
+	n.failure.CompareAndSwap(nil, &e)
+}
+
+// handleSecret derives a shard's receipt-handle key from the cluster key:
+// every member of the shard issues and accepts the same handles.
+func (n *Node) handleSecret(shard int) []byte {
+	m := hmac.New(sha256.New, n.cfg.Key)
+	m.Write([]byte("smqd receipt handles"))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(shard))
+	m.Write(b[:])
+	return m.Sum(nil)
+}
+
+// confChanged follows membership: the transport learns added members'
+// addresses (the change's context) and forgets removed ones.
+func (n *Node) confChanged(shard int, e *pb.Entry) {
+	if shard != 0 || e.GetType() != pb.EntryConfChangeV2 {
+		return
+	}
+	var cc pb.ConfChangeV2
+	if proto.Unmarshal(e.GetData(), &cc) != nil {
+		return
+	}
+	for _, c := range cc.GetChanges() {
+		switch c.GetType() {
+		case pb.ConfChangeAddNode, pb.ConfChangeAddLearnerNode:
+			if len(cc.GetContext()) > 0 {
+				n.tr.addPeer(c.GetNodeId(), string(cc.GetContext()))
+			}
+		case pb.ConfChangeRemoveNode:
+			if c.GetNodeId() != n.cfg.NodeID && !strings.HasPrefix(string(cc.GetContext()), replacePrefix) {
+				n.tr.removePeer(c.GetNodeId())
+			}
+		}
+	}
+}
+
+// ShardOf returns the shard a queue lives in.
+func (n *Node) ShardOf(queue string) int {
+	return int(xxhash.Sum64String(queue) % uint64(len(n.shards)))
+}
+
+// Shards returns the number of shards.
+func (n *Node) Shards() int { return len(n.shards) }
+
+// Broker returns this node's broker of a shard (a replica: only the
+// leader's takes changes). Nil while the shard is rebuilt.
+func (n *Node) Broker(shard int) *engine.Broker { return n.shards[shard].broker() }
+
+// Route says where a request for a queue goes: this node's broker when it
+// leads the queue's shard and takes changes, else the leader's API address
+// (forward there), or ErrNoLeader.
+func (n *Node) Route(queue string) (b *engine.Broker, leaderAPI string, err error) {
+	s := n.shards[n.ShardOf(queue)]
+	if s.ready.Load() {
+		if b := s.broker(); b != nil {
+			return b, "", nil
+		}
+	}
+	lead := s.lead.Load()
+	if lead == 0 || lead == n.cfg.NodeID {
+		return nil, "", ErrNoLeader
+	}
+	api, ok := n.tr.peerAPI(lead)
+	if !ok {
+		return nil, "", ErrNoLeader
+	}
+	return nil, api, nil
+}
+
+// Forwarded counts a request this node forwarded to a shard's leader.
+func (n *Node) Forwarded() { n.forwarded.Add(1) }
+
+// Health is nil while this node can serve every shard: each has a leader
+// (this node or one it can forward to) and no shard loop failed.
+func (n *Node) Health() error {
+	if p := n.failure.Load(); p != nil {
+		return *p
+	}
+	for _, s := range n.shards {
+		if s.ready.Load() {
+			continue
+		}
+		lead := s.lead.Load()
+		if lead == 0 || lead == n.cfg.NodeID {
+			return fmt.Errorf("shard %d: %w", s.id, ErrNoLeader)
+		}
+		if _, ok := n.tr.peerAPI(lead); !ok {
+			return fmt.Errorf("shard %d: leader %d not reachable", s.id, lead)
+		}
+	}
+	return nil
+}
+
+// Close stops the node: every shard's loop, the transport, the brokers.
+func (n *Node) Close() error {
+	select {
+	case <-n.stop:
+		return nil
+	default:
+	}
+	close(n.stop)
+	n.wg.Wait()
+	n.tr.close()
+	var errs []error
+	for _, s := range n.shards {
+		if err := s.close(); err != nil && !errors.Is(err, engine.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// votersNow returns the shard's voters.
+func (st *raftStorage) votersNow() []uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return append([]uint64(nil), st.cs.GetVoters()...)
+}
+
+// rejoinLoop runs on a node that starts with empty shards. If the others
+// hold a cluster's state, this node lost its data (its directory was wiped):
+// Raft assumes a member never loses what it acknowledged, and the leaders
+// still believe it holds their entries, so it asks to be replaced — removed
+// and added again in one configuration change, which gives it a fresh
+// place in every group; it then catches up from a snapshot. If no other
+// node holds state, this is a new cluster starting, and it stops asking.
+func (n *Node) rejoinLoop() {
+	defer n.wg.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		fresh := 0
+		for id, addr := range n.cfg.Peers {
+			if id == n.cfg.NodeID {
+				continue
+			}
+			done, err := n.tr.askRejoin(addr)
+			if err != nil {
+				continue
+			}
+			if done {
+				n.log.Warn("this node starts with no data but the cluster has state: it asked to be replaced in every shard and will catch up from snapshots", "by", id)
+				return
+			}
+			fresh++
+		}
+		if fresh == len(n.cfg.Peers)-1 {
+			return // every other node is new too: a new cluster
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// replaceMember replaces member id in every shard (see rejoinLoop), if this
+// node holds a cluster's state; it reports whether it did.
+func (n *Node) replaceMember(id uint64) bool {
+	initialized := false
+	for _, s := range n.shards {
+		if b := s.broker(); b != nil {
+			if ap, _ := b.Applied(); ap > 0 {
+				initialized = true
+			}
+		}
+	}
+	if !initialized || id == n.cfg.NodeID {
+		return false
+	}
+	addr := n.tr.peerAddr(id)
+	for _, s := range n.shards {
+		s.do(func() {
+			// Removed first, then added back by the leader that applies the
+			// removal (applyConfChange): only a new member's progress starts
+			// from nothing; a joint remove-and-add would keep the old one.
+			cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(id)}},
+				Context: []byte(replacePrefix + addr)}
+			if !slices.Contains(s.st.votersNow(), id) {
+				cc = addMember(id, addr)
+			}
+			if err := s.rn.ProposeConfChange(cc); err != nil {
+				s.log.Warn("replace member: proposal dropped", "member", id, "err", err)
+			}
+		})
+	}
+	n.log.Warn("a member lost its data: replacing it in every shard", "member", id)
+	return true
+}
+
+// replacePrefix marks the context of a removal that is half of a
+// replacement: the leader adds the member back once it is applied.
+const replacePrefix = "replace:"
+
+func addMember(id uint64, addr string) *pb.ConfChangeV2 {
+	return &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeAddNode.Enum(), NodeId: proto.Uint64(id)}},
+		Context: []byte(addr)}
+}

@@ -1,0 +1,416 @@
+package cluster
+
+// One shard of a node: a Raft group member (an etcd raft RawNode) and the
+// shard's broker, driven by one goroutine (run).
+//
+// The loop, for every Ready (the order etcd raft requires):
+//  1. a snapshot from the leader: install its state (snapshot.go) first;
+//  2. persist the new entries and the hard state in the shard's log and, if
+//     Raft says so, sync it: an acknowledgement or a vote leaves only after
+//     what it vouches for is durable (with --sync always; with interval the
+//     log's own fsync period applies, see docs/operations.md);
+//  3. send the messages;
+//  4. apply the committed entries (the broker's records; conf changes);
+//  5. Advance.
+//
+// Roles. When this member becomes the leader of term T, its broker starts
+// taking changes only once every entry before its term's first has been
+// applied (ready), so that nothing a previous leader committed is missed.
+// When it stops being the leader after taking changes, its broker may hold
+// changes that were never committed: the loop persists the hard state,
+// closes the broker without a checkpoint and opens it again (rebuild), which
+// folds only committed records (engine/replica.go).
+//
+// Owner: run owns the RawNode, the broker pointer's writes and the
+// storage's writes; b is also read by request handlers (an atomic pointer).
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/smqd/smqd/engine"
+)
+
+type shard struct {
+	n   *Node
+	id  int
+	dir string
+	log *slog.Logger
+
+	b  atomic.Pointer[engine.Broker] // the broker requests use
+	rn *raft.RawNode                 // owned by run
+	st *raftStorage
+
+	// Proposals queued by the broker (Propose, under a stripe lock) for run.
+	pmu     sync.Mutex
+	props   [][]byte
+	control []func() // run these in the loop (peer down, conf changes)
+	wake    chan struct{}
+	inbox   chan *pb.Message
+
+	lead      atomic.Uint64 // the leader this member knows (0: none)
+	term      atomic.Uint64
+	ready     atomic.Bool  // this member leads and its broker takes changes
+	leaderOf  uint64       // run: the term this member leads, 0 if it does not
+	firstOurs uint64       // run: index of the first entry of leaderOf's term, once seen
+	elections atomic.Int64 // elections this member saw won (leader changes)
+	lastLead  uint64       // run
+	proposals atomic.Int64 // proposals handed to Raft (metrics)
+}
+
+// Propose implements engine.Replica: it only queues.
+func (s *shard) Propose(data []byte) error {
+	s.pmu.Lock()
+	s.props = append(s.props, data)
+	s.pmu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// do runs f in the shard's loop.
+func (s *shard) do(f func()) {
+	s.pmu.Lock()
+	s.control = append(s.control, f)
+	s.pmu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// broker returns the shard's broker (nil while it is rebuilt).
+func (s *shard) broker() *engine.Broker { return s.b.Load() }
+
+// openBroker opens the shard's broker on its directory.
+func (s *shard) openBroker() (*engine.Broker, error) {
+	o := s.n.cfg.Engine
+	o.Dir = s.dir
+	o.Replica = s
+	o.HandleSecret = s.n.handleSecret(s.id)
+	o.Logger = s.log
+	return engine.Open(o)
+}
+
+// start opens the broker and the Raft member.
+func (s *shard) start(voters []uint64) error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return err
+	}
+	if err := s.recoverInterruptedInstall(); err != nil {
+		return err
+	}
+	b, err := s.openBroker()
+	if err != nil {
+		return fmt.Errorf("shard %d: %w", s.id, err)
+	}
+	rs, err := b.ReplicaState()
+	if err != nil {
+		b.Close()
+		return err
+	}
+	cs := &pb.ConfState{}
+	if rs.ConfState != nil {
+		if err := proto.Unmarshal(rs.ConfState, cs); err != nil {
+			b.Close()
+			return fmt.Errorf("shard %d: configuration: %w", s.id, err)
+		}
+	} else if rs.SnapIndex == 0 && len(rs.Entries) == 0 && len(voters) > 0 {
+		cs.Voters = voters // a new cluster: the members the flags name
+	}
+	s.st = newRaftStorage(b, rs, cs)
+	cfg := &raft.Config{
+		ID:                        s.n.cfg.NodeID,
+		ElectionTick:              s.n.cfg.ElectionTicks,
+		HeartbeatTick:             1,
+		Storage:                   s.st,
+		Applied:                   rs.Applied,
+		MaxSizePerMsg:             1 << 20,
+		MaxInflightMsgs:           256,
+		MaxUncommittedEntriesSize: 1 << 30,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		Logger:                    raftLogger{s.log},
+	}
+	rn, err := raft.NewRawNode(cfg)
+	if err != nil {
+		b.Close()
+		return fmt.Errorf("shard %d: %w", s.id, err)
+	}
+	s.rn = rn
+	s.b.Store(b)
+	return nil
+}
+
+// run is the shard's loop.
+func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick:
+			s.rn.Tick()
+		case m := <-s.inbox:
+			s.step(m)
+		drain:
+			for i := 0; i < 4096; i++ {
+				select {
+				case m := <-s.inbox:
+					s.step(m)
+				default:
+					break drain
+				}
+			}
+		case <-s.wake:
+		}
+		s.pmu.Lock()
+		props, ctl := s.props, s.control
+		s.props, s.control = nil, nil
+		s.pmu.Unlock()
+		for _, f := range ctl {
+			f()
+		}
+		for _, p := range props {
+			if err := s.rn.Propose(p); err != nil {
+				// Not the leader any more (or never): the broker's pending
+				// proposals fail when it learns that (handleSoftState).
+				s.log.Debug("proposal dropped", "err", err)
+			}
+			s.proposals.Add(1)
+		}
+		for s.rn.HasReady() {
+			if err := s.handleReady(s.rn.Ready()); err != nil {
+				s.log.Error("shard stopped: its log failed", "err", err)
+				s.n.failed(s.id, err)
+				return
+			}
+		}
+	}
+}
+
+// step hands a message to Raft; a snapshot is installed first.
+func (s *shard) step(m *pb.Message) {
+	if m.GetType() == pb.MsgHeartbeat {
+		// A member whose data directory was wiped rejoins with its old id;
+		// the leader still thinks it holds what it acknowledged before and
+		// tells it a commit index beyond its (empty) log, at which etcd
+		// raft would panic. Commit what we hold; the log then catches up
+		// (a rejected append, then a snapshot).
+		if last, _ := s.st.LastIndex(); m.GetCommit() > last {
+			m.Commit = proto.Uint64(last)
+		}
+	}
+	if m.GetType() == pb.MsgSnap {
+		if err := s.installSnapshot(m); err != nil {
+			s.log.Warn("snapshot not installed; the leader will send it again", "from", m.GetFrom(), "err", err)
+			return
+		}
+	}
+	if err := s.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
+		s.log.Debug("step", "err", err)
+	}
+}
+
+func (s *shard) handleReady(rd raft.Ready) error {
+	if rd.SoftState != nil {
+		if err := s.handleSoftState(rd.SoftState); err != nil {
+			return err
+		}
+	}
+	b := s.broker()
+	if b == nil {
+		return errors.New("no broker")
+	}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		// Its state was installed before Raft saw it (installSnapshot).
+		meta := rd.Snapshot.GetMetadata()
+		s.st.reset(b, meta.GetIndex(), meta.GetTerm(), meta.GetConfState())
+	}
+	if len(rd.Entries) > 0 {
+		ents := make([]engine.ReplicaEntry, len(rd.Entries))
+		for i, e := range rd.Entries {
+			ents[i] = fromPB(e)
+			if s.leaderOf != 0 && s.firstOurs == 0 && e.GetTerm() == s.leaderOf {
+				s.firstOurs = e.GetIndex()
+			}
+		}
+		if err := b.PersistEntries(ents); err != nil {
+			return err
+		}
+		s.st.append(rd.Entries)
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		hs := rd.HardState
+		if err := b.PersistHardState(engine.ReplicaHardState{Term: hs.GetTerm(), Vote: hs.GetVote(), Commit: hs.GetCommit()}); err != nil {
+			return err
+		}
+		s.st.setHardState(hs)
+	}
+	if rd.MustSync && s.n.cfg.SyncAlways {
+		if err := b.SyncLog(); err != nil {
+			return err
+		}
+	}
+	s.n.tr.send(s.id, rd.Messages)
+	if len(rd.CommittedEntries) > 0 {
+		ents := make([]engine.ReplicaEntry, 0, len(rd.CommittedEntries))
+		for _, e := range rd.CommittedEntries {
+			ents = append(ents, fromPB(e))
+		}
+		if err := b.ApplyCommitted(ents); err != nil {
+			return err
+		}
+		for _, e := range rd.CommittedEntries {
+			if err := s.applyConfChange(b, e); err != nil {
+				return err
+			}
+		}
+		last := rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex()
+		if s.leaderOf != 0 && !s.ready.Load() && s.firstOurs != 0 && last >= s.firstOurs {
+			if err := b.SetLeader(true, s.leaderOf); err != nil {
+				return err
+			}
+			s.ready.Store(true)
+			s.log.Info("shard leader ready", "term", s.leaderOf, "index", last)
+		}
+	}
+	s.rn.Advance(rd)
+	s.st.compact(s.rn.BasicStatus().Applied)
+	return nil
+}
+
+// applyConfChange applies a committed configuration change.
+func (s *shard) applyConfChange(b *engine.Broker, e *pb.Entry) error {
+	var cc pb.ConfChangeI
+	var v2 *pb.ConfChangeV2
+	switch e.GetType() {
+	case pb.EntryConfChange:
+		var c pb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &c); err != nil {
+			return err
+		}
+		cc = &c
+	case pb.EntryConfChangeV2:
+		v2 = &pb.ConfChangeV2{}
+		if err := proto.Unmarshal(e.GetData(), v2); err != nil {
+			return err
+		}
+		cc = v2
+	default:
+		return nil
+	}
+	cs := s.rn.ApplyConfChange(cc)
+	if v2 != nil && strings.HasPrefix(string(v2.GetContext()), replacePrefix) && s.rn.BasicStatus().RaftState == raft.StateLeader {
+		// The first half of a replacement: add the member back (node.go).
+		// Proposed after this Ready is done: Raft refuses a conf change
+		// while one is not yet marked applied.
+		for _, c := range v2.GetChanges() {
+			if c.GetType() == pb.ConfChangeRemoveNode {
+				id, addr := c.GetNodeId(), strings.TrimPrefix(string(v2.GetContext()), replacePrefix)
+				s.do(func() {
+					if err := s.rn.ProposeConfChange(addMember(id, addr)); err != nil {
+						s.log.Warn("replace member: the re-add was dropped", "member", id, "err", err)
+					}
+				})
+			}
+		}
+	}
+	data, err := proto.Marshal(cs)
+	if err != nil {
+		return err
+	}
+	if err := b.PersistConfState(e.GetIndex(), data); err != nil {
+		return err
+	}
+	s.st.setConfState(cs)
+	s.n.confChanged(s.id, e)
+	return nil
+}
+
+// handleSoftState follows leadership.
+func (s *shard) handleSoftState(ss *raft.SoftState) error {
+	lead := ss.Lead
+	if lead != s.lastLead && lead != raft.None {
+		s.elections.Add(1)
+	}
+	s.lastLead = lead
+	s.lead.Store(lead)
+	s.term.Store(s.rn.BasicStatus().GetTerm())
+	switch {
+	case ss.RaftState == raft.StateLeader && s.leaderOf == 0:
+		s.leaderOf, s.firstOurs = s.rn.BasicStatus().GetTerm(), 0
+		s.log.Info("shard leader elected", "term", s.leaderOf)
+	case ss.RaftState != raft.StateLeader && s.leaderOf != 0:
+		wasReady := s.ready.Swap(false)
+		s.leaderOf, s.firstOurs = 0, 0
+		b := s.broker()
+		if err := b.SetLeader(false, 0); err != nil {
+			return err
+		}
+		if wasReady {
+			return s.rebuild()
+		}
+	}
+	return nil
+}
+
+// rebuild reopens the broker from what is committed (see the file comment).
+func (s *shard) rebuild() error {
+	start := time.Now()
+	old := s.broker()
+	// The hard state persisted with every Ready already covers what was
+	// applied (it is written before the entries it commits are applied).
+	if err := old.SyncLog(); err != nil {
+		return err
+	}
+	s.b.Store(nil)
+	old.CloseForRebuild()
+	b, err := s.openBroker()
+	if err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	s.st.setBroker(b)
+	s.b.Store(b)
+	s.log.Info("shard state rebuilt from the committed log after losing leadership", "took", time.Since(start))
+	return nil
+}
+
+// close closes the broker (the loop has stopped).
+func (s *shard) close() error {
+	if b := s.broker(); b != nil {
+		return b.Close()
+	}
+	return nil
+}
+
+// shardDir is the directory of shard i under the node's.
+func shardDir(dir string, i int) string { return filepath.Join(dir, "shards", fmt.Sprint(i)) }
+
+// raftLogger sends etcd raft's log to slog (its Info at Debug).
+type raftLogger struct{ l *slog.Logger }
+
+func (r raftLogger) Debug(v ...any)                   {}
+func (r raftLogger) Debugf(f string, v ...any)        { r.l.Debug(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Info(v ...any)                    { r.l.Debug(fmt.Sprint(v...)) }
+func (r raftLogger) Infof(f string, v ...any)         { r.l.Debug(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Warning(v ...any)                 { r.l.Warn(fmt.Sprint(v...)) }
+func (r raftLogger) Warningf(f string, v ...any)      { r.l.Warn(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Error(v ...any)                   { r.l.Error(fmt.Sprint(v...)) }
+func (r raftLogger) Errorf(f string, v ...any)        { r.l.Error(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Fatal(v ...any)                   { r.l.Error(fmt.Sprint(v...)); panic(fmt.Sprint(v...)) }
+func (r raftLogger) Fatalf(f string, v ...any)        { r.l.Error(fmt.Sprintf(f, v...)); panic(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Panic(v ...any)                   { panic(fmt.Sprint(v...)) }
+func (r raftLogger) Panicf(f string, v ...any)        { panic(fmt.Sprintf(f, v...)) }

@@ -1,0 +1,261 @@
+package cluster
+
+// The Raft log storage of a shard (raft.Storage) over the shard broker's
+// own log (engine/replica.go): one log, no copy. It keeps in memory only
+// the hard state, the configuration, the terms of the entries the log
+// holds and a window of recent entries' data (the entries a follower that
+// keeps up asks for); everything else is read back from the broker's WAL.
+//
+// Invariants:
+//  1. terms[i] is the term of entry snapIndex+1+i; the log holds exactly
+//     the entries snapIndex+1 .. snapIndex+len(terms) (Append truncates
+//     what a new entry replaces).
+//  2. Entries answers only from the broker or the recent window, never an
+//     entry the log does not hold (ErrCompacted before snapIndex+1,
+//     ErrUnavailable after the last).
+//
+// Owner: mu guards everything; raft calls it from the shard's loop while
+// the loop itself updates it, and the snapshot server reads it.
+
+import (
+	"sync"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/smqd/smqd/engine"
+)
+
+// recentEntries bounds the window of entries kept in memory.
+const recentEntries = 4096
+
+type raftStorage struct {
+	mu        sync.Mutex
+	b         *engine.Broker // the shard's broker (swapped on a rebuild)
+	hs        *pb.HardState
+	cs        *pb.ConfState
+	snapIndex uint64
+	snapTerm  uint64
+	terms     []uint64
+	recent    []*pb.Entry // the newest entries, ascending, contiguous, ending at the last
+}
+
+// newRaftStorage loads the storage state of a shard broker just opened.
+func newRaftStorage(b *engine.Broker, st engine.ReplicaState, cs *pb.ConfState) *raftStorage {
+	s := &raftStorage{b: b, cs: cs, snapIndex: st.SnapIndex, snapTerm: st.SnapTerm}
+	s.hs = &pb.HardState{Term: proto.Uint64(st.HardState.Term), Vote: proto.Uint64(st.HardState.Vote), Commit: proto.Uint64(st.HardState.Commit)}
+	for _, e := range st.Entries {
+		s.terms = append(s.terms, e.Term)
+	}
+	return s
+}
+
+func (s *raftStorage) InitialState() (*pb.HardState, *pb.ConfState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return proto.Clone(s.hs).(*pb.HardState), proto.Clone(s.cs).(*pb.ConfState), nil
+}
+
+func (s *raftStorage) lastLocked() uint64 { return s.snapIndex + uint64(len(s.terms)) }
+
+func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
+	s.mu.Lock()
+	if lo <= s.snapIndex {
+		s.mu.Unlock()
+		return nil, raft.ErrCompacted
+	}
+	if hi > s.lastLocked()+1 {
+		s.mu.Unlock()
+		return nil, raft.ErrUnavailable
+	}
+	if len(s.recent) > 0 && s.recent[0].GetIndex() <= lo {
+		off := lo - s.recent[0].GetIndex()
+		var out []*pb.Entry
+		size := uint64(0)
+		for _, e := range s.recent[off : off+(hi-lo)] {
+			size += uint64(proto.Size(e))
+			if len(out) > 0 && size > maxSize {
+				break
+			}
+			out = append(out, e)
+		}
+		s.mu.Unlock()
+		return out, nil
+	}
+	b := s.b
+	s.mu.Unlock()
+	limit := int(min(maxSize, 64<<20))
+	ents, ok, err := b.Entries(lo, hi, limit)
+	if err != nil || !ok {
+		return nil, raft.ErrUnavailable
+	}
+	out := make([]*pb.Entry, 0, len(ents))
+	for _, e := range ents {
+		out = append(out, toPB(e))
+	}
+	return out, nil
+}
+
+func (s *raftStorage) Term(i uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case i == s.snapIndex:
+		return s.snapTerm, nil
+	case i < s.snapIndex:
+		return 0, raft.ErrCompacted
+	case i > s.lastLocked():
+		return 0, raft.ErrUnavailable
+	}
+	return s.terms[i-s.snapIndex-1], nil
+}
+
+func (s *raftStorage) LastIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastLocked(), nil
+}
+
+func (s *raftStorage) FirstIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapIndex + 1, nil
+}
+
+// Snapshot describes the point a follower that is too far behind starts
+// from; its data is sent apart (snapshot.go).
+func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(s.snapIndex), Term: proto.Uint64(s.snapTerm),
+		ConfState: proto.Clone(s.cs).(*pb.ConfState)}}, nil
+}
+
+// append records entries just persisted (invariant 1).
+func (s *raftStorage) append(ents []*pb.Entry) {
+	if len(ents) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := ents[0].GetIndex()
+	if first <= s.snapIndex {
+		return // behind a snapshot: cannot happen in order
+	}
+	keep := first - s.snapIndex - 1
+	if keep < uint64(len(s.terms)) {
+		s.terms = s.terms[:keep]
+	}
+	for _, e := range ents {
+		s.terms = append(s.terms, e.GetTerm())
+	}
+	// The recent window: drop what the new entries replace, add them.
+	if len(s.recent) > 0 {
+		if r0 := s.recent[0].GetIndex(); first <= r0 {
+			s.recent = s.recent[:0]
+		} else if first-r0 < uint64(len(s.recent)) {
+			s.recent = s.recent[:first-r0]
+		} else if first-r0 > uint64(len(s.recent)) {
+			s.recent = s.recent[:0] // not contiguous
+		}
+	}
+	s.recent = append(s.recent, ents...)
+	if n := len(s.recent); n > recentEntries {
+		s.recent = append(s.recent[:0:0], s.recent[n-recentEntries:]...)
+	}
+}
+
+// setHardState records the hard state just persisted.
+func (s *raftStorage) setHardState(hs *pb.HardState) {
+	s.mu.Lock()
+	s.hs = proto.Clone(hs).(*pb.HardState)
+	s.mu.Unlock()
+}
+
+// setConfState records the configuration just applied.
+func (s *raftStorage) setConfState(cs *pb.ConfState) {
+	s.mu.Lock()
+	s.cs = proto.Clone(cs).(*pb.ConfState)
+	s.mu.Unlock()
+}
+
+// compact follows the broker's snapshot point (entries folded into its
+// index and forgotten) after a checkpoint, never past what Raft has
+// applied (it reads unapplied committed entries back).
+func (s *raftStorage) compact(applied uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx, term, err := s.b.SnapshotPoint()
+	if err != nil || idx <= s.snapIndex || idx > applied {
+		return
+	}
+	if idx > s.lastLocked() {
+		return
+	}
+	s.terms = append(s.terms[:0:0], s.terms[idx-s.snapIndex:]...)
+	s.snapIndex, s.snapTerm = idx, term
+	for len(s.recent) > 0 && s.recent[0].GetIndex() <= idx {
+		s.recent = s.recent[1:]
+	}
+}
+
+// reset starts the storage over at a snapshot (a follower that installed
+// one): an empty log after index.
+func (s *raftStorage) reset(b *engine.Broker, index, term uint64, cs *pb.ConfState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = b
+	s.snapIndex, s.snapTerm = index, term
+	s.terms, s.recent = nil, nil
+	s.cs = proto.Clone(cs).(*pb.ConfState)
+	if s.hs.GetCommit() < index {
+		s.hs.Commit = proto.Uint64(index)
+	}
+}
+
+// setBroker swaps in a rebuilt broker.
+func (s *raftStorage) setBroker(b *engine.Broker) {
+	s.mu.Lock()
+	s.b = b
+	s.mu.Unlock()
+}
+
+// toPB and fromPB convert entries. A conf change's engine data is one byte
+// of version (1: ConfChange, 2: ConfChangeV2) and then the change.
+func toPB(e engine.ReplicaEntry) *pb.Entry {
+	t, data := pb.EntryNormal, e.Data
+	switch e.Kind {
+	case engine.EntryEmpty:
+		data = nil
+	case engine.EntryConfChange:
+		t = pb.EntryConfChangeV2
+		if len(data) > 0 && data[0] == 1 {
+			t = pb.EntryConfChange
+		}
+		if len(data) > 0 {
+			data = data[1:]
+		}
+	}
+	return &pb.Entry{Term: proto.Uint64(e.Term), Index: proto.Uint64(e.Index), Type: t.Enum(), Data: data}
+}
+
+func fromPB(e *pb.Entry) engine.ReplicaEntry {
+	re := engine.ReplicaEntry{Index: e.GetIndex(), Term: e.GetTerm(), Data: e.GetData()}
+	switch {
+	case e.GetType() == pb.EntryConfChange:
+		re.Kind, re.Data = engine.EntryConfChange, append([]byte{1}, e.GetData()...)
+	case e.GetType() == pb.EntryConfChangeV2:
+		re.Kind, re.Data = engine.EntryConfChange, append([]byte{2}, e.GetData()...)
+	case len(e.GetData()) == 0:
+		re.Kind = engine.EntryEmpty
+	}
+	return re
+}
+
+// lastIndexNow returns the last index the log holds.
+func (s *raftStorage) lastIndexNow() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastLocked()
+}

@@ -1,0 +1,548 @@
+package cluster
+
+// The transport between the nodes of a cluster: one TCP connection per
+// ordered pair of nodes carrying every shard's Raft messages in batches,
+// and short-lived connections that stream a shard's state to a follower
+// that needs a snapshot.
+//
+// Authentication. A connection begins with a handshake that proves to both
+// ends that the other holds the cluster key, without sending it:
+//
+//	initiator → acceptor  "SMQR1" | kind u8 | initiator id u64 | nonce_i [16] | api address (u16 length, bytes)
+//	acceptor → initiator  nonce_a [16] | acceptor id u64 | HMAC-SHA256(key, "A"|nonce_i|nonce_a|ids) [32] | api address
+//	initiator → acceptor  HMAC-SHA256(key, "I"|nonce_a|nonce_i|ids) [32]
+//
+// Either end closes the connection (and logs it) when the other's MAC is
+// wrong: a process without the key cannot vote, append, join or fetch a
+// snapshot; nothing it sends is read past the handshake. The handshake
+// also tells each node the other's client API address (for forwarding).
+//
+// Frames (kind 0): length u32 | shard u16 | a marshalled raftpb.Message;
+// a writer sends all queued frames in one write. A lost connection drops
+// the queued frames (Raft retransmits) and tells the node, which treats a
+// leader it can no longer reach as gone at once (node.go: fast failover).
+//
+// Owner: each peer's writer goroutine owns its connection; each accepted
+// connection's reader goroutine owns it; mu guards the peer and address
+// tables.
+
+import (
+	"bufio"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+const (
+	handshakeMagic = "SMQR1"
+	kindRaft       = 0
+	kindSnapshot   = 1
+	kindRejoin     = 2 // "I lost my data; replace me" (node.go)
+	maxFrame       = 256 << 20 // a batch of entries is at most MaxSizePerMsg; snapshots go apart
+	maxQueued      = 64 << 20  // bytes queued for one peer before frames are dropped
+)
+
+// ErrAuth is the error of a handshake with a process that does not hold
+// the cluster key.
+var ErrAuth = errors.New("cluster: peer failed authentication (wrong or missing cluster key)")
+
+type transport struct {
+	self    uint64
+	key     []byte
+	apiAddr string
+	log     *slog.Logger
+	ln      net.Listener
+
+	deliver   func(shard int, m *pb.Message)         // a message for a shard
+	peerDown  func(peer uint64)                      // a connection to or from peer ended
+	serveSnap func(shard int, w io.Writer) error     // stream a shard's state
+	rejoin    func(from uint64) bool                 // a member lost its data: replace it (true: done)
+	refused   func()                                 // a handshake failed (metrics)
+
+	mu    sync.Mutex
+	peers map[uint64]*peer  // guarded by mu
+	apis  map[uint64]string // guarded by mu: API addresses learned in handshakes
+	conns map[net.Conn]bool // guarded by mu: accepted connections, closed on close
+	done  bool              // guarded by mu
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+type peer struct {
+	id   uint64
+	addr string
+	mu   sync.Mutex
+	q    [][]byte // guarded by mu: frames to send
+	qlen int      // guarded by mu
+	kick chan struct{}
+}
+
+func newTransport(self uint64, key []byte, apiAddr string, ln net.Listener, log *slog.Logger) *transport {
+	return &transport{self: self, key: key, apiAddr: apiAddr, ln: ln, log: log,
+		peers: map[uint64]*peer{}, apis: map[uint64]string{}, conns: map[net.Conn]bool{}, stop: make(chan struct{})}
+}
+
+// start accepts connections until close.
+func (t *transport) start() {
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		for {
+			c, err := t.ln.Accept()
+			if err != nil {
+				select {
+				case <-t.stop:
+					return
+				default:
+				}
+				t.log.Warn("raft transport accept", "err", err)
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			t.mu.Lock()
+			if t.done {
+				t.mu.Unlock()
+				c.Close()
+				return
+			}
+			t.conns[c] = true
+			t.mu.Unlock()
+			t.wg.Add(1)
+			go func() {
+				defer t.wg.Done()
+				t.serveConn(c)
+				t.mu.Lock()
+				delete(t.conns, c)
+				t.mu.Unlock()
+			}()
+		}
+	}()
+}
+
+// addPeer makes sure there is a writer to peer id at addr.
+func (t *transport) addPeer(id uint64, addr string) {
+	if id == t.self {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.peers[id]; p != nil || t.done {
+		if p != nil && p.addr != addr {
+			p.mu.Lock()
+			p.addr = addr
+			p.mu.Unlock()
+		}
+		return
+	}
+	p := &peer{id: id, addr: addr, kick: make(chan struct{}, 1)}
+	t.peers[id] = p
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.writeLoop(p)
+	}()
+}
+
+// removePeer forgets a peer (it left the cluster).
+func (t *transport) removePeer(id uint64) {
+	t.mu.Lock()
+	p := t.peers[id]
+	delete(t.peers, id)
+	t.mu.Unlock()
+	if p != nil {
+		p.mu.Lock()
+		p.q, p.qlen = nil, 0
+		p.addr = ""
+		p.mu.Unlock()
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// apiAddr returns the client API address of node id, if known.
+func (t *transport) peerAPI(id uint64) (string, bool) {
+	if id == t.self {
+		return t.apiAddr, true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a, ok := t.apis[id]
+	return a, ok
+}
+
+// send queues messages of shard for their destinations.
+func (t *transport) send(shard int, msgs []*pb.Message) {
+	for _, m := range msgs {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.log.Error("marshal raft message", "err", err)
+			continue
+		}
+		frame := make([]byte, 6, 6+len(b))
+		binary.LittleEndian.PutUint32(frame, uint32(2+len(b)))
+		binary.LittleEndian.PutUint16(frame[4:], uint16(shard))
+		frame = append(frame, b...)
+		t.mu.Lock()
+		p := t.peers[m.GetTo()]
+		t.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		p.mu.Lock()
+		if p.qlen+len(frame) > maxQueued {
+			p.mu.Unlock()
+			continue // Raft resends what is lost
+		}
+		p.q = append(p.q, frame)
+		p.qlen += len(frame)
+		p.mu.Unlock()
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// writeLoop keeps a connection to p and writes its queued frames.
+func (t *transport) writeLoop(p *peer) {
+	backoff := 20 * time.Millisecond
+	for {
+		select {
+		case <-t.stop:
+			return
+		default:
+		}
+		p.mu.Lock()
+		addr := p.addr
+		p.mu.Unlock()
+		if addr == "" {
+			return // removed
+		}
+		c, _, err := t.dial(addr, kindRaft)
+		if err != nil {
+			if errors.Is(err, ErrAuth) {
+				t.log.Warn("raft peer refused", "peer", p.id, "addr", addr, "err", err)
+			}
+			select {
+			case <-t.stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 20 * time.Millisecond
+		err = t.writeFrames(p, c)
+		c.Close()
+		if err != nil {
+			t.peerDown(p.id)
+		}
+	}
+}
+
+func (t *transport) writeFrames(p *peer, c net.Conn) error {
+	w := bufio.NewWriterSize(c, 256<<10)
+	// Notice the other end going away even while idle: a reader that sees
+	// EOF ends the connection.
+	closed := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, c)
+		close(closed)
+	}()
+	for {
+		select {
+		case <-t.stop:
+			return nil
+		case <-closed:
+			return io.EOF
+		case <-p.kick:
+		}
+		p.mu.Lock()
+		q := p.q
+		p.q, p.qlen = nil, 0
+		addr := p.addr
+		p.mu.Unlock()
+		if addr == "" {
+			return nil
+		}
+		for _, f := range q {
+			if _, err := w.Write(f); err != nil {
+				return err
+			}
+		}
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// serveConn runs an accepted connection.
+func (t *transport) serveConn(c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	kind, from, err := t.accept(c)
+	if err != nil {
+		t.log.Warn("raft connection refused", "remote", c.RemoteAddr().String(), "err", err)
+		if t.refused != nil {
+			t.refused()
+		}
+		return
+	}
+	c.SetDeadline(time.Time{})
+	switch kind {
+	case kindRejoin:
+		ok := byte(0)
+		if t.rejoin(from) {
+			ok = 1
+		}
+		c.Write([]byte{ok})
+		return
+	case kindSnapshot:
+		var sh [4]byte
+		if _, err := io.ReadFull(c, sh[:]); err != nil {
+			return
+		}
+		w := bufio.NewWriterSize(c, 1<<20)
+		if err := t.serveSnap(int(binary.LittleEndian.Uint32(sh[:])), w); err != nil {
+			t.log.Warn("snapshot not sent", "peer", from, "err", err)
+			return
+		}
+		w.Flush()
+		return
+	case kindRaft:
+		r := bufio.NewReaderSize(c, 256<<10)
+		var hdr [6]byte
+		for {
+			if _, err := io.ReadFull(r, hdr[:]); err != nil {
+				t.peerDown(from)
+				return
+			}
+			n := binary.LittleEndian.Uint32(hdr[:4])
+			if n < 2 || n > maxFrame {
+				t.log.Warn("raft frame of a bad size; closing", "peer", from, "size", n)
+				t.peerDown(from)
+				return
+			}
+			buf := make([]byte, n-2)
+			if _, err := io.ReadFull(r, buf); err != nil {
+				t.peerDown(from)
+				return
+			}
+			m := &pb.Message{}
+			if err := proto.Unmarshal(buf, m); err != nil {
+				t.log.Warn("bad raft message; closing", "peer", from, "err", err)
+				return
+			}
+			if m.GetFrom() != from {
+				t.log.Warn("raft message claims another sender; closing", "peer", from, "from", m.GetFrom())
+				return
+			}
+			t.deliver(int(binary.LittleEndian.Uint16(hdr[4:])), m)
+		}
+	}
+}
+
+func (t *transport) mac(label byte, n1, n2 []byte, a, b uint64) []byte {
+	m := hmac.New(sha256.New, t.key)
+	m.Write([]byte{label})
+	m.Write(n1)
+	m.Write(n2)
+	var ids [16]byte
+	binary.LittleEndian.PutUint64(ids[:], a)
+	binary.LittleEndian.PutUint64(ids[8:], b)
+	m.Write(ids[:])
+	return m.Sum(nil)
+}
+
+func writeAddr(w io.Writer, s string) error {
+	var l [2]byte
+	binary.LittleEndian.PutUint16(l[:], uint16(len(s)))
+	if _, err := w.Write(l[:]); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, s)
+	return err
+}
+
+func readAddr(r io.Reader) (string, error) {
+	var l [2]byte
+	if _, err := io.ReadFull(r, l[:]); err != nil {
+		return "", err
+	}
+	n := binary.LittleEndian.Uint16(l[:])
+	if n > 512 {
+		return "", fmt.Errorf("address of %d bytes", n)
+	}
+	b := make([]byte, n)
+	_, err := io.ReadFull(r, b)
+	return string(b), err
+}
+
+// dial connects to addr and runs the initiator's side of the handshake.
+func (t *transport) dial(addr string, kind byte) (net.Conn, uint64, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return nil, 0, err
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	ni := make([]byte, 16)
+	rand.Read(ni)
+	hello := append([]byte(handshakeMagic), kind)
+	hello = binary.LittleEndian.AppendUint64(hello, t.self)
+	hello = append(hello, ni...)
+	_, err = c.Write(hello)
+	if err == nil {
+		err = writeAddr(c, t.apiAddr)
+	}
+	if err != nil {
+		c.Close()
+		return nil, 0, err
+	}
+	var resp [16 + 8 + 32]byte
+	if _, err := io.ReadFull(c, resp[:]); err != nil {
+		c.Close()
+		return nil, 0, fmt.Errorf("%w: %v", ErrAuth, err)
+	}
+	na, id := resp[:16], binary.LittleEndian.Uint64(resp[16:24])
+	if !hmac.Equal(resp[24:], t.mac('A', ni, na, t.self, id)) {
+		c.Close()
+		return nil, 0, ErrAuth
+	}
+	api, err := readAddr(c)
+	if err == nil {
+		_, err = c.Write(t.mac('I', na, ni, t.self, id))
+	}
+	if err != nil {
+		c.Close()
+		return nil, 0, err
+	}
+	c.SetDeadline(time.Time{})
+	t.mu.Lock()
+	t.apis[id] = api
+	t.mu.Unlock()
+	return c, id, nil
+}
+
+// accept runs the acceptor's side of the handshake.
+func (t *transport) accept(c net.Conn) (kind byte, from uint64, err error) {
+	var hello [len(handshakeMagic) + 1 + 8 + 16]byte
+	if _, err := io.ReadFull(c, hello[:]); err != nil {
+		return 0, 0, err
+	}
+	if string(hello[:len(handshakeMagic)]) != handshakeMagic {
+		return 0, 0, fmt.Errorf("%w: not a cluster peer", ErrAuth)
+	}
+	kind = hello[len(handshakeMagic)]
+	from = binary.LittleEndian.Uint64(hello[len(handshakeMagic)+1:])
+	ni := hello[len(handshakeMagic)+9:]
+	api, err := readAddr(c)
+	if err != nil {
+		return 0, 0, err
+	}
+	na := make([]byte, 16)
+	rand.Read(na)
+	resp := append(na, make([]byte, 8)...)
+	binary.LittleEndian.PutUint64(resp[16:], t.self)
+	resp = append(resp, t.mac('A', ni, na, from, t.self)...)
+	if _, err := c.Write(resp); err != nil {
+		return 0, 0, err
+	}
+	if err := writeAddr(c, t.apiAddr); err != nil {
+		return 0, 0, err
+	}
+	var mi [32]byte
+	if _, err := io.ReadFull(c, mi[:]); err != nil {
+		return 0, 0, fmt.Errorf("%w: %v", ErrAuth, err)
+	}
+	if !hmac.Equal(mi[:], t.mac('I', na, ni, from, t.self)) {
+		return 0, 0, fmt.Errorf("%w: node %d", ErrAuth, from)
+	}
+	if kind != kindRaft && kind != kindSnapshot && kind != kindRejoin {
+		return 0, 0, fmt.Errorf("unknown connection kind %d", kind)
+	}
+	t.mu.Lock()
+	t.apis[from] = api
+	t.mu.Unlock()
+	return kind, from, nil
+}
+
+// fetchSnapshot asks node id (at addr) for a shard's state.
+func (t *transport) fetchSnapshot(addr string, shard int) (io.ReadCloser, error) {
+	c, _, err := t.dial(addr, kindSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	var sh [4]byte
+	binary.LittleEndian.PutUint32(sh[:], uint32(shard))
+	if _, err := c.Write(sh[:]); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// peerAddr returns the raft address of a peer.
+func (t *transport) peerAddr(id uint64) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.peers[id]; p != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.addr
+	}
+	return ""
+}
+
+// close stops every goroutine and closes every connection.
+func (t *transport) close() {
+	t.mu.Lock()
+	if t.done {
+		t.mu.Unlock()
+		return
+	}
+	t.done = true
+	close(t.stop)
+	for c := range t.conns {
+		c.Close()
+	}
+	for _, p := range t.peers {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+	t.mu.Unlock()
+	t.ln.Close()
+	t.wg.Wait()
+}
+
+// askRejoin asks the node at addr to replace this one in every shard; true
+// if it did (it holds a cluster's state).
+func (t *transport) askRejoin(addr string) (bool, error) {
+	c, _, err := t.dial(addr, kindRejoin)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return false, err
+	}
+	return b[0] == 1, nil
+}

@@ -1,0 +1,856 @@
+package engine
+
+// Replication: a durable broker whose log is a shard's replicated log.
+//
+// A cluster (engine/cluster) runs one broker per shard on every node. The
+// broker keeps its ordinary durable backend — one WAL and one index per
+// shard — and the shard's Raft log is that WAL: an entry of the Raft log is a
+// run of the engine's own records followed by an entry header naming its
+// index and term. There is no second log.
+//
+//	record kinds in a replicated shard's WAL
+//	engine records (1-8)  a leader's own changes (written at once, header later),
+//	                      or a received entry's records (written with their header)
+//	recEntry (10)         entry header: index, term, proposal id, first record's
+//	                      position, record count, kind, conf-change data
+//	recHardState (11)     Raft's hard state (term, vote, commit)
+//	recConfState (12)     the shard's Raft configuration after a conf change
+//
+// Roles. The leader executes operations on its in-memory state as a single
+// broker does, and its backend (replStore) appends their records to the WAL
+// at once and hands them to the consensus layer as a proposal (Replica). An
+// operation that waits for durability (a send, delete or visibility change)
+// waits until its proposal is committed: a majority holds it durably.
+// Followers never execute operations (ErrNotLeader); the consensus layer
+// persists the entries it receives (PersistEntries) and applies committed
+// ones to their state record by record (ApplyCommitted, apply.go). A leader
+// serves only once it has applied every entry before its own term's first
+// (SetLeader); a leader that steps down is closed without a checkpoint and
+// reopened (its state may hold changes that were never committed).
+//
+// Invariants:
+//  1. A record is part of the shard's state iff it is local (a relocation)
+//     or lies in the record range of the last header written for its entry
+//     index and that index is committed. Recovery (load) and the
+//     checkpointer fold nothing else; records of a dropped proposal or a
+//     truncated entry stay in the WAL and are skipped.
+//  2. Records reach the WAL in the same order as their proposals reach the
+//     consensus layer (append holds mu across both), so a follower applies a
+//     message's records in the order its leader made the changes.
+//  3. The checkpointer folds only up to the first record whose fate is not
+//     known yet (a pending proposal, or a persisted entry not committed).
+//  4. A state, delete or expire record a follower persists names the
+//     follower's own body location (PersistEntries rewrites it), never the
+//     leader's.
+//  5. Message sequence numbers of a term carry the term in their top 24
+//     bits (seqBase): the terms' leaders never hand out the same one.
+//
+// Owner: mu guards the proposal and entry bookkeeping; the consensus layer
+// calls PersistEntries, ApplyCommitted and the role changes from one
+// goroutine per shard.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/smqd/smqd/index"
+	"github.com/smqd/smqd/wal"
+)
+
+// Replica record types: part of the on-disk format; never change.
+const (
+	recEntry     uint8 = 10
+	recHardState uint8 = 11
+	recConfState uint8 = 12
+)
+
+// entryHeaderLen is the fixed part of an entry header:
+//
+//	index u64 | term u64 | proposal id u64 | first u64 | records end u64 | kind u8 | conf-change data
+//
+// The entry's records are the engine records in [first, records end) (a
+// leader's records were appended before its header, maybe with later
+// proposals' records between; local records there are not the entry's).
+const entryHeaderLen = 8 + 8 + 8 + 8 + 8 + 1
+
+// EntryKind says what a replicated log entry holds.
+type EntryKind uint8
+
+// Entry kinds.
+const (
+	EntryRecords    EntryKind = 0 // engine records (Data: a proposal id, then EncodeRecords' bytes)
+	EntryConfChange EntryKind = 1 // a configuration change (Data: the consensus layer's bytes)
+	EntryEmpty      EntryKind = 2 // no data (a new leader's first entry)
+)
+
+// ReplicaEntry is one entry of a shard's replicated log.
+type ReplicaEntry struct {
+	Index, Term uint64
+	Kind        EntryKind
+	Data        []byte
+}
+
+// ReplicaHardState is the consensus layer's hard state.
+type ReplicaHardState struct{ Term, Vote, Commit uint64 }
+
+// ReplicaState is what a replicated broker found in its log at open.
+type ReplicaState struct {
+	HardState ReplicaHardState
+	// SnapIndex and SnapTerm name the entry before the oldest one the log
+	// still holds (SnapshotPoint).
+	SnapIndex, SnapTerm uint64
+	Applied             uint64 // the last entry whose effect is in the state
+	AppliedTerm         uint64
+	// ConfState is the configuration recorded last (PersistConfState),
+	// with the entry index it is as of.
+	ConfState      []byte
+	ConfStateIndex uint64
+	// Entries lists the entries the log holds after SnapIndex, oldest
+	// first (those after Applied are persisted, not known to be committed).
+	Entries []ReplicaEntryInfo
+}
+
+// ReplicaEntryInfo names an entry of the log.
+type ReplicaEntryInfo struct {
+	Index, Term uint64
+	Kind        EntryKind
+}
+
+// Replica is what a replicated broker needs from its consensus layer
+// (engine/cluster implements it over etcd raft; the engine never imports
+// the library).
+type Replica interface {
+	// Propose hands over a batch of records the leader just appended to its
+	// log (data: a proposal id, then their encoding). It is called in
+	// append order, with the appending stripe's lock held: it only queues.
+	Propose(data []byte) error
+}
+
+// ErrNotLeader: this replica of the queue's shard does not take changes;
+// the shard's leader does (or none is elected yet). Retryable elsewhere.
+var ErrNotLeader = errors.New("engine: not the leader of this queue's shard")
+
+// pendingProp is a leader's proposal whose fate is not known yet.
+type pendingProp struct {
+	id         uint64
+	first, end uint64 // its records' positions in the local log
+	done       chan struct{}
+	err        error // set before done is closed
+}
+
+// entryInfo is an entry persisted in the local log.
+type entryInfo struct {
+	index, term   uint64
+	kind          EntryKind
+	id            uint64 // proposal id (EntryRecords)
+	first, recEnd uint64 // its records lie in [first, recEnd)
+	end           uint64 // the end of its header
+	data          []byte // EntryConfChange: the change
+	applied       bool
+}
+
+// appliedMark is an applied entry, for the checkpoint's applied point.
+type appliedMark struct{ index, term, end uint64 }
+
+// replStore is the durable backend of a replicated broker.
+type replStore struct {
+	*durableStore
+	rep Replica
+
+	mu      sync.Mutex
+	leader  bool           // guarded by mu: takes changes
+	term    uint64         // guarded by mu: the term it leads (seqBase)
+	nextID  uint64         // guarded by mu: proposal ids
+	pending []*pendingProp // guarded by mu: in position order
+	ents    []entryInfo    // guarded by mu: persisted entries after applied, by index
+	void    []lostSpan     // guarded by mu: record ranges of dropped proposals and truncated entries
+	applied uint64         // guarded by mu: last entry applied
+	appTerm uint64         // guarded by mu
+	marks   []appliedMark  // guarded by mu: applied entries not yet checkpointed
+	conf    []byte         // guarded by mu: last conf state
+	confIdx uint64         // guarded by mu
+	state   ReplicaState   // what load found
+}
+
+// newReplStore wraps an opened durable backend.
+func newReplStore(d *durableStore, rep Replica) *replStore {
+	r := &replStore{durableStore: d, rep: rep}
+	d.repl = r
+	return r
+}
+
+// EncodeRecords appends the encoding of recs to dst: per record its type
+// (1 byte), payload length (4, little endian) and payload (head then body).
+func encodeRecords(dst []byte, recs []logRec) []byte {
+	for i := range recs {
+		r := &recs[i]
+		dst = append(dst, r.typ)
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.head)+len(r.body)))
+		dst = append(dst, r.head...)
+		dst = append(dst, r.body...)
+	}
+	return dst
+}
+
+// decodeRecords splits an encoding of records.
+func decodeRecords(b []byte, fn func(typ uint8, payload []byte) error) error {
+	for len(b) > 0 {
+		if len(b) < 5 {
+			return fmt.Errorf("%w: truncated entry data", errBadRecord)
+		}
+		typ, n := b[0], int(binary.LittleEndian.Uint32(b[1:5]))
+		if len(b) < 5+n {
+			return fmt.Errorf("%w: entry data record of %d bytes, %d left", errBadRecord, n, len(b)-5)
+		}
+		if err := fn(typ, b[5:5+n]); err != nil {
+			return err
+		}
+		b = b[5+n:]
+	}
+	return nil
+}
+
+func (r *replStore) seqBase() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.term << bootShift
+}
+
+// acceptNew refuses changes on a replica that does not lead the shard.
+func (r *replStore) acceptNew() error {
+	r.mu.Lock()
+	leader := r.leader
+	r.mu.Unlock()
+	if !leader {
+		return ErrNotLeader
+	}
+	return r.durableStore.acceptNew()
+}
+
+func (r *replStore) writable() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.leader {
+		return ErrNotLeader
+	}
+	return nil
+}
+
+// append appends recs to the local log and proposes them (a leader), or,
+// for relocations, only appends them (local records). A follower's own
+// records (an expiry its timer found) are dropped: its leader logs them.
+func (r *replStore) append(recs []logRec) error {
+	if len(recs) > 0 && recs[0].typ == recRelocate {
+		return r.durableStore.append(recs)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.leader {
+		for i := range recs {
+			recs[i].pos, recs[i].size = 0, 0
+		}
+		return nil
+	}
+	if err := r.durableStore.append(recs); err != nil {
+		return err
+	}
+	r.nextID++
+	id := r.term<<bootShift | r.nextID
+	data := binary.LittleEndian.AppendUint64(make([]byte, 0, 8+64*len(recs)), id)
+	data = encodeRecords(data, recs)
+	last := &recs[len(recs)-1]
+	p := &pendingProp{id: id, first: recs[0].pos, end: last.pos + uint64(last.size), done: make(chan struct{})}
+	r.pending = append(r.pending, p)
+	if err := r.rep.Propose(data); err != nil {
+		r.resolveLocked(p, fmt.Errorf("%w: %w", ErrNotLeader, err))
+	}
+	return nil
+}
+
+// waitDurable waits until the proposal holding pos is committed.
+func (r *replStore) waitDurable(pos uint64) error {
+	r.mu.Lock()
+	i := sort.Search(len(r.pending), func(i int) bool { return r.pending[i].end > pos })
+	if i == len(r.pending) || r.pending[i].first > pos {
+		r.mu.Unlock()
+		return nil // resolved: committed (a dropped one was refused when its operation ran)
+	}
+	p := r.pending[i]
+	r.mu.Unlock()
+	<-p.done
+	return p.err
+}
+
+// resolveLocked settles p and removes it from pending.
+func (r *replStore) resolveLocked(p *pendingProp, err error) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.err = err
+	close(p.done)
+	for i, q := range r.pending {
+		if q == p {
+			r.pending = append(r.pending[:i], r.pending[i+1:]...)
+			break
+		}
+	}
+	if err != nil {
+		r.void = append(r.void, lostSpan{p.first, p.end})
+	}
+}
+
+func (r *replStore) changeRecord(st *stripe, typ uint8, idx uint32) {
+	r.durableStore.changeRecord(st, typ, idx)
+}
+
+func (r *replStore) adminRecord(typ uint8, payload []byte) error {
+	recs := [1]logRec{{typ: typ, head: payload}}
+	if err := r.append(recs[:]); err != nil {
+		return err
+	}
+	return r.waitDurable(recs[0].pos)
+}
+
+// SetLeader makes the replica take changes (leader) as the leader of term,
+// or stop taking them. A leader's message sequence numbers start above
+// term<<40 (invariant 5). Stepping down fails every pending proposal with
+// ErrNotLeader; the consensus layer then reopens the broker
+// (CloseForRebuild), since its state may hold changes never committed.
+func (b *Broker) SetLeader(leader bool, term uint64) error {
+	r, ok := b.store.(*replStore)
+	if !ok {
+		return errors.New("engine: SetLeader on a broker without replication")
+	}
+	r.mu.Lock()
+	r.leader, r.term = leader, term
+	if !leader {
+		for len(r.pending) > 0 {
+			r.resolveLocked(r.pending[0], ErrNotLeader)
+		}
+	}
+	r.mu.Unlock()
+	if leader {
+		// A follower claimed slots where the log said (apply.go): make the
+		// free lists right before this replica allocates.
+		base := term << bootShift
+		b.mu.RLock()
+		for _, q := range b.queues {
+			for {
+				cur := q.seq.Load()
+				if cur >= base || q.seq.CompareAndSwap(cur, base) {
+					break
+				}
+			}
+			for i := range q.stripes {
+				st := &q.stripes[i]
+				st.mu.Lock()
+				st.slab.rebuildFree()
+				st.mu.Unlock()
+			}
+		}
+		b.mu.RUnlock()
+	}
+	return nil
+}
+
+// CloseForRebuild closes a replicated broker without a final checkpoint,
+// as a crash would: the next Open rebuilds its state from what is committed.
+func (b *Broker) CloseForRebuild() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	b.compactor.stop()
+	b.mu.RLock()
+	qs := make([]*Queue, 0, len(b.queues))
+	for _, q := range b.queues {
+		qs = append(qs, q)
+	}
+	b.mu.RUnlock()
+	for _, q := range qs {
+		for i := range q.stripes {
+			st := &q.stripes[i]
+			st.mu.Lock()
+			st.dead = true
+			if st.timer != nil {
+				st.timer.Stop()
+			}
+			st.mu.Unlock()
+		}
+		q.waiters.wake(-1)
+	}
+	return b.store.close(false)
+}
+
+func (b *Broker) repl() (*replStore, error) {
+	r, ok := b.store.(*replStore)
+	if !ok {
+		return nil, errors.New("engine: not a replicated broker")
+	}
+	return r, nil
+}
+
+// ReplicaState returns what Open found in the shard's log.
+func (b *Broker) ReplicaState() (ReplicaState, error) {
+	r, err := b.repl()
+	if err != nil {
+		return ReplicaState{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.state
+	st.Entries = nil
+	for _, e := range r.ents {
+		st.Entries = append(st.Entries, ReplicaEntryInfo{e.index, e.term, e.kind})
+	}
+	return st, nil
+}
+
+// PersistEntries writes entries to the local log (not synced: SyncLog). A
+// leader's own proposals get only their header; others get their records
+// (state, delete and expire records rewritten to name this replica's body
+// locations, invariant 4) and then their header. An entry at an index this
+// log already holds replaces it and everything after it (Raft's log
+// truncation): their records become void.
+func (b *Broker) PersistEntries(ents []ReplicaEntry) error {
+	r, err := b.repl()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range ents {
+		if err := r.persistLocked(b, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *replStore) persistLocked(b *Broker, e ReplicaEntry) error {
+	// Truncation: drop our entries at and after e.Index.
+	if k := sort.Search(len(r.ents), func(i int) bool { return r.ents[i].index >= e.Index }); k < len(r.ents) {
+		for _, old := range r.ents[k:] {
+			if old.applied {
+				return fmt.Errorf("engine: entry %d is applied and cannot be replaced", old.index)
+			}
+			r.void = append(r.void, lostSpan{old.first, old.recEnd})
+		}
+		r.ents = r.ents[:k]
+	}
+	info := entryInfo{index: e.Index, term: e.Term, kind: e.Kind}
+	nrecs := 0
+	switch e.Kind {
+	case EntryRecords:
+		if len(e.Data) < 8 {
+			return fmt.Errorf("%w: entry %d data of %d bytes", errBadRecord, e.Index, len(e.Data))
+		}
+		info.id = binary.LittleEndian.Uint64(e.Data)
+		if p := r.pendingByID(info.id); p != nil {
+			info.first, info.recEnd = p.first, p.end // a leader's own: written already
+			break
+		}
+		// A received entry: its records one by one, so that a change to a
+		// message sent earlier in the same entry names the send's position
+		// here (invariant 4).
+		sent := map[msgKey][2]uint64{}
+		err := decodeRecords(e.Data[8:], func(typ uint8, payload []byte) error {
+			rec := [1]logRec{{typ: typ, head: append([]byte(nil), payload...), live: typ == recSend}}
+			switch typ {
+			case recState, recDelete, recExpire:
+				s, err := decodeSnap(rec[0].head)
+				if err != nil {
+					return err
+				}
+				pos, size := b.bodyOf(s.qid, s.stripe, s.slot, s.seq)
+				if loc, ok := sent[msgKey{s.qid, s.seq}]; ok {
+					pos, size = loc[0], uint32(loc[1])
+				}
+				setSnapBody(rec[0].head, pos, size)
+			}
+			if err := r.durableStore.append(rec[:]); err != nil {
+				return err
+			}
+			if typ == recSend {
+				s, _ := decodeSnap(rec[0].head)
+				sent[msgKey{s.qid, s.seq}] = [2]uint64{rec[0].pos, uint64(rec[0].size)}
+			}
+			if nrecs == 0 {
+				info.first = rec[0].pos
+			}
+			info.recEnd = rec[0].pos + uint64(rec[0].size)
+			nrecs++
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	case EntryConfChange:
+		info.data = append([]byte(nil), e.Data...)
+	}
+	hdr := make([]byte, entryHeaderLen, entryHeaderLen+len(info.data))
+	le := binary.LittleEndian
+	le.PutUint64(hdr[0:], e.Index)
+	le.PutUint64(hdr[8:], e.Term)
+	le.PutUint64(hdr[16:], info.id)
+	le.PutUint64(hdr[24:], info.first)
+	le.PutUint64(hdr[32:], info.recEnd)
+	hdr[40] = byte(e.Kind)
+	hdr = append(hdr, info.data...)
+	h := [1]logRec{{typ: recEntry, head: hdr}}
+	if err := r.durableStore.append(h[:]); err != nil {
+		return err
+	}
+	if info.first == 0 && info.recEnd == 0 {
+		info.first, info.recEnd = h[0].pos, h[0].pos // no records
+	}
+	info.end = h[0].pos + uint64(h[0].size)
+	r.ents = append(r.ents, info)
+	return nil
+}
+
+// pendingByID finds a pending proposal.
+func (r *replStore) pendingByID(id uint64) *pendingProp {
+	for _, p := range r.pending {
+		if p.id == id {
+			return p
+		}
+	}
+	return nil
+}
+
+// bodyOf returns where this replica holds a message's body (0, 0: it does
+// not hold it).
+func (b *Broker) bodyOf(qid uint64, stripeIdx uint8, slotIdx uint32, seq uint64) (uint64, uint32) {
+	q := b.queueByID(qid)
+	if q == nil || int(stripeIdx) >= len(q.stripes) {
+		return 0, 0
+	}
+	st := &q.stripes[stripeIdx]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.slab.valid(slotIdx) {
+		return 0, 0
+	}
+	s := st.slab.at(slotIdx)
+	if s.seq != seq || s.state() == stPending {
+		return 0, 0
+	}
+	return s.bodyPos, s.recSize
+}
+
+// PersistHardState records the consensus layer's hard state (not synced).
+func (b *Broker) PersistHardState(hs ReplicaHardState) error {
+	r, err := b.repl()
+	if err != nil {
+		return err
+	}
+	var v [24]byte
+	binary.LittleEndian.PutUint64(v[0:], hs.Term)
+	binary.LittleEndian.PutUint64(v[8:], hs.Vote)
+	binary.LittleEndian.PutUint64(v[16:], hs.Commit)
+	recs := [1]logRec{{typ: recHardState, head: v[:]}}
+	return r.durableStore.append(recs[:])
+}
+
+// PersistConfState records the shard's configuration as of entry index
+// (not synced).
+func (b *Broker) PersistConfState(idx uint64, cs []byte) error {
+	r, err := b.repl()
+	if err != nil {
+		return err
+	}
+	v := binary.LittleEndian.AppendUint64(nil, idx)
+	v = append(v, cs...)
+	recs := [1]logRec{{typ: recConfState, head: v}}
+	if err := r.durableStore.append(recs[:]); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.conf, r.confIdx = append([]byte(nil), cs...), idx
+	r.mu.Unlock()
+	return nil
+}
+
+// SyncLog makes everything persisted so far durable (whatever the sync
+// mode: the consensus layer acknowledges entries only after this).
+func (b *Broker) SyncLog() error {
+	r, err := b.repl()
+	if err != nil {
+		return err
+	}
+	return mapErr(r.wal.Sync())
+}
+
+// Entries returns the entries [lo, hi) of the local log, rebuilt from it,
+// up to maxBytes of data (at least one), for the consensus layer's log
+// storage. ok is false if lo is not in the log any more.
+func (b *Broker) Entries(lo, hi uint64, maxBytes int) ([]ReplicaEntry, bool, error) {
+	r, err := b.repl()
+	if err != nil {
+		return nil, false, err
+	}
+	r.mu.Lock()
+	k := sort.Search(len(r.ents), func(i int) bool { return r.ents[i].index >= lo })
+	if k == len(r.ents) || r.ents[k].index != lo {
+		r.mu.Unlock()
+		return nil, false, nil
+	}
+	var infos []entryInfo
+	for _, e := range r.ents[k:] {
+		if e.index >= hi {
+			break
+		}
+		infos = append(infos, e)
+	}
+	r.mu.Unlock()
+	var out []ReplicaEntry
+	size := 0
+	for _, e := range infos {
+		re := ReplicaEntry{Index: e.index, Term: e.term, Kind: e.kind}
+		switch e.kind {
+		case EntryConfChange:
+			re.Data = e.data
+		case EntryRecords:
+			data := binary.LittleEndian.AppendUint64(nil, e.id)
+			err := r.readRange(e.first, e.recEnd, func(pos uint64, size uint32, typ uint8, payload []byte) {
+				switch typ {
+				case recEntry, recHardState, recConfState, recRelocate:
+					return // not the entry's (local records may lie between its records)
+				}
+				if typ == recState || typ == recDelete || typ == recExpire {
+					// Followers rewrite body locations anyway (invariant 4).
+					payload = append([]byte(nil), payload...)
+					setSnapBody(payload, 0, 0)
+				}
+				data = append(data, typ)
+				data = binary.LittleEndian.AppendUint32(data, uint32(len(payload)))
+				data = append(data, payload...)
+			})
+			if err != nil {
+				return out, len(out) > 0, err
+			}
+			re.Data = data
+		}
+		if len(out) > 0 && size+len(re.Data) > maxBytes {
+			break
+		}
+		size += len(re.Data)
+		out = append(out, re)
+	}
+	return out, true, nil
+}
+
+// readRange calls fn for each record in [from, to) of the local log.
+func (r *replStore) readRange(from, to uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte)) error {
+	if to > uint64(r.wal.WrittenEnd()) {
+		if err := r.wal.Sync(); err != nil { // a reader reads what is written
+			return mapErr(err)
+		}
+	}
+	rd, err := r.wal.NewReader(wal.Pos(from), wal.Pos(to))
+	if err != nil {
+		return mapErr(err)
+	}
+	defer rd.Close()
+	for {
+		p, typ, payload, err := rd.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return mapErr(err)
+		}
+		fn(uint64(p), uint32(rd.NextPos()-p), uint8(typ), payload)
+	}
+}
+
+// checkpointMeta adds the replication state to a checkpoint's batch.
+func (r *replStore) checkpointMeta(to uint64, batch *index.Batch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := 0
+	for k < len(r.marks) && r.marks[k].end <= to {
+		k++
+	}
+	if k > 0 {
+		m := r.marks[k-1]
+		var v [16]byte
+		binary.LittleEndian.PutUint64(v[0:], m.index)
+		binary.LittleEndian.PutUint64(v[8:], m.term)
+		batch.PutMeta(metaApplied, v[:])
+		r.marks = append(r.marks[:0], r.marks[k:]...)
+		// Entries folded into the index are part of the snapshot now: keep
+		// the newest keepEntries of them for followers that lag a little,
+		// forget the rest.
+		keep := uint64(r.opts.ReplicaKeepEntries)
+		if m.index > keep {
+			j := sort.Search(len(r.ents), func(i int) bool { return r.ents[i].index > m.index-keep })
+			if j > 0 {
+				r.state.SnapIndex, r.state.SnapTerm = r.ents[j-1].index, r.ents[j-1].term
+				r.ents = append(r.ents[:0], r.ents[j:]...)
+			}
+		}
+	}
+	if r.conf != nil {
+		cv := binary.LittleEndian.AppendUint64(nil, r.confIdx)
+		batch.PutMeta(metaConf, append(cv, r.conf...))
+	}
+}
+
+// checkpointLimit is the end of what the checkpointer may fold now
+// (invariant 3).
+func (r *replStore) checkpointLimit(synced uint64) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	limit := synced
+	for _, p := range r.pending {
+		limit = min(limit, p.first)
+	}
+	for _, e := range r.ents {
+		if !e.applied {
+			limit = min(limit, e.first)
+			break
+		}
+	}
+	return limit
+}
+
+// validAt reports whether the record at pos belongs to the state
+// (invariant 1), at run time.
+func (r *replStore) validAt(pos uint64, typ uint8) bool {
+	if typ == recEntry || typ == recHardState || typ == recConfState {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, v := range r.void {
+		if pos >= v.from && pos < v.to {
+			return false
+		}
+	}
+	return true
+}
+
+const (
+	metaApplied = "raft-applied" // index u64, term u64: the last entry folded into the index
+	metaConf    = "raft-conf"    // index u64, then the conf state
+)
+
+// scanTail reads the log tail [from, end) at load: the entry headers (a
+// header at index i replaces every entry at or after i: Raft's
+// truncation), the last hard state and configuration. It settles the
+// bookkeeping (persisted entries not yet committed, the applied point) and
+// returns which records the fold may take (invariant 1).
+func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool, error) {
+	var hs ReplicaHardState
+	applied, appTerm := uint64(0), uint64(0)
+	if v, err := r.idx.Meta(metaApplied); err != nil {
+		return nil, fmt.Errorf("engine: read index metadata: %w", err)
+	} else if len(v) == 16 {
+		applied, appTerm = binary.LittleEndian.Uint64(v), binary.LittleEndian.Uint64(v[8:])
+	}
+	snapIdx, snapTerm := applied, appTerm
+	if v, err := r.idx.Meta(metaConf); err != nil {
+		return nil, fmt.Errorf("engine: read index metadata: %w", err)
+	} else if len(v) >= 8 {
+		r.confIdx, r.conf = binary.LittleEndian.Uint64(v), append([]byte(nil), v[8:]...)
+	}
+	var ents []entryInfo
+	le := binary.LittleEndian
+	if from < end {
+		err := r.readRange(from, end, func(pos uint64, size uint32, typ uint8, payload []byte) {
+			switch typ {
+			case recHardState:
+				if len(payload) >= 24 {
+					hs = ReplicaHardState{le.Uint64(payload), le.Uint64(payload[8:]), le.Uint64(payload[16:])}
+				}
+			case recConfState:
+				if len(payload) >= 8 {
+					r.confIdx, r.conf = le.Uint64(payload), append([]byte(nil), payload[8:]...)
+				}
+			case recEntry:
+				if len(payload) < entryHeaderLen {
+					return
+				}
+				e := entryInfo{index: le.Uint64(payload), term: le.Uint64(payload[8:]), id: le.Uint64(payload[16:]),
+					first: le.Uint64(payload[24:]), recEnd: le.Uint64(payload[32:]), kind: EntryKind(payload[40]),
+					end: pos + uint64(size)}
+				if e.kind == EntryConfChange {
+					e.data = append([]byte(nil), payload[entryHeaderLen:]...)
+				}
+				if e.index <= snapIdx {
+					return // folded into the index already
+				}
+				k := sort.Search(len(ents), func(i int) bool { return ents[i].index >= e.index })
+				ents = append(ents[:k], e)
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("engine: scan the replicated log: %w", err)
+		}
+	}
+	// Committed entries are folded now; the rest wait for the consensus
+	// layer to say they are committed (ApplyCommitted).
+	var spans []lostSpan
+	k := 0
+	for k < len(ents) && ents[k].index <= applied {
+		ents[k].applied = true // folded into the index, kept for followers
+		k++
+	}
+	for k < len(ents) && ents[k].index <= hs.Commit {
+		e := &ents[k]
+		e.applied = true
+		spans = append(spans, lostSpan{e.first, e.recEnd})
+		applied, appTerm = e.index, e.term
+		r.marks = append(r.marks, appliedMark{e.index, e.term, e.end})
+		k++
+	}
+	r.mu.Lock()
+	r.ents = append(r.ents[:0], ents...)
+	r.applied, r.appTerm = applied, appTerm
+	r.state = ReplicaState{HardState: hs, SnapIndex: snapIdx, SnapTerm: snapTerm, Applied: applied, AppliedTerm: appTerm,
+		ConfState: r.conf, ConfStateIndex: r.confIdx}
+	r.mu.Unlock()
+	sort.Slice(spans, func(i, j int) bool { return spans[i].from < spans[j].from })
+	return func(pos uint64, typ uint8) bool {
+		switch typ {
+		case recRelocate:
+			return true // local
+		case recEntry, recHardState, recConfState:
+			return false
+		}
+		i := sort.Search(len(spans), func(i int) bool { return spans[i].to > pos })
+		return i < len(spans) && spans[i].from <= pos
+	}, nil
+}
+
+// SnapshotPoint returns the last entry folded into the index (its index
+// and term) and the configuration as of then: where the local log's
+// entries start for the consensus layer (entries before it are
+// compacted).
+func (b *Broker) SnapshotPoint() (idx, term uint64, err error) {
+	r, err := b.repl()
+	if err != nil {
+		return 0, 0, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state.SnapIndex, r.state.SnapTerm, nil
+}
+
+// Applied returns the last entry applied to the state.
+func (b *Broker) Applied() (idx, term uint64) {
+	r, err := b.repl()
+	if err != nil {
+		return 0, 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.applied, r.appTerm
+}

@@ -1,0 +1,153 @@
+package engine
+
+// State transfer between replicas of a shard (engine/cluster): a replica
+// too far behind its leader's log gets the leader's whole state instead.
+//
+// ExportState writes every queue and every message, each as the record that
+// would create it (the replicated log's record encoding: type, length,
+// payload), then an end mark. It is fuzzy: stripes are read one after the
+// other while the leader goes on, so the stream is no single instant.
+// That is enough because the follower then replays the log from the
+// snapshot's index, and records carry full snapshots: replaying a change
+// over a state that already has it, or a delete of a message the stream
+// lacks, converges to the leader's state (apply.go).
+//
+// ImportState writes the stream into a new, empty replicated broker as
+// local records, installs them, records the snapshot's index and the
+// configuration, and checkpoints, so that the imported state is in the
+// index before anything else is appended (the records lie in no entry of
+// the log: recovery would not fold them).
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ExportState streams the broker's queues and messages (see above).
+func (b *Broker) ExportState(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	b.mu.RLock()
+	qs := make([]*Queue, 0, len(b.names))
+	for _, n := range b.names {
+		qs = append(qs, b.queues[n])
+	}
+	b.mu.RUnlock()
+	put := func(typ uint8, head, body []byte) error {
+		var h [5]byte
+		h[0] = typ
+		binary.LittleEndian.PutUint32(h[1:], uint32(len(head)+len(body)))
+		if _, err := bw.Write(h[:]); err != nil {
+			return err
+		}
+		if _, err := bw.Write(head); err != nil {
+			return err
+		}
+		_, err := bw.Write(body)
+		return err
+	}
+	for _, q := range qs {
+		v := q.value()
+		if err := put(recQueueCreate, v.encode(), nil); err != nil {
+			return err
+		}
+	}
+	r := b.getReader()
+	defer b.putReader(r)
+	type item struct {
+		snap [snapLen]byte
+		loc  bodyLoc
+	}
+	var items []item
+	var head [snapLen + 16]byte
+	for _, q := range qs {
+		for si := range q.stripes {
+			st := &q.stripes[si]
+			items = items[:0]
+			st.mu.Lock()
+			for i := uint32(0); !st.dead && i < st.slab.n; i++ {
+				s := st.slab.at(i)
+				if s.seq == 0 || s.state() == stPending {
+					continue
+				}
+				var it item
+				putSnap(it.snap[:], q.id, st.idx, i, s)
+				it.loc = bodyLoc{pos: s.bodyPos, size: s.recSize, slot: i, seq: s.seq, stripe: st.idx}
+				items = append(items, it)
+			}
+			st.mu.Unlock()
+			for i := range items {
+				var m Message
+				ok, err := q.readBody(r, &m, &items[i].loc)
+				if err != nil || !ok {
+					continue // gone meanwhile, or damaged: the follower does without it
+				}
+				copy(head[:snapLen], items[i].snap[:])
+				copy(head[snapLen:], m.MD5[:])
+				if err := put(recSend, head[:], m.Body); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := put(0, nil, nil); err != nil { // the end mark
+		return err
+	}
+	return bw.Flush()
+}
+
+// ImportState fills a new, empty replicated broker from an ExportState
+// stream, as the state of entry index of term, with the configuration conf
+// (see above).
+func (b *Broker) ImportState(rd io.Reader, index, term uint64, conf []byte) error {
+	r, err := b.repl()
+	if err != nil {
+		return err
+	}
+	br := bufio.NewReaderSize(rd, 1<<20)
+	var h [5]byte
+	for {
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			return fmt.Errorf("engine: snapshot stream: %w", err)
+		}
+		typ, n := h[0], binary.LittleEndian.Uint32(h[1:])
+		if typ == 0 {
+			break
+		}
+		if n > 32<<20 {
+			return fmt.Errorf("%w: snapshot record of %d bytes", errBadRecord, n)
+		}
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(br, payload); err != nil {
+			return fmt.Errorf("engine: snapshot stream: %w", err)
+		}
+		if typ != recQueueCreate && typ != recSend {
+			return fmt.Errorf("%w: snapshot record of type %d", errBadRecord, typ)
+		}
+		recs := [1]logRec{{typ: typ, head: payload, live: typ == recSend}}
+		if err := r.durableStore.append(recs[:]); err != nil {
+			return err
+		}
+		if err := b.applyRecord(recs[0].pos, recs[0].size, typ, payload); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	r.applied, r.appTerm = index, term
+	r.marks = append(r.marks[:0], appliedMark{index, term, uint64(r.wal.End())})
+	r.state.SnapIndex, r.state.SnapTerm = index, term
+	r.state.Applied, r.state.AppliedTerm = index, term
+	r.mu.Unlock()
+	if err := b.PersistConfState(index, conf); err != nil {
+		return err
+	}
+	if err := r.checkpoint(); err != nil {
+		return err
+	}
+	if r.cpPos.Load() < uint64(r.wal.End()) {
+		return errors.New("engine: snapshot import: the checkpoint did not cover the imported state")
+	}
+	return nil
+}
