@@ -44,8 +44,8 @@ type Server struct {
 	queues  queueCache
 	metrics metrics
 	console *consoleAssets // nil unless Options.Console
-	conns   *connSlots // the connection cap, shared by every API listener
-	opConns *connSlots // the cap of the ServeMetrics listeners
+	conns   *connSlots     // the connection cap, shared by every API listener
+	opConns *connSlots     // the cap of the ServeMetrics listeners
 
 	idPrefix uint32        // random per process: request ids stay unique across restarts
 	idSeq    atomic.Uint32 // request id counter
