@@ -189,7 +189,7 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 	defer func() { st.release(); s.states.Put(st) }()
 	st.op = r.op
 	var err error
-	if crossSite(&ctx.Request.Header) {
+	if s.opts.NoAuth && crossSite(&ctx.Request.Header) {
 		err = newAPIError(codeAccessDenied, "cross-site requests are refused")
 	} else {
 		err = s.checkHeaders(ctx, st, target)

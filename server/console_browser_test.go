@@ -231,7 +231,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	step(t, ctx, "the metrics page", chromedp.Navigate(base+"/console/#/metrics"),
 		chromedp.WaitVisible(chromedp.CSS("#metric-queues")),
-		until(`document.querySelector('#metric-active .v').textContent === '5'`))
+		until(`document.querySelector('#metric-active .v').textContent === '5'`),
+		until(`document.querySelectorAll('#metrics-chart path').length === 2`)) // two polls drawn
 	screenshot(t, ctx, shots, "console-metrics.png")
 	// The optional pages stay hidden until their APIs exist.
 	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('a[data-view="topics"]').hidden`))

@@ -78,13 +78,13 @@ func TestReadmeTour(t *testing.T) {
 		}
 		return string(b)
 	}
-	// The tour (README.md).
+	// The tour (README.md), command for command.
 	ctl("queue", "create", "demo")
 	ctl("send", "demo", "hello")
-	if got := ctl("receive", "demo", "--delete", "--raw"); got != "hello\n" {
+	if got := ctl("receive", "demo", "--wait", "5s", "--delete"); !strings.Contains(got, "hello") {
 		t.Errorf("receive: %q", got)
 	}
-	if got := ctl("stats", "--count", "1"); !strings.Contains(got, "demo") {
+	if got := ctl("stats", "--count", "3", "--interval", "200ms"); strings.Count(got, "demo") != 3 {
 		t.Errorf("stats: %q", got)
 	}
 	if got := ctl("queue", "ls", "--quiet"); got != "demo\n" {
