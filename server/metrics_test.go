@@ -1,10 +1,12 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net"
 	"os"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -458,4 +460,52 @@ func TestMetricsManyQueues(t *testing.T) {
 		t.Errorf("%d queues: %d bytes of metrics", n, len(r.body))
 	}
 	t.Logf("%d queues, top:100: %d bytes", n, len(r.body))
+}
+
+// Every metric the Grafana dashboard (docs/grafana-dashboard.json) queries
+// is in the exposition, so the dashboard cannot silently rot.
+func TestGrafanaDashboardMetrics(t *testing.T) {
+	raw, err := os.ReadFile("../docs/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("dashboard is not JSON: %v", err)
+	}
+	env := startEnv(t, envConfig{})
+	c := env.client()
+	c.mustCreate("q")
+	body := string(c.send("GET", "/metrics", "", map[string]string{}).body)
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := regexp.MustCompile(`\b(smqd|process|go)_[a-z_]+`)
+	n := 0
+	for _, panel := range dash.Panels {
+		for _, target := range panel.Targets {
+			for _, m := range name.FindAllString(target.Expr, -1) {
+				n++
+				base := m
+				for _, suf := range []string{"_bucket", "_sum", "_count"} {
+					if f, ok := strings.CutSuffix(m, suf); ok && mfs[f] != nil {
+						base = f
+					}
+				}
+				if mfs[base] == nil && (runtime.GOOS == "linux" || !strings.HasPrefix(m, "process_")) {
+					t.Errorf("panel %q uses %s, which /metrics does not have", panel.Title, m)
+				}
+			}
+		}
+	}
+	if n < 30 {
+		t.Errorf("only %d metric references found in the dashboard", n)
+	}
 }
