@@ -59,7 +59,6 @@ package server
 
 import (
 	"bytes"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -228,6 +227,3 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 // Requests returns the number of requests answered since start (all
 // operations, all outcomes); the daemon uses it to notice idle periods.
 func (s *Server) Requests() uint64 { return s.metrics.requests.Load() }
-
-// formatBound formats a histogram bound as an le label value.
-func formatBound(b float64) string { return strconv.FormatFloat(b, 'g', -1, 64) }
