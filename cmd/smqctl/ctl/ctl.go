@@ -143,7 +143,6 @@ func (r *run) client() (*client, error) {
 		return nil, err
 	}
 	r.c = newClient(ep, mnsauth.NewKey(id, secret), r.g.timeout)
-	r.c.hc.Timeout = 0
 	return r.c, nil
 }
 
