@@ -15,7 +15,7 @@ STATICCHECK := $(CURDIR)/$(BIN)/staticcheck-$(STATICCHECK_VERSION)
 # 64-bit atomic alignment bugs.
 CROSS     := linux/amd64 linux/arm64 linux/386 darwin/arm64 windows/amd64
 
-.PHONY: all build run test test-long bench fuzz lint check clean
+.PHONY: all build run test test-long bench fuzz lint check clean browser
 
 all: build
 
@@ -27,13 +27,24 @@ run: build
 	./$(BIN)/smqd
 
 # The whole suite with the race detector, within ~10 minutes on 2 cores.
-test:
+# The web console's tests drive Debian's Chromium: `browser` installs it.
+test: browser
 	$(GO) vet $(PKGS)
 	$(GO) test -race -short -timeout 20m $(PKGS)
 	@set -e; for m in $(SUBMODS); do \
 	  echo "== $$m"; \
 	  (cd $$m && $(GO) vet ./... && $(GO) test -race -short -timeout 20m ./...); \
 	done
+
+# Debian's chromium for the console's browser tests (server/console_browser_test.go),
+# installed with apt when missing and we are root (CI is); otherwise those
+# tests say how to install it and are skipped.
+browser:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing chromium (Debian) for the console's browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	else echo "chromium is missing and cannot be installed here (not root): the browser tests will be skipped"; fi
 
 # Long model runs, crash matrices and soak runs.
 test-long:

@@ -348,7 +348,7 @@ func (d *durableStore) close(clean bool) error {
 	d.cp.stop()
 	d.spaceJ.stop()
 	var errs []error
-	if clean {
+	if clean && !d.diskFull.Load() { // space.go: on a full disk the restart replays instead
 		if err := d.checkpoint(); err != nil {
 			errs = append(errs, err)
 		}

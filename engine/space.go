@@ -18,18 +18,20 @@ package engine
 //	                                             would meet the full disk); an operation held
 //	                                             by the replay bound fails with ErrDiskFull
 //
-// Open refuses to start below the minimum (the index's reserve and one log
-// segment: what opening the index and draining need) with an error that
-// says so, instead of starting and dying in Badger.
+// Open refuses to start below the minimum, with an error that says so,
+// instead of starting and dying in Badger.
 //
-// Sizes (docs/operations.md; Options.FreeSpaceReserve replaces the reserve,
-// and then minimum = 2/3 and critical = 1/2 of it):
+// Sizes (docs/operations.md; Options.FreeSpaceReserve replaces the reserve):
 //
-//	reserve = wal.Options.ReserveBytes (the next segment files and the ring)
-//	        + index.Options.ReserveBytes (memtable logs, a flush, a level-0 compaction)
-//	        + one segment (compaction relocations, bursts between two samples)
-//	minimum = index.Options.ReserveBytes + one segment
-//	hysteresis = one segment
+//	reserve    = wal.Options.ReserveBytes (the next segment files and the ring)
+//	           + index.Options.ReserveBytes (memtable logs, a flush, a level-0 compaction)
+//	           + one segment (compaction relocations, bursts between two samples)
+//	minimum    = reserve / 2 (opening: a memtable log and a segment, with room to drain)
+//	critical   = reserve / 4
+//	hysteresis = one segment (at most reserve / 8)
+//
+// A broker stopping while the disk is full skips its last checkpoint (a
+// restart replays the log instead): it would spend space the restart needs.
 //
 // A job on the clock (job.go) samples free space every spacePoll while
 // records are appended, and Open samples once.
@@ -64,24 +66,17 @@ func newSpaceGuard(o *Options, wo wal.Options, io index.Options) spaceGuard {
 	if seg == 0 {
 		seg = wal.DefaultOptions().SegmentBytes
 	}
-	idx := io.ReserveBytes()
-	g := spaceGuard{
-		reserve:    wo.ReserveBytes() + idx + seg,
-		critical:   idx,
-		minimum:    idx + seg,
-		hysteresis: seg,
-	}
+	r := wo.ReserveBytes() + io.ReserveBytes() + seg
 	switch {
 	case o.FreeSpaceReserve < 0:
 		return spaceGuard{} // off
 	case o.FreeSpaceReserve > 0:
-		// The operator's reserve: the other levels are fixed fractions of
-		// it, close to the default proportions, so that a broker stopped
-		// on a full disk opens again.
-		r := o.FreeSpaceReserve
-		g = spaceGuard{reserve: r, minimum: r * 2 / 3, critical: r / 2, hysteresis: min(g.hysteresis, max(r/8, 1))}
+		r = o.FreeSpaceReserve
 	}
-	return g
+	// The other levels are fractions of the reserve, far enough below it
+	// that a broker stopped on a full disk (which the drain and the last
+	// checkpoint may have eaten into) opens again.
+	return spaceGuard{reserve: r, minimum: r / 2, critical: r / 4, hysteresis: min(seg, max(r/8, 1))}
 }
 
 // freeBytes returns the free bytes of the file systems holding the log and

@@ -181,14 +181,19 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 	path, _, _ := splitTarget(target)
 	r := route(ctx.Request.Header.Method(), path)
 	switch r.op {
-	case opUnknown, opHealthz, opMetrics:
+	case opUnknown, opHealthz, opMetrics, opConsole:
 		return fasthttp.StatusContinue // answered by the handler
 	}
 	start := time.Now()
 	st := s.states.Get().(*reqState)
 	defer func() { st.release(); s.states.Put(st) }()
 	st.op = r.op
-	err := s.checkHeaders(ctx, st, target)
+	var err error
+	if s.opts.NoAuth && crossSite(&ctx.Request.Header) {
+		err = newAPIError(codeAccessDenied, "cross-site requests are refused")
+	} else {
+		err = s.checkHeaders(ctx, st, target)
+	}
 	if err == nil {
 		return fasthttp.StatusContinue
 	}

@@ -17,6 +17,8 @@
 //	GET /metrics                                 Prometheus text format, not signed
 //	                                             (only on ServeMetrics's listener
 //	                                             with Options.SeparateMetrics)
+//	GET /console/...                             the web console's files (Options.Console),
+//	                                             not signed; the console signs its API calls
 //
 // Request flow (server.go): route on method and the raw request target
 // (absolute form stripped, route.go) → authenticate on the headers and
@@ -44,7 +46,10 @@
 //	handlers_queue.go    Create/Set/Get/Delete/ListQueue
 //	handlers_message.go  send, receive, peek, delete, change visibility
 //	errors.go            the error table
-//	metrics.go           /metrics and /healthz
+//	metrics.go           /metrics (client_golang registry, request metrics) and /healthz
+//	metrics_broker.go    the collector of queue and storage metrics; per-queue series limits
+//	console.go           /console/ (assets of console/, security headers), cross-site refusal
+//	console/             the console's embedded files (ES modules, CSS, HTML)
 //
 // Concurrency: the handler runs on fasthttp's per-connection goroutines and
 // holds no lock of its own across engine calls; per-request scratch comes

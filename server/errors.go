@@ -44,12 +44,14 @@ const (
 	codeServiceUnavailable
 	codeInvalidDegist
 	codeDiskFull
+	codeAccessDenied
 	numCodes
 )
 
 // codes is the table of MNS error codes: name and HTTP status (spec §5.2).
 // Codes the spec lists that smqd never emits (QpsLimitExceeded,
-// QueueDeletedRecently, AccessDenied) have no row.
+// QueueDeletedRecently) have no row; AccessDenied answers cross-site
+// browser requests (console.go).
 var codes = [numCodes]struct {
 	name   string
 	status int
@@ -85,6 +87,8 @@ var codes = [numCodes]struct {
 	// Not in the MNS table: free space is below the reserve; new messages
 	// and queues are refused, everything else works (retryable, like 503s).
 	codeDiskFull: {"DiskFull", 503},
+	// A browser request from another site (console.go, crossSite).
+	codeAccessDenied: {"AccessDenied", 403},
 }
 
 func (c errCode) String() string { return codes[c].name }

@@ -81,6 +81,15 @@ type Options struct {
 	// SeparateMetrics keeps /metrics off the API listeners (they answer it
 	// with 400 InvalidRequestURL): it is served only by ServeMetrics.
 	SeparateMetrics bool
+	// MetricsPerQueue selects the queues that get per-queue series on
+	// /metrics: "all", "off", or "top:N", the N queues with the largest
+	// backlog. The totals always cover every queue. Default
+	// DefaultMetricsPerQueue.
+	MetricsPerQueue string
+	// Console serves the web console's assets at /console/ on the API
+	// listeners (console.go). The console signs every API call with the
+	// access key its user signs in with; the assets themselves are public.
+	Console bool
 	// TLS, when set, makes Serve speak HTTPS with this configuration. Unset
 	// minimums are raised to modern defaults (TLS 1.2, AEAD cipher suites
 	// with forward secrecy, HTTP/1.1 by ALPN); certificates come from
@@ -129,6 +138,9 @@ func (o Options) withDefaults() Options {
 	if o.Name == "" {
 		o.Name = "smqd"
 	}
+	if o.MetricsPerQueue == "" {
+		o.MetricsPerQueue = DefaultMetricsPerQueue
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -151,6 +163,11 @@ func (o Options) Validate() error {
 			if id[i] == ':' || id[i] <= ' ' {
 				return errors.New("server: access key id must not contain ':' or blanks")
 			}
+		}
+	}
+	if o.MetricsPerQueue != "" {
+		if _, err := parseMetricsPerQueue(o.MetricsPerQueue); err != nil {
+			return err
 		}
 	}
 	if o.TLS != nil && len(o.TLS.Certificates) == 0 && o.TLS.GetCertificate == nil && o.TLS.GetConfigForClient == nil {

@@ -40,6 +40,7 @@ const (
 	opChangeMessageVisibility
 	opHealthz
 	opMetrics
+	opConsole
 	numOps
 )
 
@@ -61,6 +62,7 @@ var opNames = [numOps]string{
 	opChangeMessageVisibility: "ChangeMessageVisibility",
 	opHealthz:                 "Healthz",
 	opMetrics:                 "Metrics",
+	opConsole:                 "Console",
 }
 
 func (o op) String() string { return opNames[o] }
@@ -97,6 +99,17 @@ func route(method, path []byte) routed {
 	case "/queues":
 		if m == "GET" {
 			return routed{op: opListQueue}
+		}
+		return routed{}
+	case "/console":
+		if m == "GET" || m == "HEAD" {
+			return routed{op: opConsole}
+		}
+		return routed{}
+	}
+	if bytes.HasPrefix(path, []byte("/console/")) {
+		if m == "GET" || m == "HEAD" {
+			return routed{op: opConsole}
 		}
 		return routed{}
 	}

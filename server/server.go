@@ -43,8 +43,9 @@ type Server struct {
 	states  sync.Pool // *reqState
 	queues  queueCache
 	metrics metrics
-	conns   *connSlots // the connection cap, shared by every API listener
-	opConns *connSlots // the cap of the ServeMetrics listeners
+	console *consoleAssets // nil unless Options.Console
+	conns   *connSlots     // the connection cap, shared by every API listener
+	opConns *connSlots     // the cap of the ServeMetrics listeners
 
 	idPrefix uint32        // random per process: request ids stay unique across restarts
 	idSeq    atomic.Uint32 // request id counter
@@ -70,6 +71,13 @@ func New(b *engine.Broker, opts Options) (*Server, error) {
 		opConns: newConnSlots(maxOpsConns),
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
+	s.metrics.init(s)
+	if opts.Console {
+		var err error
+		if s.console, err = loadConsole(); err != nil {
+			return nil, err
+		}
+	}
 	s.states.New = func() any { return new(reqState) }
 	s.queues.m = make(map[string]*engine.Queue)
 	var nonce [4]byte
@@ -288,8 +296,22 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		}
 		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "/metrics is served on the metrics address, not here"))
 		return
+	case opConsole:
+		if s.console != nil {
+			s.serveConsole(ctx, path)
+			return
+		}
+		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "the web console is off (--console=false)"))
+		return
 	case opUnknown:
 		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "no operation at "+string(ctx.Request.Header.Method())+" "+string(path)))
+		return
+	}
+	// Without authentication, browsers' word on where a request comes from
+	// is what keeps other sites' pages out (console.go, crossSite). With
+	// it, the signature does: a cross-site request cannot carry one.
+	if s.opts.NoAuth && crossSite(&ctx.Request.Header) {
+		s.refuse(ctx, st, newAPIError(codeAccessDenied, "cross-site requests are refused: call the API from a client, or from the console served by this server"))
 		return
 	}
 	if h := s.testHook.Load(); h != nil {

@@ -232,8 +232,8 @@ func TestHealthzAndMetrics(t *testing.T) {
 		`smqd_http_request_duration_seconds_bucket{op="SendMessage",le="+Inf"} 2` + "\n",
 		`smqd_http_request_duration_seconds_count{op="ReceiveMessage"} 1` + "\n",
 		`smqd_http_request_duration_seconds_bucket{op="CreateQueue",le="0.0001"} `,
-		`smqd_http_responses_total{op="SendMessage",class="2xx"} 2` + "\n",
-		`smqd_http_responses_total{op="GetQueueAttributes",class="4xx"} 1` + "\n",
+		`smqd_http_responses_total{class="2xx",op="SendMessage"} 2` + "\n",
+		`smqd_http_responses_total{class="4xx",op="GetQueueAttributes"} 1` + "\n",
 		`smqd_http_errors_total{code="QueueNotExist"} 1` + "\n",
 		`smqd_queue_messages{queue="q",state="active"} 1` + "\n",
 		`smqd_queue_messages{queue="q",state="inactive"} 1` + "\n",
@@ -247,7 +247,8 @@ func TestHealthzAndMetrics(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	// The whole text is well-formed (families, series, histograms).
+	// The whole text is well-formed (families, series, histograms); the
+	// library writes labels in name order (class before op).
 	parseProm(t, text)
 	_ = http.StatusOK
 }

@@ -41,6 +41,8 @@ type config struct {
 	headerTimeout   time.Duration
 	bodyTimeout     time.Duration
 	metricsListen   string
+	metricsPerQueue string
+	console         bool
 	tlsCert         string
 	tlsKey          string
 	stripes         int
@@ -62,6 +64,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to serve the MNS API and /healthz on (and /metrics, unless --metrics-listen is set)")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve /metrics (and /healthz) on this address instead of --listen, plain HTTP and unauthenticated: bind it where only operators reach (off when empty: /metrics is on --listen)")
+	fs.StringVar(&c.metricsPerQueue, "metrics-per-queue", server.DefaultMetricsPerQueue, "per-queue series on /metrics: all | top:N (the N queues with the largest backlog) | off; the totals always count every queue")
+	fs.BoolVar(&c.console, "console", true, "serve the web console at /console/ on --listen (it signs every API call with the access key its user signs in with)")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain: serve HTTPS on --listen (with --tls-key; both re-read on SIGHUP)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert (keep it 0600)")
 	fs.StringVar(&c.dataDir, "data-dir", "./smqd-data", "data directory: the write-ahead log (wal/), the index (index/) and the generated credentials file")
@@ -145,6 +149,9 @@ func (c *config) validate() error {
 	if c.memtableBytes < 1<<20 || c.memtableBytes > 1<<30 {
 		return errors.New("--index-memtable-bytes must be between 1 MiB and 1 GiB")
 	}
+	if err := (server.Options{NoAuth: true, MetricsPerQueue: c.metricsPerQueue}).Validate(); err != nil {
+		return fmt.Errorf("--metrics-per-queue must be all, off or top:N with N >= 1, not %q", c.metricsPerQueue)
+	}
 	if c.stripes <= 0 || c.stripes > 256 {
 		return errors.New("--stripes must be between 1 and 256")
 	}
@@ -193,6 +200,8 @@ func (c *config) logAttrs() []any {
 		"header_timeout", c.headerTimeout,
 		"body_timeout", c.bodyTimeout,
 		"metrics_listen", c.metricsListen,
+		"metrics_per_queue", c.metricsPerQueue,
+		"console", c.console,
 		"tls_cert", c.tlsCert,
 		"tls_key", c.tlsKey,
 		"stripes", c.stripes,

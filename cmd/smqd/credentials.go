@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/smqd/smqd/cmd/internal/credfile"
 )
 
 // defaultCredentialsName is the key file created in the data directory.
@@ -94,32 +94,15 @@ func generateKeyPair() (id, secret string, err error) {
 	return "SMQD" + id, secret, nil
 }
 
-// loadCredentials reads "<id> <secret>" lines; blank lines and lines
-// starting with '#' are skipped.
+// loadCredentials reads a credentials file (package credfile) into a map.
 func loadCredentials(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+	keys, err := credfile.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	m := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Fields(line)
-		if len(fields) != 2 {
-			return nil, fmt.Errorf("%s:%d: want \"<access key id> <secret>\"", path, n)
-		}
-		m[fields[0]] = fields[1]
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(m) == 0 {
-		return nil, fmt.Errorf("%s holds no access key", path)
+	m := make(map[string]string, len(keys))
+	for _, k := range keys {
+		m[k.ID] = k.Secret
 	}
 	return m, nil
 }

@@ -145,6 +145,8 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		HeaderTimeout:       cfg.headerTimeout,
 		ReadTimeout:         cfg.bodyTimeout,
 		SeparateMetrics:     cfg.metricsListen != "",
+		MetricsPerQueue:     cfg.metricsPerQueue,
+		Console:             cfg.console,
 		Logger:              log.With("component", "server"),
 	}
 	if certs != nil {
@@ -267,4 +269,7 @@ func printBanner(w io.Writer, addr string, mln net.Listener, cfg *config, creds 
 		metrics = "http://" + mln.Addr().String() + "/metrics"
 	}
 	fmt.Fprintf(w, "  health, metrics:   %s://%s/healthz, %s (not signed)\n", scheme, addr, metrics)
+	if cfg.console {
+		fmt.Fprintf(w, "  web console:       %s://%s/console/ (sign in with an access key)\n", scheme, addr)
+	}
 }

@@ -1,0 +1,48 @@
+// Package credfile reads smqd's credentials file: access keys, one
+// "<access key id> <secret>" per line; blank lines and lines starting with
+// '#' are skipped. smqd writes one into its data directory on first start
+// (<data-dir>/credentials, mode 0600) and reads --credentials-file; smqctl
+// reads the same file to sign its requests.
+package credfile
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Key is one access key.
+type Key struct {
+	ID, Secret string
+}
+
+// Load reads the keys of path, in file order. A file without a key is an
+// error.
+func Load(path string) ([]Key, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var keys []Key
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("%s:%d: want \"<access key id> <secret>\"", path, n)
+		}
+		keys = append(keys, Key{fields[0], fields[1]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s holds no access key", path)
+	}
+	return keys, nil
+}

@@ -1,0 +1,312 @@
+package ctl
+
+// The signed MNS client: net/http, signed by server/mnsauth (the code the
+// server verifies with), XML read with encoding/xml by local names.
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/smqd/smqd/server/mnsauth"
+)
+
+const xmlNS = "http://mns.aliyuncs.com/doc/v1/"
+
+// APIError is an error answer of the server.
+type APIError struct {
+	Status    int
+	Code      string
+	Message   string
+	RequestID string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s: %s (HTTP %d, request %s)", e.Code, e.Message, e.Status, e.RequestID)
+}
+
+// client signs and sends requests to one endpoint.
+type client struct {
+	base string // scheme://host[:port], no trailing slash
+	key  *mnsauth.Key
+	hc   *http.Client
+}
+
+func newClient(endpoint string, key *mnsauth.Key, timeout time.Duration) *client {
+	return &client{
+		base: strings.TrimRight(endpoint, "/"),
+		key:  key,
+		// The long-poll wait is added per request.
+		hc: &http.Client{Timeout: 0, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, ResponseHeaderTimeout: timeout + 31*time.Second}},
+	}
+}
+
+// do sends one signed request; target is the path and query as signed.
+// It returns the body of a 2xx answer; an error answer is an *APIError.
+func (c *client) do(ctx context.Context, method, target string, headers map[string]string, body []byte) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+target, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "text/xml;charset=utf-8")
+		req.Header.Set("Content-MD5", string(mnsauth.AppendContentMD5(nil, body)))
+	}
+	req.Header.Set("User-Agent", "smqctl")
+	c.key.SignHTTP(req)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return resp.StatusCode, nil, err
+	}
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Code, Message, RequestId string
+		}
+		if xml.Unmarshal(b, &e) != nil || e.Code == "" {
+			return resp.StatusCode, b, &APIError{Status: resp.StatusCode, Code: "HTTP" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b)), RequestID: resp.Header.Get("x-mns-request-id")}
+		}
+		return resp.StatusCode, b, &APIError{Status: resp.StatusCode, Code: e.Code, Message: e.Message, RequestID: e.RequestId}
+	}
+	return resp.StatusCode, b, nil
+}
+
+// Queue is a queue's attributes as GetQueueAttributes gives them.
+type Queue struct {
+	Name                   string `xml:"QueueName" json:"name"`
+	CreateTime             int64  `xml:"CreateTime" json:"create_time"`
+	LastModifyTime         int64  `xml:"LastModifyTime" json:"last_modify_time"`
+	DelaySeconds           int    `xml:"DelaySeconds" json:"delay_seconds"`
+	MaximumMessageSize     int    `xml:"MaximumMessageSize" json:"maximum_message_size"`
+	MessageRetentionPeriod int    `xml:"MessageRetentionPeriod" json:"message_retention_period"`
+	VisibilityTimeout      int    `xml:"VisibilityTimeout" json:"visibility_timeout"`
+	PollingWaitSeconds     int    `xml:"PollingWaitSeconds" json:"polling_wait_seconds"`
+	ActiveMessages         int64  `xml:"ActiveMessages" json:"active_messages"`
+	InactiveMessages       int64  `xml:"InactiveMessages" json:"inactive_messages"`
+	DelayMessages          int64  `xml:"DelayMessages" json:"delay_messages"`
+	LoggingEnabled         bool   `xml:"LoggingEnabled" json:"logging_enabled"`
+}
+
+// Message is a received or peeked message.
+type Message struct {
+	MessageID        string `xml:"MessageId" json:"message_id"`
+	ReceiptHandle    string `xml:"ReceiptHandle" json:"receipt_handle,omitempty"`
+	MessageBody      string `xml:"MessageBody" json:"body"`
+	MessageBodyMD5   string `xml:"MessageBodyMD5" json:"body_md5"`
+	EnqueueTime      int64  `xml:"EnqueueTime" json:"enqueue_time"`
+	NextVisibleTime  int64  `xml:"NextVisibleTime" json:"next_visible_time,omitempty"`
+	FirstDequeueTime int64  `xml:"FirstDequeueTime" json:"first_dequeue_time,omitempty"`
+	DequeueCount     int    `xml:"DequeueCount" json:"dequeue_count"`
+	Priority         int    `xml:"Priority" json:"priority"`
+}
+
+// queueAttrs are the attributes a create or set sends; nil fields are
+// left out (create: the default; set: unchanged).
+type queueAttrs struct {
+	DelaySeconds, MaximumMessageSize, MessageRetentionPeriod, VisibilityTimeout, PollingWaitSeconds *int
+	LoggingEnabled                                                                                  *bool
+}
+
+func (a *queueAttrs) xml() []byte {
+	var b bytes.Buffer
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Queue xmlns="` + xmlNS + `">`)
+	put := func(name string, v *int) {
+		if v != nil {
+			fmt.Fprintf(&b, "<%s>%d</%s>", name, *v, name)
+		}
+	}
+	put("DelaySeconds", a.DelaySeconds)
+	put("MaximumMessageSize", a.MaximumMessageSize)
+	put("MessageRetentionPeriod", a.MessageRetentionPeriod)
+	put("VisibilityTimeout", a.VisibilityTimeout)
+	put("PollingWaitSeconds", a.PollingWaitSeconds)
+	if a.LoggingEnabled != nil {
+		fmt.Fprintf(&b, "<LoggingEnabled>%t</LoggingEnabled>", *a.LoggingEnabled)
+	}
+	b.WriteString("</Queue>")
+	return b.Bytes()
+}
+
+func queuePath(name string) string { return "/queues/" + url.PathEscape(name) }
+
+// createQueue reports whether the queue was created (201) or existed with
+// the same attributes (204).
+func (c *client) createQueue(ctx context.Context, name string, a *queueAttrs) (bool, error) {
+	st, _, err := c.do(ctx, "PUT", queuePath(name), nil, a.xml())
+	return st == 201, err
+}
+
+func (c *client) setQueue(ctx context.Context, name string, a *queueAttrs) error {
+	_, _, err := c.do(ctx, "PUT", queuePath(name)+"?metaoverride=true", nil, a.xml())
+	return err
+}
+
+func (c *client) getQueue(ctx context.Context, name string) (*Queue, error) {
+	_, b, err := c.do(ctx, "GET", queuePath(name), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var q Queue
+	if err := xml.Unmarshal(b, &q); err != nil {
+		return nil, fmt.Errorf("GetQueueAttributes answer: %w", err)
+	}
+	return &q, nil
+}
+
+func (c *client) deleteQueue(ctx context.Context, name string) error {
+	_, _, err := c.do(ctx, "DELETE", queuePath(name), nil, nil)
+	return err
+}
+
+// listQueues returns every queue whose name starts with prefix, with its
+// attributes, following NextMarker.
+func (c *client) listQueues(ctx context.Context, prefix string) ([]Queue, error) {
+	var out []Queue
+	marker := ""
+	for {
+		h := map[string]string{"x-mns-with-meta": "true", "x-mns-ret-number": "1000"}
+		if prefix != "" {
+			h["x-mns-prefix"] = prefix
+		}
+		if marker != "" {
+			h["x-mns-marker"] = marker
+		}
+		_, b, err := c.do(ctx, "GET", "/queues", h, nil)
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Queues []struct {
+				Queue
+				URL string `xml:"QueueURL"`
+			} `xml:"Queue"`
+			NextMarker string
+		}
+		if err := xml.Unmarshal(b, &page); err != nil {
+			return nil, fmt.Errorf("ListQueue answer: %w", err)
+		}
+		for _, q := range page.Queues {
+			if q.Name == "" {
+				q.Name = q.URL[strings.LastIndexByte(q.URL, '/')+1:]
+			}
+			out = append(out, q.Queue)
+		}
+		if page.NextMarker == "" {
+			return out, nil
+		}
+		marker = page.NextMarker
+	}
+}
+
+// send sends one message; delay < 0 leaves the queue's delay.
+func (c *client) send(ctx context.Context, queue string, body []byte, priority, delay int) (string, string, error) {
+	var b bytes.Buffer
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Message xmlns="` + xmlNS + `"><MessageBody>`)
+	if err := xml.EscapeText(&b, body); err != nil {
+		return "", "", err
+	}
+	b.WriteString("</MessageBody>")
+	if delay >= 0 {
+		fmt.Fprintf(&b, "<DelaySeconds>%d</DelaySeconds>", delay)
+	}
+	if priority > 0 {
+		fmt.Fprintf(&b, "<Priority>%d</Priority>", priority)
+	}
+	b.WriteString("</Message>")
+	_, rb, err := c.do(ctx, "POST", queuePath(queue)+"/messages", nil, b.Bytes())
+	if err != nil {
+		return "", "", err
+	}
+	var m Message
+	if err := xml.Unmarshal(rb, &m); err != nil {
+		return "", "", fmt.Errorf("SendMessage answer: %w", err)
+	}
+	return m.MessageID, m.MessageBodyMD5, nil
+}
+
+// messages runs a batch receive or peek; an empty queue is no error.
+func (c *client) messages(ctx context.Context, target string) ([]Message, error) {
+	_, b, err := c.do(ctx, "GET", target, nil, nil)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Code == "MessageNotExist" {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var page struct {
+		Messages []Message `xml:"Message"`
+	}
+	if err := xml.Unmarshal(b, &page); err != nil {
+		return nil, fmt.Errorf("answer: %w", err)
+	}
+	return page.Messages, nil
+}
+
+func (c *client) receive(ctx context.Context, queue string, n int, wait time.Duration) ([]Message, error) {
+	t := fmt.Sprintf("%s/messages?numOfMessages=%d", queuePath(queue), n)
+	if wait > 0 {
+		t += fmt.Sprintf("&waitseconds=%d", int(wait/time.Second))
+	}
+	return c.messages(ctx, t)
+}
+
+func (c *client) peek(ctx context.Context, queue string, n int) ([]Message, error) {
+	return c.messages(ctx, fmt.Sprintf("%s/messages?peekonly=true&numOfMessages=%d", queuePath(queue), n))
+}
+
+func (c *client) deleteMessage(ctx context.Context, queue, handle string) error {
+	_, _, err := c.do(ctx, "DELETE", queuePath(queue)+"/messages?ReceiptHandle="+url.QueryEscape(handle), nil, nil)
+	return err
+}
+
+func (c *client) changeVisibility(ctx context.Context, queue, handle string, secs int) (string, int64, error) {
+	_, b, err := c.do(ctx, "PUT", fmt.Sprintf("%s/messages?ReceiptHandle=%s&VisibilityTimeout=%d", queuePath(queue), url.QueryEscape(handle), secs), nil, nil)
+	if err != nil {
+		return "", 0, err
+	}
+	var v struct {
+		ReceiptHandle   string
+		NextVisibleTime int64
+	}
+	if err := xml.Unmarshal(b, &v); err != nil {
+		return "", 0, fmt.Errorf("ChangeMessageVisibility answer: %w", err)
+	}
+	return v.ReceiptHandle, v.NextVisibleTime, nil
+}
+
+// metrics fetches url (unsigned) and returns its body, for stats.
+func (c *client) metrics(ctx context.Context, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("%s: HTTP %d", u, resp.StatusCode)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+}

@@ -1,0 +1,128 @@
+package ctl
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// verb is one command: its synopsis and its function.
+type verb struct {
+	synopsis string
+	run      func(r *run, ctx context.Context, name string, args []string) error
+}
+
+// groups returns the verb tree: resource, then verb. A verb under "" is a
+// top level verb. Topics will be a "topic" group (ls, create, get, set, rm,
+// publish, subscription ...) once smqd serves the topic API.
+func groups() map[string]map[string]verb {
+	return map[string]map[string]verb{
+		"queue": {
+			"ls":     {"list queues with their message counts", (*run).queueLs},
+			"create": {"create a queue (attributes as flags)", (*run).queueCreate},
+			"get":    {"show a queue's attributes and counts", (*run).queueGet},
+			"set":    {"change a queue's attributes", (*run).queueSet},
+			"rm":     {"delete queues and their messages", (*run).queueRm},
+		},
+		"message": {
+			"send":       {"send a message from an argument, a file or stdin", (*run).msgSend},
+			"receive":    {"receive messages (they turn invisible; --delete deletes them)", (*run).msgReceive},
+			"peek":       {"show active messages without receiving them", (*run).msgPeek},
+			"delete":     {"delete messages by receipt handle", (*run).msgDelete},
+			"visibility": {"change a received message's visibility timeout", (*run).msgVisibility},
+		},
+		"": {
+			"stats":      {"live message counts and rates per queue", (*run).stats},
+			"completion": {"print the bash or zsh completion script", (*run).completion},
+		},
+	}
+}
+
+// shortcuts are top-level names for verbs of a group.
+var shortcuts = map[string][2]string{
+	"send":    {"message", "send"},
+	"receive": {"message", "receive"},
+	"peek":    {"message", "peek"},
+}
+
+func (r *run) dispatch(ctx context.Context, args []string) error {
+	root := flag.NewFlagSet("smqctl", flag.ContinueOnError)
+	r.g.register(root)
+	root.SetOutput(r.env.Stderr)
+	root.Usage = func() {}
+	if err := root.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			r.help()
+			return nil
+		}
+		return usagef("%v", err)
+	}
+	args = root.Args()
+	if len(args) == 0 {
+		r.help()
+		return usagef("no command given")
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "--help":
+		r.help()
+		return nil
+	}
+	if sc, ok := shortcuts[name]; ok {
+		v := groups()[sc[0]][sc[1]]
+		return v.run(r, ctx, sc[0]+" "+sc[1], args[1:])
+	}
+	if v, ok := groups()[""][name]; ok {
+		return v.run(r, ctx, name, args[1:])
+	}
+	g, ok := groups()[name]
+	if !ok {
+		return usagef("unknown command %q", name)
+	}
+	if len(args) < 2 {
+		return usagef("%s needs a verb: %s", name, strings.Join(verbNames(name), ", "))
+	}
+	v, ok := g[args[1]]
+	if !ok {
+		return usagef("unknown verb %q for %s: want %s", args[1], name, strings.Join(verbNames(name), ", "))
+	}
+	return v.run(r, ctx, name+" "+args[1], args[2:])
+}
+
+func verbNames(group string) []string {
+	var out []string
+	for v := range groups()[group] {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (r *run) help() {
+	w := r.env.Stdout
+	fmt.Fprint(w, `smqctl: the command-line client of smqd (the MNS queue API).
+
+Usage: smqctl [flags] <command> [arguments] [flags]
+
+`)
+	for _, g := range []string{"queue", "message", ""} {
+		for _, v := range verbNames(g) {
+			name := strings.TrimSpace(g + " " + v)
+			fmt.Fprintf(w, "  %-22s %s\n", name, groups()[g][v].synopsis)
+		}
+	}
+	fmt.Fprint(w, `  send, receive, peek     the same as message send, receive, peek
+
+Every command takes --json, --endpoint, --access-key-id, --access-key-secret,
+--credentials-file and --timeout; "smqctl <command> -h" lists its flags.
+Endpoint: --endpoint, $SMQ_ENDPOINT, else `+DefaultEndpoint+`.
+Keys: the flags, $ALIBABA_CLOUD_ACCESS_KEY_ID and $ALIBABA_CLOUD_ACCESS_KEY_SECRET,
+else the credentials file smqd writes (./`+DefaultCredentialsFile+` after make run).
+
+Exit status: 0 done (an empty receive too), 1 the server refused or failed,
+2 bad command line or no credentials, 3 queue or message not found,
+4 credentials refused.
+`)
+}

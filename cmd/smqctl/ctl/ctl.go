@@ -1,0 +1,242 @@
+// Package ctl is smqctl: a command-line client of smqd's MNS API.
+//
+// Verbs form one tree per resource, as in the nats CLI and aws sqs:
+//
+//	smqctl queue ls|create|get|set|rm
+//	smqctl message send|receive|peek|delete|visibility   (send, receive, peek also at the top)
+//	smqctl stats
+//	smqctl completion bash|zsh
+//
+// A new resource (topics, once the server has the topic API) is one more
+// entry in the groups table (commands.go) and a file of its verbs beside
+// queue.go; the signing client, the flags, the output and the exit codes
+// are shared.
+//
+// Every request is signed with server/mnsauth, the code the server
+// verifies with. Flags are the standard library's; flags may follow the
+// positional arguments.
+package ctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/smqd/smqd/cmd/internal/credfile"
+	"github.com/smqd/smqd/server/mnsauth"
+)
+
+// Exit codes. Scripts can trust them: each names one kind of outcome.
+const (
+	ExitOK       = 0 // done (an empty receive or peek is done too: nothing printed, [] with --json)
+	ExitError    = 1 // the server refused or failed the request, or could not be reached
+	ExitUsage    = 2 // bad command line: unknown verb or flag, bad value, missing argument, no credentials
+	ExitNotFound = 3 // the queue (QueueNotExist) or message (MessageNotExist) does not exist
+	ExitAuth     = 4 // the server refused the credentials (unknown key, bad signature, clock skew, access denied)
+)
+
+// Env is what a run sees of the world.
+type Env struct {
+	Getenv func(string) string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	TTY    bool   // Stdout is a terminal: stats redraws in place
+	Dir    string // base of relative default paths; "" is the working directory
+}
+
+// Default configuration: what `make run` starts.
+const (
+	DefaultEndpoint        = "http://127.0.0.1:8080"
+	DefaultCredentialsFile = "smqd-data/credentials"
+)
+
+// usageError is a bad command line.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// globals are the flags every verb takes.
+type globals struct {
+	endpoint, keyID, keySecret, credFile string
+	timeout                              time.Duration
+	json                                 bool
+}
+
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.endpoint, "endpoint", g.endpoint, "smqd's address (default $SMQ_ENDPOINT, else "+DefaultEndpoint+")")
+	fs.StringVar(&g.keyID, "access-key-id", g.keyID, "access key id (default $ALIBABA_CLOUD_ACCESS_KEY_ID, else the credentials file)")
+	fs.StringVar(&g.keySecret, "access-key-secret", g.keySecret, "access key secret (default $ALIBABA_CLOUD_ACCESS_KEY_SECRET)")
+	fs.StringVar(&g.credFile, "credentials-file", g.credFile, "smqd's credentials file, \"<id> <secret>\" lines (default ./"+DefaultCredentialsFile+", what `make run` writes)")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "time allowed for each request (a receive's wait comes on top)")
+	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of a table")
+}
+
+// run is one invocation's state.
+type run struct {
+	env Env
+	g   globals
+	c   *client // made on first use
+}
+
+// Run runs smqctl with args (without the program name) and returns the
+// exit status.
+func Run(ctx context.Context, args []string, env Env) int {
+	r := &run{env: env, g: globals{timeout: 30 * time.Second}}
+	if env.Getenv == nil {
+		r.env.Getenv = func(string) string { return "" }
+	}
+	err := r.dispatch(ctx, args)
+	return r.exit(err)
+}
+
+// exit prints err and maps it to an exit code.
+func (r *run) exit(err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return ExitOK
+	}
+	var ue *usageError
+	var ae *APIError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(r.env.Stderr, "smqctl: %v\nRun 'smqctl help' for usage.\n", err)
+		return ExitUsage
+	case errors.As(err, &ae):
+		fmt.Fprintf(r.env.Stderr, "smqctl: %v\n", err)
+		switch ae.Code {
+		case "QueueNotExist", "MessageNotExist":
+			return ExitNotFound
+		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "MissingAuthorizationHeader", "InvalidAuthorizationHeader", "TimeExpired", "AccessDenied":
+			return ExitAuth
+		}
+		return ExitError
+	}
+	fmt.Fprintf(r.env.Stderr, "smqctl: %v\n", err)
+	return ExitError
+}
+
+// client returns the signing client, resolving the endpoint and the key.
+func (r *run) client() (*client, error) {
+	if r.c != nil {
+		return r.c, nil
+	}
+	ep := r.g.endpoint
+	if ep == "" {
+		ep = r.env.Getenv("SMQ_ENDPOINT")
+	}
+	if ep == "" {
+		ep = DefaultEndpoint
+	}
+	if !strings.Contains(ep, "://") {
+		ep = "http://" + ep
+	}
+	id, secret, err := r.credentials()
+	if err != nil {
+		return nil, err
+	}
+	r.c = newClient(ep, mnsauth.NewKey(id, secret), r.g.timeout)
+	return r.c, nil
+}
+
+// credentials: the flags, else the environment, else the credentials file
+// (--credentials-file, else smqd's default one in ./smqd-data).
+func (r *run) credentials() (string, string, error) {
+	id, secret := r.g.keyID, r.g.keySecret
+	if id != "" || secret != "" {
+		if id == "" || secret == "" {
+			return "", "", usagef("--access-key-id and --access-key-secret go together")
+		}
+		return id, secret, nil
+	}
+	if r.g.credFile == "" {
+		id, secret = r.env.Getenv("ALIBABA_CLOUD_ACCESS_KEY_ID"), r.env.Getenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET")
+		if id != "" && secret != "" {
+			return id, secret, nil
+		}
+	}
+	path, explicit := r.g.credFile, true
+	if path == "" {
+		path, explicit = DefaultCredentialsFile, false
+	}
+	if r.env.Dir != "" && !filepath.IsAbs(path) {
+		path = filepath.Join(r.env.Dir, path)
+	}
+	keys, err := credfile.Load(path)
+	if err != nil {
+		if !explicit && errors.Is(err, os.ErrNotExist) {
+			return "", "", usagef("no access key: give --access-key-id and --access-key-secret, set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET, or --credentials-file (smqd writes one in its data directory; %s was not found)", path)
+		}
+		return "", "", usagef("credentials file: %v", err)
+	}
+	return keys[0].ID, keys[0].Secret, nil
+}
+
+// ctx bounds one request by --timeout (plus extra, a receive's wait).
+func (r *run) reqCtx(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.g.timeout+extra)
+}
+
+// IsTerminal reports whether f is a character device (a terminal).
+func IsTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// parse parses a verb's flags (the globals included) and returns the
+// positional arguments; flags may come before, between or after them, and
+// "--" ends the flags.
+func (r *run) parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error) {
+	r.g.register(fs)
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		n := len(args)
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				r.printFlags(fs)
+				return nil, err
+			}
+			return nil, usagef("%s: %v", fs.Name(), err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if consumed := n - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	if len(pos) < minPos || maxPos >= 0 && len(pos) > maxPos {
+		return nil, usagef("%s: %s", fs.Name(), argCountMsg(minPos, maxPos, len(pos)))
+	}
+	return pos, nil
+}
+
+func argCountMsg(min, max, got int) string {
+	switch {
+	case min == max:
+		return fmt.Sprintf("takes %d argument(s), got %d", min, got)
+	case max < 0:
+		return fmt.Sprintf("takes at least %d argument(s), got %d", min, got)
+	}
+	return fmt.Sprintf("takes %d to %d arguments, got %d", min, max, got)
+}
+
+func (r *run) printFlags(fs *flag.FlagSet) {
+	w := r.env.Stdout
+	fmt.Fprintf(w, "Usage: smqctl %s\n\nFlags:\n", fs.Name())
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}

@@ -1,0 +1,390 @@
+package ctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/server"
+)
+
+const (
+	keyID     = "ctlid"
+	keySecret = "ctlsecret"
+)
+
+// daemon is a freshly started smqd (the engine and server smqd runs) on
+// 127.0.0.1:0.
+type daemon struct {
+	b    *engine.Broker
+	addr string
+}
+
+func startDaemon(t *testing.T) *daemon {
+	t.Helper()
+	b, err := engine.Open(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(b, server.Options{Credentials: map[string]string{keyID: keySecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		b.Close()
+	})
+	return &daemon{b: b, addr: ln.Addr().String()}
+}
+
+// result is one smqctl run.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// ctl runs smqctl with the daemon's endpoint and key in the environment.
+type ctl struct {
+	t     *testing.T
+	env   map[string]string
+	dir   string
+	stdin string
+	tty   bool
+}
+
+func (d *daemon) ctl(t *testing.T) *ctl {
+	return &ctl{t: t, dir: t.TempDir(), env: map[string]string{
+		"SMQ_ENDPOINT":                    "http://" + d.addr,
+		"ALIBABA_CLOUD_ACCESS_KEY_ID":     keyID,
+		"ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret,
+	}}
+}
+
+func (c *ctl) run(args ...string) result {
+	c.t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, Env{
+		Getenv: func(k string) string { return c.env[k] },
+		Stdin:  strings.NewReader(c.stdin),
+		Stdout: &out,
+		Stderr: &errb,
+		TTY:    c.tty,
+		Dir:    c.dir,
+	})
+	return result{code, out.String(), errb.String()}
+}
+
+// ok runs and wants exit 0.
+func (c *ctl) ok(args ...string) string {
+	c.t.Helper()
+	r := c.run(args...)
+	if r.code != ExitOK {
+		c.t.Fatalf("smqctl %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// fail runs and wants the exit code, and something on stderr.
+func (c *ctl) fail(code int, args ...string) result {
+	c.t.Helper()
+	r := c.run(args...)
+	if r.code != code {
+		c.t.Fatalf("smqctl %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, code, r.stdout, r.stderr)
+	}
+	if r.stderr == "" {
+		c.t.Errorf("smqctl %s: exit %d without a message", strings.Join(args, " "), code)
+	}
+	return r
+}
+
+func decodeJSON[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, s)
+	}
+	return v
+}
+
+func (d *daemon) info(t *testing.T, name string) engine.QueueInfo {
+	t.Helper()
+	q, err := d.b.Queue(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := q.Attributes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func TestQueueCommands(t *testing.T) {
+	d := startDaemon(t)
+	c := d.ctl(t)
+	if out := c.ok("queue", "create", "demo", "--visibility-timeout", "60", "--delay", "0", "--polling-wait", "2s",
+		"--retention", "1h", "--max-message-size", "2048", "--logging"); !strings.Contains(out, "created queue demo") {
+		t.Errorf("create: %q", out)
+	}
+	info := d.info(t, "demo")
+	if cfg := info.Config; cfg.VisibilityTimeout != time.Minute || cfg.PollingWait != 2*time.Second || cfg.Retention != time.Hour || cfg.MaxMessageBytes != 2048 || !cfg.LoggingEnabled {
+		t.Errorf("attributes after create: %+v", cfg)
+	}
+	// Flags before the name work too; an identical create is not an error.
+	if out := c.ok("queue", "create", "--visibility-timeout", "1m", "--polling-wait", "2", "--retention", "3600", "--max-message-size", "2048", "--logging=true", "demo"); !strings.Contains(out, "exists") {
+		t.Errorf("second create: %q", out)
+	}
+	c.fail(ExitError, "queue", "create", "demo", "--visibility-timeout", "5") // QueueAlreadyExist, 409
+	c.ok("queue", "create", "other")
+
+	out := c.ok("queue", "ls")
+	if !strings.Contains(out, "QUEUE") || !strings.Contains(out, "demo") || !strings.Contains(out, "other") {
+		t.Errorf("ls:\n%s", out)
+	}
+	qs := decodeJSON[[]Queue](t, c.ok("queue", "ls", "--json"))
+	if len(qs) != 2 || qs[0].Name != "demo" || qs[0].VisibilityTimeout != 60 {
+		t.Errorf("ls --json: %+v", qs)
+	}
+	if out := c.ok("queue", "ls", "--quiet", "--prefix", "ot"); out != "other\n" {
+		t.Errorf("ls --quiet --prefix ot: %q", out)
+	}
+	if out := c.ok("queue", "get", "demo"); !strings.Contains(out, "VisibilityTimeout") || !strings.Contains(out, "1m0s") {
+		t.Errorf("get:\n%s", out)
+	}
+	q := decodeJSON[Queue](t, c.ok("--json", "queue", "get", "demo"))
+	if q.Name != "demo" || q.PollingWaitSeconds != 2 || !q.LoggingEnabled {
+		t.Errorf("get --json: %+v", q)
+	}
+	c.fail(ExitNotFound, "queue", "get", "missing")
+
+	c.ok("queue", "set", "demo", "--visibility-timeout", "90s", "--logging=false")
+	if cfg := d.info(t, "demo").Config; cfg.VisibilityTimeout != 90*time.Second || cfg.LoggingEnabled || cfg.PollingWait != 2*time.Second {
+		t.Errorf("attributes after set: %+v", cfg)
+	}
+	c.fail(ExitUsage, "queue", "set", "demo")
+	c.fail(ExitNotFound, "queue", "set", "missing", "--delay", "1")
+	c.fail(ExitError, "queue", "set", "demo", "--visibility-timeout", "0") // InvalidArgument from the server
+	c.fail(ExitUsage, "queue", "set", "demo", "--visibility-timeout", "1.5s")
+	c.fail(ExitUsage, "queue", "create", "bad", "--max-message-size", "big")
+
+	c.ok("queue", "rm", "other")
+	if _, err := d.b.Queue("other"); err == nil {
+		t.Error("rm left the queue")
+	}
+	c.fail(ExitNotFound, "queue", "rm", "other")
+	c.fail(ExitUsage, "queue", "rm")
+	c.fail(ExitUsage, "queue")
+	c.fail(ExitUsage, "queue", "frobnicate")
+}
+
+func TestMessageCommands(t *testing.T) {
+	d := startDaemon(t)
+	c := d.ctl(t)
+	c.ok("queue", "create", "q")
+
+	id := strings.TrimSpace(c.ok("send", "q", "from an argument", "--priority", "1"))
+	if len(id) != 32 {
+		t.Errorf("send printed %q", id)
+	}
+	file := filepath.Join(t.TempDir(), "body.txt")
+	os.WriteFile(file, []byte("from a file"), 0o600)
+	c.ok("message", "send", "q", "--file", file)
+	c.stdin = "from stdin"
+	sent := decodeJSON[map[string]string](t, c.ok("send", "q", "--json"))
+	if sent["message_id"] == "" || sent["body_md5"] == "" {
+		t.Errorf("send --json: %v", sent)
+	}
+	c.stdin = ""
+	c.ok("send", "q", "later", "--delay", "1h")
+	if info := d.info(t, "q"); info.Active != 3 || info.Delayed != 1 {
+		t.Fatalf("after sends: %+v", info)
+	}
+	c.fail(ExitUsage, "send", "q", "x", "--priority", "17")
+	c.fail(ExitUsage, "send", "q", "x", "--file", file)
+	c.fail(ExitUsage, "send", "q") // empty stdin
+	c.fail(ExitUsage, "send", "q", "x", "--file", "/nonexistent/file")
+	c.fail(ExitNotFound, "send", "missing", "x")
+
+	peeked := decodeJSON[[]Message](t, c.ok("peek", "q", "--count", "16", "--json"))
+	if len(peeked) != 3 || peeked[0].MessageBody != "from an argument" || peeked[0].Priority != 1 || peeked[0].ReceiptHandle != "" {
+		t.Errorf("peek --json: %+v", peeked)
+	}
+	if out := c.ok("message", "peek", "q", "--raw"); out != "from an argument\n" {
+		t.Errorf("peek --raw: %q", out)
+	}
+	if out := c.ok("peek", "q", "--count", "3"); !strings.Contains(out, "from a file") || !strings.Contains(out, "MESSAGE ID") {
+		t.Errorf("peek:\n%s", out)
+	}
+	c.fail(ExitUsage, "peek", "q", "--count", "0")
+	c.fail(ExitNotFound, "peek", "missing")
+
+	got := decodeJSON[[]Message](t, c.ok("receive", "q", "--count", "2", "--json"))
+	if len(got) != 2 || got[0].ReceiptHandle == "" || got[0].DequeueCount != 1 {
+		t.Fatalf("receive --json: %+v", got)
+	}
+	vis := decodeJSON[map[string]any](t, c.ok("message", "visibility", "q", got[0].ReceiptHandle, "2m", "--json"))
+	newHandle, _ := vis["receipt_handle"].(string)
+	if newHandle == "" || newHandle == got[0].ReceiptHandle {
+		t.Fatalf("visibility: %v", vis)
+	}
+	if out := c.ok("message", "visibility", "q", newHandle, "90"); !strings.Contains(out, "RECEIPT HANDLE") {
+		t.Errorf("visibility:\n%s", out)
+	}
+	c.fail(ExitUsage, "message", "visibility", "q", newHandle, "13h")
+	c.fail(ExitUsage, "message", "visibility", "q", newHandle)
+	// The first handle died with the visibility change.
+	if r := c.run("message", "delete", "q", got[0].ReceiptHandle); r.code == ExitOK {
+		t.Errorf("delete with a dead handle: %+v", r)
+	}
+	if out := c.ok("message", "delete", "q", got[1].ReceiptHandle); !strings.Contains(out, "deleted 1") {
+		t.Errorf("delete: %q", out)
+	}
+	c.fail(ExitNotFound, "message", "delete", "q", got[1].ReceiptHandle) // used: MessageNotExist
+	c.fail(ExitUsage, "message", "delete", "q")
+
+	// receive --delete takes the last active one and deletes it.
+	if out := c.ok("receive", "q", "--delete", "--raw"); out != "from stdin\n" {
+		t.Errorf("receive --delete --raw: %q", out)
+	}
+	if info := d.info(t, "q"); info.Active != 0 || info.Inactive != 1 || info.Delayed != 1 {
+		t.Errorf("after receive --delete: %+v", info)
+	}
+	// An empty queue is not an error.
+	if r := c.run("receive", "q"); r.code != ExitOK || r.stdout != "" {
+		t.Errorf("empty receive: %+v", r)
+	}
+	if out := c.ok("receive", "q", "--wait", "1s", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("empty receive --json: %q", out)
+	}
+	c.fail(ExitUsage, "receive", "q", "--wait", "31s")
+	c.fail(ExitUsage, "receive", "q", "--count", "17")
+	c.fail(ExitNotFound, "message", "receive", "missing")
+	c.fail(ExitUsage, "message", "frob", "q")
+}
+
+func TestStats(t *testing.T) {
+	d := startDaemon(t)
+	c := d.ctl(t)
+	c.ok("queue", "create", "a")
+	c.ok("queue", "create", "b")
+	c.ok("send", "a", "x")
+	// Not a terminal: plain tables, one per refresh.
+	out := c.ok("stats", "--count", "2", "--interval", "100ms")
+	if strings.Count(out, "QUEUE") != 2 || strings.Contains(out, "\x1b[") {
+		t.Errorf("stats (plain):\n%q", out)
+	}
+	if !strings.Contains(out, "SENT/s") {
+		t.Errorf("stats:\n%s", out)
+	}
+	// JSON: one object a line; rates from the second on.
+	lines := strings.Split(strings.TrimSpace(c.ok("stats", "a", "--count", "2", "--interval", "100ms", "--json")), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("stats --json: %q", lines)
+	}
+	var last struct {
+		Queues []queueRates `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &last); err != nil {
+		t.Fatal(err)
+	}
+	if len(last.Queues) != 1 || last.Queues[0].Name != "a" || last.Queues[0].Active != 1 || last.Queues[0].Sent == nil || last.Queues[0].BacklogChange == nil {
+		t.Errorf("stats --json: %+v", last)
+	}
+	// A terminal: the table is redrawn in place.
+	c.tty = true
+	if out := c.ok("stats", "--count", "2", "--interval", "100ms"); !strings.Contains(out, "\x1b[") || strings.Count(out, "QUEUE") != 2 {
+		t.Errorf("stats on a terminal: %q", out)
+	}
+	c.tty = false
+	// /metrics elsewhere (or not readable): the backlog's change only.
+	r := c.run("stats", "--count", "2", "--interval", "100ms", "--metrics-url", "http://"+d.addr+"/nope")
+	if r.code != ExitOK || !strings.Contains(r.stderr, "no send/receive/delete rates") {
+		t.Errorf("stats without metrics: %+v", r)
+	}
+	c.fail(ExitNotFound, "stats", "missing")
+	c.fail(ExitUsage, "stats", "--interval", "1ms")
+}
+
+func TestCredentialsAndErrors(t *testing.T) {
+	d := startDaemon(t)
+	c := d.ctl(t)
+	c.ok("queue", "create", "q")
+
+	// Flags win over the environment.
+	c.fail(ExitAuth, "queue", "ls", "--access-key-id", keyID, "--access-key-secret", "wrong")
+	c.fail(ExitAuth, "queue", "ls", "--access-key-id", "nobody", "--access-key-secret", keySecret)
+	c.fail(ExitUsage, "queue", "ls", "--access-key-id", keyID)
+
+	// smqd's credentials file: by flag, and by default in ./smqd-data.
+	noKeys := &ctl{t: t, dir: t.TempDir(), env: map[string]string{"SMQ_ENDPOINT": d.addr}}
+	r := noKeys.fail(ExitUsage, "queue", "ls")
+	if !strings.Contains(r.stderr, "no access key") {
+		t.Errorf("no credentials: %q", r.stderr)
+	}
+	file := filepath.Join(t.TempDir(), "credentials")
+	os.WriteFile(file, []byte("# smqd access key\n"+keyID+" "+keySecret+"\n"), 0o600)
+	if out := noKeys.ok("queue", "ls", "--quiet", "--credentials-file", file); out != "q\n" {
+		t.Errorf("--credentials-file: %q", out)
+	}
+	noKeys.fail(ExitUsage, "queue", "ls", "--credentials-file", filepath.Join(t.TempDir(), "none"))
+	os.MkdirAll(filepath.Join(noKeys.dir, "smqd-data"), 0o700)
+	os.WriteFile(filepath.Join(noKeys.dir, "smqd-data", "credentials"), []byte(keyID+" "+keySecret+"\n"), 0o600)
+	if out := noKeys.ok("queue", "ls", "--quiet"); out != "q\n" {
+		t.Errorf("default credentials file: %q", out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	os.WriteFile(bad, []byte("just-one-field\n"), 0o600)
+	noKeys.fail(ExitUsage, "queue", "ls", "--credentials-file", bad)
+
+	// The endpoint: flag over environment; nobody listening is exit 1.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := ln.Addr().String()
+	ln.Close()
+	c.fail(ExitError, "queue", "ls", "--endpoint", "http://"+closed)
+	if out := c.ok("--endpoint", d.addr, "queue", "ls", "--quiet"); out != "q\n" {
+		t.Errorf("--endpoint host:port: %q", out)
+	}
+
+	// Usage errors.
+	c.fail(ExitUsage)
+	c.fail(ExitUsage, "frobnicate")
+	c.fail(ExitUsage, "queue", "ls", "--no-such-flag")
+	c.fail(ExitUsage, "queue", "get")
+	c.fail(ExitUsage, "queue", "get", "a", "b")
+	if out := c.ok("help"); !strings.Contains(out, "queue create") || !strings.Contains(out, "Exit status") {
+		t.Errorf("help:\n%s", out)
+	}
+	if out := c.ok("queue", "create", "-h"); !strings.Contains(out, "-visibility-timeout") {
+		t.Errorf("queue create -h:\n%s", out)
+	}
+	// "--" ends the flags: a body that looks like a flag.
+	c.ok("send", "q", "--", "--not-a-flag")
+	if out := c.ok("peek", "q", "--raw"); out != "--not-a-flag\n" {
+		t.Errorf("body after --: %q", out)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{}}
+	if out := c.ok("completion", "bash"); !strings.Contains(out, "complete -F _smqctl smqctl") || !strings.Contains(out, "create get ls rm set") {
+		t.Errorf("bash completion:\n%s", out)
+	}
+	if out := c.ok("completion", "zsh"); !strings.HasPrefix(out, "#compdef smqctl") || !strings.Contains(out, "delete peek receive send visibility") {
+		t.Errorf("zsh completion:\n%s", out)
+	}
+	c.fail(ExitUsage, "completion", "fish")
+}

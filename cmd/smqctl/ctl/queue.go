@@ -1,0 +1,266 @@
+package ctl
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// secondsFlag is an optional duration in whole seconds: "60", "60s",
+// "1m30s", "4h". Unset leaves the attribute out.
+type secondsFlag struct{ v *int }
+
+func (f *secondsFlag) String() string {
+	if f == nil || f.v == nil {
+		return ""
+	}
+	return strconv.Itoa(*f.v)
+}
+
+func (f *secondsFlag) Set(s string) error {
+	if n, err := strconv.Atoi(s); err == nil {
+		f.v = &n
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d%time.Second != 0 {
+		return fmt.Errorf("want whole seconds (60) or a duration (1m30s), not %q", s)
+	}
+	n := int(d / time.Second)
+	f.v = &n
+	return nil
+}
+
+// intFlag is an optional integer.
+type intFlag struct{ v *int }
+
+func (f *intFlag) String() string {
+	if f == nil || f.v == nil {
+		return ""
+	}
+	return strconv.Itoa(*f.v)
+}
+
+func (f *intFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("want an integer, not %q", s)
+	}
+	f.v = &n
+	return nil
+}
+
+// boolFlag is an optional boolean.
+type boolFlag struct{ v *bool }
+
+func (f *boolFlag) String() string {
+	if f == nil || f.v == nil {
+		return ""
+	}
+	return strconv.FormatBool(*f.v)
+}
+
+func (f *boolFlag) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false, not %q", s)
+	}
+	f.v = &b
+	return nil
+}
+
+func (f *boolFlag) IsBoolFlag() bool { return true }
+
+// attrFlags registers every queue attribute as a flag.
+type attrFlags struct {
+	delay, retention, visibility, pollWait secondsFlag
+	maxSize                                intFlag
+	logging                                boolFlag
+}
+
+func (a *attrFlags) register(fs *flag.FlagSet) {
+	fs.Var(&a.visibility, "visibility-timeout", "VisibilityTimeout: how long a received message stays invisible, 1s..12h (default 30s)")
+	fs.Var(&a.delay, "delay", "DelaySeconds: delay of every new message, 0..7d (default 0)")
+	fs.Var(&a.pollWait, "polling-wait", "PollingWaitSeconds: a receive's default long-poll wait, 0..30s (default 0)")
+	fs.Var(&a.retention, "retention", "MessageRetentionPeriod: how long a message lives, 60s..7d (default 4d = 345600)")
+	fs.Var(&a.maxSize, "max-message-size", "MaximumMessageSize in bytes, 1024..65536 (default 65536)")
+	fs.Var(&a.logging, "logging", "LoggingEnabled (default false)")
+}
+
+func (a *attrFlags) attrs() *queueAttrs {
+	return &queueAttrs{
+		DelaySeconds: a.delay.v, MaximumMessageSize: a.maxSize.v, MessageRetentionPeriod: a.retention.v,
+		VisibilityTimeout: a.visibility.v, PollingWaitSeconds: a.pollWait.v, LoggingEnabled: a.logging.v,
+	}
+}
+
+func (a *attrFlags) empty() bool {
+	return *a.attrs() == queueAttrs{}
+}
+
+func (r *run) queueLs(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("queue ls [--prefix P] [--quiet]", flag.ContinueOnError)
+	prefix := fs.String("prefix", "", "only queues whose name starts with this")
+	quiet := fs.Bool("quiet", false, "print names only, one per line")
+	if _, err := r.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	rctx, cancel := r.reqCtx(ctx, 0)
+	defer cancel()
+	qs, err := c.listQueues(rctx, *prefix)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.g.json:
+		if qs == nil {
+			qs = []Queue{}
+		}
+		return r.printJSON(qs)
+	case *quiet:
+		for _, q := range qs {
+			fmt.Fprintln(r.env.Stdout, q.Name)
+		}
+		return nil
+	}
+	rows := [][]string{{"QUEUE", "ACTIVE", "INACTIVE", "DELAYED", "VISIBILITY", "DELAY", "RETENTION"}}
+	for _, q := range qs {
+		rows = append(rows, []string{q.Name, itoa(q.ActiveMessages), itoa(q.InactiveMessages), itoa(q.DelayMessages),
+			secs(q.VisibilityTimeout), secs(q.DelaySeconds), secs(q.MessageRetentionPeriod)})
+	}
+	r.table(rows)
+	return nil
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func secs(n int) string { return (time.Duration(n) * time.Second).String() }
+
+func (r *run) queueCreate(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("queue create NAME [flags]", flag.ContinueOnError)
+	var a attrFlags
+	a.register(fs)
+	pos, err := r.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	rctx, cancel := r.reqCtx(ctx, 0)
+	defer cancel()
+	created, err := c.createQueue(rctx, pos[0], a.attrs())
+	if err != nil {
+		return err
+	}
+	if r.g.json {
+		return r.printJSON(map[string]any{"name": pos[0], "created": created})
+	}
+	if created {
+		fmt.Fprintf(r.env.Stdout, "created queue %s\n", pos[0])
+	} else {
+		fmt.Fprintf(r.env.Stdout, "queue %s exists with these attributes\n", pos[0])
+	}
+	return nil
+}
+
+func (r *run) queueGet(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("queue get NAME", flag.ContinueOnError)
+	pos, err := r.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	rctx, cancel := r.reqCtx(ctx, 0)
+	defer cancel()
+	q, err := c.getQueue(rctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if r.g.json {
+		return r.printJSON(q)
+	}
+	r.table([][]string{
+		{"Name", q.Name},
+		{"ActiveMessages", itoa(q.ActiveMessages)},
+		{"InactiveMessages", itoa(q.InactiveMessages)},
+		{"DelayMessages", itoa(q.DelayMessages)},
+		{"VisibilityTimeout", secs(q.VisibilityTimeout)},
+		{"DelaySeconds", secs(q.DelaySeconds)},
+		{"PollingWaitSeconds", secs(q.PollingWaitSeconds)},
+		{"MessageRetentionPeriod", secs(q.MessageRetentionPeriod)},
+		{"MaximumMessageSize", strconv.Itoa(q.MaximumMessageSize)},
+		{"LoggingEnabled", strconv.FormatBool(q.LoggingEnabled)},
+		{"CreateTime", time.Unix(q.CreateTime, 0).UTC().Format(time.RFC3339)},
+		{"LastModifyTime", time.Unix(q.LastModifyTime, 0).UTC().Format(time.RFC3339)},
+	})
+	return nil
+}
+
+func (r *run) queueSet(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("queue set NAME [flags]", flag.ContinueOnError)
+	var a attrFlags
+	a.register(fs)
+	pos, err := r.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if a.empty() {
+		return usagef("queue set: give at least one attribute flag (see smqctl queue set -h)")
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	rctx, cancel := r.reqCtx(ctx, 0)
+	defer cancel()
+	if err := c.setQueue(rctx, pos[0], a.attrs()); err != nil {
+		return err
+	}
+	if r.g.json {
+		return r.printJSON(map[string]any{"name": pos[0], "updated": true})
+	}
+	fmt.Fprintf(r.env.Stdout, "updated queue %s\n", pos[0])
+	return nil
+}
+
+func (r *run) queueRm(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("queue rm NAME...", flag.ContinueOnError)
+	pos, err := r.parse(fs, args, 1, -1)
+	if err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	// smqd answers 404 QueueNotExist for a queue that is not there (spec
+	// §5): a typo exits 3.
+	var gone []string
+	for _, q := range pos {
+		rctx, cancel := r.reqCtx(ctx, 0)
+		err := c.deleteQueue(rctx, q)
+		cancel()
+		if err != nil {
+			return err
+		}
+		gone = append(gone, q)
+		if !r.g.json {
+			fmt.Fprintf(r.env.Stdout, "deleted queue %s\n", q)
+		}
+	}
+	if r.g.json {
+		return r.printJSON(map[string]any{"deleted": gone})
+	}
+	return nil
+}

@@ -1,0 +1,220 @@
+package ctl
+
+// stats: a live view of each queue's counts and rates.
+//
+// Counts come from ListQueue (with meta), signed like every other call.
+// Send, receive and delete rates come from smqd's Prometheus counters
+// (smqd_queue_{sent,received,deleted}_total) on /metrics, which is not
+// signed; when /metrics cannot be read (on another address: give
+// --metrics-url; or the queue is beyond --metrics-per-queue's top N), the
+// view shows only the backlog's change per second. On a terminal the table
+// is redrawn in place with ANSI escapes; otherwise each refresh is printed
+// after the previous one, as plain text or (--json) one JSON object a line.
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// queueRates is one queue's line of the view.
+type queueRates struct {
+	Name          string   `json:"name"`
+	Active        int64    `json:"active"`
+	Inactive      int64    `json:"inactive"`
+	Delayed       int64    `json:"delayed"`
+	BacklogChange *float64 `json:"backlog_change_per_s"`
+	Sent          *float64 `json:"sent_per_s"`
+	Received      *float64 `json:"received_per_s"`
+	Deleted       *float64 `json:"deleted_per_s"`
+}
+
+type counters struct{ sent, received, deleted float64 }
+
+type sample struct {
+	at      time.Time
+	backlog map[string]int64
+	ctr     map[string]counters // nil without /metrics
+}
+
+func (r *run) stats(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("stats [QUEUE...] [flags]", flag.ContinueOnError)
+	interval := fs.Duration("interval", 2*time.Second, "time between refreshes")
+	count := fs.Int("count", -1, "refreshes before exiting (default: until interrupted on a terminal, 1 otherwise; rates need 2)")
+	prefix := fs.String("prefix", "", "only queues whose name starts with this")
+	metricsURL := fs.String("metrics-url", "", "where smqd serves /metrics, for send, receive and delete rates (default: the endpoint's /metrics)")
+	pos, err := r.parse(fs, args, 0, -1)
+	if err != nil {
+		return err
+	}
+	if *interval < 100*time.Millisecond {
+		return usagef("stats: --interval must be at least 100ms")
+	}
+	n := *count
+	if n < 0 {
+		n = 1
+		if r.env.TTY && !r.g.json {
+			n = 0
+		}
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	murl := *metricsURL
+	if murl == "" {
+		murl = c.base + "/metrics"
+	}
+	want := map[string]bool{}
+	for _, q := range pos {
+		want[q] = true
+	}
+	var prev *sample
+	lines := 0
+	warned := false
+	for i := 0; n == 0 || i < n; i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(*interval):
+			}
+		}
+		rctx, cancel := r.reqCtx(ctx, 0)
+		qs, err := c.listQueues(rctx, *prefix)
+		var ctr map[string]counters
+		var merr error
+		if err == nil {
+			ctr, merr = readCounters(rctx, c, murl)
+		}
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if merr != nil && !warned && !r.g.json {
+			fmt.Fprintf(r.env.Stderr, "smqctl: no send/receive/delete rates (%v); showing the backlog's change\n", merr)
+			warned = true
+		}
+		cur := &sample{at: time.Now(), backlog: map[string]int64{}, ctr: ctr}
+		var rows []queueRates
+		for _, q := range qs {
+			if len(want) > 0 && !want[q.Name] {
+				continue
+			}
+			b := q.ActiveMessages + q.InactiveMessages + q.DelayMessages
+			cur.backlog[q.Name] = b
+			row := queueRates{Name: q.Name, Active: q.ActiveMessages, Inactive: q.InactiveMessages, Delayed: q.DelayMessages}
+			if prev != nil {
+				dt := cur.at.Sub(prev.at).Seconds()
+				if pb, ok := prev.backlog[q.Name]; ok {
+					row.BacklogChange = rate(float64(b-pb), dt)
+				}
+				pc, ok1 := prev.ctr[q.Name]
+				cc, ok2 := cur.ctr[q.Name]
+				if ok1 && ok2 {
+					row.Sent = rate(cc.sent-pc.sent, dt)
+					row.Received = rate(cc.received-pc.received, dt)
+					row.Deleted = rate(cc.deleted-pc.deleted, dt)
+				}
+			}
+			rows = append(rows, row)
+		}
+		for q := range want {
+			if _, ok := cur.backlog[q]; !ok {
+				return &APIError{Status: 404, Code: "QueueNotExist", Message: "no queue " + q}
+			}
+		}
+		prev = cur
+		if r.g.json {
+			if rows == nil {
+				rows = []queueRates{}
+			}
+			if err := jsonLine(r.env.Stdout, map[string]any{"time": cur.at.UTC().Format(time.RFC3339Nano), "queues": rows}); err != nil {
+				return err
+			}
+			continue
+		}
+		var buf bytes.Buffer
+		renderStats(&buf, cur.at, rows)
+		if r.env.TTY && lines > 0 {
+			fmt.Fprintf(r.env.Stdout, "\x1b[%dA\x1b[J", lines) // back to the top of the last table, clear below
+		} else if i > 0 {
+			fmt.Fprintln(r.env.Stdout)
+		}
+		lines = strings.Count(buf.String(), "\n")
+		r.env.Stdout.Write(buf.Bytes())
+	}
+	return nil
+}
+
+func rate(d, dt float64) *float64 {
+	if dt <= 0 {
+		return nil
+	}
+	v := d / dt
+	return &v
+}
+
+func fmtRate(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *v)
+}
+
+func renderStats(w io.Writer, at time.Time, rows []queueRates) {
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	fmt.Fprintf(w, "%s  %d queue(s)\n", at.Format("15:04:05"), len(rows))
+	t := [][]string{{"QUEUE", "ACTIVE", "INACTIVE", "DELAYED", "BACKLOG/s", "SENT/s", "RECEIVED/s", "DELETED/s"}}
+	for _, q := range rows {
+		t = append(t, []string{q.Name, itoa(q.Active), itoa(q.Inactive), itoa(q.Delayed), fmtRate(q.BacklogChange), fmtRate(q.Sent), fmtRate(q.Received), fmtRate(q.Deleted)})
+	}
+	r := &run{env: Env{Stdout: w}}
+	r.table(t)
+}
+
+// readCounters reads the per-queue counters of smqd's /metrics with the
+// Prometheus text parser.
+func readCounters(ctx context.Context, c *client, url string) (map[string]counters, error) {
+	body, err := c.metrics(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	out := map[string]counters{}
+	for name, set := range map[string]func(*counters, float64){
+		"smqd_queue_sent_total":     func(c *counters, v float64) { c.sent = v },
+		"smqd_queue_received_total": func(c *counters, v float64) { c.received = v },
+		"smqd_queue_deleted_total":  func(c *counters, v float64) { c.deleted = v },
+	} {
+		mf := mfs[name]
+		if mf == nil {
+			return nil, fmt.Errorf("%s has no %s", url, name)
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "queue" {
+					c := out[l.GetValue()]
+					set(&c, m.GetCounter().GetValue())
+					out[l.GetValue()] = c
+				}
+			}
+		}
+	}
+	return out, nil
+}

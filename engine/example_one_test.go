@@ -1,0 +1,144 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+)
+
+// Example_oneMessage is the embedding example of README.md: one message
+// at a time, with the one-message helpers.
+func Example_oneMessage() {
+	ctx := context.Background()
+	b, _ := engine.Open(engine.Options{}) // Options{Dir: "data"} for a durable broker
+	defer b.Close()
+	b.CreateQueue("jobs", engine.DefaultQueueConfig())
+	q, _ := b.Queue("jobs")
+
+	q.SendOne(ctx, engine.SendEntry{Body: []byte("resize photo 42")})
+	m, err := q.ReceiveOne(ctx, 5*time.Second) // waits up to 5 s for a message
+	if err == nil {
+		fmt.Printf("%s\n", m.Body)
+		q.DeleteOne(ctx, m.Handle) // done with it
+	}
+	// Output: resize photo 42
+}
+
+func ExampleQueue_SendOne() {
+	ctx := context.Background()
+	b, _ := engine.Open(engine.Options{})
+	defer b.Close()
+	b.CreateQueue("orders", engine.DefaultQueueConfig())
+	q, _ := b.Queue("orders")
+
+	res, err := q.SendOne(ctx, engine.SendEntry{Body: []byte("order 1"), Priority: 1, Delay: 0, HasDelay: true})
+	fmt.Println(err, len(res.ID.String()))
+	// Output: <nil> 32
+}
+
+func ExampleQueue_ReceiveOne() {
+	ctx := context.Background()
+	b, _ := engine.Open(engine.Options{})
+	defer b.Close()
+	b.CreateQueue("orders", engine.DefaultQueueConfig())
+	q, _ := b.Queue("orders")
+
+	_, err := q.ReceiveOne(ctx, 0) // empty, and no wait
+	fmt.Println(errors.Is(err, engine.ErrMessageNotExist))
+
+	q.SendOne(ctx, engine.SendEntry{Body: []byte("order 2")})
+	m, _ := q.ReceiveOne(ctx, time.Second)
+	fmt.Printf("%s, received %d time(s)\n", m.Body, m.DequeueCount)
+	// Output:
+	// true
+	// order 2, received 1 time(s)
+}
+
+func ExampleQueue_DeleteOne() {
+	ctx := context.Background()
+	b, _ := engine.Open(engine.Options{})
+	defer b.Close()
+	b.CreateQueue("orders", engine.DefaultQueueConfig())
+	q, _ := b.Queue("orders")
+	q.SendOne(ctx, engine.SendEntry{Body: []byte("order 3")})
+	m, _ := q.ReceiveOne(ctx, 0)
+
+	fmt.Println(q.DeleteOne(ctx, m.Handle))
+	fmt.Println(errors.Is(q.DeleteOne(ctx, m.Handle), engine.ErrMessageNotExist)) // a handle works once
+	// Output:
+	// <nil>
+	// true
+}
+
+func ExampleQueue_ChangeVisibilityOne() {
+	ctx := context.Background()
+	b, _ := engine.Open(engine.Options{})
+	defer b.Close()
+	b.CreateQueue("orders", engine.DefaultQueueConfig())
+	q, _ := b.Queue("orders")
+	q.SendOne(ctx, engine.SendEntry{Body: []byte("order 4")})
+	m, _ := q.ReceiveOne(ctx, 0)
+
+	// Needs more time: keep it invisible for another minute.
+	h, err := q.ChangeVisibilityOne(ctx, m.Handle, time.Minute)
+	fmt.Println(err)
+	fmt.Println(errors.Is(q.DeleteOne(ctx, m.Handle), engine.ErrMessageNotExist)) // the old handle died
+	fmt.Println(q.DeleteOne(ctx, h))
+	// Output:
+	// <nil>
+	// true
+	// <nil>
+}
+
+// The helpers honour an ended context before doing anything, and a
+// context that ends while a receive waits.
+func TestOneContext(t *testing.T) {
+	b, err := engine.Open(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.CreateQueue("q", engine.DefaultQueueConfig())
+	q, _ := b.Queue("q")
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := q.SendOne(done, engine.SendEntry{Body: []byte("x")}); !errors.Is(err, context.Canceled) {
+		t.Errorf("SendOne on a cancelled context: %v", err)
+	}
+	if info, _ := q.Attributes(); info.Active != 0 {
+		t.Errorf("a cancelled SendOne sent: %+v", info)
+	}
+	ctx, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	if _, err := q.ReceiveOne(ctx, 30*time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ReceiveOne past its context: %v", err)
+	}
+	// A cancellable context that does not end: the wait path.
+	live, cancel3 := context.WithCancel(context.Background())
+	defer cancel3()
+	res, err := q.SendOne(live, engine.SendEntry{Body: []byte("y")})
+	if err != nil || res.ID == (engine.MessageID{}) {
+		t.Fatalf("SendOne: %v %v", res, err)
+	}
+	m, err := q.ReceiveOne(live, 0)
+	if err != nil || string(m.Body) != "y" {
+		t.Fatalf("ReceiveOne: %v %q", err, m.Body)
+	}
+	h, err := q.ChangeVisibilityOne(live, m.Handle, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.DeleteOne(live, h); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.DeleteOne(live, engine.ReceiptHandle{}); err == nil {
+		t.Error("DeleteOne of a zero handle succeeded")
+	}
+	if _, err := q.SendOne(live, engine.SendEntry{}); err == nil {
+		t.Error("SendOne of an empty body succeeded")
+	}
+}

@@ -1,0 +1,128 @@
+package engine
+
+// One-message helpers: SendOne, ReceiveOne, DeleteOne, ChangeVisibilityOne.
+//
+// The batch forms (Send, Receive, Delete, ChangeVisibility) stay the
+// primary API: they take caller-owned slices so that a busy caller
+// allocates nothing. For a program that handles one message at a time that
+// is ceremony: a result slice, an error slice, ReceiveOptions.HasWait. The
+// helpers here are thin wrappers over the batch forms with the shape Go
+// programs that embed a queue tend to have:
+//
+//   - goqite: q.Send(ctx, Message), q.Receive(ctx) (*Message, error),
+//     q.Delete(ctx, id), q.Extend(ctx, id, d): context first, one message
+//     per call. We take that shape.
+//   - nsq's go-diskqueue: Put([]byte) error and a ReadChan() channel: no
+//     acknowledgement, so no handle to delete or extend; it does not fit a
+//     queue with visibility timeouts.
+//   - nats-server in-process (nats.go against an embedded server):
+//     Publish, then sub.NextMsg(timeout) and msg.Ack(): a wait per receive,
+//     which ReceiveOne's wait argument mirrors.
+//
+// Every helper takes a ctx first, as STYLE §7 asks of calls that can wait:
+// a durable send, delete or visibility change waits for its fsync (group
+// commit), a receive waits for a message. When ctx can end and ends first,
+// the helper returns ctx.Err() at once; the operation itself cannot be
+// withdrawn once handed to the log, so it may still take effect (exactly
+// like a client whose network call timed out: at-least-once). That wait
+// runs the batch call on a goroutine that ends when the call returns (the
+// log answers every append, also when the broker closes). With a ctx that
+// cannot end (context.Background()), no goroutine is used.
+//
+// A received message from ReceiveOne owns its Body (nothing is reused).
+
+import (
+	"context"
+	"time"
+)
+
+// SendOne stores one message and returns its id and body MD5. It returns
+// once the message is acknowledged by the log's sync mode (after its fsync
+// with SyncAlways), or with ctx.Err() when ctx ends first.
+//
+//	res, err := q.SendOne(ctx, engine.SendEntry{Body: []byte("hello"), Priority: 1})
+func (q *Queue) SendOne(ctx context.Context, e SendEntry) (SendResult, error) {
+	return waitOne(ctx, func() (SendResult, error) {
+		var buf [1]SendResult
+		out, err := q.Send([]SendEntry{e}, buf[:0])
+		if err != nil {
+			return SendResult{}, err
+		}
+		return out[0], out[0].Err
+	})
+}
+
+// ReceiveOne takes one Active message, waiting up to wait (0..30 s; 0: do
+// not wait) for one, and returns it Inactive with a fresh receipt handle.
+// It returns ErrMessageNotExist when none came, and ctx.Err() when ctx
+// ends first.
+//
+//	m, err := q.ReceiveOne(ctx, 5*time.Second)
+//	if errors.Is(err, engine.ErrMessageNotExist) { /* nothing yet */ }
+func (q *Queue) ReceiveOne(ctx context.Context, wait time.Duration) (Message, error) {
+	msgs, err := q.Receive(ctx, ReceiveOptions{Max: 1, Wait: wait, HasWait: true}, nil)
+	if err == nil && len(msgs) == 0 {
+		err = ErrMessageNotExist
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return Message{}, ctx.Err()
+		}
+		return Message{}, err
+	}
+	return msgs[0], nil
+}
+
+// DeleteOne deletes the message that h was issued for. A stale, used or
+// expired handle is ErrMessageNotExist; one not issued here is
+// ErrReceiptHandleError.
+//
+//	err := q.DeleteOne(ctx, m.Handle)
+func (q *Queue) DeleteOne(ctx context.Context, h ReceiptHandle) error {
+	_, err := waitOne(ctx, func() (struct{}, error) {
+		var errs [1]error
+		if _, err := q.Delete([]ReceiptHandle{h}, errs[:]); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, errs[0]
+	})
+	return err
+}
+
+// ChangeVisibilityOne makes the message of h visible again timeout (1 s ..
+// 12 h) from now, and returns its new receipt handle; h stops working.
+//
+//	h, err := q.ChangeVisibilityOne(ctx, m.Handle, time.Minute) // more time to work on it
+func (q *Queue) ChangeVisibilityOne(ctx context.Context, h ReceiptHandle, timeout time.Duration) (ReceiptHandle, error) {
+	return waitOne(ctx, func() (ReceiptHandle, error) {
+		nh, _, err := q.ChangeVisibility(h, timeout)
+		return nh, err
+	})
+}
+
+// waitOne runs op and returns its outcome, or ctx.Err() if ctx ends first
+// (op then finishes on its own goroutine; see the file comment).
+func waitOne[T any](ctx context.Context, op func() (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	if ctx.Done() == nil {
+		return op()
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1) // buffered: the goroutine never blocks on an abandoned wait
+	go func() {
+		v, err := op()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}

@@ -1,0 +1,56 @@
+// Metrics overview, from the same signed API as the other pages (ListQueue
+// with meta, polled): totals by state, their change per second, a chart,
+// and the queues with the largest backlog. smqd's Prometheus metrics
+// (/metrics) are for Prometheus; the console does not read them.
+
+import { h, replace, fmt, fmtRate } from '../dom.js';
+import { chart, History } from '../chart.js';
+
+export function metricsView({ client, main, every, describe }) {
+  const hist = new History(120);
+  const tiles = h('div', { class: 'tiles', id: 'metric-tiles' });
+  const graph = h('div', { id: 'metrics-chart' });
+  const top = h('tbody', { id: 'top-queues' });
+  const status = h('p', { class: 'error', id: 'poll-error', role: 'alert' });
+  replace(main,
+    h('h1', {}, 'Metrics'),
+    tiles,
+    h('div', { class: 'card' }, h('div', { class: 'legend' }, h('span', { class: 'c1' }, 'active, all queues'), h('span', { class: 'c2' }, 'inactive, all queues')), graph),
+    h('h2', {}, 'Largest backlogs'),
+    h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Queue'), h('th', { class: 'num' }, 'Backlog'),
+      h('th', { class: 'num' }, 'Change'))), top),
+    status,
+    h('p', { class: 'muted' }, 'Counts come from signed ListQueue calls every 1.5 s; changes are per second between two polls. ' +
+      'Throughput counters, latencies and storage figures are on /metrics for Prometheus (docs/operations.md).'));
+
+  async function refresh() {
+    const queues = await client.allQueues();
+    const t = Date.now() / 1000;
+    let a = 0, i = 0, d = 0;
+    for (const q of queues) {
+      a += q.ActiveMessages;
+      i += q.InactiveMessages;
+      d += q.DelayMessages;
+      hist.add('q:' + q.QueueName, t, q.ActiveMessages + q.InactiveMessages + q.DelayMessages);
+    }
+    hist.add('a', t, a);
+    hist.add('i', t, i);
+    hist.add('d', t, d);
+    const tile = (id, v, k, r) => h('div', { class: 'tile', id }, h('div', { class: 'v' }, fmt(v)),
+      h('div', { class: 'k' }, k, r === undefined ? '' : ' ' + fmtRate(r)));
+    replace(tiles,
+      tile('metric-queues', queues.length, 'queues'),
+      tile('metric-active', a, 'active', hist.rate('a')),
+      tile('metric-inactive', i, 'inactive', hist.rate('i')),
+      tile('metric-delayed', d, 'delayed', hist.rate('d')));
+    replace(graph, chart([{ points: hist.points('a') }, { points: hist.points('i') }]));
+    const ranked = queues.map((q) => [q.QueueName, q.ActiveMessages + q.InactiveMessages + q.DelayMessages])
+      .sort((x, y) => y[1] - x[1] || (x[0] < y[0] ? -1 : 1)).slice(0, 10);
+    replace(top, ranked.map(([n, b]) => h('tr', {},
+      h('td', {}, h('a', { href: '#/queue/' + encodeURIComponent(n) }, n)),
+      h('td', { class: 'num' }, fmt(b)), h('td', { class: 'num' }, fmtRate(hist.rate('q:' + n))))));
+    status.textContent = '';
+  }
+
+  every(refresh, (e) => { status.textContent = 'Refresh failed: ' + describe(e); });
+}

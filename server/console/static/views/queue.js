@@ -1,0 +1,197 @@
+// One queue: live counts (signed GetQueueAttributes, polled), its
+// attributes to edit (SetQueueAttributes), a test message to send, peek,
+// receive, delete by receipt handle, change visibility, delete the queue.
+
+import { h, listen, replace, fmt, fmtTime } from '../dom.js';
+import { chart, History } from '../chart.js';
+
+const ATTRS = [
+  ['VisibilityTimeout', 'Visibility timeout (s)', 1, 43200],
+  ['DelaySeconds', 'Delay (s)', 0, 604800],
+  ['PollingWaitSeconds', 'Polling wait (s)', 0, 30],
+  ['MaximumMessageSize', 'Maximum message size (bytes)', 1024, 65536],
+  ['MessageRetentionPeriod', 'Retention (s)', 60, 604800],
+];
+
+export function queueView({ client, main, every, describe }, name) {
+  const hist = new History(80);
+  const tiles = {};
+  const tile = (key, label) => {
+    tiles[key] = h('div', { class: 'v', id: 'count-' + key }, '–');
+    return h('div', { class: 'tile' }, tiles[key], h('div', { class: 'k' }, label));
+  };
+  const status = h('p', { class: 'error', id: 'poll-error', role: 'alert' });
+  const graph = h('div', { id: 'queue-chart' });
+
+  // Attributes.
+  const inputs = {};
+  const attrForm = h('form', { id: 'attrs-form', class: 'row' },
+    ATTRS.map(([k, label, min, max]) => h('label', {}, label,
+      (inputs[k] = h('input', { name: k, id: 'attr-' + k, type: 'number', min, max, size: 8 })))),
+    h('label', {}, 'Logging', (inputs.LoggingEnabled = h('select', { name: 'LoggingEnabled', id: 'attr-LoggingEnabled' },
+      h('option', { value: 'false' }, 'off'), h('option', { value: 'true' }, 'on')))),
+    h('button', { type: 'submit', id: 'save-attrs' }, 'Save'));
+  const attrNote = h('p', { id: 'attrs-result', role: 'status' });
+
+  // Send.
+  const body = h('textarea', { id: 'send-body', placeholder: 'message body' });
+  const prio = h('input', { id: 'send-priority', type: 'number', min: 1, max: 16, placeholder: '8', size: 4 });
+  const delay = h('input', { id: 'send-delay', type: 'number', min: 0, max: 604800, placeholder: '0', size: 6 });
+  const sendForm = h('form', { id: 'send-form', class: 'row' },
+    h('label', {}, 'Body', body), h('label', {}, 'Priority', prio), h('label', {}, 'Delay (s)', delay),
+    h('button', { class: 'primary', type: 'submit', id: 'send' }, 'Send'));
+  const sendNote = h('p', { id: 'send-result', role: 'status' });
+
+  // Peek and receive.
+  const peekN = h('input', { id: 'peek-n', type: 'number', min: 1, max: 16, value: 16, size: 4 });
+  const peekForm = h('form', { id: 'peek-form', class: 'row' }, h('label', {}, 'Messages', peekN),
+    h('button', { type: 'submit', id: 'peek' }, 'Peek'));
+  const peekRows = h('tbody', { id: 'peek-rows' });
+  const recvN = h('input', { id: 'receive-n', type: 'number', min: 1, max: 16, value: 1, size: 4 });
+  const recvWait = h('input', { id: 'receive-wait', type: 'number', min: 0, max: 30, value: 0, size: 4 });
+  const recvForm = h('form', { id: 'receive-form', class: 'row' }, h('label', {}, 'Messages', recvN),
+    h('label', {}, 'Wait (s)', recvWait), h('button', { type: 'submit', id: 'receive' }, 'Receive'));
+  const recvRows = h('tbody', { id: 'received-rows' });
+  const msgNote = h('p', { id: 'message-result', role: 'status' });
+
+  const delQ = h('button', { type: 'button', class: 'danger', id: 'delete-queue' }, 'Delete queue…');
+  const delQConfirm = h('button', { type: 'button', class: 'danger', id: 'delete-queue-confirm', hidden: true }, `Really delete ${name} and its messages`);
+
+  replace(main,
+    h('h1', {}, 'Queue ', h('span', { class: 'mono', id: 'queue-name' }, name)),
+    h('div', { class: 'tiles' }, tile('active', 'active'), tile('inactive', 'inactive (received)'), tile('delayed', 'delayed')),
+    h('div', { class: 'card' }, h('div', { class: 'legend' }, h('span', { class: 'c1' }, 'active'), h('span', { class: 'c2' }, 'inactive')), graph),
+    status,
+    h('h2', {}, 'Send a test message'), sendForm, sendNote,
+    h('h2', {}, 'Peek'), peekForm,
+    h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Message id'), h('th', {}, 'Body'), h('th', { class: 'num' }, 'Priority'),
+      h('th', {}, 'Enqueued'), h('th', { class: 'num' }, 'Receives'))), peekRows),
+    h('h2', {}, 'Receive'), recvForm, msgNote,
+    h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Message id'), h('th', {}, 'Body'), h('th', {}, 'Visible again'),
+      h('th', {}, ''))), recvRows),
+    h('h2', {}, 'Attributes'), attrForm, attrNote,
+    h('h2', {}, 'Danger zone'), h('div', { class: 'row' }, delQ, ' ', delQConfirm));
+
+  let filled = false;
+  function fill(q) {
+    for (const [k] of ATTRS) inputs[k].value = q[k];
+    inputs.LoggingEnabled.value = q.LoggingEnabled ? 'true' : 'false';
+    filled = true;
+  }
+
+  async function refresh() {
+    const q = await client.getQueue(name);
+    const t = Date.now() / 1000;
+    tiles.active.textContent = fmt(q.ActiveMessages);
+    tiles.inactive.textContent = fmt(q.InactiveMessages);
+    tiles.delayed.textContent = fmt(q.DelayMessages);
+    hist.add('a', t, q.ActiveMessages);
+    hist.add('i', t, q.InactiveMessages);
+    replace(graph, chart([{ points: hist.points('a') }, { points: hist.points('i') }]));
+    if (!filled) fill(q);
+    status.textContent = '';
+  }
+
+  const say = (el, ok, text) => {
+    el.className = ok ? 'note' : 'error';
+    el.textContent = text;
+  };
+
+  listen(attrForm, 'submit', async (ev) => {
+    ev.preventDefault();
+    const attrs = {};
+    for (const [k] of ATTRS) attrs[k] = inputs[k].value;
+    attrs.LoggingEnabled = inputs.LoggingEnabled.value;
+    try {
+      await client.setQueue(name, attrs);
+      fill(await client.getQueue(name));
+      say(attrNote, true, 'Attributes saved.');
+    } catch (e) {
+      say(attrNote, false, 'Save failed: ' + describe(e));
+    }
+  });
+
+  listen(sendForm, 'submit', async (ev) => {
+    ev.preventDefault();
+    if (!body.value) {
+      say(sendNote, false, 'A message body must not be empty.');
+      return;
+    }
+    try {
+      const r = await client.send(name, body.value, { priority: prio.value, delay: delay.value });
+      say(sendNote, true, `Sent: message ${r.MessageId} (body MD5 ${r.MessageBodyMD5}).`);
+      await refresh();
+    } catch (e) {
+      say(sendNote, false, 'Send failed: ' + describe(e));
+    }
+  });
+
+  listen(peekForm, 'submit', async (ev) => {
+    ev.preventDefault();
+    try {
+      const msgs = await client.peek(name, Number(peekN.value) || 16);
+      replace(peekRows, msgs.length === 0
+        ? h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No active message.'))
+        : msgs.map((m) => h('tr', { 'data-message': m.MessageId },
+          h('td', { class: 'mono' }, m.MessageId), h('td', { class: 'body' }, m.MessageBody),
+          h('td', { class: 'num' }, m.Priority), h('td', {}, fmtTime(m.EnqueueTime)), h('td', { class: 'num' }, m.DequeueCount))));
+    } catch (e) {
+      say(msgNote, false, 'Peek failed: ' + describe(e));
+    }
+  });
+
+  function receivedRow(m) {
+    const vis = h('input', { type: 'number', min: 1, max: 43200, value: 30, size: 5, class: 'vis-seconds' });
+    const visibleAt = h('td', {}, fmtTime(m.NextVisibleTime));
+    const row = h('tr', { 'data-message': m.MessageId },
+      h('td', { class: 'mono' }, m.MessageId), h('td', { class: 'body' }, m.MessageBody), visibleAt,
+      h('td', {},
+        listen(h('button', { type: 'button', class: 'delete-message' }, 'Delete'), 'click', async () => {
+          try {
+            await client.deleteMessage(name, m.ReceiptHandle);
+            row.remove();
+            say(msgNote, true, `Deleted message ${m.MessageId}.`);
+            await refresh();
+          } catch (e) {
+            say(msgNote, false, 'Delete failed: ' + describe(e));
+          }
+        }),
+        ' ', vis, ' ',
+        listen(h('button', { type: 'button', class: 'change-visibility' }, 'Set visibility'), 'click', async () => {
+          try {
+            const r = await client.changeVisibility(name, m.ReceiptHandle, vis.value);
+            m.ReceiptHandle = r.ReceiptHandle;
+            visibleAt.textContent = fmtTime(r.NextVisibleTime);
+            say(msgNote, true, `Message ${m.MessageId} visible again at ${fmtTime(r.NextVisibleTime)}.`);
+          } catch (e) {
+            say(msgNote, false, 'Visibility change failed: ' + describe(e));
+          }
+        })));
+    return row;
+  }
+
+  listen(recvForm, 'submit', async (ev) => {
+    ev.preventDefault();
+    try {
+      const msgs = await client.receive(name, { n: Number(recvN.value) || 1, wait: Number(recvWait.value) || 0 });
+      if (msgs.length === 0) say(msgNote, true, 'No message to receive.');
+      else say(msgNote, true, `Received ${msgs.length} message(s); they are invisible to others until deleted or visible again.`);
+      for (const m of msgs) recvRows.append(receivedRow(m));
+      await refresh();
+    } catch (e) {
+      say(msgNote, false, 'Receive failed: ' + describe(e));
+    }
+  });
+
+  listen(delQ, 'click', () => { delQConfirm.hidden = false; });
+  listen(delQConfirm, 'click', async () => {
+    try {
+      await client.deleteQueue(name);
+      location.hash = '#/queues';
+    } catch (e) {
+      say(attrNote, false, 'Delete failed: ' + describe(e));
+    }
+  });
+
+  every(refresh, (e) => { status.textContent = 'Refresh failed: ' + describe(e); });
+}

@@ -1,0 +1,84 @@
+// Queues: every queue with its live counts, the backlog's change per
+// second and a sparkline, polled with signed ListQueue calls (with meta:
+// the attributes of GetQueueAttributes for each queue); a form to create
+// one.
+
+import { h, listen, replace, fmt, fmtRate } from '../dom.js';
+import { chart, sparkline, History } from '../chart.js';
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9-]{0,255}$/;
+
+export function queuesView({ client, main, every, describe }) {
+  const hist = new History(80);
+  const name = h('input', { id: 'new-queue-name', placeholder: 'queue name', required: true });
+  const vt = h('input', { id: 'new-queue-visibility', type: 'number', min: 1, max: 43200, placeholder: '30' });
+  const note = h('p', { id: 'create-result', role: 'status' });
+  const form = h('form', { id: 'create-queue', class: 'row' },
+    h('label', {}, 'New queue', name),
+    h('label', {}, 'Visibility timeout (s)', vt),
+    h('button', { class: 'primary', type: 'submit', id: 'create-queue-button' }, 'Create'));
+  const rows = h('tbody', { id: 'queue-rows' });
+  const status = h('p', { class: 'error', id: 'poll-error', role: 'alert' });
+  const total = h('div', { id: 'total-chart' });
+  const count = h('span', { id: 'queue-count', class: 'muted' });
+  replace(main,
+    h('h1', {}, 'Queues ', count),
+    form, note,
+    h('div', { class: 'card' }, h('div', { class: 'legend' }, h('span', { class: 'c1' }, 'backlog, all queues (active + inactive + delayed)')), total),
+    h('table', {},
+      h('thead', {}, h('tr', {},
+        h('th', {}, 'Queue'), h('th', { class: 'num' }, 'Active'), h('th', { class: 'num' }, 'Inactive'),
+        h('th', { class: 'num' }, 'Delayed'), h('th', { class: 'num' }, 'Backlog change'), h('th', {}, 'Backlog'))),
+      rows),
+    status);
+
+  async function refresh() {
+    const queues = await client.allQueues();
+    const t = Date.now() / 1000;
+    const seen = new Set(['*']);
+    let sum = 0;
+    for (const q of queues) {
+      const backlog = q.ActiveMessages + q.InactiveMessages + q.DelayMessages;
+      sum += backlog;
+      hist.add(q.QueueName, t, backlog);
+      seen.add(q.QueueName);
+    }
+    hist.add('*', t, sum);
+    hist.keep(seen);
+    count.textContent = `(${queues.length})`;
+    replace(total, chart([{ points: hist.points('*') }]));
+    replace(rows, queues.length === 0
+      ? h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No queues yet.'))
+      : queues.map((q) => h('tr', { 'data-queue': q.QueueName },
+        h('td', {}, h('a', { href: '#/queue/' + encodeURIComponent(q.QueueName) }, q.QueueName)),
+        h('td', { class: 'num active' }, fmt(q.ActiveMessages)),
+        h('td', { class: 'num inactive' }, fmt(q.InactiveMessages)),
+        h('td', { class: 'num delayed' }, fmt(q.DelayMessages)),
+        h('td', { class: 'num rate' }, fmtRate(hist.rate(q.QueueName))),
+        h('td', {}, sparkline(hist.points(q.QueueName))))));
+    status.textContent = '';
+  }
+
+  listen(form, 'submit', async (ev) => {
+    ev.preventDefault();
+    note.className = '';
+    const n = name.value.trim();
+    if (!NAME.test(n)) {
+      note.className = 'error';
+      note.textContent = 'A queue name is 1 to 256 letters, digits and hyphens, not starting with a hyphen.';
+      return;
+    }
+    try {
+      const created = await client.createQueue(n, vt.value ? { VisibilityTimeout: vt.value } : {});
+      note.className = 'note';
+      note.textContent = created ? `Queue ${n} created.` : `Queue ${n} already exists with these attributes.`;
+      name.value = '';
+      await refresh();
+    } catch (e) {
+      note.className = 'error';
+      note.textContent = 'Create failed: ' + describe(e);
+    }
+  });
+
+  every(refresh, (e) => { status.textContent = 'Refresh failed: ' + describe(e); });
+}

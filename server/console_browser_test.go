@@ -1,0 +1,313 @@
+package server
+
+// The web console in a real browser: Debian's Chromium, headless, driven
+// over the DevTools protocol (chromedp). `make test` installs Chromium
+// (the Makefile's browser target) when it is missing; without it the test
+// fails when run as root (CI) and is skipped otherwise, saying why.
+//
+// Screenshots go to $SMQD_CONSOLE_SCREENSHOTS when it is set (docs/img
+// holds the ones docs/console.md shows), else to a temporary directory.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/smqd/smqd/engine"
+)
+
+// chromiumPath finds Debian's chromium, or ends the test.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if os.Geteuid() == 0 {
+		t.Fatal("chromium is not installed: `make test` installs it (make browser: apt-get install chromium)")
+	}
+	t.Skip("chromium is not installed and this user cannot install it: `sudo apt-get install chromium`, or run make test as root")
+	return ""
+}
+
+// browser starts a headless Chromium with the flags this machine needs
+// (no sandbox as root, no GPU, no network of its own) and a fresh profile.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	exe := chromiumPath(t)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1100, 820),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-features", "Translate,OptimizationHints,MediaRouter"),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	// Start the browser without a deadline (a deadline on the first Run
+	// would bound the browser's life).
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// consoleLog collects every error the page writes to its console:
+// console.error calls, uncaught exceptions, browser log errors (failed
+// loads, CSP violations).
+type consoleLog struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (l *consoleLog) start(ctx context.Context) {
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() || m.Type == chromedp.ConsoleWarning && m.Source == "security" {
+				l.mu.Lock()
+				l.errs = append(l.errs, fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line))
+				l.mu.Unlock()
+			}
+		}
+	}()
+}
+
+func (l *consoleLog) errors() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.errs...)
+}
+
+// step runs browser actions with a deadline and fails the test with what
+// the step was for.
+func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// until waits for a JavaScript expression to become true in the page.
+func until(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(25*time.Second))
+}
+
+func textIs(sel, want string) chromedp.Action[chromedp.Void] {
+	return until(fmt.Sprintf(`(document.querySelector(%q)||{}).textContent === %q`, sel, want))
+}
+
+func screenshot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The console, end to end: sign in, create a queue, send a message through
+// the page, see the count change, peek it, receive and delete it, look at
+// the metrics page. Any error in the page's console fails the test.
+func TestConsoleInBrowser(t *testing.T) {
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.Console = true }})
+	ctx := browser(t)
+	var log consoleLog
+	log.start(ctx)
+	shots := os.Getenv("SMQD_CONSOLE_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	base := "http://" + env.addr
+
+	step(t, ctx, "open the console", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#signin")))
+	step(t, ctx, "type the access key",
+		chromedp.SendKeys(chromedp.CSS("#access-key-id"), testKeyID),
+		chromedp.SendKeys(chromedp.CSS("#access-key-secret"), testSecret))
+	screenshot(t, ctx, shots, "console-signin.png")
+	step(t, ctx, "sign in", chromedp.Click(chromedp.CSS("#signin-button")), chromedp.WaitVisible(chromedp.CSS("#create-queue")))
+
+	// The session is in sessionStorage, never in a cookie.
+	cookies, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`))
+	if err != nil || cookies != "" {
+		t.Errorf("cookies %q (%v)", cookies, err)
+	}
+	kept, err := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem('smqd.session') || ''`))
+	if err != nil || !strings.Contains(kept, testSecret) {
+		t.Errorf("session not in sessionStorage: %q (%v)", kept, err)
+	}
+
+	for _, q := range []string{"orders", "emails"} {
+		step(t, ctx, "create queue "+q,
+			chromedp.SendKeys(chromedp.CSS("#new-queue-name"), q),
+			chromedp.Click(chromedp.CSS("#create-queue-button")),
+			chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="`+q+`"]`)))
+	}
+	if _, err := env.broker.Queue("orders"); err != nil {
+		t.Fatalf("the console's CreateQueue did not create the queue: %v", err)
+	}
+	// Some backlog on the other queue, so that the list shows counts.
+	eq, _ := env.broker.Queue("emails")
+	for i := range 5 {
+		if _, err := eq.Send([]engine.SendEntry{{Body: []byte(fmt.Sprintf("mail %d", i))}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(t, ctx, "the list shows the backlog", textIs(`tr[data-queue="emails"] td.active`, "5"))
+	screenshot(t, ctx, shots, "console-queues.png")
+
+	step(t, ctx, "open the queue page",
+		chromedp.Click(chromedp.CSS(`tr[data-queue="orders"] a`)),
+		chromedp.WaitVisible(chromedp.CSS("#send-form")),
+		textIs("#count-active", "0"))
+	const body = "hello from the console <&>"
+	step(t, ctx, "send a message",
+		chromedp.SendKeys(chromedp.CSS("#send-body"), body),
+		chromedp.SendKeys(chromedp.CSS("#send-priority"), "2"),
+		chromedp.Click(chromedp.CSS("#send")),
+		until(`document.querySelector('#send-result').className === 'note'`))
+	step(t, ctx, "the count changes", textIs("#count-active", "1"))
+	q, _ := env.broker.Queue("orders")
+	if info, _ := q.Attributes(); info.Active != 1 {
+		t.Fatalf("the broker holds %d active messages after the console's send", info.Active)
+	}
+	step(t, ctx, "peek the message",
+		chromedp.Click(chromedp.CSS("#peek")),
+		textIs("#peek-rows td.body", body))
+	step(t, ctx, "receive it",
+		chromedp.Click(chromedp.CSS("#receive")),
+		textIs("#received-rows td.body", body),
+		textIs("#count-inactive", "1"),
+		textIs("#count-active", "0"))
+	screenshot(t, ctx, shots, "console-queue.png")
+	step(t, ctx, "delete it",
+		chromedp.Click(chromedp.CSS("#received-rows button.delete-message")),
+		until(`document.querySelector('#received-rows tr') === null`),
+		textIs("#count-inactive", "0"))
+	if info, _ := q.Attributes(); info.Active+info.Inactive+info.Delayed != 0 {
+		t.Fatalf("the broker still holds the message: %+v", info)
+	}
+
+	step(t, ctx, "change an attribute",
+		chromedp.SetValue(chromedp.CSS("#attr-VisibilityTimeout"), "45"),
+		chromedp.Click(chromedp.CSS("#save-attrs")),
+		until(`document.querySelector('#attrs-result').className === 'note'`))
+	if info, _ := q.Attributes(); info.Config.VisibilityTimeout != 45*time.Second {
+		t.Errorf("visibility timeout %v after the console's save", info.Config.VisibilityTimeout)
+	}
+
+	step(t, ctx, "the metrics page", chromedp.Navigate(base+"/console/#/metrics"),
+		chromedp.WaitVisible(chromedp.CSS("#metric-queues")),
+		until(`document.querySelector('#metric-active .v').textContent === '5'`),
+		until(`document.querySelectorAll('#metrics-chart path').length === 2`)) // two polls drawn
+	screenshot(t, ctx, shots, "console-metrics.png")
+	// The optional pages stay hidden until their APIs exist.
+	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('a[data-view="topics"]').hidden`))
+	if err != nil || !hidden {
+		t.Errorf("the topics page is offered before the topic API exists (%v)", err)
+	}
+
+	if errs := log.errors(); len(errs) > 0 {
+		t.Errorf("the page logged %d error(s):\n%s", len(errs), strings.Join(errs, "\n"))
+	}
+}
+
+// A page of another site cannot make a signed-in user's browser change
+// anything: its form post and its fetch reach smqd without a signature.
+// The server runs with --no-auth, where no signature would be needed: the
+// browser's Sec-Fetch-Site (or Origin) is what refuses them, and the
+// requests are seen to arrive (403 AccessDenied counted) and to change
+// nothing.
+func TestConsoleCrossSiteInBrowser(t *testing.T) {
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.Console = true; o.NoAuth = true }})
+	c := env.client()
+	c.mustCreate("victim")
+	api := "http://" + env.addr
+	// The attacker's site: another host name (localhost, not 127.0.0.1),
+	// so the browser calls its requests cross-site.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	evil := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/form":
+			// enctype text/plain makes the body
+			// <Message><MessageBody>csrf</MessageBody></Message><!--=-->
+			fmt.Fprintf(w, `<form id=f method=POST enctype="text/plain" action="%s/queues/victim/messages">
+<input type=hidden name="<Message><MessageBody>csrf</MessageBody></Message><!--" value="-->"></form>
+<script>document.getElementById('f').submit()</script>`, api)
+		case "/fetch":
+			fmt.Fprintf(w, `<script>
+fetch(%q, {method: 'POST', mode: 'no-cors', body: '<Message><MessageBody>csrf</MessageBody></Message>'})
+  .finally(() => { document.title = 'sent' })</script>`, api+"/queues/victim/messages")
+		}
+	})}
+	go evil.Serve(ln)
+	t.Cleanup(func() { evil.Close() })
+	ctx := browser(t)
+	denied := func() float64 {
+		return value(t, scrape(t, c), "smqd_http_errors_total", "code", "AccessDenied")
+	}
+	q, _ := env.broker.Queue("victim")
+	sent := func() int64 {
+		info, _ := q.Attributes()
+		return info.Active
+	}
+	step(t, ctx, "the form post", chromedp.Navigate("http://localhost:"+port+"/form"))
+	deadline := time.Now().Add(20 * time.Second)
+	for denied() < 1 {
+		if n := sent(); n > 0 {
+			t.Fatalf("a cross-site form post sent %d message(s)", n)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cross-site form post never reached smqd")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	step(t, ctx, "the fetch", chromedp.Navigate("http://localhost:"+port+"/fetch"), until(`document.title === 'sent'`))
+	if d := denied(); d < 2 {
+		t.Errorf("%v cross-site requests refused, want 2", d)
+	}
+	if n := sent(); n != 0 {
+		t.Fatalf("a cross-site request sent %d message(s)", n)
+	}
+	// The same requests from a client (no browser headers) work: the
+	// refusal is the browser check, not something else.
+	wantStatus(t, c.post("/queues/victim/messages", sendBody("ok", "")), 201)
+}

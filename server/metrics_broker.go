@@ -1,0 +1,328 @@
+package server
+
+// The broker collector: queue, message and storage metrics, read from one
+// engine.Broker.Stats snapshot per scrape and handed to the registry as
+// constant metrics.
+//
+// Per-queue series are bounded by Options.MetricsPerQueue: "all" writes
+// every queue (9 series each: 10,000 queues made a 3.8 MB exposition),
+// "top:N" only the N queues with the largest backlog (active + inactive +
+// delayed; ties by name), "off" none. The totals (smqd_messages{state},
+// smqd_messages_*_total, smqd_queues) always cover every queue, and
+// smqd_metrics_queues_omitted says how many queues were left out.
+//
+// The *_total counters stay monotonic when queues go away: the collector
+// remembers each queue's counters from the previous scrape and, when a
+// queue has disappeared (or come back with smaller counters: deleted and
+// created again), adds what it had to a retired sum. What a deleted queue
+// counted after the last scrape before its deletion is not seen.
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/smqd/smqd/engine"
+)
+
+// DefaultMetricsPerQueue is the per-queue series selection of a zero
+// Options.MetricsPerQueue.
+const DefaultMetricsPerQueue = "top:100"
+
+// parseMetricsPerQueue turns "all", "off" or "top:N" (N >= 1) into a limit:
+// -1 for all, 0 for none, else N.
+func parseMetricsPerQueue(s string) (int, error) {
+	switch s {
+	case "all":
+		return -1, nil
+	case "off":
+		return 0, nil
+	}
+	if n, ok := strings.CutPrefix(s, "top:"); ok {
+		v, err := strconv.Atoi(n)
+		if err == nil && v >= 1 {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("server: MetricsPerQueue must be all, off or top:N with N >= 1, not %q", s)
+}
+
+// queueCounters are the monotonic counters of one queue.
+type queueCounters struct{ sent, received, deleted, expired, unreadable int64 }
+
+func (a *queueCounters) add(b queueCounters) {
+	a.sent += b.sent
+	a.received += b.received
+	a.deleted += b.deleted
+	a.expired += b.expired
+	a.unreadable += b.unreadable
+}
+
+// below reports whether any counter of a is smaller than b's.
+func (a queueCounters) below(b queueCounters) bool {
+	return a.sent < b.sent || a.received < b.received || a.deleted < b.deleted || a.expired < b.expired || a.unreadable < b.unreadable
+}
+
+type brokerCollector struct {
+	s     *Server
+	limit int // per-queue series: -1 all, 0 none, N the top N by backlog
+
+	mu      sync.Mutex               // serialises Collect (concurrent scrapes)
+	seen    map[string]queueCounters // guarded by mu: counters at the previous scrape
+	retired queueCounters            // guarded by mu: counters of queues gone since start
+
+	descs []*prometheus.Desc
+	d     brokerDescs
+}
+
+// brokerDescs are the descriptors of the families with labels or of
+// special shape; plain unlabelled gauges and counters are described from
+// their tables in Collect.
+type brokerDescs struct {
+	conns, connsMax, acceptWaits                     *prometheus.Desc
+	queues, longPolls, omitted                       *prometheus.Desc
+	queueMessages, queueWaiting                      *prometheus.Desc
+	queueSent, queueReceived, queueDeleted, queueExp *prometheus.Desc
+	queueUnreadable                                  *prometheus.Desc
+	messages, sent, received, deleted, expired       *prometheus.Desc
+	fsyncSeconds, batchRecords                       *prometheus.Desc
+	storageGauges, storageCounters                   []*prometheus.Desc
+	storageGaugeVals, storageCounterVals             []func(*engine.StorageStats) float64
+	walCounters                                      []*prometheus.Desc
+	walCounterVals                                   []func(*engine.StorageStats) uint64
+}
+
+func newBrokerCollector(s *Server) *brokerCollector {
+	limit, err := parseMetricsPerQueue(s.opts.MetricsPerQueue)
+	if err != nil {
+		limit = -1 // unreachable: Validate checked it
+	}
+	c := &brokerCollector{s: s, limit: limit, seen: map[string]queueCounters{}}
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		d := prometheus.NewDesc(name, help, labels, nil)
+		c.descs = append(c.descs, d)
+		return d
+	}
+	d := &c.d
+	d.conns = desc("smqd_http_connections", "Client connections held open on the API listeners.")
+	d.connsMax = desc("smqd_http_connections_max", "The connection cap (--max-conns).")
+	d.acceptWaits = desc("smqd_http_accept_waits_total", "Times the API listeners stopped accepting because the connection cap was reached.")
+	d.queues = desc("smqd_queues", "Number of queues.")
+	d.longPolls = desc("smqd_long_polls_waiting", "Receives waiting for a message, all queues.")
+	d.omitted = desc("smqd_metrics_queues_omitted", "Queues without per-queue series (--metrics-per-queue); the smqd_messages* totals still count them.")
+	d.queueMessages = desc("smqd_queue_messages", "Messages by queue and state.", "queue", "state")
+	d.queueSent = desc("smqd_queue_sent_total", "Messages sent since start.", "queue")
+	d.queueReceived = desc("smqd_queue_received_total", "Messages received since start (each receive of a message counts).", "queue")
+	d.queueDeleted = desc("smqd_queue_deleted_total", "Messages deleted since start.", "queue")
+	d.queueExp = desc("smqd_queue_expired_total", "Messages dropped by retention since start.", "queue")
+	d.queueUnreadable = desc("smqd_queue_unreadable_total", "Messages dropped since start because their bodies were damaged on disk.", "queue")
+	d.queueWaiting = desc("smqd_queue_long_polls_waiting", "Receives waiting for a message, by queue.", "queue")
+	d.messages = desc("smqd_messages", "Messages by state, all queues.", "state")
+	d.sent = desc("smqd_messages_sent_total", "Messages sent since start, all queues (deleted queues included).")
+	d.received = desc("smqd_messages_received_total", "Message receives since start, all queues (deleted queues included).")
+	d.deleted = desc("smqd_messages_deleted_total", "Messages deleted since start, all queues (deleted queues included).")
+	d.expired = desc("smqd_messages_expired_total", "Messages dropped by retention since start, all queues (deleted queues included).")
+	d.fsyncSeconds = desc("smqd_wal_fsync_duration_seconds", "Latency of each fdatasync of a WAL segment.")
+	d.batchRecords = desc("smqd_wal_batch_records", "Records per group-commit write batch.")
+
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	gauges := []struct {
+		name, help string
+		get        func(*engine.StorageStats) float64
+	}{
+		{"smqd_storage_durable", "1 if messages are kept in the write-ahead log and the index, 0 with --in-memory.", func(st *engine.StorageStats) float64 { return b2f(st.Durable) }},
+		{"smqd_log_segments", "Log segments held.", func(st *engine.StorageStats) float64 { return float64(st.Segments) }},
+		{"smqd_log_bytes", "Bytes the log's segments span.", func(st *engine.StorageStats) float64 { return float64(st.LogBytes) }},
+		{"smqd_log_live_bytes", "Bytes of log records that hold live message bodies.", func(st *engine.StorageStats) float64 { return float64(st.LiveBytes) }},
+		{"smqd_log_end_position", "The log's end position (bytes appended since the log began).", func(st *engine.StorageStats) float64 { return float64(st.LogEnd) }},
+		{"smqd_checkpoint_position", "Log position the index reflects (the last checkpoint).", func(st *engine.StorageStats) float64 { return float64(st.CheckpointAt) }},
+		{"smqd_checkpoint_lag_bytes", "Log bytes not yet folded into the index: replayed at the next start.", func(st *engine.StorageStats) float64 {
+			if st.Durable && st.LogEnd > st.CheckpointAt {
+				return float64(st.LogEnd - st.CheckpointAt)
+			}
+			return 0
+		}},
+		{"smqd_index_bytes", "Bytes of the index directory on disk.", func(st *engine.StorageStats) float64 { return float64(st.IndexBytes) }},
+		{"smqd_disk_full", "1 while free space is below the reserve: new messages and queues are refused, receives and deletes work.", func(st *engine.StorageStats) float64 { return b2f(st.DiskFull) }},
+		{"smqd_disk_free_bytes", "Free bytes of the data directory's file system at the last sample.", func(st *engine.StorageStats) float64 { return float64(st.FreeBytes) }},
+		{"smqd_disk_reserve_bytes", "Free space below which new messages are refused (0: the guard is off).", func(st *engine.StorageStats) float64 { return float64(st.FreeSpaceReserve) }},
+	}
+	for _, g := range gauges {
+		d.storageGauges = append(d.storageGauges, desc(g.name, g.help))
+		d.storageGaugeVals = append(d.storageGaugeVals, g.get)
+	}
+	counters := []struct {
+		name, help string
+		get        func(*engine.StorageStats) float64
+	}{
+		{"smqd_checkpoints_total", "Checkpoints written since start.", func(st *engine.StorageStats) float64 { return float64(st.Checkpoints) }},
+		{"smqd_storage_replay_waits_total", "Operations (sends, receives, deletes, visibility changes) that waited for the checkpointer because too much log lay beyond the last checkpoint.", func(st *engine.StorageStats) float64 { return float64(st.ReplayWaits) }},
+		{"smqd_storage_unreadable_bodies_total", "Messages dropped because their bodies were damaged on disk (each is logged once with its id).", func(st *engine.StorageStats) float64 { return float64(st.Unreadable) }},
+		{"smqd_disk_full_events_total", "Times the broker entered the disk-full state since start.", func(st *engine.StorageStats) float64 { return float64(st.DiskFullEvents) }},
+	}
+	for _, k := range counters {
+		d.storageCounters = append(d.storageCounters, desc(k.name, k.help))
+		d.storageCounterVals = append(d.storageCounterVals, k.get)
+	}
+	wal := []struct {
+		name, help string
+		get        func(*engine.StorageStats) uint64
+	}{
+		{"smqd_wal_records_total", "Records appended to the WAL.", func(st *engine.StorageStats) uint64 { return st.WAL.Records }},
+		{"smqd_wal_payload_bytes_total", "Payload bytes appended to the WAL, before compression.", func(st *engine.StorageStats) uint64 { return st.WAL.PayloadBytes }},
+		{"smqd_wal_bytes_total", "Framed bytes appended to the WAL (what reaches the files).", func(st *engine.StorageStats) uint64 { return st.WAL.Bytes }},
+		{"smqd_wal_compressed_records_total", "WAL records stored compressed.", func(st *engine.StorageStats) uint64 { return st.WAL.CompressedRecords }},
+		{"smqd_wal_writes_total", "Group-commit write batches.", func(st *engine.StorageStats) uint64 { return st.WAL.Writes }},
+		{"smqd_wal_write_calls_total", "Write calls on WAL segment files.", func(st *engine.StorageStats) uint64 { return st.WAL.WriteCalls }},
+		{"smqd_wal_fsyncs_total", "fdatasync calls on WAL segment files.", func(st *engine.StorageStats) uint64 { return st.WAL.Fsyncs }},
+		{"smqd_wal_segment_rolls_total", "WAL segment rolls.", func(st *engine.StorageStats) uint64 { return st.WAL.Rolls }},
+		{"smqd_wal_append_stalls_total", "Appends that waited for room in the WAL's ring buffer.", func(st *engine.StorageStats) uint64 { return st.WAL.AppendStalls }},
+		{"smqd_wal_ring_reads_total", "Body reads served from the WAL's in-memory ring.", func(st *engine.StorageStats) uint64 { return st.WAL.RingReads }},
+		{"smqd_wal_file_reads_total", "Body reads served from WAL segment files.", func(st *engine.StorageStats) uint64 { return st.WAL.FileReads }},
+		{"smqd_wal_spare_failures_total", "Failed attempts to prepare a new WAL segment file (retried with backoff).", func(st *engine.StorageStats) uint64 { return st.WAL.SpareFailures }},
+		{"smqd_wal_roll_stalls_total", "Segment rolls that had to wait for a segment file.", func(st *engine.StorageStats) uint64 { return st.WAL.RollStalls }},
+		{"smqd_wal_sticky_failures_total", "WAL write or fsync failures (the log stops taking changes until smqd is restarted).", func(st *engine.StorageStats) uint64 { return st.WAL.StickyFailures }},
+	}
+	for _, w := range wal {
+		d.walCounters = append(d.walCounters, desc(w.name, w.help))
+		d.walCounterVals = append(d.walCounterVals, w.get)
+	}
+	return c
+}
+
+// Describe sends every descriptor.
+func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect takes one Stats snapshot and sends every broker metric.
+func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
+	d := &c.d
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, labels...)
+	}
+	s := c.s
+	gauge(d.conns, float64(s.conns.open()))
+	gauge(d.connsMax, float64(cap(s.conns.slots)))
+	counter(d.acceptWaits, float64(s.conns.waits.Load()))
+
+	st := s.b.Stats()
+	gauge(d.queues, float64(len(st.Queues)))
+	gauge(d.longPolls, float64(st.LongPolls))
+
+	// Totals over every queue, and the retired counters of queues gone.
+	var active, inactive, delayed int64
+	var total queueCounters
+	c.mu.Lock()
+	now := make(map[string]queueCounters, len(st.Queues))
+	for i := range st.Queues {
+		q := &st.Queues[i]
+		active += q.Active
+		inactive += q.Inactive
+		delayed += q.Delayed
+		qc := queueCounters{q.Sent, q.Received, q.Deleted, q.Expired, q.Unreadable}
+		if prev, ok := c.seen[q.Name]; ok && qc.below(prev) {
+			c.retired.add(prev) // deleted and created again since the last scrape
+		}
+		now[q.Name] = qc
+		total.add(qc)
+	}
+	for name, prev := range c.seen {
+		if _, ok := now[name]; !ok {
+			c.retired.add(prev)
+		}
+	}
+	c.seen = now
+	total.add(c.retired)
+	c.mu.Unlock()
+	gauge(d.messages, float64(active), "active")
+	gauge(d.messages, float64(inactive), "inactive")
+	gauge(d.messages, float64(delayed), "delayed")
+	counter(d.sent, float64(total.sent))
+	counter(d.received, float64(total.received))
+	counter(d.deleted, float64(total.deleted))
+	counter(d.expired, float64(total.expired))
+
+	qs := selectQueues(st.Queues, c.limit)
+	gauge(d.omitted, float64(len(st.Queues)-len(qs)))
+	for i := range qs {
+		q := &qs[i]
+		gauge(d.queueMessages, float64(q.Active), q.Name, "active")
+		gauge(d.queueMessages, float64(q.Inactive), q.Name, "inactive")
+		gauge(d.queueMessages, float64(q.Delayed), q.Name, "delayed")
+		counter(d.queueSent, float64(q.Sent), q.Name)
+		counter(d.queueReceived, float64(q.Received), q.Name)
+		counter(d.queueDeleted, float64(q.Deleted), q.Name)
+		counter(d.queueExp, float64(q.Expired), q.Name)
+		counter(d.queueUnreadable, float64(q.Unreadable), q.Name)
+		gauge(d.queueWaiting, float64(q.Waiting), q.Name)
+	}
+
+	ss := &st.Storage
+	for i, desc := range d.storageGauges {
+		gauge(desc, d.storageGaugeVals[i](ss))
+	}
+	for i, desc := range d.storageCounters {
+		counter(desc, d.storageCounterVals[i](ss))
+	}
+	for i, desc := range d.walCounters {
+		counter(desc, float64(d.walCounterVals[i](ss)))
+	}
+	c.histogram(ch, d.fsyncSeconds, ss.WAL.FsyncSeconds.Bounds, ss.WAL.FsyncSeconds.Counts, ss.WAL.FsyncSeconds.Sum)
+	c.histogram(ch, d.batchRecords, ss.WAL.BatchRecords.Bounds, ss.WAL.BatchRecords.Counts, ss.WAL.BatchRecords.Sum)
+}
+
+// histogram sends a constant histogram from per-bucket (non-cumulative)
+// counts and their upper bounds; a count without a bound, or with an
+// infinite one, belongs to the +Inf bucket, which the encoder adds.
+func (c *brokerCollector) histogram(ch chan<- prometheus.Metric, desc *prometheus.Desc, bounds []float64, counts []uint64, sum float64) {
+	buckets := make(map[float64]uint64, len(bounds))
+	var cum uint64
+	for i, n := range counts {
+		cum += n
+		if i < len(bounds) && !math.IsInf(bounds[i], 1) {
+			buckets[bounds[i]] = cum
+		}
+	}
+	m, err := prometheus.NewConstHistogram(desc, cum, sum, buckets)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(desc, errors.Join(errors.New("wal histogram"), err))
+		return
+	}
+	ch <- m
+}
+
+// selectQueues returns the queues that get per-queue series: all (limit
+// < 0), none (0), or the limit queues with the largest backlog, ties by
+// name. It may reorder qs.
+func selectQueues(qs []engine.QueueStats, limit int) []engine.QueueStats {
+	if limit < 0 || len(qs) <= limit {
+		return qs
+	}
+	if limit == 0 {
+		return nil
+	}
+	slices.SortFunc(qs, func(a, b engine.QueueStats) int {
+		if c := cmp.Compare(b.Active+b.Inactive+b.Delayed, a.Active+a.Inactive+a.Delayed); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return qs[:limit]
+}
