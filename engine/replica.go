@@ -53,12 +53,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/smqd/smqd/index"
-	"github.com/smqd/smqd/wal"
 )
 
 // Replica record types: part of the on-disk format; never change.
@@ -139,7 +138,8 @@ type pendingProp struct {
 	id         uint64
 	first, end uint64 // its records' positions in the local log
 	done       chan struct{}
-	err        error // set before done is closed
+	err        error     // set before done is closed
+	start      time.Time // when it was proposed (ReplicaStats.ProposalSeconds)
 }
 
 // entryInfo is an entry persisted in the local log.
@@ -174,6 +174,9 @@ type replStore struct {
 	conf    []byte         // guarded by mu: last conf state
 	confIdx uint64         // guarded by mu
 	state   ReplicaState   // what load found
+
+	propLat    latencyHist // guarded by mu: proposal to commit
+	propFailed uint64      // guarded by mu: proposals that failed (leader lost)
 }
 
 // newReplStore wraps an opened durable backend.
@@ -263,7 +266,7 @@ func (r *replStore) append(recs []logRec) error {
 	data := binary.LittleEndian.AppendUint64(make([]byte, 0, 8+64*len(recs)), id)
 	data = encodeRecords(data, recs)
 	last := &recs[len(recs)-1]
-	p := &pendingProp{id: id, first: recs[0].pos, end: last.pos + uint64(last.size), done: make(chan struct{})}
+	p := &pendingProp{id: id, first: recs[0].pos, end: last.pos + uint64(last.size), done: make(chan struct{}), start: time.Now()}
 	r.pending = append(r.pending, p)
 	if err := r.rep.Propose(data); err != nil {
 		r.resolveLocked(p, fmt.Errorf("%w: %w", ErrNotLeader, err))
@@ -294,6 +297,11 @@ func (r *replStore) resolveLocked(p *pendingProp, err error) {
 	}
 	p.err = err
 	close(p.done)
+	if err == nil {
+		r.propLat.observe(time.Since(p.start).Seconds())
+	} else {
+		r.propFailed++
+	}
 	for i, q := range r.pending {
 		if q == p {
 			r.pending = append(r.pending[:i], r.pending[i+1:]...)
@@ -409,265 +417,6 @@ func (b *Broker) ReplicaState() (ReplicaState, error) {
 		st.Entries = append(st.Entries, ReplicaEntryInfo{e.index, e.term, e.kind})
 	}
 	return st, nil
-}
-
-// PersistEntries writes entries to the local log (not synced: SyncLog). A
-// leader's own proposals get only their header; others get their records
-// (state, delete and expire records rewritten to name this replica's body
-// locations, invariant 4) and then their header. An entry at an index this
-// log already holds replaces it and everything after it (Raft's log
-// truncation): their records become void.
-func (b *Broker) PersistEntries(ents []ReplicaEntry) error {
-	r, err := b.repl()
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, e := range ents {
-		if err := r.persistLocked(b, e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (r *replStore) persistLocked(b *Broker, e ReplicaEntry) error {
-	// Truncation: drop our entries at and after e.Index.
-	if k := sort.Search(len(r.ents), func(i int) bool { return r.ents[i].index >= e.Index }); k < len(r.ents) {
-		for _, old := range r.ents[k:] {
-			if old.applied {
-				return fmt.Errorf("engine: entry %d is applied and cannot be replaced", old.index)
-			}
-			r.void = append(r.void, lostSpan{old.first, old.recEnd})
-		}
-		r.ents = r.ents[:k]
-	}
-	info := entryInfo{index: e.Index, term: e.Term, kind: e.Kind}
-	nrecs := 0
-	switch e.Kind {
-	case EntryRecords:
-		if len(e.Data) < 8 {
-			return fmt.Errorf("%w: entry %d data of %d bytes", errBadRecord, e.Index, len(e.Data))
-		}
-		info.id = binary.LittleEndian.Uint64(e.Data)
-		if p := r.pendingByID(info.id); p != nil {
-			info.first, info.recEnd = p.first, p.end // a leader's own: written already
-			break
-		}
-		// A received entry: its records one by one, so that a change to a
-		// message sent earlier in the same entry names the send's position
-		// here (invariant 4).
-		sent := map[msgKey][2]uint64{}
-		err := decodeRecords(e.Data[8:], func(typ uint8, payload []byte) error {
-			rec := [1]logRec{{typ: typ, head: append([]byte(nil), payload...), live: typ == recSend}}
-			switch typ {
-			case recState, recDelete, recExpire:
-				s, err := decodeSnap(rec[0].head)
-				if err != nil {
-					return err
-				}
-				pos, size := b.bodyOf(s.qid, s.stripe, s.slot, s.seq)
-				if loc, ok := sent[msgKey{s.qid, s.seq}]; ok {
-					pos, size = loc[0], uint32(loc[1])
-				}
-				setSnapBody(rec[0].head, pos, size)
-			}
-			if err := r.durableStore.append(rec[:]); err != nil {
-				return err
-			}
-			if typ == recSend {
-				s, _ := decodeSnap(rec[0].head)
-				sent[msgKey{s.qid, s.seq}] = [2]uint64{rec[0].pos, uint64(rec[0].size)}
-			}
-			if nrecs == 0 {
-				info.first = rec[0].pos
-			}
-			info.recEnd = rec[0].pos + uint64(rec[0].size)
-			nrecs++
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	case EntryConfChange:
-		info.data = append([]byte(nil), e.Data...)
-	}
-	hdr := make([]byte, entryHeaderLen, entryHeaderLen+len(info.data))
-	le := binary.LittleEndian
-	le.PutUint64(hdr[0:], e.Index)
-	le.PutUint64(hdr[8:], e.Term)
-	le.PutUint64(hdr[16:], info.id)
-	le.PutUint64(hdr[24:], info.first)
-	le.PutUint64(hdr[32:], info.recEnd)
-	hdr[40] = byte(e.Kind)
-	hdr = append(hdr, info.data...)
-	h := [1]logRec{{typ: recEntry, head: hdr}}
-	if err := r.durableStore.append(h[:]); err != nil {
-		return err
-	}
-	if info.first == 0 && info.recEnd == 0 {
-		info.first, info.recEnd = h[0].pos, h[0].pos // no records
-	}
-	info.end = h[0].pos + uint64(h[0].size)
-	r.ents = append(r.ents, info)
-	return nil
-}
-
-// pendingByID finds a pending proposal.
-func (r *replStore) pendingByID(id uint64) *pendingProp {
-	for _, p := range r.pending {
-		if p.id == id {
-			return p
-		}
-	}
-	return nil
-}
-
-// bodyOf returns where this replica holds a message's body (0, 0: it does
-// not hold it).
-func (b *Broker) bodyOf(qid uint64, stripeIdx uint8, slotIdx uint32, seq uint64) (uint64, uint32) {
-	q := b.queueByID(qid)
-	if q == nil || int(stripeIdx) >= len(q.stripes) {
-		return 0, 0
-	}
-	st := &q.stripes[stripeIdx]
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if !st.slab.valid(slotIdx) {
-		return 0, 0
-	}
-	s := st.slab.at(slotIdx)
-	if s.seq != seq || s.state() == stPending {
-		return 0, 0
-	}
-	return s.bodyPos, s.recSize
-}
-
-// PersistHardState records the consensus layer's hard state (not synced).
-func (b *Broker) PersistHardState(hs ReplicaHardState) error {
-	r, err := b.repl()
-	if err != nil {
-		return err
-	}
-	var v [24]byte
-	binary.LittleEndian.PutUint64(v[0:], hs.Term)
-	binary.LittleEndian.PutUint64(v[8:], hs.Vote)
-	binary.LittleEndian.PutUint64(v[16:], hs.Commit)
-	recs := [1]logRec{{typ: recHardState, head: v[:]}}
-	return r.durableStore.append(recs[:])
-}
-
-// PersistConfState records the shard's configuration as of entry index
-// (not synced).
-func (b *Broker) PersistConfState(idx uint64, cs []byte) error {
-	r, err := b.repl()
-	if err != nil {
-		return err
-	}
-	v := binary.LittleEndian.AppendUint64(nil, idx)
-	v = append(v, cs...)
-	recs := [1]logRec{{typ: recConfState, head: v}}
-	if err := r.durableStore.append(recs[:]); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.conf, r.confIdx = append([]byte(nil), cs...), idx
-	r.mu.Unlock()
-	return nil
-}
-
-// SyncLog makes everything persisted so far durable (whatever the sync
-// mode: the consensus layer acknowledges entries only after this).
-func (b *Broker) SyncLog() error {
-	r, err := b.repl()
-	if err != nil {
-		return err
-	}
-	return mapErr(r.wal.Sync())
-}
-
-// Entries returns the entries [lo, hi) of the local log, rebuilt from it,
-// up to maxBytes of data (at least one), for the consensus layer's log
-// storage. ok is false if lo is not in the log any more.
-func (b *Broker) Entries(lo, hi uint64, maxBytes int) ([]ReplicaEntry, bool, error) {
-	r, err := b.repl()
-	if err != nil {
-		return nil, false, err
-	}
-	r.mu.Lock()
-	k := sort.Search(len(r.ents), func(i int) bool { return r.ents[i].index >= lo })
-	if k == len(r.ents) || r.ents[k].index != lo {
-		r.mu.Unlock()
-		return nil, false, nil
-	}
-	var infos []entryInfo
-	for _, e := range r.ents[k:] {
-		if e.index >= hi {
-			break
-		}
-		infos = append(infos, e)
-	}
-	r.mu.Unlock()
-	var out []ReplicaEntry
-	size := 0
-	for _, e := range infos {
-		re := ReplicaEntry{Index: e.index, Term: e.term, Kind: e.kind}
-		switch e.kind {
-		case EntryConfChange:
-			re.Data = e.data
-		case EntryRecords:
-			data := binary.LittleEndian.AppendUint64(nil, e.id)
-			err := r.readRange(e.first, e.recEnd, func(pos uint64, size uint32, typ uint8, payload []byte) {
-				switch typ {
-				case recEntry, recHardState, recConfState, recRelocate:
-					return // not the entry's (local records may lie between its records)
-				}
-				if typ == recState || typ == recDelete || typ == recExpire {
-					// Followers rewrite body locations anyway (invariant 4).
-					payload = append([]byte(nil), payload...)
-					setSnapBody(payload, 0, 0)
-				}
-				data = append(data, typ)
-				data = binary.LittleEndian.AppendUint32(data, uint32(len(payload)))
-				data = append(data, payload...)
-			})
-			if err != nil {
-				return out, len(out) > 0, err
-			}
-			re.Data = data
-		}
-		if len(out) > 0 && size+len(re.Data) > maxBytes {
-			break
-		}
-		size += len(re.Data)
-		out = append(out, re)
-	}
-	return out, true, nil
-}
-
-// readRange calls fn for each record in [from, to) of the local log.
-func (r *replStore) readRange(from, to uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte)) error {
-	if to > uint64(r.wal.WrittenEnd()) {
-		if err := r.wal.Sync(); err != nil { // a reader reads what is written
-			return mapErr(err)
-		}
-	}
-	rd, err := r.wal.NewReader(wal.Pos(from), wal.Pos(to))
-	if err != nil {
-		return mapErr(err)
-	}
-	defer rd.Close()
-	for {
-		p, typ, payload, err := rd.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return mapErr(err)
-		}
-		fn(uint64(p), uint32(rd.NextPos()-p), uint8(typ), payload)
-	}
 }
 
 // checkpointMeta adds the replication state to a checkpoint's batch.
@@ -828,29 +577,4 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 		i := sort.Search(len(spans), func(i int) bool { return spans[i].to > pos })
 		return i < len(spans) && spans[i].from <= pos
 	}, nil
-}
-
-// SnapshotPoint returns the last entry folded into the index (its index
-// and term) and the configuration as of then: where the local log's
-// entries start for the consensus layer (entries before it are
-// compacted).
-func (b *Broker) SnapshotPoint() (idx, term uint64, err error) {
-	r, err := b.repl()
-	if err != nil {
-		return 0, 0, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.state.SnapIndex, r.state.SnapTerm, nil
-}
-
-// Applied returns the last entry applied to the state.
-func (b *Broker) Applied() (idx, term uint64) {
-	r, err := b.repl()
-	if err != nil {
-		return 0, 0
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.applied, r.appTerm
 }

@@ -116,6 +116,8 @@ var engineErrors = [...]struct {
 	{engine.ErrClosed, codeServiceUnavailable, "the broker is shutting down"},
 	{engine.ErrDiskFull, codeDiskFull, "the broker's disk is full: new messages and queues are refused until space is freed; receives and deletes work"},
 	{engine.ErrStorageUnavailable, codeServiceUnavailable, "the broker's storage cannot take changes right now (a new log segment file cannot be made); retry later"},
+	// A cluster node's broker of a shard it stopped leading mid-request.
+	{engine.ErrNotLeader, codeServiceUnavailable, "this node stopped leading the queue's shard while the request ran (a failover); retry"},
 	// Only engine.Open returns it; listed so that the table stays complete.
 	{engine.ErrLocked, codeInternalError, "the data directory is used by another broker"},
 }

@@ -29,6 +29,7 @@ var engineErrorValues = map[string]error{
 	"ErrLocked":             engine.ErrLocked,
 	"ErrDiskFull":           engine.ErrDiskFull,
 	"ErrStorageUnavailable": engine.ErrStorageUnavailable,
+	"ErrNotLeader":          engine.ErrNotLeader,
 }
 
 // Every exported engine.Err* has a row in the error table (STYLE §5). The

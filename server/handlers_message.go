@@ -15,7 +15,7 @@ import (
 
 // queue returns the request's queue from the cache.
 func (s *Server) queue(st *reqState) (*engine.Queue, error) {
-	return s.queues.get(s.b, st.name)
+	return s.queues.get(st.b, st.name)
 }
 
 // stale reports whether err says the cached queue q is gone; the entry is

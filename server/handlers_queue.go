@@ -11,9 +11,9 @@ import (
 )
 
 // appendQueueURL appends http(s)://<host>/queues/<name>, https when the
-// request came over TLS.
-func appendQueueURL(b []byte, ctx *fasthttp.RequestCtx, name string) []byte {
-	if ctx.IsTLS() {
+// client's request came over TLS.
+func appendQueueURL(b []byte, ctx *fasthttp.RequestCtx, st *reqState, name string) []byte {
+	if st.tls {
 		b = append(b, "https://"...)
 	} else {
 		b = append(b, "http://"...)
@@ -33,11 +33,11 @@ func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
 		return err
 	}
 	name := string(st.name)
-	created, err := s.b.CreateQueue(name, cfg)
+	created, err := st.b.CreateQueue(name, cfg)
 	if err != nil {
 		return err
 	}
-	st.scratch = appendQueueURL(st.scratch[:0], ctx, name)
+	st.scratch = appendQueueURL(st.scratch[:0], ctx, st, name)
 	ctx.Response.Header.SetBytesV("Location", st.scratch)
 	if created {
 		ctx.Response.SetStatusCode(fasthttp.StatusCreated)
@@ -52,7 +52,7 @@ func (s *Server) setQueueAttributes(ctx *fasthttp.RequestCtx, st *reqState) erro
 	if err != nil {
 		return err
 	}
-	if err := s.b.SetQueueAttributes(string(st.name), p); err != nil {
+	if err := st.b.SetQueueAttributes(string(st.name), p); err != nil {
 		return err
 	}
 	ctx.Response.SetStatusCode(fasthttp.StatusNoContent)
@@ -77,7 +77,7 @@ func appendQueueAttrs(b []byte, info *engine.QueueInfo) []byte {
 }
 
 func (s *Server) getQueueAttributes(ctx *fasthttp.RequestCtx, st *reqState) error {
-	info, err := s.b.GetQueueAttributes(string(st.name))
+	info, err := st.b.GetQueueAttributes(string(st.name))
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (s *Server) getQueueAttributes(ctx *fasthttp.RequestCtx, st *reqState) erro
 }
 
 func (s *Server) deleteQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
-	err := s.b.DeleteQueue(string(st.name))
+	err := st.b.DeleteQueue(string(st.name))
 	s.queues.drop(st.name, nil)
 	if err != nil {
 		return err
@@ -118,7 +118,7 @@ func (s *Server) listQueues(ctx *fasthttp.RequestCtx, st *reqState) error {
 	}
 	prefix := string(bytes.TrimSpace(h.Peek("X-Mns-Prefix")))
 	marker := string(bytes.TrimSpace(h.Peek("X-Mns-Marker")))
-	names, next, err := s.b.ListQueues(prefix, marker, limit)
+	names, next, err := s.listQueueNames(prefix, marker, limit)
 	if err != nil {
 		return err
 	}
@@ -130,14 +130,14 @@ func (s *Server) listQueues(ctx *fasthttp.RequestCtx, st *reqState) error {
 		for _, name := range names {
 			var info engine.QueueInfo
 			if withMeta {
-				info, err = s.b.GetQueueAttributes(name)
+				info, err = s.queueInfo(name)
 				if err != nil {
 					continue // deleted meanwhile
 				}
 			}
 			b = appendOpen(b, "Queue")
 			b = appendOpen(b, "QueueURL")
-			st.scratch = appendQueueURL(st.scratch[:0], ctx, name)
+			st.scratch = appendQueueURL(st.scratch[:0], ctx, st, name)
 			b = appendText(b, st.scratch)
 			b = appendClose(b, "QueueURL")
 			if withMeta {

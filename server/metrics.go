@@ -211,13 +211,13 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 		ctx.Response.SetBodyString("shutting down")
 		return
 	}
-	if err := s.b.Health(); err != nil {
+	if err := s.health(); err != nil {
 		ctx.Response.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		ctx.Response.SetBodyString("unhealthy: " + err.Error())
 		return
 	}
 	ctx.Response.SetStatusCode(fasthttp.StatusOK)
-	if s.b.Stats().Storage.DiskFull {
+	if s.diskFull() {
 		ctx.Response.SetBodyString("ok (disk full: new messages are refused until space is freed)")
 		return
 	}

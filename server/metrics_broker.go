@@ -29,6 +29,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/wal"
 )
 
 // DefaultMetricsPerQueue is the per-queue series selection of a zero
@@ -94,6 +95,7 @@ type brokerDescs struct {
 	fsyncSeconds, batchRecords                       *prometheus.Desc
 	storageGauges, storageCounters                   []*prometheus.Desc
 	storageGaugeVals, storageCounterVals             []func(*engine.StorageStats) float64
+	storageGaugeMax                                  []bool // over a cluster node's shards: the largest, not the sum
 	walCounters                                      []*prometheus.Desc
 	walCounterVals                                   []func(*engine.StorageStats) uint64
 }
@@ -161,6 +163,8 @@ func newBrokerCollector(s *Server) *brokerCollector {
 	for _, g := range gauges {
 		d.storageGauges = append(d.storageGauges, desc(g.name, g.help))
 		d.storageGaugeVals = append(d.storageGaugeVals, g.get)
+		// Over a cluster node's shards, which share its disk: the largest.
+		d.storageGaugeMax = append(d.storageGaugeMax, g.name == "smqd_storage_durable" || g.name == "smqd_disk_full" || g.name == "smqd_disk_free_bytes")
 	}
 	counters := []struct {
 		name, help string
@@ -222,7 +226,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.connsMax, float64(cap(s.conns.slots)))
 	counter(d.acceptWaits, float64(s.conns.waits.Load()))
 
-	st := s.b.Stats()
+	st := s.metricStats()
 	gauge(d.queues, float64(len(st.Queues)))
 	gauge(d.longPolls, float64(st.LongPolls))
 
@@ -274,18 +278,53 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(d.queueWaiting, float64(q.Waiting), q.Name)
 	}
 
-	ss := &st.Storage
 	for i, desc := range d.storageGauges {
-		gauge(desc, d.storageGaugeVals[i](ss))
+		v := 0.0
+		for k := range st.Storage {
+			x := d.storageGaugeVals[i](&st.Storage[k])
+			if d.storageGaugeMax[i] {
+				v = max(v, x)
+			} else {
+				v += x
+			}
+		}
+		gauge(desc, v)
 	}
 	for i, desc := range d.storageCounters {
-		counter(desc, d.storageCounterVals[i](ss))
+		v := 0.0
+		for k := range st.Storage {
+			v += d.storageCounterVals[i](&st.Storage[k])
+		}
+		counter(desc, v)
 	}
 	for i, desc := range d.walCounters {
-		counter(desc, float64(d.walCounterVals[i](ss)))
+		var v uint64
+		for k := range st.Storage {
+			v += d.walCounterVals[i](&st.Storage[k])
+		}
+		counter(desc, float64(v))
 	}
-	c.histogram(ch, d.fsyncSeconds, ss.WAL.FsyncSeconds.Bounds, ss.WAL.FsyncSeconds.Counts, ss.WAL.FsyncSeconds.Sum)
-	c.histogram(ch, d.batchRecords, ss.WAL.BatchRecords.Bounds, ss.WAL.BatchRecords.Counts, ss.WAL.BatchRecords.Sum)
+	fsync, batch := sumHistograms(st.Storage, func(ss *engine.StorageStats) *wal.Histogram { return &ss.WAL.FsyncSeconds }),
+		sumHistograms(st.Storage, func(ss *engine.StorageStats) *wal.Histogram { return &ss.WAL.BatchRecords })
+	c.histogram(ch, d.fsyncSeconds, fsync.Bounds, fsync.Counts, fsync.Sum)
+	c.histogram(ch, d.batchRecords, batch.Bounds, batch.Counts, batch.Sum)
+}
+
+// sumHistograms adds up one histogram of several brokers (same bounds).
+func sumHistograms(ss []engine.StorageStats, get func(*engine.StorageStats) *wal.Histogram) wal.Histogram {
+	var out wal.Histogram
+	for i := range ss {
+		h := get(&ss[i])
+		if out.Bounds == nil {
+			out.Bounds, out.Counts = h.Bounds, make([]uint64, len(h.Counts))
+		}
+		for j := range min(len(out.Counts), len(h.Counts)) {
+			out.Counts[j] += h.Counts[j]
+		}
+		out.Count += h.Count
+		out.Sum += h.Sum
+	}
+	return out
 }
 
 // histogram sends a constant histogram from per-bucket (non-cumulative)

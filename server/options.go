@@ -95,6 +95,10 @@ type Options struct {
 	// with forward secrecy, HTTP/1.1 by ALPN); certificates come from
 	// Certificates or GetCertificate (the daemon reloads them on SIGHUP).
 	TLS *tls.Config
+	// ClusterLeaderWait is how long a request for a shard without a leader
+	// (an election is running) waits for one before it is answered 503
+	// ServiceUnavailable (NewCluster only). Default 2 s.
+	ClusterLeaderWait time.Duration
 	// Name is the Server response header. Default "smqd".
 	Name string
 	// Now is the time source for the signature date check; nil means time.Now.
@@ -137,6 +141,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Name == "" {
 		o.Name = "smqd"
+	}
+	if o.ClusterLeaderWait <= 0 {
+		o.ClusterLeaderWait = 2 * time.Second
 	}
 	if o.MetricsPerQueue == "" {
 		o.MetricsPerQueue = DefaultMetricsPerQueue

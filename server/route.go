@@ -41,6 +41,9 @@ const (
 	opHealthz
 	opMetrics
 	opConsole
+	opCluster
+	opClusterAddNode
+	opClusterRemoveNode
 	numOps
 )
 
@@ -63,6 +66,9 @@ var opNames = [numOps]string{
 	opHealthz:                 "Healthz",
 	opMetrics:                 "Metrics",
 	opConsole:                 "Console",
+	opCluster:                 "ClusterStatus",
+	opClusterAddNode:          "ClusterAddNode",
+	opClusterRemoveNode:       "ClusterRemoveNode",
 }
 
 func (o op) String() string { return opNames[o] }
@@ -104,6 +110,20 @@ func route(method, path []byte) routed {
 	case "/console":
 		if m == "GET" || m == "HEAD" {
 			return routed{op: opConsole}
+		}
+		return routed{}
+	case "/cluster":
+		if m == "GET" || m == "HEAD" {
+			return routed{op: opCluster}
+		}
+		return routed{}
+	}
+	if id, ok := bytes.CutPrefix(path, []byte("/cluster/nodes/")); ok && len(id) > 0 && bytes.IndexByte(id, '/') < 0 {
+		switch m {
+		case "PUT":
+			return routed{op: opClusterAddNode, queue: id}
+		case "DELETE":
+			return routed{op: opClusterRemoveNode, queue: id}
 		}
 		return routed{}
 	}
@@ -154,6 +174,9 @@ func route(method, path []byte) routed {
 // while the handler runs.
 type reqState struct {
 	op      op
+	b       *engine.Broker // the broker of the request's queue
+	fw      *forwardedFrom // set when another node forwarded the request
+	tls     bool           // the client's connection is TLS (its own or, forwarded, the first node's)
 	reqID   []byte
 	name    []byte // decoded queue name
 	query   queryParams
@@ -175,6 +198,7 @@ type reqState struct {
 
 // release drops references to request memory before the state is pooled.
 func (st *reqState) release() {
+	st.b, st.fw = nil, nil
 	st.query = queryParams{}
 	clear(st.auth.headers[:cap(st.auth.headers)])
 	st.auth.headers = st.auth.headers[:0]

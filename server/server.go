@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/cluster"
 	"github.com/smqd/smqd/server/mnsauth"
 	"github.com/valyala/fasthttp"
 )
@@ -25,7 +26,8 @@ import (
 // and handed to the engine, and the engine's answer is encoded. The broker
 // is owned by the caller, who closes it after Shutdown returns.
 type Server struct {
-	b    *engine.Broker
+	b    *engine.Broker // the broker (single node); nil with a cluster
+	c    *cluster.Node  // the cluster node (NewCluster); nil for a single node
 	opts Options
 	log  *slog.Logger
 	auth *authenticator
@@ -41,6 +43,8 @@ type Server struct {
 	lns  []net.Listener // guarded by lnMu: listeners given to Serve
 
 	states  sync.Pool // *reqState
+	fwd     sync.Pool // *fwdOut (cluster.go)
+	fwdIn   sync.Pool // *fwdIn (cluster.go)
 	queues  queueCache
 	metrics metrics
 	console *consoleAssets // nil unless Options.Console
@@ -58,12 +62,17 @@ func New(b *engine.Broker, opts Options) (*Server, error) {
 	if b == nil {
 		return nil, errors.New("server: nil broker")
 	}
+	return newServer(b, nil, opts)
+}
+
+func newServer(b *engine.Broker, c *cluster.Node, opts Options) (*Server, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
 	s := &Server{
 		b:       b,
+		c:       c,
 		opts:    opts,
 		log:     opts.Logger,
 		auth:    newAuthenticator(&opts),
@@ -79,7 +88,7 @@ func New(b *engine.Broker, opts Options) (*Server, error) {
 		}
 	}
 	s.states.New = func() any { return new(reqState) }
-	s.queues.m = make(map[string]*engine.Queue)
+	s.queues.m = make(map[string]cachedQueue)
 	var nonce [4]byte
 	_, _ = rand.Read(nonce[:])
 	s.idPrefix = binary.BigEndian.Uint32(nonce[:])
@@ -201,17 +210,26 @@ func (f fasthttpLogger) Printf(format string, args ...any) {
 // the name into a string (the map index with string(bytes) does not
 // allocate). An entry of a deleted queue is dropped when the engine says
 // ErrQueueNotExist for it.
+//
+// In a cluster a shard's broker is replaced when its node stops leading
+// the shard (engine/cluster), so an entry also names its broker and is
+// used only for that broker.
 type queueCache struct {
 	mu sync.RWMutex
-	m  map[string]*engine.Queue // guarded by mu
+	m  map[string]cachedQueue // guarded by mu
+}
+
+type cachedQueue struct {
+	b *engine.Broker
+	q *engine.Queue
 }
 
 func (c *queueCache) get(b *engine.Broker, name []byte) (*engine.Queue, error) {
 	c.mu.RLock()
-	q := c.m[string(name)]
+	e := c.m[string(name)]
 	c.mu.RUnlock()
-	if q != nil {
-		return q, nil
+	if e.q != nil && e.b == b {
+		return e.q, nil
 	}
 	q, err := b.Queue(string(name))
 	if err != nil {
@@ -221,14 +239,14 @@ func (c *queueCache) get(b *engine.Broker, name []byte) (*engine.Queue, error) {
 	if len(c.m) > 100000 { // a bound, in case names churn a lot
 		clear(c.m)
 	}
-	c.m[q.Name()] = q
+	c.m[q.Name()] = cachedQueue{b, q}
 	c.mu.Unlock()
 	return q, nil
 }
 
 func (c *queueCache) drop(name []byte, q *engine.Queue) {
 	c.mu.Lock()
-	if cur := c.m[string(name)]; cur != nil && (q == nil || cur == q) {
+	if cur := c.m[string(name)].q; cur != nil && (q == nil || cur == q) {
 		delete(c.m, string(name))
 	}
 	c.mu.Unlock()
@@ -250,10 +268,15 @@ func (s *Server) appendRequestID(b []byte, now time.Time) []byte {
 const upperHexDigits = "0123456789ABCDEF"
 
 // handle is the fasthttp handler: every request passes here.
-func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+func (s *Server) handle(ctx *fasthttp.RequestCtx) { s.run(ctx, nil) }
+
+// run serves one request; fw describes a request another node of the
+// cluster forwarded (cluster.go), nil for a client's.
+func (s *Server) run(ctx *fasthttp.RequestCtx, fw *forwardedFrom) {
 	start := time.Now()
 	st := s.states.Get().(*reqState)
 	st.op = opUnknown
+	st.fw = fw
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("panic in handler", "panic", r, "op", st.op.String(), "stack", string(debug.Stack()))
@@ -289,6 +312,13 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 	case opHealthz:
 		s.healthz(ctx)
 		return
+	case opCluster:
+		if !s.opts.SeparateMetrics {
+			s.serveClusterStatus(ctx, st)
+			return
+		}
+		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "/cluster is served on the metrics address, not here"))
+		return
 	case opMetrics:
 		if !s.opts.SeparateMetrics {
 			s.serveMetrics(ctx, st)
@@ -317,6 +347,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 	if h := s.testHook.Load(); h != nil {
 		(*h)(r.op)
 	}
+	st.tls = ctx.IsTLS() || (st.fw != nil && st.fw.tls)
 	// Headers first: nothing of the body is read for a request that fails
 	// them (body.go).
 	if err := s.checkHeaders(ctx, st, target); err != nil {
@@ -348,11 +379,20 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		s.fail(ctx, st, err)
 		return
 	}
+	if r.op == opClusterAddNode || r.op == opClusterRemoveNode {
+		s.changeMembers(ctx, st, r.queue)
+		return
+	}
 	if r.queue != nil {
 		st.name, err = decodeQueueName(st.name[:0], r.queue)
 		if err != nil {
 			s.fail(ctx, st, err)
 			return
+		}
+		if s.c == nil {
+			st.b = s.b
+		} else if !s.routeCluster(ctx, st) {
+			return // forwarded, or answered 503
 		}
 	}
 	switch r.op {

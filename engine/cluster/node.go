@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -63,8 +63,18 @@ type Node struct {
 
 	refused   atomic.Int64 // handshakes refused (wrong or missing key)
 	snapshots atomic.Int64 // snapshots installed on this node
-	forwarded atomic.Int64 // requests forwarded to a leader (Forwarded)
+	forwarded atomic.Int64 // requests forwarded to a leader and answered
 	failure   atomic.Pointer[error]
+
+	fwd        fwdPool
+	fwdHandler atomic.Pointer[ForwardHandler]
+
+	ackMu    sync.Mutex
+	acked    map[ackKey]uint64 // guarded by ackMu: the highest index each member acknowledged, per shard (rejoin.go)
+	ackDirty bool              // guarded by ackMu
+
+	bookMu sync.Mutex
+	book   map[uint64]string // guarded by bookMu: the members' raft addresses (members.go)
 }
 
 // Start opens the node's shards and joins the cluster.
@@ -84,6 +94,7 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Tick <= 0 {
 		cfg.Tick = 50 * time.Millisecond
 	}
+	cfg.Peers = maps.Clone(cfg.Peers) // the caller may change its map
 	if cfg.ElectionTicks <= 0 {
 		cfg.ElectionTicks = 10
 	}
@@ -108,7 +119,23 @@ func Start(cfg Config) (*Node, error) {
 	n.tr.peerDown = n.peerDown
 	n.tr.serveSnap = n.serveSnapshot
 	n.tr.rejoin = n.replaceMember
+	if n.acked, err = loadAcked(cfg.Dir); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	n.tr.refused = func() { n.refused.Add(1) }
+	n.tr.forward = n.serveForward
+	n.tr.member = n.serveMember
+	n.fwd.idle, n.fwd.open = map[uint64][]net.Conn{}, map[uint64]int{}
+	if n.book, err = loadMembers(cfg.Dir); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	for id, addr := range cfg.Peers {
+		if _, ok := n.book[id]; !ok {
+			n.book[id] = addr
+		}
+	}
 	var voters []uint64
 	if !cfg.Join {
 		voters = keys(cfg.Peers)
@@ -126,20 +153,23 @@ func Start(cfg Config) (*Node, error) {
 		n.shards = append(n.shards, s)
 		n.ticks = append(n.ticks, make(chan struct{}, 1))
 	}
-	for id, addr := range cfg.Peers {
+	for id, addr := range n.book {
 		n.tr.addPeer(id, addr)
 	}
 	fresh := true
 	for _, s := range n.shards {
-		if ap, _ := s.broker().Applied(); ap > 0 || s.st.lastIndexNow() > 0 {
-			fresh = false
-		}
+		fresh = fresh && s.bootstrapped
 	}
 	n.tr.start()
 	if fresh && !cfg.Join {
-		n.wg.Add(1)
-		go n.rejoinLoop()
+		// Before the shards run: see rejoin.go.
+		if !n.askRejoinAll() {
+			n.wg.Add(1)
+			go n.rejoinLoop()
+		}
 	}
+	n.wg.Add(1)
+	go n.ackSaver()
 	n.wg.Add(1)
 	go n.tickLoop()
 	for i, s := range n.shards {
@@ -205,6 +235,9 @@ func (n *Node) deliver(shard int, m *pb.Message) {
 	if shard < 0 || shard >= len(n.shards) {
 		return
 	}
+	if m.GetType() == pb.MsgAppResp && !m.GetReject() {
+		n.noteAck(shard, m.GetFrom(), m.GetIndex())
+	}
 	select {
 	case n.shards[shard].inbox <- m:
 	default: // a shard that cannot keep up drops messages; Raft resends
@@ -269,10 +302,12 @@ func (n *Node) confChanged(shard int, e *pb.Entry) {
 		case pb.ConfChangeAddNode, pb.ConfChangeAddLearnerNode:
 			if len(cc.GetContext()) > 0 {
 				n.tr.addPeer(c.GetNodeId(), string(cc.GetContext()))
+				n.rememberMember(c.GetNodeId(), string(cc.GetContext()), false)
 			}
 		case pb.ConfChangeRemoveNode:
 			if c.GetNodeId() != n.cfg.NodeID && !strings.HasPrefix(string(cc.GetContext()), replacePrefix) {
 				n.tr.removePeer(c.GetNodeId())
+				n.rememberMember(c.GetNodeId(), "", true)
 			}
 		}
 	}
@@ -291,28 +326,36 @@ func (n *Node) Shards() int { return len(n.shards) }
 func (n *Node) Broker(shard int) *engine.Broker { return n.shards[shard].broker() }
 
 // Route says where a request for a queue goes: this node's broker when it
-// leads the queue's shard and takes changes, else the leader's API address
-// (forward there), or ErrNoLeader.
-func (n *Node) Route(queue string) (b *engine.Broker, leaderAPI string, err error) {
+// leads the queue's shard and takes changes, else the leader's node id (to
+// Forward to), or ErrNoLeader.
+func (n *Node) Route(queue string) (b *engine.Broker, leader uint64, err error) {
 	s := n.shards[n.ShardOf(queue)]
 	if s.ready.Load() {
 		if b := s.broker(); b != nil {
-			return b, "", nil
+			return b, 0, nil
 		}
 	}
 	lead := s.lead.Load()
 	if lead == 0 || lead == n.cfg.NodeID {
-		return nil, "", ErrNoLeader
+		return nil, 0, ErrNoLeader
 	}
-	api, ok := n.tr.peerAPI(lead)
-	if !ok {
-		return nil, "", ErrNoLeader
-	}
-	return nil, api, nil
+	return nil, lead, nil
 }
 
-// Forwarded counts a request this node forwarded to a shard's leader.
-func (n *Node) Forwarded() { n.forwarded.Add(1) }
+// Leading reports whether this node leads a shard and takes its changes.
+func (n *Node) Leading(shard int) bool { return n.shards[shard].ready.Load() }
+
+// NodeID returns this node's id.
+func (n *Node) NodeID() uint64 { return n.cfg.NodeID }
+
+func (n *Node) closed() bool {
+	select {
+	case <-n.stop:
+		return true
+	default:
+		return false
+	}
+}
 
 // Health is nil while this node can serve every shard: each has a leader
 // (this node or one it can forward to) and no shard loop failed.
@@ -344,6 +387,7 @@ func (n *Node) Close() error {
 	}
 	close(n.stop)
 	n.wg.Wait()
+	n.closeForwards()
 	n.tr.close()
 	var errs []error
 	for _, s := range n.shards {
@@ -359,78 +403,6 @@ func (st *raftStorage) votersNow() []uint64 {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return append([]uint64(nil), st.cs.GetVoters()...)
-}
-
-// rejoinLoop runs on a node that starts with empty shards. If the others
-// hold a cluster's state, this node lost its data (its directory was wiped):
-// Raft assumes a member never loses what it acknowledged, and the leaders
-// still believe it holds their entries, so it asks to be replaced — removed
-// and added again in one configuration change, which gives it a fresh
-// place in every group; it then catches up from a snapshot. If no other
-// node holds state, this is a new cluster starting, and it stops asking.
-func (n *Node) rejoinLoop() {
-	defer n.wg.Done()
-	backoff := 100 * time.Millisecond
-	for {
-		fresh := 0
-		for id, addr := range n.cfg.Peers {
-			if id == n.cfg.NodeID {
-				continue
-			}
-			done, err := n.tr.askRejoin(addr)
-			if err != nil {
-				continue
-			}
-			if done {
-				n.log.Warn("this node starts with no data but the cluster has state: it asked to be replaced in every shard and will catch up from snapshots", "by", id)
-				return
-			}
-			fresh++
-		}
-		if fresh == len(n.cfg.Peers)-1 {
-			return // every other node is new too: a new cluster
-		}
-		select {
-		case <-n.stop:
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
-// replaceMember replaces member id in every shard (see rejoinLoop), if this
-// node holds a cluster's state; it reports whether it did.
-func (n *Node) replaceMember(id uint64) bool {
-	initialized := false
-	for _, s := range n.shards {
-		if b := s.broker(); b != nil {
-			if ap, _ := b.Applied(); ap > 0 {
-				initialized = true
-			}
-		}
-	}
-	if !initialized || id == n.cfg.NodeID {
-		return false
-	}
-	addr := n.tr.peerAddr(id)
-	for _, s := range n.shards {
-		s.do(func() {
-			// Removed first, then added back by the leader that applies the
-			// removal (applyConfChange): only a new member's progress starts
-			// from nothing; a joint remove-and-add would keep the old one.
-			cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(id)}},
-				Context: []byte(replacePrefix + addr)}
-			if !slices.Contains(s.st.votersNow(), id) {
-				cc = addMember(id, addr)
-			}
-			if err := s.rn.ProposeConfChange(cc); err != nil {
-				s.log.Warn("replace member: proposal dropped", "member", id, "err", err)
-			}
-		})
-	}
-	n.log.Warn("a member lost its data: replacing it in every shard", "member", id)
-	return true
 }
 
 // replacePrefix marks the context of a removal that is half of a

@@ -43,6 +43,8 @@ import (
 )
 
 type shard struct {
+	bootstrapped bool // start made a new log (a new cluster's first start)
+
 	n   *Node
 	id  int
 	dir string
@@ -129,7 +131,12 @@ func (s *shard) start(voters []uint64) error {
 			return fmt.Errorf("shard %d: configuration: %w", s.id, err)
 		}
 	} else if rs.SnapIndex == 0 && len(rs.Entries) == 0 && len(voters) > 0 {
-		cs.Voters = voters // a new cluster: the members the flags name
+		// A new cluster: the log begins with the members the flags name.
+		if rs, err = bootstrap(b, voters); err != nil {
+			b.Close()
+			return fmt.Errorf("shard %d: bootstrap: %w", s.id, err)
+		}
+		s.bootstrapped = true
 	}
 	s.st = newRaftStorage(b, rs, cs)
 	cfg := &raft.Config{
@@ -153,6 +160,34 @@ func (s *shard) start(voters []uint64) error {
 	s.rn = rn
 	s.b.Store(b)
 	return nil
+}
+
+// bootstrap writes a new cluster's first entries into an empty log: one
+// committed configuration change per first member (term 1, indexes 1..n),
+// the same bytes on every member. A member that joins later replays the
+// log from index 1 and so learns the configuration from the log itself,
+// whatever changes followed.
+func bootstrap(b *engine.Broker, voters []uint64) (engine.ReplicaState, error) {
+	ents := make([]engine.ReplicaEntry, len(voters))
+	for i, id := range voters {
+		data, err := proto.Marshal(&pb.ConfChange{Type: pb.ConfChangeAddNode.Enum(), NodeId: proto.Uint64(id)})
+		if err != nil {
+			return engine.ReplicaState{}, err
+		}
+		ents[i] = fromPB(&pb.Entry{Type: pb.EntryConfChange.Enum(), Term: proto.Uint64(1), Index: proto.Uint64(uint64(i + 1)), Data: data})
+	}
+	if err := b.PersistEntries(ents); err != nil {
+		return engine.ReplicaState{}, err
+	}
+	if err := b.PersistHardState(engine.ReplicaHardState{Term: 1, Commit: uint64(len(ents))}); err != nil {
+		return engine.ReplicaState{}, err
+	}
+	if err := b.SyncLog(); err != nil {
+		return engine.ReplicaState{}, err
+	}
+	st, err := b.ReplicaState() // what Open found, and the entries since
+	st.HardState = engine.ReplicaHardState{Term: 1, Commit: uint64(len(ents))}
+	return st, err
 }
 
 // run is the shard's loop.
@@ -402,15 +437,18 @@ func shardDir(dir string, i int) string { return filepath.Join(dir, "shards", fm
 // raftLogger sends etcd raft's log to slog (its Info at Debug).
 type raftLogger struct{ l *slog.Logger }
 
-func (r raftLogger) Debug(v ...any)                   {}
-func (r raftLogger) Debugf(f string, v ...any)        { r.l.Debug(fmt.Sprintf(f, v...)) }
-func (r raftLogger) Info(v ...any)                    { r.l.Debug(fmt.Sprint(v...)) }
-func (r raftLogger) Infof(f string, v ...any)         { r.l.Debug(fmt.Sprintf(f, v...)) }
-func (r raftLogger) Warning(v ...any)                 { r.l.Warn(fmt.Sprint(v...)) }
-func (r raftLogger) Warningf(f string, v ...any)      { r.l.Warn(fmt.Sprintf(f, v...)) }
-func (r raftLogger) Error(v ...any)                   { r.l.Error(fmt.Sprint(v...)) }
-func (r raftLogger) Errorf(f string, v ...any)        { r.l.Error(fmt.Sprintf(f, v...)) }
-func (r raftLogger) Fatal(v ...any)                   { r.l.Error(fmt.Sprint(v...)); panic(fmt.Sprint(v...)) }
-func (r raftLogger) Fatalf(f string, v ...any)        { r.l.Error(fmt.Sprintf(f, v...)); panic(fmt.Sprintf(f, v...)) }
-func (r raftLogger) Panic(v ...any)                   { panic(fmt.Sprint(v...)) }
-func (r raftLogger) Panicf(f string, v ...any)        { panic(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Debug(v ...any)              {}
+func (r raftLogger) Debugf(f string, v ...any)   { r.l.Debug(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Info(v ...any)               { r.l.Debug(fmt.Sprint(v...)) }
+func (r raftLogger) Infof(f string, v ...any)    { r.l.Debug(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Warning(v ...any)            { r.l.Warn(fmt.Sprint(v...)) }
+func (r raftLogger) Warningf(f string, v ...any) { r.l.Warn(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Error(v ...any)              { r.l.Error(fmt.Sprint(v...)) }
+func (r raftLogger) Errorf(f string, v ...any)   { r.l.Error(fmt.Sprintf(f, v...)) }
+func (r raftLogger) Fatal(v ...any)              { r.l.Error(fmt.Sprint(v...)); panic(fmt.Sprint(v...)) }
+func (r raftLogger) Fatalf(f string, v ...any) {
+	r.l.Error(fmt.Sprintf(f, v...))
+	panic(fmt.Sprintf(f, v...))
+}
+func (r raftLogger) Panic(v ...any)            { panic(fmt.Sprint(v...)) }
+func (r raftLogger) Panicf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }

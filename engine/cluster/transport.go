@@ -48,7 +48,7 @@ const (
 	handshakeMagic = "SMQR1"
 	kindRaft       = 0
 	kindSnapshot   = 1
-	kindRejoin     = 2 // "I lost my data; replace me" (node.go)
+	kindRejoin     = 2         // "I lost my data; replace me" (node.go)
 	maxFrame       = 256 << 20 // a batch of entries is at most MaxSizePerMsg; snapshots go apart
 	maxQueued      = 64 << 20  // bytes queued for one peer before frames are dropped
 )
@@ -67,8 +67,10 @@ type transport struct {
 	deliver   func(shard int, m *pb.Message)         // a message for a shard
 	peerDown  func(peer uint64)                      // a connection to or from peer ended
 	serveSnap func(shard int, w io.Writer) error     // stream a shard's state
-	rejoin    func(from uint64) bool                 // a member lost its data: replace it (true: done)
+	rejoin    func(from uint64, lasts []uint64) bool // a member that may have lost its data asks (rejoin.go)
 	refused   func()                                 // a handshake failed (metrics)
+	forward   func(from uint64, c net.Conn)          // serve a forward connection (forward.go)
+	member    func(from uint64, c net.Conn)          // serve a membership request (members.go)
 
 	mu    sync.Mutex
 	peers map[uint64]*peer  // guarded by mu
@@ -305,9 +307,19 @@ func (t *transport) serveConn(c net.Conn) {
 	}
 	c.SetDeadline(time.Time{})
 	switch kind {
+	case kindForward:
+		t.forward(from, c)
+		return
+	case kindMember:
+		t.member(from, c)
+		return
 	case kindRejoin:
+		lasts, err := readLasts(c)
+		if err != nil {
+			return
+		}
 		ok := byte(0)
-		if t.rejoin(from) {
+		if t.rejoin(from, lasts) {
 			ok = 1
 		}
 		c.Write([]byte{ok})
@@ -472,7 +484,7 @@ func (t *transport) accept(c net.Conn) (kind byte, from uint64, err error) {
 	if !hmac.Equal(mi[:], t.mac('I', na, ni, from, t.self)) {
 		return 0, 0, fmt.Errorf("%w: node %d", ErrAuth, from)
 	}
-	if kind != kindRaft && kind != kindSnapshot && kind != kindRejoin {
+	if kind > kindMember {
 		return 0, 0, fmt.Errorf("unknown connection kind %d", kind)
 	}
 	t.mu.Lock()
@@ -529,20 +541,4 @@ func (t *transport) close() {
 	t.mu.Unlock()
 	t.ln.Close()
 	t.wg.Wait()
-}
-
-// askRejoin asks the node at addr to replace this one in every shard; true
-// if it did (it holds a cluster's state).
-func (t *transport) askRejoin(addr string) (bool, error) {
-	c, _, err := t.dial(addr, kindRejoin)
-	if err != nil {
-		return false, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	var b [1]byte
-	if _, err := io.ReadFull(c, b[:]); err != nil {
-		return false, err
-	}
-	return b[0] == 1, nil
 }

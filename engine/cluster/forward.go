@@ -1,0 +1,223 @@
+package cluster
+
+// Forwarding: a node that does not lead a queue's shard hands the client's
+// request to the node that does, over the authenticated cluster transport,
+// and passes the answer back unchanged.
+//
+// A forward connection (kind 3) carries one request at a time, like an
+// HTTP/1.1 keep-alive connection, and stays open for the next one:
+//
+//	request   length u32 | the client's request (bytes the server defines)
+//	response  length u32 | the answer
+//
+// The forwarding node keeps idle connections per leader and opens another
+// when all are busy (a long poll holds one for its wait), up to
+// maxForwardConns. The receiving node hands each request to the handler the
+// server installed (SetForwardHandler), which runs it through the whole API
+// path, the client's signature check included: forwarding vouches for
+// nothing but the bytes.
+//
+// Outcome. ErrNotSent: the request never left this node (no connection to
+// the leader could be made); it is safe to try again. Any other error: the
+// request may have run on the leader (the connection broke while waiting
+// for its answer).
+//
+// Owner: the pool's mutex guards its idle lists and counts; a connection
+// taken from the pool is owned by the request using it until put back.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"time"
+)
+
+const (
+	kindForward     = 3
+	kindMember      = 4 // a membership change request for one shard's leader (members.go)
+	maxForwardBytes = 16 << 20
+	maxForwardConns = 2048 // per leader: waiting long polls each hold one
+	maxIdleForward  = 64   // idle connections kept per leader
+)
+
+// ErrNotSent: a forwarded request could not be sent to the shard's leader
+// (not reachable); it did not run there.
+var ErrNotSent = errors.New("cluster: the request could not be sent to the shard's leader")
+
+// ErrTooManyForwards: every forward connection to the leader is busy.
+var ErrTooManyForwards = errors.New("cluster: too many requests in flight to the shard's leader")
+
+// ForwardHandler runs a forwarded request and appends the answer to dst.
+type ForwardHandler func(from uint64, req, dst []byte) []byte
+
+type fwdPool struct {
+	mu   sync.Mutex
+	idle map[uint64][]net.Conn // guarded by mu
+	open map[uint64]int        // guarded by mu: connections per leader, idle or busy
+}
+
+// SetForwardHandler installs the handler of requests other nodes forward
+// here. Until it is set, forwarded requests are refused (their
+// connections closed).
+func (n *Node) SetForwardHandler(h ForwardHandler) { n.fwdHandler.Store(&h) }
+
+// Forward sends a request to node leader and appends its answer to dst,
+// waiting at most timeout. See the file comment for what an error means.
+func (n *Node) Forward(leader uint64, req, dst []byte, timeout time.Duration) ([]byte, error) {
+	if leader == n.cfg.NodeID {
+		return dst, fmt.Errorf("%w: forwarding to itself", ErrNotSent)
+	}
+	c, err := n.fwdConn(leader)
+	if err != nil {
+		return dst, err
+	}
+	c.SetDeadline(time.Now().Add(timeout))
+	var hdr [4]byte
+	binary.LittleEndian.PutUint32(hdr[:], uint32(len(req)))
+	bufs := net.Buffers{hdr[:], req}
+	if _, err := bufs.WriteTo(c); err != nil {
+		n.fwdDrop(leader, c)
+		// The leader reads a request only whole: a short write ran nothing.
+		return dst, fmt.Errorf("%w: %v", ErrNotSent, err)
+	}
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		n.fwdDrop(leader, c)
+		return dst, fmt.Errorf("cluster: forwarded request to node %d: no answer: %w", leader, err)
+	}
+	size := int(binary.LittleEndian.Uint32(hdr[:]))
+	if size == 0 || size > maxForwardBytes {
+		n.fwdDrop(leader, c)
+		return dst, fmt.Errorf("cluster: forwarded request to node %d: an answer of %d bytes", leader, size)
+	}
+	dst = slices.Grow(dst, size)
+	if _, err := io.ReadFull(c, dst[len(dst):len(dst)+size]); err != nil {
+		n.fwdDrop(leader, c)
+		return dst, fmt.Errorf("cluster: forwarded request to node %d: answer cut short: %w", leader, err)
+	}
+	c.SetDeadline(time.Time{})
+	n.fwdPut(leader, c)
+	n.forwarded.Add(1)
+	return dst[:len(dst)+size], nil
+}
+
+// fwdConn takes an idle connection to leader, or opens one.
+func (n *Node) fwdConn(leader uint64) (net.Conn, error) {
+	p := &n.fwd
+	for {
+		p.mu.Lock()
+		l := p.idle[leader]
+		if len(l) == 0 {
+			break
+		}
+		c := l[len(l)-1]
+		p.idle[leader] = l[:len(l)-1]
+		p.mu.Unlock()
+		if alive(c) {
+			return c, nil
+		}
+		n.fwdDrop(leader, c)
+	}
+	if p.open[leader] >= maxForwardConns {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, ErrTooManyForwards)
+	}
+	p.open[leader]++
+	p.mu.Unlock()
+	addr := n.tr.peerAddr(leader)
+	if addr == "" {
+		n.fwdDrop(leader, nil)
+		return nil, fmt.Errorf("%w: node %d's address is not known", ErrNotSent, leader)
+	}
+	c, _, err := n.tr.dial(addr, kindForward)
+	if err != nil {
+		n.fwdDrop(leader, nil)
+		return nil, fmt.Errorf("%w: %v", ErrNotSent, err)
+	}
+	return c, nil
+}
+
+// alive tells whether an idle connection is still open: the other end
+// closes its side when it goes away, which a read sees at once as EOF.
+func alive(c net.Conn) bool {
+	c.SetReadDeadline(time.Now())
+	var b [1]byte
+	_, err := c.Read(b[:])
+	c.SetReadDeadline(time.Time{})
+	return errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+func (n *Node) fwdPut(leader uint64, c net.Conn) {
+	p := &n.fwd
+	p.mu.Lock()
+	if len(p.idle[leader]) < maxIdleForward && !n.closed() {
+		p.idle[leader] = append(p.idle[leader], c)
+		p.mu.Unlock()
+		return
+	}
+	p.open[leader]--
+	p.mu.Unlock()
+	c.Close()
+}
+
+// fwdDrop closes a connection (nil: one that was never opened) and frees
+// its place.
+func (n *Node) fwdDrop(leader uint64, c net.Conn) {
+	if c != nil {
+		c.Close()
+	}
+	p := &n.fwd
+	p.mu.Lock()
+	p.open[leader]--
+	p.mu.Unlock()
+}
+
+// closeForwards closes the idle forward connections (Close).
+func (n *Node) closeForwards() {
+	p := &n.fwd
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, l := range p.idle {
+		for _, c := range l {
+			c.Close()
+		}
+		p.open[id] -= len(l)
+		delete(p.idle, id)
+	}
+}
+
+// serveForward answers the requests of one forward connection from node
+// from until it closes.
+func (n *Node) serveForward(from uint64, c net.Conn) {
+	var hdr [4]byte
+	var req, resp []byte
+	for {
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return
+		}
+		size := binary.LittleEndian.Uint32(hdr[:])
+		if size == 0 || size > maxForwardBytes {
+			n.log.Warn("forwarded request of a bad size; closing", "peer", from, "size", size)
+			return
+		}
+		req = slices.Grow(req[:0], int(size))[:size]
+		if _, err := io.ReadFull(c, req); err != nil {
+			return
+		}
+		h := n.fwdHandler.Load()
+		if h == nil {
+			n.log.Warn("a forwarded request arrived before the API was ready; closing", "peer", from)
+			return
+		}
+		resp = (*h)(from, req, resp[:0])
+		binary.LittleEndian.PutUint32(hdr[:], uint32(len(resp)))
+		bufs := net.Buffers{hdr[:], resp}
+		if _, err := bufs.WriteTo(c); err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,295 @@
+package cluster
+
+// Membership while the cluster runs: AddMember and RemoveMember change
+// every shard's Raft configuration, one shard at a time through its leader
+// (this node when it leads, else a kind-4 request to the leader over the
+// authenticated transport), and return once this node has applied the
+// change in every shard.
+//
+// A membership request (kind 4):
+//
+//	op u8 (1 add, 2 remove) | shard u32 | member id u64 | raft address (u16 length, bytes)
+//
+// answered with one byte: 1 proposed, 0 not the shard's leader here.
+//
+// The address book. A member added while the cluster runs is in no one's
+// --cluster-peers; every node learns its address from the change (shard
+// 0's conf change carries it) and keeps it in <dir>/members, so that it is
+// known again after a restart. Entries of the file win over the flags.
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+const (
+	memberAdd    = 1
+	memberRemove = 2
+)
+
+// AddMember adds node id, reachable at raftAddr, to every shard. The new
+// node must be started with --join (Config.Join); it catches up from
+// snapshots. It returns when this node has applied the change everywhere,
+// or ctx's error.
+func (n *Node) AddMember(ctx context.Context, id uint64, raftAddr string) error {
+	if id == 0 {
+		return errors.New("cluster: node ids start at 1")
+	}
+	if _, _, err := net.SplitHostPort(raftAddr); err != nil {
+		return fmt.Errorf("cluster: the new member's raft address: %w", err)
+	}
+	return n.changeMembers(ctx, memberAdd, id, raftAddr)
+}
+
+// RemoveMember removes node id from every shard. Removing a majority's
+// worth of members one after another is the operator's call; removing the
+// last member is refused.
+func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
+	for _, s := range n.shards {
+		v := s.st.votersNow()
+		if len(v) == 1 && v[0] == id {
+			return fmt.Errorf("cluster: node %d is shard %d's only member", id, s.id)
+		}
+	}
+	return n.changeMembers(ctx, memberRemove, id, "")
+}
+
+// Members returns the voters of every shard as this node knows them (the
+// union, sorted).
+func (n *Node) Members() []uint64 {
+	var out []uint64
+	for _, s := range n.shards {
+		for _, id := range s.st.votersNow() {
+			if !slices.Contains(out, id) {
+				out = append(out, id)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (n *Node) changeMembers(ctx context.Context, op byte, id uint64, addr string) error {
+	done := func(s *shard) bool {
+		return slices.Contains(s.st.votersNow(), id) == (op == memberAdd)
+	}
+	if op == memberAdd {
+		n.tr.addPeer(id, addr) // so that the leaders here can reach it at once
+	}
+	for {
+		var left []int
+		for _, s := range n.shards {
+			if done(s) {
+				continue
+			}
+			left = append(left, s.id)
+			switch lead := s.lead.Load(); {
+			case lead == n.cfg.NodeID:
+				s.do(func() { s.proposeMember(op, id, addr) })
+			case lead != 0:
+				if a := n.tr.peerAddr(lead); a != "" {
+					if _, err := n.tr.askMember(a, op, s.id, id, addr); err != nil {
+						n.log.Debug("membership request", "shard", s.id, "leader", lead, "err", err)
+					}
+				}
+			}
+		}
+		if len(left) == 0 {
+			n.log.Info("membership changed", "op", map[byte]string{memberAdd: "add", memberRemove: "remove"}[op], "member", id, "addr", addr)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: membership change of node %d not applied in shards %v: %w", id, left, ctx.Err())
+		case <-n.stop:
+			return ErrClosed
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// ErrClosed: the node is closed.
+var ErrClosed = errors.New("cluster: node closed")
+
+// proposeMember proposes a change in this shard (its loop; a no-op unless
+// it leads). A change already pending makes Raft drop this one; the caller
+// asks again.
+func (s *shard) proposeMember(op byte, id uint64, addr string) bool {
+	if s.rn.BasicStatus().RaftState != raft.StateLeader {
+		return false
+	}
+	var cc *pb.ConfChangeV2
+	switch op {
+	case memberAdd:
+		if slices.Contains(s.st.votersNow(), id) {
+			return true
+		}
+		cc = addMember(id, addr)
+	case memberRemove:
+		if !slices.Contains(s.st.votersNow(), id) {
+			return true
+		}
+		cc = &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(id)}}}
+	default:
+		return false
+	}
+	if err := s.rn.ProposeConfChange(cc); err != nil {
+		s.log.Debug("membership proposal dropped", "err", err)
+	}
+	return true
+}
+
+// serveMember answers one membership request.
+func (n *Node) serveMember(from uint64, c net.Conn) {
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b [1 + 4 + 8]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return
+	}
+	addr, err := readAddr(c)
+	if err != nil {
+		return
+	}
+	op, sh, id := b[0], int(binary.LittleEndian.Uint32(b[1:])), binary.LittleEndian.Uint64(b[5:])
+	if sh >= len(n.shards) || (op != memberAdd && op != memberRemove) {
+		return
+	}
+	n.log.Info("membership request", "from", from, "shard", sh, "op", op, "member", id, "addr", addr)
+	if op == memberAdd {
+		n.tr.addPeer(id, addr)
+	}
+	s := n.shards[sh]
+	res := make(chan bool, 1)
+	s.do(func() { res <- s.proposeMember(op, id, addr) })
+	ok := false
+	select {
+	case ok = <-res:
+	case <-time.After(2 * time.Second):
+	}
+	if ok {
+		c.Write([]byte{1})
+	} else {
+		c.Write([]byte{0})
+	}
+}
+
+// askMember asks the node at addr to propose a change in one shard.
+func (t *transport) askMember(addr string, op byte, shard int, id uint64, member string) (bool, error) {
+	c, _, err := t.dial(addr, kindMember)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b [1 + 4 + 8]byte
+	b[0] = op
+	binary.LittleEndian.PutUint32(b[1:], uint32(shard))
+	binary.LittleEndian.PutUint64(b[5:], id)
+	if _, err := c.Write(b[:]); err != nil {
+		return false, err
+	}
+	if err := writeAddr(c, member); err != nil {
+		return false, err
+	}
+	var r [1]byte
+	if _, err := io.ReadFull(c, r[:]); err != nil {
+		return false, err
+	}
+	return r[0] == 1, nil
+}
+
+// The address book (<dir>/members): "id address" per line.
+
+func membersPath(dir string) string { return dir + "/members" }
+
+// loadMembers reads the address book (empty if there is none).
+func loadMembers(dir string) (map[uint64]string, error) {
+	f, err := os.Open(membersPath(dir))
+	if os.IsNotExist(err) {
+		return map[uint64]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[uint64]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		id, addr, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseUint(id, 10, 64)
+		if err != nil || v == 0 {
+			return nil, fmt.Errorf("cluster: %s: bad line %q", membersPath(dir), sc.Text())
+		}
+		out[v] = addr
+	}
+	return out, sc.Err()
+}
+
+// saveMembers writes the address book atomically (a temporary file renamed
+// over the old one).
+func saveMembers(dir string, m map[uint64]string) error {
+	ids := make([]uint64, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "%d %s\n", id, m[id])
+	}
+	tmp := membersPath(dir) + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, membersPath(dir))
+}
+
+// rememberMember updates the address book after a change in shard 0.
+func (n *Node) rememberMember(id uint64, addr string, remove bool) {
+	n.bookMu.Lock()
+	defer n.bookMu.Unlock()
+	if remove {
+		if _, ok := n.book[id]; !ok {
+			return
+		}
+		delete(n.book, id)
+	} else {
+		if n.book[id] == addr {
+			return
+		}
+		n.book[id] = addr
+	}
+	if err := saveMembers(n.cfg.Dir, n.book); err != nil {
+		n.log.Warn("the member address book could not be saved", "err", err)
+	}
+}

@@ -1,0 +1,164 @@
+package cluster
+
+// The node's view of the cluster, for GET /cluster and the metrics.
+
+import (
+	"sort"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/smqd/smqd/engine"
+)
+
+// Status is a node's view of the cluster (GET /cluster).
+type Status struct {
+	NodeID  uint64         `json:"node_id"`
+	API     string         `json:"api"`
+	Healthy bool           `json:"healthy"`
+	Problem string         `json:"problem,omitempty"`
+	Members []MemberStatus `json:"members"`
+	Shards  []ShardStatus  `json:"shards"`
+	// Forwarded: requests this node forwarded to a leader and got answered.
+	Forwarded int64 `json:"forwarded"`
+	// RefusedHandshakes: connections refused for a wrong or missing key.
+	RefusedHandshakes  int64 `json:"refused_handshakes"`
+	SnapshotsInstalled int64 `json:"snapshots_installed"`
+}
+
+// MemberStatus is a member as this node knows it.
+type MemberStatus struct {
+	NodeID uint64 `json:"node_id"`
+	Raft   string `json:"raft"`
+	API    string `json:"api,omitempty"` // learned in the transport's handshake
+}
+
+// ShardStatus is one shard's Raft group seen from this node.
+type ShardStatus struct {
+	Shard     int      `json:"shard"`
+	Role      string   `json:"role"`  // leader, follower, candidate, pre-candidate
+	Ready     bool     `json:"ready"` // leads and takes changes
+	Leader    uint64   `json:"leader"`
+	Term      uint64   `json:"term"`
+	Commit    uint64   `json:"commit_index"`
+	Applied   uint64   `json:"applied_index"`
+	Voters    []uint64 `json:"voters"`
+	Elections int64    `json:"elections"` // leader changes this node saw
+	Proposals int64    `json:"proposals"`
+	// Followers: on the leader only, each follower's progress.
+	Followers []FollowerStatus `json:"followers,omitempty"`
+	// Replica: the shard broker's replication counters.
+	ProposalSeconds  []float64 `json:"-"`
+	ProposalCounts   []uint64  `json:"-"`
+	ProposalSum      float64   `json:"-"`
+	ProposalsFailed  uint64    `json:"proposals_failed"`
+	ProposalsPending int       `json:"proposals_pending"`
+}
+
+// FollowerStatus is one follower's progress on its leader.
+type FollowerStatus struct {
+	NodeID uint64 `json:"node_id"`
+	Match  uint64 `json:"match_index"`
+	Lag    uint64 `json:"lag"`   // entries behind the leader's last
+	State  string `json:"state"` // probe, replicate or snapshot
+	Active bool   `json:"active"`
+}
+
+// Status returns the node's view. A shard whose loop does not answer
+// within a second is reported from what the node last saw of it.
+func (n *Node) Status() Status {
+	st := Status{NodeID: n.cfg.NodeID, API: n.cfg.APIAddr,
+		Forwarded: n.forwarded.Load(), RefusedHandshakes: n.refused.Load(), SnapshotsInstalled: n.snapshots.Load()}
+	if err := n.Health(); err != nil {
+		st.Problem = err.Error()
+	} else {
+		st.Healthy = true
+	}
+	n.bookMu.Lock()
+	for id, addr := range n.book {
+		api, _ := n.tr.peerAPI(id)
+		st.Members = append(st.Members, MemberStatus{NodeID: id, Raft: addr, API: api})
+	}
+	n.bookMu.Unlock()
+	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].NodeID < st.Members[j].NodeID })
+	res := make([]chan raft.Status, len(n.shards))
+	for i, s := range n.shards {
+		res[i] = make(chan raft.Status, 1)
+		s.do(func() { res[i] <- s.rn.Status() })
+	}
+	deadline := time.After(time.Second)
+	for i, s := range n.shards {
+		ss := ShardStatus{Shard: s.id, Leader: s.lead.Load(), Term: s.term.Load(), Ready: s.ready.Load(),
+			Role: "unknown", Voters: s.st.votersNow(), Elections: s.elections.Load(), Proposals: s.proposals.Load()}
+		select {
+		case rs := <-res[i]:
+			ss.Role = roleName(rs.RaftState)
+			ss.Term, ss.Commit, ss.Applied = rs.GetTerm(), rs.GetCommit(), rs.Applied
+			if rs.RaftState == raft.StateLeader {
+				last, _ := s.st.LastIndex()
+				for id, pr := range rs.Progress {
+					if id == n.cfg.NodeID {
+						continue
+					}
+					lag := uint64(0)
+					if last > pr.Match {
+						lag = last - pr.Match
+					}
+					ss.Followers = append(ss.Followers, FollowerStatus{NodeID: id, Match: pr.Match, Lag: lag,
+						State: progressName(pr.State), Active: pr.RecentActive})
+				}
+				sort.Slice(ss.Followers, func(a, b int) bool { return ss.Followers[a].NodeID < ss.Followers[b].NodeID })
+			}
+		case <-deadline:
+		}
+		if b := s.broker(); b != nil {
+			if rs, ok := b.ReplicaStats(); ok {
+				h := rs.ProposalSeconds
+				ss.ProposalSeconds, ss.ProposalCounts, ss.ProposalSum = h.Bounds, h.Counts, h.Sum
+				ss.ProposalsFailed, ss.ProposalsPending = rs.ProposalsFailed, rs.Pending
+				if ss.Applied == 0 {
+					ss.Applied = rs.Applied
+				}
+			}
+		}
+		st.Shards = append(st.Shards, ss)
+	}
+	return st
+}
+
+// Brokers returns this node's shard brokers (replicas: only a leader's
+// takes changes), nil where one is being rebuilt.
+func (n *Node) Brokers() []*engine.Broker {
+	out := make([]*engine.Broker, len(n.shards))
+	for i, s := range n.shards {
+		out[i] = s.broker()
+	}
+	return out
+}
+
+func roleName(s raft.StateType) string {
+	switch s {
+	case raft.StateLeader:
+		return "leader"
+	case raft.StateFollower:
+		return "follower"
+	case raft.StateCandidate:
+		return "candidate"
+	case raft.StatePreCandidate:
+		return "pre-candidate"
+	}
+	return "unknown"
+}
+
+func progressName(s tracker.StateType) string {
+	switch s {
+	case tracker.StateProbe:
+		return "probe"
+	case tracker.StateReplicate:
+		return "replicate"
+	case tracker.StateSnapshot:
+		return "snapshot"
+	}
+	return "unknown"
+}

@@ -1,0 +1,377 @@
+package server
+
+// The server of a cluster node (NewCluster): every queue operation goes to
+// its shard's leader.
+//
+// Routing. After a request is authenticated and its queue name decoded,
+// routeCluster asks the node where the queue's shard is led:
+//   - here: the request runs on this node's broker of the shard;
+//   - elsewhere: the request (headers and body as the client sent them, the
+//     signature included) is forwarded to the leader over the cluster's
+//     authenticated transport (engine/cluster/forward.go), which runs it
+//     through this same path — the signature is checked again there — and
+//     its answer is passed back unchanged;
+//   - nowhere (an election is running): the request waits up to
+//     Options.ClusterLeaderWait for a leader, then gets 503
+//     ServiceUnavailable, which every SDK treats as retryable.
+//
+// A forwarded request is never forwarded again: a node that receives one
+// for a shard it does not lead (leadership moved meanwhile) waits like any
+// request and then answers 503. A request whose forwarding failed before
+// it left this node (no connection to the leader) is routed again within
+// the wait; one that may have run on the leader (the connection broke while
+// waiting for the answer) is answered 503 without a retry, since a retried
+// receive or send would run twice.
+//
+// Reads that span shards (ListQueue) are served from this node's replicas
+// of every shard: what they show may trail the leaders by the replication
+// lag (docs/operations.md).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/cluster"
+	"github.com/valyala/fasthttp"
+)
+
+// NewCluster returns a Server for a cluster node: any node's API serves
+// every queue. The node is owned by the caller, who closes it after
+// Shutdown returns.
+func NewCluster(c *cluster.Node, opts Options) (*Server, error) {
+	if c == nil {
+		return nil, errors.New("server: nil cluster node")
+	}
+	s, err := newServer(nil, c, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.fwdIn.New = func() any {
+		f := &fwdIn{br: bufio.NewReaderSize(nil, 16<<10), bw: bufio.NewWriterSize(nil, 16<<10)}
+		f.ctx.Init2(nil, fasthttpLogger{s.log}, false)
+		return f
+	}
+	s.fwd.New = func() any { return &fwdOut{br: bufio.NewReaderSize(nil, 16<<10)} }
+	c.SetForwardHandler(s.serveForwarded)
+	return s, nil
+}
+
+// forwardedFrom describes a request another node forwarded.
+type forwardedFrom struct {
+	node uint64
+	tls  bool // the client's connection to the first node was TLS
+}
+
+// fwdOut is the scratch space of forwarding one request.
+type fwdOut struct {
+	h   fasthttp.RequestHeader
+	out []byte
+	in  []byte
+	rd  bytes.Reader
+	br  *bufio.Reader
+}
+
+// fwdIn is the scratch space of running one forwarded request.
+type fwdIn struct {
+	ctx fasthttp.RequestCtx
+	fw  forwardedFrom
+	rd  bytes.Reader
+	br  *bufio.Reader
+	bw  *bufio.Writer
+	w   appendWriter
+}
+
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+
+// The forwarded request's first byte: flags.
+const fwdFlagTLS = 1
+
+// routeCluster sets st.b to this node's broker of the queue's shard when
+// it leads it, or forwards the request and answers it; false when the
+// request is answered.
+func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState) bool {
+	deadline := time.Now().Add(s.opts.ClusterLeaderWait)
+	for {
+		b, leader, err := s.c.Route(string(st.name))
+		if b != nil {
+			st.b = b
+			return true
+		}
+		if err == nil && st.fw == nil {
+			ferr := s.forward(ctx, st, leader)
+			if ferr == nil {
+				return false
+			}
+			if !errors.Is(ferr, cluster.ErrNotSent) {
+				s.log.Warn("forwarded request without an answer", "leader", leader, "err", ferr, "request_id", string(st.reqID))
+				s.writeError(ctx, st, codeServiceUnavailable, "the leader of the queue's shard did not answer; the request may or may not have run: "+ferr.Error())
+				return false
+			}
+			err = ferr
+		}
+		if s.closing.Load() || time.Now().After(deadline) {
+			if err == nil {
+				err = cluster.ErrNoLeader
+			}
+			s.writeError(ctx, st, codeServiceUnavailable, "the queue's shard has no reachable leader right now (an election or a failover is under way); retry: "+err.Error())
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// forward sends the request to leader and writes its answer into ctx.
+func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) error {
+	f := s.fwd.Get().(*fwdOut)
+	defer func() {
+		f.h.Reset()
+		if cap(f.out) > 1<<20 {
+			f.out = nil
+		}
+		if cap(f.in) > 1<<20 {
+			f.in = nil
+		}
+		f.rd.Reset(nil)
+		f.br.Reset(nil)
+		s.fwd.Put(f)
+	}()
+	ctx.Request.Header.CopyTo(&f.h)
+	f.h.Del("Expect")
+	f.h.SetContentLength(len(st.body))
+	flags := byte(0)
+	if st.tls {
+		flags |= fwdFlagTLS
+	}
+	f.out = append(f.out[:0], flags)
+	f.out = f.h.AppendBytes(f.out)
+	f.out = append(f.out, st.body...)
+	timeout := 10 * time.Second
+	if st.op.isReceive() {
+		timeout += engine.MaxPollingWait
+	}
+	var err error
+	f.in, err = s.c.Forward(leader, f.out, f.in[:0], timeout)
+	if err != nil {
+		return err
+	}
+	f.rd.Reset(f.in)
+	f.br.Reset(&f.rd)
+	ctx.Response.Reset()
+	if err := ctx.Response.Read(f.br); err != nil {
+		return fmt.Errorf("cluster: the leader's answer could not be read: %w", err)
+	}
+	return nil
+}
+
+// serveForwarded runs a request another node forwarded and appends the
+// answer (an HTTP/1.1 response) to dst.
+func (s *Server) serveForwarded(from uint64, req, dst []byte) []byte {
+	f := s.fwdIn.Get().(*fwdIn)
+	defer func() {
+		f.ctx.Request.Reset()
+		f.ctx.Response.Reset()
+		f.rd.Reset(nil)
+		f.br.Reset(nil)
+		f.w.b = nil
+		s.fwdIn.Put(f)
+	}()
+	f.ctx.Request.Reset()
+	f.ctx.Response.Reset()
+	f.fw = forwardedFrom{node: from}
+	if len(req) > 0 {
+		f.fw.tls = req[0]&fwdFlagTLS != 0
+		req = req[1:]
+	}
+	f.rd.Reset(req)
+	f.br.Reset(&f.rd)
+	if err := f.ctx.Request.ReadLimitBody(f.br, s.opts.MaxRequestBodyBytes); err != nil {
+		s.log.Warn("a forwarded request could not be read", "from", from, "err", err)
+		f.ctx.Response.Reset()
+		f.ctx.Response.SetStatusCode(fasthttp.StatusBadRequest)
+	} else {
+		s.run(&f.ctx, &f.fw)
+	}
+	f.w.b = dst
+	f.bw.Reset(&f.w)
+	f.ctx.Response.Write(f.bw)
+	f.bw.Flush()
+	return f.w.b
+}
+
+// listQueueNames lists queue names over every shard (see the file
+// comment): each shard's first limit names from the marker, and its next
+// one, merged; the page is the first limit of them and the marker the one
+// after.
+func (s *Server) listQueueNames(prefix, marker string, limit int) ([]string, string, error) {
+	if s.c == nil {
+		return s.b.ListQueues(prefix, marker, limit)
+	}
+	var all []string
+	for i, b := range s.c.Brokers() {
+		if b == nil {
+			return nil, "", newAPIError(codeServiceUnavailable, fmt.Sprintf("shard %d is being reopened on this node; retry", i))
+		}
+		names, next, err := b.ListQueues(prefix, marker, limit)
+		if err != nil {
+			return nil, "", err
+		}
+		all = append(all, names...)
+		if next != "" {
+			all = append(all, next)
+		}
+	}
+	slices.Sort(all)
+	if len(all) > limit {
+		return all[:limit], all[limit], nil
+	}
+	return all, "", nil
+}
+
+// queueInfo returns a queue's attributes from this node's replica of its
+// shard (ListQueue with metadata).
+func (s *Server) queueInfo(name string) (engine.QueueInfo, error) {
+	if s.c == nil {
+		return s.b.GetQueueAttributes(name)
+	}
+	b := s.c.Brokers()[s.c.ShardOf(name)]
+	if b == nil {
+		return engine.QueueInfo{}, engine.ErrQueueNotExist
+	}
+	return b.GetQueueAttributes(name)
+}
+
+// brokers returns the brokers this server serves: its broker, or the
+// node's replicas of every shard (nil where one is being reopened).
+func (s *Server) brokers() []*engine.Broker {
+	if s.c == nil {
+		return []*engine.Broker{s.b}
+	}
+	return s.c.Brokers()
+}
+
+// brokerStats is what the broker collector reads: queue counters from the
+// brokers that take changes (a cluster node's leaders, so that a sum over
+// the nodes counts each queue once), storage counters from every broker.
+type brokerStats struct {
+	Queues    []engine.QueueStats
+	LongPolls int64
+	Storage   []engine.StorageStats
+}
+
+func (s *Server) metricStats() brokerStats {
+	var out brokerStats
+	for i, b := range s.brokers() {
+		if b == nil {
+			continue
+		}
+		st := b.Stats()
+		out.Storage = append(out.Storage, st.Storage)
+		if s.c == nil || s.c.Leading(i) {
+			out.Queues = append(out.Queues, st.Queues...)
+			out.LongPolls += st.LongPolls
+		}
+	}
+	return out
+}
+
+// health is nil while the server can serve every queue.
+func (s *Server) health() error {
+	if s.c == nil {
+		return s.b.Health()
+	}
+	if err := s.c.Health(); err != nil {
+		return err
+	}
+	for i, b := range s.c.Brokers() {
+		if b == nil {
+			return fmt.Errorf("shard %d is being reopened", i)
+		}
+		if err := b.Health(); err != nil {
+			return fmt.Errorf("shard %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// diskFull reports whether any broker refuses new messages for want of
+// disk space.
+func (s *Server) diskFull() bool {
+	for _, b := range s.brokers() {
+		if b != nil && b.Stats().Storage.DiskFull {
+			return true
+		}
+	}
+	return false
+}
+
+// serveClusterStatus answers GET /cluster: the node's view as JSON.
+func (s *Server) serveClusterStatus(ctx *fasthttp.RequestCtx, st *reqState) {
+	if s.c == nil {
+		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "this server is a single node, not a cluster member (start smqd with --cluster-peers)"))
+		return
+	}
+	b, err := json.MarshalIndent(s.c.Status(), "", "  ")
+	if err != nil {
+		s.fail(ctx, st, err)
+		return
+	}
+	ctx.Response.Header.SetContentType("application/json")
+	ctx.Response.SetStatusCode(fasthttp.StatusOK)
+	ctx.Response.SetBody(append(b, '\n'))
+}
+
+// changeMembers serves the signed admin operations PUT
+// /cluster/nodes/{id}?raft=HOST:PORT (add a member) and DELETE
+// /cluster/nodes/{id} (remove one). They answer 204 once this node has
+// applied the change in every shard.
+func (s *Server) changeMembers(ctx *fasthttp.RequestCtx, st *reqState, idSeg []byte) {
+	if s.c == nil {
+		s.fail(ctx, st, newAPIError(codeInvalidRequestURL, "this server is a single node, not a cluster member"))
+		return
+	}
+	id, err := strconv.ParseUint(string(idSeg), 10, 64)
+	if err != nil || id == 0 {
+		s.fail(ctx, st, newAPIError(codeInvalidArgument, "the node id in the path must be a positive integer, not "+strconv.Quote(string(idSeg))))
+		return
+	}
+	wait, cancel := context.WithTimeout(s.base, 30*time.Second)
+	defer cancel()
+	if st.op == opClusterAddNode {
+		addr := string(ctx.QueryArgs().Peek("raft"))
+		if addr == "" {
+			s.fail(ctx, st, newAPIError(codeInvalidArgument, "give the new node's raft address: PUT /cluster/nodes/{id}?raft=HOST:PORT"))
+			return
+		}
+		if slices.Contains(s.c.Members(), id) {
+			s.fail(ctx, st, newAPIError(codeInvalidArgument, fmt.Sprintf("node %d is a member already", id)))
+			return
+		}
+		err = s.c.AddMember(wait, id, addr)
+	} else {
+		if !slices.Contains(s.c.Members(), id) {
+			s.fail(ctx, st, newAPIError(codeInvalidArgument, fmt.Sprintf("node %d is not a member", id)))
+			return
+		}
+		err = s.c.RemoveMember(wait, id)
+	}
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			s.fail(ctx, st, err)
+			return
+		}
+		s.writeError(ctx, st, codeServiceUnavailable, "the membership change did not complete: "+err.Error())
+		return
+	}
+	ctx.Response.SetStatusCode(fasthttp.StatusNoContent)
+}

@@ -1,0 +1,304 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/cluster"
+)
+
+var clusterTestKey = []byte("server-test-cluster-key-0123456789")
+
+// clusterEnv is n cluster nodes in this process, each with its API server.
+type clusterEnv struct {
+	t     *testing.T
+	raft  map[uint64]string
+	dirs  []string
+	nodes []*cluster.Node
+	envs  []*testEnv
+	lns   []string // API addresses
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startCluster(t *testing.T, n, shards int) *clusterEnv {
+	c := &clusterEnv{t: t, raft: map[uint64]string{}}
+	for i := range n {
+		c.raft[uint64(i+1)] = freeAddr(t)
+		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprint(i+1)))
+	}
+	c.nodes, c.envs = make([]*cluster.Node, n), make([]*testEnv, n)
+	for i := range n {
+		c.start(i, shards, false)
+	}
+	t.Cleanup(func() {
+		for i := range c.nodes {
+			c.stop(i)
+		}
+	})
+	return c
+}
+
+// start starts node i+1 with its server (join: it is not a first member).
+func (c *clusterEnv) start(i, shards int, join bool) {
+	t := c.t
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eo := engine.Options{Stripes: 2, FreeSpaceReserve: -1}
+	eo.WAL.SegmentBytes, eo.WAL.BufferBytes = 256<<10, 256<<10
+	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	node, err := cluster.Start(cluster.Config{NodeID: uint64(i + 1), RaftListen: c.raft[uint64(i+1)], Peers: c.raft, Join: join,
+		APIAddr: ln.Addr().String(), Shards: shards, Dir: c.dirs[i], Key: clusterTestKey, Engine: eo, SyncAlways: true,
+		Tick: 20 * time.Millisecond, ElectionTicks: 10, Logger: log})
+	if err != nil {
+		t.Fatalf("node %d: %v", i+1, err)
+	}
+	srv, err := NewCluster(node, Options{Credentials: map[string]string{testKeyID: testSecret}, Logger: log,
+		ClusterLeaderWait: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &testEnv{t: t, srv: srv, addr: ln.Addr().String(), now: time.Now, served: make(chan error, 1)}
+	go func() { env.served <- srv.Serve(ln) }()
+	c.nodes[i], c.envs[i] = node, env
+}
+
+func (c *clusterEnv) stop(i int) {
+	if c.nodes[i] == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.envs[i].srv.Shutdown(ctx)
+	c.nodes[i].Close()
+	c.nodes[i], c.envs[i] = nil, nil
+}
+
+// ready waits until every shard has a leader that takes changes.
+func (c *clusterEnv) ready() {
+	c.t.Helper()
+	clusterEventually(c.t, "every shard led", func() error {
+		for _, n := range c.nodes {
+			if n != nil {
+				return n.Health()
+			}
+		}
+		return fmt.Errorf("no node")
+	})
+}
+
+func clusterEventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
+}
+
+// Any node serves every queue: queues are made, sent to, received from and
+// deleted from through different nodes, most requests forwarded to their
+// shard's leader, and receipt handles from one node work on another.
+func TestClusterAnyNodeServesEveryQueue(t *testing.T) {
+	c := startCluster(t, 3, 4)
+	c.ready()
+	cl := []*client{c.envs[0].client(), c.envs[1].client(), c.envs[2].client()}
+	var names []string
+	for i := range 12 {
+		name := fmt.Sprintf("q-%02d", i)
+		names = append(names, name)
+		wantStatus(t, cl[i%3].put("/queues/"+name, ""), 201)
+	}
+	for i, name := range names {
+		sent := cl[i%3].mustSend(name, fmt.Sprintf("body-%d", i), "")
+		got := cl[(i+1)%3].mustReceive(name)
+		if got.MessageId != sent.MessageId || got.MessageBody != fmt.Sprintf("body-%d", i) {
+			t.Fatalf("%s: received %+v, sent %+v", name, got, sent)
+		}
+		r := cl[(i+2)%3].del("/queues/"+name+"/messages?ReceiptHandle="+got.ReceiptHandle, "")
+		wantStatus(t, r, 204)
+		// The handle is used up, on whichever node it is tried.
+		wantError(t, cl[i%3].del("/queues/"+name+"/messages?ReceiptHandle="+got.ReceiptHandle, ""), 404, "MessageNotExist")
+	}
+	var fw int64
+	for _, n := range c.nodes {
+		fw += n.Status().Forwarded
+	}
+	if fw == 0 {
+		t.Fatal("no request was forwarded: the test did not exercise forwarding")
+	}
+	// ListQueue merges the shards, in pages with a stable marker, on every
+	// node (each lists from its replicas: wait for them).
+	for k := range cl {
+		clusterEventually(t, "list", func() error {
+			var got []string
+			marker := ""
+			for page := 0; page < 10; page++ {
+				h := map[string]string{"x-mns-ret-number": "5"}
+				if marker != "" {
+					h["x-mns-marker"] = marker
+				}
+				r := cl[k].do(req{method: "GET", target: "/queues", headers: h})
+				if r.status != 200 {
+					return fmt.Errorf("status %d: %s", r.status, r.body)
+				}
+				var l xQueues
+				decode(t, r, &l)
+				for _, q := range l.Queues {
+					got = append(got, q.QueueURL[strings.LastIndexByte(q.QueueURL, '/')+1:])
+				}
+				if l.NextMarker == nil || *l.NextMarker == "" {
+					break
+				}
+				marker = *l.NextMarker
+			}
+			if !slices.Equal(got, names) {
+				return fmt.Errorf("node %d lists %v, want %v", k+1, got, names)
+			}
+			return nil
+		})
+	}
+}
+
+// A forwarded request is checked again where it runs: the leader answers a
+// forwarded request that no client signed with an authentication error.
+func TestClusterForwardedRequestIsAuthenticated(t *testing.T) {
+	c := startCluster(t, 3, 2)
+	c.ready()
+	raw := "\x00GET /queues/q/messages HTTP/1.1\r\nHost: x\r\nx-mns-version: 2015-06-06\r\nDate: " +
+		time.Now().UTC().Format(time.RFC1123) + "\r\n\r\n"
+	out := string(c.envs[0].srv.serveForwarded(2, []byte(raw), nil))
+	if !strings.HasPrefix(out, "HTTP/1.1 400") {
+		t.Fatalf("an unsigned forwarded request was answered %q", out)
+	}
+	if !strings.Contains(out, "<Code>MissingAuthorizationHeader</Code>") {
+		t.Fatalf("want MissingAuthorizationHeader, got %q", out)
+	}
+}
+
+// Without a majority no shard has a leader: a request is answered 503
+// ServiceUnavailable (retryable) once the leader wait is over, and
+// /healthz says why.
+func TestClusterWithoutMajorityAnswers503(t *testing.T) {
+	c := startCluster(t, 3, 2)
+	c.ready()
+	cl := c.envs[0].client()
+	wantStatus(t, cl.put("/queues/lonely", ""), 201)
+	c.stop(1)
+	c.stop(2)
+	clusterEventually(t, "no leader", func() error {
+		r := cl.post("/queues/lonely/messages", sendBody("x", ""))
+		if r.status == 201 {
+			return fmt.Errorf("still sending (the old leader's lease)")
+		}
+		wantError(t, r, 503, "ServiceUnavailable")
+		return nil
+	})
+	r := cl.get("/healthz")
+	if r.status != 503 || !strings.Contains(string(r.body), "leader") {
+		t.Fatalf("healthz without a majority: %d %s", r.status, r.body)
+	}
+}
+
+// GET /cluster describes the node and every shard; a signed PUT
+// /cluster/nodes/{id} adds a member, which catches up and serves; DELETE
+// removes one.
+func TestClusterStatusAndMembership(t *testing.T) {
+	c := startCluster(t, 3, 2)
+	c.ready()
+	cl := c.envs[0].client()
+	wantStatus(t, cl.put("/queues/m", ""), 201)
+	for i := range 20 {
+		cl.mustSend("m", fmt.Sprint(i), "")
+	}
+	r := cl.get("/cluster")
+	if r.status != 200 || r.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /cluster: %d %s", r.status, r.body)
+	}
+	var st cluster.Status
+	if err := json.Unmarshal(r.body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.NodeID != 1 || len(st.Shards) != 2 || len(st.Members) != 3 {
+		t.Fatalf("status: %s", r.body)
+	}
+	for _, sh := range st.Shards {
+		if sh.Leader == 0 || sh.Term == 0 || sh.Commit == 0 {
+			t.Fatalf("shard without leader, term or commit: %s", r.body)
+		}
+		if sh.Role == "leader" && len(sh.Followers) != 2 {
+			t.Fatalf("a leader lists its followers: %s", r.body)
+		}
+	}
+
+	// Unsigned: refused.
+	wantError(t, cl.do(req{method: "PUT", target: "/cluster/nodes/4?raft=127.0.0.1:1", noSign: true}), 400, "MissingAuthorizationHeader")
+	// Bad id, missing address.
+	wantError(t, cl.do(req{method: "PUT", target: "/cluster/nodes/x?raft=127.0.0.1:1"}), 400, "InvalidArgument")
+	wantError(t, cl.do(req{method: "PUT", target: "/cluster/nodes/4"}), 400, "InvalidArgument")
+
+	c.raft[4] = freeAddr(t)
+	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
+	c.nodes, c.envs = append(c.nodes, nil), append(c.envs, nil)
+	c.start(3, 2, true)
+	wantStatus(t, cl.do(req{method: "PUT", target: "/cluster/nodes/4?raft=" + c.raft[4]}), 204)
+	if m := c.nodes[0].Members(); !slices.Equal(m, []uint64{1, 2, 3, 4}) {
+		t.Fatalf("members after the add: %v", m)
+	}
+	// The new node catches up and serves.
+	c4 := c.envs[3].client()
+	clusterEventually(t, "node 4 serves", func() error {
+		r := c4.get("/queues/m")
+		if r.status != 200 {
+			return fmt.Errorf("%d %s", r.status, r.body)
+		}
+		return nil
+	})
+	clusterEventually(t, "node 4's replica holds the messages", func() error {
+		n := c.nodes[3]
+		b := n.Broker(n.ShardOf("m"))
+		if b == nil {
+			return fmt.Errorf("rebuilding")
+		}
+		info, err := b.GetQueueAttributes("m")
+		if err != nil {
+			return err
+		}
+		if info.Active != 20 {
+			return fmt.Errorf("%d active", info.Active)
+		}
+		return nil
+	})
+
+	wantStatus(t, cl.do(req{method: "DELETE", target: "/cluster/nodes/3"}), 204)
+	if m := c.nodes[0].Members(); !slices.Equal(m, []uint64{1, 2, 4}) {
+		t.Fatalf("members after the removal: %v", m)
+	}
+	wantError(t, cl.do(req{method: "DELETE", target: "/cluster/nodes/3"}), 400, "InvalidArgument")
+	c.stop(2)
+	// Three members left, all up: the queue still works through node 4.
+	c4.mustSend("m", "after", "")
+}
