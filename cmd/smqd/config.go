@@ -47,6 +47,7 @@ type config struct {
 	tlsKey          string
 	stripes         int
 	shutdownTimeout time.Duration
+	cluster         clusterConfig // cluster.go
 }
 
 // minBodyBytes is the smallest request body cap server.Options accepts.
@@ -90,6 +91,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.IntVar(&c.stripes, "stripes", 4, "lock stripes of a new queue")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
 	fs.IntVar(&c.gcPercent, "gc-percent", 25, "Go GC target (as GOGC): the heap is mostly long-lived, pointer-free message metadata that costs the collector nothing to keep, so a low target keeps resident memory near the live data at little CPU; the GOGC environment variable, when set, wins")
+	c.cluster.addFlags(fs)
 	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's net/http/pprof profiles on this address (off when empty; never expose it: it is not authenticated)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: smqd [flags]\n\nEvery flag can also be set by an environment variable, e.g. --listen by %s.\n\nFlags:\n", envName("listen"))
@@ -104,6 +106,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	if _, err := envflag.Apply(fs, envPrefix, getenv); err != nil {
 		return nil, err
 	}
+	c.cluster.keyEnv = getenv(clusterKeyEnv)
 	return c, c.validate()
 }
 
@@ -161,7 +164,7 @@ func (c *config) validate() error {
 	if c.dataDir == "" {
 		return errors.New("--data-dir must not be empty")
 	}
-	return nil
+	return c.validateCluster()
 }
 
 func parseLevel(s string) (slog.Level, error) {

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/cluster"
 	"github.com/smqd/smqd/server"
 	"github.com/smqd/smqd/wal"
 )
@@ -103,6 +104,12 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		log.Warn("--max-conns is not above --max-long-polls: waiting long polls can hold every connection", "max_conns", cfg.maxConns, "max_long_polls", cfg.maxLongPolls)
 	}
 
+	// Listen before the broker opens: a cluster node tells the others the
+	// address actually bound (--listen may say port 0).
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
 	eopts := engine.Options{
 		Stripes:      cfg.stripes,
 		MaxLongPolls: cfg.maxLongPolls,
@@ -113,6 +120,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	} else {
 		mode, err := wal.ParseSyncMode(cfg.sync)
 		if err != nil {
+			ln.Close()
 			return err
 		}
 		eopts.Dir = cfg.dataDir
@@ -129,12 +137,21 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	if cfg.pprofListen != "" {
 		stop, err := startPprof(cfg.pprofListen, log)
 		if err != nil {
+			ln.Close()
 			return err
 		}
 		defer stop()
 	}
-	broker, err := engine.Open(eopts)
+	var broker backend
+	var node *cluster.Node
+	if cfg.clustered() {
+		node, err = startClusterNode(cfg, eopts, ln.Addr().String(), log)
+		broker = node
+	} else {
+		broker, err = engine.Open(eopts)
+	}
 	if err != nil {
+		ln.Close()
 		return fmt.Errorf("open broker: %w", err)
 	}
 	sopts := server.Options{
@@ -152,15 +169,17 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	if certs != nil {
 		sopts.TLS = certs.config()
 	}
-	srv, err := server.New(broker, sopts)
+	var srv *server.Server
+	if node != nil {
+		sopts.ClusterLeaderWait = cfg.cluster.leaderWait
+		srv, err = server.NewCluster(node, sopts)
+	} else {
+		srv, err = server.New(broker.(*engine.Broker), sopts)
+	}
 	if err != nil {
+		ln.Close()
 		broker.Close()
 		return err
-	}
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		broker.Close()
-		return fmt.Errorf("listen: %w", err)
 	}
 	var mln net.Listener
 	if cfg.metricsListen != "" {

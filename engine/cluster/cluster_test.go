@@ -253,3 +253,23 @@ func TestClusterWipedNodeCatchesUpFromSnapshot(t *testing.T) {
 		t.Fatal("the wiped node caught up without a snapshot: the test did not test that")
 	}
 }
+
+// Leaders spread: each of 3 nodes ends up leading 2 of 6 shards, the
+// shard's preferred leader (balance.go), whoever won the elections.
+func TestClusterSpreadsLeaders(t *testing.T) {
+	c := newTestCluster(t, 3, 6)
+	eventually(t, "leaders spread", func() error {
+		count := map[uint64]int{}
+		for i := 0; i < 6; i++ {
+			lead := c.nodes[0].shards[i].lead.Load()
+			if lead != preferredLeader(i, []uint64{1, 2, 3}) || !c.nodes[lead-1].shards[i].ready.Load() {
+				return fmt.Errorf("shard %d led by %d", i, lead)
+			}
+			count[lead]++
+		}
+		if count[1] != 2 || count[2] != 2 || count[3] != 2 {
+			return fmt.Errorf("leaders per node: %v", count)
+		}
+		return nil
+	})
+}

@@ -168,8 +168,9 @@ func Start(cfg Config) (*Node, error) {
 			go n.rejoinLoop()
 		}
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.ackSaver()
+	go n.balanceLoop()
 	n.wg.Add(1)
 	go n.tickLoop()
 	for i, s := range n.shards {
@@ -340,6 +341,16 @@ func (n *Node) Route(queue string) (b *engine.Broker, leader uint64, err error) 
 		return nil, 0, ErrNoLeader
 	}
 	return nil, lead, nil
+}
+
+// ReleaseMemory gives back to the operating system what the shard brokers
+// hold beyond their needs (the daemon calls it when idle).
+func (n *Node) ReleaseMemory() {
+	for _, s := range n.shards {
+		if b := s.broker(); b != nil {
+			b.ReleaseMemory()
+		}
+	}
 }
 
 // Leading reports whether this node leads a shard and takes its changes.

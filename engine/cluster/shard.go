@@ -69,6 +69,7 @@ type shard struct {
 	elections atomic.Int64 // elections this member saw won (leader changes)
 	lastLead  uint64       // run
 	proposals atomic.Int64 // proposals handed to Raft (metrics)
+	balanceOK int          // run: consecutive checks the preferred leader was ready (balance.go)
 }
 
 // Propose implements engine.Replica: it only queues.

@@ -428,7 +428,7 @@ func (t *transport) dial(addr string, kind byte) (net.Conn, uint64, error) {
 	var resp [16 + 8 + 32]byte
 	if _, err := io.ReadFull(c, resp[:]); err != nil {
 		c.Close()
-		return nil, 0, fmt.Errorf("%w: %v", ErrAuth, err)
+		return nil, 0, fmt.Errorf("cluster: handshake with %s: %w", addr, err)
 	}
 	na, id := resp[:16], binary.LittleEndian.Uint64(resp[16:24])
 	if !hmac.Equal(resp[24:], t.mac('A', ni, na, t.self, id)) {

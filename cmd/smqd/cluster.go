@@ -1,0 +1,184 @@
+package main
+
+// Cluster mode: with --cluster-peers (or --join) the daemon runs a cluster
+// node (engine/cluster) instead of one broker: queues are spread over
+// --shards Raft groups, every node's API serves every queue, and the
+// nodes authenticate each other with the cluster key (docs/operations.md,
+// "Running a cluster").
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/cluster"
+)
+
+// clusterKeyEnv holds the cluster key when --cluster-key-file is not given
+// (there is no flag for the key itself: a command line is visible to every
+// user of the machine).
+const clusterKeyEnv = "SMQD_CLUSTER_KEY"
+
+type clusterConfig struct {
+	nodeID     uint64
+	raftListen string
+	peers      string
+	shards     int
+	keyFile    string
+	keyEnv     string // the value of SMQD_CLUSTER_KEY
+	join       bool
+	tick       time.Duration
+	leaderWait time.Duration
+}
+
+func (c *clusterConfig) addFlags(fs *flag.FlagSet) {
+	fs.Uint64Var(&c.nodeID, "node-id", 0, "cluster mode: this node's id (1, 2, ...; unique in the cluster)")
+	fs.StringVar(&c.raftListen, "raft-listen", "", "cluster mode: address the other nodes reach this one at (Raft and forwarded requests)")
+	fs.StringVar(&c.peers, "cluster-peers", "", "cluster mode: the first members' Raft addresses, \"1=HOST:PORT,2=HOST:PORT,3=HOST:PORT\" (this node's included); empty: a single node")
+	fs.IntVar(&c.shards, "shards", 8, "cluster mode: shards (Raft groups) queues are spread over; fixed when the cluster is created")
+	fs.StringVar(&c.keyFile, "cluster-key-file", "", "cluster mode: file holding the cluster key (at least 16 bytes; keep it 0600); else the environment variable "+clusterKeyEnv)
+	fs.BoolVar(&c.join, "join", false, "cluster mode: this node is not among --cluster-peers' first members; it waits for a member to add it (smqctl cluster add) and catches up")
+	fs.DurationVar(&c.tick, "raft-tick", 50*time.Millisecond, "cluster mode: Raft's tick; a leader is presumed lost after 10 ticks without hearing from it (sooner when its connection drops)")
+	fs.DurationVar(&c.leaderWait, "cluster-leader-wait", 2*time.Second, "cluster mode: how long a request for a shard without a leader waits for one before it is answered 503 ServiceUnavailable")
+}
+
+// clustered reports whether the daemon runs as a cluster node.
+func (c *config) clustered() bool { return c.cluster.peers != "" || c.cluster.join }
+
+func (c *config) validateCluster() error {
+	cc := &c.cluster
+	if !c.clustered() {
+		if cc.nodeID != 0 || cc.raftListen != "" {
+			return errors.New("--node-id and --raft-listen need --cluster-peers (or --join)")
+		}
+		return nil
+	}
+	if c.inMemory {
+		return errors.New("cluster mode keeps every shard's log on disk: --in-memory does not go with --cluster-peers")
+	}
+	if !c.noAuth && c.accessKeyID == "" && c.credentialsFile == "" {
+		// A forwarded request's signature is checked again on the leader.
+		return errors.New("a cluster's nodes must share their access keys: give every node the same --credentials-file (or --access-key-id and --access-key-secret)")
+	}
+	if cc.nodeID == 0 {
+		return errors.New("cluster mode needs --node-id (1, 2, ...)")
+	}
+	if _, _, err := net.SplitHostPort(cc.raftListen); err != nil {
+		return fmt.Errorf("cluster mode needs --raft-listen HOST:PORT: %v", err)
+	}
+	peers, err := parsePeers(cc.peers)
+	if err != nil {
+		return err
+	}
+	if !cc.join {
+		if a, ok := peers[cc.nodeID]; !ok {
+			return fmt.Errorf("--cluster-peers must name this node (--node-id %d) unless it --join's", cc.nodeID)
+		} else if a != cc.raftListen && !strings.HasPrefix(cc.raftListen, "0.0.0.0:") && !strings.HasPrefix(cc.raftListen, "[::]:") {
+			return fmt.Errorf("--cluster-peers gives node %d the address %s, but --raft-listen is %s", cc.nodeID, a, cc.raftListen)
+		}
+	} else if len(peers) == 0 {
+		return errors.New("--join needs --cluster-peers naming at least one member to reach")
+	}
+	if cc.shards < 1 || cc.shards > 1024 {
+		return errors.New("--shards must be between 1 and 1024")
+	}
+	if cc.tick < time.Millisecond || cc.tick > time.Second {
+		return errors.New("--raft-tick must be between 1ms and 1s")
+	}
+	if cc.leaderWait <= 0 {
+		return errors.New("--cluster-leader-wait must be positive")
+	}
+	if _, err := c.clusterKey(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// parsePeers parses "1=HOST:PORT,2=HOST:PORT".
+func parsePeers(s string) (map[uint64]string, error) {
+	out := map[uint64]string{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(part, "=")
+		n, err := strconv.ParseUint(id, 10, 64)
+		if !ok || err != nil || n == 0 {
+			return nil, fmt.Errorf("--cluster-peers: %q is not ID=HOST:PORT with an id of 1 or more", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--cluster-peers: %q: %v", part, err)
+		}
+		if _, dup := out[n]; dup {
+			return nil, fmt.Errorf("--cluster-peers names node %d twice", n)
+		}
+		out[n] = addr
+	}
+	return out, nil
+}
+
+// clusterKey reads the cluster key from --cluster-key-file or the
+// environment.
+func (c *config) clusterKey() ([]byte, error) {
+	cc := &c.cluster
+	var key []byte
+	switch {
+	case cc.keyFile != "":
+		b, err := os.ReadFile(cc.keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-key-file: %w", err)
+		}
+		key = []byte(strings.TrimSpace(string(b)))
+	case cc.keyEnv != "":
+		key = []byte(cc.keyEnv)
+	default:
+		return nil, fmt.Errorf("cluster mode needs the cluster key: --cluster-key-file or %s", clusterKeyEnv)
+	}
+	if len(key) < 16 {
+		return nil, errors.New("the cluster key must be at least 16 bytes (use 32 random bytes, e.g. openssl rand -hex 32)")
+	}
+	return key, nil
+}
+
+// startClusterNode starts this daemon's cluster node; eopts is every
+// shard broker's template.
+func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *slog.Logger) (*cluster.Node, error) {
+	cc := &cfg.cluster
+	key, err := cfg.clusterKey()
+	if err != nil {
+		return nil, err
+	}
+	if cc.keyFile != "" {
+		warnIfShared(log, cc.keyFile, "cluster key")
+	}
+	peers, _ := parsePeers(cc.peers)
+	ids := make([]uint64, 0, len(peers))
+	for id := range peers {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	log.Info("cluster mode", "node_id", cc.nodeID, "raft_listen", cc.raftListen, "members", ids, "shards", cc.shards, "join", cc.join)
+	if len(peers) > 0 && len(peers)%2 == 0 && !cc.join {
+		log.Warn("an even number of members tolerates no more failures than one fewer: run 3 or 5", "members", len(peers))
+	}
+	return cluster.Start(cluster.Config{
+		NodeID: cc.nodeID, RaftListen: cc.raftListen, Peers: peers, Join: cc.join,
+		APIAddr: apiAddr, Shards: cc.shards, Dir: cfg.dataDir, Key: key, Engine: eopts,
+		SyncAlways: cfg.sync == "always", Tick: cc.tick, Logger: log.With("component", "cluster"),
+	})
+}
+
+// backend is what the daemon runs: one broker, or a cluster node.
+type backend interface {
+	Close() error
+	ReleaseMemory()
+}

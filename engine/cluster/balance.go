@@ -1,0 +1,76 @@
+package cluster
+
+// Spreading the leaders. Elections put leaders wherever a candidate won
+// first, often all on one node, which then does every shard's work while
+// the others idle. Each shard has a preferred leader — its voters in id
+// order, shard i preferring the (i mod voters)-th — and a leader that is
+// not the preferred one hands the lead over (Raft's leadership transfer)
+// once the preferred member has been active and fully caught up for
+// balanceChecks consecutive checks, so that a member that just came back
+// is not handed a shard while it is still catching up, and the lead does
+// not flap while a member comes and goes.
+
+import (
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3"
+)
+
+const (
+	balanceEvery  = time.Second
+	balanceChecks = 3
+)
+
+// balanceLoop checks every shard's leader once per balanceEvery.
+func (n *Node) balanceLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(balanceEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		for _, s := range n.shards {
+			s.do(s.balance)
+		}
+	}
+}
+
+// preferredLeader returns the shard's preferred leader among voters.
+func preferredLeader(shard int, voters []uint64) uint64 {
+	if len(voters) == 0 {
+		return 0
+	}
+	v := slices.Clone(voters)
+	slices.Sort(v)
+	return v[shard%len(v)]
+}
+
+// balance runs in the shard's loop: see the file comment.
+func (s *shard) balance() {
+	st := s.rn.Status()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
+		s.balanceOK = 0
+		return
+	}
+	want := preferredLeader(s.id, s.st.votersNow())
+	if want == 0 || want == s.n.cfg.NodeID {
+		s.balanceOK = 0
+		return
+	}
+	pr, ok := st.Progress[want]
+	last, _ := s.st.LastIndex()
+	if !ok || !pr.RecentActive || pr.Match < last {
+		s.balanceOK = 0
+		return
+	}
+	if s.balanceOK++; s.balanceOK < balanceChecks {
+		return
+	}
+	s.balanceOK = 0
+	s.log.Info("handing the lead to the shard's preferred leader", "to", want, "term", st.GetTerm())
+	s.rn.TransferLeader(want)
+}
