@@ -24,6 +24,7 @@ type config struct {
 
 	target          string
 	addr            string
+	endpoints       string
 	accessKeyID     string
 	accessKeySecret string
 	credentialsFile string
@@ -77,6 +78,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 	}
 	fs.StringVar(&c.target, "target", "smqd", "system under test: "+targetHelp)
 	fs.StringVar(&c.addr, "addr", "", "server address (default per target: "+addrHelp+")")
+	fs.StringVar(&c.endpoints, "endpoints", "", "smqd: several server addresses, A,B,C (the nodes of a cluster): workers are spread over them round robin; overrides --addr")
 	fs.StringVar(&c.accessKeyID, "access-key-id", "", "MNS access key id (default: from --credentials-file)")
 	fs.StringVar(&c.accessKeySecret, "access-key-secret", "", "MNS access key secret (prefer "+envName("access-key-secret")+")")
 	fs.StringVar(&c.credentialsFile, "credentials-file", "", "smqd credentials file (\"<id> <secret>\" lines); default <data-dir>/credentials")
@@ -303,14 +305,26 @@ func (c *config) newTarget(ctx context.Context) (bench.Target, error) {
 				return nil, fmt.Errorf("credentials: %w", err)
 			}
 		}
-		opts := bench.MNSOptions{
-			Addr: addr, AccessKeyID: id, AccessKeySecret: secret, MaxConns: workers,
-			VisibilityTimeout: c.visibility, ContentMD5: c.contentMD5,
+		addrs := []string{addr}
+		if c.endpoints != "" {
+			addrs = strings.Split(c.endpoints, ",")
 		}
-		if c.client == "sdk" {
-			return bench.NewSDKTarget(opts), nil
+		var ts []bench.Target
+		for _, a := range addrs {
+			opts := bench.MNSOptions{
+				Addr: strings.TrimSpace(a), AccessKeyID: id, AccessKeySecret: secret, MaxConns: workers,
+				VisibilityTimeout: c.visibility, ContentMD5: c.contentMD5,
+			}
+			if c.client == "sdk" {
+				ts = append(ts, bench.NewSDKTarget(opts))
+			} else {
+				ts = append(ts, bench.NewMNSTarget(opts))
+			}
 		}
-		return bench.NewMNSTarget(opts), nil
+		if len(ts) == 1 {
+			return ts[0], nil
+		}
+		return bench.NewSpread(ts), nil
 	}
 	for _, p := range c.peers {
 		if p.Name == c.target {
