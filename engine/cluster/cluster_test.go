@@ -19,6 +19,7 @@ var testKey = []byte("0123456789abcdef-test-cluster-key")
 
 // testCluster is n nodes in this process on loopback.
 type testCluster struct {
+	prod   bool // production-like engine options (benchmarks)
 	t      *testing.T
 	dirs   []string
 	addrs  map[uint64]string
@@ -60,6 +61,9 @@ func (c *testCluster) config(i int) Config {
 	o.FreeSpaceReserve = -1
 	o.CheckpointRecords = 200 // checkpoints, and so compacted logs, often
 	o.ReplicaKeepEntries = 20 // so that a wiped node needs a snapshot
+	if c.prod {
+		o = engine.Options{FreeSpaceReserve: -1}
+	}
 	return Config{NodeID: uint64(i + 1), RaftListen: c.addrs[uint64(i+1)], Peers: c.addrs,
 		APIAddr: fmt.Sprintf("api-%d", i+1), Shards: c.shards, Dir: c.dirs[i], Key: testKey, Engine: o,
 		SyncAlways: true, Tick: 20 * time.Millisecond, ElectionTicks: 10,

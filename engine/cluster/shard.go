@@ -275,6 +275,18 @@ func (s *shard) handleReady(rd raft.Ready) error {
 		meta := rd.Snapshot.GetMetadata()
 		s.st.reset(b, meta.GetIndex(), meta.GetTerm(), meta.GetConfState())
 	}
+	// A leader sends its appends before persisting the same entries
+	// itself (the Raft thesis, 10.2.1; etcd does the same): its own write
+	// and fsync overlap the followers', and an entry still commits only
+	// once a majority, the leader counted when Advance says it persisted,
+	// holds it. Messages that vouch for this member's state (votes, a
+	// follower's acknowledgements) still leave only after it is durable,
+	// and nothing leaves before a new term or vote is.
+	early := s.leaderOf != 0 && raft.IsEmptySnap(rd.Snapshot) &&
+		(raft.IsEmptyHardState(rd.HardState) || (rd.HardState.GetTerm() == s.st.hardTerm() && rd.HardState.GetVote() == s.st.hardVote()))
+	if early {
+		s.n.tr.send(s.id, rd.Messages)
+	}
 	if len(rd.Entries) > 0 {
 		ents := make([]engine.ReplicaEntry, len(rd.Entries))
 		for i, e := range rd.Entries {
@@ -295,36 +307,60 @@ func (s *shard) handleReady(rd raft.Ready) error {
 		}
 		s.st.setHardState(hs)
 	}
+	if early {
+		// The leader applies what is committed before its own fsync: a
+		// majority holds it durably already, and its clients wait for it.
+		// (A follower reads the records it applies back from its log,
+		// which forces their write; it applies after its fsync.)
+		if err := s.applyCommitted(b, rd.CommittedEntries); err != nil {
+			return err
+		}
+	}
 	if rd.MustSync && s.n.cfg.SyncAlways {
 		if err := b.SyncLog(); err != nil {
 			return err
 		}
 	}
-	s.n.tr.send(s.id, rd.Messages)
-	if len(rd.CommittedEntries) > 0 {
-		ents := make([]engine.ReplicaEntry, 0, len(rd.CommittedEntries))
-		for _, e := range rd.CommittedEntries {
-			ents = append(ents, fromPB(e))
-		}
-		if err := b.ApplyCommitted(ents); err != nil {
+	if !early {
+		s.n.tr.send(s.id, rd.Messages)
+	}
+	if !early {
+		if err := s.applyCommitted(b, rd.CommittedEntries); err != nil {
 			return err
-		}
-		for _, e := range rd.CommittedEntries {
-			if err := s.applyConfChange(b, e); err != nil {
-				return err
-			}
-		}
-		last := rd.CommittedEntries[len(rd.CommittedEntries)-1].GetIndex()
-		if s.leaderOf != 0 && !s.ready.Load() && s.firstOurs != 0 && last >= s.firstOurs {
-			if err := b.SetLeader(true, s.leaderOf); err != nil {
-				return err
-			}
-			s.ready.Store(true)
-			s.log.Info("shard leader ready", "term", s.leaderOf, "index", last)
 		}
 	}
 	s.rn.Advance(rd)
 	s.st.compact(s.rn.BasicStatus().Applied)
+	return nil
+}
+
+// applyCommitted applies committed entries: the broker's records, then
+// configuration changes; a new leader starts taking changes once every
+// entry before its term's first is applied.
+func (s *shard) applyCommitted(b *engine.Broker, committed []*pb.Entry) error {
+	if len(committed) == 0 {
+		return nil
+	}
+	ents := make([]engine.ReplicaEntry, 0, len(committed))
+	for _, e := range committed {
+		ents = append(ents, fromPB(e))
+	}
+	if err := b.ApplyCommitted(ents); err != nil {
+		return err
+	}
+	for _, e := range committed {
+		if err := s.applyConfChange(b, e); err != nil {
+			return err
+		}
+	}
+	last := committed[len(committed)-1].GetIndex()
+	if s.leaderOf != 0 && !s.ready.Load() && s.firstOurs != 0 && last >= s.firstOurs {
+		if err := b.SetLeader(true, s.leaderOf); err != nil {
+			return err
+		}
+		s.ready.Store(true)
+		s.log.Info("shard leader ready", "term", s.leaderOf, "index", last)
+	}
 	return nil
 }
 
