@@ -21,6 +21,16 @@ type Timer interface {
 	Reset(d time.Duration) bool
 }
 
+// OffsetClock is the system clock shifted by offset: a node whose clock is
+// wrong, for fault tests (smqd --clock-offset).
+func OffsetClock(offset time.Duration) Clock { return offsetClock{offset} }
+
+type offsetClock struct{ d time.Duration }
+
+func (c offsetClock) Now() time.Time { return time.Now().Add(c.d) }
+
+func (offsetClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
 // SystemClock returns the wall clock.
 func SystemClock() Clock { return systemClock{} }
 

@@ -28,15 +28,16 @@ import (
 const clusterKeyEnv = "SMQD_CLUSTER_KEY"
 
 type clusterConfig struct {
-	nodeID     uint64
-	raftListen string
-	peers      string
-	shards     int
-	keyFile    string
-	keyEnv     string // the value of SMQD_CLUSTER_KEY
-	join       bool
-	tick       time.Duration
-	leaderWait time.Duration
+	nodeID      uint64
+	raftListen  string
+	peers       string
+	shards      int
+	keyFile     string
+	keyEnv      string // the value of SMQD_CLUSTER_KEY
+	join        bool
+	tick        time.Duration
+	leaderWait  time.Duration
+	clockOffset time.Duration
 }
 
 func (c *clusterConfig) addFlags(fs *flag.FlagSet) {
@@ -47,6 +48,7 @@ func (c *clusterConfig) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.keyFile, "cluster-key-file", "", "cluster mode: file holding the cluster key (at least 16 bytes; keep it 0600); else the environment variable "+clusterKeyEnv)
 	fs.BoolVar(&c.join, "join", false, "cluster mode: this node is not among --cluster-peers' first members; it waits for a member to add it (smqctl cluster add) and catches up")
 	fs.DurationVar(&c.tick, "raft-tick", 50*time.Millisecond, "cluster mode: Raft's tick; a leader is presumed lost after 10 ticks without hearing from it (sooner when its connection drops)")
+	fs.DurationVar(&c.clockOffset, "clock-offset", 0, "fault tests only: run the broker's clock this far from the system's (a node whose clock is wrong)")
 	fs.DurationVar(&c.leaderWait, "cluster-leader-wait", 2*time.Second, "cluster mode: how long a request for a shard without a leader waits for one before it is answered 503 ServiceUnavailable")
 }
 
@@ -169,6 +171,10 @@ func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *sl
 	log.Info("cluster mode", "node_id", cc.nodeID, "raft_listen", cc.raftListen, "members", ids, "shards", cc.shards, "join", cc.join)
 	if len(peers) > 0 && len(peers)%2 == 0 && !cc.join {
 		log.Warn("an even number of members tolerates no more failures than one fewer: run 3 or 5", "members", len(peers))
+	}
+	if cc.clockOffset != 0 {
+		log.Warn("the broker's clock is offset from the system's (--clock-offset): for fault tests only", "offset", cc.clockOffset)
+		eopts.Clock = engine.OffsetClock(cc.clockOffset)
 	}
 	return cluster.Start(cluster.Config{
 		NodeID: cc.nodeID, RaftListen: cc.raftListen, Peers: peers, Join: cc.join,

@@ -284,8 +284,8 @@ func (n *Node) rememberMember(id uint64, addr string, remove bool) {
 		}
 		delete(n.book, id)
 	} else {
-		if n.book[id] == addr {
-			return
+		if _, ok := n.book[id]; ok {
+			return // known: this node's own address for it stays (see addPeer)
 		}
 		n.book[id] = addr
 	}

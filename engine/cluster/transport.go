@@ -141,11 +141,9 @@ func (t *transport) addPeer(id uint64, addr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if p := t.peers[id]; p != nil || t.done {
-		if p != nil && p.addr != addr {
-			p.mu.Lock()
-			p.addr = addr
-			p.mu.Unlock()
-		}
+		// A known peer keeps the address this node has for it (its flags
+		// or address book): another member's view of it, carried in a
+		// configuration change, may be a route only that member uses.
 		return
 	}
 	p := &peer{id: id, addr: addr, kick: make(chan struct{}, 1)}
