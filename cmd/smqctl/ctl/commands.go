@@ -33,6 +33,11 @@ func groups() map[string]map[string]verb {
 			"delete":     {"delete messages by receipt handle", (*run).msgDelete},
 			"visibility": {"change a received message's visibility timeout", (*run).msgVisibility},
 		},
+		"cluster": {
+			"status": {"a cluster node's view: members, each shard's leader, term, commit and followers' lag", (*run).clusterStatus},
+			"add":    {"add a node (started with --join) to every shard: cluster add ID RAFT-HOST:PORT", (*run).clusterAdd},
+			"rm":     {"remove a node from every shard: cluster rm ID", (*run).clusterRm},
+		},
 		"": {
 			"stats":      {"live message counts and rates per queue", (*run).stats},
 			"completion": {"print the bash or zsh completion script", (*run).completion},
@@ -107,7 +112,7 @@ func (r *run) help() {
 Usage: smqctl [flags] <command> [arguments] [flags]
 
 `)
-	for _, g := range []string{"queue", "message", ""} {
+	for _, g := range []string{"queue", "message", "cluster", ""} {
 		for _, v := range verbNames(g) {
 			name := strings.TrimSpace(g + " " + v)
 			fmt.Fprintf(w, "  %-22s %s\n", name, groups()[g][v].synopsis)

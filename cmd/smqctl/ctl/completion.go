@@ -19,7 +19,7 @@ func (r *run) completion(ctx context.Context, name string, args []string) error 
 			verbs[g] = strings.Join(verbNames(g), " ")
 		}
 	}
-	top := []string{"queue", "message", "send", "receive", "peek", "stats", "completion", "help"}
+	top := []string{"queue", "message", "cluster", "send", "receive", "peek", "stats", "completion", "help"}
 	switch pos[0] {
 	case "bash":
 		fmt.Fprintf(r.env.Stdout, bashCompletion, strings.Join(top, " "), verbs["queue"], verbs["message"])

@@ -1,0 +1,145 @@
+package ctl
+
+// smqctl cluster: a cluster node's view (GET /cluster) and the signed
+// membership operations (PUT and DELETE /cluster/nodes/{id}).
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clusterStatus is GET /cluster's document (the fields smqctl shows).
+type clusterStatus struct {
+	NodeID  uint64 `json:"node_id"`
+	Healthy bool   `json:"healthy"`
+	Problem string `json:"problem"`
+	Members []struct {
+		NodeID uint64 `json:"node_id"`
+		Raft   string `json:"raft"`
+		API    string `json:"api"`
+	} `json:"members"`
+	Shards []struct {
+		Shard     int    `json:"shard"`
+		Role      string `json:"role"`
+		Leader    uint64 `json:"leader"`
+		Term      uint64 `json:"term"`
+		Commit    uint64 `json:"commit_index"`
+		Applied   uint64 `json:"applied_index"`
+		Followers []struct {
+			NodeID uint64 `json:"node_id"`
+			Lag    uint64 `json:"lag"`
+			State  string `json:"state"`
+		} `json:"followers"`
+	} `json:"shards"`
+	Forwarded int64 `json:"forwarded"`
+}
+
+func (r *run) clusterStatus(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("cluster status", flag.ContinueOnError)
+	if _, err := r.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	rctx, cancel := r.reqCtx(ctx, 0)
+	defer cancel()
+	_, b, err := c.do(rctx, "GET", "/cluster", nil, nil)
+	if err != nil {
+		return err
+	}
+	if r.g.json {
+		_, err := r.env.Stdout.Write(b)
+		return err
+	}
+	var st clusterStatus
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("GET /cluster: %w", err)
+	}
+	health := "healthy"
+	if !st.Healthy {
+		health = "NOT healthy: " + st.Problem
+	}
+	fmt.Fprintf(r.env.Stdout, "node %d: %s; %d requests forwarded\n\n", st.NodeID, health, st.Forwarded)
+	rows := [][]string{{"MEMBER", "RAFT", "API"}}
+	for _, m := range st.Members {
+		rows = append(rows, []string{strconv.FormatUint(m.NodeID, 10), m.Raft, m.API})
+	}
+	r.table(rows)
+	fmt.Fprintln(r.env.Stdout)
+	rows = [][]string{{"SHARD", "ROLE", "LEADER", "TERM", "COMMIT", "APPLIED", "FOLLOWERS (id:lag)"}}
+	for _, s := range st.Shards {
+		var fl []string
+		for _, f := range s.Followers {
+			fl = append(fl, fmt.Sprintf("%d:%d", f.NodeID, f.Lag))
+		}
+		rows = append(rows, []string{strconv.Itoa(s.Shard), s.Role, strconv.FormatUint(s.Leader, 10),
+			strconv.FormatUint(s.Term, 10), strconv.FormatUint(s.Commit, 10), strconv.FormatUint(s.Applied, 10), strings.Join(fl, " ")})
+	}
+	r.table(rows)
+	return nil
+}
+
+func (r *run) clusterAdd(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("cluster add ID RAFT-ADDRESS", flag.ContinueOnError)
+	pos, err := r.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	id, err := nodeID(pos[0])
+	if err != nil {
+		return err
+	}
+	if _, _, err := net.SplitHostPort(pos[1]); err != nil {
+		return usagef("cluster add: the raft address must be HOST:PORT: %v", err)
+	}
+	return r.member(ctx, "PUT", "/cluster/nodes/"+strconv.FormatUint(id, 10)+"?raft="+url.QueryEscape(pos[1]), id, "added")
+}
+
+func (r *run) clusterRm(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("cluster rm ID", flag.ContinueOnError)
+	pos, err := r.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id, err := nodeID(pos[0])
+	if err != nil {
+		return err
+	}
+	return r.member(ctx, "DELETE", "/cluster/nodes/"+strconv.FormatUint(id, 10), id, "removed")
+}
+
+func nodeID(s string) (uint64, error) {
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 {
+		return 0, usagef("a node id is a positive integer, not %q", s)
+	}
+	return id, nil
+}
+
+// member runs a membership change; it may take a while (every shard
+// applies it), so it gets 30 s beyond --timeout.
+func (r *run) member(ctx context.Context, method, target string, id uint64, done string) error {
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	rctx, cancel := r.reqCtx(ctx, 30*time.Second)
+	defer cancel()
+	if _, _, err := c.do(rctx, method, target, nil, nil); err != nil {
+		return err
+	}
+	if r.g.json {
+		return r.printJSON(map[string]any{"node_id": id, done: true})
+	}
+	fmt.Fprintf(r.env.Stdout, "node %d %s in every shard\n", id, done)
+	return nil
+}
