@@ -263,7 +263,11 @@ func (r *replStore) append(recs []logRec) error {
 	}
 	r.nextID++
 	id := r.term<<bootShift | r.nextID
-	data := binary.LittleEndian.AppendUint64(make([]byte, 0, 8+64*len(recs)), id)
+	size := 8
+	for i := range recs {
+		size += 5 + len(recs[i].head) + len(recs[i].body)
+	}
+	data := binary.LittleEndian.AppendUint64(make([]byte, 0, size), id)
 	data = encodeRecords(data, recs)
 	last := &recs[len(recs)-1]
 	p := &pendingProp{id: id, first: recs[0].pos, end: last.pos + uint64(last.size), done: make(chan struct{}), start: time.Now()}

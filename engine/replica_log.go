@@ -63,9 +63,12 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry) error {
 		// here (invariant 4).
 		sent := map[msgKey][2]uint64{}
 		err := decodeRecords(e.Data[8:], func(typ uint8, payload []byte) error {
-			rec := [1]logRec{{typ: typ, head: append([]byte(nil), payload...), live: typ == recSend}}
+			// The log copies what it appends; only a record patched here
+			// needs a copy of its own.
+			rec := [1]logRec{{typ: typ, head: payload, live: typ == recSend}}
 			switch typ {
 			case recState, recDelete, recExpire:
+				rec[0].head = append([]byte(nil), payload...)
 				s, err := decodeSnap(rec[0].head)
 				if err != nil {
 					return err

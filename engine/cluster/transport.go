@@ -187,15 +187,14 @@ func (t *transport) peerAPI(id uint64) (string, bool) {
 // send queues messages of shard for their destinations.
 func (t *transport) send(shard int, msgs []*pb.Message) {
 	for _, m := range msgs {
-		b, err := proto.Marshal(m)
+		// Marshalled straight into the frame: entries are not copied twice.
+		frame, err := proto.MarshalOptions{}.MarshalAppend(make([]byte, 6, 6+proto.Size(m)), m)
 		if err != nil {
 			t.log.Error("marshal raft message", "err", err)
 			continue
 		}
-		frame := make([]byte, 6, 6+len(b))
-		binary.LittleEndian.PutUint32(frame, uint32(2+len(b)))
+		binary.LittleEndian.PutUint32(frame, uint32(len(frame)-4))
 		binary.LittleEndian.PutUint16(frame[4:], uint16(shard))
-		frame = append(frame, b...)
 		t.mu.Lock()
 		p := t.peers[m.GetTo()]
 		t.mu.Unlock()
