@@ -55,11 +55,13 @@ type shard struct {
 	st *raftStorage
 
 	// Proposals queued by the broker (Propose, under a stripe lock) for run.
-	pmu     sync.Mutex
-	props   [][]byte
-	control []func() // run these in the loop (peer down, conf changes)
-	wake    chan struct{}
-	inbox   chan *pb.Message
+	pmu      sync.Mutex
+	props    [][]byte
+	control  []func()      // run these in the loop (peer down, conf changes)
+	selfMsgs []*pb.Message // responses of the append worker to this member (append.go)
+	app      *appender
+	wake     chan struct{}
+	inbox    chan *pb.Message
 
 	lead      atomic.Uint64 // the leader this member knows (0: none)
 	term      atomic.Uint64
@@ -151,6 +153,7 @@ func (s *shard) start(voters []uint64) error {
 		MaxUncommittedEntriesSize: 1 << 30,
 		CheckQuorum:               true,
 		PreVote:                   true,
+		AsyncStorageWrites:        true, // append.go
 		Logger:                    raftLogger{s.log},
 	}
 	rn, err := raft.NewRawNode(cfg)
@@ -160,8 +163,20 @@ func (s *shard) start(voters []uint64) error {
 	}
 	s.rn = rn
 	s.b.Store(b)
+	s.app = newAppender(s)
+	go s.app.run()
 	return nil
 }
+
+// wakeLoop wakes the shard's loop.
+func (s *shard) wakeLoop() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+var errNoBroker = errors.New("cluster: the shard has no broker")
 
 // bootstrap writes a new cluster's first entries into an empty log: one
 // committed configuration change per first member (term 1, indexes 1..n),
@@ -213,9 +228,12 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 		case <-s.wake:
 		}
 		s.pmu.Lock()
-		props, ctl := s.props, s.control
-		s.props, s.control = nil, nil
+		props, ctl, self := s.props, s.control, s.selfMsgs
+		s.props, s.control, s.selfMsgs = nil, nil, nil
 		s.pmu.Unlock()
+		for _, m := range self {
+			s.step(m)
+		}
 		for _, f := range ctl {
 			f()
 		}
@@ -227,12 +245,14 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			}
 			s.proposals.Add(1)
 		}
-		for s.rn.HasReady() {
-			if err := s.handleReady(s.rn.Ready()); err != nil {
-				s.log.Error("shard stopped: its log failed", "err", err)
-				s.n.failed(s.id, err)
-				return
-			}
+		err := s.app.failed()
+		for err == nil && s.rn.HasReady() {
+			err = s.handleReady(s.rn.Ready())
+		}
+		if err != nil {
+			s.log.Error("shard stopped: its log failed", "err", err)
+			s.n.failed(s.id, err)
+			return
 		}
 	}
 }
@@ -260,77 +280,43 @@ func (s *shard) step(m *pb.Message) {
 	}
 }
 
+// handleReady takes one Ready (asynchronous storage writes, append.go):
+// what must be persisted goes to the append worker, committed entries are
+// applied here, and messages to other members leave at once (those that
+// must wait for durability travel as the append's responses).
 func (s *shard) handleReady(rd raft.Ready) error {
 	if rd.SoftState != nil {
 		if err := s.handleSoftState(rd.SoftState); err != nil {
 			return err
 		}
 	}
-	b := s.broker()
-	if b == nil {
-		return errors.New("no broker")
-	}
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		// Its state was installed before Raft saw it (installSnapshot).
-		meta := rd.Snapshot.GetMetadata()
-		s.st.reset(b, meta.GetIndex(), meta.GetTerm(), meta.GetConfState())
-	}
-	// A leader sends its appends before persisting the same entries
-	// itself (the Raft thesis, 10.2.1; etcd does the same): its own write
-	// and fsync overlap the followers', and an entry still commits only
-	// once a majority, the leader counted when Advance says it persisted,
-	// holds it. Messages that vouch for this member's state (votes, a
-	// follower's acknowledgements) still leave only after it is durable,
-	// and nothing leaves before a new term or vote is.
-	early := s.leaderOf != 0 && raft.IsEmptySnap(rd.Snapshot) &&
-		(raft.IsEmptyHardState(rd.HardState) || (rd.HardState.GetTerm() == s.st.hardTerm() && rd.HardState.GetVote() == s.st.hardVote()))
-	if early {
-		s.n.tr.send(s.id, rd.Messages)
-	}
-	if len(rd.Entries) > 0 {
-		ents := make([]engine.ReplicaEntry, len(rd.Entries))
-		for i, e := range rd.Entries {
-			ents[i] = fromPB(e)
-			if s.leaderOf != 0 && s.firstOurs == 0 && e.GetTerm() == s.leaderOf {
-				s.firstOurs = e.GetIndex()
+	var net []*pb.Message
+	for _, m := range rd.Messages {
+		switch m.GetTo() {
+		case raft.LocalAppendThread:
+			for _, e := range m.Entries {
+				if s.leaderOf != 0 && s.firstOurs == 0 && e.GetTerm() == s.leaderOf {
+					s.firstOurs = e.GetIndex()
+				}
 			}
-		}
-		if err := b.PersistEntries(ents); err != nil {
-			return err
-		}
-		s.st.append(rd.Entries)
-	}
-	if !raft.IsEmptyHardState(rd.HardState) {
-		hs := rd.HardState
-		if err := b.PersistHardState(engine.ReplicaHardState{Term: hs.GetTerm(), Vote: hs.GetVote(), Commit: hs.GetCommit()}); err != nil {
-			return err
-		}
-		s.st.setHardState(hs)
-	}
-	if early {
-		// The leader applies what is committed before its own fsync: a
-		// majority holds it durably already, and its clients wait for it.
-		// (A follower reads the records it applies back from its log,
-		// which forces their write; it applies after its fsync.)
-		if err := s.applyCommitted(b, rd.CommittedEntries); err != nil {
-			return err
+			s.app.push(m)
+		case raft.LocalApplyThread:
+			b := s.broker()
+			if b == nil {
+				return errNoBroker
+			}
+			if err := s.applyCommitted(b, m.Entries); err != nil {
+				return err
+			}
+			for _, r := range m.Responses {
+				s.step(r)
+			}
+			s.st.compact(s.rn.BasicStatus().Applied)
+		default:
+			net = append(net, m)
 		}
 	}
-	if rd.MustSync && s.n.cfg.SyncAlways {
-		if err := b.SyncLog(); err != nil {
-			return err
-		}
-	}
-	if !early {
-		s.n.tr.send(s.id, rd.Messages)
-	}
-	if !early {
-		if err := s.applyCommitted(b, rd.CommittedEntries); err != nil {
-			return err
-		}
-	}
-	s.rn.Advance(rd)
-	s.st.compact(s.rn.BasicStatus().Applied)
+	s.n.tr.send(s.id, net)
 	return nil
 }
 
@@ -442,6 +428,10 @@ func (s *shard) handleSoftState(ss *raft.SoftState) error {
 // rebuild reopens the broker from what is committed (see the file comment).
 func (s *shard) rebuild() error {
 	start := time.Now()
+	s.app.barrier() // invariant 2 of append.go
+	if err := s.app.failed(); err != nil {
+		return err
+	}
 	old := s.broker()
 	// The hard state persisted with every Ready already covers what was
 	// applied (it is written before the entries it commits are applied).
@@ -460,8 +450,12 @@ func (s *shard) rebuild() error {
 	return nil
 }
 
-// close closes the broker (the loop has stopped).
+// close stops the append worker and closes the broker (the loop has
+// stopped).
 func (s *shard) close() error {
+	if s.app != nil {
+		s.app.close()
+	}
 	if b := s.broker(); b != nil {
 		return b.Close()
 	}

@@ -50,6 +50,10 @@ func (s *shard) installSnapshot(m *pb.Message) error {
 		return err
 	}
 	defer rc.Close()
+	s.app.barrier() // the append worker must not write to the broker replaced below
+	if err := s.app.failed(); err != nil {
+		return err
+	}
 	hs := s.rn.BasicStatus().HardState
 	if err := writeMarker(s.markerPath(), hs.GetTerm(), hs.GetVote()); err != nil {
 		return err

@@ -166,19 +166,6 @@ func (s *raftStorage) append(ents []*pb.Entry) {
 	}
 }
 
-// hardTerm and hardVote return the persisted hard state's term and vote.
-func (s *raftStorage) hardTerm() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.hs.GetTerm()
-}
-
-func (s *raftStorage) hardVote() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.hs.GetVote()
-}
-
 // setHardState records the hard state just persisted.
 func (s *raftStorage) setHardState(hs *pb.HardState) {
 	s.mu.Lock()

@@ -1,0 +1,195 @@
+package cluster
+
+// The shard's append worker. Raft runs with asynchronous storage writes
+// (etcd raft's AsyncStorageWrites): a Ready hands the entries, hard state
+// and snapshot to persist to a local append thread as MsgStorageAppend
+// messages, with the messages that may leave only once they are durable
+// (a follower's acknowledgements, votes, the leader's own acknowledgement)
+// attached as responses. The worker persists each message's part in order,
+// fsyncs once for all it took (group commit across Readys), then delivers
+// the responses: to other nodes through the transport, to this member
+// through the loop (shard.go). Meanwhile the loop goes on stepping
+// messages and taking Readys: a leader's loop is never blocked on its own
+// fsync, so an acknowledgement that arrives while it runs commits at once.
+//
+// Invariants:
+//  1. Messages are processed in the order the loop pushed them; a
+//     response leaves only after every write of its message and of all
+//     before it is durable (with --sync always) or written (otherwise).
+//  2. The worker is the only writer of the shard's log entries and hard
+//     state while it runs; the loop replaces the broker (a rebuild, a
+//     snapshot install) only after waiting for the worker to be idle
+//     (barrier), so the worker never writes to a broker being replaced.
+//
+// Owner: mu guards the queue and the idle flag; the worker goroutine owns
+// what it took from the queue.
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/smqd/smqd/engine"
+)
+
+type appender struct {
+	s    *shard
+	mu   sync.Mutex
+	idle *sync.Cond    // broadcast when the queue is empty and nothing is in hand
+	q    []*pb.Message // guarded by mu
+	busy bool          // guarded by mu: a batch is in hand
+	kick chan struct{} // the queue grew
+	stop chan struct{} // closed by close
+	done chan struct{} // closed when the worker exits
+	err  atomic.Pointer[error]
+}
+
+func newAppender(s *shard) *appender {
+	a := &appender{s: s, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	a.idle = sync.NewCond(&a.mu)
+	return a
+}
+
+// push queues a MsgStorageAppend (the loop).
+func (a *appender) push(m *pb.Message) {
+	a.mu.Lock()
+	a.q = append(a.q, m)
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// barrier waits until every message pushed so far is processed (the loop,
+// before it replaces the broker).
+func (a *appender) barrier() {
+	a.mu.Lock()
+	for (len(a.q) > 0 || a.busy) && a.err.Load() == nil && !a.stopped() {
+		a.idle.Wait()
+	}
+	a.mu.Unlock()
+}
+
+func (a *appender) stopped() bool {
+	select {
+	case <-a.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// failed returns the error that stopped the worker, if any.
+func (a *appender) failed() error {
+	if p := a.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// close stops the worker after the batch in hand and waits for it.
+func (a *appender) close() {
+	select {
+	case <-a.stop:
+	default:
+		close(a.stop)
+	}
+	a.mu.Lock()
+	a.idle.Broadcast()
+	a.mu.Unlock()
+	<-a.done
+}
+
+// run is the worker goroutine.
+func (a *appender) run() {
+	defer close(a.done)
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-a.kick:
+		}
+		for {
+			a.mu.Lock()
+			batch := a.q
+			a.q = nil
+			a.busy = len(batch) > 0
+			if !a.busy {
+				a.idle.Broadcast()
+				a.mu.Unlock()
+				break
+			}
+			a.mu.Unlock()
+			if err := a.process(batch); err != nil {
+				a.err.Store(&err)
+				a.s.wakeLoop()
+				a.mu.Lock()
+				a.busy = false
+				a.idle.Broadcast()
+				a.mu.Unlock()
+				return
+			}
+		}
+	}
+}
+
+// process persists a batch of MsgStorageAppend messages, makes them
+// durable with one fsync if any carries responses, and delivers those.
+func (a *appender) process(batch []*pb.Message) error {
+	s := a.s
+	b := s.broker()
+	if b == nil {
+		return errNoBroker
+	}
+	respond := false
+	for _, m := range batch {
+		if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
+			// Its state was installed before Raft saw it (installSnapshot).
+			meta := snap.GetMetadata()
+			s.st.reset(b, meta.GetIndex(), meta.GetTerm(), meta.GetConfState())
+		}
+		if len(m.Entries) > 0 {
+			ents := make([]engine.ReplicaEntry, len(m.Entries))
+			for i, e := range m.Entries {
+				ents[i] = fromPB(e)
+			}
+			if err := b.PersistEntries(ents); err != nil {
+				return err
+			}
+			s.st.append(m.Entries)
+		}
+		if m.Term != nil { // the Ready had a hard state
+			if err := b.PersistHardState(engine.ReplicaHardState{Term: m.GetTerm(), Vote: m.GetVote(), Commit: m.GetCommit()}); err != nil {
+				return err
+			}
+			s.st.setHardState(&pb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit})
+		}
+		respond = respond || len(m.Responses) > 0
+	}
+	if respond && s.n.cfg.SyncAlways {
+		if err := b.SyncLog(); err != nil {
+			return err
+		}
+	}
+	var self, out []*pb.Message
+	for _, m := range batch {
+		for _, r := range m.Responses {
+			if r.GetTo() == s.n.cfg.NodeID {
+				self = append(self, r)
+			} else {
+				out = append(out, r)
+			}
+		}
+	}
+	s.n.tr.send(s.id, out)
+	if len(self) > 0 {
+		s.pmu.Lock()
+		s.selfMsgs = append(s.selfMsgs, self...)
+		s.pmu.Unlock()
+		s.wakeLoop()
+	}
+	return nil
+}
