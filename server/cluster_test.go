@@ -25,7 +25,6 @@ type clusterEnv struct {
 	dirs  []string
 	nodes []*cluster.Node
 	envs  []*testEnv
-	lns   []string // API addresses
 }
 
 func freeAddr(t *testing.T) string {
