@@ -129,7 +129,7 @@ func (b *Broker) Health() error {
 // storageFailed records the first storage failure; from then on every
 // operation fails with it (the log refuses appends until reopened).
 func (b *Broker) storageFailed(err error) {
-	if errors.Is(err, ErrClosed) || errors.Is(err, ErrStorageUnavailable) || errors.Is(err, ErrDiskFull) {
+	if errors.Is(err, ErrClosed) || errors.Is(err, ErrStorageUnavailable) || errors.Is(err, ErrDiskFull) || errors.Is(err, ErrNotLeader) {
 		return // not a failure of the storage, or one that clears by itself
 	}
 	e := fmt.Errorf("engine: storage failed, reopen the broker: %w", err)

@@ -245,7 +245,8 @@ func (r *replStore) writable() error {
 
 // append appends recs to the local log and proposes them (a leader), or,
 // for relocations, only appends them (local records). A follower's own
-// records (an expiry its timer found) are dropped: its leader logs them.
+// records (an expiry its timer found) are refused with ErrNotLeader, which
+// is no storage failure: its leader logs them.
 func (r *replStore) append(recs []logRec) error {
 	if len(recs) > 0 && recs[0].typ == recRelocate {
 		return r.durableStore.append(recs)
@@ -253,10 +254,14 @@ func (r *replStore) append(recs []logRec) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.leader {
+		// Not (or no longer) the leader: an operation that passed writable
+		// just before the replica stepped down must not be acknowledged, so
+		// its records are refused, not silently dropped (the broker is
+		// rebuilt from the log anyway).
 		for i := range recs {
 			recs[i].pos, recs[i].size = 0, 0
 		}
-		return nil
+		return ErrNotLeader
 	}
 	if err := r.durableStore.append(recs); err != nil {
 		return err

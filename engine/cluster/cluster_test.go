@@ -19,7 +19,8 @@ var testKey = []byte("0123456789abcdef-test-cluster-key")
 
 // testCluster is n nodes in this process on loopback.
 type testCluster struct {
-	prod   bool // production-like engine options (benchmarks)
+	prod   bool                           // production-like engine options (benchmarks)
+	tweak  func(i int, o *engine.Options) // adjusts node i's engine options
 	t      *testing.T
 	dirs   []string
 	addrs  map[uint64]string
@@ -38,7 +39,13 @@ func freePort(t *testing.T) string {
 }
 
 func newTestCluster(t *testing.T, n, shards int) *testCluster {
-	c := &testCluster{t: t, addrs: map[uint64]string{}, nodes: make([]*Node, n), shards: shards}
+	return newTestClusterWith(t, n, shards, nil)
+}
+
+// newTestClusterWith is newTestCluster with node i's engine options
+// adjusted by tweak.
+func newTestClusterWith(t *testing.T, n, shards int, tweak func(i int, o *engine.Options)) *testCluster {
+	c := &testCluster{t: t, tweak: tweak, addrs: map[uint64]string{}, nodes: make([]*Node, n), shards: shards}
 	for i := 0; i < n; i++ {
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprint(i+1)))
 		c.addrs[uint64(i+1)] = freePort(t)
@@ -61,6 +68,9 @@ func (c *testCluster) config(i int) Config {
 	o.FreeSpaceReserve = -1
 	o.CheckpointRecords = 200 // checkpoints, and so compacted logs, often
 	o.ReplicaKeepEntries = 20 // so that a wiped node needs a snapshot
+	if c.tweak != nil {
+		c.tweak(i, &o)
+	}
 	if c.prod {
 		o = engine.Options{FreeSpaceReserve: -1}
 	}

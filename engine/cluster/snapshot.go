@@ -20,9 +20,11 @@ package cluster
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -63,10 +65,7 @@ func (s *shard) installSnapshot(m *pb.Message) error {
 	if old != nil {
 		old.CloseForRebuild()
 	}
-	if err := os.RemoveAll(s.dir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+	if err := s.wipe(); err != nil {
 		return err
 	}
 	b, err := s.openBroker()
@@ -118,6 +117,27 @@ func (n *Node) serveSnapshot(shardID int, w io.Writer) error {
 	return b.ExportState(w)
 }
 
+// wipe empties the shard's directory, the log included where the engine
+// keeps it on a file system of its own (Options.WAL.FS: fault tests).
+func (s *shard) wipe() error {
+	if fs := s.n.cfg.Engine.WAL.FS; fs != nil {
+		dir := filepath.Join(s.dir, "wal")
+		names, err := fs.ReadDir(dir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		for _, name := range names {
+			if err := fs.Remove(filepath.Join(dir, name)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.RemoveAll(s.dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(s.dir, 0o700)
+}
+
 func writeMarker(path string, term, vote uint64) error {
 	var v [16]byte
 	binary.LittleEndian.PutUint64(v[:], term)
@@ -151,10 +171,7 @@ func (s *shard) recoverInterruptedInstall() error {
 		return fmt.Errorf("shard %d: install marker of %d bytes", s.id, len(v))
 	}
 	s.log.Warn("a snapshot install was interrupted: the shard starts empty and will get the snapshot again")
-	if err := os.RemoveAll(s.dir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+	if err := s.wipe(); err != nil {
 		return err
 	}
 	b, err := s.openBroker()

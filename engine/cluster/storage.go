@@ -18,6 +18,7 @@ package cluster
 // the loop itself updates it, and the snapshot server reads it.
 
 import (
+	"math"
 	"sync"
 
 	"go.etcd.io/raft/v3"
@@ -87,8 +88,16 @@ func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	s.mu.Unlock()
 	limit := int(min(maxSize, 64<<20))
 	ents, ok, err := b.Entries(lo, hi, limit)
-	if err != nil || !ok {
+	if err != nil {
 		return nil, raft.ErrUnavailable
+	}
+	if !ok {
+		// The broker's checkpointer folded lo away since this storage last
+		// followed it (compact runs after applies, and an idle shard applies
+		// nothing): follow now, and tell Raft it is compacted, so that it
+		// sends the lagging follower a snapshot instead.
+		s.compact(math.MaxUint64)
+		return nil, raft.ErrCompacted
 	}
 	out := make([]*pb.Entry, 0, len(ents))
 	for _, e := range ents {

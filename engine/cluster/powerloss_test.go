@@ -1,0 +1,264 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/wal"
+)
+
+// The whole cluster loses power at once (every node's log keeps only what
+// it fsynced, plus a random prefix of the rest, the last write possibly
+// torn: wal.MemFS.CrashClone), while senders and deleters run. Restarted
+// from those images, the cluster still holds every send acknowledged
+// before the loss and none of the messages whose delete was acknowledged:
+// with --sync always an acknowledgement means a majority holds the change
+// durably.
+//
+// Seen failing: (1) before replStore.append refused the records of a
+// replica that had just stepped down (it dropped them and the operation
+// was acknowledged: deletes came back, 1-3 per failing round, about half
+// the runs); (2) with the append worker's fsync skipped (append.go: an
+// acknowledged delete came back). It also found the leader's storage
+// answering ErrUnavailable for entries its broker had folded away (Raft
+// panicked) and snapshot installs that could not wipe a log kept on
+// another file system.
+//
+// Still open (so it runs in make test-long only): after some power losses
+// a member is found to hold less than it acknowledged and is replaced, and
+// a few messages' bodies cannot be read after the restart (log segment
+// removed). See the cluster issue's note.
+//
+// The index directories are copied as they are (the checkpointer is held
+// off for the run, so they do not change, and recovery replays the logs).
+func TestClusterPowerLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("power loss of a whole cluster: not with -short")
+	}
+	rounds := 3
+	if os.Getenv("SMQD_LONG") != "" {
+		rounds = 20
+	}
+	for r := range rounds {
+		t.Run(fmt.Sprint(r), func(t *testing.T) { powerLossRound(t, uint64(r)) })
+	}
+}
+
+func powerLossRound(t *testing.T, seed uint64) {
+	rnd := rand.New(rand.NewPCG(seed, 42))
+	fss := []*wal.MemFS{wal.NewMemFS(), wal.NewMemFS(), wal.NewMemFS()}
+	tweak := func(fs []*wal.MemFS) func(int, *engine.Options) {
+		return func(i int, o *engine.Options) {
+			o.WAL.FS = fs[i]
+			o.CheckpointInterval, o.CheckpointRecords, o.CheckpointBytes = time.Hour, 1<<40, 1<<40
+		}
+	}
+	c := newTestClusterWith(t, 3, 2, tweak(fss))
+	queues := []string{"pl-a", "pl-b", "pl-c"}
+	for _, name := range queues {
+		_, b := c.leader(name)
+		cfg := engine.DefaultQueueConfig()
+		cfg.VisibilityTimeout = time.Second // the drain at the end waits for what was in flight
+		if _, err := b.CreateQueue(name, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The history: what was acknowledged, and when.
+	var mu sync.Mutex
+	sent := map[string]time.Time{}    // body -> when its send was acknowledged
+	deleted := map[string]time.Time{} // body -> when its delete was acknowledged
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := queues[w%len(queues)]
+			for i := 0; ctx.Err() == nil && i < 100000; i++ {
+				b, q := c.route(name)
+				if q == nil {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				_ = b
+				if w%2 == 0 || i%3 != 0 {
+					body := fmt.Sprintf("%s/%d/%d", name, w, i)
+					if _, err := q.Send([]engine.SendEntry{{Body: []byte(body)}}, nil); err == nil {
+						mu.Lock()
+						sent[body] = time.Now()
+						mu.Unlock()
+					}
+					continue
+				}
+				msgs, err := q.Receive(ctx, engine.ReceiveOptions{Max: 4, HasWait: true}, nil)
+				if err != nil {
+					continue
+				}
+				for _, m := range msgs {
+					errs := make([]error, 1)
+					if _, err := q.Delete([]engine.ReceiptHandle{m.Handle}, errs); err == nil && errs[0] == nil {
+						mu.Lock()
+						deleted[string(m.Body)] = time.Now()
+						mu.Unlock()
+					}
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Duration(300+rnd.IntN(700)) * time.Millisecond)
+
+	// Power fails: every node's images, taken one after another while the
+	// load runs; only what was acknowledged before the first counts.
+	lossAt := time.Now()
+	images := make([]*wal.MemFS, 3)
+	dirs := make([]string, 3)
+	// Every directory first, then every log: what a node's directory says
+	// the others acknowledged to it (<dir>/acked) is then never newer than
+	// their logs.
+	for i := range 3 {
+		dirs[i] = filepath.Join(t.TempDir(), fmt.Sprint(i+1))
+		if out, err := exec.Command("cp", "-a", c.dirs[i], dirs[i]).CombinedOutput(); err != nil {
+			t.Fatalf("copy node %d: %v %s", i+1, err, out)
+		}
+	}
+	for i := range 3 {
+		images[i] = fss[i].CrashClone(rnd)
+	}
+	stop()
+	wg.Wait()
+	for i := range c.nodes {
+		c.stop(i)
+	}
+	mu.Lock()
+	var wantSent, wantGone []string
+	for body, at := range sent {
+		if at.Before(lossAt) {
+			wantSent = append(wantSent, body)
+		}
+	}
+	for body, at := range deleted {
+		if at.Before(lossAt) {
+			wantGone = append(wantGone, body)
+		}
+	}
+	mu.Unlock()
+	if len(wantSent) == 0 {
+		t.Fatal("nothing was acknowledged before the power loss: the test tested nothing")
+	}
+
+	// Restart on the images (at the same paths: the logs' files are named
+	// by them) and drain every queue.
+	for i := range 3 {
+		if err := os.RemoveAll(c.dirs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("cp", "-a", dirs[i], c.dirs[i]).CombinedOutput(); err != nil {
+			t.Fatalf("restore node %d: %v %s", i+1, err, out)
+		}
+	}
+	r := newTestClusterAt(t, c.dirs, tweak(images))
+	seen := map[string]bool{}
+	deadline := time.Now().Add(2 * time.Minute) // bounds a drain that cannot finish
+	for _, name := range queues {
+		for {
+			if time.Now().After(deadline) {
+				t.Fatalf("the drain of %s did not finish: a shard never served it again", name)
+			}
+			_, q := r.route(name)
+			if q == nil {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			msgs, err := q.Receive(context.Background(), engine.ReceiveOptions{Max: 16, HasWait: true}, nil)
+			if errors.Is(err, engine.ErrNotLeader) || errors.Is(err, engine.ErrClosed) {
+				continue
+			}
+			if errors.Is(err, engine.ErrMessageNotExist) {
+				info, err := q.Attributes()
+				if err != nil {
+					continue
+				}
+				if info.Active+info.Inactive+info.Delayed == 0 {
+					break
+				}
+				time.Sleep(100 * time.Millisecond) // received before the loss: visible again soon
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				seen[string(m.Body)] = true
+				q.Delete([]engine.ReceiptHandle{m.Handle}, make([]error, 1))
+			}
+		}
+	}
+	lost := 0
+	for _, body := range wantSent {
+		if !seen[body] && !deletedEver(deleted, body) {
+			lost++
+			if lost <= 5 {
+				t.Errorf("acknowledged send %q is gone after the power loss", body)
+			}
+		}
+	}
+	back := 0
+	for _, body := range wantGone {
+		if seen[body] {
+			back++
+			if back <= 5 {
+				t.Errorf("%q came back after its delete was acknowledged", body)
+			}
+		}
+	}
+	t.Logf("acknowledged before the loss: %d sends, %d deletes; after: %d messages, %d lost, %d back", len(wantSent), len(wantGone), len(seen), lost, back)
+}
+
+func deletedEver(deleted map[string]time.Time, body string) bool {
+	_, ok := deleted[body]
+	return ok
+}
+
+// route returns the leader broker's queue for name, or nil for now.
+func (c *testCluster) route(name string) (*engine.Broker, *engine.Queue) {
+	for _, n := range c.nodes {
+		if n == nil {
+			continue
+		}
+		if b, _, err := n.Route(name); err == nil && b != nil {
+			q, err := b.Queue(name)
+			if err != nil {
+				return nil, nil
+			}
+			return b, q
+		}
+	}
+	return nil, nil
+}
+
+// newTestClusterAt starts a cluster on existing node directories.
+func newTestClusterAt(t *testing.T, dirs []string, tweak func(int, *engine.Options)) *testCluster {
+	c := &testCluster{t: t, tweak: tweak, addrs: map[uint64]string{}, nodes: make([]*Node, len(dirs)), shards: 2, dirs: dirs}
+	for i := range dirs {
+		c.addrs[uint64(i+1)] = freePort(t)
+	}
+	for i := range dirs {
+		c.start(i)
+	}
+	t.Cleanup(func() {
+		for i := range c.nodes {
+			c.stop(i)
+		}
+	})
+	return c
+}
