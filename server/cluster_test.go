@@ -71,7 +71,7 @@ func (c *clusterEnv) start(i, shards int, join bool) {
 	if err != nil {
 		t.Fatalf("node %d: %v", i+1, err)
 	}
-	srv, err := NewCluster(node, Options{Credentials: map[string]string{testKeyID: testSecret}, Logger: log,
+	srv, err := NewCluster(node, Options{Credentials: map[string]string{testKeyID: testSecret}, Logger: log, Console: true,
 		ClusterLeaderWait: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

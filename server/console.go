@@ -67,7 +67,7 @@ type consoleAssets struct {
 	files map[string]*consoleAsset // read-only after loadConsole
 }
 
-func loadConsole() (*consoleAssets, error) {
+func loadConsole(feat consoleFeatures) (*consoleAssets, error) {
 	a := &consoleAssets{files: map[string]*consoleAsset{}}
 	add := func(name string, body []byte) {
 		ctype := mime.TypeByExtension(path.Ext(name))
@@ -104,8 +104,8 @@ func loadConsole() (*consoleAssets, error) {
 	if a.files["index.html"] == nil {
 		return nil, fmt.Errorf("server: console assets: no index.html")
 	}
-	feat, _ := json.Marshal(consoleFeatures{})
-	add("features.json", feat)
+	fj, _ := json.Marshal(feat)
+	add("features.json", fj)
 	return a, nil
 }
 

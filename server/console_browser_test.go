@@ -239,6 +239,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil || !hidden {
 		t.Errorf("the topics page is offered before the topic API exists (%v)", err)
 	}
+	hidden, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('a[data-view="cluster"]').hidden`))
+	if err != nil || !hidden {
+		t.Errorf("a single node offers the cluster page (%v)", err)
+	}
 
 	if errs := log.errors(); len(errs) > 0 {
 		t.Errorf("the page logged %d error(s):\n%s", len(errs), strings.Join(errs, "\n"))

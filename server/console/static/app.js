@@ -12,6 +12,7 @@ import { signinView } from './views/signin.js';
 import { queuesView } from './views/queues.js';
 import { queueView } from './views/queue.js';
 import { metricsView } from './views/metrics.js';
+import { clusterView } from './views/cluster.js';
 import { placeholderView } from './views/placeholder.js';
 
 const SESSION = 'smqd.session';
@@ -117,8 +118,10 @@ function route() {
     case 'metrics':
       metricsView(ctx);
       break;
-    case 'topics':
     case 'cluster':
+      clusterView(ctx);
+      break;
+    case 'topics':
       placeholderView(ctx, view);
       break;
     default:

@@ -101,13 +101,21 @@ export class Client {
     Object.assign(init.headers, lower, { Authorization: `MNS ${this.id}:${sig}` });
     const resp = await fetch(this.base + resource, init);
     const text = await resp.text();
-    const doc = text ? new DOMParser().parseFromString(text, 'application/xml') : null;
+    const json = (resp.headers.get('Content-Type') || '').startsWith('application/json');
+    const doc = text && !json ? new DOMParser().parseFromString(text, 'application/xml') : null;
     if (resp.status >= 300) {
       const e = doc && all(doc, 'Error')[0];
       const f = e ? fields(e) : {};
       throw new MNSError(resp.status, f.Code || '', f.Message || `HTTP ${resp.status}`, f.RequestId || resp.headers.get('x-mns-request-id'));
     }
-    return { status: resp.status, doc };
+    return { status: resp.status, doc, text };
+  }
+
+  // cluster returns GET /cluster's document (a cluster node's view:
+  // members, and per shard its leader, term, indexes and followers' lag).
+  async cluster() {
+    const { text } = await this.request('GET', '/cluster');
+    return JSON.parse(text);
   }
 
   // listQueues returns {queues: [{QueueName, ActiveMessages, ...}], next}:

@@ -1,12 +1,11 @@
-// Pages of APIs that are on their way (topics and subscriptions, cluster
-// status). The navigation shows them only when /console/features.json says
-// the server has the API; until their views are written, they say so.
+// Pages of APIs that are on their way (topics and subscriptions). The
+// navigation shows them only when /console/features.json says the server
+// has the API; until their views are written, they say so.
 
 import { h, replace } from '../dom.js';
 
 const TEXT = {
   topics: ['Topics', 'Topics and subscriptions will be listed here, through the signed MNS topic API.'],
-  cluster: ['Cluster', 'Cluster membership and shard leaders will be shown here.'],
 };
 
 export function placeholderView({ main }, which) {

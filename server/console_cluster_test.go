@@ -1,0 +1,53 @@
+package server
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The console on a cluster node: the Cluster page appears (features.json
+// says so) and shows, from the signed GET /cluster, every member and every
+// shard with its leader; a page error fails the test.
+func TestConsoleClusterPageInBrowser(t *testing.T) {
+	c := startCluster(t, 3, 2)
+	c.ready()
+	ctx := browser(t)
+	var log consoleLog
+	log.start(ctx)
+	shots := os.Getenv("SMQD_CONSOLE_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	base := "http://" + c.envs[0].addr
+
+	step(t, ctx, "open the console", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#signin")))
+	step(t, ctx, "sign in",
+		chromedp.SendKeys(chromedp.CSS("#access-key-id"), testKeyID),
+		chromedp.SendKeys(chromedp.CSS("#access-key-secret"), testSecret),
+		chromedp.Click(chromedp.CSS("#signin-button")),
+		chromedp.WaitVisible(chromedp.CSS("#create-queue")))
+	step(t, ctx, "the cluster page is offered and opens",
+		chromedp.WaitVisible(chromedp.CSS(`a[data-view="cluster"]`)),
+		chromedp.Click(chromedp.CSS(`a[data-view="cluster"]`)),
+		textIs("#cluster-health", "serving every shard"),
+		until(`document.querySelectorAll('#cluster-members tr').length === 3`),
+		until(`document.querySelectorAll('#cluster-shards tr').length === 2`),
+		// Every shard names a leader that is a member.
+		until(`[...document.querySelectorAll('#cluster-shards tr td:nth-child(3)')].every(td => ['1','2','3'].includes(td.textContent))`))
+	screenshot(t, ctx, shots, "console-cluster.png")
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#cluster-members').textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range c.envs {
+		if !strings.Contains(got, e.addr) {
+			t.Errorf("the members table %q lacks the API address %s", got, e.addr)
+		}
+	}
+	if errs := log.errors(); len(errs) > 0 {
+		t.Errorf("the page logged %d error(s):\n%s", len(errs), strings.Join(errs, "\n"))
+	}
+}
