@@ -1,0 +1,164 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// The smqd binary the tests run, built once per test process.
+var build struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if build.dir != "" {
+		os.RemoveAll(build.dir)
+	}
+	os.Exit(code)
+}
+
+// smqd returns the path of a freshly built smqd.
+func smqd(t *testing.T) string {
+	t.Helper()
+	build.once.Do(func() {
+		build.dir, build.err = os.MkdirTemp("", "smqd-chaos-bin")
+		if build.err == nil {
+			build.bin, build.err = Build(build.dir)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
+	}
+	return build.bin
+}
+
+// queuesOnShards returns one queue name per shard (the cluster places a
+// queue by xxhash of its name modulo the shard count).
+func queuesOnShards(shards int) []string {
+	out := make([]string, shards)
+	left := shards
+	for i := 0; left > 0 && i < 100000; i++ {
+		name := fmt.Sprintf("chaos-%d", i)
+		if sh := int(xxhash.Sum64String(name) % uint64(shards)); out[sh] == "" {
+			out[sh] = name
+			left--
+		}
+	}
+	return out
+}
+
+// startCluster starts a harness cluster for t and stops it on cleanup;
+// when t fails, the nodes' last log lines are logged.
+func startCluster(t *testing.T, nodes, shards int) *Cluster {
+	t.Helper()
+	c, err := Start(Config{Binary: smqd(t), Dir: t.TempDir(), Nodes: nodes, Shards: shards, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Logf("node %d's log:\n%s", n.ID, c.LogTail(n.ID, 60))
+			}
+		}
+		c.Close()
+	})
+	return c
+}
+
+// cycles is the number of fault cycles: SMQD_CHAOS_CYCLES, else 100 with
+// -tags long, 5 with -short, 10 otherwise.
+func cycles(t *testing.T) int {
+	if s := os.Getenv("SMQD_CHAOS_CYCLES"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("SMQD_CHAOS_CYCLES=%q", s)
+		}
+		return n
+	}
+	switch {
+	case chaosLong:
+		return 100
+	case testing.Short():
+		return 5
+	}
+	return 10
+}
+
+func newWorkload(c *Cluster, queues []string) *Workload {
+	return &Workload{C: c, H: &History{}, Queues: queues, Producers: 3, Consumers: 3,
+		Timeout: 15 * time.Second, Visibility: 3, SendPause: 10 * time.Millisecond}
+}
+
+// finish heals everything, drains the queues and checks the history.
+func finish(t *testing.T, c *Cluster, w *Workload) Result {
+	t.Helper()
+	c.Heal()
+	if err := c.WaitHealthy(90 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Quiet for longer than the visibility timeout plus a skewed clock's
+	// 2 s, so that a message received and never deleted is visible again.
+	if err := w.Drain(time.Duration(w.Visibility)*time.Second+3*time.Second, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r := Check(w.H.Ops())
+	t.Logf("history: %s", r.String())
+	if !r.Valid() {
+		t.Errorf("the history violates the queue's guarantees:\n%s", r.String())
+	}
+	if r.SendsOk == 0 || r.Deliveries == 0 {
+		t.Errorf("no send or no receive succeeded: %s", r.String())
+	}
+	if ex := c.Exited(); len(ex) > 0 {
+		t.Errorf("nodes %v exited on their own", ex)
+	}
+	return r
+}
+
+// TestChaos runs fault cycles against a 3-node cluster under load and
+// checks the history: no acknowledged message lost, none resurrected,
+// nothing unexpected, DequeueCount never decreasing.
+func TestChaos(t *testing.T) {
+	n := cycles(t)
+	const shards = 3
+	c := startCluster(t, 3, shards)
+	queues := queuesOnShards(shards)
+	w := newWorkload(c, queues)
+	if err := w.CreateQueues(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx)
+	}()
+	faults := CycleFaults()
+	hold := 3 * time.Second
+	for k := 0; k < n && !t.Failed(); k++ {
+		f := faults[k%len(faults)]
+		shard := k % shards
+		start := time.Now()
+		t.Logf("cycle %d/%d: %s (shard %d)", k+1, n, f.Name, shard)
+		if err := Cycle(c, f, shard, hold, 90*time.Second); err != nil {
+			t.Errorf("cycle %d: %v", k+1, err)
+		}
+		t.Logf("cycle %d: converged %v after the fault began", k+1, time.Since(start).Round(time.Millisecond))
+	}
+	cancel()
+	<-done
+	r := finish(t, c, w)
+	t.Logf("%d fault cycles: %d acknowledged sends, %d lost, %d duplicate deliveries", n, r.SendsOk, len(r.Lost), r.Duplicates)
+}
