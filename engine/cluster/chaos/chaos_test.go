@@ -3,8 +3,12 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,8 +117,10 @@ func finish(t *testing.T, c *Cluster, w *Workload) Result {
 	if err := w.Drain(time.Duration(w.Visibility)*time.Second+3*time.Second, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	r := Check(w.H.Ops())
+	ops := w.H.Ops()
+	r := Check(ops)
 	t.Logf("history: %s", r.String())
+	t.Logf("errors (kind, outcome, message: count):\n%s", errorSummary(ops))
 	if !r.Valid() {
 		t.Errorf("the history violates the queue's guarantees:\n%s", r.String())
 	}
@@ -125,6 +131,29 @@ func finish(t *testing.T, c *Cluster, w *Workload) Result {
 		t.Errorf("nodes %v exited on their own", ex)
 	}
 	return r
+}
+
+// errorSummary counts the failed operations by kind, outcome and error,
+// with URLs, addresses and numbers blanked out.
+func errorSummary(ops []Op) string {
+	url := regexp.MustCompile(`"http://[^"]*"`)
+	num := regexp.MustCompile(`[0-9][0-9.:]*`)
+	counts := map[string]int{}
+	for _, op := range ops {
+		if op.Outcome == Ok || op.Outcome == Pending {
+			continue
+		}
+		e := num.ReplaceAllString(url.ReplaceAllString(op.Err, "URL"), "#")
+		if len(e) > 110 {
+			e = e[:110]
+		}
+		counts[fmt.Sprintf("%s %s: %s", op.Kind, op.Outcome, e)]++
+	}
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		fmt.Fprintf(&b, "  %s: %d\n", k, counts[k])
+	}
+	return b.String()
 }
 
 // TestChaos runs fault cycles against a 3-node cluster under load and

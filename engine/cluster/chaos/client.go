@@ -107,7 +107,7 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte) (in
 	if err != nil {
 		var oe *net.OpError
 		if errors.As(err, &oe) && oe.Op == "dial" {
-			return 0, nil, fmt.Errorf("%w: %v", errNotSent, err)
+			return 0, nil, fmt.Errorf("%w: %v", errNotSent, oe)
 		}
 		return 0, nil, err
 	}
