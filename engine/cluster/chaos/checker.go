@@ -43,6 +43,8 @@ type Result struct {
 	DuplicatedMessages                        int // messages delivered more than once
 	DeletesOk                                 int
 	TimedOut                                  int // operations whose client timed out
+	Slowest                                   time.Duration
+	SlowestOp                                 string // the slowest completed operation
 
 	Lost        []string // bodies
 	Unexpected  []string
@@ -60,9 +62,9 @@ func (r *Result) Valid() bool {
 // String summarises the result.
 func (r *Result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sends %d (ok %d, failed %d, unknown %d of which %d seen); receives %d: %d deliveries of %d messages, %d duplicates (%d messages); deletes ok %d; client timeouts %d",
+	fmt.Fprintf(&b, "sends %d (ok %d, failed %d, unknown %d of which %d seen); receives %d: %d deliveries of %d messages, %d duplicates (%d messages); deletes ok %d; client timeouts %d; slowest %v (%s)",
 		r.Sends, r.SendsOk, r.SendsFailed, r.SendsUnknown, r.UnknownSeen, r.Receives, r.Deliveries, r.Distinct,
-		r.Duplicates, r.DuplicatedMessages, r.DeletesOk, r.TimedOut)
+		r.Duplicates, r.DuplicatedMessages, r.DeletesOk, r.TimedOut, r.Slowest.Round(time.Millisecond), r.SlowestOp)
 	for _, v := range []struct {
 		name string
 		l    []string
@@ -95,6 +97,10 @@ func Check(ops []Op) Result {
 		op := &ops[i]
 		if op.TimedOut {
 			r.TimedOut++
+		}
+		if d := op.Complete.Sub(op.Invoke); op.Outcome != Pending && d > r.Slowest {
+			r.Slowest = d
+			r.SlowestOp = fmt.Sprintf("%s through node %d: %s %s", op.Kind, op.Node, op.Outcome, op.Err)
 		}
 		switch op.Kind {
 		case OpSend:
