@@ -66,7 +66,19 @@ func queuesOnShards(shards int) []string {
 // when t fails, the nodes' last log lines are logged.
 func startCluster(t *testing.T, nodes, shards int) *Cluster {
 	t.Helper()
-	c, err := Start(Config{Binary: smqd(t), Dir: t.TempDir(), Nodes: nodes, Shards: shards, Logf: t.Logf})
+	dir := t.TempDir()
+	if keep := os.Getenv("SMQD_CHAOS_KEEP"); keep != "" {
+		// Data directories and node logs are kept there for a post-mortem.
+		var err error
+		if dir, err = os.MkdirTemp(keep, "chaos-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("keeping the nodes' data directories and logs in %s", dir)
+	}
+	logf := func(format string, args ...any) {
+		t.Logf("%s "+format, append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	}
+	c, err := Start(Config{Binary: smqd(t), Dir: dir, Nodes: nodes, Shards: shards, Logf: logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +135,13 @@ func finish(t *testing.T, c *Cluster, w *Workload) Result {
 	t.Logf("errors (kind, outcome, message: count):\n%s", errorSummary(ops))
 	if !r.Valid() {
 		t.Errorf("the history violates the queue's guarantees:\n%s", r.String())
+		for _, l := range [][]string{r.Lost, r.Resurrected, r.Decreased, r.Phantom, r.Identity} {
+			for _, v := range l[:min(3, len(l))] {
+				body, _, _ := strings.Cut(v, " ")
+				body = strings.TrimSuffix(body, ":")
+				t.Logf("trace of %s:\n%s", body, Trace(ops, body))
+			}
+		}
 	}
 	if r.SendsOk == 0 || r.Deliveries == 0 {
 		t.Errorf("no send or no receive succeeded: %s", r.String())
@@ -159,10 +178,24 @@ func errorSummary(ops []Op) string {
 // TestChaos runs fault cycles against a 3-node cluster under load and
 // checks the history: no acknowledged message lost, none resurrected,
 // nothing unexpected, DequeueCount never decreasing.
-func TestChaos(t *testing.T) {
-	n := cycles(t)
+func TestChaos(t *testing.T) { runChaos(t, 3, cycles(t)) }
+
+// TestChaosFiveNodes: the same with five nodes (20 cycles with -tags long,
+// 3 otherwise; not with -short).
+func TestChaosFiveNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("five nodes: not with -short")
+	}
+	n := 3
+	if chaosLong {
+		n = 20
+	}
+	runChaos(t, 5, n)
+}
+
+func runChaos(t *testing.T, nodes, n int) {
 	const shards = 3
-	c := startCluster(t, 3, shards)
+	c := startCluster(t, nodes, shards)
 	queues := queuesOnShards(shards)
 	w := newWorkload(c, queues)
 	if err := w.CreateQueues(30 * time.Second); err != nil {
@@ -180,7 +213,7 @@ func TestChaos(t *testing.T) {
 		f := faults[k%len(faults)]
 		shard := k % shards
 		start := time.Now()
-		t.Logf("cycle %d/%d: %s (shard %d)", k+1, n, f.Name, shard)
+		t.Logf("%s cycle %d/%d: %s (shard %d)", start.Format("15:04:05.000"), k+1, n, f.Name, shard)
 		if err := Cycle(c, f, shard, hold, 90*time.Second); err != nil {
 			t.Errorf("cycle %d: %v", k+1, err)
 		}
@@ -189,5 +222,5 @@ func TestChaos(t *testing.T) {
 	cancel()
 	<-done
 	r := finish(t, c, w)
-	t.Logf("%d fault cycles: %d acknowledged sends, %d lost, %d duplicate deliveries", n, r.SendsOk, len(r.Lost), r.Duplicates)
+	t.Logf("%d nodes, %d fault cycles: %d acknowledged sends, %d lost, %d duplicate deliveries", nodes, n, r.SendsOk, len(r.Lost), r.Duplicates)
 }

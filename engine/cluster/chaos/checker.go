@@ -187,3 +187,31 @@ func Check(ops []Op) Result {
 }
 
 func stamp(t time.Time) string { return t.Format("15:04:05.000") }
+
+// Trace lists every operation of a history that touched the message with
+// body: its send, the receives that returned it, its deletes.
+func Trace(ops []Op, body string) string {
+	var b strings.Builder
+	for i := range ops {
+		op := &ops[i]
+		touched := op.Body == body
+		dc := 0
+		for _, m := range op.Received {
+			if m.Body == body {
+				touched, dc = true, m.DequeueCount
+			}
+		}
+		if !touched {
+			continue
+		}
+		fmt.Fprintf(&b, "  op %d %s p%d node %d %s..%s %s", op.ID, op.Kind, op.Process, op.Node, stamp(op.Invoke), stamp(op.Complete), op.Outcome)
+		if op.Kind == OpReceive {
+			fmt.Fprintf(&b, " DequeueCount %d", dc)
+		}
+		if op.Err != "" {
+			fmt.Fprintf(&b, " (%s)", op.Err)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
