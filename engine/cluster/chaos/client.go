@@ -13,6 +13,12 @@ package chaos
 //   - Unknown: anything else — a timeout, a broken connection after the
 //     request was sent, a 5xx (503 is also what a leader answers when it
 //     lost the lead after proposing: its entry may still commit).
+//
+// Invariants:
+//  1. Every request is signed with the same code the server verifies
+//     with, and bounded by the client's timeout (no call waits longer).
+//  2. An answer is classified Fail only when the request certainly
+//     changed nothing; when in doubt it is Unknown.
 
 import (
 	"bytes"
