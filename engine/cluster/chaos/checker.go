@@ -1,0 +1,217 @@
+package chaos
+
+// The history checker, as Jepsen's queue checkers do: a queue with
+// redelivery is not linearizable, so instead of a model it counts what
+// went wrong. Messages are told apart by their bodies (every send's body is
+// unique in a history).
+//
+// Rules (a violation of any makes the history invalid):
+//  1. Lost: every acknowledged send (Ok) was received by some Ok receive.
+//     A history ends with a drain that receives until every queue stays
+//     empty, so "received, or still present at the end" is "received".
+//  2. Unexpected: every message received was sent by some invoked send
+//     (whatever its outcome: an Unknown or a 503 send may have happened).
+//  3. Phantom: no message whose send certainly failed (Fail) is received.
+//  4. Resurrected: no Ok receive invoked after an Ok delete of a message
+//     completed returns that message.
+//  5. DequeueCount never decreases: for two Ok receives of a message where
+//     the second was invoked after the first completed, the second's
+//     DequeueCount is at least the first's. (Equal is allowed: a receive
+//     a leader answered but that never committed — it lost the lead, or it
+//     was killed — is undone, and the next leader hands the message out
+//     again with the same count, as a single node does after a crash.)
+//  6. Identity: a message keeps one MessageId: the one its Ok send was
+//     given, in every receive.
+//
+// Counted, not violations: duplicates (deliveries of a message after its
+// first: at-least-once), sends of unknown outcome and whether they showed
+// up, client timeouts.
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Result is what the checker found.
+type Result struct {
+	Sends, SendsOk, SendsFailed, SendsUnknown int
+	UnknownSeen                               int // unknown sends that were received
+	Receives, Deliveries, Distinct            int // Ok receives; messages they returned; distinct messages
+	Duplicates                                int // deliveries beyond each message's first
+	DuplicatedMessages                        int // messages delivered more than once
+	DeletesOk                                 int
+	TimedOut                                  int // operations whose client timed out
+	Slowest                                   time.Duration
+	SlowestOp                                 string // the slowest completed operation
+
+	Lost        []string // bodies
+	Unexpected  []string
+	Phantom     []string
+	Resurrected []string
+	Decreased   []string
+	Identity    []string
+}
+
+// Valid reports whether no rule was violated.
+func (r *Result) Valid() bool {
+	return len(r.Lost)+len(r.Unexpected)+len(r.Phantom)+len(r.Resurrected)+len(r.Decreased)+len(r.Identity) == 0
+}
+
+// String summarises the result.
+func (r *Result) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sends %d (ok %d, failed %d, unknown %d of which %d seen); receives %d: %d deliveries of %d messages, %d duplicates (%d messages); deletes ok %d; client timeouts %d; slowest %v (%s)",
+		r.Sends, r.SendsOk, r.SendsFailed, r.SendsUnknown, r.UnknownSeen, r.Receives, r.Deliveries, r.Distinct,
+		r.Duplicates, r.DuplicatedMessages, r.DeletesOk, r.TimedOut, r.Slowest.Round(time.Millisecond), r.SlowestOp)
+	for _, v := range []struct {
+		name string
+		l    []string
+	}{{"LOST", r.Lost}, {"UNEXPECTED", r.Unexpected}, {"PHANTOM", r.Phantom}, {"RESURRECTED", r.Resurrected},
+		{"DEQUEUECOUNT DECREASED", r.Decreased}, {"IDENTITY", r.Identity}} {
+		if len(v.l) > 0 {
+			l := v.l
+			if len(l) > 20 {
+				l = l[:20]
+			}
+			fmt.Fprintf(&b, "\n%s: %d: %s", v.name, len(v.l), strings.Join(l, "; "))
+		}
+	}
+	return b.String()
+}
+
+// delivery is one message in one Ok receive.
+type delivery struct {
+	op  *Op
+	msg Received
+}
+
+// Check checks a history (see the file comment).
+func Check(ops []Op) Result {
+	var r Result
+	sends := map[string]*Op{}     // body → its send
+	deletes := map[string][]*Op{} // body → its Ok deletes
+	var deliveries []delivery
+	for i := range ops {
+		op := &ops[i]
+		if op.TimedOut {
+			r.TimedOut++
+		}
+		if d := op.Complete.Sub(op.Invoke); op.Outcome != Pending && d > r.Slowest {
+			r.Slowest = d
+			r.SlowestOp = fmt.Sprintf("%s through node %d: %s %s", op.Kind, op.Node, op.Outcome, op.Err)
+		}
+		switch op.Kind {
+		case OpSend:
+			r.Sends++
+			sends[op.Body] = op
+			switch op.Outcome {
+			case Ok:
+				r.SendsOk++
+			case Fail:
+				r.SendsFailed++
+			default:
+				r.SendsUnknown++
+			}
+		case OpReceive:
+			if op.Outcome != Ok {
+				continue
+			}
+			r.Receives++
+			for _, m := range op.Received {
+				deliveries = append(deliveries, delivery{op, m})
+			}
+		case OpDelete:
+			if op.Outcome == Ok {
+				r.DeletesOk++
+				deletes[op.Body] = append(deletes[op.Body], op)
+			}
+		}
+	}
+	r.Deliveries = len(deliveries)
+	byBody := map[string][]delivery{}
+	for _, d := range deliveries {
+		byBody[d.msg.Body] = append(byBody[d.msg.Body], d)
+	}
+	r.Distinct = len(byBody)
+	for body, s := range sends {
+		if s.Outcome == Ok && len(byBody[body]) == 0 {
+			r.Lost = append(r.Lost, fmt.Sprintf("%s (id %s, sent through node %d at %s)", body, s.MessageID, s.Node, stamp(s.Complete)))
+		}
+	}
+	for body, ds := range byBody {
+		s := sends[body]
+		switch {
+		case s == nil:
+			r.Unexpected = append(r.Unexpected, fmt.Sprintf("%q (id %s)", body, ds[0].msg.MessageID))
+			continue
+		case s.Outcome == Fail:
+			r.Phantom = append(r.Phantom, fmt.Sprintf("%s (send failed: %s)", body, s.Err))
+		case s.Outcome != Ok:
+			r.UnknownSeen++
+		}
+		if len(ds) > 1 {
+			r.Duplicates += len(ds) - 1
+			r.DuplicatedMessages++
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i].op.Invoke.Before(ds[j].op.Invoke) })
+		id := ds[0].msg.MessageID
+		if s.Outcome == Ok {
+			id = s.MessageID
+		}
+		for i, d := range ds {
+			if d.msg.MessageID != id {
+				r.Identity = append(r.Identity, fmt.Sprintf("%s: id %s, received as %s (receive %d)", body, id, d.msg.MessageID, d.op.ID))
+			}
+			for _, prev := range ds[:i] {
+				if d.op.Invoke.After(prev.op.Complete) && d.msg.DequeueCount < prev.msg.DequeueCount {
+					r.Decreased = append(r.Decreased, fmt.Sprintf("%s: DequeueCount %d (receive %d, node %d, %s) after %d (receive %d, node %d, %s)",
+						body, d.msg.DequeueCount, d.op.ID, d.op.Node, stamp(d.op.Invoke), prev.msg.DequeueCount, prev.op.ID, prev.op.Node, stamp(prev.op.Complete)))
+					break
+				}
+			}
+			for _, del := range deletes[body] {
+				if d.op.Invoke.After(del.Complete) {
+					r.Resurrected = append(r.Resurrected, fmt.Sprintf("%s: deleted (op %d, node %d, done %s), then received (op %d, node %d, invoked %s, DequeueCount %d)",
+						body, del.ID, del.Node, stamp(del.Complete), d.op.ID, d.op.Node, stamp(d.op.Invoke), d.msg.DequeueCount))
+					break
+				}
+			}
+		}
+	}
+	for _, l := range [][]string{r.Lost, r.Unexpected, r.Phantom, r.Resurrected, r.Decreased, r.Identity} {
+		sort.Strings(l)
+	}
+	return r
+}
+
+func stamp(t time.Time) string { return t.Format("15:04:05.000") }
+
+// Trace lists every operation of a history that touched the message with
+// body: its send, the receives that returned it, its deletes.
+func Trace(ops []Op, body string) string {
+	var b strings.Builder
+	for i := range ops {
+		op := &ops[i]
+		touched := op.Body == body
+		dc := 0
+		for _, m := range op.Received {
+			if m.Body == body {
+				touched, dc = true, m.DequeueCount
+			}
+		}
+		if !touched {
+			continue
+		}
+		fmt.Fprintf(&b, "  op %d %s p%d node %d %s..%s %s", op.ID, op.Kind, op.Process, op.Node, stamp(op.Invoke), stamp(op.Complete), op.Outcome)
+		if op.Kind == OpReceive {
+			fmt.Fprintf(&b, " DequeueCount %d", dc)
+		}
+		if op.Err != "" {
+			fmt.Fprintf(&b, " (%s)", op.Err)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

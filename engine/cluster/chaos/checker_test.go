@@ -1,0 +1,122 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// hist builds a hand-made history on a fake timeline: each op takes one
+// second from its invoke, and ops run one after another unless concurrent
+// says otherwise.
+type hist struct {
+	ops []Op
+	now int // seconds from the zero time
+}
+
+func (h *hist) add(op Op) *hist {
+	op.ID = len(h.ops)
+	op.Invoke = time.Time{}.Add(time.Duration(h.now) * time.Second)
+	op.Complete = op.Invoke.Add(time.Second)
+	h.now += 2
+	h.ops = append(h.ops, op)
+	return h
+}
+
+// concurrent makes the next op start at the same time as the last one.
+func (h *hist) concurrent() *hist { h.now -= 2; return h }
+
+func (h *hist) send(body, id string, o Outcome) *hist {
+	return h.add(Op{Kind: OpSend, Body: body, MessageID: id, Outcome: o})
+}
+
+func (h *hist) recv(o Outcome, ms ...Received) *hist {
+	return h.add(Op{Kind: OpReceive, Received: ms, Outcome: o})
+}
+
+func (h *hist) del(body, id string, o Outcome) *hist {
+	return h.add(Op{Kind: OpDelete, Body: body, MessageID: id, Handle: "h-" + body, Outcome: o})
+}
+
+func msg(body, id string, dc int) Received {
+	return Received{MessageID: id, Body: body, DequeueCount: dc, Handle: "h-" + body}
+}
+
+func TestCheckerRules(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		h     *hist
+		valid bool
+		want  func(r *Result) int // a count that must be exactly 1
+	}{
+		{"clean", new(hist).send("a", "1", Ok).recv(Ok, msg("a", "1", 1)).del("a", "1", Ok).recv(Ok), true, nil},
+		{"clean with an unknown send never seen and a failed one", new(hist).send("a", "1", Unknown).send("b", "", Fail).recv(Ok), true, nil},
+		{"redelivery is a duplicate, not a violation",
+			new(hist).send("a", "1", Ok).recv(Ok, msg("a", "1", 1)).recv(Ok, msg("a", "1", 2)).del("a", "1", Ok),
+			true, func(r *Result) int { return r.Duplicates }},
+		{"an undone receive hands the message out again with the same count",
+			new(hist).send("a", "1", Ok).recv(Ok, msg("a", "1", 2)).recv(Ok, msg("a", "1", 2)), true, nil},
+		{"lost: an acknowledged send never received",
+			new(hist).send("a", "1", Ok).send("b", "2", Ok).recv(Ok, msg("b", "2", 1)),
+			false, func(r *Result) int { return len(r.Lost) }},
+		{"lost: a receive that failed does not count",
+			new(hist).send("a", "1", Ok).recv(Unknown, msg("a", "1", 1)),
+			false, func(r *Result) int { return len(r.Lost) }},
+		{"unexpected: a message nobody sent",
+			new(hist).recv(Ok, msg("zzz", "9", 1)),
+			false, func(r *Result) int { return len(r.Unexpected) }},
+		{"phantom: a send that certainly failed shows up",
+			new(hist).send("a", "", Fail).recv(Ok, msg("a", "1", 1)),
+			false, func(r *Result) int { return len(r.Phantom) }},
+		{"resurrected: received after its delete was acknowledged",
+			new(hist).send("a", "1", Ok).recv(Ok, msg("a", "1", 1)).del("a", "1", Ok).recv(Ok, msg("a", "1", 2)),
+			false, func(r *Result) int { return len(r.Resurrected) }},
+		{"a receive concurrent with the delete is not a resurrection",
+			new(hist).send("a", "1", Ok).recv(Ok, msg("a", "1", 1)).del("a", "1", Ok).concurrent().recv(Ok, msg("a", "1", 2)),
+			true, nil},
+		{"a delete of unknown outcome does not forbid later receives",
+			new(hist).send("a", "1", Ok).recv(Ok, msg("a", "1", 1)).del("a", "1", Unknown).recv(Ok, msg("a", "1", 2)),
+			true, nil},
+		{"DequeueCount decreased",
+			new(hist).send("a", "1", Ok).recv(Ok, msg("a", "1", 1)).recv(Ok, msg("a", "1", 3)).recv(Ok, msg("a", "1", 2)),
+			false, func(r *Result) int { return len(r.Decreased) }},
+		{"DequeueCount of concurrent receives is not ordered",
+			new(hist).send("a", "1", Ok).recv(Ok, msg("a", "1", 3)).concurrent().recv(Ok, msg("a", "1", 2)),
+			true, nil},
+		{"identity: received with another MessageId than its send's",
+			new(hist).send("a", "1", Ok).recv(Ok, msg("a", "7", 1)),
+			false, func(r *Result) int { return len(r.Identity) }},
+		{"identity: two ids for a message of unknown send",
+			new(hist).send("a", "", Unknown).recv(Ok, msg("a", "7", 1)).recv(Ok, msg("a", "8", 2)),
+			false, func(r *Result) int { return len(r.Identity) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Check(tc.h.ops)
+			if r.Valid() != tc.valid {
+				t.Fatalf("valid %v, want %v:\n%s", r.Valid(), tc.valid, r.String())
+			}
+			if tc.want != nil && tc.want(&r) != 1 {
+				t.Fatalf("want exactly one finding of the rule:\n%s", r.String())
+			}
+			if !tc.valid && !strings.Contains(r.String(), "\n") {
+				t.Fatalf("a violation is not in the summary: %s", r.String())
+			}
+		})
+	}
+}
+
+func TestCheckerCounts(t *testing.T) {
+	h := new(hist).send("a", "1", Ok).send("b", "", Unknown).send("c", "", Fail).
+		recv(Ok, msg("a", "1", 1), msg("b", "2", 1)).recv(Ok, msg("a", "1", 2)).recv(Ok, msg("a", "1", 3)).
+		del("a", "1", Ok).recv(Unknown)
+	h.ops[len(h.ops)-1].TimedOut = true
+	r := Check(h.ops)
+	if !r.Valid() {
+		t.Fatal(r.String())
+	}
+	got := [...]int{r.Sends, r.SendsOk, r.SendsUnknown, r.SendsFailed, r.UnknownSeen, r.Receives, r.Deliveries, r.Distinct, r.Duplicates, r.DuplicatedMessages, r.DeletesOk, r.TimedOut}
+	want := [...]int{3, 1, 1, 1, 1, 3, 4, 2, 2, 1, 1, 1}
+	if got != want {
+		t.Fatalf("counts %v, want %v: %s", got, want, r.String())
+	}
+}

@@ -1,0 +1,212 @@
+package chaos
+
+// A small MNS client for the harness: signed requests (server/mnsauth, the
+// code the server verifies with) over net/http, one request at a time per
+// call, each bounded by the client's timeout.
+//
+// Outcomes. Every call classifies its result for the history:
+//   - Ok: a 2xx answer (or, for a receive, 404 MessageNotExist: nothing to
+//     take, which changed nothing).
+//   - Fail: the request certainly did not run: the connection could not be
+//     made (nothing was sent), or a 4xx answer (the request was refused
+//     before it changed anything).
+//   - Unknown: anything else — a timeout, a broken connection after the
+//     request was sent, a 5xx (503 is also what a leader answers when it
+//     lost the lead after proposing: its entry may still commit).
+//
+// Invariants:
+//  1. Every request is signed with the same code the server verifies
+//     with, and bounded by the client's timeout (no call waits longer).
+//  2. An answer is classified Fail only when the request certainly
+//     changed nothing; when in doubt it is Unknown.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/smqd/smqd/engine/cluster"
+	"github.com/smqd/smqd/server/mnsauth"
+)
+
+// Outcome is what a client knows of an operation once its call returns.
+type Outcome uint8
+
+const (
+	Pending Outcome = iota // invoked, not yet returned
+	Ok                     // it happened
+	Fail                   // it certainly did not happen
+	Unknown                // it may or may not have happened
+)
+
+func (o Outcome) String() string {
+	return [...]string{"pending", "ok", "fail", "unknown"}[o]
+}
+
+// Client signs and sends MNS requests to one node's API.
+type Client struct {
+	base string // "http://host:port"
+	key  *mnsauth.Key
+	hc   *http.Client
+}
+
+// NewClient returns a client of the API at addr (HOST:PORT); every
+// request is bounded by timeout.
+func NewClient(addr, id, secret string, timeout time.Duration) *Client {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	return &Client{base: "http://" + addr, key: mnsauth.NewKey(id, secret), hc: &http.Client{Timeout: timeout, Transport: tr}}
+}
+
+// Close closes the client's idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// apiError is an answer with a status outside 2xx.
+type apiError struct {
+	Status int
+	Code   string
+	Msg    string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Msg) }
+
+// errNotSent wraps an error of a request that never left the client.
+var errNotSent = errors.New("not sent")
+
+// classify maps a call's error to an Outcome.
+func classify(err error) Outcome {
+	var ae *apiError
+	switch {
+	case err == nil:
+		return Ok
+	case errors.Is(err, errNotSent):
+		return Fail
+	case errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500:
+		return Fail
+	}
+	return Unknown
+}
+
+// do sends a signed request; a status outside 2xx is an *apiError.
+func (c *Client) do(ctx context.Context, method, target string, body []byte) (int, []byte, error) {
+	r, err := http.NewRequestWithContext(ctx, method, c.base+target, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(body) > 0 {
+		r.Header.Set("Content-Type", "text/xml;charset=utf-8")
+		r.Header.Set("Content-MD5", string(mnsauth.AppendContentMD5(nil, body)))
+	}
+	c.key.SignHTTP(r)
+	resp, err := c.hc.Do(r)
+	if err != nil {
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "dial" {
+			return 0, nil, fmt.Errorf("%w: %v", errNotSent, oe)
+		}
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Code    string `xml:"Code"`
+			Message string `xml:"Message"`
+		}
+		xml.Unmarshal(b, &e)
+		return resp.StatusCode, b, &apiError{Status: resp.StatusCode, Code: e.Code, Msg: e.Message}
+	}
+	return resp.StatusCode, b, nil
+}
+
+// CreateQueue creates a queue with a visibility timeout (seconds).
+func (c *Client) CreateQueue(ctx context.Context, name string, visibility int) error {
+	body := fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><Queue xmlns="http://mns.aliyuncs.com/doc/v1/"><VisibilityTimeout>%d</VisibilityTimeout></Queue>`, visibility)
+	_, _, err := c.do(ctx, "PUT", "/queues/"+name, []byte(body))
+	return err
+}
+
+// Send sends one message; it returns its MessageId.
+func (c *Client) Send(ctx context.Context, queue, body string) (string, error) {
+	var b bytes.Buffer
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Message xmlns="http://mns.aliyuncs.com/doc/v1/"><MessageBody>`)
+	xml.EscapeText(&b, []byte(body))
+	b.WriteString(`</MessageBody></Message>`)
+	_, resp, err := c.do(ctx, "POST", "/queues/"+queue+"/messages", b.Bytes())
+	if err != nil {
+		return "", err
+	}
+	var m struct {
+		MessageID string `xml:"MessageId"`
+	}
+	if err := xml.Unmarshal(resp, &m); err != nil || m.MessageID == "" {
+		return "", fmt.Errorf("send: an answer without a MessageId: %q", resp)
+	}
+	return m.MessageID, nil
+}
+
+// Received is one message of a receive.
+type Received struct {
+	MessageID    string `xml:"MessageId"`
+	Handle       string `xml:"ReceiptHandle"`
+	Body         string `xml:"MessageBody"`
+	DequeueCount int    `xml:"DequeueCount"`
+}
+
+// Receive takes up to max messages, waiting up to wait seconds for one. An
+// empty queue is no error (nil, nil).
+func (c *Client) Receive(ctx context.Context, queue string, max, wait int) ([]Received, error) {
+	_, resp, err := c.do(ctx, "GET", fmt.Sprintf("/queues/%s/messages?numOfMessages=%d&waitseconds=%d", queue, max, wait), nil)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status == 404 && ae.Code == "MessageNotExist" {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ms struct {
+		Messages []Received `xml:"Message"`
+	}
+	if err := xml.Unmarshal(resp, &ms); err != nil {
+		return nil, fmt.Errorf("receive: %v: %q", err, resp)
+	}
+	return ms.Messages, nil
+}
+
+// Delete deletes a message by its receipt handle.
+func (c *Client) Delete(ctx context.Context, queue, handle string) error {
+	_, _, err := c.do(ctx, "DELETE", "/queues/"+queue+"/messages?ReceiptHandle="+url.QueryEscape(handle), nil)
+	return err
+}
+
+// Status returns the node's view of the cluster (GET /cluster).
+func (c *Client) Status(ctx context.Context) (cluster.Status, error) {
+	var st cluster.Status
+	_, b, err := c.do(ctx, "GET", "/cluster", nil)
+	if err != nil {
+		return st, err
+	}
+	err = json.Unmarshal(b, &st)
+	return st, err
+}
+
+// Healthy reports whether the node's /healthz says it can serve every
+// shard.
+func (c *Client) Healthy(ctx context.Context) bool {
+	status, _, err := c.do(ctx, "GET", "/healthz", nil)
+	return err == nil && status == 200
+}

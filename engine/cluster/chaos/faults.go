@@ -1,0 +1,115 @@
+package chaos
+
+// The faults of a cycle: each injects one fault and returns how to heal
+// it. A cycle is: inject, let the workload run under the fault, heal, wait
+// until the cluster has converged (every node up, healthy and caught up).
+// One fault at a time: the cluster promises to survive the loss of a
+// minority, not of a majority.
+//
+// Invariants:
+//  1. A fault's heal undoes everything its inject did (links healed, nodes
+//     running with their normal flags).
+//  2. Faults that pick "the leader" pick the node leading a shard that
+//     one of the workload's queues lives on, as the nodes report it when
+//     the fault is injected.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Fault is one kind of fault.
+type Fault struct {
+	Name   string
+	Inject func(c *Cluster, shard int) (heal func() error, err error)
+}
+
+// leaderOr returns the leader of shard, or a random node when none is
+// known right now.
+func leaderOr(c *Cluster, shard int) int {
+	if l := c.Leader(shard); l != 0 {
+		return l
+	}
+	return 1 + rand.IntN(len(c.Nodes))
+}
+
+func restart(c *Cluster, i int) func() error { return func() error { return c.StartNode(i) } }
+
+// CycleFaults returns the harness's faults, in the order cycles take them.
+func CycleFaults() []Fault {
+	return []Fault{
+		{"kill -9 the leader", func(c *Cluster, shard int) (func() error, error) {
+			l := leaderOr(c, shard)
+			c.Kill(l)
+			return restart(c, l), nil
+		}},
+		{"partition the leader from the majority (symmetric)", func(c *Cluster, shard int) (func() error, error) {
+			c.Isolate(leaderOr(c, shard), true, true)
+			return func() error { c.Heal(); return nil }, nil
+		}},
+		{"drop and delay packets on every link", func(c *Cluster, shard int) (func() error, error) {
+			c.SetAll(Faults{Loss: 0.2, Retransmit: 200 * time.Millisecond, Delay: 15 * time.Millisecond})
+			return func() error { c.Heal(); return nil }, nil
+		}},
+		{"kill -9 a node, wipe its data directory, restart it", func(c *Cluster, shard int) (func() error, error) {
+			i := 1 + rand.IntN(len(c.Nodes))
+			c.Kill(i)
+			if err := c.Wipe(i); err != nil {
+				return nil, err
+			}
+			return func() error { return nil }, c.StartNode(i)
+		}},
+		{"partition: the leader hears nobody (one-way, incoming cut)", func(c *Cluster, shard int) (func() error, error) {
+			c.Isolate(leaderOr(c, shard), false, true)
+			return func() error { c.Heal(); return nil }, nil
+		}},
+		{"clock skew of ±2 s on one node (the leader)", func(c *Cluster, shard int) (func() error, error) {
+			l := leaderOr(c, shard)
+			off := "2s"
+			if rand.IntN(2) == 0 {
+				off = "-2s"
+			}
+			c.Kill(l)
+			c.SetExtraArgs(l, []string{"--clock-offset", off})
+			if err := c.StartNode(l); err != nil {
+				return nil, err
+			}
+			return func() error {
+				c.Kill(l)
+				c.SetExtraArgs(l, nil)
+				return c.StartNode(l)
+			}, nil
+		}},
+		{"partition: nobody hears the leader (one-way, outgoing cut)", func(c *Cluster, shard int) (func() error, error) {
+			c.Isolate(leaderOr(c, shard), true, false)
+			return func() error { c.Heal(); return nil }, nil
+		}},
+		{"kill -9 a follower", func(c *Cluster, shard int) (func() error, error) {
+			l := c.Leader(shard)
+			i := 1 + rand.IntN(len(c.Nodes))
+			for k := 0; i == l && k < 10; k++ {
+				i = 1 + rand.IntN(len(c.Nodes))
+			}
+			c.Kill(i)
+			return restart(c, i), nil
+		}},
+	}
+}
+
+// Cycle runs one fault cycle: inject fault f on shard, wait hold, heal,
+// and wait up to converge for the cluster to converge.
+func Cycle(c *Cluster, f Fault, shard int, hold, converge time.Duration) error {
+	heal, err := f.Inject(c, shard)
+	if err != nil {
+		return fmt.Errorf("%s: inject: %w", f.Name, err)
+	}
+	time.Sleep(hold)
+	if err := heal(); err != nil {
+		return fmt.Errorf("%s: heal: %w", f.Name, err)
+	}
+	if err := c.WaitHealthy(converge); err != nil {
+		return fmt.Errorf("%s: after healing: %w", f.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+package chaos
+
+// The workload: producers send unique bodies and consumers receive and
+// delete, each operation through a different node than the last, every
+// operation recorded in the history; then a drain that empties the queues
+// once the faults are healed.
+//
+// Invariants:
+//  1. Every operation is bounded by the client's timeout; every loop ends
+//     when its context is done (Run) or at its deadline (Drain).
+//  2. A body is used by one send only (process and sequence number), so
+//     the checker can tell messages apart by body.
+//  3. Run returns only after every producer and consumer goroutine ended.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Workload drives clients against a cluster.
+type Workload struct {
+	C          *Cluster
+	H          *History
+	Queues     []string
+	Producers  int
+	Consumers  int
+	Timeout    time.Duration // each request's bound
+	Visibility int           // the queues' VisibilityTimeout, seconds
+	SendPause  time.Duration // between a producer's sends
+}
+
+// clients returns one client per node for a process.
+func (w *Workload) clients() map[int]*Client {
+	m := map[int]*Client{}
+	for _, n := range w.C.Nodes {
+		m[n.ID] = NewClient(n.API, w.C.AccessID, w.C.Secret, w.Timeout)
+	}
+	return m
+}
+
+func closeAll(m map[int]*Client) {
+	for _, c := range m {
+		c.Close()
+	}
+}
+
+// CreateQueues creates the queues, retrying through every node until each
+// is created or the deadline passes.
+func (w *Workload) CreateQueues(timeout time.Duration) error {
+	cls := w.clients()
+	defer closeAll(cls)
+	deadline := time.Now().Add(timeout)
+	for _, q := range w.Queues {
+		var err error
+		for k := 0; ; k++ {
+			ctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
+			err = cls[k%len(cls)+1].CreateQueue(ctx, q, w.Visibility)
+			cancel()
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			return fmt.Errorf("create queue %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// Run runs the producers and consumers until ctx is done.
+func (w *Workload) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for p := 0; p < w.Producers; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.produce(ctx, p)
+		}()
+	}
+	for c := 0; c < w.Consumers; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.consume(ctx, w.Producers+c)
+		}()
+	}
+	wg.Wait()
+}
+
+// pause waits d, or less when ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (w *Workload) produce(ctx context.Context, p int) {
+	cls := w.clients()
+	defer closeAll(cls)
+	for seq := 0; ctx.Err() == nil; seq++ {
+		node := (p+seq)%len(cls) + 1
+		q := w.Queues[rand.IntN(len(w.Queues))]
+		op := w.H.Invoke(Op{Process: p, Kind: OpSend, Node: node, Queue: q, Body: fmt.Sprintf("p%d-%d", p, seq)})
+		rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
+		id, err := cls[node].Send(rctx, q, op.Body)
+		cancel()
+		w.H.Done(op, err, func(o *Op) { o.MessageID = id })
+		if err != nil {
+			pause(ctx, 20*time.Millisecond)
+		} else if w.SendPause > 0 {
+			pause(ctx, w.SendPause)
+		}
+	}
+}
+
+// consume receives and deletes until ctx is done. Deletes go through the
+// next nodes, not the one that received.
+func (w *Workload) consume(ctx context.Context, p int) {
+	cls := w.clients()
+	defer closeAll(cls)
+	for k := 0; ctx.Err() == nil; k++ {
+		node := (p+k)%len(cls) + 1
+		q := w.Queues[k%len(w.Queues)]
+		op := w.H.Invoke(Op{Process: p, Kind: OpReceive, Node: node, Queue: q})
+		rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
+		ms, err := cls[node].Receive(rctx, q, 8, 1)
+		cancel()
+		w.H.Done(op, err, func(o *Op) { o.Received = ms })
+		if err != nil {
+			pause(ctx, 20*time.Millisecond)
+			continue
+		}
+		for i, m := range ms {
+			dn := (node+i)%len(cls) + 1
+			d := w.H.Invoke(Op{Process: p, Kind: OpDelete, Node: dn, Queue: q, Body: m.Body, MessageID: m.MessageID, Handle: m.Handle})
+			rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
+			err := cls[dn].Delete(rctx, q, m.Handle)
+			cancel()
+			w.H.Done(d, err, nil)
+		}
+	}
+}
+
+// Drain receives and deletes until every queue has stayed empty through
+// every node for quiet (longer than the visibility timeout plus any clock
+// skew, so that a message received but not deleted is visible again), or
+// until timeout passes (an error: the history cannot say what is left).
+func (w *Workload) Drain(quiet, timeout time.Duration) error {
+	cls := w.clients()
+	defer closeAll(cls)
+	deadline := time.Now().Add(timeout)
+	lastSeen := time.Now()
+	for k := 0; ; k++ {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("drain: queues not quiet after %v", timeout)
+		}
+		node := k%len(cls) + 1
+		q := w.Queues[(k/len(cls))%len(w.Queues)]
+		op := w.H.Invoke(Op{Process: -1, Kind: OpReceive, Node: node, Queue: q})
+		rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
+		ms, err := cls[node].Receive(rctx, q, 16, 0)
+		cancel()
+		w.H.Done(op, err, func(o *Op) { o.Received = ms })
+		if err != nil || len(ms) > 0 {
+			lastSeen = time.Now()
+		} else if time.Since(lastSeen) > quiet {
+			return nil
+		}
+		for _, m := range ms {
+			d := w.H.Invoke(Op{Process: -1, Kind: OpDelete, Node: node, Queue: q, Body: m.Body, MessageID: m.MessageID, Handle: m.Handle})
+			rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
+			err := cls[node].Delete(rctx, q, m.Handle)
+			cancel()
+			w.H.Done(d, err, nil)
+		}
+		if len(ms) == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
