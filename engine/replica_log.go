@@ -43,6 +43,7 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry) error {
 				return fmt.Errorf("engine: entry %d is applied and cannot be replaced", old.index)
 			}
 			r.void = append(r.void, lostSpan{old.first, old.recEnd})
+			r.unname(old.names)
 		}
 		r.ents = r.ents[:k]
 	}
@@ -73,6 +74,9 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry) error {
 				if err != nil {
 					return err
 				}
+				k := msgKey{s.qid, s.seq}
+				r.name(k) // before its body is looked up (invariant 6)
+				info.names = append(info.names, k)
 				pos, size := b.bodyOf(s.qid, s.stripe, s.slot, s.seq)
 				if loc, ok := sent[msgKey{s.qid, s.seq}]; ok {
 					pos, size = loc[0], uint32(loc[1])
