@@ -117,8 +117,9 @@ func powerLossRound(t *testing.T, seed uint64) {
 	}
 	time.Sleep(time.Duration(300+rnd.IntN(700)) * time.Millisecond)
 
-	// Power fails: every node's images, taken one after another while the
-	// load runs; only what was acknowledged before the first counts.
+	// Power fails: every node's directory, then the images of all logs at
+	// one instant, while the load runs; only what was acknowledged before
+	// the directories were copied counts.
 	lossAt := time.Now()
 	images := make([]*wal.MemFS, 3)
 	dirs := make([]string, 3)
@@ -131,9 +132,7 @@ func powerLossRound(t *testing.T, seed uint64) {
 			t.Fatalf("copy node %d: %v %s", i+1, err, out)
 		}
 	}
-	for i := range 3 {
-		images[i] = fss[i].CrashClone(rnd)
-	}
+	copy(images, wal.CrashCloneAll(rnd, fss...)) // one instant for all: a power loss
 	stop()
 	wg.Wait()
 	for i := range c.nodes {
