@@ -54,6 +54,9 @@ package engine
 //     A message is named before its record's body is looked up (under its
 //     stripe lock, bodyOf), and unnamed only once the entry is applied or
 //     truncated away.
+//  7. Compaction removes no segment holding a record of an entry the log
+//     still serves (replayStart): the entries kept after a checkpoint are
+//     read back from their records (Entries).
 //
 // Owner: mu guards the proposal and entry bookkeeping; the consensus layer
 // calls PersistEntries, ApplyCommitted and the role changes from one

@@ -39,12 +39,14 @@ type handShard struct {
 	next     uint64         // the next entry index
 	held     []ReplicaEntry // committed, not yet applied on the follower
 	hold     bool
+	keep     int // ReplicaKeepEntries (0: the default)
 }
 
 func (h *handShard) open(dir string, rep Replica) *Broker {
 	h.t.Helper()
 	o := Options{Dir: dir, Replica: rep, FreeSpaceReserve: -1, Stripes: 1, Clock: h.clk, Logger: testLogger(h.t)}
 	o.WAL.SegmentBytes = 64 << 10
+	o.ReplicaKeepEntries = h.keep
 	o.CheckpointInterval, o.CheckpointRecords, o.CheckpointBytes = time.Hour, 1<<40, 1<<40
 	b, err := Open(o)
 	if err != nil {
@@ -196,5 +198,66 @@ func TestReplicaCompactionLeavesMessagesItsLogStillChanges(t *testing.T) {
 	}
 	if rs := h.follower.Recovery(); rs.Moved != 0 {
 		t.Fatalf("recovery moved %d messages to other slots", rs.Moved)
+	}
+}
+
+// TestReplicaCompactionKeepsTheEntriesItServes: after a checkpoint a
+// replica keeps the newest entries for followers that lag a little
+// (ReplicaKeepEntries); compaction must not remove the segments their
+// records lie in, dead bodies or not, or reading them back fails and etcd
+// raft panics ("entries ... unavailable from storage").
+func TestReplicaCompactionKeepsTheEntriesItServes(t *testing.T) {
+	h := &handShard{t: t, rep: &handReplica{kick: make(chan struct{}, 1)}, clk: NewFakeClock(t0), next: 1, keep: 100}
+	h.leader = h.open(t.TempDir(), h.rep)
+	h.fdir = t.TempDir()
+	h.follower = h.open(h.fdir, &handReplica{kick: make(chan struct{}, 1)})
+	defer func() { h.leader.Close(); h.follower.Close() }()
+	if err := h.leader.SetLeader(true, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.do(func() error { _, err := h.leader.CreateQueue("q", DefaultQueueConfig()); return err })
+	q, err := h.leader.Queue("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		h.do(func() error { _, err := q.Send([]SendEntry{{Body: bytes.Repeat([]byte("x"), 1000)}}, nil); return err })
+	}
+	for n := 0; n < 200; {
+		var msgs []Message
+		h.do(func() (err error) {
+			msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: 10}, nil)
+			return err
+		})
+		n += len(msgs)
+		hs := make([]ReceiptHandle, len(msgs))
+		for i := range msgs {
+			hs[i] = msgs[i].Handle
+		}
+		h.do(func() error { _, err := q.Delete(hs, make([]error, len(hs))); return err })
+	}
+	r, err := h.leader.repl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.leader.compactOnce(0); err != nil {
+		t.Fatal(err)
+	}
+	snap, _, err := h.leader.SnapshotPoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap == 0 {
+		t.Fatal("the checkpoint kept every entry: the test tests nothing")
+	}
+	ents, ok, err := h.leader.Entries(snap+1, h.next, 1<<30)
+	if err != nil || !ok {
+		t.Fatalf("entries %d..%d the log still serves: ok %v, err %v", snap+1, h.next-1, ok, err)
+	}
+	if len(ents) != int(h.next-snap-1) {
+		t.Fatalf("got %d entries, want %d", len(ents), h.next-snap-1)
 	}
 }

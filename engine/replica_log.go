@@ -280,6 +280,21 @@ func (r *replStore) readRange(from, to uint64, fn func(pos uint64, size uint32, 
 	}
 }
 
+// replayStart is also the oldest record of an entry the log still serves
+// (the entries kept after a checkpoint for followers that lag a little,
+// Entries): compaction removes no segment at or after it. Otherwise their
+// reads failed with a removed segment and etcd raft panicked ("entries
+// ... unavailable from storage").
+func (r *replStore) replayStart() uint64 {
+	p := r.durableStore.replayStart()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.ents {
+		p = min(p, e.first)
+	}
+	return p
+}
+
 // SnapshotPoint returns the last entry folded into the index (its index
 // and term) and the configuration as of then: where the local log's
 // entries start for the consensus layer (entries before it are
