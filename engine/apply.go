@@ -68,6 +68,7 @@ func (b *Broker) ApplyCommitted(ents []ReplicaEntry) error {
 				return fmt.Errorf("engine: apply entry %d: %w", e.Index, err)
 			}
 		}
+		r.unname(info.names) // its changes are in the state now (invariant 6)
 		r.mu.Lock()
 		// The checkpointer may have dropped older entries meanwhile: find it again.
 		for i := range r.ents {

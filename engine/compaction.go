@@ -151,6 +151,9 @@ func (b *Broker) relocateLocked(q *Queue, st *stripe, idx uint32, pos uint64, su
 	if s.seq == 0 || s.state() == stPending || s.bodyPos != pos {
 		return false, nil // deleted, expired, replaced, or not yet committed
 	}
+	if r, ok := b.store.(*replStore); ok && r.isNamed(q.id, s.seq) {
+		return false, nil // a replica's log changes it further (replica.go invariant 6)
+	}
 	var recs [1]logRec
 	b.store.bodyRecord(&recs[0], head, q.id, st.idx, idx, s, sum, body, true)
 	if err := b.store.append(recs[:]); err != nil {

@@ -44,6 +44,19 @@ package engine
 //     leader's.
 //  5. Message sequence numbers of a term carry the term in their top 24
 //     bits (seqBase): the terms' leaders never hand out the same one.
+//  6. Compaction never relocates a message that a persisted but not yet
+//     applied received entry changes (named): a replica's state lags its
+//     log, and a relocate record written after such a record but acting
+//     on the older state would undo it — after a delete, recovery's fold
+//     would bring the message back (and its slot is claimed twice); after
+//     a state record naming the old body, the apply would point the
+//     message at a body whose segment compaction may have removed.
+//     A message is named before its record's body is looked up (under its
+//     stripe lock, bodyOf), and unnamed only once the entry is applied or
+//     truncated away.
+//  7. Compaction removes no segment holding a record of an entry the log
+//     still serves (replayStart): the entries kept after a checkpoint are
+//     read back from their records (Entries).
 //
 // Owner: mu guards the proposal and entry bookkeeping; the consensus layer
 // calls PersistEntries, ApplyCommitted and the role changes from one
@@ -151,6 +164,7 @@ type entryInfo struct {
 	end           uint64 // the end of its header
 	data          []byte // EntryConfChange: the change
 	applied       bool
+	names         []msgKey // a received entry: the messages its state, delete and expire records name (named)
 }
 
 // appliedMark is an applied entry, for the checkpoint's applied point.
@@ -175,8 +189,48 @@ type replStore struct {
 	confIdx uint64         // guarded by mu
 	state   ReplicaState   // what load found
 
+	// namedMu guards named: the messages that persisted, not yet applied
+	// received entries change (invariant 6), with how many such records
+	// name each. Taken last: nothing else is locked under it.
+	namedMu sync.Mutex
+	named   map[msgKey]int
+
 	propLat    latencyHist // guarded by mu: proposal to commit
 	propFailed uint64      // guarded by mu: proposals that failed (leader lost)
+}
+
+// name records that a persisted, not yet applied entry changes the
+// messages keys (invariant 6); unname forgets it again.
+func (r *replStore) name(keys ...msgKey) {
+	r.namedMu.Lock()
+	if r.named == nil {
+		r.named = map[msgKey]int{}
+	}
+	for _, k := range keys {
+		r.named[k]++
+	}
+	r.namedMu.Unlock()
+}
+
+func (r *replStore) unname(keys []msgKey) {
+	if len(keys) == 0 {
+		return
+	}
+	r.namedMu.Lock()
+	for _, k := range keys {
+		if r.named[k]--; r.named[k] <= 0 {
+			delete(r.named, k)
+		}
+	}
+	r.namedMu.Unlock()
+}
+
+// isNamed reports whether a persisted, not yet applied entry changes the
+// message (compaction leaves it where it is: invariant 6).
+func (r *replStore) isNamed(qid, seq uint64) bool {
+	r.namedMu.Lock()
+	defer r.namedMu.Unlock()
+	return r.named[msgKey{qid, seq}] > 0
 }
 
 // newReplStore wraps an opened durable backend.
@@ -579,6 +633,25 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 		applied, appTerm = e.index, e.term
 		r.marks = append(r.marks, appliedMark{e.index, e.term, e.end})
 		k++
+	}
+	// The entries not applied yet name the messages they change (invariant 6).
+	for i := k; i < len(ents); i++ {
+		e := &ents[i]
+		if e.kind != EntryRecords || e.first >= e.recEnd {
+			continue
+		}
+		err := r.readRange(e.first, e.recEnd, func(pos uint64, size uint32, typ uint8, payload []byte) {
+			switch typ {
+			case recState, recDelete, recExpire:
+				if s, err := decodeSnap(payload); err == nil {
+					e.names = append(e.names, msgKey{s.qid, s.seq})
+				}
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("engine: scan the replicated log: %w", err)
+		}
+		r.name(e.names...)
 	}
 	r.mu.Lock()
 	r.ents = append(r.ents[:0], ents...)

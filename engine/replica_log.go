@@ -43,6 +43,7 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry) error {
 				return fmt.Errorf("engine: entry %d is applied and cannot be replaced", old.index)
 			}
 			r.void = append(r.void, lostSpan{old.first, old.recEnd})
+			r.unname(old.names)
 		}
 		r.ents = r.ents[:k]
 	}
@@ -73,6 +74,9 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry) error {
 				if err != nil {
 					return err
 				}
+				k := msgKey{s.qid, s.seq}
+				r.name(k) // before its body is looked up (invariant 6)
+				info.names = append(info.names, k)
 				pos, size := b.bodyOf(s.qid, s.stripe, s.slot, s.seq)
 				if loc, ok := sent[msgKey{s.qid, s.seq}]; ok {
 					pos, size = loc[0], uint32(loc[1])
@@ -274,6 +278,21 @@ func (r *replStore) readRange(from, to uint64, fn func(pos uint64, size uint32, 
 		}
 		fn(uint64(p), uint32(rd.NextPos()-p), uint8(typ), payload)
 	}
+}
+
+// replayStart is also the oldest record of an entry the log still serves
+// (the entries kept after a checkpoint for followers that lag a little,
+// Entries): compaction removes no segment at or after it. Otherwise their
+// reads failed with a removed segment and etcd raft panicked ("entries
+// ... unavailable from storage").
+func (r *replStore) replayStart() uint64 {
+	p := r.durableStore.replayStart()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.ents {
+		p = min(p, e.first)
+	}
+	return p
 }
 
 // SnapshotPoint returns the last entry folded into the index (its index

@@ -143,8 +143,9 @@ type storage interface {
 	// removeSegment removes the segment starting at start if it is inactive
 	// and has no live bytes; it reports whether it did.
 	removeSegment(start uint64) (bool, error)
-	// replayStart is the first position a restart replays: a segment that
-	// ends at or before it may go once it holds no live body.
+	// replayStart is the first position a restart replays (a replicated
+	// broker: or the first record of an entry it still serves, if older):
+	// a segment that ends at or before it may go once it holds no live body.
 	replayStart() uint64
 
 	// waitRoom holds an operation that is about to write to the log while

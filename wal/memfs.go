@@ -245,20 +245,33 @@ func (m *MemFS) SyncDir(dir string) error {
 // possibly torn: a random prefix of its bytes). With rnd == nil the clone
 // holds exactly the synced data. m is not changed and stays usable.
 func (m *MemFS) CrashClone(rnd *rand.Rand) *MemFS {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	c := NewMemFS()
-	c.capacity.Store(m.capacity.Load())
-	for d := range m.dirs {
-		c.dirs[d] = true
+	return CrashCloneAll(rnd, m)[0]
+}
+
+// CrashCloneAll is CrashClone of several file systems at one instant, as
+// when the machines of a cluster lose power together: every one is frozen
+// before any is copied, so no clone holds what another machine learned
+// after the instant of a second clone (cloning them one after another does
+// not model a power loss: a member's later clone may hold a commit that
+// rests on writes the earlier clones lost).
+func CrashCloneAll(rnd *rand.Rand, fss ...*MemFS) []*MemFS {
+	for _, m := range fss {
+		m.mu.Lock()
 	}
+	defer func() {
+		for _, m := range fss {
+			m.mu.Unlock()
+		}
+	}()
 	// Lock every file first: the clone is one instant across files, like a
 	// power loss (handles lock only one file at a time, so no deadlock).
 	locked := map[*memFile]bool{}
-	for _, f := range m.durable {
-		if !locked[f] {
-			locked[f] = true
-			f.mu.Lock()
+	for _, m := range fss {
+		for _, f := range m.durable {
+			if !locked[f] {
+				locked[f] = true
+				f.mu.Lock()
+			}
 		}
 	}
 	defer func() {
@@ -266,19 +279,28 @@ func (m *MemFS) CrashClone(rnd *rand.Rand) *MemFS {
 			f.mu.Unlock()
 		}
 	}()
-	clones := map[*memFile]*memFile{} // a file under two names stays one file
-	for name, f := range m.durable {
-		cf := clones[f]
-		if cf == nil {
-			cf = f.crashCopy(rnd)
-			cf.fs, cf.linked = c, true
-			c.used.Add(cf.cur.size)
-			clones[f] = cf
+	out := make([]*MemFS, len(fss))
+	for i, m := range fss {
+		c := NewMemFS()
+		c.capacity.Store(m.capacity.Load())
+		for d := range m.dirs {
+			c.dirs[d] = true
 		}
-		c.files[name] = cf
-		c.durable[name] = cf
+		clones := map[*memFile]*memFile{} // a file under two names stays one file
+		for name, f := range m.durable {
+			cf := clones[f]
+			if cf == nil {
+				cf = f.crashCopy(rnd)
+				cf.fs, cf.linked = c, true
+				c.used.Add(cf.cur.size)
+				clones[f] = cf
+			}
+			c.files[name] = cf
+			c.durable[name] = cf
+		}
+		out[i] = c
 	}
-	return c
+	return out
 }
 
 // crashCopy builds the post-crash version of f; f.mu is held.

@@ -118,6 +118,7 @@ func Start(cfg Config) (*Node, error) {
 	n.tr.deliver = n.deliver
 	n.tr.peerDown = n.peerDown
 	n.tr.serveSnap = n.serveSnapshot
+	n.tr.acked = n.ackedBy
 	n.tr.rejoin = n.replaceMember
 	if n.acked, err = loadAcked(cfg.Dir); err != nil {
 		ln.Close()

@@ -33,18 +33,33 @@ import (
 // panicked) and snapshot installs that could not wipe a log kept on
 // another file system.
 //
-// Still open (so it runs in make test-long only): after some power losses
-// a member is found to hold less than it acknowledged and is replaced, and
-// a few messages' bodies cannot be read after the restart (log segment
-// removed). See the cluster issue's note.
+// Fixed since (each was seen failing here): (3) compaction on a replica
+// relocated a message whose delete or state change it had persisted but
+// not applied yet: the relocate record brought the deleted message back
+// at recovery (its slot claimed twice: "recovered message moved to
+// another slot"), or the apply pointed the message back at its old body,
+// in a segment compaction then removed (bodies unreadable after the
+// restart: "log segment removed"; engine/replica.go invariant 6);
+// (4) compaction removed the segments holding the records of the entries
+// a replica keeps for lagging followers (etcd raft panicked: entries
+// unavailable from storage; invariant 7); (5) a member of a new cluster
+// was replaced at its first start ("a member holds less than it
+// acknowledged"): the rejoin question compared acknowledgements sent
+// after it had read its last indexes (rejoin.go); (6) the test itself
+// cloned the nodes' logs one after another while the load ran, which is
+// no power loss: a later clone held a commit the earlier ones had lost
+// (etcd raft panicked: need non-empty snapshot); wal.CrashCloneAll now
+// freezes them all at one instant.
+//
+// One round runs with -short (make test); SMQD_LONG runs 20.
 //
 // The index directories are copied as they are (the checkpointer is held
 // off for the run, so they do not change, and recovery replays the logs).
 func TestClusterPowerLoss(t *testing.T) {
-	if testing.Short() {
-		t.Skip("power loss of a whole cluster: not with -short")
-	}
 	rounds := 3
+	if testing.Short() {
+		rounds = 1
+	}
 	if os.Getenv("SMQD_LONG") != "" {
 		rounds = 20
 	}
@@ -117,8 +132,9 @@ func powerLossRound(t *testing.T, seed uint64) {
 	}
 	time.Sleep(time.Duration(300+rnd.IntN(700)) * time.Millisecond)
 
-	// Power fails: every node's images, taken one after another while the
-	// load runs; only what was acknowledged before the first counts.
+	// Power fails: every node's directory, then the images of all logs at
+	// one instant, while the load runs; only what was acknowledged before
+	// the directories were copied counts.
 	lossAt := time.Now()
 	images := make([]*wal.MemFS, 3)
 	dirs := make([]string, 3)
@@ -131,9 +147,7 @@ func powerLossRound(t *testing.T, seed uint64) {
 			t.Fatalf("copy node %d: %v %s", i+1, err, out)
 		}
 	}
-	for i := range 3 {
-		images[i] = fss[i].CrashClone(rnd)
-	}
+	copy(images, wal.CrashCloneAll(rnd, fss...)) // one instant for all: a power loss
 	stop()
 	wg.Wait()
 	for i := range c.nodes {

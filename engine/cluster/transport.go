@@ -67,7 +67,8 @@ type transport struct {
 	deliver   func(shard int, m *pb.Message)         // a message for a shard
 	peerDown  func(peer uint64)                      // a connection to or from peer ended
 	serveSnap func(shard int, w io.Writer) error     // stream a shard's state
-	rejoin    func(from uint64, lasts []uint64) bool // a member that may have lost its data asks (rejoin.go)
+	acked     func(from uint64, shards int) []uint64 // what a member that may have lost its data acknowledged here (rejoin.go)
+	rejoin    func(from uint64, lost int) bool       // such a member found it lost data: replace it (rejoin.go)
 	refused   func()                                 // a handshake failed (metrics)
 	forward   func(from uint64, c net.Conn)          // serve a forward connection (forward.go)
 	member    func(from uint64, c net.Conn)          // serve a membership request (members.go)
@@ -311,15 +312,7 @@ func (t *transport) serveConn(c net.Conn) {
 		t.member(from, c)
 		return
 	case kindRejoin:
-		lasts, err := readLasts(c)
-		if err != nil {
-			return
-		}
-		ok := byte(0)
-		if t.rejoin(from, lasts) {
-			ok = 1
-		}
-		c.Write([]byte{ok})
+		t.serveRejoin(from, c)
 		return
 	case kindSnapshot:
 		var sh [4]byte
