@@ -37,13 +37,15 @@ package peers
 //
 // The address is host:port or an amqp:// URL, or several separated by
 // commas (the nodes of a cluster): clients are spread over them round
-// robin, and Prepare uses the first. A host:port gets guest's credentials,
-// which RabbitMQ accepts from loopback only.
+// robin, and Prepare uses the first; the target is then named "rabbitmqN"
+// in results. A host:port gets guest's credentials, which RabbitMQ accepts
+// from loopback only.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,8 +108,14 @@ func (catalog) RabbitMQ() bench.Peer {
 	}}
 }
 
-// Name returns "rabbitmq".
-func (t *RabbitMQTarget) Name() string { return "rabbitmq" }
+// Name returns "rabbitmq" for one node, and "rabbitmqN" for N nodes (a
+// cluster: "rabbitmq3"), so that reports keep the two apart.
+func (t *RabbitMQTarget) Name() string {
+	if len(t.urls) > 1 {
+		return "rabbitmq" + strconv.Itoa(len(t.urls))
+	}
+	return "rabbitmq"
+}
 
 func (t *RabbitMQTarget) dial(url string) (*amqp.Connection, error) {
 	c, err := amqp.DialConfig(url, amqp.Config{
@@ -212,8 +220,10 @@ type rabbitConsumer struct {
 // Close closes the connection; RabbitMQ requeues what the client received
 // and did not ack.
 func (c *rabbitClient) Close() error {
-	c.t.unacked[c.queue].Add(-int64(len(c.pending)))
-	c.pending = nil
+	if len(c.pending) > 0 {
+		c.t.unacked[c.queue].Add(-int64(len(c.pending)))
+		c.pending = nil
+	}
 	return c.conn.Close()
 }
 

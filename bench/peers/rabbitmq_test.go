@@ -28,6 +28,9 @@ func TestRabbitURLs(t *testing.T) {
 	if strings.Join(urls, " ") != strings.Join(want, " ") {
 		t.Fatalf("urls %q, want %q", urls, want)
 	}
+	if tg, _ := NewRabbitMQTarget("127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"); tg.Name() != "rabbitmq3" {
+		t.Fatalf("a 3-node target is named %q", tg.Name())
+	}
 	if _, err := rabbitURLs(" , "); err == nil {
 		t.Fatal("no address accepted")
 	}
