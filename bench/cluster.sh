@@ -8,6 +8,7 @@
 #                    [--scenarios "b16 b1"] [--systems "single cluster rabbitmq3"]
 #                    [--queues Q] [--shards S] [--queue-prefix P]
 #                    [--catchup-messages N] [--catchup-body B] [--no-catchup]
+#                    [--backlog-messages N] [--backlog-body B] [--no-backlog]
 #                    [--out DIR] [--no-install] [--keep]
 #
 # Systems (all started once, up front, and left running for the whole run,
@@ -32,13 +33,17 @@
 # before each run.
 #
 # Catch-up (unless --no-catchup): node 3 is stopped (SIGTERM), N messages
-# (default 1,000,000, body B bytes, default 1024) are sent to the Q queues
+# (default 1,000,000, body B bytes, default 128) are sent to the Q queues
 # through nodes 1 and 2 (smqbench produce, batch 16), then node 3 is
 # started again; the time from its start until every shard's applied index
 # on node 3 reaches the commit index its leader had when node 3 started
 # (GET /cluster, through smqctl cluster status --json) is the catch-up
-# time. With the N messages backlogged, each node's VmRSS is read
-# (/proc/PID/status), right away and after 30 s idle.
+# time.
+#
+# Backlog (unless --no-backlog): for each system, fresh queues, every node
+# up, N messages (default 1,000,000 of 1024 B) sent with produce --batch 16,
+# then each server process's VmRSS (/proc/PID/status), right away and after
+# 30 s idle.
 #
 # Everything binds 127.0.0.1, lives in a temp dir and is stopped by PID on
 # exit (trap); every run is bounded in time (timeout).
@@ -57,7 +62,13 @@ SHARDS=8
 PREFIX=c768
 CATCHUP=1
 CATCHUP_MESSAGES=1000000
-CATCHUP_BODY=1024
+# 128 B, not 1 KiB: with 1 KiB, the 1,000,000 messages roll each shard's
+# WAL past its first 128 MiB segment while node 3 is down, and the leaders
+# then panicked when node 3 came back (docs/cluster-benchmarks.md).
+CATCHUP_BODY=128
+BACKLOG=1
+BACKLOG_MESSAGES=1000000
+BACKLOG_BODY=1024
 OUT=""
 INSTALL=1
 KEEP=0
@@ -75,10 +86,13 @@ while [ $# -gt 0 ]; do
 	--catchup-messages) CATCHUP_MESSAGES=$2; shift 2 ;;
 	--catchup-body) CATCHUP_BODY=$2; shift 2 ;;
 	--no-catchup) CATCHUP=0; shift ;;
+	--backlog-messages) BACKLOG_MESSAGES=$2; shift 2 ;;
+	--backlog-body) BACKLOG_BODY=$2; shift 2 ;;
+	--no-backlog) BACKLOG=0; shift ;;
 	--out) OUT=$2; shift 2 ;;
 	--no-install) INSTALL=0; shift ;;
 	--keep) KEEP=1; shift ;;
-	-h|--help) sed -n '2,47p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,49p' "$0"; exit 0 ;;
 	*) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -212,11 +226,14 @@ run_one() { # system scenario repeat
 	esac
 	l=$(load)
 	log "run $r/$REPEAT $s $sys (load: $l)"
-	args=(cycle --batch "$batch" --queues "$QUEUES" --queue-prefix "$PREFIX" --sync always --producers 8 --consumers 8 --body 1024
+	args=(cycle --batch "$batch" --queues "$QUEUES" --sync always --producers 8 --consumers 8 --body 1024
 		--warmup "$WARMUP" --duration "$DURATION" --label "$s|$sys|$r|$l" --json-out "$RESULTS" --quiet --progress=false)
+	# RabbitMQ gets new queue names every run: a quorum queue declared again
+	# right after its delete may be refused while its old members go away.
+	[ "$sys" = rabbitmq3 ] && args+=(--queue-prefix "$PREFIX-$s-r$r")
 	case $sys in
-	single) args+=(--target smqd --addr "127.0.0.1:$SINGLE_PORT" --credentials-file "$CREDS" --server-pid "$SINGLE_PID") ;;
-	cluster) args+=(--target smqd --endpoints "127.0.0.1:${API[1]},127.0.0.1:${API[2]},127.0.0.1:${API[3]}"
+	single) args+=(--queue-prefix "$PREFIX" --target smqd --addr "127.0.0.1:$SINGLE_PORT" --credentials-file "$CREDS" --server-pid "$SINGLE_PID") ;;
+	cluster) args+=(--queue-prefix "$PREFIX" --target smqd --endpoints "127.0.0.1:${API[1]},127.0.0.1:${API[2]},127.0.0.1:${API[3]}"
 		--credentials-file "$CREDS" --server-pid "${NPID[1]},${NPID[2]},${NPID[3]}") ;;
 	rabbitmq3) args+=(--target rabbitmq --addr "127.0.0.1:$(rmq_port r1),127.0.0.1:$(rmq_port r2),127.0.0.1:$(rmq_port r3)"
 		--server-pid "$(rmq_pid r1),$(rmq_pid r2),$(rmq_pid r3)") ;;
@@ -303,7 +320,12 @@ print(json.dumps(want))' "$OUT/catchup-n1.json" "$OUT/catchup-n2.json")
 	wait_port "${API[3]}" 6000
 	tl=$(date +%s.%N)
 	done_at=""
-	for _ in $(seq 6000); do
+	deadline=$(( $(date +%s) + 600 ))
+	while [ "$(date +%s)" -lt "$deadline" ]; do
+		if ! kill -0 "${NPID[1]}" 2>/dev/null || ! kill -0 "${NPID[2]}" 2>/dev/null || ! kill -0 "${NPID[3]}" 2>/dev/null; then
+			say "a node died during the catch-up: $(grep -h -m1 '^panic' "$OUT"/smqd-node?.log || echo 'no panic logged')"
+			break
+		fi
 		if status 3 >"$OUT/catchup-n3.json" 2>/dev/null && python3 -c '
 import json, sys
 want = json.loads(sys.argv[2])
@@ -314,7 +336,7 @@ sys.exit(0 if all(str(k) in map(str, got) and got[int(k)] >= v for k, v in want.
 		fi
 		sleep 0.1
 	done
-	wait_healthy "${API[3]}" 600 || true
+	wait_healthy "${API[3]}" 100 || true
 	th=$(date +%s.%N)
 	say "node 3 (pid ${NPID[3]}): API port open after $(python3 -c "print(f'{$tl-$t0:.2f}')") s"
 	if [ -n "$done_at" ]; then
@@ -332,33 +354,51 @@ for sh in st["shards"]:
     if sh["role"] == "leader":
         out.append("s%d: %s" % (sh["shard"], ",".join("n%d=%d" % (f["node_id"], f["lag"]) for f in sh.get("followers") or [])))
 print("; ".join(out))' "$OUT/catchup-n1-after.json")"
-	say "resident memory with $CATCHUP_MESSAGES messages backlogged: node1 $(rss "${NPID[1]}"), node2 $(rss "${NPID[2]}"), node3 $(rss "${NPID[3]}") (load $(load))"
-	sleep 30
-	say "after 30 s idle: node1 $(rss "${NPID[1]}"), node2 $(rss "${NPID[2]}"), node3 $(rss "${NPID[3]}")"
+	say "resident memory with the $CATCHUP_MESSAGES messages of $CATCHUP_BODY B backlogged: node1 $(rss "${NPID[1]}"), node2 $(rss "${NPID[2]}"), node3 $(rss "${NPID[3]}") (load $(load))"
 	say "data dirs: node1 $(du -sh "$WORK/data/node1" | cut -f1), node2 $(du -sh "$WORK/data/node2" | cut -f1), node3 $(du -sh "$WORK/data/node3" | cut -f1)"
-	# The same backlog on the single node and on RabbitMQ, for comparison.
-	backlog_rss() { # system label args...
+fi
+
+# --- resident memory with a backlog ----------------------------------------------
+# Fresh queues, every node up: N messages of BACKLOG_BODY bytes sent, then
+# each process's VmRSS right away and after 30 s idle.
+if [ "$BACKLOG" = 1 ]; then
+	say() { echo "$*" | tee -a "$OUT/backlog.txt" >&2; }
+	backlog_rss() { # system args...
 		local sys=$1; shift
-		log "backlog: $CATCHUP_MESSAGES messages of $CATCHUP_BODY B to $sys (load: $(load))"
-		local b0 b1
-		b0=$(date +%s.%N)
-		timeout 1800 "$SMQBENCH" produce --messages "$CATCHUP_MESSAGES" --batch 16 --producers 8 --body "$CATCHUP_BODY" \
-			--queues "$QUEUES" --queue-prefix "$PREFIX" --warmup 0s --duration 25m --sync always --label "backlog-$sys" \
-			"$@" --json-out "$OUT/backlog.jsonl" --quiet --progress=false >/dev/null 2>>"$OUT/smqbench.log" || log "backlog preload failed: $sys"
+		log "backlog: $BACKLOG_MESSAGES messages of $BACKLOG_BODY B to $sys (load: $(load))"
+		local b0 b1 try
+		# A 503 while leaders move (node 3 taking its shards back after the
+		# catch-up) fails the queues' preparation: try again.
+		for try in 1 2 3; do
+			b0=$(date +%s.%N)
+			if timeout 1800 "$SMQBENCH" produce --messages "$BACKLOG_MESSAGES" --batch 16 --producers 8 --body "$BACKLOG_BODY" \
+				--queues "$QUEUES" --warmup 0s --duration 25m --sync always --label "backlog-$sys" \
+				"$@" --json-out "$OUT/backlog.jsonl" --quiet --progress=false >/dev/null 2>>"$OUT/smqbench.log"; then
+				break
+			fi
+			log "backlog preload failed: $sys (try $try)"
+			sleep 5
+		done
 		b1=$(date +%s.%N)
-		say "$sys: $CATCHUP_MESSAGES messages of $CATCHUP_BODY B sent in $(python3 -c "print(f'{$b1-$b0:.1f}')") s"
+		say "$sys: $BACKLOG_MESSAGES messages of $BACKLOG_BODY B sent in $(python3 -c "print(f'{$b1-$b0:.1f}')") s (load after: $(load))"
 	}
-	case " $SYSTEMS " in *" single "*)
-		backlog_rss single --target smqd --addr "127.0.0.1:$SINGLE_PORT" --credentials-file "$CREDS" --server-pid "$SINGLE_PID"
-		say "single: resident memory with $CATCHUP_MESSAGES messages backlogged: $(rss "$SINGLE_PID"); after 30 s idle: $(sleep 30; rss "$SINGLE_PID")" ;;
-	esac
-	if [ "$RMQ" = 1 ]; then
-		backlog_rss rabbitmq3 --target rabbitmq --addr "127.0.0.1:$(rmq_port r1),127.0.0.1:$(rmq_port r2),127.0.0.1:$(rmq_port r3)" \
-			--server-pid "$(rmq_pid r1),$(rmq_pid r2),$(rmq_pid r3)"
-		say "rabbitmq3: resident memory with $CATCHUP_MESSAGES messages backlogged: r1 $(rss "$(rmq_pid r1)"), r2 $(rss "$(rmq_pid r2)"), r3 $(rss "$(rmq_pid r3)")"
-		sleep 30
-		say "rabbitmq3 after 30 s idle: r1 $(rss "$(rmq_pid r1)"), r2 $(rss "$(rmq_pid r2)"), r3 $(rss "$(rmq_pid r3)")"
-		rmq_queues r1
-	fi
+	rss_all() { local p out=""; for p in "$@"; do out="$out $(rss "$p")"; done; echo "$out"; }
+	for sys in $SYSTEMS; do
+		case $sys in
+		single)
+			backlog_rss single --queue-prefix "$PREFIX" --target smqd --addr "127.0.0.1:$SINGLE_PORT" --credentials-file "$CREDS" --server-pid "$SINGLE_PID"
+			say "single: VmRSS with the backlog:$(rss_all "$SINGLE_PID"); after 30 s idle:$(sleep 30; rss_all "$SINGLE_PID")" ;;
+		cluster)
+			kill -0 "${NPID[1]}" 2>/dev/null && kill -0 "${NPID[2]}" 2>/dev/null && kill -0 "${NPID[3]}" 2>/dev/null || { say "cluster: a node is down, no backlog run"; continue; }
+			backlog_rss cluster --queue-prefix "$PREFIX" --target smqd --endpoints "127.0.0.1:${API[1]},127.0.0.1:${API[2]},127.0.0.1:${API[3]}" \
+				--credentials-file "$CREDS" --server-pid "${NPID[1]},${NPID[2]},${NPID[3]}"
+			say "cluster: VmRSS with the backlog (node 1, 2, 3):$(rss_all "${NPID[1]}" "${NPID[2]}" "${NPID[3]}"); after 30 s idle:$(sleep 30; rss_all "${NPID[1]}" "${NPID[2]}" "${NPID[3]}")" ;;
+		rabbitmq3)
+			backlog_rss rabbitmq3 --queue-prefix "$PREFIX-backlog" --target rabbitmq --addr "127.0.0.1:$(rmq_port r1),127.0.0.1:$(rmq_port r2),127.0.0.1:$(rmq_port r3)" \
+				--server-pid "$(rmq_pid r1),$(rmq_pid r2),$(rmq_pid r3)"
+			say "rabbitmq3: VmRSS with the backlog (r1, r2, r3):$(rss_all "$(rmq_pid r1)" "$(rmq_pid r2)" "$(rmq_pid r3)"); after 30 s idle:$(sleep 30; rss_all "$(rmq_pid r1)" "$(rmq_pid r2)" "$(rmq_pid r3)")"
+			rmq_queues r1 ;;
+		esac
+	done
 fi
 log "out: $OUT"

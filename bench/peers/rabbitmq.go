@@ -132,7 +132,10 @@ func (t *RabbitMQTarget) dial(url string) (*amqp.Connection, error) {
 }
 
 // Prepare declares one quorum queue per name (deleting it first when
-// fresh).
+// fresh). A quorum queue declared again right after its delete may be
+// refused (INTERNAL_ERROR, which closes the channel) while its old Raft
+// members are still being torn down: the declare is tried again for up to
+// 20 s on a new channel.
 func (t *RabbitMQTarget) Prepare(ctx context.Context, names []string, fresh bool) error {
 	if t.admin == nil || t.admin.IsClosed() {
 		c, err := t.dial(t.urls[0])
@@ -141,26 +144,42 @@ func (t *RabbitMQTarget) Prepare(ctx context.Context, names []string, fresh bool
 		}
 		t.admin = c
 	}
-	ch, err := t.admin.Channel()
-	if err != nil {
-		return fmt.Errorf("rabbitmq: %w", err)
-	}
-	defer ch.Close()
 	t.queues = t.queues[:0]
 	for _, n := range names {
 		q := "smqbench-" + n
 		t.queues = append(t.queues, q)
-		if fresh {
-			if _, err := ch.QueueDelete(q, false, false, false); err != nil {
-				return fmt.Errorf("rabbitmq: delete %s: %w", q, err)
-			}
-		}
-		if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
-			return fmt.Errorf("rabbitmq: declare %s: %w", q, err)
+		if err := t.declare(ctx, q, fresh); err != nil {
+			return err
 		}
 	}
 	t.unacked = make([]atomic.Int64, len(names))
 	return nil
+}
+
+// declare (re)creates quorum queue q on a channel of its own.
+func (t *RabbitMQTarget) declare(ctx context.Context, q string, fresh bool) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ch, err := t.admin.Channel()
+		if err != nil {
+			return fmt.Errorf("rabbitmq: %w", err)
+		}
+		if fresh {
+			if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+				return fmt.Errorf("rabbitmq: delete %s: %w", q, err)
+			}
+			fresh = false
+		}
+		_, err = ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+		ch.Close()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil || t.admin.IsClosed() {
+			return fmt.Errorf("rabbitmq: declare %s: %w", q, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // Backlog returns queue i's ready messages plus those received and not
