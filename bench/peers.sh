@@ -94,7 +94,7 @@ while [ $# -gt 0 ]; do
 	--no-install) INSTALL=0; shift ;;
 	--keep) KEEP=1; shift ;;
 	--) shift; EXTRA=("$@"); break ;;
-	-h|--help) sed -n '2,70p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,68p' "$0"; exit 0 ;;
 	*) echo "peers.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
