@@ -115,6 +115,10 @@ type Config struct {
 	// window (a peer broker, or an smqd the bench did not start); 0 means the
 	// Daemon's, if there is one. See cpu.go.
 	ServerPID int
+	// ServerPIDs are further server processes whose CPU is added to
+	// ServerPID's (the other nodes of a cluster, so that the server's CPU
+	// per message is the whole cluster's).
+	ServerPIDs []int
 	// Client names the client implementation driving the target, copied
 	// into the result ("fast", "sdk"); empty when the target has no choice.
 	Client string

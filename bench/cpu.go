@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,16 +74,22 @@ type cpuSample struct {
 	client    time.Duration
 	clientOK  bool
 	serverPID int
+	others    []int // further server processes, their CPU added (Config.ServerPIDs)
 }
 
-// sampleCPU reads the wall clock, the server's CPU (pid > 0) and this
-// process's.
-func sampleCPU(pid int) cpuSample {
-	s := cpuSample{wall: time.Now(), serverPID: pid}
+// sampleCPU reads the wall clock, the server's CPU (pid > 0, plus that of
+// the others: the nodes of a cluster) and this process's.
+func sampleCPU(pid int, others ...int) cpuSample {
+	s := cpuSample{wall: time.Now(), serverPID: pid, others: others}
 	if pid > 0 {
 		var err error
 		s.server, err = ProcCPU(pid)
 		s.serverOK = err == nil
+		for _, o := range others {
+			d, err := ProcCPU(o)
+			s.server += d
+			s.serverOK = s.serverOK && err == nil
+		}
 	}
 	var err error
 	s.client, err = selfCPU()
@@ -105,13 +112,16 @@ func setCPU(res *Result, start, end cpuSample, msgs int64) {
 		}
 		return round2(float64(d.Microseconds()) / float64(msgs))
 	}
-	// The same process at both ends (a restarted daemon has a new PID).
-	if start.serverOK && end.serverOK && start.serverPID == end.serverPID && end.server >= start.server {
+	// The same processes at both ends (a restarted daemon has a new PID).
+	if start.serverOK && end.serverOK && start.serverPID == end.serverPID && slices.Equal(start.others, end.others) && end.server >= start.server {
 		d := end.server - start.server
 		res.ServerCPUS = round3(d.Seconds())
 		res.ServerCores = round2(d.Seconds() / wall)
 		res.ServerCPUUsPerMsg = per(d)
 		res.ServerPID = end.serverPID
+		if len(end.others) > 0 {
+			res.ServerPIDs = append([]int{end.serverPID}, end.others...)
+		}
 	}
 	if start.clientOK && end.clientOK && end.client >= start.client {
 		d := end.client - start.client

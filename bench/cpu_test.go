@@ -78,3 +78,30 @@ func TestSetCPU(t *testing.T) {
 		t.Fatalf("figures %+v", res)
 	}
 }
+
+// TestSampleCPUSeveral checks that several server processes (the nodes of
+// a cluster) are summed, and that a different set at the two ends is not
+// measured.
+func TestSampleCPUSeveral(t *testing.T) {
+	self := os.Getpid()
+	one := sampleCPU(self)
+	two := sampleCPU(self, self)
+	if !one.serverOK || !two.serverOK || two.server < 2*one.server {
+		t.Fatalf("one %+v two %+v", one, two)
+	}
+	if bad := sampleCPU(self, 0); bad.serverOK {
+		t.Fatalf("a missing process counted: %+v", bad)
+	}
+	var res Result
+	end := sampleCPU(self, self)
+	end.wall = two.wall.Add(time.Second)
+	setCPU(&res, two, end, 10)
+	if res.ServerPID != self || len(res.ServerPIDs) != 2 || res.ServerCPUS < 0 {
+		t.Fatalf("figures %+v", res)
+	}
+	res = Result{}
+	setCPU(&res, one, end, 10)
+	if res.ServerPID != 0 || res.ServerCPUS != 0 {
+		t.Fatalf("another set of processes measured: %+v", res)
+	}
+}

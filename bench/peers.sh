@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # bench/peers.sh — measure smqd against beanstalkd, Redis (a list and a
-# stream) and NATS JetStream with the same workloads, in the same run, at
-# the same durability class, and print the ratios smqd / best peer.
+# stream), NATS JetStream and RabbitMQ quorum queues with the same
+# workloads, in the same run, at the same durability class, and print the
+# ratios smqd / best peer.
 #
 #   bench/peers.sh [--class always|interval] [--repeat N] [--duration D]
 #                  [--warmup D] [--scenarios "b16 b1 rate1000 backlog"]
-#                  [--targets "smqd smqd-sdk beanstalkd redis redis-streams nats"]
+#                  [--targets "smqd smqd-sdk beanstalkd redis redis-streams nats rabbitmq rabbitmq3"]
 #                  [--backlog-messages N] [--out DIR] [--no-install] [--keep]
 #                  [-- extra smqbench flags]
 #
@@ -20,6 +21,15 @@
 #                  XACK + XDEL, XAUTOCLAIM after the visibility timeout
 #                  (the same redis-server as "redis")
 #   beanstalkd, nats
+#   rabbitmq       Debian's rabbitmq-server, one node, a quorum queue per
+#                  bench queue (1 replica): publisher confirms, manual
+#                  acks, prefetch = the receive batch (bench/peers/rabbitmq.go)
+#   rabbitmq3      three rabbitmq-server nodes on this machine (own node
+#                  names, ports and mnesia dirs), clustered with rabbitmqctl
+#                  join_cluster; quorum queues with 3 members, leaders
+#                  spread (queue_leader_locator = balanced); clients spread
+#                  over the nodes; server CPU is the three beam.smp summed.
+#                  Its rows are "rabbitmq3". Nodes: bench/rabbitmq.sh.
 # e.g. the new peer and the SDK-like client alone, briefly:
 #   bench/peers.sh --targets "smqd smqd-sdk redis-streams" --scenarios "b1 b16" \
 #                  --repeat 1 --duration 3s --warmup 1s
@@ -35,10 +45,15 @@
 # Durability classes (fsync before the acknowledgement vs about once a second):
 #   always:   smqd --sync always; beanstalkd -f 0; redis appendfsync always;
 #             nats jetstream { sync_interval: always }
+#             rabbitmq, rabbitmq3: a publisher confirm of a quorum queue
+#             (a majority has the entry fsynced in its Raft log)
 #   interval: smqd --sync interval --sync-interval 1s; beanstalkd -f 1000;
 #             redis appendfsync everysec; nats jetstream { sync_interval: "1s" }
-#             (nats-server's own default is 2 minutes, so it is set explicitly)
-# Priorities and delays: neither Redis peer (nor NATS) has them; smqbench
+#             (nats-server's own default is 2 minutes, so it is set explicitly);
+#             quorum queues have no such mode: rabbitmq and rabbitmq3 are
+#             skipped in this class
+# Priorities and delays: neither Redis peer (nor NATS, nor RabbitMQ's
+# quorum queues) has them; smqbench
 # reports those scenarios as unsupported for them.
 #
 # Every server binds 127.0.0.1 only, keeps its data in a temp dir, and is
@@ -79,7 +94,7 @@ while [ $# -gt 0 ]; do
 	--no-install) INSTALL=0; shift ;;
 	--keep) KEEP=1; shift ;;
 	--) shift; EXTRA=("$@"); break ;;
-	-h|--help) sed -n '2,53p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,68p' "$0"; exit 0 ;;
 	*) echo "peers.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -108,6 +123,27 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 log() { echo "peers.sh: $*" >&2; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { # port [tries of 50 ms]
+	local port=$1 tries=${2:-200} i
+	for i in $(seq "$tries"); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+		sleep 0.05
+	done
+	log "nothing listens on $port"; return 1
+}
+# shellcheck source=bench/rabbitmq.sh
+. "$(dirname "$0")/rabbitmq.sh"
+if [ "$CLASS" = interval ]; then
+	t2=""
+	for t in $TARGETS; do
+		case $t in
+		rabbitmq|rabbitmq3) log "skipping $t in the interval class (quorum queues always fsync before a confirm)" ;;
+		*) t2="$t2 $t" ;;
+		esac
+	done
+	TARGETS=$t2
+fi
 
 # --- install -----------------------------------------------------------------
 NATS_SERVER=${NATS_SERVER:-$(command -v nats-server || true)}
@@ -122,12 +158,14 @@ if [ "$INSTALL" = 1 ]; then
 		GOBIN="$WORK/bin" go install "github.com/nats-io/nats-server/v2@$NATS_VERSION"
 		NATS_SERVER="$WORK/bin/nats-server"
 	fi
+	case " $TARGETS " in *" rabbitmq "*|*" rabbitmq3 "*) rmq_install ;; esac
 fi
 for t in $TARGETS; do
 	case $t in
 	beanstalkd) command -v beanstalkd >/dev/null || { log "beanstalkd missing"; exit 1; } ;;
 	redis|redis-streams) command -v redis-server >/dev/null || { log "redis-server missing"; exit 1; } ;;
 	nats) [ -x "$NATS_SERVER" ] || { log "nats-server missing (set NATS_SERVER)"; exit 1; } ;;
+	rabbitmq|rabbitmq3) rmq_check || exit 1 ;;
 	esac
 done
 log "building smqd, and smqbench with the peers (module bench/peers)"
@@ -144,6 +182,7 @@ SMQBENCH="$WORK/bin/smqbench"
 	command -v beanstalkd >/dev/null && echo "beanstalkd: $(beanstalkd -v 2>&1 | head -1)"
 	command -v redis-server >/dev/null && echo "redis: $(redis-server --version)"
 	[ -x "$NATS_SERVER" ] && echo "nats-server: $("$NATS_SERVER" --version)"
+	[ -x "$RMQ_BIN/rabbitmq-server" ] && echo "rabbitmq-server: $(rmq_version) (erlang $(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null))"
 	echo "nproc: $(nproc)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 	echo "kernel: $(uname -r)"
@@ -152,15 +191,6 @@ SMQBENCH="$WORK/bin/smqbench"
 } | tee "$OUT/versions-$CLASS.txt" >&2
 
 # --- servers ------------------------------------------------------------------
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-	local port=$1 i
-	for i in $(seq 200); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	log "nothing listens on $port"; return 1
-}
 mkdir -p "$WORK/data"
 
 start_beanstalkd() {
@@ -203,6 +233,8 @@ for t in $TARGETS; do
 	beanstalkd) start_beanstalkd ;;
 	redis|redis-streams) [ -n "$RD_PID" ] || start_redis ;;
 	nats) start_nats ;;
+	rabbitmq) rmq_start r0; rmq_wait r0 ;;
+	rabbitmq3) rmq_cluster r1 r2 r3 ;;
 	*) log "unknown target $t"; exit 2 ;;
 	esac
 done
@@ -227,6 +259,8 @@ run_one() { # target scenario repeat
 	beanstalkd) pid=(--server-pid "$BS_PID") ;;
 	redis|redis-streams) pid=(--server-pid "$RD_PID") ;;
 	nats) pid=(--server-pid "$NATS_PID") ;;
+	rabbitmq) pid=(--server-pid "$(rmq_pid r0)") ;;
+	rabbitmq3) pid=(--server-pid "$(rmq_pid r1),$(rmq_pid r2),$(rmq_pid r3)" --rss-pid "$(rmq_pid r1)") ;;
 	esac
 	local common=("${pid[@]}" --label "$s-$CLASS" --sync "$CLASS" --producers 8 --consumers 8 --body 1024 --warmup "$WARMUP" --duration "$DURATION" --json-out "$RESULTS" --quiet "${EXTRA[@]}")
 	log "run $r/$REPEAT $s $t (load: $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -253,6 +287,13 @@ run_one() { # target scenario repeat
 	nats)
 		# shellcheck disable=SC2086
 		"$SMQBENCH" $args --target nats --addr "nats://127.0.0.1:$NATS_PORT" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
+	rabbitmq)
+		# shellcheck disable=SC2086
+		"$SMQBENCH" $args --target rabbitmq --addr "127.0.0.1:$(rmq_port r0)" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
+	rabbitmq3)
+		# shellcheck disable=SC2086
+		"$SMQBENCH" $args --target rabbitmq --addr "127.0.0.1:$(rmq_port r1),127.0.0.1:$(rmq_port r2),127.0.0.1:$(rmq_port r3)" "${common[@]}" >/dev/null || log "run failed: $s $t"
+		if [ "$r" = 1 ]; then rmq_queues r1; fi ;;
 	esac
 }
 for r in $(seq "$REPEAT"); do

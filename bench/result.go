@@ -57,6 +57,7 @@ type Result struct {
 	CPUWallS          float64 `json:"cpu_wall_s,omitempty"`
 	CPUs              int     `json:"cpus,omitempty"`
 	ServerPID         int     `json:"server_pid,omitempty"`
+	ServerPIDs        []int   `json:"server_pids,omitempty"` // every server process summed, when several (a cluster)
 	ServerCPUS        float64 `json:"server_cpu_s,omitempty"`
 	ServerCores       float64 `json:"server_cores,omitempty"`
 	ServerCPUUsPerMsg float64 `json:"server_cpu_us_per_msg,omitempty"`
@@ -251,7 +252,11 @@ func (res *Result) cpuText() string {
 	server := "server not measured (no --spawn or --server-pid)"
 	switch {
 	case res.ServerPID > 0:
-		server = fmt.Sprintf("server %.2f cores, %.2f µs/%s (pid %d)", res.ServerCores, res.ServerCPUUsPerMsg, unit, res.ServerPID)
+		pids := fmt.Sprintf("pid %d", res.ServerPID)
+		if len(res.ServerPIDs) > 1 {
+			pids = fmt.Sprintf("%d processes summed, pids %s", len(res.ServerPIDs), strings.Trim(fmt.Sprint(res.ServerPIDs), "[]"))
+		}
+		server = fmt.Sprintf("server %.2f cores, %.2f µs/%s (%s)", res.ServerCores, res.ServerCPUUsPerMsg, unit, pids)
 	case res.Target == "inproc":
 		server = "server: the engine runs in smqbench"
 	}

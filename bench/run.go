@@ -228,12 +228,12 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 	var berr error
 	waitUntil(ctx, warmEnd, done)
 	r.setPhase("measure")
-	cpu0 := sampleCPU(r.serverPID())
+	cpu0 := sampleCPU(r.serverPID(), r.cfg.ServerPIDs...)
 	if produce && consume {
 		res.BacklogStart, berr = r.backlogNow(ctx)
 	}
 	waitUntil(ctx, end, done)
-	cpu1 := sampleCPU(r.serverPID())
+	cpu1 := sampleCPU(r.serverPID(), r.cfg.ServerPIDs...)
 	if produce && consume {
 		if b, err := r.backlogNow(ctx); err == nil {
 			res.BacklogEnd = b

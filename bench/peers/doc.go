@@ -1,8 +1,9 @@
 // Package peers holds smqbench's clients of the peer brokers smqd is
 // measured against: beanstalkd (beanstalk.go, its text protocol by hand),
 // Redis as a list (redis.go, go-redis) and as a stream with a consumer
-// group (redis_streams.go, go-redis), and NATS JetStream (nats.go,
-// nats.go). Each is a bench.Target driven by the same workloads as smqd.
+// group (redis_streams.go, go-redis), NATS JetStream (nats.go, nats.go)
+// and RabbitMQ quorum queues (rabbitmq.go, amqp091-go). Each is a
+// bench.Target driven by the same workloads as smqd.
 //
 // It is a Go module of its own (github.com/smqd/smqd/bench/peers, with a
 // replace of github.com/smqd/smqd to ../..) so that smqd's module, and so

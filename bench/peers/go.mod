@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/nats-io/nats.go v1.55.0
+	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/smqd/smqd v0.0.0-00010101000000-000000000000
 )

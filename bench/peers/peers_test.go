@@ -105,7 +105,7 @@ func TestAll(t *testing.T) {
 		}
 		tg.Close()
 	}
-	for _, want := range []string{"beanstalkd", "redis", "redis-streams", "nats"} {
+	for _, want := range []string{"beanstalkd", "redis", "redis-streams", "nats", "rabbitmq"} {
 		if !seen[want] {
 			t.Errorf("peer %s missing", want)
 		}

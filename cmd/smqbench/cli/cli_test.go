@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,7 +40,15 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.bench.Client != "sdk" || c.bench.ServerPID != 42 || c.bench.RSSPID != 42 {
+	if c.bench.Client != "sdk" || c.bench.ServerPID != 42 || c.bench.RSSPID != 42 || c.bench.ServerPIDs != nil {
+		t.Fatalf("config %+v", c.bench)
+	}
+	// Several (the nodes of a cluster): the first, and the others summed.
+	c, err = parseConfig([]string{"cycle", "--target", "smqd", "--endpoints", "127.0.0.1:1,127.0.0.1:2", "--server-pid", "42,43,44"}, func(string) string { return "" }, &bytes.Buffer{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.bench.ServerPID != 42 || !slices.Equal(c.bench.ServerPIDs, []int{43, 44}) {
 		t.Fatalf("config %+v", c.bench)
 	}
 	// The workload may follow the flags; produce drops the consumers.
@@ -59,6 +68,8 @@ func TestParseConfig(t *testing.T) {
 		{"cycle", "--client", "slow"},
 		{"cycle", "--target", "inproc", "--in-memory", "--client", "sdk"},
 		{"cycle", "--server-pid", "-1"},
+		{"cycle", "--server-pid", "42,x"},
+		{"cycle", "--server-pid", "42,"},
 		{"cycle", "--spawn", "bin/smqd", "--data-dir", "d", "--server-pid", "7"},
 		{},
 	} {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ type config struct {
 	target          string
 	addr            string
 	endpoints       string
+	serverPIDs      string // --server-pid: PID[,PID...]
 	accessKeyID     string
 	accessKeySecret string
 	credentialsFile string
@@ -126,7 +128,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 	fs.StringVar(&c.jsonOut, "json-out", "", "also append the JSON line to this file")
 	fs.BoolVar(&c.quiet, "quiet", false, "no table on stderr (the JSON line still goes to stdout)")
 	fs.BoolVar(&c.progress, "progress", true, "live progress line when stdout is a terminal")
-	fs.IntVar(&b.ServerPID, "server-pid", 0, "measure the CPU of this server process (a peer, or an smqd not started by --spawn) over the window: server CPU per message and cores (Linux, /proc/<pid>/stat)")
+	fs.StringVar(&c.serverPIDs, "server-pid", "", "measure the CPU of this server process (a peer, or an smqd not started by --spawn) over the window: server CPU per message and cores (Linux, /proc/<pid>/stat); several, PID,PID,..., are summed (the nodes of a cluster)")
 	fs.IntVar(&b.RSSPID, "rss-pid", 0, "backlog: read the resident memory of this process (a peer server) after the preload (default --server-pid)")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile of smqbench (with --target inproc: of the engine) after a backlog preload, else at the end")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of smqbench (with --target inproc: of the engine) to this file")
@@ -220,8 +222,18 @@ func (c *config) validate() error {
 	} else if c.client != "fast" {
 		return errors.New("--client goes with --target smqd")
 	}
-	if c.bench.ServerPID < 0 {
-		return errors.New("--server-pid must be a process id")
+	if c.serverPIDs != "" {
+		for i, f := range strings.Split(c.serverPIDs, ",") {
+			pid, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || pid <= 0 {
+				return errors.New("--server-pid must be a process id, or several separated by commas")
+			}
+			if i == 0 {
+				c.bench.ServerPID = pid
+			} else {
+				c.bench.ServerPIDs = append(c.bench.ServerPIDs, pid)
+			}
+		}
 	}
 	if c.spawn != "" && c.bench.ServerPID != 0 {
 		return errors.New("--server-pid and --spawn: the spawned smqd is the server")

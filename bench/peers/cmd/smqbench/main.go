@@ -1,6 +1,6 @@
 // Command smqbench is smqd's smqbench (cmd/smqbench/cli) with the peer
 // brokers of package peers as further targets: --target beanstalkd, redis,
-// redis-streams and nats. Build it from this module:
+// redis-streams, nats and rabbitmq. Build it from this module:
 //
 //	cd bench/peers && go build -o ../../bin/smqbench-peers ./cmd/smqbench
 //
