@@ -61,9 +61,14 @@ func (s *shard) balance() {
 		s.balanceOK = 0
 		return
 	}
+	// Raft's own Progress.RecentActive is no use here: with CheckQuorum
+	// the leader clears it every election timeout, and a check on a
+	// fixed period can land just after that clearing every time (it did:
+	// a shard kept the wrong leader for good on a loaded machine).
 	pr, ok := st.Progress[want]
 	last, _ := s.st.LastIndex()
-	if !ok || !pr.RecentActive || pr.Match < last {
+	active := time.Since(s.heard[want]) < 2*s.n.cfg.Tick*time.Duration(s.n.cfg.ElectionTicks)
+	if !ok || !active || pr.Match < last {
 		s.balanceOK = 0
 		return
 	}

@@ -65,13 +65,14 @@ type shard struct {
 
 	lead      atomic.Uint64 // the leader this member knows (0: none)
 	term      atomic.Uint64
-	ready     atomic.Bool  // this member leads and its broker takes changes
-	leaderOf  uint64       // run: the term this member leads, 0 if it does not
-	firstOurs uint64       // run: index of the first entry of leaderOf's term, once seen
-	elections atomic.Int64 // elections this member saw won (leader changes)
-	lastLead  uint64       // run
-	proposals atomic.Int64 // proposals handed to Raft (metrics)
-	balanceOK int          // run: consecutive checks the preferred leader was ready (balance.go)
+	ready     atomic.Bool          // this member leads and its broker takes changes
+	leaderOf  uint64               // run: the term this member leads, 0 if it does not
+	firstOurs uint64               // run: index of the first entry of leaderOf's term, once seen
+	elections atomic.Int64         // elections this member saw won (leader changes)
+	lastLead  uint64               // run
+	proposals atomic.Int64         // proposals handed to Raft (metrics)
+	balanceOK int                  // run: consecutive checks the preferred leader was ready (balance.go)
+	heard     map[uint64]time.Time // run: when each other member last sent this member a message (balance.go)
 }
 
 // Propose implements engine.Replica: it only queues.
@@ -259,6 +260,12 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 
 // step hands a message to Raft; a snapshot is installed first.
 func (s *shard) step(m *pb.Message) {
+	if from := m.GetFrom(); from != s.n.cfg.NodeID {
+		if s.heard == nil {
+			s.heard = map[uint64]time.Time{}
+		}
+		s.heard[from] = time.Now()
+	}
 	if m.GetType() == pb.MsgHeartbeat {
 		// A member whose data directory was wiped rejoins with its old id;
 		// the leader still thinks it holds what it acknowledged before and
