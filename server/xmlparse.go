@@ -449,10 +449,11 @@ func (p *xmlParser) text() error {
 	run := p.in[p.pos : p.pos+end]
 	base := p.pos
 	seg := 0 // start of the stretch not yet copied
-	for i := 0; i < len(run); {
+	for i := plainTextWords(run); i < len(run); {
 		c := run[i]
 		if c >= 0x20 && c < 0x80 && c != '&' || c == '\n' || c == '\t' {
 			i++
+			i += plainTextWords(run[i:])
 			continue
 		}
 		switch {

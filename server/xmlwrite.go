@@ -53,13 +53,9 @@ func appendClose(b []byte, name string) []byte {
 // parser; &#13; keeps it, spec §7.2).
 func appendText[S ~string | ~[]byte](b []byte, s S) []byte {
 	last := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c > '>' { // letters and most text: nothing to escape
-			continue
-		}
+	for i := noEscapeWords(s); i < len(s); {
 		var esc string
-		switch c {
+		switch s[i] {
 		case '&':
 			esc = "&amp;"
 		case '<':
@@ -68,12 +64,16 @@ func appendText[S ~string | ~[]byte](b []byte, s S) []byte {
 			esc = "&gt;"
 		case '\r':
 			esc = "&#13;"
-		default:
+		default: // nothing to escape
+			i++
+			i += noEscapeWords(s[i:])
 			continue
 		}
 		b = append(b, s[last:i]...)
 		b = append(b, esc...)
-		last = i + 1
+		i++
+		last = i
+		i += noEscapeWords(s[i:])
 	}
 	return append(b, s[last:]...)
 }
