@@ -43,6 +43,31 @@ type File interface {
 	Close() error
 }
 
+// vecWriterAt is a File that can write several buffers back to back in one
+// call (the OS file on linux: pwritev). Others get one WriteAt per buffer
+// (writeVecAt); FaultFS's files never have it, so every write they see
+// goes through their fault check.
+type vecWriterAt interface {
+	WriteVecAt(bufs [][]byte, off int64) (int, error)
+}
+
+// writeVecAt writes bufs back to back from off: in one call where f can,
+// else one WriteAt each. It returns the number of WriteAt-equivalent calls
+// made (for the write_calls statistic).
+func writeVecAt(f File, bufs [][]byte, off int64) (int, error) {
+	if v, ok := f.(vecWriterAt); ok && len(bufs) > 1 {
+		_, err := v.WriteVecAt(bufs, off)
+		return 1, err
+	}
+	for i, b := range bufs {
+		if _, err := f.WriteAt(b, off); err != nil {
+			return i + 1, err
+		}
+		off += int64(len(b))
+	}
+	return len(bufs), nil
+}
+
 // OSFS returns the FS of the operating system.
 func OSFS() FS { return osFS{} }
 

@@ -4,8 +4,11 @@ package wal
 
 import (
 	"errors"
+	"io"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // fdatasync flushes the file's data and the metadata needed to read it back
@@ -58,4 +61,33 @@ func freeBytes(dir string) (int64, error) {
 		}
 		return int64(st.Bavail) * int64(st.Bsize), nil //nolint:unconvert // Bsize is int32 on 386
 	}
+}
+
+// WriteVecAt writes bufs back to back from off with pwritev: one system
+// call for what would be several pwrites (a ring span that wraps, and the
+// end mark of a recycled segment; writer.go). Short writes are resumed.
+func (o osFile) WriteVecAt(bufs [][]byte, off int64) (int, error) {
+	total := 0
+	for len(bufs) > 0 {
+		n, err := unix.Pwritev(int(o.f.Fd()), bufs, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return total, &os.PathError{Op: "pwritev", Path: o.f.Name(), Err: err}
+		}
+		if n == 0 {
+			return total, &os.PathError{Op: "pwritev", Path: o.f.Name(), Err: io.ErrShortWrite}
+		}
+		total += n
+		off += int64(n)
+		for len(bufs) > 0 && n >= len(bufs[0]) {
+			n -= len(bufs[0])
+			bufs = bufs[1:]
+		}
+		if n > 0 {
+			bufs[0] = bufs[0][n:]
+		}
+	}
+	return total, nil
 }

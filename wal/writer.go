@@ -54,6 +54,7 @@ type writerState struct {
 	wseg     *segment         // segment last written to: the one an fsync must cover
 	lastSync time.Time        // end of the last fdatasync (SyncInterval pacing)
 	endMark  [headerSize]byte // zeros: the end-of-data mark of recycled files
+	iov      [3][]byte        // writeRange's buffers: span, wrapped span, end mark
 	timer    *time.Timer
 	nrec     uint64    // mu.records at the last write, for the batch histogram
 	spare    spareFile // a spare received while stalled (name "" if none)
@@ -214,27 +215,25 @@ func (l *Log) writeRange(from, to Pos, final bool) (string, error) {
 		segEnd := min(to, s.endPos(to))
 		f := s.file.Load().f // no ref needed: a segment with unwritten data cannot be removed
 		off := int64(p - s.start)
+		// One call for the span (two pieces if it wraps around the ring)
+		// and, in a recycled file, the end mark after it: a recycled file
+		// holds an older segment's bytes after the data, so the data is
+		// ended with a zero header for recovery to see a clean end (the
+		// next write overwrites it).
 		a, b := l.ring.spans(p, int(segEnd-p))
-		if _, err := f.WriteAt(a, off); err != nil {
-			return "write", err
-		}
-		l.stats.writeCalls.Add(1)
+		bufs := append(l.w.iov[:0], a)
 		if b != nil {
-			if _, err := f.WriteAt(b, off+int64(len(a))); err != nil {
-				return "write", err
-			}
-			l.stats.writeCalls.Add(1)
+			bufs = append(bufs, b)
 		}
 		if segEnd == to && s.recycled.Load() {
-			// A recycled file holds an older segment's bytes after the
-			// data: end the data with a zero header so recovery sees a
-			// clean end (the next write overwrites it).
 			if end := off + int64(segEnd-p); end+headerSize <= s.capacity {
-				if _, err := f.WriteAt(l.w.endMark[:], end); err != nil {
-					return "write", err
-				}
-				l.stats.writeCalls.Add(1)
+				bufs = append(bufs, l.w.endMark[:])
 			}
+		}
+		calls, err := writeVecAt(f, bufs, off)
+		l.stats.writeCalls.Add(uint64(calls))
+		if err != nil {
+			return "write", err
 		}
 		l.w.wseg = s
 		p = segEnd
