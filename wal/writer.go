@@ -19,6 +19,27 @@ package wal
 // rate on this 2-core machine (waking N goroutines and N kicks cost more
 // than the fsync), so records/s dropped from ~130k to ~30-70k at N=64.
 //
+// Leader-follower (SyncAlways): an appender that waits for durability does
+// not hand its records to the writer goroutine and sleep. If nobody holds
+// the write token (Log.wtok) it takes it and runs the same flush itself:
+// it writes everything appended so far (others' records too) and fsyncs;
+// appenders arriving meanwhile find the token taken and wait for that
+// flush's announcement, then lead the next one if it did not cover them.
+// This saves the writer's wake-up and a goroutine switch per group commit.
+// The writer goroutine still does what no waiter asks for: it writes
+// records nobody waits for (receives) within lazySyncDelay (Append sends
+// one token per delay on Log.lazy, not a kick per record), makes room in
+// the ring for a stalled Append, serves Sync, rolls after a stall, and
+// runs the final flush of Close. Leaders only TryLock, so no appender ever
+// queues behind another's I/O on the mutex; the cost of that is the
+// hand-over rule: whoever releases the token calls handOver, which kicks
+// the writer if a sync was asked for beyond what is now synced. A waiter
+// whose TryLock failed raised syncWant before it, so the holder's
+// handOver sees the request (all of it is atomics, totally ordered).
+// Nobody leads after Close (the writer's final flush covers everything),
+// while the log is stalled on a roll (the writer and the spare goroutine
+// end it) or after a failure.
+//
 // Spare failures: a spare that cannot be made (ENOSPC from fallocate, say)
 // never fails the log. The spare goroutine retries with a bounded
 // exponential backoff (spareRetryMin doubling to spareRetryMax), logging at
@@ -35,10 +56,11 @@ package wal
 // rename or directory fsync of the roll, which are metadata updates whose
 // outcome cannot be known.
 //
-// Who touches what: writerState belongs to the writer goroutine alone, and
-// so does Log.stall (only the writer stores it). The spare file belongs to
-// the spare goroutine until it is sent on l.spares; Log.spareErr and the
-// backoff state belong to the spare goroutine.
+// Who touches what: writerState and Log.stall belong to the holder of the
+// write token (the writer goroutine or a leader; only they store them).
+// The spare file belongs to the spare goroutine until it is sent on
+// l.spares; Log.spareErr and the backoff state belong to the spare
+// goroutine.
 
 import (
 	"errors"
@@ -49,16 +71,15 @@ import (
 	"time"
 )
 
-// writerState is owned by the writer goroutine.
+// writerState is owned by the holder of the write token (Log.wtok).
 type writerState struct {
 	wseg     *segment         // segment last written to: the one an fsync must cover
 	lastSync time.Time        // end of the last fdatasync (SyncInterval pacing)
 	endMark  [headerSize]byte // zeros: the end-of-data mark of recycled files
 	iov      [3][]byte        // writeRange's buffers: span, wrapped span, end mark
-	timer    *time.Timer
-	nrec     uint64    // mu.records at the last write, for the batch histogram
-	spare    spareFile // a spare received while stalled (name "" if none)
-	ownSeq   int       // numbers the spares the writer makes itself
+	nrec     uint64           // mu.records at the last write, for the batch histogram
+	spare    spareFile        // a spare received while stalled (name "" if none)
+	ownSeq   int              // numbers the spares the writer makes itself
 }
 
 // stallState is a roll the writer could not make: the records from at on
@@ -95,46 +116,113 @@ func (l *Log) startBackground() {
 // writerLoop runs until Close, writing what appenders put in the ring.
 func (l *Log) writerLoop() {
 	defer close(l.writerDone)
-	var timerC <-chan time.Time
+	var (
+		timerC <-chan time.Time
+		timer  *time.Timer // only this goroutine touches it
+	)
+	arm := func(d time.Duration) {
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		timerC = timer.C
+	}
 	for {
 		stopping, timed := false, false
 		// While stalled, a spare the spare goroutine delivers ends the stall.
 		var sparesC chan spareFile
+		l.wtok.Lock()
 		if l.stall.Load() != nil && l.w.spare.name == "" {
 			sparesC = l.spares
 		}
+		l.wtok.Unlock()
 		select {
 		case <-l.kick:
+		case <-l.lazy:
+			// SyncAlways records nobody waits for yet: a leader may well
+			// write them first; if not, the timer's flush does.
+			if timerC == nil {
+				arm(lazySyncDelay)
+			}
+			continue
 		case <-timerC:
 			timerC, timed = nil, true
+			// Before the flush: an Append after this sends a new token.
+			l.lazyArmed.Store(false)
+			if l.opts.Sync == SyncAlways {
+				if l.synced.Load() >= l.endPos.Load() {
+					continue // leaders covered everything
+				}
+				// A leader at work (whose flush may not cover the
+				// latest records): look again later rather than queue
+				// behind it on the token, which would hand the token to
+				// this goroutine and make the next waiter follow.
+				if !l.wtok.TryLock() {
+					arm(lazySyncDelay)
+					continue
+				}
+				l.wtok.Unlock()
+			}
 		case sp := <-sparesC:
+			l.wtok.Lock()
 			l.w.spare = sp
+			l.wtok.Unlock()
 		case <-l.stop:
 			stopping = true
 		}
+		l.wtok.Lock()
 		l.flush(stopping, timed)
-		if stopping {
-			if l.w.timer != nil {
-				l.w.timer.Stop()
-			}
-			return
-		}
 		// Make sure unsynced data gets its fsync in time even if no further
 		// append comes: SyncInterval after the interval, SyncAlways (data
 		// nobody waits for) after lazySyncDelay.
-		if l.opts.Sync != SyncNone && timerC == nil && l.fail.Load() == nil &&
+		d := time.Duration(-1)
+		if !stopping && l.opts.Sync != SyncNone && timerC == nil && l.fail.Load() == nil &&
 			l.synced.Load() < l.written.Load() {
-			d := time.Until(l.w.lastSync.Add(l.opts.SyncInterval))
+			d = time.Until(l.w.lastSync.Add(l.opts.SyncInterval))
 			if l.opts.Sync == SyncAlways {
 				d = lazySyncDelay
 			}
-			if l.w.timer == nil {
-				l.w.timer = time.NewTimer(d)
-			} else {
-				l.w.timer.Reset(d)
-			}
-			timerC = l.w.timer.C
 		}
+		l.wtok.Unlock()
+		if stopping {
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		}
+		l.handOver()
+		if d >= 0 {
+			arm(d)
+		}
+	}
+}
+
+// lead is a SyncAlways waiter's attempt to be the leader (see the header):
+// if the write token is free it writes and fsyncs everything appended so
+// far itself; if not, whoever holds it hands over when done.
+func (l *Log) lead() {
+	if !l.wtok.TryLock() {
+		return
+	}
+	if !l.closed.Load() && l.stall.Load() == nil && l.fail.Load() == nil {
+		l.stats.leaderFlushes.Add(1)
+		l.flush(false, false)
+	}
+	l.wtok.Unlock()
+	if l.stall.Load() != nil {
+		l.kickWriter() // it watches for the spare that ends the stall
+	}
+	l.handOver()
+}
+
+// handOver, called by whoever just released the write token, wakes the
+// writer if an fsync was asked for beyond what is synced: a waiter found
+// the token taken after the flush's snapshot of the end. Not while stalled
+// or failed: no flush can help then, and their waiters get the error.
+func (l *Log) handOver() {
+	if l.fail.Load() == nil && l.stall.Load() == nil && l.syncWant.Load() > l.synced.Load() {
+		l.kickWriter()
 	}
 }
 
