@@ -291,3 +291,30 @@ func ExampleBroker_ReplicaStats() {
 	// false
 	// engine: SetLeader on a broker without replication
 }
+
+// Recovery says what the last start of a durable broker found in its data
+// directory.
+func ExampleBroker_Recovery() {
+	dir, err := os.MkdirTemp("", "smqd-example-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	b, err := engine.Open(engine.Options{Dir: dir})
+	if err != nil {
+		panic(err)
+	}
+	b.CreateQueue("orders", engine.DefaultQueueConfig())
+	q, _ := b.Queue("orders")
+	q.Send([]engine.SendEntry{{Body: []byte("a")}, {Body: []byte("b")}, {Body: []byte("c")}}, nil)
+	b.Close()
+
+	b, err = engine.Open(engine.Options{Dir: dir})
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+	rec := b.Recovery()
+	fmt.Println(rec.Messages, rec.Lost, rec.Orphans)
+	// Output: 3 0 0
+}
