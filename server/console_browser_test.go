@@ -315,11 +315,9 @@ fetch(%q, {method: 'POST', mode: 'no-cors', body: '<Message><MessageBody>csrf</M
 	}
 	step(t, ctx, "open the attacker's form", chromedp.Navigate("http://localhost:"+port+"/form"))
 	// Submitting the form navigates the tab to smqd's answer. RunResponse
-	// returns once that document has loaded: the next Navigate must not
-	// start while the form's navigation is still in flight, or the
-	// navigation it waits for can be the form's, and the Poll that follows
-	// then runs in a document that the /fetch page replaces ("Cannot find
-	// context with specified id").
+	// returns once that document has loaded, so no navigation is in flight
+	// when /fetch is opened (Navigate could take the form's load for its
+	// own, and the wait after it would run in a document about to go).
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	resp, err := chromedp.RunResponse(sctx, chromedp.Evaluate[chromedp.Void](`document.getElementById('f').submit()`))
 	cancel()
