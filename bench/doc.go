@@ -4,7 +4,7 @@
 // Targets (target.go) hide how a system is driven:
 //
 //	MNSTarget        smqd (or any MNS server) over HTTP: fasthttp.HostClient with
-//	                 keep-alive, requests signed per spec §2.2 (signer.go), bodies
+//	                 keep-alive, requests signed per spec §2.2 (server/mnsauth), bodies
 //	                 appended into reused buffers, responses read by a minimal
 //	                 scanner (scanner.go); no allocation per request once warm
 //	SDKTarget        the same server driven as the MNS SDKs drive it (sdk.go):

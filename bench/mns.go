@@ -245,9 +245,19 @@ func (c *mnsClient) doURI(method string, body []byte, wait time.Duration) (int, 
 // ctypeXMLBytes is ctypeXML for the string to sign; never written to.
 var ctypeXMLBytes = []byte(ctypeXML)
 
-// versionHeader is what signer_test.go signs with; the requests above sign
-// through package mnsauth (signer.go is no longer used by the target).
-var versionHeader = []Header{{"x-mns-version", APIVersion}}
+// dateCache formats the HTTP Date header once per second.
+type dateCache struct {
+	sec int64
+	s   string
+}
+
+func (c *dateCache) get(now time.Time) string {
+	if sec := now.Unix(); sec != c.sec || c.s == "" {
+		c.sec = sec
+		c.s = mnsauth.FormatDate(now)
+	}
+	return c.s
+}
 
 func (c *mnsClient) messagesURI(i int) {
 	c.uri = append(c.uri[:0], "/queues/"...)

@@ -23,6 +23,9 @@ import (
 // ApplyCommitted applies committed entries in order. A leader's own
 // proposals only settle (their effect is in the state already); entries
 // this replica received are applied record by record.
+//
+// For engine/cluster, the consensus layer: it needs a broker opened with
+// Options.Replica (others return an error).
 func (b *Broker) ApplyCommitted(ents []ReplicaEntry) error {
 	r, err := b.repl()
 	if err != nil {

@@ -404,6 +404,9 @@ func (r *replStore) adminRecord(typ uint8, payload []byte) error {
 // term<<40 (invariant 5). Stepping down fails every pending proposal with
 // ErrNotLeader; the consensus layer then reopens the broker
 // (CloseForRebuild), since its state may hold changes never committed.
+//
+// For engine/cluster: it needs a broker opened with Options.Replica (others
+// return an error).
 func (b *Broker) SetLeader(leader bool, term uint64) error {
 	r, ok := b.store.(*replStore)
 	if !ok {
@@ -443,6 +446,8 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 
 // CloseForRebuild closes a replicated broker without a final checkpoint,
 // as a crash would: the next Open rebuilds its state from what is committed.
+//
+// For engine/cluster; an embedder closes a broker with Close.
 func (b *Broker) CloseForRebuild() error {
 	if !b.closed.CompareAndSwap(false, true) {
 		return ErrClosed
@@ -478,6 +483,9 @@ func (b *Broker) repl() (*replStore, error) {
 }
 
 // ReplicaState returns what Open found in the shard's log.
+//
+// For engine/cluster: it needs a broker opened with Options.Replica (others
+// return an error).
 func (b *Broker) ReplicaState() (ReplicaState, error) {
 	r, err := b.repl()
 	if err != nil {

@@ -20,6 +20,9 @@ import (
 // locations, invariant 4) and then their header. An entry at an index this
 // log already holds replaces it and everything after it (Raft's log
 // truncation): their records become void.
+//
+// For engine/cluster: it needs a broker opened with Options.Replica (others
+// return an error).
 func (b *Broker) PersistEntries(ents []ReplicaEntry) error {
 	r, err := b.repl()
 	if err != nil {
@@ -155,6 +158,9 @@ func (b *Broker) bodyOf(qid uint64, stripeIdx uint8, slotIdx uint32, seq uint64)
 }
 
 // PersistHardState records the consensus layer's hard state (not synced).
+//
+// For engine/cluster: it needs a broker opened with Options.Replica (others
+// return an error).
 func (b *Broker) PersistHardState(hs ReplicaHardState) error {
 	r, err := b.repl()
 	if err != nil {
@@ -170,6 +176,9 @@ func (b *Broker) PersistHardState(hs ReplicaHardState) error {
 
 // PersistConfState records the shard's configuration as of entry index
 // (not synced).
+//
+// For engine/cluster: it needs a broker opened with Options.Replica (others
+// return an error).
 func (b *Broker) PersistConfState(idx uint64, cs []byte) error {
 	r, err := b.repl()
 	if err != nil {
@@ -189,6 +198,9 @@ func (b *Broker) PersistConfState(idx uint64, cs []byte) error {
 
 // SyncLog makes everything persisted so far durable (whatever the sync
 // mode: the consensus layer acknowledges entries only after this).
+//
+// For engine/cluster: it needs a broker opened with Options.Replica (others
+// return an error); an embedder uses Sync.
 func (b *Broker) SyncLog() error {
 	r, err := b.repl()
 	if err != nil {
@@ -200,6 +212,9 @@ func (b *Broker) SyncLog() error {
 // Entries returns the entries [lo, hi) of the local log, rebuilt from it,
 // up to maxBytes of data (at least one), for the consensus layer's log
 // storage. ok is false if lo is not in the log any more.
+//
+// For engine/cluster: it needs a broker opened with Options.Replica (others
+// return an error).
 func (b *Broker) Entries(lo, hi uint64, maxBytes int) ([]ReplicaEntry, bool, error) {
 	r, err := b.repl()
 	if err != nil {
@@ -299,6 +314,9 @@ func (r *replStore) replayStart() uint64 {
 // and term) and the configuration as of then: where the local log's
 // entries start for the consensus layer (entries before it are
 // compacted).
+//
+// For engine/cluster: it needs a broker opened with Options.Replica (others
+// return an error).
 func (b *Broker) SnapshotPoint() (idx, term uint64, err error) {
 	r, err := b.repl()
 	if err != nil {
@@ -310,6 +328,8 @@ func (b *Broker) SnapshotPoint() (idx, term uint64, err error) {
 }
 
 // Applied returns the last entry applied to the state.
+//
+// For engine/cluster; 0, 0 on a broker without Options.Replica.
 func (b *Broker) Applied() (idx, term uint64) {
 	r, err := b.repl()
 	if err != nil {
@@ -335,6 +355,8 @@ type ReplicaStats struct {
 
 // ReplicaStats returns the replication counters (ok false for a broker
 // that is not a replica).
+//
+// For engine/cluster's metrics.
 func (b *Broker) ReplicaStats() (st ReplicaStats, ok bool) {
 	r, err := b.repl()
 	if err != nil {

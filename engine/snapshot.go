@@ -26,7 +26,13 @@ import (
 	"io"
 )
 
-// ExportState streams the broker's queues and messages (see above).
+// ExportState streams the broker's queues and messages: each as the record
+// that would create it, then an end mark. It is fuzzy (stripes are read one
+// after the other while the broker goes on); the importer replays the log
+// from the snapshot's index over it (the comment at the top of snapshot.go).
+//
+// For engine/cluster, which sends it to a replica too far behind; it works
+// on any broker.
 func (b *Broker) ExportState(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	b.mu.RLock()
@@ -99,8 +105,11 @@ func (b *Broker) ExportState(w io.Writer) error {
 }
 
 // ImportState fills a new, empty replicated broker from an ExportState
-// stream, as the state of entry index of term, with the configuration conf
-// (see above).
+// stream, as the state of entry index of term, with the configuration conf,
+// and checkpoints it into the index before anything else is appended.
+//
+// For engine/cluster: it needs a broker opened with Options.Replica (others
+// return an error).
 func (b *Broker) ImportState(rd io.Reader, index, term uint64, conf []byte) error {
 	r, err := b.repl()
 	if err != nil {

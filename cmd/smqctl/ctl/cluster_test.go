@@ -1,0 +1,258 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/cluster"
+	"github.com/smqd/smqd/server"
+)
+
+// testCluster is three cluster nodes in this process, each with the API
+// server smqd runs on it.
+type testCluster struct {
+	raft  map[uint64]string // raft addresses by node id
+	api   []string          // API addresses, node i+1 at i
+	nodes []*cluster.Node
+}
+
+// logWriter sends a node's warnings to the test log.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startCluster starts three nodes of two shards and waits until node 1
+// can serve every shard.
+func startCluster(t *testing.T) *testCluster {
+	const n, shards = 3, 2
+	c := &testCluster{raft: map[uint64]string{}}
+	for i := range n {
+		c.raft[uint64(i+1)] = freeAddr(t)
+	}
+	log := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	key := []byte("smqctl-test-cluster-key-0123456789")
+	for i := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		eo := engine.Options{Stripes: 2, FreeSpaceReserve: -1}
+		eo.WAL.SegmentBytes, eo.WAL.BufferBytes = 256<<10, 256<<10
+		// A one-second election timeout: a loaded test machine does not
+		// start spurious elections while the test looks at the leaders.
+		node, err := cluster.Start(cluster.Config{NodeID: uint64(i + 1), RaftListen: c.raft[uint64(i+1)], Peers: c.raft,
+			APIAddr: ln.Addr().String(), Shards: shards, Dir: filepath.Join(t.TempDir(), strconv.Itoa(i+1)), Key: key,
+			Engine: eo, SyncAlways: true, Tick: 20 * time.Millisecond, ElectionTicks: 50, Logger: log})
+		if err != nil {
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+		srv, err := server.NewCluster(node, server.Options{Credentials: map[string]string{keyID: keySecret}, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Serve(ln)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+			node.Close()
+		})
+		c.nodes = append(c.nodes, node)
+		c.api = append(c.api, ln.Addr().String())
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := c.nodes[0].Health()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster has no leaders: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return c
+}
+
+// ctl runs smqctl against node i+1.
+func (c *testCluster) ctl(t *testing.T, i int) *ctl {
+	return &ctl{t: t, dir: t.TempDir(), env: map[string]string{
+		"SMQ_ENDPOINT":                    "http://" + c.api[i],
+		"ALIBABA_CLOUD_ACCESS_KEY_ID":     keyID,
+		"ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret,
+	}}
+}
+
+// smqctl cluster status, add and rm against three nodes: the table, the
+// JSON, the membership they change, and the exit codes of the mistakes.
+func TestClusterCommands(t *testing.T) {
+	c := startCluster(t)
+	ctl := c.ctl(t, 0)
+
+	// The table, asked of shard 0's leader, so that a leader's row (with
+	// its followers) is always there: the node's health, its members, each
+	// shard's leader.
+	lead := c.nodes[0].Status().Shards[0].Leader
+	if lead < 1 || lead > 3 {
+		t.Fatalf("shard 0's leader is %d", lead)
+	}
+	var followers []string
+	for id := range uint64(3) {
+		if id+1 != lead {
+			followers = append(followers, strconv.FormatUint(id+1, 10))
+		}
+	}
+	out := c.ctl(t, int(lead-1)).ok("cluster", "status")
+	if !strings.HasPrefix(out, fmt.Sprintf("node %d: healthy; ", lead)) {
+		t.Errorf("cluster status does not start with node %d's health:\n%s", lead, out)
+	}
+	sections := strings.Split(strings.TrimSpace(out), "\n\n")
+	if len(sections) != 3 {
+		t.Fatalf("cluster status: want a health line, a member table and a shard table:\n%s", out)
+	}
+	members := strings.Split(sections[1], "\n")
+	if f := strings.Fields(members[0]); !slices.Equal(f, []string{"MEMBER", "RAFT", "API"}) {
+		t.Errorf("member table header %q", members[0])
+	}
+	if len(members) != 4 {
+		t.Fatalf("member table, want 3 members:\n%s", sections[1])
+	}
+	for i, row := range members[1:] {
+		f := strings.Fields(row)
+		if len(f) < 2 || f[0] != strconv.Itoa(i+1) || f[1] != c.raft[uint64(i+1)] {
+			t.Errorf("member row %q, want node %d at %s", row, i+1, c.raft[uint64(i+1)])
+		}
+	}
+	shards := strings.Split(sections[2], "\n")
+	if len(shards) != 3 || !strings.HasPrefix(shards[0], "SHARD") {
+		t.Fatalf("shard table, want 2 shards:\n%s", sections[2])
+	}
+	for i, row := range shards[1:] {
+		f := strings.Fields(row)
+		if len(f) < 6 || f[0] != strconv.Itoa(i) || f[2] == "0" || f[3] == "0" {
+			t.Errorf("shard row %q: want shard %d with a leader and a term", row, i)
+		}
+		if i == 0 && f[1] != "leader" {
+			t.Errorf("shard 0's leader does not say it leads: %q", row)
+		}
+		if f[1] != "leader" {
+			continue
+		}
+		// The node leads this shard: it lists its two followers, id:lag.
+		var ids []string
+		for _, fl := range f[6:] {
+			id, _, _ := strings.Cut(fl, ":")
+			ids = append(ids, id)
+		}
+		if f[2] != strconv.FormatUint(lead, 10) || !slices.Equal(ids, followers) {
+			t.Errorf("leader row %q: want leader %d and followers %v", row, lead, followers)
+		}
+	}
+
+	// The JSON is GET /cluster's document.
+	st := decodeJSON[cluster.Status](t, ctl.ok("--json", "cluster", "status"))
+	if st.NodeID != 1 || len(st.Members) != 3 || len(st.Shards) != 2 {
+		t.Errorf("cluster status --json: %+v", st)
+	}
+	for _, sh := range st.Shards {
+		if sh.Leader == 0 || sh.Term == 0 {
+			t.Errorf("shard %d without a leader in the JSON: %+v", sh.Shard, sh)
+		}
+	}
+
+	// Add node 4: a majority of the three running members commits the
+	// change in every shard (node 4 itself need not run for that).
+	raft4 := freeAddr(t)
+	if out := ctl.ok("cluster", "add", "4", raft4); out != "node 4 added in every shard\n" {
+		t.Errorf("cluster add: %q", out)
+	}
+	if m := c.nodes[0].Members(); !slices.Equal(m, []uint64{1, 2, 3, 4}) {
+		t.Fatalf("members after cluster add: %v", m)
+	}
+	st = decodeJSON[cluster.Status](t, ctl.ok("--json", "cluster", "status"))
+	if len(st.Members) != 4 || st.Members[3].NodeID != 4 || st.Members[3].Raft != raft4 {
+		t.Errorf("cluster status after the add: %+v", st.Members)
+	}
+	// A member already, through another node: refused, nothing changes.
+	r := c.ctl(t, 1).fail(ExitError, "cluster", "add", "4", raft4)
+	if !strings.Contains(r.stderr, "member already") {
+		t.Errorf("adding a member again: %q", r.stderr)
+	}
+
+	// Remove it again, with --json.
+	rm := decodeJSON[map[string]any](t, ctl.ok("--json", "cluster", "rm", "4"))
+	if rm["node_id"] != float64(4) || rm["removed"] != true || len(rm) != 2 {
+		t.Errorf("cluster rm --json: %v", rm)
+	}
+	if m := c.nodes[0].Members(); !slices.Equal(m, []uint64{1, 2, 3}) {
+		t.Fatalf("members after cluster rm: %v", m)
+	}
+
+	// An unknown node: the server refuses, exit 1, nothing changes.
+	r = ctl.fail(ExitError, "cluster", "rm", "9")
+	if !strings.Contains(r.stderr, "node 9 is not a member") || r.stdout != "" {
+		t.Errorf("removing an unknown node: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	ctl.fail(ExitError, "--json", "cluster", "rm", "9")
+	if m := c.nodes[0].Members(); !slices.Equal(m, []uint64{1, 2, 3}) {
+		t.Fatalf("members after the refused removal: %v", m)
+	}
+	// Bad command lines never reach the server.
+	for _, args := range [][]string{
+		{"cluster", "rm"},
+		{"cluster", "rm", "0"},
+		{"cluster", "rm", "x"},
+		{"cluster", "add", "5"},
+		{"cluster", "add", "5", "no-port"},
+		{"cluster", "status", "extra"},
+		{"cluster", "promote", "2"},
+	} {
+		ctl.fail(ExitUsage, args...)
+	}
+	// Bad credentials.
+	bad := c.ctl(t, 2)
+	bad.env["ALIBABA_CLOUD_ACCESS_KEY_SECRET"] = "wrong"
+	bad.fail(ExitAuth, "cluster", "rm", "3")
+	if m := c.nodes[0].Members(); !slices.Equal(m, []uint64{1, 2, 3}) {
+		t.Fatalf("members after a removal with a wrong secret: %v", m)
+	}
+}
+
+// A single smqd is not a cluster: every cluster command says so and exits 1.
+func TestClusterCommandsOnASingleNode(t *testing.T) {
+	d := startDaemon(t)
+	c := d.ctl(t)
+	for _, args := range [][]string{
+		{"cluster", "status"},
+		{"--json", "cluster", "status"},
+		{"cluster", "add", "2", "127.0.0.1:7000"},
+		{"cluster", "rm", "2"},
+	} {
+		r := c.fail(ExitError, args...)
+		if !strings.Contains(r.stderr, "single node") || r.stdout != "" {
+			t.Errorf("smqctl %s: stdout %q stderr %q", strings.Join(args, " "), r.stdout, r.stderr)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package ctl
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The completion scripts are real shell: bash and zsh parse them (-n), and
+// bash, with the script sourced and a stub smqctl for the queue names,
+// completes commands, verbs and queue names.
+func TestCompletionScriptsParse(t *testing.T) {
+	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{}}
+	script := func(shell string) string {
+		p := filepath.Join(t.TempDir(), "smqctl."+shell)
+		if err := os.WriteFile(p, []byte(c.ok("completion", shell)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	shellRun := func(t *testing.T, shell string, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(shell, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", shell, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+
+	t.Run("bash", func(t *testing.T) {
+		bash, err := exec.LookPath("bash")
+		if err != nil {
+			t.Skip("bash is not installed: the bash completion script is not checked")
+		}
+		p := script("bash")
+		shellRun(t, bash, "-n", p)
+		// complete WORDS...: what _smqctl offers for the last word.
+		complete := func(words ...string) string {
+			prog := `smqctl() { [ "$*" = "queue ls --quiet" ] && printf 'orders\nemails\n'; }
+source "$1"; shift
+COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
+_smqctl
+printf '%s\n' "${COMPREPLY[*]}"`
+			return strings.TrimSpace(shellRun(t, bash, append([]string{"-c", prog, "complete", p}, words...)...))
+		}
+		for _, tc := range []struct {
+			words []string
+			want  string
+		}{
+			{[]string{"smqctl", "q"}, "queue"},
+			{[]string{"smqctl", "queue", ""}, "create get ls rm set"},
+			{[]string{"smqctl", "message", "de"}, "delete"},
+			{[]string{"smqctl", "send", "o"}, "orders"},
+			{[]string{"smqctl", "queue", "rm", ""}, "orders emails"},
+			{[]string{"smqctl", "completion", "z"}, "zsh"},
+		} {
+			if got := complete(tc.words...); got != tc.want {
+				t.Errorf("completing %q: %q, want %q", tc.words, got, tc.want)
+			}
+		}
+	})
+	t.Run("zsh", func(t *testing.T) {
+		zsh, err := exec.LookPath("zsh")
+		if err != nil {
+			t.Skip("zsh is not installed: the zsh completion script is not checked (apt-get install zsh)")
+		}
+		shellRun(t, zsh, "-n", script("zsh"))
+	})
+}
