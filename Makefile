@@ -36,15 +36,16 @@ test: browser
 	  (cd $$m && $(GO) vet ./... && $(GO) test -race -short -timeout 20m ./...); \
 	done
 
-# Debian's chromium for the console's browser tests (server/console_browser_test.go),
-# installed with apt when missing and we are root (CI is); otherwise those
-# tests say how to install it and are skipped.
+# Debian's chromium for the console's browser tests (server/console_browser_test.go)
+# and zsh for smqctl's completion test (cmd/smqctl/ctl), installed with apt
+# when missing and we are root (CI is); otherwise those tests say how to
+# install them and are skipped.
 browser:
-	@if [ -x /usr/bin/chromium ]; then :; \
+	@if [ -x /usr/bin/chromium ] && command -v zsh >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  echo "installing chromium (Debian) for the console's browser tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
-	else echo "chromium is missing and cannot be installed here (not root): the browser tests will be skipped"; fi
+	  echo "installing chromium and zsh (Debian) for the console's browser tests and smqctl's completion test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium zsh >/dev/null; \
+	else echo "chromium or zsh is missing and cannot be installed here (not root): the tests that need them will be skipped"; fi
 
 # Long model runs, crash matrices and soak runs.
 test-long:
