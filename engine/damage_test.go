@@ -665,6 +665,13 @@ func checkRepairedRecord(t *testing.T, dir string, clk *FakeClock, clean bool, k
 		t.Fatalf("record %d (type %d): the report lists messages %v of queue %q, want %v", k, rec.typ, rq.Messages, rq.Name, ids)
 	}
 	if rq.Outcome == outcomeRecreated {
+		// The name the damaged record still reads is reported, as a
+		// hint, unless the damage is in it.
+		nameAt := rec.pos + 12 + queueValFixed
+		if inName := at >= nameAt && at < nameAt+uint64(len("p")); (rq.NameFound == "p") == inName || rq.Pos != rec.pos {
+			t.Fatalf("record %d: the recreated queue's entry reads name %q at %d (damage at %d, name at %d): %+v",
+				k, rq.NameFound, rq.Pos, at, nameAt, rq)
+		}
 		// A restart (no repair, nothing damaged now) keeps the queue.
 		b, err := Open(Options{Dir: dir, Clock: clk, Stripes: 2, Logger: testLogger(t), WAL: o.WAL})
 		if err != nil {

@@ -100,6 +100,9 @@ type reportedRecord struct {
 	Type      string `json:"type"`
 	MessageID string `json:"message_id,omitempty"` // when the damaged header still names it
 	QueueID   uint64 `json:"queue_id,omitempty"`
+	// NameFound is the queue name a damaged queue-create or queue-config
+	// record still reads (unverified: the damage may be in it).
+	NameFound string `json:"name_found,omitempty"`
 }
 
 // maxLoggedIDs bounds the message ids a log line lists (the report lists
@@ -153,6 +156,12 @@ func (d *durableStore) planRepair(cp uint64, end wal.Pos) (from uint64, rs *repa
 				rec.MessageID = makeMessageID(rec.QueueID, le.Uint64(x.Prefix[8:16])).String()
 			case len(x.Prefix) >= 8 && (typ == recQueueCreate || typ == recQueueConfig || typ == recQueueDelete):
 				rec.QueueID = le.Uint64(x.Prefix[0:8]) // queue records start with the queue id
+				if typ != recQueueDelete && len(x.Prefix) >= queueValFixed {
+					n := int(le.Uint16(x.Prefix[queueValFixed-2:]))
+					if name := x.Prefix[queueValFixed:min(len(x.Prefix), queueValFixed+n)]; len(name) == n && ValidateQueueName(string(name)) == nil {
+						rec.NameFound = string(name)
+					}
+				}
 			}
 			rs.report.LostRecords = append(rs.report.LostRecords, rec)
 		}
@@ -223,7 +232,7 @@ func (d *durableStore) finishRepair(rs *repairState, cp uint64) error {
 	for _, q := range rs.report.Queues {
 		ids := q.Messages[:min(len(q.Messages), maxLoggedIDs)] // all of them in the report
 		d.log.Warn("queue affected by log damage", "queue_id", q.QueueID, "queue", q.Name, "lost_record", q.Record,
-			"outcome", q.Outcome, "reason", q.Reason, "messages", len(q.Messages), "message_ids", ids)
+			"name_found", q.NameFound, "outcome", q.Outcome, "reason", q.Reason, "messages", len(q.Messages), "message_ids", ids)
 	}
 	name := filepath.Join(d.opts.Dir, "repair-"+rs.report.Time.Format("20060102T150405.000Z")+".json")
 	b, err := json.MarshalIndent(&rs.report, "", "  ")

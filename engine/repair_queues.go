@@ -52,13 +52,14 @@ const (
 
 // reportedQueue is a queue a repair touched (repairReport.Queues).
 type reportedQueue struct {
-	QueueID  uint64   `json:"queue_id"`
-	Name     string   `json:"name,omitempty"` // the name it has now (empty if gone)
-	Record   string   `json:"record"`         // the lost record's type
-	Pos      uint64   `json:"pos,omitempty"`  // its position, when its header was readable
-	Outcome  string   `json:"outcome"`
-	Reason   string   `json:"reason"`
-	Messages []string `json:"messages,omitempty"` // the ids of the messages it holds after the start
+	QueueID   uint64   `json:"queue_id"`
+	Name      string   `json:"name,omitempty"`       // the name it has now (empty if gone)
+	Record    string   `json:"record"`               // the lost record's type
+	Pos       uint64   `json:"pos,omitempty"`        // its position, when its header was readable
+	NameFound string   `json:"name_found,omitempty"` // the name the damaged record reads (unverified)
+	Outcome   string   `json:"outcome"`
+	Reason    string   `json:"reason"`
+	Messages  []string `json:"messages,omitempty"` // the ids of the messages it holds after the start
 }
 
 // recoveredQueueName is the name given to a queue recreated without one.
@@ -136,9 +137,19 @@ func (d *durableStore) settleQueues(rs *repairState, f *fold, vals map[uint64]qu
 		names[v.name] = true
 		vals[id] = v
 		create = append(create, v)
-		rs.report.Queues = append(rs.report.Queues, reportedQueue{QueueID: id, Name: v.name, Record: recordTypeName(recQueueCreate),
-			Outcome: outcomeRecreated, Reason: fmt.Sprintf("its create record was lost and no later config record names it; %d of its messages survive: "+
-				"recreated with a placeholder name and the default config", len(seqs))})
+		why := fmt.Sprintf("its create record was lost and no later config record names it; %d of its messages survive: "+
+			"recreated with a placeholder name and the default config", len(seqs))
+		rq := reportedQueue{QueueID: id, Name: v.name, Record: recordTypeName(recQueueCreate), Outcome: outcomeRecreated}
+		for _, r := range rs.report.LostRecords {
+			if r.Type == rq.Record && r.QueueID == id {
+				rq.Pos, rq.NameFound = r.Pos, r.NameFound
+				if r.NameFound != "" {
+					why += fmt.Sprintf("; the damaged record reads the name %q (unverified: the damage may be in it)", r.NameFound)
+				}
+			}
+		}
+		rq.Reason = why
+		rs.report.Queues = append(rs.report.Queues, rq)
 		watch(id)
 	}
 	// The queue records whose headers could be read.
@@ -184,7 +195,7 @@ func (d *durableStore) settleQueues(rs *repairState, f *fold, vals map[uint64]qu
 			outcome, why = outcomeGone, "nothing that survived refers to this queue id: no queue of it is loaded"
 		}
 		rs.changed = true
-		rq := reportedQueue{QueueID: r.QueueID, Record: r.Type, Pos: r.Pos, Outcome: outcome, Reason: why}
+		rq := reportedQueue{QueueID: r.QueueID, Record: r.Type, Pos: r.Pos, NameFound: r.NameFound, Outcome: outcome, Reason: why}
 		if live {
 			rq.Name = v.name
 		}
