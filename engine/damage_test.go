@@ -780,3 +780,78 @@ func testTruncatedTail(t *testing.T, clean bool, how string, step uint64) {
 		}
 	}
 }
+
+// TestRepairSettleQueuesEdges: the cases of repair_queues.go the matrix
+// does not reach. Messages of a queue id at or below the index's high-water
+// mark (a deleted queue's racing send) recreate nothing; a damaged queue id
+// near no loaded queue, or near several, is reported as such; in a
+// replicated log the messages of a queue whose create was lost are reported
+// lost instead of recreating it.
+func TestRepairSettleQueuesEdges(t *testing.T) {
+	send := func(f *fold, pos, qid, seq uint64) {
+		t.Helper()
+		p := make([]byte, snapLen+16+4)
+		binary.LittleEndian.PutUint64(p[0:], qid)
+		binary.LittleEndian.PutUint64(p[8:], seq)
+		p[49] = MinPriority
+		if err := f.apply(pos, uint32(len(p)+12), recSend, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damaged := func() *repairState {
+		return &repairState{skipped: true, changed: true}
+	}
+	b := &Broker{opts: Options{Stripes: 4}}
+
+	// A deleted queue's send after the checkpoint: id 3 <= high-water mark 5.
+	f := newFold(^uint64(0))
+	send(f, 100, 3, 7)
+	rs := damaged()
+	d := &durableStore{b: b}
+	vals := map[uint64]queueVal{1: {id: 1, name: "a"}}
+	create, maxID := d.settleQueues(rs, f, vals, 0, 5, 0)
+	if len(create) != 0 || len(rs.report.Queues) != 0 || len(vals) != 1 || maxID != 3 {
+		t.Fatalf("a deleted queue's message: created %+v, reported %+v, vals %v, max id %d", create, rs.report.Queues, vals, maxID)
+	}
+
+	// Above the mark: recreated, with enough stripes.
+	f = newFold(^uint64(0))
+	send(f, 100, 6, 7)
+	rs = damaged()
+	vals = map[uint64]queueVal{1: {id: 1, name: "recovered-queue-6"}}
+	create, _ = d.settleQueues(rs, f, vals, 0, 5, 0)
+	if len(create) != 1 || create[0].name != "recovered-queue-6-2" || create[0].stripes != 4 || vals[6].name != "recovered-queue-6-2" {
+		t.Fatalf("recreated %+v (the placeholder name is taken by queue 1)", create)
+	}
+
+	// Replicated: reported lost, not recreated.
+	rs = damaged()
+	vals = map[uint64]queueVal{}
+	dr := &durableStore{b: b, repl: &replStore{}}
+	create, _ = dr.settleQueues(rs, f, vals, 0, 5, 0)
+	if len(create) != 0 || len(vals) != 0 || len(rs.report.LostMessages) != 1 ||
+		rs.report.LostMessages[0].MessageID != makeMessageID(6, 7).String() || rs.report.LostMessages[0].QueueID != 6 ||
+		len(rs.report.Queues) != 1 || rs.report.Queues[0].Outcome != outcomeMessageLost {
+		t.Fatalf("replicated: created %+v, vals %v, report %+v", create, vals, rs.report)
+	}
+
+	// A lost delete whose id is damaged: one queue one byte apart, none,
+	// several.
+	for _, c := range []struct {
+		id      uint64
+		outcome string
+		name    string
+	}{
+		{1 | 0x40<<56, outcomeKeptLive, "a"},
+		{0x4242 << 40, outcomeIDDamaged, ""}, // none
+		{3, outcomeIDDamaged, ""},            // 1 and 2 both one byte apart
+	} {
+		rs = damaged()
+		rs.report.LostRecords = []reportedRecord{{Pos: 10, Type: recordTypeName(recQueueDelete), QueueID: c.id}}
+		vals = map[uint64]queueVal{1: {id: 1, name: "a"}, 2: {id: 2, name: "b"}}
+		d.settleQueues(rs, newFold(^uint64(0)), vals, 0, 2, 0)
+		if len(rs.report.Queues) != 1 || rs.report.Queues[0].Outcome != c.outcome || rs.report.Queues[0].Name != c.name {
+			t.Fatalf("lost delete of damaged id %#x: %+v, want outcome %s name %q", c.id, rs.report.Queues, c.outcome, c.name)
+		}
+	}
+}
