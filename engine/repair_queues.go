@@ -106,8 +106,10 @@ func (d *durableStore) settleQueues(rs *repairState, f *fold, vals map[uint64]qu
 		rs.watch[id] = append(rs.watch[id], len(rs.report.Queues)-1)
 	}
 	names := map[string]bool{}
-	for _, v := range vals {
+	everGiven := max(idxMax, f.maxQueue, maxID) // no queue id above it was ever given
+	for id, v := range vals {
 		names[v.name] = true
+		everGiven = max(everGiven, id)
 	}
 	ids := make([]uint64, 0, len(orphans))
 	for id := range orphans {
@@ -173,7 +175,7 @@ func (d *durableStore) settleQueues(rs *repairState, f *fold, vals map[uint64]qu
 		case r.Type == recordTypeName(recQueueDelete) && live:
 			outcome, why = outcomeKeptLive, "its delete record was lost (the id read from the damaged record is unverified): "+
 				"the queue and its messages are kept; delete the queue again if it was deleted"
-		case r.QueueID > max(idxMax, f.maxQueue, maxID) && r.Type != recordTypeName(recQueueCreate):
+		case r.QueueID > everGiven && r.Type != recordTypeName(recQueueCreate):
 			// No queue ever had the id read: the damage is in the id.
 			// A single damaged byte leaves the others: a loaded queue
 			// whose id differs in one byte only is probably the one.
