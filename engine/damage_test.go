@@ -7,6 +7,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/smqd/smqd/wal"
 )
@@ -209,6 +211,7 @@ func TestPoisonBodyCompaction(t *testing.T) {
 type walRecord struct {
 	pos, size uint64
 	typ       uint8
+	qid, seq  uint64 // the queue id of a queue or message record, a message record's seq
 }
 
 // listRecords lists the records of the log in dir.
@@ -227,14 +230,21 @@ func listRecords(t *testing.T, dir string) []walRecord {
 	defer r.Close()
 	var out []walRecord
 	for {
-		p, typ, _, err := r.Next()
+		p, typ, payload, err := r.Next()
 		if err == io.EOF {
 			return out
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, walRecord{uint64(p), uint64(r.NextPos() - p), uint8(typ)})
+		rec := walRecord{pos: uint64(p), size: uint64(r.NextPos() - p), typ: uint8(typ)}
+		if len(payload) >= 8 {
+			rec.qid = binary.LittleEndian.Uint64(payload)
+		}
+		if len(payload) >= 16 && recordHasSnapshot(rec.typ) {
+			rec.seq = binary.LittleEndian.Uint64(payload[8:])
+		}
+		out = append(out, rec)
 	}
 }
 
@@ -353,61 +363,325 @@ func openRepaired(t *testing.T, dir string, clk *FakeClock, repair bool) (map[st
 	return bodiesIn(t, b, "r"), nil
 }
 
+// matrixMsg is a message of the repair matrix's fixture.
+type matrixMsg struct {
+	queue, body, id string
+	live            bool // present after an undamaged restart
+}
+
+// repairMatrix writes a log with every kind of record: queue "gone" with one
+// message, later deleted (queue-create, send, queue-delete); queue "r" with
+// a config change after its first sends, one message received and deleted
+// and one received (queue-create, send, queue-config, state, delete); queue
+// "p" with no record but its create and sends. The last record is a send.
+// It stops the broker cleanly or like kill -9 after a Sync, and returns the
+// directory, the clock, the messages by (queue id, seq), the queue ids by
+// name and the records of the log.
+func repairMatrix(t *testing.T, clean bool) (string, *FakeClock, map[msgKey]*matrixMsg, map[string]uint64, []walRecord) {
+	dir := t.TempDir()
+	clk := NewFakeClock(t0)
+	b := openDurableTest(t, dir, clk, func(o *Options) { o.WAL.SegmentBytes = 64 << 10 })
+	msgs := map[msgKey]*matrixMsg{}
+	qids := map[string]uint64{}
+	send := func(q *Queue, body string) {
+		t.Helper()
+		res, err := q.Send([]SendEntry{{Body: []byte(body + "-" + strings.Repeat("z", 90))}}, nil)
+		if err != nil || res[0].Err != nil {
+			t.Fatal(err, res)
+		}
+		id := res[0].ID
+		msgs[msgKey{q.id, binary.BigEndian.Uint64(id[8:])}] = &matrixMsg{queue: q.name, body: body, id: id.String(), live: true}
+	}
+	receive := func(q *Queue) (ReceiptHandle, *matrixMsg) {
+		t.Helper()
+		got, err := q.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("receive: %v (%d messages)", err, len(got))
+		}
+		id := got[0].ID
+		return got[0].Handle, msgs[msgKey{q.id, binary.BigEndian.Uint64(id[8:])}]
+	}
+	g := mustQueue(t, b, "gone", DefaultQueueConfig())
+	send(g, "g-0")
+	r := mustQueue(t, b, "r", DefaultQueueConfig())
+	for i := 0; i < 4; i++ {
+		send(r, fmt.Sprintf("r-%d", i))
+	}
+	vis := 45 * time.Second
+	if err := b.SetQueueAttributes("r", ConfigPatch{VisibilityTimeout: &vis}); err != nil {
+		t.Fatal(err)
+	}
+	p := mustQueue(t, b, "p", DefaultQueueConfig())
+	for i := 0; i < 3; i++ {
+		send(p, fmt.Sprintf("p-%d", i))
+	}
+	if err := b.DeleteQueue("gone"); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if m.queue == "gone" {
+			m.live = false
+		}
+	}
+	h, m := receive(r)
+	if _, err := r.Delete([]ReceiptHandle{h}, make([]error, 1)); err != nil {
+		t.Fatal(err)
+	}
+	m.live = false
+	receive(r) // stays Inactive
+	send(r, "r-4")
+	send(r, "r-5")
+	qids["gone"], qids["r"], qids["p"] = g.id, r.id, p.id
+	if clean {
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		if err := b.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		crashBroker(b)
+	}
+	return dir, clk, msgs, qids, listRecords(t, dir)
+}
+
+// brokerContents returns, for every message of every queue of b, its body
+// (the fixture's short form) and its queue's name; and each queue's
+// visibility timeout.
+func brokerContents(t *testing.T, b *Broker) (map[string]string, map[string]time.Duration) {
+	t.Helper()
+	names, _, err := b.ListQueues("", "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, vis := map[string]string{}, map[string]time.Duration{}
+	for _, name := range names {
+		q, err := b.Queue(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vis[name] = q.meta().cfg.VisibilityTimeout
+		err = dumpQueue(q, func(_ MessageID, body []byte, _ string, _ uint32, _ int64) {
+			got[strings.SplitN(string(body), "-z", 2)[0]] = name
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got, vis
+}
+
+// reported reports whether the repair report names message id as lost.
+func reported(r *repairReport, id string) bool {
+	for _, l := range r.LostMessages {
+		if l.MessageID == id {
+			return true
+		}
+	}
+	for _, l := range r.LostRecords {
+		if l.MessageID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // TestRepairEveryRecord: a byte flipped inside each record of a small log
-// in turn, after a clean stop and after kill -9. With --wal-repair the
-// broker starts and loses exactly the damaged record: the one message whose
-// send it was (the queue itself when it was the queue's record, after
-// kill -9), and the report names it. Without it, start refuses and names the
-// option, unless the damage is in the last record (a torn tail, always cut).
+// holding every kind of record, in turn, after a clean stop and after
+// kill -9. Without --wal-repair start refuses and names the option, unless
+// the damage is in the last record (a torn tail, always cut). With it the
+// broker starts and holds exactly the messages the rules of repair.go and
+// repair_queues.go say, every message it lost is named in the report, and
+// every lost queue record of the log tail is reported with its outcome:
+//
+//   - a send: its message is lost if it was live (both stops);
+//   - after a clean stop anything else loses nothing (the index holds it);
+//   - after kill -9: a queue-create with a later config record: the queue
+//     as that record says; one without: the queue recreated as
+//     "recovered-queue-<id>" with every message, and kept by a restart; a
+//     queue-config: the earlier config; a queue-delete: the queue and its
+//     message kept and named; a delete: the message back (at least once);
+//     a state: nothing visible.
 func TestRepairEveryRecord(t *testing.T) {
 	for _, clean := range []bool{true, false} {
 		t.Run(map[bool]string{true: "clean-stop", false: "kill-9"}[clean], func(t *testing.T) {
-			src, clk, bodies, recs := repairFixture(t, clean, 12)
-			sends := 0
+			src, clk, msgs, qids, recs := repairMatrix(t, clean)
+			seen := map[uint8]int{}
 			for k, rec := range recs {
+				seen[rec.typ]++
 				dir := t.TempDir()
 				copyDir(t, src, dir)
-				// The record's last payload byte: its body (sends), its
-				// name (the queue's record).
-				damageAt(t, dir, rec.pos+rec.size-1-uint64((rec.size-12)%4), 1, func(b []byte) { b[0] ^= 0x40 })
+				// The record's last payload byte: a body, a queue name,
+				// the id of a deleted queue, a snapshot's last byte.
+				at := rec.pos + rec.size - 1 - uint64((rec.size-12)%4)
+				damageAt(t, dir, at, 1, func(b []byte) { b[0] ^= 0x40 })
 				last := k == len(recs)-1
 				if _, err := openRepaired(t, dir, clk, false); err == nil && !last {
 					t.Fatalf("record %d (type %d): a damaged log opened without --wal-repair", k, rec.typ)
 				} else if err != nil && !strings.Contains(err.Error(), "wal-repair") {
 					t.Fatalf("record %d: the refusal does not name --wal-repair: %v", k, err)
 				}
-				got, err := openRepaired(t, dir, clk, true)
-				if err != nil {
-					t.Fatalf("record %d (type %d): open with --wal-repair: %v", k, rec.typ, err)
-				}
-				report := readReport(t, dir)
-				if report == nil {
-					t.Fatalf("record %d: no repair report", k)
-				}
-				switch rec.typ {
-				case recSend:
-					lost := bodies[sends]
-					sends++
-					for _, body := range bodies {
-						if got[body] == (body == lost) {
-							t.Fatalf("record %d: message %q present=%v", k, body[:5], got[body])
-						}
-					}
-					if !reportNames(report, lost[:5], bodies) {
-						t.Fatalf("record %d: the report does not name the lost message %s: %+v", k, lost[:5], report)
-					}
-				case recQueueCreate:
-					if clean && len(got) != len(bodies) {
-						t.Fatalf("damaged queue record after a clean stop: %d of %d messages", len(got), len(bodies))
-					}
-					// After kill -9 the queue's only record is gone, so the
-					// queue (and its messages) with it: exactly that record.
-				}
+				checkRepairedRecord(t, dir, clk, clean, k, rec, at, msgs, qids)
 			}
-			if sends != len(bodies) {
-				t.Fatalf("damaged %d send records of %d", sends, len(bodies))
+			for _, typ := range []uint8{recQueueCreate, recQueueConfig, recQueueDelete, recSend, recState, recDelete} {
+				if seen[typ] == 0 {
+					t.Fatalf("the log holds no record of type %d: %v", typ, seen)
+				}
 			}
 		})
+	}
+}
+
+// checkRepairedRecord opens dir, whose record k is damaged, with
+// --wal-repair and checks what it holds and reports (TestRepairEveryRecord).
+func checkRepairedRecord(t *testing.T, dir string, clk *FakeClock, clean bool, k int, rec walRecord, at uint64,
+	msgs map[msgKey]*matrixMsg, qids map[string]uint64) {
+	t.Helper()
+	o := Options{Dir: dir, Clock: clk, Stripes: 2, Logger: testLogger(t)}
+	o.WAL.SegmentBytes = 64 << 10
+	o.WAL.Repair = true
+	b, err := Open(o)
+	if err != nil {
+		t.Fatalf("record %d (type %d): open with --wal-repair: %v", k, rec.typ, err)
+	}
+	got, vis := brokerContents(t, b)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	report := readReport(t, dir)
+	if report == nil {
+		t.Fatalf("record %d: no repair report", k)
+	}
+	want := map[string]string{} // body -> queue
+	for _, m := range msgs {
+		if m.live {
+			want[m.body] = m.queue
+		}
+	}
+	wantVis := map[string]time.Duration{"r": 45 * time.Second, "p": 30 * time.Second}
+	var wantQueue *reportedQueue // the report's entry for a lost queue record of the tail
+	var wantNamed []*matrixMsg   // messages whose (lost) record the report must name
+	m := msgs[msgKey{rec.qid, rec.seq}]
+	byName := func(id uint64) string {
+		for n, q := range qids {
+			if q == id {
+				return n
+			}
+		}
+		return ""
+	}
+	switch {
+	case rec.typ == recSend:
+		if m.live {
+			delete(want, m.body)
+		}
+		if m.live || !clean {
+			wantNamed = append(wantNamed, m)
+		}
+	case clean:
+		if rec.typ == recQueueCreate || rec.typ == recQueueConfig || rec.typ == recQueueDelete {
+			// The report gives the id as read from the damaged record.
+			readID := rec.qid
+			if off := at - rec.pos - 12; off < 8 {
+				readID ^= 0x40 << (8 * off)
+			}
+			wantQueue = &reportedQueue{QueueID: readID, Outcome: outcomeInIndex}
+			if n := byName(readID); n == "r" || n == "p" {
+				wantQueue.Name = n
+			}
+		}
+	case rec.typ == recDelete:
+		want[m.body] = m.queue // its delete is lost: the message is back
+		wantNamed = append(wantNamed, m)
+	case rec.typ == recState:
+		wantNamed = append(wantNamed, m)
+	case rec.typ == recQueueConfig:
+		wantVis["r"] = 30 * time.Second
+		wantQueue = &reportedQueue{QueueID: rec.qid, Name: "r", Outcome: outcomePrevConfig}
+	case rec.typ == recQueueDelete:
+		for _, m := range msgs {
+			if m.queue == "gone" {
+				want[m.body] = "gone"
+			}
+		}
+		wantVis["gone"] = 30 * time.Second
+		wantQueue = &reportedQueue{QueueID: rec.qid, Name: "gone", Outcome: outcomeKeptLive}
+	case rec.typ == recQueueCreate && byName(rec.qid) == "r":
+		wantQueue = &reportedQueue{QueueID: rec.qid, Name: "r", Outcome: outcomeFromConfig}
+	case rec.typ == recQueueCreate && byName(rec.qid) == "p":
+		name := fmt.Sprintf("recovered-queue-%d", rec.qid)
+		for body, q := range want {
+			if q == "p" {
+				want[body] = name
+			}
+		}
+		delete(wantVis, "p")
+		wantVis[name] = DefaultQueueConfig().VisibilityTimeout
+		wantQueue = &reportedQueue{QueueID: rec.qid, Name: name, Outcome: outcomeRecreated}
+	case rec.typ == recQueueCreate: // "gone": its delete survives
+		wantQueue = &reportedQueue{QueueID: rec.qid, Outcome: outcomeGone}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("record %d (type %d): holds %v, want %v", k, rec.typ, got, want)
+	}
+	if fmt.Sprint(vis) != fmt.Sprint(wantVis) {
+		t.Fatalf("record %d (type %d): queues and visibility timeouts %v, want %v", k, rec.typ, vis, wantVis)
+	}
+	// Every message lost is reported, and so is the damaged record.
+	for _, m := range msgs {
+		if _, ok := got[m.body]; m.live && !ok && !reported(report, m.id) {
+			t.Fatalf("record %d: message %s (%s) lost and not reported: %+v", k, m.body, m.id, report)
+		}
+	}
+	for _, m := range wantNamed {
+		if !reported(report, m.id) {
+			t.Fatalf("record %d (type %d): the report does not name message %s (%s): %+v", k, rec.typ, m.body, m.id, report)
+		}
+	}
+	if wantQueue == nil {
+		if len(report.Queues) != 0 {
+			t.Fatalf("record %d (type %d): queues reported: %+v", k, rec.typ, report.Queues)
+		}
+		return
+	}
+	if len(report.Queues) != 1 {
+		t.Fatalf("record %d (type %d): %d queues reported, want 1: %+v", k, rec.typ, len(report.Queues), report.Queues)
+	}
+	rq := report.Queues[0]
+	if rq.QueueID != wantQueue.QueueID || rq.Name != wantQueue.Name || rq.Outcome != wantQueue.Outcome || rq.Reason == "" {
+		t.Fatalf("record %d (type %d): queue reported %+v, want %+v", k, rec.typ, rq, *wantQueue)
+	}
+	// The queue's messages, by id, when it is loaded and it was not
+	// checkpointed.
+	var ids []string
+	for _, m := range msgs {
+		if q, ok := got[m.body]; ok && q == rq.Name && rq.Outcome != outcomeInIndex {
+			ids = append(ids, m.id)
+		}
+	}
+	sort.Strings(ids)
+	sort.Strings(rq.Messages)
+	if fmt.Sprint(ids) != fmt.Sprint(rq.Messages) {
+		t.Fatalf("record %d (type %d): the report lists messages %v of queue %q, want %v", k, rec.typ, rq.Messages, rq.Name, ids)
+	}
+	if rq.Outcome == outcomeRecreated {
+		// The name the damaged record still reads is reported, as a
+		// hint, unless the damage is in it.
+		nameAt := rec.pos + 12 + queueValFixed
+		if inName := at >= nameAt && at < nameAt+uint64(len("p")); (rq.NameFound == "p") == inName || rq.Pos != rec.pos {
+			t.Fatalf("record %d: the recreated queue's entry reads name %q at %d (damage at %d, name at %d): %+v",
+				k, rq.NameFound, rq.Pos, at, nameAt, rq)
+		}
+		// A restart (no repair, nothing damaged now) keeps the queue.
+		b, err := Open(Options{Dir: dir, Clock: clk, Stripes: 2, Logger: testLogger(t), WAL: o.WAL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := brokerContents(t, b)
+		b.Close()
+		if fmt.Sprint(again) != fmt.Sprint(want) {
+			t.Fatalf("record %d: after a restart the broker holds %v, want %v", k, again, want)
+		}
 	}
 }
 
@@ -498,6 +772,86 @@ func testTruncatedTail(t *testing.T, clean bool, how string, step uint64) {
 			case !boundary && (r == nil || len(r.Ranges) == 0):
 				t.Fatalf("cut at %d inside a record: no report of the cut", cut)
 			}
+			for _, body := range bodies {
+				if clean && !got[body] && !reportNames(r, body[:5], bodies) {
+					t.Fatalf("cut at %d after a clean stop: lost message %s is not named: %+v", cut, body[:5], r)
+				}
+			}
+		}
+	}
+}
+
+// TestRepairSettleQueuesEdges: the cases of repair_queues.go the matrix
+// does not reach. Messages of a queue id at or below the index's high-water
+// mark (a deleted queue's racing send) recreate nothing; a damaged queue id
+// near no loaded queue, or near several, is reported as such; in a
+// replicated log the messages of a queue whose create was lost are reported
+// lost instead of recreating it.
+func TestRepairSettleQueuesEdges(t *testing.T) {
+	send := func(f *fold, pos, qid, seq uint64) {
+		t.Helper()
+		p := make([]byte, snapLen+16+4)
+		binary.LittleEndian.PutUint64(p[0:], qid)
+		binary.LittleEndian.PutUint64(p[8:], seq)
+		p[49] = MinPriority
+		if err := f.apply(pos, uint32(len(p)+12), recSend, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damaged := func() *repairState {
+		return &repairState{skipped: true, changed: true}
+	}
+	b := &Broker{opts: Options{Stripes: 4}}
+
+	// A deleted queue's send after the checkpoint: id 3 <= high-water mark 5.
+	f := newFold(^uint64(0))
+	send(f, 100, 3, 7)
+	rs := damaged()
+	d := &durableStore{b: b}
+	vals := map[uint64]queueVal{1: {id: 1, name: "a"}}
+	create, maxID := d.settleQueues(rs, f, vals, 0, 5, 0)
+	if len(create) != 0 || len(rs.report.Queues) != 0 || len(vals) != 1 || maxID != 3 {
+		t.Fatalf("a deleted queue's message: created %+v, reported %+v, vals %v, max id %d", create, rs.report.Queues, vals, maxID)
+	}
+
+	// Above the mark: recreated, with enough stripes.
+	f = newFold(^uint64(0))
+	send(f, 100, 6, 7)
+	rs = damaged()
+	vals = map[uint64]queueVal{1: {id: 1, name: "recovered-queue-6"}}
+	create, _ = d.settleQueues(rs, f, vals, 0, 5, 0)
+	if len(create) != 1 || create[0].name != "recovered-queue-6-2" || create[0].stripes != 4 || vals[6].name != "recovered-queue-6-2" {
+		t.Fatalf("recreated %+v (the placeholder name is taken by queue 1)", create)
+	}
+
+	// Replicated: reported lost, not recreated.
+	rs = damaged()
+	vals = map[uint64]queueVal{}
+	dr := &durableStore{b: b, repl: &replStore{}}
+	create, _ = dr.settleQueues(rs, f, vals, 0, 5, 0)
+	if len(create) != 0 || len(vals) != 0 || len(rs.report.LostMessages) != 1 ||
+		rs.report.LostMessages[0].MessageID != makeMessageID(6, 7).String() || rs.report.LostMessages[0].QueueID != 6 ||
+		len(rs.report.Queues) != 1 || rs.report.Queues[0].Outcome != outcomeMessageLost {
+		t.Fatalf("replicated: created %+v, vals %v, report %+v", create, vals, rs.report)
+	}
+
+	// A lost delete whose id is damaged: one queue one byte apart, none,
+	// several.
+	for _, c := range []struct {
+		id      uint64
+		outcome string
+		name    string
+	}{
+		{1 | 0x40<<56, outcomeKeptLive, "a"},
+		{0x4242 << 40, outcomeIDDamaged, ""}, // none
+		{3, outcomeIDDamaged, ""},            // 1 and 2 both one byte apart
+	} {
+		rs = damaged()
+		rs.report.LostRecords = []reportedRecord{{Pos: 10, Type: recordTypeName(recQueueDelete), QueueID: c.id}}
+		vals = map[uint64]queueVal{1: {id: 1, name: "a"}, 2: {id: 2, name: "b"}}
+		d.settleQueues(rs, newFold(^uint64(0)), vals, 0, 2, 0)
+		if len(rs.report.Queues) != 1 || rs.report.Queues[0].Outcome != c.outcome || rs.report.Queues[0].Name != c.name {
+			t.Fatalf("lost delete of damaged id %#x: %+v, want outcome %s name %q", c.id, rs.report.Queues, c.outcome, c.name)
 		}
 	}
 }

@@ -8,6 +8,8 @@ package engine
 //
 //	durable.go     opening, the log side of the seam, record encoding, sync, stats, close
 //	recovery.go    load: broker metadata, the log tail folded and merged with the index
+//	repair.go      starting on a damaged log: what was lost, the repair report
+//	repair_queues.go  queues whose own records a repair lost
 //	checkpoint.go  the checkpointer (a job on the clock) and the replay bound
 //	fold.go        folding a window of the log into its net effect
 //

@@ -165,6 +165,19 @@ func (d *durableStore) recover(b *Broker) error {
 			vals[id] = v
 		}
 	}
+	hwm, err := d.idx.Meta(metaQueueID)
+	if err != nil {
+		return fmt.Errorf("engine: read index metadata: %w", err)
+	}
+	var idxMaxQueue uint64 // the highest queue id created before the checkpoint
+	if len(hwm) == 8 {
+		idxMaxQueue = binary.LittleEndian.Uint64(hwm)
+	}
+	now := b.nowMs()
+	recreate, maxMsgQueue := d.settleQueues(rs, f, vals, cp, idxMaxQueue, now) // repair_queues.go
+	if maxMsgQueue >= b.nextQueueID {
+		b.nextQueueID = maxMsgQueue + 1 // never reuse the id of a message's queue
+	}
 	for id, v := range vals {
 		q := newQueue(b, v.name, id, v.stripes, newQueueMeta(v.cfg, v.createMs, v.modifyMs))
 		b.addQueueLocked(q)
@@ -177,18 +190,13 @@ func (d *durableStore) recover(b *Broker) error {
 			b.nextQueueID = id + 1
 		}
 	}
-	hwm, err := d.idx.Meta(metaQueueID)
-	if err != nil {
-		return fmt.Errorf("engine: read index metadata: %w", err)
-	}
-	if len(hwm) == 8 && binary.LittleEndian.Uint64(hwm) >= b.nextQueueID {
-		b.nextQueueID = binary.LittleEndian.Uint64(hwm) + 1
+	if idxMaxQueue >= b.nextQueueID {
+		b.nextQueueID = idxMaxQueue + 1
 	}
 
 	// Messages: the index's stream merged with the tail's, in (queue, seq)
 	// order.
-	now := b.nowMs()
-	rb := &rebuild{b: b, d: d, now: now, rs: rs}
+	rb := &rebuild{b: b, d: d, now: now, rs: rs, create: recreate}
 	tail := f.sorted()
 	ti := 0
 	flushTail := func(upto msgKey, inclusive bool) {
@@ -231,7 +239,7 @@ func (d *durableStore) recover(b *Broker) error {
 		debug.FreeOSMemory()
 	}
 	d.recovered = RecoveryStats{Messages: rb.installed, Expired: len(rb.expired), Orphans: rb.orphans, Moved: rb.moved,
-		Lost: len(rb.lost), Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start)}
+		Lost: len(rb.lost), Recreated: len(recreate), Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start)}
 	b.log.Info("broker recovered", "dir", b.opts.Dir, "queues", len(vals), "messages", rb.installed,
 		"expired", len(rb.expired), "orphans", rb.orphans, "log_records_replayed", replayed,
 		"checkpoint", cp, "log_end", end, "took", time.Since(start))
@@ -248,6 +256,7 @@ type RecoveryStats struct {
 	Orphans    int           // messages of unknown queues, skipped
 	Moved      int           // messages put into another slot than recorded (their handles stop working)
 	Lost       int           // messages whose bodies were in damaged or cut parts of the log (repair.go)
+	Recreated  int           // queues recreated because their create record was lost (repair_queues.go)
 	Replayed   int           // log records replayed after the checkpoint
 	Checkpoint uint64        // the index's checkpoint position
 	LogEnd     uint64        // the end of the log
@@ -268,6 +277,7 @@ type rebuild struct {
 	moved     int
 	expired   [][snapLen]byte
 	lost      [][snapLen]byte // messages whose bodies are gone: delete records
+	create    []queueVal      // queues recreated by the repair: create records
 	last      *Queue
 }
 
@@ -295,7 +305,7 @@ func (rb *rebuild) install(val []byte) {
 		rb.lost = append(rb.lost, e)
 		rb.rs.changed = true
 		rb.rs.report.LostMessages = append(rb.rs.report.LostMessages, reportedLoss{
-			MessageID: makeMessageID(s.qid, s.seq).String(), Queue: q.name, BodyPos: s.bodyPos})
+			MessageID: makeMessageID(s.qid, s.seq).String(), Queue: q.name, QueueID: s.qid, BodyPos: s.bodyPos})
 		return
 	}
 	enq := s.enqMs
@@ -338,6 +348,12 @@ func (rb *rebuild) install(val []byte) {
 		st.activateLocked(idx)
 	}
 	rb.installed++
+	if w := rb.rs.watch; w != nil {
+		for _, i := range w[s.qid] {
+			qs := &rb.rs.report.Queues[i]
+			qs.Messages = append(qs.Messages, makeMessageID(s.qid, s.seq).String())
+		}
+	}
 }
 
 // finish links the free lists, starts the timers and logs the expiries.
@@ -350,6 +366,22 @@ func (rb *rebuild) finish() {
 			st.slab.rebuildFree()
 			st.scheduleLocked(rb.now)
 			st.mu.Unlock()
+		}
+	}
+	if len(rb.create) > 0 {
+		// Recreated queues (repair_queues.go): durable before anything is
+		// served, so that a crash now does not leave their messages
+		// orphans again on a log that no longer shows any damage.
+		recs := make([]logRec, 0, len(rb.create))
+		for i := range rb.create {
+			recs = append(recs, logRec{typ: recQueueCreate, head: rb.create[i].encode()})
+		}
+		err := rb.d.append(recs)
+		if err == nil {
+			err = rb.d.sync()
+		}
+		if err != nil {
+			b.storageFailed(err)
 		}
 	}
 	if len(rb.expired)+len(rb.lost) > 0 {

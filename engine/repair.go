@@ -17,8 +17,13 @@ package engine
 //  3. moves the log's end past every position the index still refers to
 //     (wal.Log.SkipTo), so that a new record never takes the position of
 //     one the index describes;
-//  4. logs every damaged range and lost message at Warn level and writes them
-//     to a report file, repair-<time>.json, in the data directory.
+//  4. settles the queues whose own records were lost (repair_queues.go): a
+//     queue whose create record is gone but whose messages survive is
+//     recreated; a lost config or delete record is reported with what the
+//     queue is now;
+//  5. logs every damaged range, lost message and affected queue at Warn level
+//     and writes them to a report file, repair-<time>.json, in the data
+//     directory.
 //
 // Without Repair, damage in the middle of the log fails Open (the log's error
 // names the option), and an index ahead of a log that was not cut fails too;
@@ -44,6 +49,11 @@ type repairState struct {
 	maxRef  uint64     // the highest position any installed message refers to, plus its size
 	report  repairReport
 	changed bool // something was repaired or lost: write a report
+	skipped bool // a damaged range was skipped (not cut): records after it survive
+
+	// watch maps a queue id to its entry in report.Queues whose Messages
+	// the rebuild fills with the ids of the messages it installs.
+	watch map[uint64][]int
 }
 
 // lost reports whether a body at pos is gone.
@@ -65,6 +75,7 @@ type repairReport struct {
 	Ranges       []reportRange    `json:"ranges"`
 	LostMessages []reportedLoss   `json:"lost_messages"`
 	LostRecords  []reportedRecord `json:"lost_records"`
+	Queues       []reportedQueue  `json:"queues,omitempty"`
 }
 
 type reportRange struct {
@@ -78,8 +89,10 @@ type reportRange struct {
 
 type reportedLoss struct {
 	MessageID string `json:"message_id"`
-	Queue     string `json:"queue"`
+	Queue     string `json:"queue"` // empty when the queue itself is gone
+	QueueID   uint64 `json:"queue_id"`
 	BodyPos   uint64 `json:"body_pos"`
+	Reason    string `json:"reason,omitempty"` // when not "its body is gone"
 }
 
 type reportedRecord struct {
@@ -87,7 +100,14 @@ type reportedRecord struct {
 	Type      string `json:"type"`
 	MessageID string `json:"message_id,omitempty"` // when the damaged header still names it
 	QueueID   uint64 `json:"queue_id,omitempty"`
+	// NameFound is the queue name a damaged queue-create or queue-config
+	// record still reads (unverified: the damage may be in it).
+	NameFound string `json:"name_found,omitempty"`
 }
+
+// maxLoggedIDs bounds the message ids a log line lists (the report lists
+// every one).
+const maxLoggedIDs = 64
 
 // recordTypeName names an engine record type for the report.
 func recordTypeName(t uint8) string {
@@ -123,14 +143,25 @@ func (d *durableStore) planRepair(cp uint64, end wal.Pos) (from uint64, rs *repa
 			End: uint64(r.End), Bytes: r.Bytes, Reason: r.Reason, Cut: r.Cut})
 		if !r.Cut {
 			rs.spans = append(rs.spans, lostSpan{uint64(r.Start), uint64(r.End)})
+			rs.skipped = true
 		}
 		d.log.Warn("log damage repaired", "range", r.String())
 		for _, x := range r.Lost {
 			rec := reportedRecord{Pos: uint64(x.Pos), Type: recordTypeName(uint8(x.Type))}
-			if x.Flags&1 == 0 && len(x.Prefix) >= 16 && recordHasSnapshot(uint8(x.Type)) {
-				le := binary.LittleEndian
+			le := binary.LittleEndian
+			switch typ := uint8(x.Type); {
+			case x.Flags&1 != 0:
+			case len(x.Prefix) >= 16 && recordHasSnapshot(typ):
 				rec.QueueID = le.Uint64(x.Prefix[0:8])
 				rec.MessageID = makeMessageID(rec.QueueID, le.Uint64(x.Prefix[8:16])).String()
+			case len(x.Prefix) >= 8 && (typ == recQueueCreate || typ == recQueueConfig || typ == recQueueDelete):
+				rec.QueueID = le.Uint64(x.Prefix[0:8]) // queue records start with the queue id
+				if typ != recQueueDelete && len(x.Prefix) >= queueValFixed {
+					n := int(le.Uint16(x.Prefix[queueValFixed-2:]))
+					if name := x.Prefix[queueValFixed:min(len(x.Prefix), queueValFixed+n)]; len(name) == n && ValidateQueueName(string(name)) == nil {
+						rec.NameFound = string(name)
+					}
+				}
 			}
 			rs.report.LostRecords = append(rs.report.LostRecords, rec)
 		}
@@ -191,7 +222,17 @@ func (d *durableStore) finishRepair(rs *repairState, cp uint64) error {
 		return nil
 	}
 	for _, l := range rs.report.LostMessages {
-		d.log.Warn("message lost to log damage", "message_id", l.MessageID, "queue", l.Queue, "body_pos", l.BodyPos)
+		why := l.Reason
+		if why == "" {
+			why = "its body is gone"
+		}
+		d.log.Warn("message lost to log damage", "message_id", l.MessageID, "queue", l.Queue, "queue_id", l.QueueID,
+			"body_pos", l.BodyPos, "reason", why)
+	}
+	for _, q := range rs.report.Queues {
+		ids := q.Messages[:min(len(q.Messages), maxLoggedIDs)] // all of them in the report
+		d.log.Warn("queue affected by log damage", "queue_id", q.QueueID, "queue", q.Name, "lost_record", q.Record,
+			"name_found", q.NameFound, "outcome", q.Outcome, "reason", q.Reason, "messages", len(q.Messages), "message_ids", ids)
 	}
 	name := filepath.Join(d.opts.Dir, "repair-"+rs.report.Time.Format("20060102T150405.000Z")+".json")
 	b, err := json.MarshalIndent(&rs.report, "", "  ")
@@ -202,6 +243,6 @@ func (d *durableStore) finishRepair(rs *repairState, cp uint64) error {
 		return fmt.Errorf("engine: write the repair report: %w", err)
 	}
 	d.log.Warn("repair report written", "file", name, "damaged_ranges", len(rs.report.Ranges),
-		"lost_messages", len(rs.report.LostMessages), "lost_records", len(rs.report.LostRecords))
+		"lost_messages", len(rs.report.LostMessages), "lost_records", len(rs.report.LostRecords), "queues", len(rs.report.Queues))
 	return nil
 }

@@ -102,14 +102,17 @@ func (d *durableStore) checkSpace() {
 	d.free.Store(free)
 	full := d.diskFull.Load()
 	switch {
+	// Each transition is logged before it takes effect, so that whoever
+	// sees its effect (a 503 DiskFull, or a send accepted again) can find
+	// its log line.
 	case !full && free < g.reserve:
-		d.diskFull.Store(true)
-		d.fullEvents.Add(1)
 		d.log.Warn("disk full: new messages and queues are refused until space is freed; receives and deletes go on",
 			"free_bytes", free, "reserve_bytes", g.reserve, "dir", d.opts.Dir)
+		d.fullEvents.Add(1)
+		d.diskFull.Store(true)
 	case full && free >= g.reserve+g.hysteresis:
-		d.diskFull.Store(false)
 		d.log.Info("disk space is back: new messages are accepted again", "free_bytes", free, "reserve_bytes", g.reserve)
+		d.diskFull.Store(false)
 	}
 	if free < g.critical && !d.critical.Swap(true) {
 		d.log.Error("disk space critical: checkpoints wait until space is freed", "free_bytes", free, "needed_bytes", g.critical)

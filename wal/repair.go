@@ -83,8 +83,10 @@ type LostRecord struct {
 	Prefix []byte
 }
 
-// LostPrefixBytes bounds LostRecord.Prefix.
-const LostPrefixBytes = 64
+// LostPrefixBytes bounds LostRecord.Prefix: enough for the fixed part of
+// the engine's message and queue records and a queue name of the longest
+// kind, so that a report can say what a lost record was about.
+const LostPrefixBytes = 384
 
 // maxLostRecords bounds RepairedRange.Lost.
 const maxLostRecords = 4096

@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -121,6 +120,20 @@ func TestRepairFlipEveryRecord(t *testing.T) {
 	}
 }
 
+// asFound reports whether prefix is the start of payload as found on disk
+// with the byte at damaged flipped: equal to it but there.
+func asFound(payload, prefix []byte, damaged int) bool {
+	if len(prefix) > len(payload) {
+		return false
+	}
+	for i := range prefix {
+		if (prefix[i] == payload[i]) == (i == damaged) {
+			return false
+		}
+	}
+	return true
+}
+
 func flipRun(t *testing.T, name string, c *MemFS, w written, r Record, tail, inLast bool, where string) {
 	// Without Repair.
 	l, err := Open(crashDir, testOptions(t, c.CrashClone(nil)))
@@ -172,7 +185,7 @@ func flipRun(t *testing.T, name string, c *MemFS, w written, r Record, tail, inL
 			stored = nil // compressed: the prefix is s2 bytes
 		}
 		if len(rr.Lost) == 0 || rr.Lost[0].Pos != r.Pos || rr.Lost[0].Type != r.Type || rr.Lost[0].Size != r.Size ||
-			(stored != nil && !bytes.HasPrefix(stored, rr.Lost[0].Prefix)) || len(rr.Lost[0].Prefix) == 0 {
+			(stored != nil && !asFound(stored, rr.Lost[0].Prefix, r.Size/2-headerSize)) || len(rr.Lost[0].Prefix) == 0 {
 			t.Fatalf("%s: lost records %+v, want the record at %d", name, rr.Lost, r.Pos)
 		}
 	}

@@ -135,6 +135,11 @@ func TestDaemonDiskFull(t *testing.T) {
 
 	fill()
 	t.Logf("disk full after %d acknowledged messages", len(acked))
+	// Each transition has its log line (written before it takes effect)
+	// and shows in the metric.
+	if !strings.Contains(stderr.String(), "disk full: new messages and queues are refused") {
+		t.Fatalf("no log line for entering the disk-full state:\n%s", stderr.String())
+	}
 	if st, body := call(t, "GET", base+"/healthz", ""); st != 200 || !strings.Contains(body, "disk full") {
 		t.Fatalf("healthz on a full disk: %d %q", st, body)
 	}
@@ -165,6 +170,10 @@ func TestDaemonDiskFull(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "disk space is back") {
 		t.Fatalf("no log line for leaving the disk-full state:\n%s", stderr.String())
+	}
+	if st, body := call(t, "GET", base+"/metrics", ""); st != 200 || !regexp.MustCompile(`(?m)^smqd_disk_full 0$`).MatchString(body) ||
+		!regexp.MustCompile(`(?m)^smqd_disk_full_events_total [1-9]`).MatchString(body) {
+		t.Fatalf("metrics after space came back: %d (want smqd_disk_full 0 and smqd_disk_full_events_total > 0)", st)
 	}
 	// Fill again, then restart on the full disk: it starts and serves reads.
 	fill()
