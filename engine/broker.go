@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,7 +36,7 @@ type Broker struct {
 	mu     sync.RWMutex
 	queues map[string]*Queue // guarded by mu
 	byID   map[uint64]*Queue // guarded by mu
-	names  []string          // guarded by mu: sorted queue names
+	names  nameIndex         // guarded by mu: the queue names, sorted
 
 	compactMu sync.Mutex // serialises compaction passes (background and explicit)
 	compactor *job       // background compaction on the clock (compaction.go)
@@ -257,8 +256,7 @@ func (b *Broker) removeQueueLocked(q *Queue) {
 	b.mu.Lock()
 	delete(b.queues, q.name)
 	delete(b.byID, q.id)
-	i := sort.SearchStrings(b.names, q.name)
-	b.names = append(b.names[:i], b.names[i+1:]...)
+	b.names.remove(q.name)
 	b.mu.Unlock()
 	q.kill()
 }
@@ -294,8 +292,7 @@ func (b *Broker) ListQueues(prefix, marker string, limit int) (names []string, n
 	if marker > from {
 		from = marker
 	}
-	for i := sort.SearchStrings(b.names, from); i < len(b.names); i++ {
-		n := b.names[i]
+	for n := range b.names.from(from) {
 		if !strings.HasPrefix(n, prefix) {
 			break
 		}
@@ -357,8 +354,8 @@ func (b *Broker) ReleaseMemory() {
 // Stats returns the broker's counters.
 func (b *Broker) Stats() Stats {
 	b.mu.RLock()
-	qs := make([]*Queue, 0, len(b.names))
-	for _, n := range b.names {
+	qs := make([]*Queue, 0, b.names.n)
+	for n := range b.names.all() {
 		qs = append(qs, b.queues[n])
 	}
 	b.mu.RUnlock()
@@ -449,11 +446,5 @@ func (b *Broker) addQueueLocked(q *Queue) {
 	defer b.mu.Unlock()
 	b.queues[q.name] = q
 	b.byID[q.id] = q
-	i := len(b.names)
-	for i > 0 && b.names[i-1] > q.name {
-		i--
-	}
-	b.names = append(b.names, "")
-	copy(b.names[i+1:], b.names[i:])
-	b.names[i] = q.name
+	b.names.insert(q.name)
 }

@@ -33,11 +33,17 @@ func (st *stripe) checkLocked() error {
 	}
 	inWheel := map[uint32]bool{}
 	n := 0
-	for l := 0; l < wheelLevels; l++ {
+	for l := 0; l < wheelLevels && st.wheel.b != nil; l++ {
 		for b := 0; b < wheelSlots; b++ {
-			h := st.wheel.heads[l][b]
-			if (h != nilSlot) != (st.wheel.occupied[l]&(1<<uint(b)) != 0) {
-				return fmt.Errorf("wheel bucket %d/%d: occupied bit wrong", l, b)
+			if st.wheel.b.occupied[l]&(1<<uint(b)) == 0 {
+				continue // its head is stale by design
+			}
+			h := st.wheel.b.heads[l][b]
+			if h == nilSlot {
+				return fmt.Errorf("wheel bucket %d/%d: occupied but empty", l, b)
+			}
+			if want := bucketMark | uint32(l*wheelSlots+b); st.slab.at(h).tprev != want {
+				return fmt.Errorf("wheel bucket %d/%d: head %d has tprev %x, want %x", l, b, h, st.slab.at(h).tprev, want)
 			}
 			for i := h; i != nilSlot; i = st.slab.at(i).tnext {
 				d := st.slab.at(i).deadline()

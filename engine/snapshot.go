@@ -36,8 +36,8 @@ import (
 func (b *Broker) ExportState(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	b.mu.RLock()
-	qs := make([]*Queue, 0, len(b.names))
-	for _, n := range b.names {
+	qs := make([]*Queue, 0, b.names.n)
+	for n := range b.names.all() {
 		qs = append(qs, b.queues[n])
 	}
 	b.mu.RUnlock()

@@ -34,28 +34,31 @@ const numLanes = MaxPriority
 
 type lane struct{ head, tail uint32 }
 
+// stripe's size is a multiple of 64 bytes (TestStripeSize): a queue's
+// stripes are one allocation, which Go's size classes start on a 64-byte
+// boundary, so no cache line holds two stripes' fields. An empty queue's
+// stripes cost 4 x 320 bytes (the wheel's buckets come with the first
+// timed entry). Add fields in whole cache lines, or pad.
 type stripe struct {
 	mu    sync.Mutex
 	q     *Queue
-	idx   uint8
 	slab  slab
 	wheel timingWheel
 	lanes [numLanes]lane
 
-	laneBits atomic.Uint32 // bit p: lane p non-empty
-	due      atomic.Int64  // lower bound of the next wheel event, ms
+	laneBits   atomic.Uint32 // bit p: lane p non-empty
+	idx        uint8
+	timerArmed bool
+	dead       bool         // the queue was deleted or the broker closed
+	due        atomic.Int64 // lower bound of the next wheel event, ms
 
 	nActive, nInactive, nDelayed int64
 
-	timer      Timer // fires at timerAt to advance the wheel
-	timerArmed bool
-	timerAt    int64
-	dead       bool // the queue was deleted or the broker closed
+	timer   Timer // fires at timerAt to advance the wheel
+	timerAt int64
 
 	recs []logRec // records of changes made under mu, appended by flushLocked (storage.changeRecord)
 	snap []byte   // scratch bytes for the records' heads
-
-	_ [64]byte // keep neighbouring stripes' hot fields on other cache lines
 }
 
 func (st *stripe) init(q *Queue, idx int, now int64) {

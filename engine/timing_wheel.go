@@ -15,7 +15,12 @@ package engine
 //     (d >> 6(l+1)) == (w.now >> 6(l+1)) and b == (d >> 6l) & 63 > (w.now >> 6l) & 63.
 //     So a level's occupied buckets all lie after its current digit, and the
 //     lowest level with an occupied bucket holds the earliest event.
-//  2. occupied[l] bit b is set exactly when bucket (l, b) is non-empty.
+//  2. occupied[l] bit b is set exactly when bucket (l, b) is non-empty; the
+//     head of a bucket whose bit is clear is never read (it may be stale).
+//  5. The buckets (b) are nil until the first insert: a stripe that never
+//     held a timed entry (an empty queue's) costs 24 bytes of wheel, not
+//     2 KiB; once allocated they are kept, so a stripe cycling between
+//     empty and not allocates once.
 //  3. An entry's deadline does not change while it is linked (callers remove,
 //     change, re-insert).
 //  4. The head of a bucket has tprev = bucketMark|bucket; every other linked
@@ -38,20 +43,19 @@ const (
 )
 
 type timingWheel struct {
-	now      int64 // ms; every entry is due strictly after now
-	heads    [wheelLevels][wheelSlots]uint32
+	now int64         // ms; every entry is due strictly after now
+	b   *wheelBuckets // nil until the first insert (invariant 5)
+	n   int           // entries linked
+}
+
+// wheelBuckets is the bucket state of a wheel that has held an entry.
+type wheelBuckets struct {
 	occupied [wheelLevels]uint64
-	n        int // entries linked
+	heads    [wheelLevels][wheelSlots]uint32
 }
 
 func newTimingWheel(now int64) timingWheel {
-	w := timingWheel{now: now}
-	for l := range w.heads {
-		for b := range w.heads[l] {
-			w.heads[l][b] = nilSlot
-		}
-	}
-	return w
+	return timingWheel{now: now}
 }
 
 // place returns the level and bucket of deadline d relative to w.now (d > w.now).
@@ -71,14 +75,21 @@ func (w *timingWheel) insert(sl *slab, i uint32, d int64) bool {
 	}
 	l, b := w.place(d)
 	s := sl.at(i)
-	head := w.heads[l][b]
+	if w.b == nil {
+		w.b = new(wheelBuckets)
+	}
+	wb := w.b
+	head := nilSlot
+	if wb.occupied[l]&(1<<uint(b)) != 0 {
+		head = wb.heads[l][b]
+	}
 	s.tnext = head
 	s.tprev = bucketMark | uint32(l*wheelSlots+b)
 	if head != nilSlot {
 		sl.at(head).tprev = i
 	}
-	w.heads[l][b] = i
-	w.occupied[l] |= 1 << uint(b)
+	wb.heads[l][b] = i
+	wb.occupied[l] |= 1 << uint(b)
 	w.n++
 	return true
 }
@@ -95,9 +106,9 @@ func (w *timingWheel) remove(sl *slab, i uint32) {
 	if s.tprev&bucketMark != 0 {
 		bk := s.tprev &^ bucketMark
 		l, b := bk/wheelSlots, bk%wheelSlots
-		w.heads[l][b] = s.tnext
+		w.b.heads[l][b] = s.tnext // linked: the buckets exist
 		if s.tnext == nilSlot {
-			w.occupied[l] &^= 1 << b
+			w.b.occupied[l] &^= 1 << b
 		}
 	} else {
 		sl.at(s.tprev).tnext = s.tnext
@@ -121,8 +132,11 @@ func (w *timingWheel) next() (t int64, ok bool) {
 }
 
 func (w *timingWheel) nextBucket() (level, bucket int, ok bool) {
+	if w.n == 0 {
+		return 0, 0, false // also when the buckets were never made
+	}
 	for l := 0; l < wheelLevels; l++ {
-		occ := w.occupied[l]
+		occ := w.b.occupied[l]
 		if occ == 0 {
 			continue
 		}
@@ -160,9 +174,8 @@ func (w *timingWheel) advance(sl *slab, to int64, fire func(i uint32)) {
 		}
 		w.now = t
 		// Detach the whole bucket, then fire or cascade each entry.
-		i := w.heads[l][b]
-		w.heads[l][b] = nilSlot
-		w.occupied[l] &^= 1 << uint(b)
+		i := w.b.heads[l][b]
+		w.b.occupied[l] &^= 1 << uint(b)
 		for i != nilSlot {
 			s := sl.at(i)
 			nxt := s.tnext

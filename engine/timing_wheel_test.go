@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
+	"unsafe"
 )
 
 // wheelHarness drives a timing wheel over a slab whose slots are Active with
@@ -151,5 +152,48 @@ func BenchmarkTimingWheelInsertRemove(b *testing.B) {
 		s.expOff = uint32(1 + n%(7*86400_000))
 		h.w.insert(&h.sl, i, int64(s.expOff))
 		h.w.remove(&h.sl, i)
+	}
+}
+
+// TestStripeSize: a stripe is a whole number of cache lines (see the
+// stripe type), and an empty queue's stripes stay small (the many-queues
+// target: about 2 KB per empty queue in all).
+func TestStripeSize(t *testing.T) {
+	size := unsafe.Sizeof(stripe{})
+	if size%64 != 0 {
+		t.Fatalf("stripe is %d bytes, not a multiple of 64: neighbouring stripes would share a cache line; pad it", size)
+	}
+	if size > 384 {
+		t.Fatalf("stripe is %d bytes; 4 of them per empty queue were meant to fit in 1.5 KiB", size)
+	}
+}
+
+// TestWheelBucketsLazy: a wheel that never held an entry has no buckets;
+// one that emptied keeps them (no allocation per message cycle).
+func TestWheelBucketsLazy(t *testing.T) {
+	sl := newSlab()
+	w := newTimingWheel(1000)
+	if w.b != nil {
+		t.Fatal("a new wheel has buckets")
+	}
+	if _, ok := w.next(); ok {
+		t.Fatal("an empty wheel has a next event")
+	}
+	w.advance(&sl, 5000, func(uint32) { t.Fatal("fired from an empty wheel") })
+	i, _ := sl.alloc()
+	sl.at(i).tprev = nilSlot
+	if !w.insert(&sl, i, 6000) || w.b == nil {
+		t.Fatal("insert did not make the buckets")
+	}
+	w.remove(&sl, i)
+	if w.b == nil {
+		t.Fatal("the buckets went with the last entry")
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		w.insert(&sl, i, 7000)
+		w.remove(&sl, i)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per insert/remove once the buckets exist", allocs)
 	}
 }
