@@ -103,15 +103,7 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry) error {
 	case EntryConfChange:
 		info.data = append([]byte(nil), e.Data...)
 	}
-	hdr := make([]byte, entryHeaderLen, entryHeaderLen+len(info.data))
-	le := binary.LittleEndian
-	le.PutUint64(hdr[0:], e.Index)
-	le.PutUint64(hdr[8:], e.Term)
-	le.PutUint64(hdr[16:], info.id)
-	le.PutUint64(hdr[24:], info.first)
-	le.PutUint64(hdr[32:], info.recEnd)
-	hdr[40] = byte(e.Kind)
-	hdr = append(hdr, info.data...)
+	hdr := putEntryHeader(e.Index, e.Term, info.id, info.first, info.recEnd, e.Kind, info.data)
 	h := [1]logRec{{typ: recEntry, head: hdr}}
 	if err := r.durableStore.append(h[:]); err != nil {
 		return err
@@ -160,11 +152,7 @@ func (b *Broker) PersistHardState(hs ReplicaHardState) error {
 	if err != nil {
 		return err
 	}
-	var v [24]byte
-	binary.LittleEndian.PutUint64(v[0:], hs.Term)
-	binary.LittleEndian.PutUint64(v[8:], hs.Vote)
-	binary.LittleEndian.PutUint64(v[16:], hs.Commit)
-	recs := [1]logRec{{typ: recHardState, head: v[:]}}
+	recs := [1]logRec{{typ: recHardState, head: putHardState(hs)}}
 	return r.durableStore.append(recs[:])
 }
 
@@ -175,9 +163,7 @@ func (b *Broker) PersistConfState(idx uint64, cs []byte) error {
 	if err != nil {
 		return err
 	}
-	v := binary.LittleEndian.AppendUint64(nil, idx)
-	v = append(v, cs...)
-	recs := [1]logRec{{typ: recConfState, head: v}}
+	recs := [1]logRec{{typ: recConfState, head: putConfState(idx, cs)}}
 	if err := r.durableStore.append(recs[:]); err != nil {
 		return err
 	}
