@@ -53,8 +53,8 @@ package engine
 //     a state record naming the old body, the apply would point the
 //     message at a body whose segment compaction may have removed.
 //     A message is named before its record's body is looked up (under its
-//     stripe lock, bodyOf), and unnamed only once the entry is applied or
-//     truncated away.
+//     stripe lock, bodyOf, without mu: PersistEntries), and unnamed only
+//     once the entry is applied or truncated away.
 //  7. Compaction removes no segment holding a record of an entry the log
 //     still serves (replayStart): the entries kept after a checkpoint are
 //     read back from their records (Entries).
