@@ -21,9 +21,11 @@ package engine
 //
 // Child protocol (stdout, one line per event):
 //
-//	NOW <ms>                          the child's clock after the dump
-//	M <id> <tag> <state> <dequeues> <visible ms>
-//	                                  a message found at start-up
+//	M <id> <tag> <state> <dequeues> <visible ms> <now ms>
+//	                                  a message found at start-up, and the
+//	                                  child's clock just after its state
+//	                                  was read (an Active message's
+//	                                  visibility had ended by then)
 //	READY                             the dump is complete
 //	T <tag>                           about to send a message with body <tag>
 //	S <tag> <id>                      the send was acknowledged
@@ -118,15 +120,6 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 	// The start-up dump.
 	present := map[string]bool{}
 	ready := false
-	var now int64
-	// Active messages whose acknowledged visibility change must have ended:
-	// checked against the clock the child reads after its dump (NOW), since
-	// a message may turn Active while the dump runs.
-	type activeVis struct {
-		id      string
-		visible int64
-	}
-	var actives []activeVis
 	for sc.Scan() {
 		h.lines = append(h.lines, fmt.Sprintf("c%d %s", cycle, sc.Text()))
 		f := strings.Fields(sc.Text())
@@ -134,32 +127,18 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 			ready = true
 			break
 		}
-		if len(f) == 2 && f[0] == "NOW" {
-			now, _ = strconv.ParseInt(f[1], 10, 64)
-			for _, a := range actives {
-				if v := h.visAcked[a.id]; now < v {
-					cmd.Process.Kill()
-					cmd.Wait()
-					t.Fatalf("cycle %d: message %s is Active with NextVisibleTime %d at %d, but a visibility change to %d was acknowledged; history:\n%s",
-						cycle, a.id, a.visible, now, v, h.grep(a.id))
-				}
-			}
-			continue
-		}
-		if len(f) != 6 || f[0] != "M" {
+		if len(f) != 7 || f[0] != "M" {
 			continue
 		}
 		id, tag, state := f[1], f[2], f[3]
 		dq, _ := strconv.Atoi(f[4])
 		visible, _ := strconv.ParseInt(f[5], 10, 64)
-		if v, ok := h.visAcked[id]; ok && state == "Inactive" && visible < v {
+		now, _ := strconv.ParseInt(f[6], 10, 64)
+		if v, ok := h.visAcked[id]; ok && (state == "Active" && now < v || state == "Inactive" && visible < v) {
 			cmd.Process.Kill()
 			cmd.Wait()
-			t.Fatalf("cycle %d: message %s is Inactive with NextVisibleTime %d, but a visibility change to %d was acknowledged; history:\n%s",
-				cycle, id, visible, v, h.grep(id))
-		}
-		if _, ok := h.visAcked[id]; ok && state == "Active" {
-			actives = append(actives, activeVis{id, visible})
+			t.Fatalf("cycle %d: message %s is %s with NextVisibleTime %d at %d, but a visibility change to %d was acknowledged; history:\n%s",
+				cycle, id, state, visible, now, v, h.grep(id))
 		}
 		if present[id] {
 			t.Fatalf("cycle %d: message id %s twice after restart", cycle, id)
@@ -313,12 +292,11 @@ func TestCrashChild(t *testing.T) {
 	q, _ := b.Queue("crash")
 	fmt.Fprintf(os.Stderr, "recovered: %+v wal %+v\n", b.Recovery(), durableOf(b).wal.Recovery())
 	if err := dumpQueue(q, func(id MessageID, body []byte, state string, dq uint32, visible int64) {
-		emit("M %s %s %s %d %d", id, body, state, dq, visible)
+		emit("M %s %s %s %d %d %d", id, body, state, dq, visible, b.nowMs())
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(4)
 	}
-	emit("NOW %d", b.nowMs()) // after the dump: no message turned Active after it
 	emit("READY")
 
 	rnd := rand.New(rand.NewPCG(seed, 7))

@@ -48,3 +48,48 @@ func TestImportDirection(t *testing.T) {
 		t.Error("engine imports fasthttp")
 	}
 }
+
+// TestEngineModules pins the modules whose packages a program that embeds
+// engine compiles (go list -deps): smqd's own, Badger's and what Badger
+// imports (OpenTelemetry's API among them: Badger opens a tracing span per
+// compaction and value-log GC, a no-op unless the program installs a
+// tracer), klauspost/compress and xxhash. docs/architecture.md ("What
+// embedding engine pulls in") lists them: change both together. A peer
+// client (NATS, Redis, RabbitMQ), the Prometheus client, etcd raft or
+// fasthttp here fails it.
+func TestEngineModules(t *testing.T) {
+	want := []string{
+		"github.com/cespare/xxhash/v2",
+		"github.com/dgraph-io/badger/v4",
+		"github.com/dgraph-io/ristretto/v2",
+		"github.com/dustin/go-humanize",
+		"github.com/go-logr/logr",
+		"github.com/go-logr/stdr",
+		"github.com/google/flatbuffers",
+		"github.com/klauspost/compress",
+		"github.com/smqd/smqd",
+		"go.opentelemetry.io/auto/sdk",
+		"go.opentelemetry.io/otel",
+		"go.opentelemetry.io/otel/metric",
+		"go.opentelemetry.io/otel/trace",
+		"golang.org/x/sys",
+		"google.golang.org/protobuf",
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}", "github.com/smqd/smqd/engine").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	got := map[string]bool{}
+	for _, m := range strings.Fields(string(out)) {
+		got[m] = true
+	}
+	for _, m := range want {
+		if !got[m] {
+			t.Errorf("engine no longer compiles packages of %s: update the list and docs/architecture.md", m)
+		}
+		delete(got, m)
+	}
+	for m := range got {
+		t.Errorf("engine compiles packages of %s, not in the list: an embedding program gets it (docs/architecture.md)", m)
+	}
+}

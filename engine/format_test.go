@@ -1,8 +1,9 @@
 package engine
 
-// Golden tests of the engine's on-disk formats (record.go, queue_record.go):
-// every record type as the code writes it, the 64-byte message snapshot and
-// the queue value, compared byte for byte with files checked in under
+// Golden tests of the engine's on-disk formats (record.go, queue_record.go,
+// replica_record.go): every record type as the code writes it, the 64-byte
+// message snapshot, the queue value and a replicated entry's data, compared
+// byte for byte with files checked in under
 // testdata/golden. A change to any of them breaks every existing data
 // directory, so these files never change; a new format is a new record type.
 // Run with -update-golden only to add a file for a new type.
@@ -91,7 +92,52 @@ func goldenRecords(t *testing.T) []goldenRecord {
 	var m memStore
 	m.bodyRecord(&r, &head, qid, stripeIdx, slotIdx, &s, &sum, body, false)
 	out = append(out, rec("rec9-body", r))
+
+	// Replica records (replica_record.go). An entry without records is
+	// written with first and records end zero (PersistEntries), so those
+	// two and the hard and conf state records are what a broker writes for
+	// the same values (TestFormatsReplicaWritten).
+	for _, e := range goldenEntries {
+		out = append(out, goldenRecord{e.name, recEntry, putEntryHeader(e.index, e.term, e.id, e.first, e.recEnd, e.kind, e.data)})
+	}
+	out = append(out, goldenRecord{"rec11-hard-state", recHardState, putHardState(goldenHardState)})
+	out = append(out, goldenRecord{"rec12-conf-state", recConfState, putConfState(goldenConfIdx, []byte(goldenConf))})
+
+	// The data of a records entry as a leader proposes it (replStore.append):
+	// a proposal id, then a send and a state record.
+	var send, state goldenRecord
+	for _, g := range out {
+		switch g.typ {
+		case recSend:
+			send = g
+		case recState:
+			state = g
+		}
+	}
+	data := binary.LittleEndian.AppendUint64(nil, goldenPropID)
+	data = encodeRecords(data, []logRec{{typ: send.typ, head: send.data[:snapLen], body: send.data[snapLen:]}, {typ: state.typ, head: state.data}})
+	out = append(out, goldenRecord{"entry-data", 0, data})
 	return out
+}
+
+// Values of the golden replica records.
+const (
+	goldenPropID  = 3<<bootShift | 4
+	goldenConfIdx = 10
+	goldenConf    = "golden conf state"
+)
+
+var goldenHardState = ReplicaHardState{Term: 4, Vote: 2, Commit: 10}
+
+var goldenEntries = []struct {
+	name                           string
+	index, term, id, first, recEnd uint64
+	kind                           EntryKind
+	data                           []byte
+}{
+	{name: "rec10-entry-records", index: 9, term: 3, id: goldenPropID, first: 0x1000, recEnd: 0x1800, kind: EntryRecords},
+	{name: "rec10-entry-conf-change", index: 10, term: 3, kind: EntryConfChange, data: []byte("golden conf change")},
+	{name: "rec10-entry-empty", index: 11, term: 4, kind: EntryEmpty},
 }
 
 func TestFormatsGolden(t *testing.T) {
@@ -130,6 +176,43 @@ func TestFormatsDecode(t *testing.T) {
 			if err != nil || v.id != 0x11 || v.stripes != 4 || v.name != "golden-queue" || v.cfg.PollingWait != 7*time.Second ||
 				!v.cfg.LoggingEnabled || v.cfg.Retention != 48*time.Hour || v.modifyMs != 1_764_590_400_000 {
 				t.Errorf("%s: %+v %v", g.name, v, err)
+			}
+		case g.typ == recEntry:
+			e, ok := parseEntryHeader(g.data)
+			var want entryInfo
+			for _, w := range goldenEntries {
+				if w.name == g.name {
+					want = entryInfo{index: w.index, term: w.term, id: w.id, first: w.first, recEnd: w.recEnd, kind: w.kind, data: w.data}
+				}
+			}
+			if !ok || e.index != want.index || e.term != want.term || e.id != want.id || e.first != want.first ||
+				e.recEnd != want.recEnd || e.kind != want.kind || !bytes.Equal(e.data, want.data) || len(g.data) != entryHeaderLen+len(want.data) {
+				t.Errorf("%s: %+v %v, want %+v", g.name, e, ok, want)
+			}
+		case g.typ == recHardState:
+			if hs, ok := parseHardState(g.data); !ok || hs != goldenHardState || len(g.data) != hardStateLen {
+				t.Errorf("%s: %+v %v", g.name, hs, ok)
+			}
+		case g.typ == recConfState:
+			if idx, cs, ok := parseConfState(g.data); !ok || idx != goldenConfIdx || string(cs) != goldenConf {
+				t.Errorf("%s: %d %q %v", g.name, idx, cs, ok)
+			}
+		case g.name == "entry-data":
+			var typs []uint8
+			err := decodeRecords(g.data[8:], func(typ uint8, payload []byte) error {
+				typs = append(typs, typ)
+				if typ == recSend {
+					if sum, body, err := bodyOf(typ, payload); err != nil || string(body) != "golden body" || sum != md5.Sum(body) {
+						t.Errorf("%s: send body %q %v", g.name, body, err)
+					}
+				}
+				if m, err := decodeSnap(payload); err != nil || m.qid != 0x11 || m.seq != s.seq {
+					t.Errorf("%s: record %d snapshot %+v %v", g.name, typ, m, err)
+				}
+				return nil
+			})
+			if binary.LittleEndian.Uint64(g.data) != goldenPropID || err != nil || len(typs) != 2 || typs[0] != recSend || typs[1] != recState {
+				t.Errorf("%s: id %x records %v %v", g.name, g.data[:8], typs, err)
 			}
 		case g.typ == recQueueDelete:
 			if binary.LittleEndian.Uint64(g.data) != 0x11 {

@@ -20,6 +20,8 @@ package engine
 //	                    body here
 //	type 9 body         queue id u32, stripe u8, slot u32, MD5 (16), body
 //	                    (in-memory mode only, never on disk: bodies, no state)
+//	types 10-12         a replicated shard's entry headers, hard state and
+//	                    configuration (replica_record.go)
 //
 // Invariant: records about one message are appended while holding its
 // stripe's lock (or, for send, before anything else can reference it), so the

@@ -11,8 +11,9 @@ package engine
 //	record kinds in a replicated shard's WAL
 //	engine records (1-8)  a leader's own changes (written at once, header later),
 //	                      or a received entry's records (written with their header)
-//	recEntry (10)         entry header: index, term, proposal id, first record's
-//	                      position, record count, kind, conf-change data
+//	recEntry (10)         entry header: index, term, proposal id, the position
+//	                      of its first record and the end of its last, kind,
+//	                      conf-change data
 //	recHardState (11)     Raft's hard state (term, vote, commit)
 //	recConfState (12)     the shard's Raft configuration after a conf change
 //
@@ -52,8 +53,8 @@ package engine
 //     a state record naming the old body, the apply would point the
 //     message at a body whose segment compaction may have removed.
 //     A message is named before its record's body is looked up (under its
-//     stripe lock, bodyOf), and unnamed only once the entry is applied or
-//     truncated away.
+//     stripe lock, bodyOf, without mu: PersistEntries), and unnamed only
+//     once the entry is applied or truncated away.
 //  7. Compaction removes no segment holding a record of an entry the log
 //     still serves (replayStart): the entries kept after a checkpoint are
 //     read back from their records (Entries).
@@ -73,14 +74,15 @@ import (
 	"github.com/smqd/smqd/index"
 )
 
-// Replica record types: part of the on-disk format; never change.
+// Replica record types (payloads: replica_record.go): part of the on-disk
+// format; never change.
 const (
 	recEntry     uint8 = 10
 	recHardState uint8 = 11
 	recConfState uint8 = 12
 )
 
-// entryHeaderLen is the fixed part of an entry header:
+// entryHeaderLen is the fixed part of an entry header (replica_record.go):
 //
 //	index u64 | term u64 | proposal id u64 | first u64 | records end u64 | kind u8 | conf-change data
 //
@@ -529,8 +531,7 @@ func (r *replStore) checkpointMeta(to uint64, batch *index.Batch) {
 		}
 	}
 	if r.conf != nil {
-		cv := binary.LittleEndian.AppendUint64(nil, r.confIdx)
-		batch.PutMeta(metaConf, append(cv, r.conf...))
+		batch.PutMeta(metaConf, putConfState(r.confIdx, r.conf))
 	}
 }
 
@@ -589,32 +590,27 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 	snapIdx, snapTerm := applied, appTerm
 	if v, err := r.idx.Meta(metaConf); err != nil {
 		return nil, fmt.Errorf("engine: read index metadata: %w", err)
-	} else if len(v) >= 8 {
-		r.confIdx, r.conf = binary.LittleEndian.Uint64(v), append([]byte(nil), v[8:]...)
+	} else if idx, cs, ok := parseConfState(v); ok {
+		r.confIdx, r.conf = idx, cs
 	}
 	var ents []entryInfo
-	le := binary.LittleEndian
 	if from < end {
 		err := r.readRange(from, end, func(pos uint64, size uint32, typ uint8, payload []byte) {
 			switch typ {
 			case recHardState:
-				if len(payload) >= 24 {
-					hs = ReplicaHardState{le.Uint64(payload), le.Uint64(payload[8:]), le.Uint64(payload[16:])}
+				if v, ok := parseHardState(payload); ok {
+					hs = v
 				}
 			case recConfState:
-				if len(payload) >= 8 {
-					r.confIdx, r.conf = le.Uint64(payload), append([]byte(nil), payload[8:]...)
+				if idx, cs, ok := parseConfState(payload); ok {
+					r.confIdx, r.conf = idx, cs
 				}
 			case recEntry:
-				if len(payload) < entryHeaderLen {
+				e, ok := parseEntryHeader(payload)
+				if !ok {
 					return
 				}
-				e := entryInfo{index: le.Uint64(payload), term: le.Uint64(payload[8:]), id: le.Uint64(payload[16:]),
-					first: le.Uint64(payload[24:]), recEnd: le.Uint64(payload[32:]), kind: EntryKind(payload[40]),
-					end: pos + uint64(size)}
-				if e.kind == EntryConfChange {
-					e.data = append([]byte(nil), payload[entryHeaderLen:]...)
-				}
+				e.end = pos + uint64(size)
 				if e.index <= snapIdx {
 					return // folded into the index already
 				}

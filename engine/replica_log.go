@@ -6,6 +6,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -21,6 +22,11 @@ import (
 // log already holds replaces it and everything after it (Raft's log
 // truncation): their records become void.
 //
+// Those body locations are looked up under the messages' stripe locks
+// before mu is taken: a stripe's flush takes mu under its stripe lock
+// (replStore.append), so taking a stripe lock under mu could deadlock
+// (docs/locking.md).
+//
 // For engine/cluster: it needs a broker opened with Options.Replica (others
 // return an error).
 func (b *Broker) PersistEntries(ents []ReplicaEntry) error {
@@ -28,17 +34,79 @@ func (b *Broker) PersistEntries(ents []ReplicaEntry) error {
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, e := range ents {
-		if err := r.persistLocked(b, e); err != nil {
-			return err
+		var locs *bodyLocs
+		for {
+			r.mu.Lock()
+			err := r.persistLocked(b, e, locs)
+			r.mu.Unlock()
+			if err != errLookUpBodies {
+				if err != nil {
+					return err
+				}
+				break
+			}
+			if locs, err = r.lookUpBodies(b, e.Data[8:]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-func (r *replStore) persistLocked(b *Broker, e ReplicaEntry) error {
+// errLookUpBodies: persistLocked needs the body locations of a received
+// entry (lookUpBodies), to be found without mu.
+var errLookUpBodies = errors.New("engine: look up the bodies of a received entry first")
+
+// bodyLocs are where this replica holds the bodies that a received entry's
+// state, delete and expire records name (locs[i] for its record i; zero
+// for other records), and the messages they name (invariant 6).
+type bodyLocs struct {
+	locs  [][2]uint64 // position, size
+	names []msgKey
+}
+
+// lookUpBodies finds the body locations of a received entry's records
+// (recs: its data after the proposal id). It takes stripe locks (bodyOf):
+// never call it with mu held.
+func (r *replStore) lookUpBodies(b *Broker, recs []byte) (*bodyLocs, error) {
+	l := &bodyLocs{}
+	err := decodeRecords(recs, func(typ uint8, payload []byte) error {
+		var loc [2]uint64
+		switch typ {
+		case recState, recDelete, recExpire:
+			s, err := decodeSnap(payload)
+			if err != nil {
+				return err
+			}
+			k := msgKey{s.qid, s.seq}
+			r.name(k) // before its body is looked up (invariant 6)
+			l.names = append(l.names, k)
+			pos, size := b.bodyOf(s.qid, s.stripe, s.slot, s.seq)
+			loc = [2]uint64{pos, uint64(size)}
+		}
+		l.locs = append(l.locs, loc)
+		return nil
+	})
+	if err != nil {
+		r.unname(l.names)
+		return nil, err
+	}
+	return l, nil
+}
+
+// persistLocked persists one entry; a received entry of records needs its
+// body locations (locs; nil: errLookUpBodies, before anything changed).
+func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) error {
+	var own *pendingProp
+	if e.Kind == EntryRecords {
+		if len(e.Data) < 8 {
+			return fmt.Errorf("%w: entry %d data of %d bytes", errBadRecord, e.Index, len(e.Data))
+		}
+		if own = r.pendingByID(binary.LittleEndian.Uint64(e.Data)); own == nil && locs == nil {
+			return errLookUpBodies
+		}
+	}
 	// Truncation: drop our entries at and after e.Index.
 	if k := sort.Search(len(r.ents), func(i int) bool { return r.ents[i].index >= e.Index }); k < len(r.ents) {
 		for _, old := range r.ents[k:] {
@@ -54,19 +122,26 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry) error {
 	nrecs := 0
 	switch e.Kind {
 	case EntryRecords:
-		if len(e.Data) < 8 {
-			return fmt.Errorf("%w: entry %d data of %d bytes", errBadRecord, e.Index, len(e.Data))
-		}
 		info.id = binary.LittleEndian.Uint64(e.Data)
-		if p := r.pendingByID(info.id); p != nil {
-			info.first, info.recEnd = p.first, p.end // a leader's own: written already
+		if own != nil {
+			info.first, info.recEnd = own.first, own.end // a leader's own: written already
+			if locs != nil {
+				r.unname(locs.names) // not received after all
+			}
 			break
 		}
 		// A received entry: its records one by one, so that a change to a
 		// message sent earlier in the same entry names the send's position
-		// here (invariant 4).
+		// here (invariant 4); otherwise the body lookUpBodies found.
+		info.names = locs.names
 		sent := map[msgKey][2]uint64{}
+		i := 0
 		err := decodeRecords(e.Data[8:], func(typ uint8, payload []byte) error {
+			if i >= len(locs.locs) {
+				return fmt.Errorf("%w: entry %d changed since its bodies were looked up", errBadRecord, e.Index)
+			}
+			loc := locs.locs[i]
+			i++
 			// The log copies what it appends; only a record patched here
 			// needs a copy of its own.
 			rec := [1]logRec{{typ: typ, head: payload, live: typ == recSend}}
@@ -77,10 +152,7 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry) error {
 				if err != nil {
 					return err
 				}
-				k := msgKey{s.qid, s.seq}
-				r.name(k) // before its body is looked up (invariant 6)
-				info.names = append(info.names, k)
-				pos, size := b.bodyOf(s.qid, s.stripe, s.slot, s.seq)
+				pos, size := loc[0], uint32(loc[1])
 				if loc, ok := sent[msgKey{s.qid, s.seq}]; ok {
 					pos, size = loc[0], uint32(loc[1])
 				}
@@ -106,15 +178,7 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry) error {
 	case EntryConfChange:
 		info.data = append([]byte(nil), e.Data...)
 	}
-	hdr := make([]byte, entryHeaderLen, entryHeaderLen+len(info.data))
-	le := binary.LittleEndian
-	le.PutUint64(hdr[0:], e.Index)
-	le.PutUint64(hdr[8:], e.Term)
-	le.PutUint64(hdr[16:], info.id)
-	le.PutUint64(hdr[24:], info.first)
-	le.PutUint64(hdr[32:], info.recEnd)
-	hdr[40] = byte(e.Kind)
-	hdr = append(hdr, info.data...)
+	hdr := putEntryHeader(e.Index, e.Term, info.id, info.first, info.recEnd, e.Kind, info.data)
 	h := [1]logRec{{typ: recEntry, head: hdr}}
 	if err := r.durableStore.append(h[:]); err != nil {
 		return err
@@ -166,11 +230,7 @@ func (b *Broker) PersistHardState(hs ReplicaHardState) error {
 	if err != nil {
 		return err
 	}
-	var v [24]byte
-	binary.LittleEndian.PutUint64(v[0:], hs.Term)
-	binary.LittleEndian.PutUint64(v[8:], hs.Vote)
-	binary.LittleEndian.PutUint64(v[16:], hs.Commit)
-	recs := [1]logRec{{typ: recHardState, head: v[:]}}
+	recs := [1]logRec{{typ: recHardState, head: putHardState(hs)}}
 	return r.durableStore.append(recs[:])
 }
 
@@ -184,9 +244,7 @@ func (b *Broker) PersistConfState(idx uint64, cs []byte) error {
 	if err != nil {
 		return err
 	}
-	v := binary.LittleEndian.AppendUint64(nil, idx)
-	v = append(v, cs...)
-	recs := [1]logRec{{typ: recConfState, head: v}}
+	recs := [1]logRec{{typ: recConfState, head: putConfState(idx, cs)}}
 	if err := r.durableStore.append(recs[:]); err != nil {
 		return err
 	}
