@@ -49,7 +49,9 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
-// TestOpenLoop checks that an open-loop run follows its schedule.
+// TestOpenLoop checks that an open-loop run follows its schedule: it never
+// sends ahead of it. (A shared machine may make it fall behind, so the
+// lower side is only that it sent at all: no wall-clock assertion.)
 func TestOpenLoop(t *testing.T) {
 	t.Parallel()
 	target := startServer(t, openBroker(t, false))
@@ -62,8 +64,8 @@ func TestOpenLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkResult(t, res)
-	if res.SentPerS < 300 || res.SentPerS > 500 {
-		t.Fatalf("open loop at 400/s sent %.0f/s", res.SentPerS)
+	if res.Sent == 0 || res.SentPerS > 440 {
+		t.Fatalf("open loop at 400/s sent %d, %.0f/s", res.Sent, res.SentPerS)
 	}
 }
 
