@@ -375,10 +375,7 @@ func (l *Log) WaitDurable(p Pos) error {
 		// next one instead of each costing one. Then lead: write and fsync
 		// ourselves if nobody is, else wait for whoever is (writer.go).
 		l.raiseSyncWant(uint64(p) + 1)
-		if l.synced.Load() <= uint64(p) && uint64(p) < l.endPos.Load() {
-			l.lead()
-		}
-		return l.waitFor(&l.synced, &l.ack.synced, p)
+		return l.waitSynced(p)
 	}
 	return l.waitFor(&l.written, &l.ack.written, p)
 }

@@ -31,14 +31,15 @@ package wal
 // one token per delay on Log.lazy, not a kick per record), makes room in
 // the ring for a stalled Append, serves Sync, rolls after a stall, and
 // runs the final flush of Close. Leaders only TryLock, so no appender ever
-// queues behind another's I/O on the mutex; the cost of that is the
-// hand-over rule: whoever releases the token calls handOver, which kicks
-// the writer if a sync was asked for beyond what is now synced. A waiter
-// whose TryLock failed raised syncWant before it, so the holder's
-// handOver sees the request (all of it is atomics, totally ordered).
-// Nobody leads after Close (the writer's final flush covers everything),
-// while the log is stalled on a roll (the writer and the spare goroutine
-// end it) or after a failure.
+// queues behind another's I/O on the mutex. The hand-over rule that keeps
+// a waiter from sleeping through its turn: a waiter tries the token and
+// goes to sleep under Log.ack, and every holder releases the token before
+// it broadcasts under Log.ack (release); so a waiter that found the token
+// taken is woken after it is free, and leads the next flush itself if the
+// last one did not cover it. Nobody leads after Close (the writer's final
+// flush covers everything), and a waiter gives up with the error while
+// the log is stalled on a roll (the writer and the spare goroutine end it)
+// or failed.
 //
 // Spare failures: a spare that cannot be made (ENOSPC from fallocate, say)
 // never fails the log. The spare goroutine retries with a bounded
@@ -184,46 +185,68 @@ func (l *Log) writerLoop() {
 				d = lazySyncDelay
 			}
 		}
-		l.wtok.Unlock()
+		l.release()
 		if stopping {
 			if timer != nil {
 				timer.Stop()
 			}
 			return
 		}
-		l.handOver()
 		if d >= 0 {
 			arm(d)
 		}
 	}
 }
 
-// lead is a SyncAlways waiter's attempt to be the leader (see the header):
-// if the write token is free it writes and fsyncs everything appended so
-// far itself; if not, whoever holds it hands over when done.
-func (l *Log) lead() {
-	if !l.wtok.TryLock() {
-		return
-	}
-	if !l.closed.Load() && l.stall.Load() == nil && l.fail.Load() == nil {
-		l.stats.leaderFlushes.Add(1)
-		l.flush(false, false)
-	}
+// release gives the write token back and then wakes the waiters: in
+// that order, so that a waiter which saw the token held (under Log.ack, in
+// waitSynced) is asleep before the broadcast and wakes to lead the next
+// flush if this one did not cover it. Every holder releases this way.
+func (l *Log) release() {
 	l.wtok.Unlock()
-	if l.stall.Load() != nil {
-		l.kickWriter() // it watches for the spare that ends the stall
-	}
-	l.handOver()
+	l.announce(&l.ack.synced)
 }
 
-// handOver, called by whoever just released the write token, wakes the
-// writer if an fsync was asked for beyond what is synced: a waiter found
-// the token taken after the flush's snapshot of the end. Not while stalled
-// or failed: no flush can help then, and their waiters get the error.
-func (l *Log) handOver() {
-	if l.fail.Load() == nil && l.stall.Load() == nil && l.syncWant.Load() > l.synced.Load() {
-		l.kickWriter()
+// waitSynced is WaitDurable in SyncAlways: the leader-follower group
+// commit (see the header). Under Log.ack it either finds p synced, or
+// takes the free write token and flushes itself, or sleeps until the
+// holder's release.
+func (l *Log) waitSynced(p Pos) error {
+	if l.synced.Load() > uint64(p) {
+		return nil
 	}
+	if uint64(p) >= l.endPos.Load() {
+		return fmt.Errorf("%w: wait for %d, end is %d", ErrOutOfRange, p, l.End())
+	}
+	l.ack.Lock()
+	defer l.ack.Unlock()
+	for l.synced.Load() <= uint64(p) {
+		if f := l.fail.Load(); f != nil {
+			return f
+		}
+		if st := l.stall.Load(); st != nil && p >= st.at {
+			return st.err
+		}
+		if l.writerExited() {
+			return ErrClosed
+		}
+		// TryLock under ack cannot deadlock (it never blocks). Nobody
+		// leads after Close (the writer's final flush covers everything).
+		if !l.closed.Load() && l.wtok.TryLock() {
+			l.ack.Unlock()
+			l.stats.leaderFlushes.Add(1)
+			l.flush(false, false)
+			stalled := l.stall.Load() != nil
+			l.release()
+			if stalled {
+				l.kickWriter() // it watches for the spare that ends the stall
+			}
+			l.ack.Lock()
+			continue
+		}
+		l.ack.synced.Wait()
+	}
+	return nil
 }
 
 // lazySyncDelay bounds how long, in SyncAlways, records that no caller
@@ -279,7 +302,7 @@ func (l *Log) flush(final, timed bool) {
 		return
 	}
 	l.synced.Store(uint64(end))
-	l.announce(&l.ack.synced)
+	// Announced by the caller once it has released the token (release).
 }
 
 // errStalled is writeRange's report that a new segment has no file yet
