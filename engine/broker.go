@@ -39,6 +39,8 @@ type Broker struct {
 	byID   map[uint64]*Queue // guarded by mu
 	names  []string          // guarded by mu: sorted queue names
 
+	topics topicSet // topics and subscriptions (topic.go)
+
 	compactMu sync.Mutex // serialises compaction passes (background and explicit)
 	compactor *job       // background compaction on the clock (compaction.go)
 
@@ -63,6 +65,7 @@ func Open(opts Options) (*Broker, error) {
 		byID:         make(map[uint64]*Queue),
 		nextQueueID:  1,
 	}
+	b.topics.init()
 	b.compactor = newJob(o.Clock, compactInterval, b.compactJob)
 	store, mode, err := openStorage(&b.opts)
 	if err != nil {
