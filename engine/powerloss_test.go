@@ -225,7 +225,7 @@ type plRun struct {
 	fs      *wal.MemFS
 	b       *Broker
 	queues  []*Queue
-	sinks   []*Queue // the publish sinks (plTopic's subscriptions)
+	sinks   []*Queue   // the publish sinks (plTopic's subscriptions)
 	live    bool       // guarded by h.mu: the incarnation is open and has power
 	last    *idxSnap   // guarded by h.mu: the index as of its last completed commit
 	lost    *wal.MemFS // the log's image at the power loss
