@@ -75,8 +75,8 @@ func decodeTopicVal(b []byte) (topicVal, error) {
 	v.cfg.MaxMessageBytes = int(le.Uint32(b[24:]))
 	v.cfg.LoggingEnabled = b[28] == 1
 	n := int(le.Uint16(b[29:]))
-	if len(b) < topicValFixed+n {
-		return v, fmt.Errorf("%w: topic value (name %d bytes)", errBadRecord, n)
+	if len(b) < topicValFixed+n || b[28] > 1 {
+		return v, fmt.Errorf("%w: topic value (name %d bytes, logging %d)", errBadRecord, n, b[28])
 	}
 	v.name = string(b[topicValFixed : topicValFixed+n])
 	return v, nil
@@ -108,6 +108,9 @@ func decodeSub(b []byte) (*subscription, error) {
 	s := &subscription{id: le.Uint64(b[0:]), topicID: le.Uint64(b[8:]),
 		createMs: int64(le.Uint64(b[16:])), modifyMs: int64(le.Uint64(b[24:]))}
 	s.cfg.Strategy, s.cfg.Format = NotifyStrategy(b[32]), NotifyContentFormat(b[33])
+	if s.cfg.Strategy != BackoffRetry && s.cfg.Strategy != ExponentialDecayRetry || s.cfg.Format < FormatXML || s.cfg.Format > FormatSimplified {
+		return nil, bad("strategy or format")
+	}
 	rest := b[35:]
 	n := int(b[34])
 	if len(rest) < n+2 {
