@@ -30,8 +30,10 @@ package engine
 //
 // Owner: Broker.adminMu serialises every change (and its log write), as for
 // queues; topicSet.mu guards the maps and each topic's subscription list.
-// Lock order: adminMu -> topicSet.mu -> Broker.mu (queue lookup) ->
-// stripe.mu; topic.count.mu is taken alone.
+// Lock order (docs/locking.md): adminMu -> topicSet.mu, and nothing is
+// taken under topicSet.mu (Publish copies what it needs and releases it
+// before looking up queues or taking stripe locks); countWindow.mu is
+// taken alone.
 
 import (
 	"sort"
