@@ -42,9 +42,12 @@ package engine
 import (
 	"crypto/md5"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/smqd/smqd/wal"
 )
 
 // topicIDBit marks a topic message's id: the top bit of its first eight
@@ -193,8 +196,17 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 		}
 	}
 	if err != nil {
-		b.storageFailed(err)
 		b.releaseTargets(targets)
+		if errors.Is(err, wal.ErrRecordTooLarge) {
+			// Nothing was written: the group is larger than the log's
+			// write buffer. The caller's error, not the storage's.
+			total := 0
+			for i := range recs {
+				total += len(recs[i].head) + len(recs[i].body)
+			}
+			return res, argErr("MessageBody", "fans out to %d queues, %d bytes in all, more than the log's write buffer (Options.WAL.BufferBytes) holds in one append", len(targets), total)
+		}
+		b.storageFailed(err)
 		return res, err
 	}
 

@@ -7,6 +7,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -264,5 +265,49 @@ func TestTopicsRefusedReplicated(t *testing.T) {
 	}
 	if err := applyTopicRecord(recPublish, 8); !errors.Is(err, ErrTopicsUnsupported) {
 		t.Fatalf("apply: %v", err)
+	}
+}
+
+// TestPublishLargerThanTheLogBuffer: a fan-out whose group does not fit the
+// log's write buffer is refused with InvalidArgument, nothing is delivered,
+// and the broker stays healthy (it is not a storage failure).
+func TestPublishLargerThanTheLogBuffer(t *testing.T) {
+	o := Options{Dir: t.TempDir(), Clock: NewFakeClock(t0)}
+	o.WAL.BufferBytes = 256 << 10
+	b, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.CreateTopic("big", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		name := fmt.Sprintf("bq%d", i)
+		mustQueue(t, b, name, DefaultQueueConfig())
+		if _, err := b.Subscribe("big", name, SubscriptionConfig{Endpoint: qEndpoint(name), Format: FormatSimplified}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := make([]byte, MaxMessageBytes)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := range body {
+		body[i] = byte('a' + rnd.IntN(26)) // incompressible enough: the log compresses large records
+	}
+	if _, err := b.Publish("big", PublishInput{Body: body}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a 5 x 64 KiB fan-out through a 256 KiB buffer: %v", err)
+	}
+	if err := b.Health(); err != nil {
+		t.Fatalf("the broker failed: %v", err)
+	}
+	for i := range 5 {
+		q, _ := b.Queue(fmt.Sprintf("bq%d", i))
+		if n := len(receiveAll(t, q)); n != 0 {
+			t.Fatalf("bq%d holds %d messages of a refused publish", i, n)
+		}
+		checkInvariants(t, q)
+	}
+	if res, err := b.Publish("big", PublishInput{Body: []byte("small")}); err != nil || res.Delivered != 5 {
+		t.Fatalf("a small publish after it: %+v %v", res, err)
 	}
 }
