@@ -38,6 +38,8 @@ type Broker struct {
 	byID   map[uint64]*Queue // guarded by mu
 	names  nameIndex         // guarded by mu: the queue names, sorted
 
+	topics topicSet // topics and subscriptions (topic.go)
+
 	compactMu sync.Mutex // serialises compaction passes (background and explicit)
 	compactor *job       // background compaction on the clock (compaction.go)
 
@@ -62,6 +64,7 @@ func Open(opts Options) (*Broker, error) {
 		byID:         make(map[uint64]*Queue),
 		nextQueueID:  1,
 	}
+	b.topics.init()
 	b.compactor = newJob(o.Clock, compactInterval, b.compactJob)
 	store, mode, err := openStorage(&b.opts)
 	if err != nil {

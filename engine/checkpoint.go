@@ -114,7 +114,11 @@ func (d *durableStore) checkpointLocked() error {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 	}
+	if pos, open := f.openGroupAt(); open {
+		to = pos // never fold part of a publish group (publish.go invariant 2)
+	}
 	batch := d.idx.NewBatch()
+	f.ft.write(batch)
 	for id, fq := range f.queues {
 		if fq.deleted {
 			batch.DeleteQueue(id)

@@ -191,6 +191,8 @@ func (d *durableStore) seqBase() uint64 { return d.boot << bootShift }
 
 func (d *durableStore) writable() error { return nil }
 
+func (d *durableStore) topicSupport() error { return nil }
+
 func (d *durableStore) append(recs []logRec) error {
 	var arr [MaxBatch]wal.Record
 	wr := arr[:0]

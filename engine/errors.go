@@ -43,7 +43,49 @@ var (
 	// later without a restart (a new log segment file cannot be made yet).
 	// Retryable.
 	ErrStorageUnavailable = errors.New("engine: storage temporarily unavailable")
+
+	// ErrTopicNotExist: the named topic does not exist.
+	ErrTopicNotExist = errors.New("engine: topic does not exist")
+	// ErrTopicAlreadyExist: CreateTopic on a name that exists with other attributes.
+	ErrTopicAlreadyExist = errors.New("engine: topic already exists with different attributes")
+	// ErrInvalidTopicName: a topic name with a character outside [A-Za-z0-9-]
+	// or not starting with a letter or digit.
+	ErrInvalidTopicName = errors.New("engine: invalid topic name")
+	// ErrTopicNameLength: a topic name shorter than 1 or longer than 256 bytes.
+	ErrTopicNameLength = errors.New("engine: topic name length out of range")
+	// ErrSubscriptionNotExist: the named subscription does not exist.
+	ErrSubscriptionNotExist = errors.New("engine: subscription does not exist")
+	// ErrSubscriptionAlreadyExist: Subscribe on a name that exists with other
+	// attributes.
+	ErrSubscriptionAlreadyExist = errors.New("engine: subscription already exists with different attributes")
+	// ErrInvalidSubscriptionName: a subscription name with a character
+	// outside [A-Za-z0-9-] or not starting with a letter or digit.
+	ErrInvalidSubscriptionName = errors.New("engine: invalid subscription name")
+	// ErrSubscriptionNameLength: a subscription name shorter than 1 or longer
+	// than 256 bytes.
+	ErrSubscriptionNameLength = errors.New("engine: subscription name length out of range")
+	// ErrEndpointInvalid: a subscription endpoint of no known form, a queue
+	// endpoint whose queue is missing or too small, or a form smqd does not
+	// deliver to yet (HTTP). The concrete error is an *EndpointError.
+	ErrEndpointInvalid = errors.New("engine: invalid subscription endpoint")
+	// ErrTopicsUnsupported: topics are not available on this broker (a
+	// shard of a replicated cluster: its log carries queue records only).
+	ErrTopicsUnsupported = errors.New("engine: topics are not supported by a replicated broker")
 )
+
+// EndpointError says why a subscription endpoint is refused. It matches
+// ErrEndpointInvalid with errors.Is.
+type EndpointError struct {
+	Endpoint string
+	Msg      string
+}
+
+func (e *EndpointError) Error() string {
+	return fmt.Sprintf("engine: invalid subscription endpoint %q: %s", e.Endpoint, e.Msg)
+}
+
+// Is reports whether target is ErrEndpointInvalid.
+func (e *EndpointError) Is(target error) bool { return target == ErrEndpointInvalid }
 
 // ArgumentError describes an invalid argument. It matches ErrInvalidArgument
 // with errors.Is.

@@ -10,6 +10,14 @@ package engine
 // (record.go), the net effect of a window is "the last record of each message
 // wins", and a message that is both sent and deleted (or expired) inside the
 // window leaves nothing at all: it never touches the index.
+//
+// Publish groups (publish.go): a publish header opens a group; its members
+// are the send records right after it, in the order it lists them. Any
+// other record before the last member aborts the group, and its members
+// already folded are dropped (dead, no tombstone: the index never holds a
+// member of an unfinished group, publish.go invariant 2). A group still
+// open at the end of the window is the caller's to handle (openGroupAt).
+// Topic and subscription records fold into ft (topic_record.go).
 
 import (
 	"cmp"
@@ -63,6 +71,9 @@ type fold struct {
 	bornFrom uint64 // sends at or after this position are surely not in the index
 	maxQueue uint64 // highest queue id created in the window
 	n        int    // records applied
+	ft       foldTopics
+	grp      pubGroup // the publish group being folded
+	aborted  int      // publish groups aborted
 }
 
 // newFold returns an empty fold. A message sent at a position >= bornFrom
@@ -80,6 +91,9 @@ func (f *fold) reset(bornFrom uint64) {
 	clear(f.at)
 	f.nents = 0
 	f.bornFrom, f.n, f.maxQueue = bornFrom, 0, 0
+	f.ft.reset()
+	f.grp = pubGroup{keys: f.grp.keys[:0], ents: f.grp.ents[:0]}
+	f.aborted = 0
 }
 
 func (f *fold) queue(id uint64) *foldQueue {
@@ -94,7 +108,17 @@ func (f *fold) queue(id uint64) *foldQueue {
 // apply folds one record read at pos with framed size size.
 func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 	f.n++
+	inGroup := false
+	if f.grp.open {
+		if inGroup = f.grp.member(typ, payload); !inGroup {
+			f.abortGroup() // cut short: publish.go invariant 1
+		}
+	}
 	switch typ {
+	case recPublish:
+		return f.openGroup(pos, payload)
+	case recTopic, recTopicDelete, recSubscription, recUnsubscribe:
+		return f.ft.apply(typ, payload)
 	case recQueueCreate, recQueueConfig:
 		v, err := decodeQueueVal(payload)
 		if err != nil {
@@ -129,6 +153,9 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 		return fmt.Errorf("record type %d at %d: %w", typ, pos, err)
 	}
 	if fq := f.queues[s.qid]; fq != nil && fq.deleted {
+		if inGroup {
+			f.memberFolded(noEnt) // nothing folded, but the group goes on
+		}
 		return nil // a send that raced with the queue's deletion
 	}
 	k := msgKey{s.qid, s.seq}
@@ -143,6 +170,9 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 		*f.ent(int(i)) = foldMsg{k: k, born: typ == recSend && pos >= f.bornFrom}
 	}
 	m := f.ent(int(i))
+	if inGroup {
+		f.memberFolded(i)
+	}
 	switch typ {
 	case recDelete, recExpire:
 		if m.born {
@@ -159,6 +189,17 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 		setSnapBody(m.snap[:], pos, size)
 	}
 	return nil
+}
+
+// openGroupAt reports the header position of a publish group still open at
+// the end of the window, and aborts it: its members are dropped.
+func (f *fold) openGroupAt() (pos uint64, open bool) {
+	if !f.grp.open {
+		return 0, false
+	}
+	pos = f.grp.pos
+	f.abortGroup()
+	return pos, true
 }
 
 // ent returns entry i (< nents).

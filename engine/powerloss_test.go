@@ -41,7 +41,12 @@ package engine
 //     send was acknowledged with, and an id the body it was acknowledged
 //     with; MessageIds are unique;
 //   - no DequeueCount goes below a durable one;
-//   - the queues, whose creation is durable when acknowledged, exist.
+//   - the queues, whose creation is durable when acknowledged, exist;
+//   - publishes (a quarter of the sends are publishes to a topic with a
+//     SIMPLIFIED subscription per sink queue; sinks are never consumed): an
+//     acknowledged publish is in every sink, any publish is in every sink
+//     or in none, and never twice in one; the topic and its subscriptions,
+//     durable when acknowledged, exist.
 //
 // A receive counts as durable once a Broker.Sync that started after it was
 // acknowledged has returned; sends, deletes and visibility changes once they
@@ -77,16 +82,19 @@ type idxSnap struct {
 	meta   map[string][]byte
 	queues map[uint64][]byte
 	msgs   map[msgKey][]byte
+	topics map[uint64][]byte
+	subs   map[uint64][]byte
 }
 
 // snapIndex copies everything idx holds.
 func snapIndex(idx *index.Store) (*idxSnap, error) {
-	s := &idxSnap{meta: map[string][]byte{}, queues: map[uint64][]byte{}, msgs: map[msgKey][]byte{}}
+	s := &idxSnap{meta: map[string][]byte{}, queues: map[uint64][]byte{}, msgs: map[msgKey][]byte{},
+		topics: map[uint64][]byte{}, subs: map[uint64][]byte{}}
 	var err error
 	if s.pos, s.hasPos, err = idx.Position(); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{metaSecret, metaBoot, metaQueueID} {
+	for _, name := range []string{metaSecret, metaBoot, metaQueueID, metaTopicID, metaSubID} {
 		v, err := idx.Meta(name)
 		if err != nil {
 			return nil, err
@@ -103,6 +111,18 @@ func snapIndex(idx *index.Store) (*idxSnap, error) {
 	}
 	if err := idx.Messages(func(qid, seq uint64, v []byte) error {
 		s.msgs[msgKey{qid, seq}] = append([]byte(nil), v...)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := idx.Topics(func(id uint64, v []byte) error {
+		s.topics[id] = append([]byte(nil), v...)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := idx.Subscriptions(func(id uint64, v []byte) error {
+		s.subs[id] = append([]byte(nil), v...)
 		return nil
 	}); err != nil {
 		return nil, err
@@ -125,6 +145,12 @@ func (s *idxSnap) restore(dir string) error {
 	}
 	for k, v := range s.msgs {
 		b.PutMessage(k.qid, k.seq, v)
+	}
+	for id, v := range s.topics {
+		b.PutTopic(id, v)
+	}
+	for id, v := range s.subs {
+		b.PutSubscription(id, v)
 	}
 	if s.hasPos {
 		b.SetPosition(s.pos)
@@ -165,13 +191,16 @@ type plHistory struct {
 	drained    int               // effects taken from pending so far (pending[0] is effect number drained)
 	crashed    bool              // the current incarnation lost power
 	ops        int
+	pubTried   map[string]bool     // publish bodies tried (acknowledged or not)
+	pubAcked   map[string]bool     // publish bodies acknowledged
 	log        []string            // power losses
 	trace      map[string][]string // id -> what happened to it, for failure reports
 }
 
 func newPLHistory() *plHistory {
 	return &plHistory{attempted: map[string]bool{}, acked: map[string]string{}, ackedTag: map[string]string{},
-		deleted: map[string]bool{}, durableDel: map[string]bool{}, durableDq: map[string]int{}, visAcked: map[string]int64{}, trace: map[string][]string{}}
+		deleted: map[string]bool{}, durableDel: map[string]bool{}, durableDq: map[string]int{}, visAcked: map[string]int64{}, trace: map[string][]string{},
+		pubTried: map[string]bool{}, pubAcked: map[string]bool{}}
 }
 
 // record runs f (an acknowledgement) unless power was lost before it.
@@ -198,6 +227,7 @@ type plRun struct {
 	fs      *wal.MemFS
 	b       *Broker
 	queues  []*Queue
+	sinks   []*Queue   // the publish sinks (plTopic's subscriptions)
 	live    bool       // guarded by h.mu: the incarnation is open and has power
 	last    *idxSnap   // guarded by h.mu: the index as of its last completed commit
 	lost    *wal.MemFS // the log's image at the power loss
@@ -280,6 +310,42 @@ func (r *plRun) open() error {
 			q, _ = b.Queue(name)
 		}
 		r.queues = append(r.queues, q)
+	}
+	return r.openTopic()
+}
+
+const plTopic = "pl-t"
+
+// openTopic finds (first incarnation: makes) the sinks, the topic and its
+// subscriptions, all durable once acknowledged.
+func (r *plRun) openTopic() error {
+	b := r.b
+	if r.inc == 0 {
+		if _, err := b.CreateTopic(plTopic, DefaultTopicConfig()); err != nil {
+			return err
+		}
+	}
+	r.sinks = r.sinks[:0]
+	for _, name := range []string{"pl-s1", "pl-s2", "pl-s3"} {
+		if r.inc == 0 {
+			cfg := DefaultQueueConfig()
+			cfg.Retention = MaxRetention
+			if _, err := b.CreateQueue(name, cfg); err != nil {
+				return err
+			}
+			sc := SubscriptionConfig{Endpoint: "acs:mns:r:a:queues/" + name, Format: FormatSimplified}
+			if _, err := b.Subscribe(plTopic, "to-"+name, sc); err != nil {
+				return err
+			}
+		}
+		q, err := b.Queue(name)
+		if err != nil {
+			return fmt.Errorf("sink %s lost: %w", name, err)
+		}
+		if _, err := b.GetSubscriptionAttributes(plTopic, "to-"+name); err != nil {
+			return fmt.Errorf("subscription to %s lost: %w", name, err)
+		}
+		r.sinks = append(r.sinks, q)
 	}
 	return nil
 }
@@ -388,6 +454,7 @@ func (r *plRun) check() error {
 			problems = append(problems, fmt.Sprintf("acknowledged message %s (%s) lost", id, tag))
 		}
 	}
+	problems = append(problems, r.checkPublishes()...)
 	// A delete that did not survive may be made again.
 	for id := range h.deleted {
 		if present[id] {
@@ -422,6 +489,8 @@ func (r *plRun) round(n int, pool *[]held, poolMu *sync.Mutex) {
 		go func(w int) {
 			defer wg.Done()
 			switch {
+			case op < 40 && wr.IntN(4) == 0:
+				r.publish(fmt.Sprintf("p-i%d-r%d-w%d", r.inc, n, w))
 			case op < 40:
 				r.send(wr, q, fmt.Sprintf("i%d-r%d-w%d", r.inc, n, w))
 			case op < 70:
@@ -434,6 +503,53 @@ func (r *plRun) round(n int, pool *[]held, poolMu *sync.Mutex) {
 		}(w)
 	}
 	wg.Wait()
+}
+
+// publish publishes body to the topic: one message in each sink, or none.
+func (r *plRun) publish(body string) {
+	h := r.h
+	h.mu.Lock()
+	h.pubTried[body] = true
+	h.mu.Unlock()
+	if _, err := r.b.Publish(plTopic, PublishInput{Body: []byte(body)}); err != nil {
+		return
+	}
+	h.record(func() { h.pubAcked[body] = true })
+}
+
+// checkPublishes checks the sinks against the publish history.
+func (r *plRun) checkPublishes() []string {
+	h := r.h
+	var problems []string
+	in := map[string]int{} // body -> sinks holding it
+	for _, q := range r.sinks {
+		seen := map[string]bool{}
+		err := dumpQueue(q, func(mid MessageID, body []byte, _ string, _ uint32, _ int64) {
+			b := string(body)
+			switch {
+			case !h.pubTried[b]:
+				problems = append(problems, fmt.Sprintf("sink %s holds %q, never published", q.name, b))
+			case seen[b]:
+				problems = append(problems, fmt.Sprintf("sink %s holds %q twice", q.name, b))
+			}
+			seen[b] = true
+			in[b]++
+		})
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	for b, n := range in {
+		if n != len(r.sinks) {
+			problems = append(problems, fmt.Sprintf("publish %q is in %d of %d sinks", b, n, len(r.sinks)))
+		}
+	}
+	for b := range h.pubAcked {
+		if in[b] != len(r.sinks) {
+			problems = append(problems, fmt.Sprintf("acknowledged publish %q lost (in %d of %d sinks)", b, in[b], len(r.sinks)))
+		}
+	}
+	return problems
 }
 
 func (r *plRun) send(wr *rand.Rand, q *Queue, prefix string) {
@@ -614,8 +730,8 @@ func runPowerLoss(t testing.TB, seed uint64, crashes int, cfg plConfig) error {
 			return fmt.Errorf("seed %d: %w", seed, err)
 		}
 	}
-	t.Logf("seed %d: %d power losses, %d acknowledged sends, %d deletes tried (%d durable)",
-		seed, crashes, len(r.h.acked), len(r.h.deleted), len(r.h.durableDel))
+	t.Logf("seed %d: %d power losses, %d acknowledged sends, %d deletes tried (%d durable), %d publishes tried (%d acknowledged)",
+		seed, crashes, len(r.h.acked), len(r.h.deleted), len(r.h.durableDel), len(r.h.pubTried), len(r.h.pubAcked))
 	return nil
 }
 

@@ -22,6 +22,10 @@ package engine
 //	                    (in-memory mode only, never on disk: bodies, no state)
 //	types 10-12         a replicated shard's entry headers, hard state and
 //	                    configuration (replica_record.go)
+//	types 32..35        topics and subscriptions (topic_record.go)
+//	type 36 publish     the header of a publish group (publish.go)
+//
+// Types 13..31 are left to queue records; topic records start at 32.
 //
 // Invariant: records about one message are appended while holding its
 // stripe's lock (or, for send, before anything else can reference it), so the
@@ -44,6 +48,12 @@ const (
 	recExpire      uint8 = 7
 	recRelocate    uint8 = 8
 	recBody        uint8 = 9
+
+	recTopic        uint8 = 32
+	recTopicDelete  uint8 = 33
+	recSubscription uint8 = 34
+	recUnsubscribe  uint8 = 35
+	recPublish      uint8 = 36
 )
 
 // errBadRecord: a record that passed the log's checksum but does not parse.

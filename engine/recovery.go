@@ -143,6 +143,10 @@ func (d *durableStore) recover(b *Broker) error {
 		}
 	}
 	r.Close()
+	tornAt, torn := f.openGroupAt() // publish.go invariant 1
+	if torn {
+		b.log.Warn("dropped a publish cut short at the end of the log", "pos", tornAt)
+	}
 
 	// Queues: the index's, then the tail's changes.
 	vals := map[uint64]queueVal{}
@@ -194,6 +198,13 @@ func (d *durableStore) recover(b *Broker) error {
 		b.nextQueueID = idxMaxQueue + 1
 	}
 
+	b.topics.mu.Lock()
+	err = d.loadTopics(b, &f.ft)
+	b.topics.mu.Unlock()
+	if err != nil {
+		return err
+	}
+
 	// Messages: the index's stream merged with the tail's, in (queue, seq)
 	// order.
 	rb := &rebuild{b: b, d: d, now: now, rs: rs, create: recreate}
@@ -232,6 +243,13 @@ func (d *durableStore) recover(b *Broker) error {
 		return err
 	}
 	rb.finish()
+	if torn {
+		// Seal the torn group (publish.go invariant 4).
+		seal := [1]logRec{{typ: recPublish, head: encodePublishHead(0, 0, now, nil)}}
+		if err := d.append(seal[:]); err != nil {
+			b.storageFailed(err)
+		}
+	}
 	if f.nents > 1<<16 {
 		// The fold of a long tail is garbage now; give its memory back
 		// rather than carry it as resident memory for hours.
@@ -239,7 +257,8 @@ func (d *durableStore) recover(b *Broker) error {
 		debug.FreeOSMemory()
 	}
 	d.recovered = RecoveryStats{Messages: rb.installed, Expired: len(rb.expired), Orphans: rb.orphans, Moved: rb.moved,
-		Lost: len(rb.lost), Recreated: len(recreate), Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start)}
+		Lost: len(rb.lost), Recreated: len(recreate), Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start),
+		AbortedPublishes: f.aborted}
 	b.log.Info("broker recovered", "dir", b.opts.Dir, "queues", len(vals), "messages", rb.installed,
 		"expired", len(rb.expired), "orphans", rb.orphans, "log_records_replayed", replayed,
 		"checkpoint", cp, "log_end", end, "took", time.Since(start))
@@ -261,6 +280,9 @@ type RecoveryStats struct {
 	Checkpoint uint64        // the index's checkpoint position
 	LogEnd     uint64        // the end of the log
 	Took       time.Duration // time from opening the index to serving
+	// AbortedPublishes counts publishes found cut short in the log and
+	// dropped from every queue (publish.go invariant 1).
+	AbortedPublishes int
 }
 
 // Recovery returns what the last start-up found (zero in memory mode).

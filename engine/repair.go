@@ -128,6 +128,16 @@ func recordTypeName(t uint8) string {
 		return "expire"
 	case recRelocate:
 		return "relocate"
+	case recTopic:
+		return "topic"
+	case recTopicDelete:
+		return "topic-delete"
+	case recSubscription:
+		return "subscription"
+	case recUnsubscribe:
+		return "unsubscribe"
+	case recPublish:
+		return "publish"
 	}
 	return fmt.Sprintf("unknown(%d)", t)
 }

@@ -123,6 +123,9 @@ type storage interface {
 	// writable reports whether this replica may change state at all: nil,
 	// or ErrNotLeader on a follower of a replicated shard (replica.go).
 	writable() error
+	// topicSupport reports whether the backend keeps topics: nil, or
+	// ErrTopicsUnsupported (a replicated shard: its log carries queues only).
+	topicSupport() error
 	// acceptNew reports whether new messages and queues may be stored now:
 	// nil, or ErrDiskFull while free space is below the reserve (space.go).
 	acceptNew() error

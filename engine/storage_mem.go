@@ -81,8 +81,9 @@ func (m *memStore) bodyRecord(rec *logRec, head *[bodyHeadLen]byte, qid uint64, 
 
 func (m *memStore) changeRecord(*stripe, uint8, uint32) {}
 
-func (m *memStore) acceptNew() error { return nil }
-func (m *memStore) writable() error  { return nil }
+func (m *memStore) acceptNew() error    { return nil }
+func (m *memStore) topicSupport() error { return nil }
+func (m *memStore) writable() error     { return nil }
 
 func (m *memStore) adminRecord(uint8, []byte) error {
 	m.mu.Lock()

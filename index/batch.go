@@ -11,6 +11,10 @@ const (
 	opDeleteQueue
 	opPutMessage
 	opDeleteMessage
+	opPutTopic
+	opDeleteTopic
+	opPutSub
+	opDeleteSub
 )
 
 // String returns the operation's name, for error messages and tests.
@@ -26,6 +30,14 @@ func (k opKind) String() string {
 		return "PutMessage"
 	case opDeleteMessage:
 		return "DeleteMessage"
+	case opPutTopic:
+		return "PutTopic"
+	case opDeleteTopic:
+		return "DeleteTopic"
+	case opPutSub:
+		return "PutSubscription"
+	case opDeleteSub:
+		return "DeleteSubscription"
 	default:
 		return fmt.Sprintf("opKind(%d)", uint8(k))
 	}
@@ -127,6 +139,36 @@ func (b *Batch) DeleteMessage(queueID, seq uint64) {
 	off := len(b.arena)
 	b.arena = appendMessageKey(b.arena, queueID, seq)
 	b.ops = append(b.ops, op{off: off, klen: messageKeyLen, kind: opDeleteMessage})
+}
+
+// PutTopic sets the value of topic id to a copy of val.
+func (b *Batch) PutTopic(id uint64, val []byte) {
+	off := len(b.arena)
+	b.arena = appendIDKey(b.arena, prefixTopic, id)
+	b.put(opPutTopic, off, val)
+}
+
+// DeleteTopic removes topic id (its subscriptions are the caller's to
+// delete: the index does not know which they are).
+func (b *Batch) DeleteTopic(id uint64) {
+	off := len(b.arena)
+	b.arena = appendIDKey(b.arena, prefixTopic, id)
+	b.ops = append(b.ops, op{off: off, klen: idKeyLen, kind: opDeleteTopic})
+}
+
+// PutSubscription sets the value of subscription id to a copy of val.
+func (b *Batch) PutSubscription(id uint64, val []byte) {
+	off := len(b.arena)
+	b.arena = appendIDKey(b.arena, prefixSub, id)
+	b.put(opPutSub, off, val)
+}
+
+// DeleteSubscription removes subscription id; deleting an absent one is not
+// an error.
+func (b *Batch) DeleteSubscription(id uint64) {
+	off := len(b.arena)
+	b.arena = appendIDKey(b.arena, prefixSub, id)
+	b.ops = append(b.ops, op{off: off, klen: idKeyLen, kind: opDeleteSub})
 }
 
 // SetPosition makes Commit write pos as the checkpoint position, after the

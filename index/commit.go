@@ -116,9 +116,9 @@ func (s *Store) writeDataLocked(b *Batch) error {
 		}
 		var err error
 		switch o.kind {
-		case opPutMeta, opPutQueue, opPutMessage:
+		case opPutMeta, opPutQueue, opPutMessage, opPutTopic, opPutSub:
 			err = wb.Set(key, b.value(o))
-		case opDeleteQueue, opDeleteMessage:
+		case opDeleteQueue, opDeleteMessage, opDeleteTopic, opDeleteSub:
 			err = wb.Delete(key)
 		default:
 			panic(fmt.Sprintf("index: batch holds unknown %v", o.kind))

@@ -19,10 +19,12 @@
 //	'p'                                  checkpoint position: uint64, 8 bytes; every WAL record before it is reflected
 //	'q' + queueID (8)                    queue (opaque)
 //	's' + queueID (8) + seq (8)          message (opaque, typically ~60 bytes)
+//	't' + topicID (8)                    topic (opaque)
+//	'u' + subscriptionID (8)             subscription of a topic (opaque)
 //
 // # Invariants
 //
-//  1. Keys have exactly the layout above. A 'q' or 's' key of another
+//  1. Keys have exactly the layout above. A 'q', 's', 't' or 'u' key of another
 //     length, or a 'p' value that is not 8 bytes, is reported as ErrCorrupt,
 //     never skipped.
 //  2. The position is written last. Commit writes a batch in two parts: the

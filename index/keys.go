@@ -8,6 +8,8 @@ import "encoding/binary"
 //	'p'                                checkpoint position (8 bytes, big-endian)
 //	'q' + queueID(8, BE)               queue value (opaque)
 //	's' + queueID(8, BE) + seq(8, BE)  message value (opaque)
+//	't' + topicID(8, BE)               topic value (opaque)
+//	'u' + subscriptionID(8, BE)        subscription value (opaque)
 //
 // Big-endian integers make byte order equal numeric order, so the messages of
 // one queue are contiguous and sorted by seq, and queues are sorted by id.
@@ -16,8 +18,11 @@ const (
 	prefixPosition byte = 'p' // part of the on-disk format; never change
 	prefixQueue    byte = 'q' // part of the on-disk format; never change
 	prefixMessage  byte = 's' // part of the on-disk format; never change
+	prefixTopic    byte = 't' // part of the on-disk format; never change
+	prefixSub      byte = 'u' // part of the on-disk format; never change
 
 	queueKeyLen   = 1 + 8     // 'q' + queueID
+	idKeyLen      = 1 + 8     // 't' + topicID, 'u' + subscriptionID
 	messageKeyLen = 1 + 8 + 8 // 's' + queueID + seq
 	positionLen   = 8         // value of the 'p' key
 )
@@ -87,4 +92,19 @@ func decodePosition(v []byte) (pos uint64, ok bool) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(v), true
+}
+
+// appendIDKey appends the key of object id in the key space prefix ('t'
+// topics, 'u' subscriptions).
+func appendIDKey(dst []byte, prefix byte, id uint64) []byte {
+	dst = append(dst, prefix)
+	return binary.BigEndian.AppendUint64(dst, id)
+}
+
+// parseIDKey decodes a topic or subscription key of the key space prefix.
+func parseIDKey(k []byte, prefix byte) (id uint64, ok bool) {
+	if len(k) != idKeyLen || k[0] != prefix {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[1:]), true
 }

@@ -227,6 +227,30 @@ func (s *Store) Queues(fn func(id uint64, val []byte) error) error {
 	})
 }
 
+// Topics calls fn for every topic in id order. val is valid only during the
+// call. An error from fn stops the scan and is returned as is.
+func (s *Store) Topics(fn func(id uint64, val []byte) error) error {
+	return s.scan(prefixTopic, func(k, v []byte) error {
+		id, ok := parseIDKey(k, prefixTopic)
+		if !ok {
+			return fmt.Errorf("%w: malformed topic key %x", ErrCorrupt, k)
+		}
+		return fn(id, v)
+	})
+}
+
+// Subscriptions calls fn for every subscription in id order. val is valid
+// only during the call. An error from fn stops the scan and is returned as is.
+func (s *Store) Subscriptions(fn func(id uint64, val []byte) error) error {
+	return s.scan(prefixSub, func(k, v []byte) error {
+		id, ok := parseIDKey(k, prefixSub)
+		if !ok {
+			return fmt.Errorf("%w: malformed subscription key %x", ErrCorrupt, k)
+		}
+		return fn(id, v)
+	})
+}
+
 // Messages calls fn for every message of every queue in key order (queue id,
 // then seq). val is valid only during the call. An error from fn stops the
 // scan and is returned as is. This is the start-up path; see doc.go

@@ -45,6 +45,15 @@ const (
 	codeInvalidDegist
 	codeDiskFull
 	codeAccessDenied
+	codeTopicNotExist
+	codeTopicAlreadyExist
+	codeTopicNameInvalid
+	codeTopicNameLengthError
+	codeSubscriptionNotExist
+	codeSubscriptionAlreadyExist
+	codeSubscriptionNameInvalid
+	codeSubscriptionNameLengthError
+	codeEndpointInvalid
 	numCodes
 )
 
@@ -89,6 +98,16 @@ var codes = [numCodes]struct {
 	codeDiskFull: {"DiskFull", 503},
 	// A browser request from another site (console.go, crossSite).
 	codeAccessDenied: {"AccessDenied", 403},
+	// Topic codes (topic spec §5).
+	codeTopicNotExist:               {"TopicNotExist", 404},
+	codeTopicAlreadyExist:           {"TopicAlreadyExist", 409},
+	codeTopicNameInvalid:            {"TopicNameInvalid", 400},
+	codeTopicNameLengthError:        {"TopicNameLengthError", 400},
+	codeSubscriptionNotExist:        {"SubscriptionNotExist", 404},
+	codeSubscriptionAlreadyExist:    {"SubscriptionAlreadyExist", 409},
+	codeSubscriptionNameInvalid:     {"SubscriptionNameInvalid", 400},
+	codeSubscriptionNameLengthError: {"SubscriptionNameLengthError", 400},
+	codeEndpointInvalid:             {"EndpointInvalid", 400},
 }
 
 func (c errCode) String() string { return codes[c].name }
@@ -118,6 +137,18 @@ var engineErrors = [...]struct {
 	{engine.ErrStorageUnavailable, codeServiceUnavailable, "the broker's storage cannot take changes right now (a new log segment file cannot be made); retry later"},
 	// A cluster node's broker of a shard it stopped leading mid-request.
 	{engine.ErrNotLeader, codeServiceUnavailable, "this node stopped leading the queue's shard while the request ran (a failover); retry"},
+	{engine.ErrTopicNotExist, codeTopicNotExist, "the topic does not exist"},
+	{engine.ErrTopicAlreadyExist, codeTopicAlreadyExist, "a topic with this name exists with different attributes"},
+	{engine.ErrInvalidTopicName, codeTopicNameInvalid, "topic names are letters, digits and '-', starting with a letter or digit"},
+	{engine.ErrTopicNameLength, codeTopicNameLengthError, "topic names are 1 to 256 characters long"},
+	{engine.ErrSubscriptionNotExist, codeSubscriptionNotExist, "the subscription does not exist"},
+	{engine.ErrSubscriptionAlreadyExist, codeSubscriptionAlreadyExist, "a subscription with this name exists with different attributes"},
+	{engine.ErrInvalidSubscriptionName, codeSubscriptionNameInvalid, "subscription names are letters, digits and '-', starting with a letter or digit"},
+	{engine.ErrSubscriptionNameLength, codeSubscriptionNameLengthError, "subscription names are 1 to 256 characters long"},
+	{engine.ErrEndpointInvalid, codeEndpointInvalid, "the subscription endpoint is not valid"},
+	// Replicated (cluster) brokers refuse topics; the server answers topic
+	// calls in cluster mode itself (topics.go), so this is a fallback.
+	{engine.ErrTopicsUnsupported, codeInvalidRequestURL, "topics are not supported in cluster mode"},
 	// Only engine.Open returns it; listed so that the table stays complete.
 	{engine.ErrLocked, codeInternalError, "the data directory is used by another broker"},
 }
@@ -143,6 +174,10 @@ func classify(err error) (c errCode, msg string, known bool) {
 	var arg *engine.ArgumentError
 	if errors.As(err, &arg) {
 		return codeInvalidArgument, arg.Field + " " + arg.Msg, true
+	}
+	var ee *engine.EndpointError
+	if errors.As(err, &ee) {
+		return codeEndpointInvalid, "the endpoint " + ee.Endpoint + " " + ee.Msg, true
 	}
 	var xe *xmlSyntaxError
 	if errors.As(err, &xe) {

@@ -30,6 +30,17 @@ var engineErrorValues = map[string]error{
 	"ErrDiskFull":           engine.ErrDiskFull,
 	"ErrStorageUnavailable": engine.ErrStorageUnavailable,
 	"ErrNotLeader":          engine.ErrNotLeader,
+	// Topics.
+	"ErrTopicNotExist":            engine.ErrTopicNotExist,
+	"ErrTopicAlreadyExist":        engine.ErrTopicAlreadyExist,
+	"ErrInvalidTopicName":         engine.ErrInvalidTopicName,
+	"ErrTopicNameLength":          engine.ErrTopicNameLength,
+	"ErrSubscriptionNotExist":     engine.ErrSubscriptionNotExist,
+	"ErrSubscriptionAlreadyExist": engine.ErrSubscriptionAlreadyExist,
+	"ErrInvalidSubscriptionName":  engine.ErrInvalidSubscriptionName,
+	"ErrSubscriptionNameLength":   engine.ErrSubscriptionNameLength,
+	"ErrEndpointInvalid":          engine.ErrEndpointInvalid,
+	"ErrTopicsUnsupported":        engine.ErrTopicsUnsupported,
 }
 
 // Every exported engine.Err* has a row in the error table (STYLE §5). The

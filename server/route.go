@@ -44,42 +44,69 @@ const (
 	opCluster
 	opClusterAddNode
 	opClusterRemoveNode
+	opCreateTopic
+	opSetTopicAttributes
+	opGetTopicAttributes
+	opDeleteTopic
+	opListTopic
+	opSubscribe
+	opSetSubscriptionAttributes
+	opGetSubscriptionAttributes
+	opUnsubscribe
+	opListSubscriptionByTopic
+	opPublishMessage
 	numOps
 )
 
 var opNames = [numOps]string{
-	opUnknown:                 "Unknown",
-	opCreateQueue:             "CreateQueue",
-	opSetQueueAttributes:      "SetQueueAttributes",
-	opGetQueueAttributes:      "GetQueueAttributes",
-	opDeleteQueue:             "DeleteQueue",
-	opListQueue:               "ListQueue",
-	opSendMessage:             "SendMessage",
-	opBatchSendMessage:        "BatchSendMessage",
-	opReceiveMessage:          "ReceiveMessage",
-	opBatchReceiveMessage:     "BatchReceiveMessage",
-	opPeekMessage:             "PeekMessage",
-	opBatchPeekMessage:        "BatchPeekMessage",
-	opDeleteMessage:           "DeleteMessage",
-	opBatchDeleteMessage:      "BatchDeleteMessage",
-	opChangeMessageVisibility: "ChangeMessageVisibility",
-	opHealthz:                 "Healthz",
-	opMetrics:                 "Metrics",
-	opConsole:                 "Console",
-	opCluster:                 "ClusterStatus",
-	opClusterAddNode:          "ClusterAddNode",
-	opClusterRemoveNode:       "ClusterRemoveNode",
+	opUnknown:                   "Unknown",
+	opCreateQueue:               "CreateQueue",
+	opSetQueueAttributes:        "SetQueueAttributes",
+	opGetQueueAttributes:        "GetQueueAttributes",
+	opDeleteQueue:               "DeleteQueue",
+	opListQueue:                 "ListQueue",
+	opSendMessage:               "SendMessage",
+	opBatchSendMessage:          "BatchSendMessage",
+	opReceiveMessage:            "ReceiveMessage",
+	opBatchReceiveMessage:       "BatchReceiveMessage",
+	opPeekMessage:               "PeekMessage",
+	opBatchPeekMessage:          "BatchPeekMessage",
+	opDeleteMessage:             "DeleteMessage",
+	opBatchDeleteMessage:        "BatchDeleteMessage",
+	opChangeMessageVisibility:   "ChangeMessageVisibility",
+	opHealthz:                   "Healthz",
+	opMetrics:                   "Metrics",
+	opConsole:                   "Console",
+	opCluster:                   "ClusterStatus",
+	opClusterAddNode:            "ClusterAddNode",
+	opClusterRemoveNode:         "ClusterRemoveNode",
+	opCreateTopic:               "CreateTopic",
+	opSetTopicAttributes:        "SetTopicAttributes",
+	opGetTopicAttributes:        "GetTopicAttributes",
+	opDeleteTopic:               "DeleteTopic",
+	opListTopic:                 "ListTopic",
+	opSubscribe:                 "Subscribe",
+	opSetSubscriptionAttributes: "SetSubscriptionAttributes",
+	opGetSubscriptionAttributes: "GetSubscriptionAttributes",
+	opUnsubscribe:               "Unsubscribe",
+	opListSubscriptionByTopic:   "ListSubscriptionByTopic",
+	opPublishMessage:            "PublishMessage",
 }
 
 func (o op) String() string { return opNames[o] }
 
 func (o op) isReceive() bool { return o == opReceiveMessage || o == opBatchReceiveMessage }
 
+// isTopic reports whether o is a topic operation (topics.go).
+func (o op) isTopic() bool { return o >= opCreateTopic && o <= opPublishMessage }
+
 // routed is the outcome of routing: the operation (or its family, see the
-// file comment) and the raw queue name segment.
+// file comment) and the raw queue (or topic) name segment, and for
+// subscription operations the raw subscription name segment.
 type routed struct {
 	op    op
 	queue []byte
+	sub   []byte
 }
 
 // route maps method and raw path to an operation.
@@ -107,6 +134,11 @@ func route(method, path []byte) routed {
 			return routed{op: opListQueue}
 		}
 		return routed{}
+	case "/topics":
+		if m == "GET" {
+			return routed{op: opListTopic}
+		}
+		return routed{}
 	case "/console":
 		if m == "GET" || m == "HEAD" {
 			return routed{op: opConsole}
@@ -132,6 +164,9 @@ func route(method, path []byte) routed {
 			return routed{op: opConsole}
 		}
 		return routed{}
+	}
+	if bytes.HasPrefix(path, []byte("/topics/")) {
+		return routeTopic(m, path[len("/topics/"):])
 	}
 	if !bytes.HasPrefix(path, []byte("/queues/")) {
 		return routed{}
@@ -169,6 +204,53 @@ func route(method, path []byte) routed {
 	return routed{}
 }
 
+// routeTopic routes the paths under /topics/ (topic spec §1.1, §2.1). PUT
+// is Create or Subscribe here; metaoverride=true makes it the Set (§1.2).
+func routeTopic(m string, rest []byte) routed {
+	name, tail := rest, []byte(nil)
+	if i := bytes.IndexByte(rest, '/'); i >= 0 {
+		name, tail = rest[:i], rest[i:]
+	}
+	if len(name) == 0 {
+		return routed{}
+	}
+	switch string(tail) {
+	case "":
+		switch m {
+		case "PUT":
+			return routed{op: opCreateTopic, queue: name}
+		case "GET":
+			return routed{op: opGetTopicAttributes, queue: name}
+		case "DELETE":
+			return routed{op: opDeleteTopic, queue: name}
+		}
+		return routed{}
+	case "/messages":
+		if m == "POST" {
+			return routed{op: opPublishMessage, queue: name}
+		}
+		return routed{}
+	case "/subscriptions":
+		if m == "GET" {
+			return routed{op: opListSubscriptionByTopic, queue: name}
+		}
+		return routed{}
+	}
+	sub, ok := bytes.CutPrefix(tail, []byte("/subscriptions/"))
+	if !ok || len(sub) == 0 || bytes.IndexByte(sub, '/') >= 0 {
+		return routed{}
+	}
+	switch m {
+	case "PUT":
+		return routed{op: opSubscribe, queue: name, sub: sub}
+	case "GET":
+		return routed{op: opGetSubscriptionAttributes, queue: name, sub: sub}
+	case "DELETE":
+		return routed{op: opUnsubscribe, queue: name, sub: sub}
+	}
+	return routed{}
+}
+
 // reqState is the per-request scratch space, pooled by the Server. Nothing
 // in it outlives the request; byte slices from fasthttp are referenced only
 // while the handler runs.
@@ -178,7 +260,8 @@ type reqState struct {
 	fw      *forwardedFrom // set when another node forwarded the request
 	tls     bool           // the client's connection is TLS (its own or, forwarded, the first node's)
 	reqID   []byte
-	name    []byte // decoded queue name
+	name    []byte // decoded queue (or topic) name
+	sub     []byte // decoded subscription name
 	query   queryParams
 	qbuf    []byte
 	auth    authScratch

@@ -394,6 +394,12 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		s.changeMembers(ctx, st, r.queue)
 		return
 	}
+	if r.op.isTopic() {
+		if err := s.serveTopic(ctx, st, r); err != nil {
+			s.fail(ctx, st, err)
+		}
+		return
+	}
 	if r.queue != nil {
 		st.name, err = decodeQueueName(st.name[:0], r.queue)
 		if err != nil {

@@ -31,7 +31,8 @@ func TestUnknownPathsAndMethods(t *testing.T) {
 		{"GET", "/queues/q/messages/x"},
 		{"GET", "/queues//q"},
 		{"GET", "/queues/q/../q"},
-		{"GET", "/topics/t"},
+		{"POST", "/topics/t"},
+		{"GET", "/topics/t/messages"},
 		{"POST", "/healthz"},
 	} {
 		r := c.do(req{method: tc.method, target: tc.target})

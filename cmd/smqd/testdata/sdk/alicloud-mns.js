@@ -398,8 +398,121 @@ async function attrs(q) {
     await rejects('an unknown access key id', unknown.listQueue('', 10, P), mnsError('InvalidAccessKeyId', 403));
   });
 
-  await step('Topic operations (not served)', async () => {
-    await rejects('getTopicAttributes', client.getTopicAttributes('t1'), mnsError('InvalidRequestURL', 400));
+  // Every topic operation @alicloud/mns 1.2.0 implements (createTopic,
+  // getTopicAttributes, setTopicAttributes, listTopic, publishMessage); its
+  // subscription methods are empty stubs, so Subscribe, the subscription
+  // attributes and their list go through the SDK's own signed put()/get().
+  await step('Topics', async () => {
+    const t = P + 'topic';
+    const sec = () => Math.floor(Date.now() / 1000);
+    const lo = sec();
+    let r = await client.createTopic(t, { MaximumMessageSize: 2048, LoggingEnabled: 'True' });
+    eq('createTopic status', r.code, 201);
+    eq('createTopic Location', r.headers.location, `${endpoint}/topics/${t}`);
+    eq('createTopic no body', r.body, undefined);
+    r = await client.createTopic(t, { MaximumMessageSize: 2048, LoggingEnabled: 'True' });
+    eq('createTopic identical: status', r.code, 204);
+    eq('createTopic identical: Location', r.headers.location, `${endpoint}/topics/${t}`);
+    await rejects('createTopic with other attributes', client.createTopic(t, { MaximumMessageSize: 4096 }), mnsError('TopicAlreadyExist', 409));
+    await rejects('createTopic with a bad name', client.createTopic('bad_name'), mnsError('TopicNameInvalid', 400));
+    r = await client.getTopicAttributes(t);
+    eq('getTopicAttributes status', r.code, 200);
+    keys('the seven topic attributes', r.body, ['TopicName', 'CreateTime', 'LastModifyTime', 'MaximumMessageSize',
+      'MessageRetentionPeriod', 'MessageCount', 'LoggingEnabled']);
+    eq('TopicName', r.body.TopicName, t);
+    eq('MaximumMessageSize', r.body.MaximumMessageSize, '2048');
+    eq('MessageRetentionPeriod', r.body.MessageRetentionPeriod, '86400');
+    eq('MessageCount', r.body.MessageCount, '0');
+    eq('LoggingEnabled', r.body.LoggingEnabled, 'True');
+    between('CreateTime (s)', Number(r.body.CreateTime), lo, sec());
+    eq('LastModifyTime', r.body.LastModifyTime, r.body.CreateTime);
+    r = await client.setTopicAttributes(t, { MaximumMessageSize: 65536, LoggingEnabled: 'False' });
+    eq('setTopicAttributes status', r.code, 204);
+    r = await client.getTopicAttributes(t);
+    eq('MaximumMessageSize after set', r.body.MaximumMessageSize, '65536');
+    eq('LoggingEnabled after set', r.body.LoggingEnabled, 'False');
+    await rejects('setTopicAttributes out of range', client.setTopicAttributes(t, { MaximumMessageSize: 100 }), mnsError('InvalidArgument', 400));
+    await rejects('getTopicAttributes of a missing topic', client.getTopicAttributes(P + 'no-topic'), mnsError('TopicNotExist', 404));
+    r = await client.listTopic('', 1000, P + 'topic');
+    eq('listTopic status', r.code, 200);
+    eq('listTopic: the topic with its TopicURL', r.body, [{ TopicURL: `${endpoint}/topics/${t}` }]);
+
+    // One queue subscription per NotifyContentFormat (SDK's signed put()).
+    const formats = ['XML', 'JSON', 'SIMPLIFIED'];
+    for (const f of formats) {
+      const q = P + 'sub-' + f.toLowerCase();
+      await client.createQueue(q);
+      const body = `<?xml version="1.0" encoding="UTF-8"?><Subscription xmlns="http://mns.aliyuncs.com/doc/v1/">` +
+        `<Endpoint>acs:mns:cn-hangzhou:${accountId}:queues/${q}</Endpoint><NotifyContentFormat>${f}</NotifyContentFormat></Subscription>`;
+      r = await client.put(`/topics/${t}/subscriptions/to-${f.toLowerCase()}`, 'Subscription', body, ['location']);
+      eq(`subscribe ${f}: status`, r.code, 201);
+      eq(`subscribe ${f}: Location`, r.headers.location, `${endpoint}/topics/${t}/subscriptions/to-${f.toLowerCase()}`);
+    }
+    const bad = `<Subscription><Endpoint>http://127.0.0.1:9/ep</Endpoint></Subscription>`;
+    await rejects('subscribe an HTTP endpoint (no push delivery)', client.put(`/topics/${t}/subscriptions/http`, 'Subscription', bad), mnsError('EndpointInvalid', 400));
+    r = await client.get(`/topics/${t}/subscriptions/to-json`, 'Subscription');
+    eq('getSubscriptionAttributes status', r.code, 200);
+    keys('the subscription attributes', r.body, ['SubscriptionName', 'Subscriber', 'TopicOwner', 'TopicName', 'Endpoint',
+      'NotifyStrategy', 'NotifyContentFormat', 'CreateTime', 'LastModifyTime']);
+    eq('SubscriptionName', r.body.SubscriptionName, 'to-json');
+    eq('TopicName', r.body.TopicName, t);
+    eq('Endpoint', r.body.Endpoint, `acs:mns:cn-hangzhou:${accountId}:queues/${P}sub-json`);
+    eq('NotifyStrategy', r.body.NotifyStrategy, 'BACKOFF_RETRY');
+    eq('NotifyContentFormat', r.body.NotifyContentFormat, 'JSON');
+    eq('Subscriber = TopicOwner', r.body.Subscriber, r.body.TopicOwner);
+    r = await client.get(`/topics/${t}/subscriptions`, 'Subscriptions', { headers: { 'x-mns-ret-number': 2 } });
+    keys('first page of 2 subscriptions', r.body, ['Subscription', 'NextMarker']);
+    eq('first page', r.body.Subscription, [
+      { SubscriptionURL: `${endpoint}/topics/${t}/subscriptions/to-json` },
+      { SubscriptionURL: `${endpoint}/topics/${t}/subscriptions/to-simplified` }]);
+
+    // publishMessage: the README flow, MessageAttributes included.
+    const text = 'hello topic';
+    r = await client.publishMessage(t, { MessageBody: text, MessageTag: 'tagA', MessageAttributes: { DirectSMS: '{"a":1}' } });
+    eq('publishMessage status', r.code, 201);
+    keys('publishMessage answer', r.body, ['MessageId', 'MessageBodyMD5']);
+    match('MessageId', r.body.MessageId, /^[0-9A-F]{32}$/);
+    eq('MessageBodyMD5', r.body.MessageBodyMD5, md5Upper(text));
+    const id = r.body.MessageId;
+    await rejects('publishMessage to a missing topic', client.publishMessage(P + 'no-topic', { MessageBody: 'x' }), mnsError('TopicNotExist', 404));
+    await rejects('publishMessage with a 17-character tag', client.publishMessage(t, { MessageBody: 'x', MessageTag: 'x'.repeat(17) }), mnsError('InvalidArgument', 400));
+    for (const f of formats) {
+      const q = P + 'sub-' + f.toLowerCase();
+      const m = (await client.receiveMessage(q)).body;
+      ok(`${f}: a new message`, m.MessageId !== id, m);
+      eq(`${f}: its MD5 is of the delivered body`, m.MessageBodyMD5, md5Upper(m.MessageBody));
+      if (f === 'SIMPLIFIED') {
+        eq('SIMPLIFIED body', m.MessageBody, text);
+      } else if (f === 'JSON') {
+        const n = JSON.parse(m.MessageBody);
+        keys('JSON notification keys', n, ['TopicOwner', 'TopicName', 'Subscriber', 'SubscriptionName', 'MessageId',
+          'Message', 'MessageMD5', 'MessageTag', 'PublishTime']);
+        eq('JSON TopicName', n.TopicName, t);
+        eq('JSON SubscriptionName', n.SubscriptionName, 'to-json');
+        eq('JSON MessageId', n.MessageId, id);
+        eq('JSON Message', n.Message, text);
+        eq('JSON MessageMD5', n.MessageMD5, md5Upper(text));
+        eq('JSON MessageTag', n.MessageTag, 'tagA');
+        between('JSON PublishTime (ms)', n.PublishTime, lo * 1000, Date.now());
+      } else {
+        match('XML notification', m.MessageBody, new RegExp('^<\\?xml version="1.0" encoding="utf-8"\\?><Notification xmlns="http://mns.aliyuncs.com/doc/v1/">' +
+          `<TopicOwner>[^<]+</TopicOwner><TopicName>${t}</TopicName><Subscriber>[^<]+</Subscriber><SubscriptionName>to-xml</SubscriptionName>` +
+          `<MessageId>${id}</MessageId><Message>${text}</Message><MessageMD5>${md5Upper(text)}</MessageMD5>` +
+          '<MessageTag>tagA</MessageTag><PublishTime>[0-9]{13}</PublishTime></Notification>$'));
+      }
+      await client.deleteMessage(q, m.ReceiptHandle);
+    }
+    r = await client.getTopicAttributes(t);
+    eq('MessageCount after one publish', r.body.MessageCount, '1');
+
+    // Unsubscribe and DeleteTopic (no SDK method: signed delete()).
+    r = await client.delete(`/topics/${t}/subscriptions/to-xml`, 'Subscription', '');
+    eq('unsubscribe status', r.code, 204);
+    await rejects('attributes of a removed subscription', client.get(`/topics/${t}/subscriptions/to-xml`, 'Subscription'), mnsError('SubscriptionNotExist', 404));
+    r = await client.delete(`/topics/${t}`, 'Topic', '');
+    eq('deleteTopic status', r.code, 204);
+    await rejects('attributes of a deleted topic', client.getTopicAttributes(t), mnsError('TopicNotExist', 404));
+    for (const f of formats) await client.deleteQueue(P + 'sub-' + f.toLowerCase());
   });
 
   await step('DeleteQueue', async () => {

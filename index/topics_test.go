@@ -1,0 +1,55 @@
+package index
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Topics and subscriptions: put, overwrite, delete, and scans in id order
+// that survive a reopen (the 't' and 'u' key spaces of doc.go).
+func TestTopicsAndSubscriptions(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{})
+	b := s.NewBatch()
+	b.PutTopic(2, []byte("t2"))
+	b.PutTopic(1, []byte("t1"))
+	b.PutTopic(3, []byte("t3"))
+	b.PutSubscription(7, []byte("s7"))
+	b.PutSubscription(5, []byte("s5"))
+	b.PutQueue(1, []byte("q1")) // another key space: not a topic
+	if err := s.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	b = s.NewBatch()
+	b.DeleteTopic(3)
+	b.PutTopic(2, []byte("t2'"))
+	b.DeleteSubscription(5)
+	b.DeleteSubscription(99) // absent: not an error
+	if err := s.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, dir, Options{})
+	defer s.Close()
+	var got []string
+	if err := s.Topics(func(id uint64, v []byte) error {
+		got = append(got, fmt.Sprintf("%d=%s", id, v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Subscriptions(func(id uint64, v []byte) error {
+		got = append(got, fmt.Sprintf("s%d=%s", id, v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[1=t1 2=t2' s7=s7]" {
+		t.Fatalf("got %v", got)
+	}
+	if k, ok := parseIDKey(appendIDKey(nil, prefixTopic, 9), prefixSub); ok {
+		t.Fatalf("a topic key parsed as a subscription key: %d", k)
+	}
+}
