@@ -165,7 +165,7 @@ func openDurable(o *Options) (*durableStore, error) {
 	}
 	d.cp = newJob(o.Clock, checkpointPoll, d.checkpointJob)
 	d.spaceJ = newJob(o.Clock, spacePoll, d.spaceJob)
-	d.checkSpace()
+	d.checkSpace(true)
 	return d, nil
 }
 

@@ -12,7 +12,7 @@ package engine
 //	state      entered when                      what works
 //	normal     free >= reserve + hysteresis      everything
 //	disk full  free <  reserve                   receives, deletes, visibility changes, peeks,
-//	                                             attribute changes, checkpoints, compaction;
+//	           (at open: < reserve + hysteresis) attribute changes, checkpoints, compaction;
 //	                                             sends and queue creations fail with ErrDiskFull
 //	critical   free <  index reserve             as disk full, and checkpoints wait (Badger
 //	                                             would meet the full disk); an operation held
@@ -92,8 +92,12 @@ func (d *durableStore) freeBytes() int64 {
 	return free
 }
 
-// checkSpace samples free space and moves the guard's state.
-func (d *durableStore) checkSpace() {
+// checkSpace samples free space and moves the guard's state. At open
+// (opening) a broker starts in the disk-full state already when free space
+// is inside the hysteresis band above the reserve: a broker stopped on a
+// full disk gets back a little space when it closes (Badger's memtable
+// files, the spare segment), and its first sends must not spend it.
+func (d *durableStore) checkSpace(opening bool) {
 	g := d.space
 	if g.reserve == 0 {
 		return
@@ -105,7 +109,7 @@ func (d *durableStore) checkSpace() {
 	// Each transition is logged before it takes effect, so that whoever
 	// sees its effect (a 503 DiskFull, or a send accepted again) can find
 	// its log line.
-	case !full && free < g.reserve:
+	case !full && (free < g.reserve || opening && free < g.reserve+g.hysteresis):
 		d.log.Warn("disk full: new messages and queues are refused until space is freed; receives and deletes go on",
 			"free_bytes", free, "reserve_bytes", g.reserve, "dir", d.opts.Dir)
 		d.fullEvents.Add(1)
@@ -123,7 +127,7 @@ func (d *durableStore) checkSpace() {
 
 // spaceJob is the space job's run: it samples while records are appended.
 func (d *durableStore) spaceJob() bool {
-	d.checkSpace()
+	d.checkSpace(false)
 	return false // the next append kicks it again
 }
 
