@@ -189,7 +189,6 @@ func newBrokerCollector(s *Server) *brokerCollector {
 		{"smqd_wal_compressed_records_total", "WAL records stored compressed.", func(st *engine.StorageStats) uint64 { return st.WAL.CompressedRecords }},
 		{"smqd_wal_writes_total", "Group-commit write batches.", func(st *engine.StorageStats) uint64 { return st.WAL.Writes }},
 		{"smqd_wal_write_calls_total", "Write calls on WAL segment files.", func(st *engine.StorageStats) uint64 { return st.WAL.WriteCalls }},
-		{"smqd_wal_leader_flushes_total", "WAL writes and fsyncs made by a waiting request itself rather than the writer goroutine (sync always).", func(st *engine.StorageStats) uint64 { return st.WAL.LeaderFlushes }},
 		{"smqd_wal_fsyncs_total", "fdatasync calls on WAL segment files.", func(st *engine.StorageStats) uint64 { return st.WAL.Fsyncs }},
 		{"smqd_wal_segment_rolls_total", "WAL segment rolls.", func(st *engine.StorageStats) uint64 { return st.WAL.Rolls }},
 		{"smqd_wal_append_stalls_total", "Appends that waited for room in the WAL's ring buffer.", func(st *engine.StorageStats) uint64 { return st.WAL.AppendStalls }},

@@ -1,7 +1,6 @@
 // Package wal is smqd's write-ahead log: one append-only log per broker,
-// split into preallocated segment files, written with group commit by
-// whoever holds the write token: the writer goroutine, or in SyncAlways a
-// waiting appender that leads the flush itself (writer.go).
+// split into preallocated segment files, written by a single writer goroutine
+// that does group commit.
 //
 // The package stores typed, opaque records. It knows nothing of messages,
 // queues or the index; the engine gives it bytes and gets back positions.
@@ -175,12 +174,9 @@
 // Log.mu (an RWMutex) guards the position counter, the ring bytes at and after
 // the unwritten span, the closed flag and mutations of the segment list;
 // appenders hold it exclusively while they copy, ring readers hold it shared.
-// The holder of the write token (Log.wtok: the writer goroutine, or a
-// leading waiter in SyncAlways) owns every write and fsync on segment files
-// and is the only one to advance WrittenEnd and SyncedEnd (atomics,
-// announced to waiters under Log.ack) and to set or clear the stall. The
-// token is held across that I/O: it is what serialises the flushes, and no
-// appender or reader ever blocks on it (leaders only TryLock it). The spare goroutine owns the
+// The writer goroutine owns every write and fsync on segment files and is the
+// only one to advance WrittenEnd and SyncedEnd (atomics, announced to waiters
+// under Log.ack) and to set or clear the stall. The spare goroutine owns the
 // spare file until it hands it to the writer through a channel, and its
 // failure state (Log.spareErr). The segment list is copy-on-write behind
 // an atomic.Pointer, so AddLive and readers never take a lock.
@@ -195,9 +191,8 @@
 // (RemoveSegment) and taken briefly by the spare goroutine to pick a file.
 // Neither is ever taken by an append or a read.
 //
-// Lock order: Log.wtok before Log.mu and Log.ack (a flush reads the end
-// and announces under them); Log.removeMu before Log.recycled (a removal
-// recycles its file); Log.mu and Log.ack are never held with each other. In MemFS,
+// Lock order: Log.removeMu before Log.recycled (a removal recycles its
+// file); Log.mu and Log.ack are never held with any other lock. In MemFS,
 // MemFS.mu is taken before a file's mutex.
 //
 // # Test tools

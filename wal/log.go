@@ -91,18 +91,8 @@ type Log struct {
 	// removeMu serializes the file operations of RemoveSegment.
 	removeMu sync.Mutex
 
-	// wtok is the write token (writer.go, "Leader-follower"): whoever holds
-	// it may write and fsync, and owns w and the stall. The writer
-	// goroutine takes it with Lock; a waiting appender only with TryLock.
-	wtok sync.Mutex
-	// lazyArmed (SyncAlways): an Append already told the writer that
-	// records nobody waits for are pending; the writer clears it before
-	// the timed flush that covers them.
-	lazyArmed atomic.Bool
-
 	// Writer goroutine plumbing (writer.go).
-	kick       chan struct{} // cap 1: write (and fsync if asked) now
-	lazy       chan struct{} // cap 1: write and fsync within lazySyncDelay
+	kick       chan struct{} // cap 1: there is work
 	stop       chan struct{} // closed by Close
 	writerDone chan struct{}
 	w          writerState // owned by the writer goroutine
@@ -214,16 +204,9 @@ func (l *Log) Append(recs []Record) error {
 
 	// Wake the writer. The channel has room for one token: if one is
 	// already there, the writer will see these records on its next pass.
-	// In SyncAlways the records are written by the next WaitDurable's
-	// leader (writer.go), or by the writer within lazySyncDelay when no
-	// waiter comes: one token per delay, not one wake-up per Append.
-	if l.opts.Sync != SyncAlways {
-		l.kickWriter()
-	} else if !l.lazyArmed.Load() && l.lazyArmed.CompareAndSwap(false, true) {
-		select {
-		case l.lazy <- struct{}{}:
-		default:
-		}
+	select {
+	case l.kick <- struct{}{}:
+	default:
 	}
 	l.stats.records.Add(uint64(len(recs)))
 	l.stats.payloadBytes.Add(uint64(payload))
@@ -255,7 +238,6 @@ func (l *Log) waitRoomLocked(total int) error {
 			l.stats.stalls.Add(1)
 		}
 		l.mu.stalled++
-		l.kickWriter() // room comes only from a write
 		l.spaceCond.Wait()
 		l.mu.stalled--
 	}
@@ -371,33 +353,22 @@ func (l *Log) WaitDurable(p Pos) error {
 		return ErrClosed
 	}
 	if l.opts.Sync == SyncAlways {
-		// Ask for the fsync: records nobody waits for (receives) ride the
-		// next one instead of each costing one. Then lead: write and fsync
-		// ourselves if nobody is, else wait for whoever is (writer.go).
-		l.raiseSyncWant(uint64(p) + 1)
-		return l.waitSynced(p)
+		// Ask for the fsync: records nobody waits for (receives, deletes)
+		// ride the next one instead of each costing one (writer.go).
+		l.wantSync(uint64(p) + 1)
+		return l.waitFor(&l.synced, &l.ack.synced, p)
 	}
 	return l.waitFor(&l.written, &l.ack.written, p)
 }
 
 // wantSync asks the writer to fsync at least up to end and wakes it.
 func (l *Log) wantSync(end uint64) {
-	l.raiseSyncWant(end)
-	l.kickWriter()
-}
-
-// raiseSyncWant raises syncWant to at least end.
-func (l *Log) raiseSyncWant(end uint64) {
 	for {
 		w := l.syncWant.Load()
 		if w >= end || l.syncWant.CompareAndSwap(w, end) {
-			return
+			break
 		}
 	}
-}
-
-// kickWriter wakes the writer goroutine (a token already queued will do).
-func (l *Log) kickWriter() {
 	select {
 	case l.kick <- struct{}{}:
 	default:

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 )
@@ -269,66 +267,7 @@ func TestSyncModes(t *testing.T) {
 			}
 		}
 		waitUntil(t, 10*time.Second, "the lazy fsync", func() bool { return l.SyncedEnd() == l.End() })
-		if st := l.Stats(); st.LeaderFlushes != 0 {
-			t.Fatalf("%d leader flushes without a waiter", st.LeaderFlushes)
-		}
 	})
-}
-
-// TestLeaderFollower: in SyncAlways a waiter that finds the log idle writes
-// and fsyncs itself (Stats.LeaderFlushes), and every record it was told is
-// durable is in a power-loss image. Concurrent waiters (some leading, some
-// following, some handed over to the writer) all end durable; a leader that
-// skipped its fsync fails TestCrashCloneConcurrent (tried).
-func TestLeaderFollower(t *testing.T) {
-	fs := NewMemFS()
-	l := mustOpen(t, crashDir, testOptions(t, fs))
-	defer l.Close()
-	const n = 50
-	var last Pos
-	for i := range n {
-		last = appendWait(t, l, 1, []byte{byte(i)}).Pos
-	}
-	st := l.Stats()
-	if st.LeaderFlushes == 0 {
-		t.Fatalf("no waiter led a flush: %+v", st)
-	}
-	if st.Fsyncs > n+2 {
-		t.Fatalf("%d fsyncs for %d waits", st.Fsyncs, n)
-	}
-	img := fs.CrashClone(rand.New(rand.NewPCG(1, 2)))
-	opts := testOptions(t, img)
-	cl := mustOpen(t, crashDir, opts)
-	defer cl.Close()
-	if cl.End() <= last {
-		t.Fatalf("acknowledged record at %d lost: image ends at %d", last, cl.End())
-	}
-
-	// Many waiters at once: none hangs, all durable.
-	var wg sync.WaitGroup
-	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 40 {
-				r := Record{Type: 1, Body: []byte{byte(g), byte(i)}}
-				recs := []Record{r}
-				if err := l.Append(recs); err != nil {
-					t.Error(err)
-					return
-				}
-				if err := l.WaitDurable(recs[0].Pos); err != nil {
-					t.Error(err)
-					return
-				}
-				if l.SyncedEnd() <= recs[0].Pos {
-					t.Errorf("WaitDurable(%d) returned with synced end %d", recs[0].Pos, l.SyncedEnd())
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 func TestCompressionEndToEnd(t *testing.T) {

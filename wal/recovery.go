@@ -79,7 +79,6 @@ func Open(dir string, opts Options) (*Log, error) {
 		log:        opts.Logger.With("wal", filepath.Clean(dir)),
 		maxPayload: int(min(int64(MaxPayload), opts.SegmentBytes-headerSize)),
 		kick:       make(chan struct{}, 1),
-		lazy:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		spares:     make(chan spareFile),

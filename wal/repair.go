@@ -320,7 +320,10 @@ func (l *Log) SkipTo(p Pos) (Pos, error) {
 	end := l.mu.end
 	l.mu.Unlock()
 	if appended > 0 {
-		l.kickWriter()
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
 		l.stats.bytes.Add(uint64(appended))
 		l.log.Warn("wal skipped positions to move its end", "to", uint64(p), "end", uint64(end), "bytes", appended)
 	}

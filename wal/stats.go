@@ -30,7 +30,6 @@ type Stats struct {
 	Writes            uint64 // write batches (writer iterations that wrote)
 	WriteCalls        uint64 // WriteAt calls
 	Fsyncs            uint64 // fdatasync calls on segment files
-	LeaderFlushes     uint64 // writes+fsyncs made by a waiting appender itself (SyncAlways leader-follower)
 	Rolls             uint64 // segment rolls
 	AppendStalls      uint64 // Appends that waited for room in the ring
 	RingReads         uint64 // ReadAt calls served from the ring
@@ -96,7 +95,6 @@ func (h *histogram) snapshot() Histogram {
 type counters struct {
 	records, payloadBytes, bytes, compressed  atomic.Uint64
 	writes, writeCalls, fsyncs, rolls         atomic.Uint64
-	leaderFlushes                             atomic.Uint64
 	stalls, ringReads, fileReads              atomic.Uint64
 	spareFailures, rollStalls, stickyFailures atomic.Uint64
 	fsyncLat                                  histogram
@@ -124,7 +122,6 @@ func (l *Log) Stats() Stats {
 		Writes:            c.writes.Load(),
 		WriteCalls:        c.writeCalls.Load(),
 		Fsyncs:            c.fsyncs.Load(),
-		LeaderFlushes:     c.leaderFlushes.Load(),
 		Rolls:             c.rolls.Load(),
 		AppendStalls:      c.stalls.Load(),
 		RingReads:         c.ringReads.Load(),

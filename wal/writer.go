@@ -19,28 +19,6 @@ package wal
 // rate on this 2-core machine (waking N goroutines and N kicks cost more
 // than the fsync), so records/s dropped from ~130k to ~30-70k at N=64.
 //
-// Leader-follower (SyncAlways): an appender that waits for durability does
-// not hand its records to the writer goroutine and sleep. If nobody holds
-// the write token (Log.wtok) it takes it and runs the same flush itself:
-// it writes everything appended so far (others' records too) and fsyncs;
-// appenders arriving meanwhile find the token taken and wait for that
-// flush's announcement, then lead the next one if it did not cover them.
-// This saves the writer's wake-up and a goroutine switch per group commit.
-// The writer goroutine still does what no waiter asks for: it writes
-// records nobody waits for (receives) within lazySyncDelay (Append sends
-// one token per delay on Log.lazy, not a kick per record), makes room in
-// the ring for a stalled Append, serves Sync, rolls after a stall, and
-// runs the final flush of Close. Leaders only TryLock, so no appender ever
-// queues behind another's I/O on the mutex. The hand-over rule that keeps
-// a waiter from sleeping through its turn: a waiter tries the token and
-// goes to sleep under Log.ack, and every holder releases the token before
-// it broadcasts under Log.ack (release); so a waiter that found the token
-// taken is woken after it is free, and leads the next flush itself if the
-// last one did not cover it. Nobody leads after Close (the writer's final
-// flush covers everything), and a waiter gives up with the error while
-// the log is stalled on a roll (the writer and the spare goroutine end it)
-// or failed.
-//
 // Spare failures: a spare that cannot be made (ENOSPC from fallocate, say)
 // never fails the log. The spare goroutine retries with a bounded
 // exponential backoff (spareRetryMin doubling to spareRetryMax), logging at
@@ -57,11 +35,10 @@ package wal
 // rename or directory fsync of the roll, which are metadata updates whose
 // outcome cannot be known.
 //
-// Who touches what: writerState and Log.stall belong to the holder of the
-// write token (the writer goroutine or a leader; only they store them).
-// The spare file belongs to the spare goroutine until it is sent on
-// l.spares; Log.spareErr and the backoff state belong to the spare
-// goroutine.
+// Who touches what: writerState belongs to the writer goroutine alone, and
+// so does Log.stall (only the writer stores it). The spare file belongs to
+// the spare goroutine until it is sent on l.spares; Log.spareErr and the
+// backoff state belong to the spare goroutine.
 
 import (
 	"errors"
@@ -72,15 +49,16 @@ import (
 	"time"
 )
 
-// writerState is owned by the holder of the write token (Log.wtok).
+// writerState is owned by the writer goroutine.
 type writerState struct {
 	wseg     *segment         // segment last written to: the one an fsync must cover
 	lastSync time.Time        // end of the last fdatasync (SyncInterval pacing)
 	endMark  [headerSize]byte // zeros: the end-of-data mark of recycled files
 	iov      [3][]byte        // writeRange's buffers: span, wrapped span, end mark
-	nrec     uint64           // mu.records at the last write, for the batch histogram
-	spare    spareFile        // a spare received while stalled (name "" if none)
-	ownSeq   int              // numbers the spares the writer makes itself
+	timer    *time.Timer
+	nrec     uint64    // mu.records at the last write, for the batch histogram
+	spare    spareFile // a spare received while stalled (name "" if none)
+	ownSeq   int       // numbers the spares the writer makes itself
 }
 
 // stallState is a roll the writer could not make: the records from at on
@@ -117,136 +95,47 @@ func (l *Log) startBackground() {
 // writerLoop runs until Close, writing what appenders put in the ring.
 func (l *Log) writerLoop() {
 	defer close(l.writerDone)
-	var (
-		timerC <-chan time.Time
-		timer  *time.Timer // only this goroutine touches it
-	)
-	arm := func(d time.Duration) {
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		timerC = timer.C
-	}
+	var timerC <-chan time.Time
 	for {
 		stopping, timed := false, false
 		// While stalled, a spare the spare goroutine delivers ends the stall.
 		var sparesC chan spareFile
-		l.wtok.Lock()
 		if l.stall.Load() != nil && l.w.spare.name == "" {
 			sparesC = l.spares
 		}
-		l.wtok.Unlock()
 		select {
 		case <-l.kick:
-		case <-l.lazy:
-			// SyncAlways records nobody waits for yet: a leader may well
-			// write them first; if not, the timer's flush does.
-			if timerC == nil {
-				arm(lazySyncDelay)
-			}
-			continue
 		case <-timerC:
 			timerC, timed = nil, true
-			// Before the flush: an Append after this sends a new token.
-			l.lazyArmed.Store(false)
-			if l.opts.Sync == SyncAlways {
-				if l.synced.Load() >= l.endPos.Load() {
-					continue // leaders covered everything
-				}
-				// A leader at work (whose flush may not cover the
-				// latest records): look again later rather than queue
-				// behind it on the token, which would hand the token to
-				// this goroutine and make the next waiter follow.
-				if !l.wtok.TryLock() {
-					arm(lazySyncDelay)
-					continue
-				}
-				l.wtok.Unlock()
-			}
 		case sp := <-sparesC:
-			l.wtok.Lock()
 			l.w.spare = sp
-			l.wtok.Unlock()
 		case <-l.stop:
 			stopping = true
 		}
-		l.wtok.Lock()
 		l.flush(stopping, timed)
-		// Make sure unsynced data gets its fsync in time even if no further
-		// append comes: SyncInterval after the interval, SyncAlways (data
-		// nobody waits for) after lazySyncDelay.
-		d := time.Duration(-1)
-		if !stopping && l.opts.Sync != SyncNone && timerC == nil && l.fail.Load() == nil &&
-			l.synced.Load() < l.written.Load() {
-			d = time.Until(l.w.lastSync.Add(l.opts.SyncInterval))
-			if l.opts.Sync == SyncAlways {
-				d = lazySyncDelay
-			}
-		}
-		l.release()
 		if stopping {
-			if timer != nil {
-				timer.Stop()
+			if l.w.timer != nil {
+				l.w.timer.Stop()
 			}
 			return
 		}
-		if d >= 0 {
-			arm(d)
-		}
-	}
-}
-
-// release gives the write token back and then wakes the waiters: in
-// that order, so that a waiter which saw the token held (under Log.ack, in
-// waitSynced) is asleep before the broadcast and wakes to lead the next
-// flush if this one did not cover it. Every holder releases this way.
-func (l *Log) release() {
-	l.wtok.Unlock()
-	l.announce(&l.ack.synced)
-}
-
-// waitSynced is WaitDurable in SyncAlways: the leader-follower group
-// commit (see the header). Under Log.ack it either finds p synced, or
-// takes the free write token and flushes itself, or sleeps until the
-// holder's release.
-func (l *Log) waitSynced(p Pos) error {
-	if l.synced.Load() > uint64(p) {
-		return nil
-	}
-	if uint64(p) >= l.endPos.Load() {
-		return fmt.Errorf("%w: wait for %d, end is %d", ErrOutOfRange, p, l.End())
-	}
-	l.ack.Lock()
-	defer l.ack.Unlock()
-	for l.synced.Load() <= uint64(p) {
-		if f := l.fail.Load(); f != nil {
-			return f
-		}
-		if st := l.stall.Load(); st != nil && p >= st.at {
-			return st.err
-		}
-		if l.writerExited() {
-			return ErrClosed
-		}
-		// TryLock under ack cannot deadlock (it never blocks). Nobody
-		// leads after Close (the writer's final flush covers everything).
-		if !l.closed.Load() && l.wtok.TryLock() {
-			l.ack.Unlock()
-			l.stats.leaderFlushes.Add(1)
-			l.flush(false, false)
-			stalled := l.stall.Load() != nil
-			l.release()
-			if stalled {
-				l.kickWriter() // it watches for the spare that ends the stall
+		// Make sure unsynced data gets its fsync in time even if no further
+		// append comes: SyncInterval after the interval, SyncAlways (data
+		// nobody waits for) after lazySyncDelay.
+		if l.opts.Sync != SyncNone && timerC == nil && l.fail.Load() == nil &&
+			l.synced.Load() < l.written.Load() {
+			d := time.Until(l.w.lastSync.Add(l.opts.SyncInterval))
+			if l.opts.Sync == SyncAlways {
+				d = lazySyncDelay
 			}
-			l.ack.Lock()
-			continue
+			if l.w.timer == nil {
+				l.w.timer = time.NewTimer(d)
+			} else {
+				l.w.timer.Reset(d)
+			}
+			timerC = l.w.timer.C
 		}
-		l.ack.synced.Wait()
 	}
-	return nil
 }
 
 // lazySyncDelay bounds how long, in SyncAlways, records that no caller
@@ -302,7 +191,7 @@ func (l *Log) flush(final, timed bool) {
 		return
 	}
 	l.synced.Store(uint64(end))
-	// Announced by the caller once it has released the token (release).
+	l.announce(&l.ack.synced)
 }
 
 // errStalled is writeRange's report that a new segment has no file yet
