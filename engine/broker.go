@@ -156,6 +156,9 @@ func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err er
 	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
+	if err := b.checkDeadLetterTarget(name, cfg); err != nil {
+		return false, err
+	}
 	if q, _ := b.Queue(name); q != nil {
 		if q.meta().cfg == cfg {
 			return false, nil
@@ -212,6 +215,11 @@ func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
 	cfg := p.Apply(old.cfg)
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if cfg.DeadLetterQueue != old.cfg.DeadLetterQueue {
+		if err := b.checkDeadLetterTarget(name, cfg); err != nil {
+			return err
+		}
 	}
 	meta := newQueueMeta(cfg, old.createMs, b.nowMs())
 	v := queueVal{id: q.id, stripes: len(q.stripes), createMs: meta.createMs, modifyMs: meta.modifyMs, cfg: cfg, name: q.name}

@@ -188,6 +188,7 @@ type reqState struct {
 	out     []byte // response body being encoded (fasthttp's buffer, see respBody)
 	scratch []byte
 	entries []engine.SendEntry
+	props   []engine.Property // the send's properties (decodeSend); entries point into it
 	results []engine.SendResult
 	msgs    []engine.Message
 	handles []engine.ReceiptHandle
@@ -207,6 +208,8 @@ func (st *reqState) release() {
 		st.entries[i] = engine.SendEntry{}
 	}
 	st.entries = st.entries[:0]
+	clear(st.props)
+	st.props = st.props[:0]
 	for i := range st.results {
 		st.results[i] = engine.SendResult{}
 	}
