@@ -118,9 +118,58 @@ func decodeQueueAttrs(d *xmlDoc, body []byte) (engine.ConfigPatch, error) {
 				return p, err
 			}
 			p.LoggingEnabled = &x
+		case "DeadLetterTargetQueue", "MaxReceiveCount", "DlqPolicy":
+			if err := decodeDeadLetter(d, c, &p); err != nil {
+				return p, err
+			}
 		}
 	}
 	return p, nil
+}
+
+// decodeDeadLetter decodes the dead-letter extension of a Queue document
+// (topic spec §3.8, the same shape for queues): the flat elements
+// DeadLetterTargetQueue (empty: no policy) and MaxReceiveCount, or the
+// OpenAPI shape DlqPolicy with Enabled, DeadLetterTargetQueue and
+// MaxReceiveCount children. The engine checks the target.
+func decodeDeadLetter(d *xmlDoc, c int32, p *engine.ConfigPatch) error {
+	v := bytes.TrimSpace(d.textOf(c))
+	switch string(d.name(c)) {
+	case "DeadLetterTargetQueue":
+		if d.nodes[c].hasChildren {
+			return argError("DeadLetterTargetQueue", "must be a queue name, not elements")
+		}
+		x := string(v)
+		p.DeadLetterQueue = &x
+	case "MaxReceiveCount":
+		n, err := intInRange("MaxReceiveCount", v, 1, engine.MaxMaxReceiveCount, "")
+		if err != nil {
+			return err
+		}
+		x := int(n)
+		p.MaxReceiveCount = &x
+	case "DlqPolicy":
+		enabled := true
+		for f := d.firstChild(c); f >= 0; f = d.nextSibling(f) {
+			switch string(d.name(f)) {
+			case "Enabled":
+				x, err := parseBool("Enabled", d.textOf(f))
+				if err != nil {
+					return err
+				}
+				enabled = x
+			case "DeadLetterTargetQueue", "MaxReceiveCount":
+				if err := decodeDeadLetter(d, f, p); err != nil {
+					return err
+				}
+			}
+		}
+		if !enabled {
+			off := ""
+			p.DeadLetterQueue, p.MaxReceiveCount = &off, nil
+		}
+	}
+	return nil
 }
 
 // decodeSend decodes a Message or Messages document into entries (appended
