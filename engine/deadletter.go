@@ -202,18 +202,29 @@ func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message) erro
 		release()
 		return nil // deleted, expired or changed meanwhile
 	}
-	var src [snapLen]byte
-	putSnap(src[:], q.id, st.idx, loc.slot, s)
-	q.b.store.moveRecord(&rec[0], src[:], t.id, tst.idx, tidx, &tslot, &msg.MD5, props, msg.Body)
-	if err := q.b.store.append(rec[:]); err != nil {
-		st.mu.Unlock()
-		q.b.storageFailed(err)
-		release()
-		return err
+	if q.b.opts.testSplitMove {
+		if err := q.splitMoveLocked(st, t, tst, tidx, &tslot, msg, props, &rec[0]); err != nil {
+			st.mu.Unlock()
+			release()
+			return err
+		}
+	} else {
+		var src [snapLen]byte
+		putSnap(src[:], q.id, st.idx, loc.slot, s)
+		q.b.store.moveRecord(&rec[0], src[:], t.id, tst.idx, tidx, &tslot, &msg.MD5, props, msg.Body)
+		if err := q.b.store.append(rec[:]); err != nil {
+			st.mu.Unlock()
+			q.b.storageFailed(err)
+			release()
+			return err
+		}
 	}
 	st.wheel.remove(&st.slab, loc.slot)
 	st.nInactive--
 	q.b.store.addLive(s.bodyPos, -int64(s.recSize))
+	if q.b.opts.testSplitMove {
+		q.b.store.changeRecord(st, recDelete, loc.slot)
+	}
 	st.slab.release(loc.slot)
 	st.scheduleLocked(now)
 	st.flushLocked()
@@ -244,6 +255,27 @@ func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message) erro
 	if woken > 0 {
 		t.waiters.wake(woken)
 	}
+	return nil
+}
+
+// splitMoveLocked is the move done wrong, for the crash test to catch
+// (Options.testSplitMove): a send record into the target, made durable on
+// its own, then the source's delete record (the caller appends it when it
+// frees the slot). A crash between the two leaves the message in both
+// queues, which is what invariant 1 rules out. st.mu is held.
+func (q *Queue) splitMoveLocked(st *stripe, t *Queue, tst *stripe, tidx uint32, tslot *slot, msg *Message, props []byte, rec *logRec) error {
+	var head [bodyHeadLen]byte
+	q.b.store.bodyRecord(rec, &head, t.id, tst.idx, tidx, tslot, &msg.MD5, props, msg.Body, false)
+	recs := [1]logRec{*rec}
+	err := q.b.store.append(recs[:])
+	if err == nil {
+		err = q.b.store.waitDurable(recs[0].pos)
+	}
+	if err != nil {
+		q.b.storageFailed(err)
+		return err
+	}
+	*rec = recs[0]
 	return nil
 }
 

@@ -83,6 +83,9 @@ type Options struct {
 	// testCommit, if set, replaces the durable backend's index commits
 	// (tests: the power-loss test snapshots the index at each one).
 	testCommit func(idx *index.Store, b *index.Batch) error
+	// testSplitMove, if set, logs a dead-letter move as two records
+	// (deadletter.go splitMoveLocked): the crash test's deliberate break.
+	testSplitMove bool
 }
 
 func (o *Options) withDefaults() Options {
