@@ -322,6 +322,7 @@ type QueueStats struct {
 	Sent, Received, Deleted   int64 // messages since start
 	Expired                   int64 // messages dropped by retention since start
 	Unreadable                int64 // messages dropped since start because their bodies were damaged
+	DeadLettered              int64 // messages moved to the dead-letter queue since start (deadletter.go)
 	Waiting                   int   // receives waiting (long polls)
 }
 
@@ -376,7 +377,7 @@ func (b *Broker) Stats() Stats {
 		s.Queues = append(s.Queues, QueueStats{
 			Name: q.name, Active: a, Inactive: i, Delayed: d,
 			Sent: q.sent.Load(), Received: q.received.Load(), Deleted: q.deleted.Load(),
-			Expired: q.expired.Load(), Unreadable: q.unreadable.Load(), Waiting: q.waiters.waiting(),
+			Expired: q.expired.Load(), Unreadable: q.unreadable.Load(), DeadLettered: q.deadLettered.Load(), Waiting: q.waiters.waiting(),
 		})
 	}
 	return s

@@ -146,4 +146,11 @@ func TestDeadLetterMoveOverTheWire(t *testing.T) {
 	if dq.InactiveMessages != 1 {
 		t.Fatalf("dlq counts %+v", dq)
 	}
+	m2 := scrape(t, c)
+	if v := value(t, m2, "smqd_queue_dead_lettered_total", "queue", "src"); v != 1 {
+		t.Fatalf("smqd_queue_dead_lettered_total{queue=src} = %v", v)
+	}
+	if v := value(t, m2, "smqd_queue_dead_lettered_total", "queue", "dlq"); v != 0 {
+		t.Fatalf("smqd_queue_dead_lettered_total{queue=dlq} = %v", v)
+	}
 }
