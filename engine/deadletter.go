@@ -56,9 +56,9 @@ type moveLoc struct {
 	prio  int
 }
 
-// moves collects the messages a receive hid for a move. target and maxRecv
-// are set by tryReceive when the queue has a live policy; otherwise
-// takeLocked never moves anything.
+// moves collects the messages a receive hid for a move, to target, of
+// messages received maxRecv times (tryReceive makes one only for a queue
+// with a live policy).
 type moves struct {
 	target  *Queue
 	maxRecv uint32

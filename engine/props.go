@@ -17,8 +17,10 @@ package engine
 //	value length u32 | name | value
 //
 // Invariants:
-//  1. A block holds at most MaxProperties entries, each with a name of
-//     1..MaxPropertyName bytes; the whole block is at most MaxPropertyBytes.
+//  1. A send carries at most MaxProperties entries, each with a name of
+//     1..MaxPropertyName bytes, encoded in at most MaxPropertyBytes; a stored
+//     block may hold the three dead-letter properties more
+//     (maxStoredProps).
 //  2. decodeProps accepts exactly what encodeProps writes: a block that does
 //     not parse is damage (errBadRecord), never a partial result.
 

@@ -105,10 +105,12 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 	}
 	base := len(dst)
 	var locs [MaxBatch]bodyLoc
-	var mv moves // messages due for the dead-letter queue (deadletter.go)
+	// Messages due for the dead-letter queue (deadletter.go): only a queue
+	// with a live policy pays for the scratch.
+	var mv *moves
 	if m := q.meta(); m.maxRecv != 0 {
-		if mv.target = q.deadLetterTarget(m); mv.target != nil {
-			mv.maxRecv = m.maxRecv
+		if t := q.deadLetterTarget(m); t != nil {
+			mv = &moves{target: t, maxRecv: m.maxRecv}
 		}
 	}
 	S := len(q.stripes)
@@ -133,16 +135,16 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 			st.mu.Unlock()
 			return dst[:base], q.goneErr()
 		}
-		dst = st.takeLocked(now, max-(len(dst)-base), secondP, dst, locs[len(dst)-base:], &mv)
+		dst = st.takeLocked(now, max-(len(dst)-base), secondP, dst, locs[len(dst)-base:], mv)
 		st.scheduleLocked(now)
 		st.flushLocked()
 		st.mu.Unlock()
-		if mv.n == len(mv.locs) {
+		if mv != nil && mv.n == len(mv.locs) {
 			break // move these first
 		}
 	}
-	if mv.n > 0 {
-		if err := q.deadLetter(&mv); err != nil {
+	if mv != nil && mv.n > 0 {
+		if err := q.deadLetter(mv); err != nil {
 			return dst, err
 		}
 		if len(dst) == base && again > 0 {
@@ -179,7 +181,8 @@ func nextMessage(dst []Message) ([]Message, *Message) {
 // takeLocked pops up to want messages from the stripe's lanes, best first,
 // not going below priority lane limit, and makes them Inactive. A message
 // the queue's dead-letter policy says was received often enough is not
-// returned but hidden and added to mv (deadletter.go), while mv has room.
+// returned but hidden and added to mv (deadletter.go; nil: the queue has
+// no live policy), while mv has room.
 func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []bodyLoc, mv *moves) []Message {
 	q := st.q
 	visMs := q.meta().visMs
@@ -190,7 +193,7 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 		}
 		idx := st.lanes[p].head
 		s := st.slab.at(idx)
-		if mv.maxRecv != 0 && s.dequeues >= mv.maxRecv {
+		if mv != nil && s.dequeues >= mv.maxRecv {
 			if mv.n == len(mv.locs) {
 				break
 			}
