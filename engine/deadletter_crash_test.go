@@ -205,12 +205,21 @@ func runMoveCrashes(t *testing.T, n int, split bool) ([]string, int) {
 	return problems, len(caps)
 }
 
+// moveCrashMessages is how many messages the crash tests move (a capture
+// per move, and a broker opened on each).
+func moveCrashMessages() int {
+	if testing.Short() {
+		return 10
+	}
+	return 24
+}
+
 func TestDeadLetterCrashAtEveryFsync(t *testing.T) {
-	problems, caps := runMoveCrashes(t, 24, false)
+	problems, caps := runMoveCrashes(t, moveCrashMessages(), false)
 	if len(problems) > 0 {
 		t.Fatalf("%d problems, first: %s", len(problems), strings.Join(problems[:min(10, len(problems))], "\n"))
 	}
-	if caps < 10 {
+	if caps < moveCrashMessages() {
 		t.Fatalf("only %d captures: the moves were not spread over fsyncs", caps)
 	}
 	t.Logf("%d captures, each message in exactly one queue in every one", caps)
@@ -220,7 +229,7 @@ func TestDeadLetterCrashAtEveryFsync(t *testing.T) {
 // its own, must be caught (a capture between them holds the message in
 // both queues).
 func TestDeadLetterCrashCatchesSplitMove(t *testing.T) {
-	problems, caps := runMoveCrashes(t, 24, true)
+	problems, caps := runMoveCrashes(t, moveCrashMessages(), true)
 	if len(problems) == 0 {
 		t.Fatalf("%d captures of split moves and no problem found: the crash test cannot see a non-atomic move", caps)
 	}
