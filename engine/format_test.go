@@ -54,6 +54,9 @@ func goldenRecords(t *testing.T) []goldenRecord {
 		VisibilityTimeout: 45 * time.Second, PollingWait: 7 * time.Second, LoggingEnabled: true}
 	v := queueVal{id: qid, stripes: 4, createMs: 1_764_590_000_000, modifyMs: 1_764_590_400_000, cfg: cfg, name: "golden-queue"}
 	out = append(out, goldenRecord{"queue-value", 0, v.encode()})
+	vd := v
+	vd.cfg.DeadLetterQueue, vd.cfg.MaxReceiveCount = "golden-dlq", 9
+	out = append(out, goldenRecord{"queue-value-dlq", 0, vd.encode()})
 	out = append(out, goldenRecord{"rec1-queue-create", recQueueCreate, v.encode()})
 	out = append(out, goldenRecord{"rec2-queue-config", recQueueConfig, v.encode()})
 	var del [8]byte
@@ -161,6 +164,10 @@ func TestFormatsDecode(t *testing.T) {
 			if err != nil || v.id != 0x11 || v.stripes != 4 || v.name != "golden-queue" || v.cfg.PollingWait != 7*time.Second ||
 				!v.cfg.LoggingEnabled || v.cfg.Retention != 48*time.Hour || v.modifyMs != 1_764_590_400_000 {
 				t.Errorf("%s: %+v %v", g.name, v, err)
+			}
+			if dlq := g.name == "queue-value-dlq"; dlq != (v.cfg.DeadLetterQueue == "golden-dlq" && v.cfg.MaxReceiveCount == 9) ||
+				!dlq && (v.cfg.DeadLetterQueue != "" || v.cfg.MaxReceiveCount != 0) {
+				t.Errorf("%s: dead-letter policy %q %d", g.name, v.cfg.DeadLetterQueue, v.cfg.MaxReceiveCount)
 			}
 		case g.typ == recQueueDelete:
 			if binary.LittleEndian.Uint64(g.data) != 0x11 {
