@@ -156,14 +156,14 @@ func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err er
 	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
-	if err := b.checkDeadLetterTarget(name, cfg); err != nil {
-		return false, err
-	}
 	if q, _ := b.Queue(name); q != nil {
 		if q.meta().cfg == cfg {
 			return false, nil
 		}
 		return false, ErrQueueAlreadyExist
+	}
+	if err := b.checkDeadLetterTarget(name, cfg); err != nil {
+		return false, err
 	}
 	now := b.nowMs()
 	id := b.nextQueueID

@@ -224,6 +224,10 @@ func TestDeadLetterTargetDeleted(t *testing.T) {
 	if q.meta().cfg.DeadLetterQueue != "dlq" {
 		t.Fatal("the policy was dropped")
 	}
+	// An identical create is still "exists, same attributes".
+	if created, err := b.CreateQueue("q", dlqConfig("dlq", 1)); created || err != nil {
+		t.Fatalf("identical create with the target gone: %v %v", created, err)
+	}
 	dlq := mustQueue(t, b, "dlq", DefaultQueueConfig())
 	clk.Advance(10 * time.Second)
 	if msgs := receiveAll(t, q); len(msgs) != 0 {
