@@ -90,8 +90,18 @@ func (b *Broker) ApplyCommitted(ents []ReplicaEntry) error {
 // applyRecord installs one record into the live state.
 func (b *Broker) applyRecord(pos uint64, size uint32, typ uint8, payload []byte) error {
 	switch typ {
-	case recEntry, recHardState, recConfState, recRelocate:
+	case recEntry, recHardState, recConfState, recRelocate, recRelocateProps:
 		return nil // not state, or local to the replica that wrote it
+	case recDeadLetter:
+		// A move (record.go): the source leaves as by a delete, the
+		// message enters its new queue as by a send of this record.
+		if len(payload) < 2*snapLen {
+			return fmt.Errorf("%w: dead-letter record of %d bytes at %d", errBadRecord, len(payload), pos)
+		}
+		if err := b.applyMsg(pos, size, recDelete, payload[:snapLen]); err != nil {
+			return err
+		}
+		return b.applyMsg(pos, size, recSendProps, payload[snapLen:])
 	case recQueueCreate, recQueueConfig:
 		v, err := decodeQueueVal(payload)
 		if err != nil {
@@ -107,10 +117,16 @@ func (b *Broker) applyRecord(pos uint64, size uint32, typ uint8, payload []byte)
 		return nil
 	case recTopic, recTopicDelete, recSubscription, recUnsubscribe, recPublish:
 		return applyTopicRecord(typ, pos)
-	case recSend, recState, recDelete, recExpire:
+	case recSend, recState, recDelete, recExpire, recSendProps:
 	default:
 		return fmt.Errorf("%w: unknown record type %d at %d", errBadRecord, typ, pos)
 	}
+	return b.applyMsg(pos, size, typ, payload)
+}
+
+// applyMsg installs one record about a message (a send, state, delete or
+// expire type; payload starts with its snapshot).
+func (b *Broker) applyMsg(pos uint64, size uint32, typ uint8, payload []byte) error {
 	s, err := decodeSnap(payload)
 	if err != nil {
 		return err
@@ -143,11 +159,11 @@ func (b *Broker) applyRecord(pos uint64, size uint32, typ uint8, payload []byte)
 		}
 	default:
 		bodyPos, recSize := s.bodyPos, s.recSize
-		if typ == recSend {
+		if isSendRec(typ) {
 			bodyPos, recSize = pos, size
 		}
 		woken = st.installLocked(s, bodyPos, recSize, now)
-		if typ == recSend {
+		if isSendRec(typ) {
 			q.sent.Add(1)
 		}
 	}

@@ -164,6 +164,9 @@ func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err er
 		}
 		return false, ErrQueueAlreadyExist
 	}
+	if err := b.checkDeadLetterTarget(name, cfg); err != nil {
+		return false, err
+	}
 	now := b.nowMs()
 	id := b.nextQueueID
 	b.nextQueueID++
@@ -214,6 +217,11 @@ func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
 	cfg := p.Apply(old.cfg)
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if cfg.DeadLetterQueue != old.cfg.DeadLetterQueue {
+		if err := b.checkDeadLetterTarget(name, cfg); err != nil {
+			return err
+		}
 	}
 	meta := newQueueMeta(cfg, old.createMs, b.nowMs())
 	v := queueVal{id: q.id, stripes: len(q.stripes), createMs: meta.createMs, modifyMs: meta.modifyMs, cfg: cfg, name: q.name}
@@ -314,6 +322,7 @@ type QueueStats struct {
 	Sent, Received, Deleted   int64 // messages since start
 	Expired                   int64 // messages dropped by retention since start
 	Unreadable                int64 // messages dropped since start because their bodies were damaged
+	DeadLettered              int64 // messages moved to the dead-letter queue since start (deadletter.go)
 	Waiting                   int   // receives waiting (long polls)
 }
 
@@ -368,7 +377,7 @@ func (b *Broker) Stats() Stats {
 		s.Queues = append(s.Queues, QueueStats{
 			Name: q.name, Active: a, Inactive: i, Delayed: d,
 			Sent: q.sent.Load(), Received: q.received.Load(), Deleted: q.deleted.Load(),
-			Expired: q.expired.Load(), Unreadable: q.unreadable.Load(), Waiting: q.waiters.waiting(),
+			Expired: q.expired.Load(), Unreadable: q.unreadable.Load(), DeadLettered: q.deadLettered.Load(), Waiting: q.waiters.waiting(),
 		})
 	}
 	return s

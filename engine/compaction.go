@@ -109,7 +109,7 @@ func (b *Broker) relocateSegment(start uint64) (int, error) {
 		if !ok {
 			return
 		}
-		sum, body, err := bodyOf(typ, payload)
+		sum, props, body, err := bodyOf(typ, payload)
 		if err != nil {
 			return // cannot parse: its message is salvaged below, or never read
 		}
@@ -120,7 +120,7 @@ func (b *Broker) relocateSegment(start uint64) (int, error) {
 		st := &q.stripes[stripeIdx]
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		ok, err = b.relocateLocked(q, st, slotIdx, pos, &sum, body, &head)
+		ok, err = b.relocateLocked(q, st, slotIdx, pos, &sum, props, body, &head)
 		if err != nil {
 			firstErr = err
 		} else if ok {
@@ -143,7 +143,7 @@ func (b *Broker) relocateSegment(start uint64) (int, error) {
 // relocateLocked appends slot idx's body (found at pos) at the head of the
 // log and points the message there, if the slot still holds a committed
 // message whose body is at exactly pos (invariant 1). st.mu is held.
-func (b *Broker) relocateLocked(q *Queue, st *stripe, idx uint32, pos uint64, sum *[16]byte, body []byte, head *[bodyHeadLen]byte) (bool, error) {
+func (b *Broker) relocateLocked(q *Queue, st *stripe, idx uint32, pos uint64, sum *[16]byte, props, body []byte, head *[bodyHeadLen]byte) (bool, error) {
 	if st.dead || !st.slab.valid(idx) {
 		return false, nil
 	}
@@ -155,7 +155,7 @@ func (b *Broker) relocateLocked(q *Queue, st *stripe, idx uint32, pos uint64, su
 		return false, nil // a replica's log changes it further (replica.go invariant 6)
 	}
 	var recs [1]logRec
-	b.store.bodyRecord(&recs[0], head, q.id, st.idx, idx, s, sum, body, true)
+	b.store.bodyRecord(&recs[0], head, q.id, st.idx, idx, s, sum, props, body, true)
 	if err := b.store.append(recs[:]); err != nil {
 		return false, err
 	}
@@ -207,7 +207,7 @@ func (b *Broker) salvage(from, to uint64) (int, error) {
 					moveOK := s.seq == loc.seq
 					var rerr error
 					if moveOK {
-						moveOK, rerr = b.relocateLocked(q, st, loc.slot, loc.pos, &m.MD5, m.Body, &head)
+						moveOK, rerr = b.relocateLocked(q, st, loc.slot, loc.pos, &m.MD5, m.props, m.Body, &head)
 					}
 					st.mu.Unlock()
 					if rerr != nil {

@@ -12,6 +12,7 @@ const (
 	MaxMessageBytes      = 65536              // MaximumMessageSize upper bound
 	MinRetention         = 60 * time.Second   // MessageRetentionPeriod 60..604800
 	MaxRetention         = 7 * 24 * time.Hour //
+	MaxMaxReceiveCount   = 1000               // a dead-letter policy's MaxReceiveCount 1..1000
 	MinVisibilityTimeout = time.Second        // VisibilityTimeout 1..43200
 	MaxVisibilityTimeout = 12 * time.Hour     //
 	MaxPollingWait       = 30 * time.Second   // PollingWaitSeconds / waitseconds 0..30
@@ -31,6 +32,12 @@ type QueueConfig struct {
 	VisibilityTimeout time.Duration // how long a received message stays Inactive
 	PollingWait       time.Duration // default long-poll wait of a receive without its own
 	LoggingEnabled    bool          // accepted and stored; has no effect
+	// DeadLetterQueue and MaxReceiveCount are the dead-letter policy
+	// (deadletter.go): a message received MaxReceiveCount times moves to
+	// the queue named DeadLetterQueue (of the same broker) instead of being
+	// received again. "" (and 0) means no policy.
+	DeadLetterQueue string
+	MaxReceiveCount int // 1..MaxMaxReceiveCount with a DeadLetterQueue, else 0
 }
 
 // DefaultQueueConfig returns the attributes of a queue created without any
@@ -60,7 +67,22 @@ func (c QueueConfig) Validate() error {
 	if err := checkDuration("VisibilityTimeout", c.VisibilityTimeout, MinVisibilityTimeout, MaxVisibilityTimeout); err != nil {
 		return err
 	}
-	return checkDuration("PollingWaitSeconds", c.PollingWait, 0, MaxPollingWait)
+	if err := checkDuration("PollingWaitSeconds", c.PollingWait, 0, MaxPollingWait); err != nil {
+		return err
+	}
+	if c.DeadLetterQueue == "" {
+		if c.MaxReceiveCount != 0 {
+			return argErr("MaxReceiveCount", "needs a DeadLetterTargetQueue")
+		}
+		return nil
+	}
+	if err := ValidateQueueName(c.DeadLetterQueue); err != nil {
+		return argErr("DeadLetterTargetQueue", "is not a valid queue name: %v", err)
+	}
+	if c.MaxReceiveCount < 1 || c.MaxReceiveCount > MaxMaxReceiveCount {
+		return rangeErr("MaxReceiveCount", 1, MaxMaxReceiveCount, "")
+	}
+	return nil
 }
 
 func checkDuration(field string, d, min, max time.Duration) error {
@@ -79,6 +101,10 @@ type ConfigPatch struct {
 	VisibilityTimeout *time.Duration
 	PollingWait       *time.Duration
 	LoggingEnabled    *bool
+	// DeadLetterQueue set to "" turns the dead-letter policy off (and
+	// clears MaxReceiveCount).
+	DeadLetterQueue *string
+	MaxReceiveCount *int
 }
 
 // Apply returns c with the patch's fields set.
@@ -100,6 +126,15 @@ func (p ConfigPatch) Apply(c QueueConfig) QueueConfig {
 	}
 	if p.LoggingEnabled != nil {
 		c.LoggingEnabled = *p.LoggingEnabled
+	}
+	if p.DeadLetterQueue != nil {
+		c.DeadLetterQueue = *p.DeadLetterQueue
+		if c.DeadLetterQueue == "" {
+			c.MaxReceiveCount = 0
+		}
+	}
+	if p.MaxReceiveCount != nil {
+		c.MaxReceiveCount = *p.MaxReceiveCount
 	}
 	return c
 }

@@ -413,6 +413,13 @@ func TestCrashChild(t *testing.T) {
 // dumpQueue calls fn for every message of q, in any state, with its body.
 // A body that cannot be read ends it with the error.
 func dumpQueue(q *Queue, fn func(id MessageID, body []byte, state string, dq uint32, visibleMs int64)) error {
+	return dumpQueueMsgs(q, func(id MessageID, m *Message, state string, dq uint32, visibleMs int64) {
+		fn(id, m.Body, state, dq, visibleMs)
+	})
+}
+
+// dumpQueueMsgs is dumpQueue with the whole message (body and properties).
+func dumpQueueMsgs(q *Queue, fn func(id MessageID, m *Message, state string, dq uint32, visibleMs int64)) error {
 	for si := range q.stripes {
 		st := &q.stripes[si]
 		st.mu.Lock()
@@ -437,7 +444,7 @@ func dumpQueue(q *Queue, fn func(id MessageID, body []byte, state string, dq uin
 			if ok, err := q.readBody(q.b.getReader(), &m, &it.loc); err != nil || !ok {
 				return fmt.Errorf("dump: message %s: read body: %v", makeMessageID(q.id, it.loc.seq), err)
 			}
-			fn(makeMessageID(q.id, it.loc.seq), m.Body, it.state, it.dq, it.visible)
+			fn(makeMessageID(q.id, it.loc.seq), &m, it.state, it.dq, it.visible)
 		}
 	}
 	return nil

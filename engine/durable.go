@@ -40,6 +40,7 @@ package engine
 // callers of checkpoint; load runs before anything else.
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -242,14 +243,32 @@ func (d *durableStore) readRun(pos uint64, sizes []int, buf []byte, sink runSink
 // a system call, which a CPU hint does not help.
 func (d *durableStore) prefetch(uint64, uint32) {}
 
-func (d *durableStore) bodyRecord(rec *logRec, head *[bodyHeadLen]byte, qid uint64, stripeIdx uint8, idx uint32, s *slot, sum *[16]byte, body []byte, relocated bool) {
+func (d *durableStore) bodyRecord(rec *logRec, head *[bodyHeadLen]byte, qid uint64, stripeIdx uint8, idx uint32, s *slot, sum *[16]byte, props, body []byte, relocated bool) {
 	putSnap(head[:snapLen], qid, stripeIdx, idx, s)
 	copy(head[snapLen:], sum[:])
 	typ := recSend
 	if relocated {
 		typ = recRelocate
 	}
-	*rec = logRec{typ: typ, head: head[:snapLen+16], body: body, live: true}
+	if len(props) == 0 {
+		*rec = logRec{typ: typ, head: head[:snapLen+16], body: body, live: true}
+		return
+	}
+	typ = recSendProps
+	if relocated {
+		typ = recRelocateProps
+	}
+	*rec = logRec{typ: typ, head: putPropsHead(head[:], snapLen, props), body: body, live: true}
+}
+
+func (d *durableStore) moveRecord(rec *logRec, src []byte, qid uint64, stripeIdx uint8, idx uint32, s *slot, sum *[16]byte, props, body []byte) {
+	h := make([]byte, 2*snapLen+16+4+len(props))
+	copy(h, src[:snapLen])
+	putSnap(h[snapLen:], qid, stripeIdx, idx, s)
+	copy(h[2*snapLen:], sum[:])
+	binary.LittleEndian.PutUint32(h[2*snapLen+16:], uint32(len(props)))
+	copy(h[2*snapLen+20:], props)
+	*rec = logRec{typ: recDeadLetter, head: h, body: body, live: true}
 }
 
 func (d *durableStore) changeRecord(st *stripe, typ uint8, idx uint32) {

@@ -142,12 +142,30 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 			}
 		}
 		return nil
-	case recSend, recRelocate, recState, recDelete, recExpire:
+	case recSend, recRelocate, recState, recDelete, recExpire, recSendProps, recRelocateProps:
+	case recDeadLetter:
+		// One record, two effects: the source message leaves its queue (as
+		// a delete) and the message enters the dead-letter queue (as a
+		// send whose body is this record).
+		if len(payload) < 2*snapLen {
+			return fmt.Errorf("%w: dead-letter record of %d bytes at %d", errBadRecord, len(payload), pos)
+		}
+		if err := f.applyMsg(pos, size, recDelete, payload[:snapLen], false); err != nil {
+			return err
+		}
+		return f.applyMsg(pos, size, recSendProps, payload[snapLen:], false)
 	case recEntry, recHardState, recConfState:
 		return nil // a replicated log's bookkeeping (replica.go), not state
 	default:
 		return fmt.Errorf("%w: unknown record type %d at %d", errBadRecord, typ, pos)
 	}
+	return f.applyMsg(pos, size, typ, payload, inGroup)
+}
+
+// applyMsg folds one record about a message: typ is a send, relocate,
+// state, delete or expire type, payload starts with the message's snapshot.
+// inGroup: the record is a member of the open publish group (publish.go).
+func (f *fold) applyMsg(pos uint64, size uint32, typ uint8, payload []byte, inGroup bool) error {
 	s, err := decodeSnap(payload)
 	if err != nil {
 		return fmt.Errorf("record type %d at %d: %w", typ, pos, err)
@@ -167,7 +185,7 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 			f.chunks = append(f.chunks, new(foldChunk))
 		}
 		f.nents++
-		*f.ent(int(i)) = foldMsg{k: k, born: typ == recSend && pos >= f.bornFrom}
+		*f.ent(int(i)) = foldMsg{k: k, born: isSendRec(typ) && pos >= f.bornFrom}
 	}
 	m := f.ent(int(i))
 	if inGroup {
@@ -185,7 +203,7 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 	}
 	m.gone = false
 	copy(m.snap[:], payload[:snapLen])
-	if typ == recSend || typ == recRelocate {
+	if isSendRec(typ) || isRelocateRec(typ) {
 		setSnapBody(m.snap[:], pos, size)
 	}
 	return nil

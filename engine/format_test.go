@@ -55,6 +55,9 @@ func goldenRecords(t *testing.T) []goldenRecord {
 		VisibilityTimeout: 45 * time.Second, PollingWait: 7 * time.Second, LoggingEnabled: true}
 	v := queueVal{id: qid, stripes: 4, createMs: 1_764_590_000_000, modifyMs: 1_764_590_400_000, cfg: cfg, name: "golden-queue"}
 	out = append(out, goldenRecord{"queue-value", 0, v.encode()})
+	vd := v
+	vd.cfg.DeadLetterQueue, vd.cfg.MaxReceiveCount = "golden-dlq", 9
+	out = append(out, goldenRecord{"queue-value-dlq", 0, vd.encode()})
 	out = append(out, goldenRecord{"rec1-queue-create", recQueueCreate, v.encode()})
 	out = append(out, goldenRecord{"rec2-queue-config", recQueueConfig, v.encode()})
 	var del [8]byte
@@ -68,10 +71,21 @@ func goldenRecords(t *testing.T) []goldenRecord {
 	var d durableStore
 	var r logRec
 	var head [bodyHeadLen]byte
-	d.bodyRecord(&r, &head, qid, stripeIdx, slotIdx, &s, &sum, body, false)
+	d.bodyRecord(&r, &head, qid, stripeIdx, slotIdx, &s, &sum, nil, body, false)
 	out = append(out, rec("rec4-send", r))
-	d.bodyRecord(&r, &head, qid, stripeIdx, slotIdx, &s, &sum, body, true)
+	d.bodyRecord(&r, &head, qid, stripeIdx, slotIdx, &s, &sum, nil, body, true)
 	out = append(out, rec("rec8-relocate", r))
+	props := goldenProps()
+	d.bodyRecord(&r, &head, qid, stripeIdx, slotIdx, &s, &sum, props, body, false)
+	out = append(out, rec("rec20-send-props", r))
+	d.bodyRecord(&r, &head, qid, stripeIdx, slotIdx, &s, &sum, props, body, true)
+	out = append(out, rec("rec21-relocate-props", r))
+	src := goldenSlot()
+	src.seq++
+	srcSnap := make([]byte, snapLen)
+	putSnap(srcSnap, qid+1, 1, 0x55, &src)
+	d.moveRecord(&r, srcSnap, qid, stripeIdx, slotIdx, &s, &sum, props, body)
+	out = append(out, rec("rec23-dead-letter", r))
 
 	// State, delete and expire records as a stripe logs them.
 	q := &Queue{id: qid, stripes: make([]stripe, stripeIdx+1)}
@@ -90,8 +104,10 @@ func goldenRecords(t *testing.T) []goldenRecord {
 	}
 
 	var m memStore
-	m.bodyRecord(&r, &head, qid, stripeIdx, slotIdx, &s, &sum, body, false)
+	m.bodyRecord(&r, &head, qid, stripeIdx, slotIdx, &s, &sum, nil, body, false)
 	out = append(out, rec("rec9-body", r))
+	m.bodyRecord(&r, &head, qid, stripeIdx, slotIdx, &s, &sum, props, body, false)
+	out = append(out, rec("rec22-body-props", r))
 
 	// Replica records (replica_record.go). An entry without records is
 	// written with first and records end zero (PersistEntries), so those
@@ -140,6 +156,24 @@ var goldenEntries = []struct {
 	{name: "rec10-entry-empty", index: 11, term: 4, kind: EntryEmpty},
 }
 
+// goldenProps is a properties block with a user and a system property.
+func goldenProps() []byte {
+	return appendProps(nil, []Property{
+		{Name: []byte("k"), Value: []byte("v1"), Type: PropNumber},
+		{Name: []byte("traceparent"), Value: []byte("00-ab-cd-01"), Type: PropString, System: true},
+	})
+}
+
+// checkGoldenProps checks a decoded goldenProps block.
+func checkGoldenProps(t *testing.T, name string, block []byte) {
+	t.Helper()
+	ps, err := decodeProps(block, nil)
+	if err != nil || len(ps) != 2 || string(ps[0].Name) != "k" || string(ps[0].Value) != "v1" || ps[0].Type != PropNumber || ps[0].System ||
+		string(ps[1].Name) != "traceparent" || string(ps[1].Value) != "00-ab-cd-01" || ps[1].Type != PropString || !ps[1].System {
+		t.Errorf("%s: properties %+v %v", name, ps, err)
+	}
+}
+
 func TestFormatsGolden(t *testing.T) {
 	for _, g := range goldenRecords(t) {
 		t.Run(g.name, func(t *testing.T) {
@@ -177,6 +211,10 @@ func TestFormatsDecode(t *testing.T) {
 				!v.cfg.LoggingEnabled || v.cfg.Retention != 48*time.Hour || v.modifyMs != 1_764_590_400_000 {
 				t.Errorf("%s: %+v %v", g.name, v, err)
 			}
+			if dlq := g.name == "queue-value-dlq"; dlq != (v.cfg.DeadLetterQueue == "golden-dlq" && v.cfg.MaxReceiveCount == 9) ||
+				!dlq && (v.cfg.DeadLetterQueue != "" || v.cfg.MaxReceiveCount != 0) {
+				t.Errorf("%s: dead-letter policy %q %d", g.name, v.cfg.DeadLetterQueue, v.cfg.MaxReceiveCount)
+			}
 		case g.typ == recEntry:
 			e, ok := parseEntryHeader(g.data)
 			var want entryInfo
@@ -202,7 +240,7 @@ func TestFormatsDecode(t *testing.T) {
 			err := decodeRecords(g.data[8:], func(typ uint8, payload []byte) error {
 				typs = append(typs, typ)
 				if typ == recSend {
-					if sum, body, err := bodyOf(typ, payload); err != nil || string(body) != "golden body" || sum != md5.Sum(body) {
+					if sum, props, body, err := bodyOf(typ, payload); err != nil || props != nil || string(body) != "golden body" || sum != md5.Sum(body) {
 						t.Errorf("%s: send body %q %v", g.name, body, err)
 					}
 				}
@@ -218,11 +256,25 @@ func TestFormatsDecode(t *testing.T) {
 			if binary.LittleEndian.Uint64(g.data) != 0x11 {
 				t.Errorf("%s: %x", g.name, g.data)
 			}
-		case g.typ == recBody:
+		case g.typ == recBody || g.typ == recBodyProps || g.typ == recDeadLetter:
 			qid, stripeIdx, slotIdx, ok := ownerOf(g.typ, g.data)
-			sum, body, err := bodyOf(g.typ, g.data)
+			sum, props, body, err := bodyOf(g.typ, g.data)
 			if !ok || qid != 0x11 || stripeIdx != 2 || slotIdx != 0x3344 || err != nil || string(body) != "golden body" || sum != md5.Sum(body) {
 				t.Errorf("%s: owner %d/%d/%d %v body %q %v", g.name, qid, stripeIdx, slotIdx, ok, body, err)
+			}
+			if g.typ == recBody {
+				if props != nil {
+					t.Errorf("%s: properties %x", g.name, props)
+				}
+			} else {
+				checkGoldenProps(t, g.name, props)
+			}
+			if g.typ == recDeadLetter {
+				src, err := decodeSnap(g.data)
+				target, err2 := decodeSnap(g.data[snapLen:])
+				if err != nil || err2 != nil || src.qid != 0x12 || src.seq != s.seq+1 || src.slot != 0x55 || target.qid != 0x11 || target.seq != s.seq {
+					t.Errorf("%s: source %+v target %+v %v %v", g.name, src, target, err, err2)
+				}
 			}
 		default: // a snapshot, alone or leading a message record
 			m, err := decodeSnap(g.data)
@@ -231,11 +283,16 @@ func TestFormatsDecode(t *testing.T) {
 			if err != nil || m != want || g.data[50] != stInactive {
 				t.Errorf("%s: %+v %v, want %+v", g.name, m, err, want)
 			}
-			if g.typ == recSend || g.typ == recRelocate {
+			if isSendRec(g.typ) || isRelocateRec(g.typ) {
 				qid, stripeIdx, slotIdx, ok := ownerOf(g.typ, g.data)
-				sum, body, err := bodyOf(g.typ, g.data)
+				sum, props, body, err := bodyOf(g.typ, g.data)
 				if !ok || qid != 0x11 || stripeIdx != 2 || slotIdx != 0x3344 || err != nil || string(body) != "golden body" || sum != md5.Sum(body) {
 					t.Errorf("%s: owner %d/%d/%d body %q %v", g.name, qid, stripeIdx, slotIdx, body, err)
+				}
+				if hasProps(g.typ) {
+					checkGoldenProps(t, g.name, props)
+				} else if props != nil {
+					t.Errorf("%s: properties %x", g.name, props)
 				}
 			}
 		}

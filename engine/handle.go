@@ -14,10 +14,16 @@ package engine
 // a forged or garbage handle is rejected with ReceiptHandleError before any
 // state is looked at.
 //
+// A delayed send issues a handle too, for generation 0 (a new slot's): it is
+// accepted while the message is still Delayed, before its delay ends, and
+// dies like any other when the message is received (gen bumps), its
+// visibility is changed (gen bumps, a new handle is issued) or deleted.
+//
 // Invariants:
 //  1. A handle is accepted only while its message is Inactive under the very
 //     receive or visibility change that issued it (gen matches) and before its
-//     NextVisibleTime.
+//     NextVisibleTime, or Delayed under the send or visibility change that
+//     issued it and before its delay ends.
 //  2. A handle whose check fails never touches any state.
 //  3. A slot reused by another message has another seq, so a stale handle can
 //     never reach the new message.

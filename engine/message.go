@@ -71,13 +71,20 @@ type SendEntry struct {
 	Priority int           // 1 (highest) .. 16; 0 means the default, 8
 	Delay    time.Duration // the message's own delay, used when HasDelay
 	HasDelay bool          // false: the queue's DelaySeconds applies
+	// Properties are the message's user and system properties (props.go);
+	// copied. They are stored and returned with the message.
+	Properties []Property
 }
 
 // SendResult is the outcome of one SendEntry.
 type SendResult struct {
 	ID  MessageID
 	MD5 [16]byte // MD5 of the body as stored
-	Err error    // non-nil if this entry was not stored (storage failure)
+	// Handle is set for a message that starts Delayed: it works with
+	// Delete and ChangeVisibility until the message becomes visible (the
+	// first receive, or a visibility change, replaces it; handle.go).
+	Handle ReceiptHandle
+	Err    error // non-nil if this entry was not stored (storage failure)
 }
 
 // ReceiveOptions controls Receive.
@@ -99,4 +106,9 @@ type Message struct {
 	NextVisibleTime  time.Time // receive: when the message becomes visible again
 	DequeueCount     int
 	Priority         int
+	// Properties are the message's user and system properties as sent
+	// (props.go), plus the dead-letter ones after a move (deadletter.go).
+	// Their bytes alias props.
+	Properties []Property
+	props      []byte // the encoded properties block, reused like Body
 }

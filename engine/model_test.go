@@ -83,17 +83,13 @@ func (m *model) advance(to int64) {
 	for _, q := range m.queues {
 		for id, g := range q.msgs {
 			if g.expAt <= to {
-				if g.state == Inactive {
-					q.addDead(g.handle, q.inc)
-				}
+				q.addDead(g.handle, q.inc) // a receive's or a delayed send's
 				delete(q.msgs, id)
 				continue
 			}
 			if (g.state == Delayed || g.state == Inactive) && g.visAt <= to {
-				if g.state == Inactive {
-					q.addDead(g.handle, q.inc)
-					g.handle = ReceiptHandle{}
-				}
+				q.addDead(g.handle, q.inc)
+				g.handle = ReceiptHandle{}
 				g.state = Active
 				g.actAt, g.actKind = g.visAt, 0
 			}
@@ -492,8 +488,16 @@ func (r *modelRun) send(q *Queue, mq *mQueue) {
 			if g.visAt >= g.expAt { // expires before it ever becomes visible
 				g.visAt = g.expAt
 			}
+			// A delayed send's handle (handle.go): delete and change
+			// visibility take it until the delay ends.
+			if g.handle = res[i].Handle; g.handle.IsZero() {
+				r.fail("send: no handle for delayed message %s", g.id)
+			}
 		} else {
 			g.state, g.actAt, g.actKind = Active, r.m.now, 1
+			if !res[i].Handle.IsZero() {
+				r.fail("send: a handle for message %s, which is not delayed", g.id)
+			}
 		}
 		if g.expAt <= r.m.now {
 			continue
@@ -622,7 +626,7 @@ func (r *modelRun) peek(q *Queue, mq *mQueue) {
 func (r *modelRun) pickHandle(mq *mQueue) (ReceiptHandle, *mMsg, error) {
 	var live []*mMsg
 	for _, g := range mq.msgs {
-		if g.state == Inactive {
+		if g.state == Inactive || g.state == Delayed && !g.handle.IsZero() {
 			live = append(live, g)
 		}
 	}
@@ -673,7 +677,7 @@ func (r *modelRun) del(q *Queue, mq *mQueue) {
 		w := want[i]
 		if w == nil {
 			g := gs[i]
-			if cur := mq.msgs[g.id]; cur != g || g.state != Inactive || g.handle != hs[i] {
+			if cur := mq.msgs[g.id]; cur != g || g.state != Inactive && g.state != Delayed || g.handle != hs[i] {
 				w = ErrMessageNotExist // used earlier in this batch
 			}
 		}

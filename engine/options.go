@@ -74,9 +74,18 @@ type Options struct {
 	// and accept the same handles.
 	HandleSecret []byte
 
+	// ARNPrefix starts the resource names the broker writes into messages:
+	// a dead-lettered message's DLQSourceArn is ARNPrefix + ":/queues/" +
+	// its source queue (deadletter.go). Default "acs:mns:local:0" (region
+	// "local", account "0").
+	ARNPrefix string
+
 	// testCommit, if set, replaces the durable backend's index commits
 	// (tests: the power-loss test snapshots the index at each one).
 	testCommit func(idx *index.Store, b *index.Batch) error
+	// testSplitMove, if set, logs a dead-letter move as two records
+	// (deadletter.go splitMoveLocked): the crash test's deliberate break.
+	testSplitMove bool
 }
 
 func (o *Options) withDefaults() Options {
@@ -119,6 +128,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ARNPrefix == "" {
+		c.ARNPrefix = "acs:mns:local:0"
 	}
 	return c
 }

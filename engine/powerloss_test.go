@@ -47,6 +47,9 @@ package engine
 //     acknowledged publish is in every sink, any publish is in every sink
 //     or in none, and never twice in one; the topic and its subscriptions,
 //     durable when acknowledged, exist.
+//   - a message that pl-a dead-lettered into pl-dlq (deadletter.go) counts
+//     as the message it was sent as (DLQOriginMessageId): it is in exactly
+//     one of the two queues, never lost, never in both.
 //
 // A receive counts as durable once a Broker.Sync that started after it was
 // acknowledged has returned; sends, deletes and visibility changes once they
@@ -195,12 +198,14 @@ type plHistory struct {
 	pubAcked   map[string]bool     // publish bodies acknowledged
 	log        []string            // power losses
 	trace      map[string][]string // id -> what happened to it, for failure reports
+	alias      map[string]string   // id in pl-dlq -> the id it was sent with (DLQOriginMessageId)
+	dlqSeen    int                 // dead-lettered messages seen (received or recovered)
 }
 
 func newPLHistory() *plHistory {
 	return &plHistory{attempted: map[string]bool{}, acked: map[string]string{}, ackedTag: map[string]string{},
 		deleted: map[string]bool{}, durableDel: map[string]bool{}, durableDq: map[string]int{}, visAcked: map[string]int64{}, trace: map[string][]string{},
-		pubTried: map[string]bool{}, pubAcked: map[string]bool{}}
+		pubTried: map[string]bool{}, pubAcked: map[string]bool{}, alias: map[string]string{}}
 }
 
 // record runs f (an acknowledgement) unless power was lost before it.
@@ -295,7 +300,9 @@ func (r *plRun) open() error {
 	r.live = true
 	r.h.mu.Unlock()
 	r.queues = r.queues[:0]
-	for _, name := range []string{"pl-a", "pl-b"} {
+	// pl-a dead-letters into pl-dlq what was received once and comes back
+	// (deadletter.go): moves join the history.
+	for _, name := range []string{"pl-dlq", "pl-a", "pl-b"} {
 		q, err := b.Queue(name)
 		if r.inc > 0 && err != nil {
 			return &plViolation{fmt.Sprintf("after power loss %d: queue %s lost: %v", r.inc, name, err)}
@@ -303,6 +310,10 @@ func (r *plRun) open() error {
 		if q == nil {
 			cfg := DefaultQueueConfig()
 			cfg.VisibilityTimeout = 30 * time.Second
+			if name == "pl-a" {
+				cfg.VisibilityTimeout = 3 * time.Second
+				cfg.DeadLetterQueue, cfg.MaxReceiveCount = "pl-dlq", 1
+			}
 			cfg.Retention = MaxRetention
 			if _, err := b.CreateQueue(name, cfg); err != nil {
 				return err
@@ -415,27 +426,37 @@ func (r *plRun) check() error {
 	present := map[string]bool{}
 	var problems []string
 	now := r.clk.Now().UnixMilli()
+	presentID := map[string]bool{}
 	for _, q := range r.queues {
-		err := dumpQueue(q, func(mid MessageID, body []byte, state string, dq uint32, visible int64) {
-			id, tag := mid.String(), string(body)
+		err := dumpQueueMsgs(q, func(mid MessageID, m *Message, state string, dq uint32, visible int64) {
+			id, tag := mid.String(), string(m.Body)
+			// A dead-lettered message counts as the message it was sent as
+			// (its DLQOriginMessageId): in both queues is twice, in neither
+			// is lost.
+			origin := id
+			if v, ok := sysProp(m, SysDLQOriginMessageID); ok {
+				origin = v
+				h.alias[id] = origin
+				h.dlqSeen++
+			}
 			if v, ok := h.visAcked[id]; ok && (state == "Active" && now < v || state == "Inactive" && visible < v) {
 				problems = append(problems, fmt.Sprintf("message %s is %s with NextVisibleTime %d at %d, but a visibility change to %d was acknowledged",
 					id, state, visible, now, v))
 			}
-			if present[id] {
-				problems = append(problems, fmt.Sprintf("message %s twice", id))
+			if present[origin] {
+				problems = append(problems, fmt.Sprintf("message %s twice (in %s as %s, and once more)", origin, q.name, id))
 			}
-			present[id] = true
+			present[origin], presentID[id] = true, true
 			if !h.attempted[tag] {
 				problems = append(problems, fmt.Sprintf("message %s with body %q that was never sent", id, tag))
 			}
-			if known, ok := h.acked[tag]; ok && known != id {
-				problems = append(problems, fmt.Sprintf("body %q has id %s, acknowledged as %s", tag, id, known))
+			if known, ok := h.acked[tag]; ok && known != origin {
+				problems = append(problems, fmt.Sprintf("body %q has id %s (sent as %s), acknowledged as %s", tag, id, origin, known))
 			}
 			if known, ok := h.ackedTag[id]; ok && known != tag {
 				problems = append(problems, fmt.Sprintf("message %s has body %q, acknowledged with body %q", id, tag, known))
 			}
-			if h.durableDel[id] {
+			if h.durableDel[id] || h.durableDel[origin] {
 				problems = append(problems, fmt.Sprintf("message %s came back after its delete was durable", id))
 			}
 			if want := h.durableDq[id]; int(dq) < want {
@@ -457,7 +478,7 @@ func (r *plRun) check() error {
 	problems = append(problems, r.checkPublishes()...)
 	// A delete that did not survive may be made again.
 	for id := range h.deleted {
-		if present[id] {
+		if present[id] || presentID[id] {
 			delete(h.deleted, id)
 		}
 	}
@@ -584,6 +605,14 @@ func (r *plRun) receive(wr *rand.Rand, q *Queue, pool *[]held, poolMu *sync.Mute
 		return
 	}
 	h := r.h
+	h.mu.Lock()
+	for _, m := range msgs {
+		if v, ok := sysProp(&m, SysDLQOriginMessageID); ok {
+			h.alias[m.ID.String()] = v
+			h.dlqSeen++
+		}
+	}
+	h.mu.Unlock()
 	h.record(func() {
 		for _, m := range msgs {
 			id, dq := m.ID.String(), m.DequeueCount
@@ -647,6 +676,9 @@ func (r *plRun) deleteOrChange(wr *rand.Rand, pool *[]held, poolMu *sync.Mutex) 
 	h.mu.Lock()
 	for _, m := range ms {
 		h.deleted[m.id] = true
+		if o, ok := h.alias[m.id]; ok {
+			h.deleted[o] = true // the message it was sent as
+		}
 	}
 	h.mu.Unlock()
 	errs := make([]error, len(ms))
@@ -658,6 +690,9 @@ func (r *plRun) deleteOrChange(wr *rand.Rand, pool *[]held, poolMu *sync.Mutex) 
 			if errs[i] == nil {
 				h.trace[m.id] = append(h.trace[m.id], fmt.Sprintf("inc %d: deleted", r.inc))
 				h.durableDel[m.id] = true
+				if o, ok := h.alias[m.id]; ok {
+					h.durableDel[o] = true
+				}
 				delete(h.visAcked, m.id)
 			}
 		}
@@ -730,8 +765,11 @@ func runPowerLoss(t testing.TB, seed uint64, crashes int, cfg plConfig) error {
 			return fmt.Errorf("seed %d: %w", seed, err)
 		}
 	}
-	t.Logf("seed %d: %d power losses, %d acknowledged sends, %d deletes tried (%d durable), %d publishes tried (%d acknowledged)",
-		seed, crashes, len(r.h.acked), len(r.h.deleted), len(r.h.durableDel), len(r.h.pubTried), len(r.h.pubAcked))
+	t.Logf("seed %d: %d power losses, %d acknowledged sends, %d deletes tried (%d durable), %d publishes tried (%d acknowledged), %d dead-lettered messages seen",
+		seed, crashes, len(r.h.acked), len(r.h.deleted), len(r.h.durableDel), len(r.h.pubTried), len(r.h.pubAcked), r.h.dlqSeen)
+	if r.h.dlqSeen == 0 && !cfg.noSync {
+		return fmt.Errorf("seed %d: no message was dead-lettered: the run does not cover moves", seed)
+	}
 	return nil
 }
 

@@ -174,7 +174,7 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 		st.mu.Lock()
 		s := st.slab.at(tg.idx)
 		sum := md5.Sum(tg.body)
-		store.bodyRecord(&tg.rec, &tg.head, tg.q.id, st.idx, tg.idx, s, &sum, tg.body, false)
+		store.bodyRecord(&tg.rec, &tg.head, tg.q.id, st.idx, tg.idx, s, &sum, nil, tg.body, false)
 		st.mu.Unlock()
 		keys[i] = msgKey{tg.q.id, tg.seq}
 	}

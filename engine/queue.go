@@ -29,6 +29,7 @@ type Queue struct {
 	// Counters for metrics.
 	sent, received, deleted, expired atomic.Int64
 	unreadable                       atomic.Int64 // messages dropped as damaged (poison.go)
+	deadLettered                     atomic.Int64 // messages moved to the dead-letter queue (deadletter.go)
 	dead                             atomic.Bool  // deleted: every call fails with ErrQueueNotExist
 }
 
@@ -42,6 +43,7 @@ type queueMeta struct {
 	retainMs   int64 // cfg.Retention in ms
 	maxBody    int
 	pollWaitMs int64
+	maxRecv    uint32 // cfg.MaxReceiveCount: 0 = no dead-letter policy
 }
 
 func newQueueMeta(cfg QueueConfig, createMs, modifyMs int64) *queueMeta {
@@ -54,6 +56,7 @@ func newQueueMeta(cfg QueueConfig, createMs, modifyMs int64) *queueMeta {
 		retainMs:   cfg.Retention.Milliseconds(),
 		maxBody:    cfg.MaxMessageBytes,
 		pollWaitMs: cfg.PollingWait.Milliseconds(),
+		maxRecv:    uint32(cfg.MaxReceiveCount),
 	}
 }
 
@@ -83,6 +86,7 @@ type sendBatch struct {
 	heads [MaxBatch][bodyHeadLen]byte // the body records' heads (storage.bodyRecord)
 	slots [MaxBatch]uint32
 	delay [MaxBatch]int64
+	props []byte // scratch: one entry's encoded properties (props.go)
 }
 
 // Send stores a batch of 1..16 messages. The whole batch is validated first;
@@ -112,6 +116,11 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 		}
 		if e.HasDelay {
 			if err := checkDuration("DelaySeconds", e.Delay, 0, MaxDelay); err != nil {
+				return out, err
+			}
+		}
+		if len(e.Properties) > 0 {
+			if _, err := checkProps(e.Properties); err != nil {
 				return out, err
 			}
 		}
@@ -173,7 +182,12 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 		sb.slots[i] = idx
 		sb.delay[i] = delay
 		res[i].ID = makeMessageID(q.id, s.seq)
-		store.bodyRecord(&sb.recs[i], &sb.heads[i], q.id, st.idx, idx, s, &res[i].MD5, e.Body, false)
+		var props []byte
+		if len(e.Properties) > 0 {
+			props = appendProps(sb.props[:0], e.Properties)
+			sb.props = props[:0]
+		}
+		store.bodyRecord(&sb.recs[i], &sb.heads[i], q.id, st.idx, idx, s, &res[i].MD5, props, e.Body, false)
 	}
 	st.mu.Unlock()
 
@@ -224,6 +238,9 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 		if sb.delay[i] > 0 {
 			s.setState(stDelayed)
 			st.nDelayed++
+			// The handle of a delayed send (generation 0, handle.go): it
+			// deletes or changes the message until it becomes visible.
+			res[i].Handle = q.key.issue(st.idx, idx, s.seq, s.gen)
 			activated += st.armLocked(idx, now)
 		} else {
 			activated += st.activateLocked(idx)
@@ -257,10 +274,19 @@ func (st *stripe) lookupLocked(h ReceiptHandle, now int64) (uint32, error) {
 		return 0, ErrMessageNotExist
 	}
 	s := st.slab.at(h.slot)
-	if s.seq != h.seq || s.state() != stInactive || s.gen != h.gen || s.visibleMs() <= now {
+	if state := s.state(); s.seq != h.seq || (state != stInactive && state != stDelayed) || s.gen != h.gen || s.visibleMs() <= now {
 		return 0, ErrMessageNotExist
 	}
 	return h.slot, nil
+}
+
+// uncountLocked takes a Delayed or Inactive slot out of its state's count.
+func (st *stripe) uncountLocked(s *slot) {
+	if s.state() == stDelayed {
+		st.nDelayed--
+	} else {
+		st.nInactive--
+	}
 }
 
 // checkHandle verifies a handle's keyed check and stripe.
@@ -332,7 +358,7 @@ func (q *Queue) Delete(handles []ReceiptHandle, errs []error) (failed int, err e
 		}
 		s := st.slab.at(idx)
 		st.wheel.remove(&st.slab, idx)
-		st.nInactive--
+		st.uncountLocked(s)
 		q.b.store.changeRecord(st, recDelete, idx)
 		q.b.store.addLive(s.bodyPos, -int64(s.recSize))
 		st.slab.release(idx)
@@ -355,7 +381,8 @@ func (q *Queue) Delete(handles []ReceiptHandle, errs []error) (failed int, err e
 
 // ChangeVisibility makes the message named by h visible again after timeout
 // (1 s .. 12 h from now) and returns its new receipt handle and
-// NextVisibleTime; h stops working.
+// NextVisibleTime; h stops working. The handle of a delayed send moves the
+// end of the message's delay (it stays Delayed until then).
 func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (ReceiptHandle, time.Time, error) {
 	if err := q.b.usable(); err != nil {
 		return ReceiptHandle{}, time.Time{}, err

@@ -7,6 +7,11 @@ package engine
 //	queue id u64 | stripes u16 | create ms i64 | modify ms i64 |
 //	delay ms i64 | max bytes u32 | retention ms i64 | visibility ms i64 |
 //	polling wait ms i64 | logging u8 | name length u16 | name
+//
+// then, only for a queue with a dead-letter policy (deadletter.go; absent
+// otherwise, so such a value is byte for byte the older one):
+//
+//	dead-letter queue name length u16 | name | max receive count u32
 
 import (
 	"encoding/binary"
@@ -31,7 +36,11 @@ func (q *Queue) value() queueVal {
 }
 
 func (v *queueVal) encode() []byte {
-	b := make([]byte, queueValFixed+len(v.name))
+	n := queueValFixed + len(v.name)
+	if v.cfg.DeadLetterQueue != "" {
+		n += 2 + len(v.cfg.DeadLetterQueue) + 4
+	}
+	b := make([]byte, n)
 	le := binary.LittleEndian
 	le.PutUint64(b[0:], v.id)
 	le.PutUint16(b[8:], uint16(v.stripes))
@@ -47,6 +56,12 @@ func (v *queueVal) encode() []byte {
 	}
 	le.PutUint16(b[63:], uint16(len(v.name)))
 	copy(b[queueValFixed:], v.name)
+	if d := v.cfg.DeadLetterQueue; d != "" {
+		off := queueValFixed + len(v.name)
+		le.PutUint16(b[off:], uint16(len(d)))
+		copy(b[off+2:], d)
+		le.PutUint32(b[off+2+len(d):], uint32(v.cfg.MaxReceiveCount))
+	}
 	return b
 }
 
@@ -72,6 +87,17 @@ func decodeQueueVal(b []byte) (queueVal, error) {
 		return v, fmt.Errorf("%w: queue value (name %d bytes, stripes %d)", errBadRecord, n, v.stripes)
 	}
 	v.name = string(b[queueValFixed : queueValFixed+n])
+	if rest := b[queueValFixed+n:]; len(rest) > 0 {
+		if len(rest) < 2 {
+			return v, fmt.Errorf("%w: queue value dead-letter policy of %d bytes", errBadRecord, len(rest))
+		}
+		dn := int(le.Uint16(rest))
+		if dn == 0 || len(rest) < 2+dn+4 {
+			return v, fmt.Errorf("%w: queue value dead-letter policy (name %d bytes of %d)", errBadRecord, dn, len(rest))
+		}
+		v.cfg.DeadLetterQueue = string(rest[2 : 2+dn])
+		v.cfg.MaxReceiveCount = int(le.Uint32(rest[2+dn:]))
+	}
 	return v, nil
 }
 

@@ -105,6 +105,14 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 	}
 	base := len(dst)
 	var locs [MaxBatch]bodyLoc
+	// Messages due for the dead-letter queue (deadletter.go): only a queue
+	// with a live policy pays for the scratch.
+	var mv *moves
+	if m := q.meta(); m.maxRecv != 0 {
+		if t := q.deadLetterTarget(m); t != nil {
+			mv = &moves{target: t, maxRecv: m.maxRecv}
+		}
+	}
 	S := len(q.stripes)
 	for attempt := 0; len(dst)-base < max && attempt < max+2*S; attempt++ {
 		start := int(q.recvRR.Add(1))
@@ -127,10 +135,22 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 			st.mu.Unlock()
 			return dst[:base], q.goneErr()
 		}
-		dst = st.takeLocked(now, max-(len(dst)-base), secondP, dst, locs[len(dst)-base:])
+		dst = st.takeLocked(now, max-(len(dst)-base), secondP, dst, locs[len(dst)-base:], mv)
 		st.scheduleLocked(now)
 		st.flushLocked()
 		st.mu.Unlock()
+		if mv != nil && mv.n == len(mv.locs) {
+			break // move these first
+		}
+	}
+	if mv != nil && mv.n > 0 {
+		if err := q.deadLetter(mv); err != nil {
+			return dst, err
+		}
+		if len(dst) == base && again > 0 {
+			// Everything taken was moved: look again.
+			return q.tryReceive(max, dst, again-1)
+		}
 	}
 	if len(dst) == base {
 		return dst, nil
@@ -150,8 +170,8 @@ func nextMessage(dst []Message) ([]Message, *Message) {
 	n := len(dst)
 	if n < cap(dst) {
 		dst = dst[:n+1]
-		body := dst[n].Body[:0]
-		dst[n] = Message{Body: body}
+		old := &dst[n]
+		dst[n] = Message{Body: old.Body[:0], Properties: old.Properties[:0], props: old.props[:0]}
 	} else {
 		dst = append(dst, Message{})
 	}
@@ -159,8 +179,11 @@ func nextMessage(dst []Message) ([]Message, *Message) {
 }
 
 // takeLocked pops up to want messages from the stripe's lanes, best first,
-// not going below priority lane limit, and makes them Inactive.
-func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []bodyLoc) []Message {
+// not going below priority lane limit, and makes them Inactive. A message
+// the queue's dead-letter policy says was received often enough is not
+// returned but hidden and added to mv (deadletter.go; nil: the queue has
+// no live policy), while mv has room.
+func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []bodyLoc, mv *moves) []Message {
 	q := st.q
 	visMs := q.meta().visMs
 	for k := 0; k < want; k++ {
@@ -169,10 +192,18 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 			break
 		}
 		idx := st.lanes[p].head
+		s := st.slab.at(idx)
+		if mv != nil && s.dequeues >= mv.maxRecv {
+			if mv.n == len(mv.locs) {
+				break
+			}
+			st.hideForMoveLocked(idx, now, visMs, mv)
+			k--
+			continue
+		}
 		st.laneRemoveLocked(idx)
 		st.wheel.remove(&st.slab, idx)
 		st.prefetchNextLocked(p)
-		s := st.slab.at(idx)
 		s.setState(stInactive)
 		st.nActive--
 		st.nInactive++
@@ -217,11 +248,14 @@ type bodyReader struct {
 // take implements runSink: record i of the current run was read.
 func (r *bodyReader) take(i int, typ uint8, payload []byte) {
 	j := r.ord[r.run+i]
-	sum, body, err := bodyOf(typ, payload)
+	sum, props, body, err := bodyOf(typ, payload)
 	if err != nil {
 		return // readBody reads it again and reports it
 	}
 	m := &r.msgs[j]
+	if m.setProps(props) != nil {
+		return // likewise
+	}
 	m.MD5 = sum
 	m.Body = append(m.Body[:0], body...)
 	r.done[j] = true
@@ -327,7 +361,10 @@ func (q *Queue) readBody(r *bodyReader, m *Message, loc *bodyLoc) (bool, error) 
 		typ, payload, buf, err := q.b.store.read(loc.pos, loc.size, r.buf)
 		r.buf = buf
 		if err == nil {
-			sum, body, err := bodyOf(typ, payload)
+			sum, props, body, err := bodyOf(typ, payload)
+			if err == nil {
+				err = m.setProps(props)
+			}
 			if err != nil {
 				return false, fmt.Errorf("engine: read body at %d: %w: %w", loc.pos, errDamaged, err)
 			}

@@ -27,6 +27,24 @@ package engine
 //
 // Types 13..31 are left to queue records; topic records start at 32.
 //
+// Types 10-12 are the replicated log's (replica.go); 10-19 are reserved for
+// them and for topics. Message records with properties (props.go) and
+// dead-letter moves (deadletter.go), from 20 on:
+//
+//	type 20 sendProps     message snapshot, MD5 (16), properties length u32,
+//	                      properties (props.go's block), body: a send whose
+//	                      message has properties (type 4 otherwise)
+//	type 21 relocateProps as type 20, written by compaction (as type 8)
+//	type 22 bodyProps     queue id u32, stripe u8, slot u32, MD5 (16),
+//	                      properties length u32, properties, body
+//	                      (in-memory mode only, as type 9)
+//	type 23 deadLetter    the source message's snapshot as it left its queue
+//	                      (readers use only its queue id and seq, as for a
+//	                      delete), then a type 20 payload: the message as it
+//	                      enters the dead-letter queue. One record, so a
+//	                      move is atomic: after a crash the message is in
+//	                      exactly one of the two queues.
+//
 // Invariant: records about one message are appended while holding its
 // stripe's lock (or, for send, before anything else can reference it), so the
 // log order of a message's records is the order its changes were applied and
@@ -49,12 +67,28 @@ const (
 	recRelocate    uint8 = 8
 	recBody        uint8 = 9
 
-	recTopic        uint8 = 32
-	recTopicDelete  uint8 = 33
-	recSubscription uint8 = 34
-	recUnsubscribe  uint8 = 35
-	recPublish      uint8 = 36
+	recTopic         uint8 = 32
+	recTopicDelete   uint8 = 33
+	recSubscription  uint8 = 34
+	recUnsubscribe   uint8 = 35
+	recPublish       uint8 = 36
+	recSendProps     uint8 = 20
+	recRelocateProps uint8 = 21
+	recBodyProps     uint8 = 22
+	recDeadLetter    uint8 = 23
 )
+
+// isSendRec reports whether typ is a send (with or without properties).
+func isSendRec(typ uint8) bool { return typ == recSend || typ == recSendProps }
+
+// isRelocateRec reports whether typ is a relocation (with or without
+// properties).
+func isRelocateRec(typ uint8) bool { return typ == recRelocate || typ == recRelocateProps }
+
+// hasProps reports whether records of type typ carry a properties block.
+func hasProps(typ uint8) bool {
+	return typ == recSendProps || typ == recRelocateProps || typ == recBodyProps || typ == recDeadLetter
+}
 
 // errBadRecord: a record that passed the log's checksum but does not parse.
 var errBadRecord = errors.New("engine: malformed log record")
@@ -87,12 +121,17 @@ func putBodyID(b []byte, qid uint64, stripe uint8, slotIdx uint32) {
 func ownerOf(typ uint8, payload []byte) (qid uint64, stripe uint8, slotIdx uint32, ok bool) {
 	le := binary.LittleEndian
 	switch typ {
-	case recBody:
+	case recBody, recBodyProps:
 		if len(payload) < bodyIDLen {
 			return 0, 0, 0, false
 		}
 		return uint64(le.Uint32(payload[0:4])), payload[4], le.Uint32(payload[5:9]), true
-	case recSend, recRelocate:
+	case recDeadLetter:
+		if len(payload) < 2*snapLen {
+			return 0, 0, 0, false
+		}
+		return le.Uint64(payload[snapLen:]), payload[snapLen+48], le.Uint32(payload[snapLen+44:]), true
+	case recSend, recRelocate, recSendProps, recRelocateProps:
 		if len(payload) < snapLen {
 			return 0, 0, 0, false
 		}
@@ -101,22 +140,48 @@ func ownerOf(typ uint8, payload []byte) (qid uint64, stripe uint8, slotIdx uint3
 	return 0, 0, 0, false
 }
 
-// bodyOf returns the MD5 and body held by a body-carrying record.
-func bodyOf(typ uint8, payload []byte) (md5 [16]byte, body []byte, err error) {
+// bodyOf returns the MD5, properties block (props.go; nil for the types
+// without one) and body held by a body-carrying record.
+func bodyOf(typ uint8, payload []byte) (md5 [16]byte, props, body []byte, err error) {
 	var off int
 	switch typ {
-	case recBody:
+	case recBody, recBodyProps:
 		off = bodyIDLen
-	case recSend, recRelocate:
+	case recSend, recRelocate, recSendProps, recRelocateProps:
 		off = snapLen
+	case recDeadLetter:
+		off = 2 * snapLen
 	default:
-		return md5, nil, fmt.Errorf("%w: type %d holds no body", errBadRecord, typ)
+		return md5, nil, nil, fmt.Errorf("%w: type %d holds no body", errBadRecord, typ)
 	}
 	if len(payload) < off+16 {
-		return md5, nil, fmt.Errorf("%w: type %d payload of %d bytes", errBadRecord, typ, len(payload))
+		return md5, nil, nil, fmt.Errorf("%w: type %d payload of %d bytes", errBadRecord, typ, len(payload))
 	}
 	copy(md5[:], payload[off:off+16])
-	return md5, payload[off+16:], nil
+	off += 16
+	if hasProps(typ) {
+		if len(payload) < off+4 {
+			return md5, nil, nil, fmt.Errorf("%w: type %d payload of %d bytes", errBadRecord, typ, len(payload))
+		}
+		n := int(binary.LittleEndian.Uint32(payload[off:]))
+		off += 4
+		if n > len(payload)-off {
+			return md5, nil, nil, fmt.Errorf("%w: type %d properties of %d bytes", errBadRecord, typ, n)
+		}
+		props = payload[off : off+n : off+n]
+		off += n
+	}
+	return md5, props, payload[off:], nil
+}
+
+// putPropsHead returns head (a snapshot or owner id of idLen bytes, then
+// the MD5, already filled in) extended by the properties length and block.
+func putPropsHead(head []byte, idLen int, props []byte) []byte {
+	h := make([]byte, idLen+16+4+len(props))
+	copy(h, head[:idLen+16])
+	binary.LittleEndian.PutUint32(h[idLen+16:], uint32(len(props)))
+	copy(h[idLen+20:], props)
+	return h
 }
 
 // putSnap encodes slot s of stripe st, queue qid into b (len >= snapLen).

@@ -138,6 +138,12 @@ func recordTypeName(t uint8) string {
 		return "unsubscribe"
 	case recPublish:
 		return "publish"
+	case recSendProps:
+		return "send-props"
+	case recRelocateProps:
+		return "relocate-props"
+	case recDeadLetter:
+		return "dead-letter"
 	}
 	return fmt.Sprintf("unknown(%d)", t)
 }
@@ -201,8 +207,8 @@ func (d *durableStore) planRepair(cp uint64, end wal.Pos) (from uint64, rs *repa
 // snapshot (queue id, seq, ...).
 func recordHasSnapshot(t uint8) bool {
 	switch t {
-	case recSend, recState, recDelete, recExpire, recRelocate:
-		return true
+	case recSend, recState, recDelete, recExpire, recRelocate, recSendProps, recRelocateProps, recDeadLetter:
+		return true // a dead-letter record: the source message's
 	}
 	return false
 }

@@ -308,7 +308,7 @@ func (r *replStore) writable() error {
 // records (an expiry its timer found) are refused with ErrNotLeader, which
 // is no storage failure: its leader logs them.
 func (r *replStore) append(recs []logRec) error {
-	if len(recs) > 0 && recs[0].typ == recRelocate {
+	if len(recs) > 0 && isRelocateRec(recs[0].typ) {
 		return r.durableStore.append(recs)
 	}
 	r.mu.Lock()
@@ -650,7 +650,7 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 		}
 		err := r.readRange(e.first, e.recEnd, func(pos uint64, size uint32, typ uint8, payload []byte) {
 			switch typ {
-			case recState, recDelete, recExpire:
+			case recState, recDelete, recExpire, recDeadLetter: // a dead-letter record: its source
 				if s, err := decodeSnap(payload); err == nil {
 					e.names = append(e.names, msgKey{s.qid, s.seq})
 				}
@@ -670,7 +670,7 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 	sort.Slice(spans, func(i, j int) bool { return spans[i].from < spans[j].from })
 	return func(pos uint64, typ uint8) bool {
 		switch typ {
-		case recRelocate:
+		case recRelocate, recRelocateProps:
 			return true // local
 		case recEntry, recHardState, recConfState:
 			return false

@@ -144,8 +144,18 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 			i++
 			// The log copies what it appends; only a record patched here
 			// needs a copy of its own.
-			rec := [1]logRec{{typ: typ, head: payload, live: typ == recSend}}
+			rec := [1]logRec{{typ: typ, head: payload, live: isSendRec(typ) || typ == recDeadLetter}}
 			switch typ {
+			case recDeadLetter:
+				// Its source leaves (named like a delete's message); the
+				// body is the record's own, nothing to rewrite.
+				s, err := decodeSnap(payload)
+				if err != nil {
+					return err
+				}
+				k := msgKey{s.qid, s.seq}
+				r.name(k)
+				info.names = append(info.names, k)
 			case recState, recDelete, recExpire:
 				rec[0].head = append([]byte(nil), payload...)
 				s, err := decodeSnap(rec[0].head)
@@ -161,8 +171,12 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 			if err := r.durableStore.append(rec[:]); err != nil {
 				return err
 			}
-			if typ == recSend {
-				s, _ := decodeSnap(rec[0].head)
+			if isSendRec(typ) || typ == recDeadLetter {
+				h := rec[0].head
+				if typ == recDeadLetter {
+					h = h[snapLen:]
+				}
+				s, _ := decodeSnap(h)
 				sent[msgKey{s.qid, s.seq}] = [2]uint64{rec[0].pos, uint64(rec[0].size)}
 			}
 			if nrecs == 0 {
@@ -303,7 +317,7 @@ func (b *Broker) Entries(lo, hi uint64, maxBytes int) ([]ReplicaEntry, bool, err
 			data := binary.LittleEndian.AppendUint64(nil, e.id)
 			err := r.readRange(e.first, e.recEnd, func(pos uint64, size uint32, typ uint8, payload []byte) {
 				switch typ {
-				case recEntry, recHardState, recConfState, recRelocate:
+				case recEntry, recHardState, recConfState, recRelocate, recRelocateProps:
 					return // not the entry's (local records may lie between its records)
 				}
 				if typ == recState || typ == recDelete || typ == recExpire {

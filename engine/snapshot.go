@@ -92,7 +92,11 @@ func (b *Broker) ExportState(w io.Writer) error {
 				}
 				copy(head[:snapLen], items[i].snap[:])
 				copy(head[snapLen:], m.MD5[:])
-				if err := put(recSend, head[:], m.Body); err != nil {
+				typ, h := recSend, head[:]
+				if len(m.props) > 0 {
+					typ, h = recSendProps, putPropsHead(head[:], snapLen, m.props)
+				}
+				if err := put(typ, h, m.Body); err != nil {
 					return err
 				}
 			}
@@ -132,10 +136,10 @@ func (b *Broker) ImportState(rd io.Reader, index, term uint64, conf []byte) erro
 		if _, err := io.ReadFull(br, payload); err != nil {
 			return fmt.Errorf("engine: snapshot stream: %w", err)
 		}
-		if typ != recQueueCreate && typ != recSend {
+		if typ != recQueueCreate && !isSendRec(typ) {
 			return fmt.Errorf("%w: snapshot record of type %d", errBadRecord, typ)
 		}
-		recs := [1]logRec{{typ: typ, head: payload, live: typ == recSend}}
+		recs := [1]logRec{{typ: typ, head: payload, live: isSendRec(typ)}}
 		if err := r.durableStore.append(recs[:]); err != nil {
 			return err
 		}

@@ -112,8 +112,14 @@ type storage interface {
 
 	// bodyRecord encodes into rec (with head as scratch) the record that
 	// carries the body of slot idx of stripe stripeIdx of queue qid: a new
-	// message, or one whose body compaction moves (relocated).
-	bodyRecord(rec *logRec, head *[bodyHeadLen]byte, qid uint64, stripeIdx uint8, idx uint32, s *slot, sum *[16]byte, body []byte, relocated bool)
+	// message, or one whose body compaction moves (relocated). props is
+	// the message's properties block (props.go), nil if it has none: the
+	// record is then the plain one and nothing is allocated.
+	bodyRecord(rec *logRec, head *[bodyHeadLen]byte, qid uint64, stripeIdx uint8, idx uint32, s *slot, sum *[16]byte, props, body []byte, relocated bool)
+	// moveRecord encodes the one record of a dead-letter move
+	// (deadletter.go): src is the source message's snapshot as it leaves,
+	// the rest as for bodyRecord of the message entering queue qid.
+	moveRecord(rec *logRec, src []byte, qid uint64, stripeIdx uint8, idx uint32, s *slot, sum *[16]byte, props, body []byte)
 	// changeRecord is told of each change to a message's state: typ is
 	// recState (received, visibility changed), recDelete or recExpire. A
 	// backend that rebuilds state from its log appends the record to st.recs

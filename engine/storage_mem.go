@@ -12,7 +12,7 @@ package engine
 //
 // Body records (recBody) carry the owner's queue id (low 32 bits), stripe and
 // slot, so that compaction can find the message a body belongs to, then the
-// MD5 and the body.
+// MD5 and the body (recBodyProps: and the properties before it, record.go).
 //
 // Invariants: those of storage.go; in particular append counts live bytes
 // and reserves space under mu, and removeSegment checks "inactive and no
@@ -73,10 +73,24 @@ func (m *memStore) readRun(pos uint64, sizes []int, buf []byte, sink runSink) []
 	return buf
 }
 
-func (m *memStore) bodyRecord(rec *logRec, head *[bodyHeadLen]byte, qid uint64, stripeIdx uint8, idx uint32, _ *slot, sum *[16]byte, body []byte, _ bool) {
+func (m *memStore) bodyRecord(rec *logRec, head *[bodyHeadLen]byte, qid uint64, stripeIdx uint8, idx uint32, _ *slot, sum *[16]byte, props, body []byte, _ bool) {
 	putBodyID(head[:bodyIDLen], qid, stripeIdx, idx)
 	copy(head[bodyIDLen:], sum[:])
-	*rec = logRec{typ: recBody, head: head[:bodyIDLen+16], body: body, live: true}
+	if len(props) == 0 {
+		*rec = logRec{typ: recBody, head: head[:bodyIDLen+16], body: body, live: true}
+		return
+	}
+	*rec = logRec{typ: recBodyProps, head: putPropsHead(head[:], bodyIDLen, props), body: body, live: true}
+}
+
+// moveRecord: in memory only the body (and properties) of the message
+// entering its new queue needs a record; nothing is replayed.
+func (m *memStore) moveRecord(rec *logRec, _ []byte, qid uint64, stripeIdx uint8, idx uint32, s *slot, sum *[16]byte, props, body []byte) {
+	var head [bodyHeadLen]byte
+	m.bodyRecord(rec, &head, qid, stripeIdx, idx, s, sum, props, body, false)
+	if rec.typ == recBody {
+		rec.head = append([]byte(nil), rec.head...) // head was local
+	}
 }
 
 func (m *memStore) changeRecord(*stripe, uint8, uint32) {}

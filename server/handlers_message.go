@@ -30,7 +30,7 @@ func (s *Server) stale(st *reqState, q *engine.Queue, err error) bool {
 }
 
 func (s *Server) send(ctx *fasthttp.RequestCtx, st *reqState) error {
-	entries, batch, err := decodeSend(&st.doc, st.body, st.entries[:0])
+	entries, batch, err := decodeSend(&st.doc, st.body, st.entries[:0], &st.props)
 	st.entries = entries
 	if batch {
 		st.op = opBatchSendMessage
@@ -59,6 +59,13 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, st *reqState) error {
 		}
 		b := appendRootOpen(respBody(ctx), "Message")
 		b = appendSendResult(b, &res[0])
+		if h := res[0].Handle; !h.IsZero() {
+			// A delayed message's handle (spec §3.5): single sends only,
+			// as Python accepts batch entries with exactly two elements.
+			b = appendOpen(b, "ReceiptHandle")
+			b = h.AppendText(b)
+			b = appendClose(b, "ReceiptHandle")
+		}
 		st.out = appendClose(b, "Message")
 		s.writeBody(ctx, st, fasthttp.StatusCreated)
 		return nil
@@ -204,6 +211,42 @@ func appendMessage(b []byte, m *engine.Message, received bool) []byte {
 	b = appendIntElem(b, "FirstDequeueTime", unixMillis(m.FirstDequeueTime))
 	b = appendIntElem(b, "DequeueCount", int64(m.DequeueCount))
 	b = appendIntElem(b, "Priority", int64(m.Priority))
+	if len(m.Properties) > 0 {
+		b = appendProps(b, m.Properties)
+	}
+	return b
+}
+
+// appendProps appends a message's properties after its nine elements (spec
+// §3.7): UserProperties > PropertyValue, then SystemProperties >
+// SystemPropertyValue, each with Name, Value and Type, as sent. A list
+// with no entries is left out.
+func appendProps(b []byte, ps []engine.Property) []byte {
+	for _, system := range [2]bool{false, true} {
+		list, item := "UserProperties", "PropertyValue"
+		if system {
+			list, item = "SystemProperties", "SystemPropertyValue"
+		}
+		open := false
+		for i := range ps {
+			p := &ps[i]
+			if p.System != system {
+				continue
+			}
+			if !open {
+				b = appendOpen(b, list)
+				open = true
+			}
+			b = appendOpen(b, item)
+			b = appendElem(b, "Name", p.Name)
+			b = appendElem(b, "Value", p.Value)
+			b = appendElem(b, "Type", p.Type.String())
+			b = appendClose(b, item)
+		}
+		if open {
+			b = appendClose(b, list)
+		}
+	}
 	return b
 }
 

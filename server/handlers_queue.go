@@ -59,7 +59,10 @@ func (s *Server) setQueueAttributes(ctx *fasthttp.RequestCtx, st *reqState) erro
 	return nil
 }
 
-// appendQueueAttrs appends the 12 elements of spec §3.3, in its order.
+// appendQueueAttrs appends the 12 elements of spec §3.3, in its order, and
+// after them, only for a queue with a dead-letter policy, the flat
+// extension elements DeadLetterTargetQueue and MaxReceiveCount (topic spec
+// §3.8: flat, so that Python's decoder copes).
 func appendQueueAttrs(b []byte, info *engine.QueueInfo) []byte {
 	b = appendElem(b, "QueueName", info.Name)
 	b = appendIntElem(b, "CreateTime", unixSeconds(info.CreateTime))
@@ -73,6 +76,10 @@ func appendQueueAttrs(b []byte, info *engine.QueueInfo) []byte {
 	b = appendIntElem(b, "InactiveMessages", info.Inactive)
 	b = appendIntElem(b, "DelayMessages", info.Delayed)
 	b = appendBoolElem(b, "LoggingEnabled", info.Config.LoggingEnabled)
+	if info.Config.DeadLetterQueue != "" {
+		b = appendElem(b, "DeadLetterTargetQueue", info.Config.DeadLetterQueue)
+		b = appendIntElem(b, "MaxReceiveCount", int64(info.Config.MaxReceiveCount))
+	}
 	return b
 }
 

@@ -20,6 +20,7 @@ package server
 //	smqd_queues                              gauge
 //	smqd_queue_messages{queue,state}         gauge, state = active | inactive | delayed
 //	smqd_queue_{sent,received,deleted,expired,unreadable}_total{queue}   counters
+//	smqd_queue_dead_lettered_total{queue}    counter, messages moved to the dead-letter queue
 //	smqd_queue_long_polls_waiting{queue}     gauge
 //	smqd_long_polls_waiting                  gauge, all queues
 //	smqd_messages{state}                     gauge, all queues (exact whatever MetricsPerQueue)

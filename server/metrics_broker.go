@@ -90,7 +90,7 @@ type brokerDescs struct {
 	queues, longPolls, omitted                       *prometheus.Desc
 	queueMessages, queueWaiting                      *prometheus.Desc
 	queueSent, queueReceived, queueDeleted, queueExp *prometheus.Desc
-	queueUnreadable                                  *prometheus.Desc
+	queueUnreadable, queueDeadLettered               *prometheus.Desc
 	messages, sent, received, deleted, expired       *prometheus.Desc
 	fsyncSeconds, batchRecords                       *prometheus.Desc
 	storageGauges, storageCounters                   []*prometheus.Desc
@@ -124,6 +124,7 @@ func newBrokerCollector(s *Server) *brokerCollector {
 	d.queueDeleted = desc("smqd_queue_deleted_total", "Messages deleted since start.", "queue")
 	d.queueExp = desc("smqd_queue_expired_total", "Messages dropped by retention since start.", "queue")
 	d.queueUnreadable = desc("smqd_queue_unreadable_total", "Messages dropped since start because their bodies were damaged on disk.", "queue")
+	d.queueDeadLettered = desc("smqd_queue_dead_lettered_total", "Messages moved to the queue's dead-letter queue since start.", "queue")
 	d.queueWaiting = desc("smqd_queue_long_polls_waiting", "Receives waiting for a message, by queue.", "queue")
 	d.messages = desc("smqd_messages", "Messages by state, all queues.", "state")
 	d.sent = desc("smqd_messages_sent_total", "Messages sent since start, all queues (deleted queues included).")
@@ -275,6 +276,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(d.queueDeleted, float64(q.Deleted), q.Name)
 		counter(d.queueExp, float64(q.Expired), q.Name)
 		counter(d.queueUnreadable, float64(q.Unreadable), q.Name)
+		counter(d.queueDeadLettered, float64(q.DeadLettered), q.Name)
 		gauge(d.queueWaiting, float64(q.Waiting), q.Name)
 	}
 

@@ -118,14 +118,63 @@ func decodeQueueAttrs(d *xmlDoc, body []byte) (engine.ConfigPatch, error) {
 				return p, err
 			}
 			p.LoggingEnabled = &x
+		case "DeadLetterTargetQueue", "MaxReceiveCount", "DlqPolicy":
+			if err := decodeDeadLetter(d, c, &p); err != nil {
+				return p, err
+			}
 		}
 	}
 	return p, nil
 }
 
+// decodeDeadLetter decodes the dead-letter extension of a Queue document
+// (topic spec §3.8, the same shape for queues): the flat elements
+// DeadLetterTargetQueue (empty: no policy) and MaxReceiveCount, or the
+// OpenAPI shape DlqPolicy with Enabled, DeadLetterTargetQueue and
+// MaxReceiveCount children. The engine checks the target.
+func decodeDeadLetter(d *xmlDoc, c int32, p *engine.ConfigPatch) error {
+	v := bytes.TrimSpace(d.textOf(c))
+	switch string(d.name(c)) {
+	case "DeadLetterTargetQueue":
+		if d.nodes[c].hasChildren {
+			return argError("DeadLetterTargetQueue", "must be a queue name, not elements")
+		}
+		x := string(v)
+		p.DeadLetterQueue = &x
+	case "MaxReceiveCount":
+		n, err := intInRange("MaxReceiveCount", v, 1, engine.MaxMaxReceiveCount, "")
+		if err != nil {
+			return err
+		}
+		x := int(n)
+		p.MaxReceiveCount = &x
+	case "DlqPolicy":
+		enabled := true
+		for f := d.firstChild(c); f >= 0; f = d.nextSibling(f) {
+			switch string(d.name(f)) {
+			case "Enabled":
+				x, err := parseBool("Enabled", d.textOf(f))
+				if err != nil {
+					return err
+				}
+				enabled = x
+			case "DeadLetterTargetQueue", "MaxReceiveCount":
+				if err := decodeDeadLetter(d, f, p); err != nil {
+					return err
+				}
+			}
+		}
+		if !enabled {
+			off := ""
+			p.DeadLetterQueue, p.MaxReceiveCount = &off, nil
+		}
+	}
+	return nil
+}
+
 // decodeSend decodes a Message or Messages document into entries (appended
 // to dst; Body slices point into d). batch reports the Messages form.
-func decodeSend(d *xmlDoc, body []byte, dst []engine.SendEntry) (entries []engine.SendEntry, batch bool, err error) {
+func decodeSend(d *xmlDoc, body []byte, dst []engine.SendEntry, props *[]engine.Property) (entries []engine.SendEntry, batch bool, err error) {
 	err = d.parse(body)
 	if err == errEmptyDocument {
 		return dst, false, &xmlSyntaxError{msg: "the request body is empty; expected a Message or Messages document"}
@@ -133,13 +182,19 @@ func decodeSend(d *xmlDoc, body []byte, dst []engine.SendEntry) (entries []engin
 	if err != nil {
 		return dst, false, err
 	}
+	*props = (*props)[:0]
+	var spans [engine.MaxBatch][2]int // each entry's range of *props
 	root := d.root()
 	switch string(d.name(root)) {
 	case "Message":
-		e, err := decodeMessage(d, root)
+		e, err := decodeMessage(d, root, props)
+		if len(*props) > 0 {
+			e.Properties = *props
+		}
 		return append(dst, e), false, err
 	case "Messages":
 		n := 0
+		base := len(dst)
 		for c := d.firstChild(root); c >= 0; c = d.nextSibling(c) {
 			if !is(d.name(c), "Message") {
 				continue
@@ -148,22 +203,31 @@ func decodeSend(d *xmlDoc, body []byte, dst []engine.SendEntry) (entries []engin
 			if n > engine.MaxBatch {
 				return dst, true, rangeError("Messages", 1, engine.MaxBatch, "messages")
 			}
-			e, err := decodeMessage(d, c)
+			from := len(*props)
+			e, err := decodeMessage(d, c, props)
 			if err != nil {
 				return dst, true, err
 			}
+			spans[n-1] = [2]int{from, len(*props)}
 			dst = append(dst, e)
 		}
 		if n == 0 {
 			return dst, true, rangeError("Messages", 1, engine.MaxBatch, "messages")
+		}
+		// Only now: *props may have moved while it grew.
+		for i := 0; i < n; i++ {
+			if sp := spans[i]; sp[1] > sp[0] {
+				dst[base+i].Properties = (*props)[sp[0]:sp[1]:sp[1]]
+			}
 		}
 		return dst, true, nil
 	}
 	return dst, false, argError("Message", "or Messages is the expected root element, not "+strconv.Quote(string(d.name(root))))
 }
 
-// decodeMessage decodes one Message element of a send.
-func decodeMessage(d *xmlDoc, m int32) (engine.SendEntry, error) {
+// decodeMessage decodes one Message element of a send; its properties are
+// appended to props (the caller points the entry at them).
+func decodeMessage(d *xmlDoc, m int32, props *[]engine.Property) (engine.SendEntry, error) {
 	var e engine.SendEntry
 	haveBody := false
 	for c := d.firstChild(m); c >= 0; c = d.nextSibling(c) {
@@ -187,6 +251,14 @@ func decodeMessage(d *xmlDoc, m int32) (engine.SendEntry, error) {
 				return e, err
 			}
 			e.Priority = int(n)
+		case "UserProperties":
+			if err := decodeProps(d, c, "PropertyValue", false, props); err != nil {
+				return e, err
+			}
+		case "SystemProperties":
+			if err := decodeProps(d, c, "SystemPropertyValue", true, props); err != nil {
+				return e, err
+			}
 		}
 	}
 	if !haveBody {
@@ -196,6 +268,42 @@ func decodeMessage(d *xmlDoc, m int32) (engine.SendEntry, error) {
 		return e, argError("MessageBody", "must not be empty")
 	}
 	return e, nil
+}
+
+// decodeProps appends the properties of a UserProperties or
+// SystemProperties element (children named item, each with Name, Value
+// and Type; Type defaults to STRING). The engine checks the limits.
+func decodeProps(d *xmlDoc, list int32, item string, system bool, props *[]engine.Property) error {
+	field := "UserProperties"
+	if system {
+		field = "SystemProperties"
+	}
+	for c := d.firstChild(list); c >= 0; c = d.nextSibling(c) {
+		if !is(d.name(c), item) {
+			continue
+		}
+		p := engine.Property{Type: engine.PropString, System: system}
+		haveName := false
+		for f := d.firstChild(c); f >= 0; f = d.nextSibling(f) {
+			switch string(d.name(f)) {
+			case "Name":
+				p.Name, haveName = d.textOf(f), true
+			case "Value":
+				p.Value = d.textOf(f)
+			case "Type":
+				t, ok := engine.ParsePropertyType(d.textOf(f))
+				if !ok {
+					return argError(field, "Type must be STRING, NUMBER, BOOLEAN or BINARY, not "+strconv.Quote(string(d.textOf(f))))
+				}
+				p.Type = t
+			}
+		}
+		if !haveName || len(p.Name) == 0 {
+			return argError(field, "every "+item+" needs a Name")
+		}
+		*props = append(*props, p)
+	}
+	return nil
 }
 
 // decodeHandles parses a ReceiptHandles document and returns the first

@@ -271,6 +271,7 @@ type reqState struct {
 	out     []byte // response body being encoded (fasthttp's buffer, see respBody)
 	scratch []byte
 	entries []engine.SendEntry
+	props   []engine.Property // the send's properties (decodeSend); entries point into it
 	results []engine.SendResult
 	msgs    []engine.Message
 	handles []engine.ReceiptHandle
@@ -290,6 +291,8 @@ func (st *reqState) release() {
 		st.entries[i] = engine.SendEntry{}
 	}
 	st.entries = st.entries[:0]
+	clear(st.props)
+	st.props = st.props[:0]
 	for i := range st.results {
 		st.results[i] = engine.SendResult{}
 	}

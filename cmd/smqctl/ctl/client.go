@@ -104,6 +104,9 @@ type Queue struct {
 	InactiveMessages       int64  `xml:"InactiveMessages" json:"inactive_messages"`
 	DelayMessages          int64  `xml:"DelayMessages" json:"delay_messages"`
 	LoggingEnabled         bool   `xml:"LoggingEnabled" json:"logging_enabled"`
+	// The dead-letter policy (smqd's flat extension elements), if set.
+	DeadLetterTargetQueue string `xml:"DeadLetterTargetQueue" json:"dead_letter_queue,omitempty"`
+	MaxReceiveCount       int    `xml:"MaxReceiveCount" json:"max_receive_count,omitempty"`
 }
 
 // Message is a received or peeked message.
@@ -124,6 +127,8 @@ type Message struct {
 type queueAttrs struct {
 	DelaySeconds, MaximumMessageSize, MessageRetentionPeriod, VisibilityTimeout, PollingWaitSeconds *int
 	LoggingEnabled                                                                                  *bool
+	DeadLetterTargetQueue                                                                           *string
+	MaxReceiveCount                                                                                 *int
 }
 
 func (a *queueAttrs) xml() []byte {
@@ -142,6 +147,12 @@ func (a *queueAttrs) xml() []byte {
 	if a.LoggingEnabled != nil {
 		fmt.Fprintf(&b, "<LoggingEnabled>%t</LoggingEnabled>", *a.LoggingEnabled)
 	}
+	if a.DeadLetterTargetQueue != nil {
+		b.WriteString("<DeadLetterTargetQueue>")
+		xml.EscapeText(&b, []byte(*a.DeadLetterTargetQueue))
+		b.WriteString("</DeadLetterTargetQueue>")
+	}
+	put("MaxReceiveCount", a.MaxReceiveCount)
 	b.WriteString("</Queue>")
 	return b.Bytes()
 }

@@ -175,6 +175,23 @@ func TestQueueCommands(t *testing.T) {
 	if cfg := d.info(t, "demo").Config; cfg.VisibilityTimeout != 90*time.Second || cfg.LoggingEnabled || cfg.PollingWait != 2*time.Second {
 		t.Errorf("attributes after set: %+v", cfg)
 	}
+	// The dead-letter policy: set, shown, refused when bad, turned off.
+	c.ok("queue", "set", "demo", "--dead-letter-queue", "other", "--max-receive-count", "4")
+	if cfg := d.info(t, "demo").Config; cfg.DeadLetterQueue != "other" || cfg.MaxReceiveCount != 4 {
+		t.Errorf("dead-letter policy after set: %+v", cfg)
+	}
+	if out := c.ok("queue", "get", "demo"); !strings.Contains(out, "DeadLetterTargetQueue") || !strings.Contains(out, "other") {
+		t.Errorf("get with a dead-letter policy:\n%s", out)
+	}
+	if q := decodeJSON[Queue](t, c.ok("--json", "queue", "get", "demo")); q.DeadLetterTargetQueue != "other" || q.MaxReceiveCount != 4 {
+		t.Errorf("get --json with a dead-letter policy: %+v", q)
+	}
+	c.fail(ExitError, "queue", "set", "demo", "--dead-letter-queue", "demo", "--max-receive-count", "4") // InvalidArgument: itself
+	c.fail(ExitError, "queue", "create", "dl2", "--dead-letter-queue", "missing", "--max-receive-count", "4")
+	c.ok("queue", "set", "demo", "--dead-letter-queue", "")
+	if cfg := d.info(t, "demo").Config; cfg.DeadLetterQueue != "" || cfg.MaxReceiveCount != 0 {
+		t.Errorf("dead-letter policy after turning it off: %+v", cfg)
+	}
 	c.fail(ExitUsage, "queue", "set", "demo")
 	c.fail(ExitNotFound, "queue", "set", "missing", "--delay", "1")
 	c.fail(ExitError, "queue", "set", "demo", "--visibility-timeout", "0") // InvalidArgument from the server

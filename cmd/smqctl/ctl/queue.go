@@ -73,11 +73,27 @@ func (f *boolFlag) Set(s string) error {
 
 func (f *boolFlag) IsBoolFlag() bool { return true }
 
+// stringFlag is a string flag that knows whether it was given.
+type stringFlag struct{ v *string }
+
+func (f *stringFlag) String() string {
+	if f == nil || f.v == nil {
+		return ""
+	}
+	return *f.v
+}
+
+func (f *stringFlag) Set(s string) error {
+	f.v = &s
+	return nil
+}
+
 // attrFlags registers every queue attribute as a flag.
 type attrFlags struct {
 	delay, retention, visibility, pollWait secondsFlag
-	maxSize                                intFlag
+	maxSize, maxReceives                   intFlag
 	logging                                boolFlag
+	deadLetter                             stringFlag
 }
 
 func (a *attrFlags) register(fs *flag.FlagSet) {
@@ -87,12 +103,15 @@ func (a *attrFlags) register(fs *flag.FlagSet) {
 	fs.Var(&a.retention, "retention", "MessageRetentionPeriod: how long a message lives, 60s..7d (default 4d = 345600)")
 	fs.Var(&a.maxSize, "max-message-size", "MaximumMessageSize in bytes, 1024..65536 (default 65536)")
 	fs.Var(&a.logging, "logging", "LoggingEnabled (default false)")
+	fs.Var(&a.deadLetter, "dead-letter-queue", "dead-letter policy: the queue a message received --max-receive-count times moves to (an existing queue; \"\" turns the policy off)")
+	fs.Var(&a.maxReceives, "max-receive-count", "dead-letter policy: receives before a message moves, 1..1000")
 }
 
 func (a *attrFlags) attrs() *queueAttrs {
 	return &queueAttrs{
 		DelaySeconds: a.delay.v, MaximumMessageSize: a.maxSize.v, MessageRetentionPeriod: a.retention.v,
 		VisibilityTimeout: a.visibility.v, PollingWaitSeconds: a.pollWait.v, LoggingEnabled: a.logging.v,
+		DeadLetterTargetQueue: a.deadLetter.v, MaxReceiveCount: a.maxReceives.v,
 	}
 }
 
@@ -190,7 +209,7 @@ func (r *run) queueGet(ctx context.Context, name string, args []string) error {
 	if r.g.json {
 		return r.printJSON(q)
 	}
-	r.table([][]string{
+	rows := [][]string{
 		{"Name", q.Name},
 		{"ActiveMessages", itoa(q.ActiveMessages)},
 		{"InactiveMessages", itoa(q.InactiveMessages)},
@@ -203,7 +222,11 @@ func (r *run) queueGet(ctx context.Context, name string, args []string) error {
 		{"LoggingEnabled", strconv.FormatBool(q.LoggingEnabled)},
 		{"CreateTime", time.Unix(q.CreateTime, 0).UTC().Format(time.RFC3339)},
 		{"LastModifyTime", time.Unix(q.LastModifyTime, 0).UTC().Format(time.RFC3339)},
-	})
+	}
+	if q.DeadLetterTargetQueue != "" {
+		rows = append(rows, []string{"DeadLetterTargetQueue", q.DeadLetterTargetQueue}, []string{"MaxReceiveCount", strconv.Itoa(q.MaxReceiveCount)})
+	}
+	r.table(rows)
 	return nil
 }
 

@@ -1,0 +1,317 @@
+package engine
+
+// Dead-letter queues: a queue's dead-letter policy (QueueConfig
+// DeadLetterQueue and MaxReceiveCount) moves a message that was received
+// MaxReceiveCount times to the dead-letter queue, instead of handing it out
+// once more.
+//
+// When: a receive that finds such a message at the head of a lane
+// (takeLocked) hides it for one visibility timeout, as a receive would but
+// without counting a dequeue or issuing a handle, and moves it after
+// releasing the stripe lock (deadLetter). So a message is moved when it
+// would be received for the (MaxReceiveCount+1)th time; one nobody asks for
+// again stays where it is.
+//
+// How (moveOne), never holding two stripe locks:
+//
+//  1. read its body and properties (as a receive does);
+//  2. reserve a slot in a stripe of the target queue (pending: invisible,
+//     as for a send): a new MessageId, the source's EnqueueTime and expiry
+//     (the retention is not reset), priority, DequeueCount 0, visible now;
+//  3. under the source stripe's lock, check that the message is still the
+//     one hidden in step 0 (seq, generation, Inactive), append one
+//     dead-letter record (record.go type 23: the source's snapshot, then the
+//     message as it enters the target, its body and properties plus the
+//     three DLQ system properties) and free the source slot;
+//  4. wait until the record is durable (as a send does), then make the new
+//     message Active in the target.
+//
+// Invariants:
+//  1. A move is one log record. Replay (fold.go, apply.go) applies both of
+//     its effects or, if the record did not survive, neither: after a crash
+//     the message is in exactly one of the two queues, never lost, never in
+//     both.
+//  2. No record about the source message follows its dead-letter record:
+//     the record is appended under the source stripe's lock, after checking
+//     that the slot still holds the hidden message, and the slot is freed in
+//     the same critical section.
+//  3. No record about the target message precedes its dead-letter record:
+//     until step 4 its slot is pending, which nothing else touches.
+//
+// A policy whose target queue no longer exists (it was deleted after the
+// policy was set) is inert: messages are received as if there were none,
+// and the policy applies again once a queue of that name exists. A target
+// must be a queue of the same broker: in cluster mode, of the same shard.
+//
+// Owner: the stripes' mutexes, as for every message change.
+
+import "errors"
+
+// moveLoc is a message hidden for a move.
+type moveLoc struct {
+	loc   bodyLoc
+	gen   uint32 // the generation the hide gave it
+	enqMs int64
+	expMs int64
+	prio  int
+}
+
+// moves collects the messages a receive hid for a move, to target, of
+// messages received maxRecv times (tryReceive makes one only for a queue
+// with a live policy).
+type moves struct {
+	target  *Queue
+	maxRecv uint32
+	locs    [MaxBatch]moveLoc
+	n       int
+}
+
+// deadLetterTarget returns the queue a policy of m moves messages to, or
+// nil if m has no policy or its target does not exist.
+func (q *Queue) deadLetterTarget(m *queueMeta) *Queue {
+	if m.maxRecv == 0 {
+		return nil
+	}
+	t, _ := q.b.Queue(m.cfg.DeadLetterQueue)
+	if t == nil || t == q || t.dead.Load() {
+		return nil
+	}
+	return t
+}
+
+// checkDeadLetterTarget checks cfg's dead-letter target for the queue
+// named name: it must exist and be another queue (adminMu held).
+func (b *Broker) checkDeadLetterTarget(name string, cfg QueueConfig) error {
+	switch {
+	case cfg.DeadLetterQueue == "":
+		return nil
+	case cfg.DeadLetterQueue == name:
+		return argErr("DeadLetterTargetQueue", "must be another queue than %s itself", name)
+	}
+	if _, err := b.Queue(cfg.DeadLetterQueue); err != nil {
+		if errors.Is(err, ErrQueueNotExist) {
+			return argErr("DeadLetterTargetQueue", "names queue %s, which does not exist", cfg.DeadLetterQueue)
+		}
+		return err
+	}
+	return nil
+}
+
+// hideForMoveLocked takes Active slot idx (a lane head) out of its lane,
+// Inactive until a visibility timeout from now without counting a dequeue,
+// and adds it to mv.
+func (st *stripe) hideForMoveLocked(idx uint32, now, visMs int64, mv *moves) {
+	s := st.slab.at(idx)
+	st.laneRemoveLocked(idx)
+	st.wheel.remove(&st.slab, idx)
+	s.setState(stInactive)
+	st.nActive--
+	st.nInactive++
+	s.gen++ // no handle names it now
+	enq := s.enqueueMs()
+	s.visOff = uint32(now + visMs - enq)
+	if !st.wheel.insert(&st.slab, idx, s.deadline()) {
+		panic("engine: visibility deadline not in the future")
+	}
+	st.q.b.store.changeRecord(st, recState, idx)
+	mv.locs[mv.n] = moveLoc{
+		loc:   bodyLoc{pos: s.bodyPos, size: s.recSize, slot: idx, seq: s.seq, stripe: st.idx},
+		gen:   s.gen,
+		enqMs: enq,
+		expMs: s.expireMs(),
+		prio:  s.prio(),
+	}
+	mv.n++
+}
+
+// deadLetter moves the messages in mv. A message it cannot move (its
+// body unreadable for now, the target gone) stays hidden in its queue and
+// becomes visible again at the end of its visibility timeout. It fails
+// only on a storage failure.
+func (q *Queue) deadLetter(mv *moves) error {
+	r := q.b.getReader()
+	defer q.b.putReader(r)
+	var msg Message
+	for i := 0; i < mv.n; i++ {
+		if err := q.moveOne(mv.target, &mv.locs[i], r, &msg); err != nil {
+			return err
+		}
+	}
+	mv.n = 0
+	return nil
+}
+
+func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message) error {
+	loc := ml.loc
+	ok, err := q.readBody(r, msg, &loc)
+	switch {
+	case errors.Is(err, errDamaged):
+		q.dropUnreadable(&loc, err)
+		return nil
+	case err != nil:
+		q.b.log.Error("message body could not be read; the message is not moved to its dead-letter queue", "queue", q.name,
+			"message_id", makeMessageID(q.id, loc.seq).String(), "err", err)
+		return nil
+	case !ok:
+		return nil // gone meanwhile
+	}
+	props := q.deadLetterProps(msg, loc.seq)
+
+	// 2. A pending slot in the target.
+	now := q.b.nowMs()
+	if ml.expMs <= now {
+		return nil // it expires where it is
+	}
+	tst := &t.stripes[int(t.sendRR.Add(1))%len(t.stripes)]
+	tst.mu.Lock()
+	if tst.dead {
+		tst.mu.Unlock()
+		return nil
+	}
+	tidx, ok := tst.slab.alloc()
+	if !ok {
+		tst.mu.Unlock()
+		return nil
+	}
+	ts := tst.slab.at(tidx)
+	ts.seq = t.seq.Add(1)
+	ts.setMeta(ml.enqMs, ml.prio, stPending)
+	ts.visOff = uint32(max(now-ml.enqMs, 0))
+	ts.expOff = uint32(ml.expMs - ml.enqMs)
+	ts.tnext, ts.tprev, ts.next, ts.prev = nilSlot, nilSlot, nilSlot, nilSlot
+	tslot := *ts
+	tst.mu.Unlock()
+	release := func() {
+		tst.mu.Lock()
+		if !tst.dead {
+			tst.slab.release(tidx)
+		}
+		tst.mu.Unlock()
+	}
+
+	// 3. The move record, under the source's lock (invariants 1, 2).
+	st := &q.stripes[loc.stripe]
+	var rec [1]logRec
+	st.mu.Lock()
+	var s *slot
+	if !st.dead && st.slab.valid(loc.slot) {
+		s = st.slab.at(loc.slot)
+	}
+	if s == nil || s.seq != loc.seq || s.gen != ml.gen || s.state() != stInactive {
+		st.mu.Unlock()
+		release()
+		return nil // deleted, expired or changed meanwhile
+	}
+	if q.b.opts.testSplitMove {
+		if err := q.splitMoveLocked(st, t, tst, tidx, &tslot, msg, props, &rec[0]); err != nil {
+			st.mu.Unlock()
+			release()
+			return err
+		}
+	} else {
+		var src [snapLen]byte
+		putSnap(src[:], q.id, st.idx, loc.slot, s)
+		q.b.store.moveRecord(&rec[0], src[:], t.id, tst.idx, tidx, &tslot, &msg.MD5, props, msg.Body)
+		if err := q.b.store.append(rec[:]); err != nil {
+			st.mu.Unlock()
+			q.b.storageFailed(err)
+			release()
+			return err
+		}
+	}
+	st.wheel.remove(&st.slab, loc.slot)
+	st.nInactive--
+	q.b.store.addLive(s.bodyPos, -int64(s.recSize))
+	if q.b.opts.testSplitMove {
+		q.b.store.changeRecord(st, recDelete, loc.slot)
+	}
+	st.slab.release(loc.slot)
+	st.scheduleLocked(now)
+	st.flushLocked()
+	st.mu.Unlock()
+	q.deadLettered.Add(1)
+
+	// 4. Durable, then Active in the target.
+	if err := q.b.store.waitDurable(rec[0].pos); err != nil {
+		q.b.storageFailed(err)
+		q.b.store.addLive(rec[0].pos, -int64(rec[0].size))
+		release()
+		return err
+	}
+	now = q.b.nowMs()
+	tst.mu.Lock()
+	if tst.dead {
+		tst.mu.Unlock()
+		q.b.store.addLive(rec[0].pos, -int64(rec[0].size))
+		return nil // the target was deleted meanwhile, and the message with it
+	}
+	ts = tst.slab.at(tidx)
+	ts.bodyPos, ts.recSize = rec[0].pos, rec[0].size
+	woken := tst.activateLocked(tidx)
+	tst.scheduleLocked(now)
+	tst.flushLocked()
+	tst.mu.Unlock()
+	t.sent.Add(1)
+	if woken > 0 {
+		t.waiters.wake(woken)
+	}
+	return nil
+}
+
+// splitMoveLocked is the move done wrong, for the crash test to catch
+// (Options.testSplitMove): a send record into the target, made durable on
+// its own, then the source's delete record (the caller appends it when it
+// frees the slot). A crash between the two leaves the message in both
+// queues, which is what invariant 1 rules out. st.mu is held.
+func (q *Queue) splitMoveLocked(st *stripe, t *Queue, tst *stripe, tidx uint32, tslot *slot, msg *Message, props []byte, rec *logRec) error {
+	var head [bodyHeadLen]byte
+	q.b.store.bodyRecord(rec, &head, t.id, tst.idx, tidx, tslot, &msg.MD5, props, msg.Body, false)
+	recs := [1]logRec{*rec}
+	err := q.b.store.append(recs[:])
+	if err == nil {
+		err = q.b.store.waitDurable(recs[0].pos)
+	}
+	if err != nil {
+		q.b.storageFailed(err)
+		return err
+	}
+	*rec = recs[0]
+	return nil
+}
+
+// Values of the DLQ system properties (topic spec §3.8) for a message
+// dead-lettered from a queue.
+const dlqTypeQueue = "QUEUE"
+
+// deadLetterProps returns the properties block of msg (seq in q) as it
+// enters the dead-letter queue: its own properties, without DLQ ones of an
+// earlier move, then DLQMessageType, DLQSourceArn (this queue) and
+// DLQOriginMessageId (the id it had where it was first dead-lettered from).
+func (q *Queue) deadLetterProps(msg *Message, seq uint64) []byte {
+	origin := makeMessageID(q.id, seq).AppendText(nil)
+	ps := make([]Property, 0, len(msg.Properties)+3)
+	for _, p := range msg.Properties {
+		if p.System {
+			switch string(p.Name) {
+			case SysDLQOriginMessageID:
+				origin = p.Value
+				continue
+			case SysDLQMessageType, SysDLQSourceArn:
+				continue
+			}
+		}
+		ps = append(ps, p)
+	}
+	ps = append(ps,
+		Property{Name: []byte(SysDLQMessageType), Value: []byte(dlqTypeQueue), Type: PropString, System: true},
+		Property{Name: []byte(SysDLQSourceArn), Value: []byte(q.b.DeadLetterSourceArn(q.name)), Type: PropString, System: true},
+		Property{Name: []byte(SysDLQOriginMessageID), Value: origin, Type: PropString, System: true},
+	)
+	return appendProps(nil, ps)
+}
+
+// DeadLetterSourceArn is the DLQSourceArn of messages dead-lettered from
+// the queue named queue of broker b.
+func (b *Broker) DeadLetterSourceArn(queue string) string {
+	return b.opts.ARNPrefix + ":/queues/" + queue
+}
