@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -291,28 +290,9 @@ func (b *Broker) ListQueues(prefix, marker string, limit int) (names []string, n
 	if err := b.readable(); err != nil {
 		return nil, "", err
 	}
-	if limit == 0 {
-		limit = 1000
-	}
-	if limit < 1 || limit > 1000 {
-		return nil, "", rangeErr("x-mns-ret-number", 1, 1000, "queues")
-	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	from := prefix
-	if marker > from {
-		from = marker
-	}
-	for n := range b.names.from(from) {
-		if !strings.HasPrefix(n, prefix) {
-			break
-		}
-		if len(names) == limit {
-			return names, n, nil
-		}
-		names = append(names, n)
-	}
-	return names, "", nil
+	return b.names.page(prefix, marker, limit, "queues")
 }
 
 // QueueStats are one queue's counters, for metrics.

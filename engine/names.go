@@ -1,7 +1,8 @@
 package engine
 
-// nameIndex is the broker's sorted set of queue names (ListQueues pages
-// through it in byte order). One sorted slice made a create or delete
+// nameIndex is a sorted set of names: the broker's queues, its topics, a
+// topic's subscriptions (ListQueues, ListTopics and
+// ListSubscriptionByTopic page through them in byte order, page). One sorted slice made a create or delete
 // cost a copy of every name after it, and a start-up that met the queues
 // out of name order cost O(n) string compares per queue: with 100,000
 // queues, minutes. Here the names are kept in sorted chunks of at most
@@ -14,11 +15,14 @@ package engine
 //     before every name of chunk k+1; no name appears twice.
 //  2. n is the number of names.
 //
-// Owner: Broker.mu (written under it exclusively, read under it shared).
+// Owner: the lock of the set it names (Broker.mu for queues, topicSet.mu
+// for topics and subscriptions): written under it exclusively, read under
+// it shared.
 
 import (
 	"iter"
 	"sort"
+	"strings"
 )
 
 const nameChunkMax = 512
@@ -114,3 +118,26 @@ func (x *nameIndex) from(start string) iter.Seq[string] {
 
 // all yields every name, in order.
 func (x *nameIndex) all() iter.Seq[string] { return x.from("") }
+
+// page returns up to limit (1..1000, 0 means 1000) names in byte order that
+// start with prefix and are >= marker, and the name to pass as marker for
+// the next page ("" when there is none). unit names the things listed in
+// the range error.
+func (x *nameIndex) page(prefix, marker string, limit int, unit string) (names []string, next string, err error) {
+	if limit == 0 {
+		limit = 1000
+	}
+	if limit < 1 || limit > 1000 {
+		return nil, "", rangeErr("x-mns-ret-number", 1, 1000, unit)
+	}
+	for n := range x.from(max(prefix, marker)) {
+		if !strings.HasPrefix(n, prefix) {
+			break
+		}
+		if len(names) == limit {
+			return names, n, nil
+		}
+		names = append(names, n)
+	}
+	return names, "", nil
+}

@@ -116,7 +116,7 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 	}
 	var subs []*subscription
 	b.topics.mu.RLock()
-	for _, n := range t.subNames {
+	for n := range t.subNames.all() {
 		s := t.subs[n]
 		if s.kind == endpointQueue && (s.cfg.FilterTag == "" || s.cfg.FilterTag == in.Tag) {
 			subs = append(subs, s)

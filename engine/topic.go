@@ -36,7 +36,6 @@ package engine
 // taken alone.
 
 import (
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -270,7 +269,7 @@ type topicSet struct {
 	mu     sync.RWMutex
 	byName map[string]*topic // guarded by mu
 	byID   map[uint64]*topic // guarded by mu
-	names  []string          // guarded by mu: sorted topic names
+	names  nameIndex         // guarded by mu: the topic names, sorted
 
 	nextTopicID uint64 // guarded by Broker.adminMu
 	nextSubID   uint64 // guarded by Broker.adminMu
@@ -291,7 +290,7 @@ type topic struct {
 	seq  atomic.Uint64 // last topic message sequence number (MessageIds)
 
 	subs     map[string]*subscription // guarded by topicSet.mu; values immutable (invariant 3)
-	subNames []string                 // guarded by topicSet.mu: sorted
+	subNames nameIndex                // guarded by topicSet.mu: the subscription names, sorted
 
 	count countWindow // publishes within the retention (MessageCount)
 }
@@ -322,31 +321,15 @@ func newTopic(id uint64, name string, m topicMeta) *topic {
 func (ts *topicSet) addTopicLocked(t *topic) {
 	ts.byName[t.name] = t
 	ts.byID[t.id] = t
-	ts.names = insertSorted(ts.names, t.name)
+	ts.names.insert(t.name)
 }
 
 // putSubLocked installs s in t (topicSet.mu held, or start-up).
 func (t *topic) putSubLocked(s *subscription) {
 	if _, ok := t.subs[s.name]; !ok {
-		t.subNames = insertSorted(t.subNames, s.name)
+		t.subNames.insert(s.name)
 	}
 	t.subs[s.name] = s
-}
-
-func insertSorted(names []string, n string) []string {
-	i := sort.SearchStrings(names, n)
-	names = append(names, "")
-	copy(names[i+1:], names[i:])
-	names[i] = n
-	return names
-}
-
-func removeSorted(names []string, n string) []string {
-	i := sort.SearchStrings(names, n)
-	if i < len(names) && names[i] == n {
-		names = append(names[:i], names[i+1:]...)
-	}
-	return names
 }
 
 // countWindow counts events in five-minute buckets over TopicRetention.
@@ -495,7 +478,7 @@ func (b *Broker) DeleteTopic(name string) error {
 	}
 	b.topics.mu.RLock()
 	ids := make([]uint64, 0, len(t.subs))
-	for _, n := range t.subNames {
+	for n := range t.subNames.all() {
 		ids = append(ids, t.subs[n].id)
 	}
 	b.topics.mu.RUnlock()
@@ -505,7 +488,7 @@ func (b *Broker) DeleteTopic(name string) error {
 	b.topics.mu.Lock()
 	delete(b.topics.byName, t.name)
 	delete(b.topics.byID, t.id)
-	b.topics.names = removeSorted(b.topics.names, t.name)
+	b.topics.names.remove(t.name)
 	b.topics.mu.Unlock()
 	return nil
 }
@@ -519,30 +502,7 @@ func (b *Broker) ListTopics(prefix, marker string, limit int) (names []string, n
 	}
 	b.topics.mu.RLock()
 	defer b.topics.mu.RUnlock()
-	return pageNames(b.topics.names, prefix, marker, limit, "topics")
-}
-
-// pageNames pages through sorted names as ListQueues does.
-func pageNames(all []string, prefix, marker string, limit int, unit string) ([]string, string, error) {
-	if limit == 0 {
-		limit = 1000
-	}
-	if limit < 1 || limit > 1000 {
-		return nil, "", rangeErr("x-mns-ret-number", 1, 1000, unit)
-	}
-	from := max(prefix, marker)
-	var names []string
-	for i := sort.SearchStrings(all, from); i < len(all); i++ {
-		n := all[i]
-		if !strings.HasPrefix(n, prefix) {
-			break
-		}
-		if len(names) == limit {
-			return names, n, nil
-		}
-		names = append(names, n)
-	}
-	return names, "", nil
+	return b.topics.names.page(prefix, marker, limit, "topics")
 }
 
 // checkSubscription validates cfg (with defaults) for topic t: the
@@ -708,7 +668,7 @@ func (b *Broker) Unsubscribe(topicName, name string) error {
 	}
 	b.topics.mu.Lock()
 	delete(t.subs, name)
-	t.subNames = removeSorted(t.subNames, name)
+	t.subNames.remove(name)
 	b.topics.mu.Unlock()
 	return nil
 }
@@ -725,5 +685,5 @@ func (b *Broker) ListSubscriptions(topicName, prefix, marker string, limit int) 
 	}
 	b.topics.mu.RLock()
 	defer b.topics.mu.RUnlock()
-	return pageNames(t.subNames, prefix, marker, limit, "subscriptions")
+	return t.subNames.page(prefix, marker, limit, "subscriptions")
 }
