@@ -38,6 +38,7 @@ type Broker struct {
 	names  nameIndex         // guarded by mu: the queue names, sorted
 
 	topics topicSet // topics and subscriptions (topic.go)
+	pusher pusher   // HTTP push delivery (push.go)
 
 	compactMu sync.Mutex // serialises compaction passes (background and explicit)
 	compactor *job       // background compaction on the clock (compaction.go)
@@ -71,6 +72,10 @@ func Open(opts Options) (*Broker, error) {
 	}
 	b.store = store
 	if err := store.load(b); err != nil {
+		store.close(false)
+		return nil, err
+	}
+	if err := b.startPush(); err != nil {
 		store.close(false)
 		return nil, err
 	}
@@ -187,6 +192,9 @@ func (b *Broker) queueByID(id uint64) *Queue {
 
 // Queue returns the named queue.
 func (b *Broker) Queue(name string) (*Queue, error) {
+	if isInternalQueue(name) {
+		return nil, ErrQueueNotExist // push queues are not addressable (push_queue.go)
+	}
 	b.mu.RLock()
 	q := b.queues[name]
 	b.mu.RUnlock()
@@ -266,7 +274,9 @@ func (b *Broker) removeQueueLocked(q *Queue) {
 	b.mu.Lock()
 	delete(b.queues, q.name)
 	delete(b.byID, q.id)
-	b.names.remove(q.name)
+	if !isInternalQueue(q.name) {
+		b.names.remove(q.name)
+	}
 	b.mu.Unlock()
 	q.kill()
 }
@@ -311,6 +321,7 @@ type Stats struct {
 	Queues    []QueueStats // by name
 	LongPolls int64        // receives waiting, all queues
 	Storage   StorageStats
+	Push      PushStats // HTTP push delivery (push.go)
 }
 
 // StorageStats describes the log and, in durable mode, the index.
@@ -351,7 +362,7 @@ func (b *Broker) Stats() Stats {
 		qs = append(qs, b.queues[n])
 	}
 	b.mu.RUnlock()
-	s := Stats{LongPolls: b.longPolls.Load(), Storage: b.storageStats()}
+	s := Stats{LongPolls: b.longPolls.Load(), Storage: b.storageStats(), Push: b.pusher.stats()}
 	for _, q := range qs {
 		a, i, d := q.counts()
 		s.Queues = append(s.Queues, QueueStats{
@@ -383,6 +394,7 @@ func (b *Broker) Close() error {
 	if !b.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
+	b.pusher.stop()
 	b.compactor.stop()
 	b.mu.RLock()
 	qs := make([]*Queue, 0, len(b.queues))
@@ -438,5 +450,7 @@ func (b *Broker) addQueueLocked(q *Queue) {
 	defer b.mu.Unlock()
 	b.queues[q.name] = q
 	b.byID[q.id] = q
-	b.names.insert(q.name)
+	if !isInternalQueue(q.name) {
+		b.names.insert(q.name)
+	}
 }

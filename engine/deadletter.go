@@ -45,7 +45,10 @@ package engine
 //
 // Owner: the stripes' mutexes, as for every message change.
 
-import "errors"
+import (
+	"crypto/md5"
+	"errors"
+)
 
 // moveLoc is a message hidden for a move.
 type moveLoc struct {
@@ -133,7 +136,7 @@ func (q *Queue) deadLetter(mv *moves) error {
 	defer q.b.putReader(r)
 	var msg Message
 	for i := 0; i < mv.n; i++ {
-		if err := q.moveOne(mv.target, &mv.locs[i], r, &msg); err != nil {
+		if _, err := q.moveOne(mv.target, &mv.locs[i], r, &msg, nil); err != nil {
 			return err
 		}
 	}
@@ -141,43 +144,60 @@ func (q *Queue) deadLetter(mv *moves) error {
 	return nil
 }
 
-func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message) error {
+// moveOne moves one hidden message to t; moved is false when it stays
+// where it is (gone, unreadable, expiring, no room in t). sub is the
+// subscription of a push queue (push.go), whose notifications enter t as
+// their rendering with the topic's DLQ properties; nil for a queue's own
+// policy.
+func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message, sub *subscription) (moved bool, err error) {
 	loc := ml.loc
 	ok, err := q.readBody(r, msg, &loc)
 	switch {
 	case errors.Is(err, errDamaged):
 		q.dropUnreadable(&loc, err)
-		return nil
+		return false, nil
 	case err != nil:
 		q.b.log.Error("message body could not be read; the message is not moved to its dead-letter queue", "queue", q.name,
 			"message_id", makeMessageID(q.id, loc.seq).String(), "err", err)
-		return nil
+		return false, nil
 	case !ok:
-		return nil // gone meanwhile
+		return false, nil // gone meanwhile
 	}
-	props := q.deadLetterProps(msg, loc.seq)
+	body, sum, props, expMs := msg.Body, &msg.MD5, []byte(nil), ml.expMs
+	if sub != nil {
+		env, err := decodePushEnvelope(msg.Body)
+		if err != nil {
+			return false, nil // the pusher discards it
+		}
+		s := md5.Sum(env.body)
+		body, sum = env.body, &s
+		props = q.b.topicDeadLetterProps(msg, sub.topic, sub.name, env.id)
+		expMs = q.b.nowMs() + t.meta().retainMs // a new message for the target's readers
+	} else {
+		props = q.deadLetterProps(msg, loc.seq)
+	}
 
 	// 2. A pending slot in the target.
 	now := q.b.nowMs()
-	if ml.expMs <= now {
-		return nil // it expires where it is
+	if expMs <= now {
+		return false, nil // it expires where it is
 	}
 	tst := &t.stripes[int(t.sendRR.Add(1))%len(t.stripes)]
 	tst.mu.Lock()
 	if tst.dead {
 		tst.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	tidx, ok := tst.slab.alloc()
 	if !ok {
 		tst.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	ts := tst.slab.at(tidx)
 	ts.seq = t.seq.Add(1)
 	ts.setMeta(ml.enqMs, ml.prio, stPending)
 	ts.visOff = uint32(max(now-ml.enqMs, 0))
-	ts.expOff = uint32(ml.expMs - ml.enqMs)
+	ts.expOff = uint32(expMs - ml.enqMs)
 	ts.tnext, ts.tprev, ts.next, ts.prev = nilSlot, nilSlot, nilSlot, nilSlot
 	tslot := *ts
 	tst.mu.Unlock()
@@ -200,23 +220,23 @@ func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message) erro
 	if s == nil || s.seq != loc.seq || s.gen != ml.gen || s.state() != stInactive {
 		st.mu.Unlock()
 		release()
-		return nil // deleted, expired or changed meanwhile
+		return false, nil // deleted, expired or changed meanwhile
 	}
 	if q.b.opts.testSplitMove {
-		if err := q.splitMoveLocked(st, t, tst, tidx, &tslot, msg, props, &rec[0]); err != nil {
+		if err := q.splitMoveLocked(st, t, tst, tidx, &tslot, sum, props, body, &rec[0]); err != nil {
 			st.mu.Unlock()
 			release()
-			return err
+			return false, err
 		}
 	} else {
 		var src [snapLen]byte
 		putSnap(src[:], q.id, st.idx, loc.slot, s)
-		q.b.store.moveRecord(&rec[0], src[:], t.id, tst.idx, tidx, &tslot, &msg.MD5, props, msg.Body)
+		q.b.store.moveRecord(&rec[0], src[:], t.id, tst.idx, tidx, &tslot, sum, props, body)
 		if err := q.b.store.append(rec[:]); err != nil {
 			st.mu.Unlock()
 			q.b.storageFailed(err)
 			release()
-			return err
+			return false, err
 		}
 	}
 	st.wheel.remove(&st.slab, loc.slot)
@@ -236,14 +256,14 @@ func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message) erro
 		q.b.storageFailed(err)
 		q.b.store.addLive(rec[0].pos, -int64(rec[0].size))
 		release()
-		return err
+		return false, err
 	}
 	now = q.b.nowMs()
 	tst.mu.Lock()
 	if tst.dead {
 		tst.mu.Unlock()
 		q.b.store.addLive(rec[0].pos, -int64(rec[0].size))
-		return nil // the target was deleted meanwhile, and the message with it
+		return true, nil // the target was deleted meanwhile, and the message with it
 	}
 	ts = tst.slab.at(tidx)
 	ts.bodyPos, ts.recSize = rec[0].pos, rec[0].size
@@ -255,7 +275,7 @@ func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message) erro
 	if woken > 0 {
 		t.waiters.wake(woken)
 	}
-	return nil
+	return true, nil
 }
 
 // splitMoveLocked is the move done wrong, for the crash test to catch
@@ -263,9 +283,9 @@ func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message) erro
 // its own, then the source's delete record (the caller appends it when it
 // frees the slot). A crash between the two leaves the message in both
 // queues, which is what invariant 1 rules out. st.mu is held.
-func (q *Queue) splitMoveLocked(st *stripe, t *Queue, tst *stripe, tidx uint32, tslot *slot, msg *Message, props []byte, rec *logRec) error {
+func (q *Queue) splitMoveLocked(st *stripe, t *Queue, tst *stripe, tidx uint32, tslot *slot, sum *[16]byte, props, body []byte, rec *logRec) error {
 	var head [bodyHeadLen]byte
-	q.b.store.bodyRecord(rec, &head, t.id, tst.idx, tidx, tslot, &msg.MD5, props, msg.Body, false)
+	q.b.store.bodyRecord(rec, &head, t.id, tst.idx, tidx, tslot, sum, props, body, false)
 	recs := [1]logRec{*rec}
 	err := q.b.store.append(recs[:])
 	if err == nil {
@@ -314,4 +334,59 @@ func (q *Queue) deadLetterProps(msg *Message, seq uint64) []byte {
 // the queue named queue of broker b.
 func (b *Broker) DeadLetterSourceArn(queue string) string {
 	return b.opts.ARNPrefix + ":/queues/" + queue
+}
+
+// deadLetterHandle moves the message a receipt handle names, received and
+// still invisible, to t now (the pusher's exhausted notifications; sub is
+// their subscription). The handle is used up. moved is false if the
+// message is gone or stays (moveOne); it then becomes visible again after
+// a lease.
+func (q *Queue) deadLetterHandle(h ReceiptHandle, t *Queue, sub *subscription) (moved bool, err error) {
+	if err := q.checkHandle(h); err != nil {
+		return false, err
+	}
+	now := q.b.nowMs()
+	st := &q.stripes[h.stripe]
+	var ml moveLoc
+	st.mu.Lock()
+	if st.dead {
+		st.mu.Unlock()
+		return false, q.goneErr()
+	}
+	woken := st.advanceLocked(now)
+	idx, err := st.lookupLocked(h, now)
+	if err == nil && st.slab.at(idx).state() != stInactive {
+		err = ErrMessageNotExist // delayed: never received
+	}
+	if err == nil {
+		s := st.slab.at(idx)
+		st.wheel.remove(&st.slab, idx)
+		s.gen++ // the handle is used up
+		enq := s.enqueueMs()
+		s.visOff = uint32(now + pushLease.Milliseconds() - enq)
+		if !st.wheel.insert(&st.slab, idx, s.deadline()) {
+			panic("engine: visibility deadline not in the future")
+		}
+		q.b.store.changeRecord(st, recState, idx)
+		ml = moveLoc{
+			loc:   bodyLoc{pos: s.bodyPos, size: s.recSize, slot: idx, seq: s.seq, stripe: st.idx},
+			gen:   s.gen,
+			enqMs: enq,
+			expMs: s.expireMs(),
+			prio:  s.prio(),
+		}
+	}
+	st.scheduleLocked(now)
+	st.flushLocked()
+	st.mu.Unlock()
+	if woken > 0 {
+		q.waiters.wake(woken)
+	}
+	if err != nil {
+		return false, err
+	}
+	r := q.b.getReader()
+	defer q.b.putReader(r)
+	var msg Message
+	return q.moveOne(t, &ml, r, &msg, sub)
 }

@@ -71,6 +71,7 @@ func durableOf(b *Broker) *durableStore { return b.store.(*durableStore) }
 // final checkpoint, no flush beyond what the log already wrote.
 func crashBroker(b *Broker) {
 	b.closed.Store(true)
+	b.pusher.stop() // workers stop where they are: nothing settled
 	b.compactor.stop()
 	d := durableOf(b)
 	d.cp.stop()

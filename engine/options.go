@@ -80,6 +80,11 @@ type Options struct {
 	// "local", account "0").
 	ARNPrefix string
 
+	// Push configures the delivery of topic notifications to HTTP
+	// endpoints (push.go): where pushes may go, how many run at once, and
+	// how they are signed.
+	Push PushOptions
+
 	// testCommit, if set, replaces the durable backend's index commits
 	// (tests: the power-loss test snapshots the index at each one).
 	testCommit func(idx *index.Store, b *index.Batch) error

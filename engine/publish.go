@@ -9,8 +9,10 @@ package engine
 //	                 count u32 | count × (queue id u64, message seq u64)
 //
 // followed, in the same storage.append call (so contiguously, invariant 3
-// of wal), by exactly count ordinary send records (type 4, unchanged), the
-// members, one per delivery, in the order the header lists them. The header
+// of wal), by exactly count ordinary send records (type 4, or type 20 when
+// the publish carries properties; unchanged), the members, one per
+// delivery, in the order the header lists them. A delivery to an HTTP
+// subscription is a send into its push queue (push_queue.go). The header
 // and its members form a publish group.
 //
 // Invariants:
@@ -65,6 +67,10 @@ type PublishInput struct {
 	// Owner is the account id written as TopicOwner and Subscriber in XML
 	// and JSON notifications.
 	Owner string
+	// Properties are the message's user and system properties (props.go):
+	// copied to every queue delivery (spec §3.7) and to the dead-letter
+	// queue of an HTTP subscription, not into pushes.
+	Properties []Property
 }
 
 // PublishResult is the outcome of a Publish.
@@ -72,12 +78,14 @@ type PublishResult struct {
 	ID        MessageID // the topic message's id
 	MD5       [16]byte  // MD5 of the published body
 	Delivered int       // queue messages stored, one per matching queue subscription
+	Pushes    int       // notifications stored for matching HTTP subscriptions (push_queue.go)
 	Skipped   int       // matching queue subscriptions whose queue no longer exists
 }
 
 // pubTarget is one delivery of a publish.
 type pubTarget struct {
 	q     *Queue
+	push  bool // q is an HTTP subscription's push queue
 	st    *stripe
 	idx   uint32
 	delay int64
@@ -90,8 +98,10 @@ type pubTarget struct {
 // Publish publishes a message to a topic: it is stored in every queue of a
 // subscription whose FilterTag is empty or equals in.Tag, all or none
 // (invariant 1), and Publish returns once that is durable (invariant 3).
-// Subscriptions of other endpoint kinds receive nothing (topic.go
-// invariant 4). A subscription whose queue was deleted is skipped.
+// An HTTP subscription gets it in its push queue, in the same group, and
+// the pusher takes it from there (push.go). Subscriptions of other
+// endpoint kinds receive nothing (topic.go invariant 4). A subscription
+// whose queue was deleted is skipped.
 func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, error) {
 	var res PublishResult
 	if err := b.topicsUsable(); err != nil {
@@ -111,6 +121,13 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 	if err := checkTag("MessageTag", in.Tag); err != nil {
 		return res, err
 	}
+	var props []byte
+	if len(in.Properties) > 0 {
+		if _, err := checkProps(in.Properties); err != nil {
+			return res, err
+		}
+		props = appendProps(nil, in.Properties)
+	}
 	if err := b.store.acceptNew(); err != nil {
 		return res, err
 	}
@@ -118,7 +135,7 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 	b.topics.mu.RLock()
 	for n := range t.subNames.all() {
 		s := t.subs[n]
-		if s.kind == endpointQueue && (s.cfg.FilterTag == "" || s.cfg.FilterTag == in.Tag) {
+		if (s.kind == endpointQueue || s.kind == endpointHTTP) && (s.cfg.FilterTag == "" || s.cfg.FilterTag == in.Tag) {
 			subs = append(subs, s)
 		}
 	}
@@ -131,6 +148,12 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 	n := notification{owner: in.Owner, topic: t.name, id: res.ID, md5: res.MD5, body: in.Body, tag: in.Tag, ms: now}
 	targets := make([]pubTarget, 0, len(subs))
 	for _, s := range subs {
+		if s.kind == endpointHTTP {
+			if q := b.internalQueue(pushQueueName(s.id)); q != nil {
+				targets = append(targets, pubTarget{q: q, push: true, body: appendPushEnvelope(nil, &n, n.render(s))})
+			}
+			continue
+		}
 		q, err := b.Queue(s.queue)
 		if err != nil {
 			res.Skipped++
@@ -174,7 +197,7 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 		st.mu.Lock()
 		s := st.slab.at(tg.idx)
 		sum := md5.Sum(tg.body)
-		store.bodyRecord(&tg.rec, &tg.head, tg.q.id, st.idx, tg.idx, s, &sum, nil, tg.body, false)
+		store.bodyRecord(&tg.rec, &tg.head, tg.q.id, st.idx, tg.idx, s, &sum, props, tg.body, false)
 		st.mu.Unlock()
 		keys[i] = msgKey{tg.q.id, tg.seq}
 	}
@@ -236,7 +259,11 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 		st.flushLocked()
 		st.mu.Unlock()
 		tg.q.sent.Add(1)
-		res.Delivered++
+		if tg.push {
+			res.Pushes++
+		} else {
+			res.Delivered++
+		}
 		if woken > 0 {
 			tg.q.waiters.wake(woken)
 		}
@@ -324,7 +351,7 @@ type pubGroup struct {
 
 // member reports whether a record is the group's next member.
 func (g *pubGroup) member(typ uint8, payload []byte) bool {
-	if typ != recSend || len(payload) < 16 || g.seen >= len(g.keys) {
+	if !isSendRec(typ) || len(payload) < 16 || g.seen >= len(g.keys) {
 		return false
 	}
 	le := binary.LittleEndian

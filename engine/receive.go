@@ -63,11 +63,36 @@ func (q *Queue) Receive(ctx context.Context, opt ReceiveOptions, dst []Message) 
 		return dst, ErrTooManyLongPolls
 	}
 	defer b.longPolls.Add(-1)
-	deadline := b.nowMs() + waitMs
+	return q.waitReceive(ctx, max, dst, base, b.nowMs()+waitMs)
+}
+
+// pollInternal receives one message for the pusher (push.go): as Receive
+// with a wait, but not counted against MaxLongPolls, which bounds the
+// clients' waits.
+func (q *Queue) pollInternal(ctx context.Context, dst []Message, wait time.Duration) ([]Message, error) {
+	if err := q.b.usable(); err != nil {
+		return dst, err
+	}
+	if err := q.b.store.waitRoom(); err != nil {
+		return dst, err
+	}
+	base := len(dst)
+	dst, err := q.tryReceive(1, dst, retryDamaged)
+	if err != nil || len(dst) > base {
+		return dst, err
+	}
+	return q.waitReceive(ctx, 1, dst, base, q.b.nowMs()+wait.Milliseconds())
+}
+
+// waitReceive is the long poll of Receive: it waits for messages until
+// deadline (ms on the broker's clock) or until ctx ends.
+func (q *Queue) waitReceive(ctx context.Context, max int, dst []Message, base int, deadline int64) ([]Message, error) {
+	b := q.b
 	w := b.getWaiter()
 	defer b.putWaiter(w)
 	for {
 		q.waiters.push(w)
+		var err error
 		dst, err = q.tryReceive(max, dst, retryDamaged)
 		if err != nil || len(dst) > base {
 			q.waiters.remove(w)

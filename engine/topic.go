@@ -23,10 +23,13 @@ package engine
 //  3. A subscription value never changes once published in topic.subs: a
 //     change installs a new value. Publish therefore reads a consistent set
 //     of subscriptions under one RLock and works on it without locks.
-//  4. Only queue endpoints are delivered to. HTTP endpoints are refused at
-//     Subscribe (ErrEndpointInvalid): push delivery is not built, and
-//     accepting them would drop messages silently. Mail, SMS and mobile push
-//     endpoints are stored and never delivered (spec §3.1: out of scope).
+//  4. Queue endpoints are delivered to in the publish itself, HTTP
+//     endpoints through their push queues (push_queue.go, push.go), which
+//     exist exactly while their subscriptions do (push_queue.go invariant
+//     2). An HTTP endpoint must be allowed by Options.Push.Allow when it is
+//     subscribed, and its address again at every connection. Mail, SMS and
+//     mobile push endpoints are stored and never delivered (spec §3.1: out
+//     of scope).
 //
 // Owner: Broker.adminMu serialises every change (and its log write), as for
 // queues; topicSet.mu guards the maps and each topic's subscription list.
@@ -173,6 +176,11 @@ type SubscriptionConfig struct {
 	FilterTag string // "" receives every message; else only messages with this MessageTag
 	Strategy  NotifyStrategy
 	Format    NotifyContentFormat
+	// DeadLetterQueue, when set, names the queue that receives the
+	// notifications an HTTP endpoint did not take within its retries
+	// (spec §3.8); "" discards them. It must exist and differ from the
+	// subscription's own queue.
+	DeadLetterQueue string
 }
 
 func (c SubscriptionConfig) withDefaults() SubscriptionConfig {
@@ -187,8 +195,9 @@ func (c SubscriptionConfig) withDefaults() SubscriptionConfig {
 
 // SubscriptionPatch names what SetSubscriptionAttributes changes (nil: keep).
 type SubscriptionPatch struct {
-	Strategy  *NotifyStrategy
-	FilterTag *string
+	Strategy        *NotifyStrategy
+	FilterTag       *string
+	DeadLetterQueue *string // "" turns dead-lettering off
 }
 
 // SubscriptionInfo is what GetSubscriptionAttributes returns.
@@ -206,6 +215,7 @@ type endpointKind uint8
 const (
 	endpointQueue endpointKind = iota + 1 // delivered to (publish.go)
 	endpointOther                         // mail, SMS, mobile push: stored, never delivered
+	endpointHTTP                          // pushed to (push.go)
 )
 
 // parseEndpoint checks an endpoint's form and returns its kind and, for a
@@ -231,14 +241,17 @@ func parseEndpoint(ep string) (endpointKind, string, error) {
 		}
 		return endpointQueue, name, nil
 	case hasPrefixFold(ep, "http://"), hasPrefixFold(ep, "https://"):
-		return 0, "", bad("HTTP endpoints are not supported by smqd yet (no push delivery); subscribe a queue endpoint acs:mns:{region}:{account}:queues/{queue}")
+		if _, err := parsePushURL(ep); err != nil {
+			return 0, "", bad(err.Error())
+		}
+		return endpointHTTP, "", nil
 	case strings.HasPrefix(ep, "mail:directmail:") && len(ep) > len("mail:directmail:"),
 		strings.HasPrefix(ep, "sms:directsms:") && len(ep) > len("sms:directsms:"),
 		strings.HasPrefix(ep, "sms:dayu:") && len(ep) > len("sms:dayu:"),
 		strings.HasPrefix(ep, "push:") && len(ep) > len("push:"):
 		return endpointOther, "", nil
 	}
-	return 0, "", bad("is of no known form: acs:mns:{region}:{account}:queues/{queue}, mail:directmail:{address}, sms:directsms:{phone} or push:{appKey}")
+	return 0, "", bad("is of no known form: http(s)://host[:port][/path], acs:mns:{region}:{account}:queues/{queue}, mail:directmail:{address}, sms:directsms:{phone} or push:{appKey}")
 }
 
 func hasPrefixFold(s, prefix string) bool {
@@ -309,6 +322,7 @@ type subscription struct {
 	createMs, modifyMs int64
 	kind               endpointKind
 	queue              string // the queue of a queue endpoint
+	topic              string // the topic's name (for pushes)
 }
 
 func newTopic(id uint64, name string, m topicMeta) *topic {
@@ -478,8 +492,10 @@ func (b *Broker) DeleteTopic(name string) error {
 	}
 	b.topics.mu.RLock()
 	ids := make([]uint64, 0, len(t.subs))
+	subs := make([]*subscription, 0, len(t.subs))
 	for n := range t.subNames.all() {
 		ids = append(ids, t.subs[n].id)
+		subs = append(subs, t.subs[n])
 	}
 	b.topics.mu.RUnlock()
 	if err := b.logQueueRecord(recTopicDelete, encodeTopicDelete(t.id, ids)); err != nil {
@@ -490,6 +506,11 @@ func (b *Broker) DeleteTopic(name string) error {
 	delete(b.topics.byID, t.id)
 	b.topics.names.remove(t.name)
 	b.topics.mu.Unlock()
+	for _, s := range subs {
+		if err := b.dropPushLocked(s); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -530,6 +551,14 @@ func (b *Broker) checkSubscription(t *topic, cfg SubscriptionConfig) (endpointKi
 			return 0, "", &EndpointError{Endpoint: cfg.Endpoint, Msg: "its queue's MaximumMessageSize is smaller than the topic's"}
 		}
 	}
+	if kind == endpointHTTP {
+		if err := b.pusher.allowed(cfg.Endpoint); err != nil {
+			return 0, "", &EndpointError{Endpoint: cfg.Endpoint, Msg: err.Error()}
+		}
+	}
+	if err := b.checkSubDeadLetter(cfg.DeadLetterQueue, qname); err != nil {
+		return 0, "", err
+	}
 	return kind, qname, nil
 }
 
@@ -568,14 +597,26 @@ func (b *Broker) Subscribe(topicName, name string, cfg SubscriptionConfig) (crea
 		return false, argErr("Subscription", "a topic has at most %d subscriptions", MaxSubscriptionsPerTop)
 	}
 	now := b.nowMs()
-	s := &subscription{id: b.topics.nextSubID, topicID: t.id, name: name, cfg: cfg, createMs: now, modifyMs: now, kind: kind, queue: qname}
+	s := &subscription{id: b.topics.nextSubID, topicID: t.id, name: name, cfg: cfg, createMs: now, modifyMs: now, kind: kind, queue: qname, topic: t.name}
+	b.topics.nextSubID++ // burnt if a write below fails: ids are never reused
+	var pq *Queue
+	if kind == endpointHTTP {
+		// The push queue first: a crash before the subscription's record
+		// leaves an orphan, which the next start deletes (push_queue.go
+		// invariant 2).
+		if pq, err = b.createPushQueueLocked(s.id); err != nil {
+			return false, err
+		}
+	}
 	if err := b.logQueueRecord(recSubscription, encodeSub(s)); err != nil {
 		return false, err
 	}
-	b.topics.nextSubID++
 	b.topics.mu.Lock()
 	t.putSubLocked(s)
 	b.topics.mu.Unlock()
+	if pq != nil {
+		b.pusher.start(s, pq)
+	}
 	return true, nil
 }
 
@@ -619,6 +660,12 @@ func (b *Broker) SetSubscriptionAttributes(topicName, name string, p Subscriptio
 		}
 		s.cfg.FilterTag = *p.FilterTag
 	}
+	if p.DeadLetterQueue != nil && *p.DeadLetterQueue != s.cfg.DeadLetterQueue {
+		if err := b.checkSubDeadLetter(*p.DeadLetterQueue, s.queue); err != nil {
+			return err
+		}
+		s.cfg.DeadLetterQueue = *p.DeadLetterQueue
+	}
 	s.modifyMs = b.nowMs()
 	if err := b.logQueueRecord(recSubscription, encodeSub(&s)); err != nil {
 		return err
@@ -626,6 +673,7 @@ func (b *Broker) SetSubscriptionAttributes(topicName, name string, p Subscriptio
 	b.topics.mu.Lock()
 	t.putSubLocked(&s)
 	b.topics.mu.Unlock()
+	b.pusher.update(&s)
 	return nil
 }
 
@@ -670,7 +718,7 @@ func (b *Broker) Unsubscribe(topicName, name string) error {
 	delete(t.subs, name)
 	t.subNames.remove(name)
 	b.topics.mu.Unlock()
-	return nil
+	return b.dropPushLocked(s)
 }
 
 // ListSubscriptions pages through a topic's subscription names as

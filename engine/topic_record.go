@@ -17,6 +17,8 @@ package engine
 //	                     create ms i64 | modify ms i64 | strategy u8 |
 //	                     format u8 | tag length u8 | tag | endpoint length u16 |
 //	                     endpoint | name length u16 | name
+//	                     [| dead-letter queue length u16 | dead-letter queue]
+//	                     (the bracketed part only when one is set)
 //	type 35 unsubscribe  subscription id u64
 //	type 36 publish      publish.go: the header of an atomic fan-out group
 //
@@ -95,7 +97,12 @@ func encodeSub(s *subscription) []byte {
 	b = le.AppendUint16(b, uint16(len(s.cfg.Endpoint)))
 	b = append(b, s.cfg.Endpoint...)
 	b = le.AppendUint16(b, uint16(len(s.name)))
-	return append(b, s.name...)
+	b = append(b, s.name...)
+	if s.cfg.DeadLetterQueue != "" {
+		b = le.AppendUint16(b, uint16(len(s.cfg.DeadLetterQueue)))
+		b = append(b, s.cfg.DeadLetterQueue...)
+	}
+	return b
 }
 
 // decodeSub decodes a subscription value; the endpoint is parsed again.
@@ -126,7 +133,13 @@ func decodeSub(b []byte) (*subscription, error) {
 	if len(rest) < n {
 		return nil, bad("name")
 	}
-	s.name = string(rest[:n])
+	s.name, rest = string(rest[:n]), rest[n:]
+	if len(rest) > 0 {
+		if len(rest) < 2 || len(rest) != 2+int(le.Uint16(rest)) {
+			return nil, bad("dead-letter queue")
+		}
+		s.cfg.DeadLetterQueue = string(rest[2:])
+	}
 	kind, qname, err := parseEndpoint(s.cfg.Endpoint)
 	if err != nil {
 		return nil, bad(err.Error())
@@ -336,6 +349,7 @@ func (d *durableStore) loadTopics(b *Broker, ft *foldTopics) error {
 			b.log.Warn("skipping a subscription of no known topic", "subscription", s.name, "topic_id", s.topicID)
 			continue
 		}
+		s.topic = t.name
 		t.putSubLocked(s)
 	}
 	return nil

@@ -82,7 +82,9 @@ func TestTopicAdmin(t *testing.T) {
 		cfg  SubscriptionConfig
 		want error
 	}{
-		{SubscriptionConfig{Endpoint: "http://127.0.0.1:9/ep"}, ErrEndpointInvalid},
+		{SubscriptionConfig{Endpoint: "http://10.0.0.1:9/ep"}, ErrEndpointInvalid}, // outside the push allow list
+		{SubscriptionConfig{Endpoint: "http://u:p@127.0.0.1:9/ep"}, ErrEndpointInvalid},
+		{SubscriptionConfig{Endpoint: "http://internal.example/ep"}, ErrEndpointInvalid},
 		{SubscriptionConfig{Endpoint: "ftp://x"}, ErrEndpointInvalid},
 		{SubscriptionConfig{Endpoint: qEndpoint("missing")}, ErrEndpointInvalid},
 		{SubscriptionConfig{Endpoint: "acs:mns:r:a:topics/x"}, ErrEndpointInvalid},

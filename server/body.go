@@ -181,7 +181,7 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 	path, _, _ := splitTarget(target)
 	r := route(ctx.Request.Header.Method(), path)
 	switch r.op {
-	case opUnknown, opHealthz, opMetrics, opConsole:
+	case opUnknown, opHealthz, opMetrics, opConsole, opPushCert:
 		return fasthttp.StatusContinue // answered by the handler
 	}
 	start := time.Now()

@@ -99,6 +99,10 @@ type Options struct {
 	// (an election is running) waits for one before it is answered 503
 	// ServiceUnavailable (NewCluster only). Default 2 s.
 	ClusterLeaderWait time.Duration
+	// PushSigner, when set, is the signer of the engine's HTTP pushes: its
+	// certificate is served, unauthenticated, at
+	// /x509_public_certificate.pem and at PushSigner.Path (pushcert.go).
+	PushSigner *PushSigner
 	// Name is the Server response header. Default "smqd".
 	Name string
 	// Now is the time source for the signature date check; nil means time.Now.

@@ -55,6 +55,7 @@ const (
 	opUnsubscribe
 	opListSubscriptionByTopic
 	opPublishMessage
+	opPushCert // GET the push signing certificate (pushcert.go), not signed
 	numOps
 )
 
@@ -91,6 +92,7 @@ var opNames = [numOps]string{
 	opUnsubscribe:               "Unsubscribe",
 	opListSubscriptionByTopic:   "ListSubscriptionByTopic",
 	opPublishMessage:            "PublishMessage",
+	opPushCert:                  "PushCertificate",
 }
 
 func (o op) String() string { return opNames[o] }
@@ -156,6 +158,12 @@ func route(method, path []byte) routed {
 			return routed{op: opClusterAddNode, queue: id}
 		case "DELETE":
 			return routed{op: opClusterRemoveNode, queue: id}
+		}
+		return routed{}
+	}
+	if isPushCertPath(path) {
+		if m == "GET" || m == "HEAD" {
+			return routed{op: opPushCert}
 		}
 		return routed{}
 	}

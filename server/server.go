@@ -323,6 +323,9 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 	case opHealthz:
 		s.healthz(ctx)
 		return
+	case opPushCert:
+		s.servePushCert(ctx, st, path)
+		return
 	case opCluster:
 		if !s.opts.SeparateMetrics {
 			s.serveClusterStatus(ctx, st)

@@ -64,7 +64,8 @@ func FuzzTopicRequests(f *testing.F) {
 		} else {
 			known(t, err)
 		}
-		if p, err := decodePublish(&d, in); err == nil {
+		var props []engine.Property
+		if p, err := decodePublish(&d, in, &props); err == nil {
 			_, err = b.Publish("t", p)
 			known(t, err)
 			if len(p.Body) == 0 {

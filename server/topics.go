@@ -176,6 +176,7 @@ func decodeTopicAttrs(d *xmlDoc, body []byte) (engine.TopicPatch, error) {
 type subDoc struct {
 	cfg                              engine.SubscriptionConfig
 	hasEndpoint, hasTag, hasStrategy bool
+	dlq                              *string // the dead-letter extension, when present (spec §3.8)
 }
 
 // decodeSubscription decodes a Subscription document (Subscribe and
@@ -203,6 +204,12 @@ func decodeSubscription(d *xmlDoc, body []byte) (subDoc, error) {
 			if v != "" {
 				sd.cfg.Format, err = engine.ParseNotifyContentFormat(v)
 			}
+		case "DeadLetterTargetQueue", "DlqPolicy":
+			var p engine.ConfigPatch
+			if err = decodeDeadLetter(d, c, &p); err == nil && p.DeadLetterQueue != nil {
+				sd.dlq = p.DeadLetterQueue
+				sd.cfg.DeadLetterQueue = *p.DeadLetterQueue
+			}
 		}
 		if err != nil {
 			return sd, err
@@ -212,9 +219,10 @@ func decodeSubscription(d *xmlDoc, body []byte) (subDoc, error) {
 }
 
 // decodePublish decodes a PublishMessage document (spec §2.11).
-// MessageAttributes (mail, SMS, push), UserProperties, SystemProperties and
-// MessageGroupId are accepted and not used.
-func decodePublish(d *xmlDoc, body []byte) (engine.PublishInput, error) {
+// UserProperties and SystemProperties are copied to queue deliveries;
+// MessageAttributes (mail, SMS, push) and MessageGroupId are accepted and
+// not used.
+func decodePublish(d *xmlDoc, body []byte, props *[]engine.Property) (engine.PublishInput, error) {
 	var in engine.PublishInput
 	empty, err := parseRoot(d, body, "Message")
 	if empty {
@@ -234,8 +242,17 @@ func decodePublish(d *xmlDoc, body []byte) (engine.PublishInput, error) {
 			haveBody, in.Body = true, d.textOf(c)
 		case "MessageTag":
 			in.Tag = string(d.textOf(c))
+		case "UserProperties":
+			if err := decodeProps(d, c, "PropertyValue", false, props); err != nil {
+				return in, err
+			}
+		case "SystemProperties":
+			if err := decodeProps(d, c, "SystemPropertyValue", true, props); err != nil {
+				return in, err
+			}
 		}
 	}
+	in.Properties = *props
 	if !haveBody {
 		return in, argError("MessageBody", "is missing")
 	}
@@ -407,6 +424,7 @@ func (s *Server) setSubscriptionAttributes(ctx *fasthttp.RequestCtx, st *reqStat
 	if sd.hasTag {
 		p.FilterTag = &sd.cfg.FilterTag
 	}
+	p.DeadLetterQueue = sd.dlq
 	if err := st.b.SetSubscriptionAttributes(string(st.name), string(st.sub), p); err != nil {
 		return err
 	}
@@ -426,6 +444,9 @@ func appendSubAttrs(b []byte, info *engine.SubscriptionInfo, account string) []b
 	b = appendElem(b, "NotifyContentFormat", info.Config.Format.String())
 	if info.Config.FilterTag != "" {
 		b = appendElem(b, "FilterTag", info.Config.FilterTag)
+	}
+	if info.Config.DeadLetterQueue != "" {
+		b = appendElem(b, "DeadLetterTargetQueue", info.Config.DeadLetterQueue) // flat: spec §3.8
 	}
 	b = appendIntElem(b, "CreateTime", unixSeconds(info.CreateTime))
 	return appendIntElem(b, "LastModifyTime", unixSeconds(info.LastModifyTime))
@@ -498,7 +519,8 @@ func (s *Server) listSubscriptions(ctx *fasthttp.RequestCtx, st *reqState) error
 // publish serves PublishMessage: 201 with MessageId and MessageBodyMD5
 // once the message is durable in every matching queue subscription.
 func (s *Server) publish(ctx *fasthttp.RequestCtx, st *reqState) error {
-	in, err := decodePublish(&st.doc, st.body)
+	st.props = st.props[:0]
+	in, err := decodePublish(&st.doc, st.body, &st.props)
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,7 @@ type config struct {
 	stripes         int
 	shutdownTimeout time.Duration
 	cluster         clusterConfig // cluster.go
+	push            pushConfig    // push.go
 }
 
 // minBodyBytes is the smallest request body cap server.Options accepts.
@@ -92,6 +93,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
 	fs.IntVar(&c.gcPercent, "gc-percent", 25, "Go GC target (as GOGC): the heap is mostly long-lived, pointer-free message metadata that costs the collector nothing to keep, so a low target keeps resident memory near the live data at little CPU; the GOGC environment variable, when set, wins")
 	c.cluster.addFlags(fs)
+	c.push.flags(fs)
 	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's net/http/pprof profiles on this address (off when empty; never expose it: it is not authenticated)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: smqd [flags]\n\nEvery flag can also be set by an environment variable, e.g. --listen by %s.\n\nFlags:\n", envName("listen"))
@@ -164,6 +166,9 @@ func (c *config) validate() error {
 	if c.dataDir == "" {
 		return errors.New("--data-dir must not be empty")
 	}
+	if err := c.push.validate(); err != nil {
+		return err
+	}
 	return c.validateCluster()
 }
 
@@ -209,6 +214,10 @@ func (c *config) logAttrs() []any {
 		"tls_key", c.tlsKey,
 		"stripes", c.stripes,
 		"shutdown_timeout", c.shutdownTimeout,
+		"push_allow", c.push.allow,
+		"push_concurrency", c.push.concurrency,
+		"push_timeout", c.push.timeout,
+		"push_cert_url", c.push.certURL,
 	}
 }
 

@@ -142,6 +142,14 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		}
 		defer stop()
 	}
+	var pushSigner *server.PushSigner
+	if !cfg.clustered() { // topics are single-node only
+		if pushSigner, err = cfg.push.signer(cfg); err != nil {
+			ln.Close()
+			return err
+		}
+		eopts.Push = cfg.push.options(pushSigner, ln.Addr().String(), certs != nil, log)
+	}
 	var broker backend
 	var node *cluster.Node
 	if cfg.clustered() {
@@ -164,6 +172,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		SeparateMetrics:     cfg.metricsListen != "",
 		MetricsPerQueue:     cfg.metricsPerQueue,
 		Console:             cfg.console,
+		PushSigner:          pushSigner,
 		Logger:              log.With("component", "server"),
 	}
 	if certs != nil {
