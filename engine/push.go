@@ -5,11 +5,13 @@ package engine
 // their subscriptions' endpoints.
 //
 // Design: each HTTP subscription has PushOptions.Concurrency workers. A
-// worker receives one notification from the subscription's push queue
-// (waiting like a long poll when there is none), takes a slot of its
-// endpoint's semaphore, pushes, and then:
+// worker receives up to pushBatch notifications from the subscription's
+// push queue (waiting like a long poll when there is none), and for each
+// takes a slot of its endpoint's semaphore, pushes, and then:
 //
-//	endpoint answered 2xx          -> Delete: done
+//	endpoint answered 2xx          -> Delete (one per batch, not waiting
+//	                                  for the fsync: a delete lost in a
+//	                                  crash repeats a push): done
 //	failed, a retry is left        -> ChangeVisibility(retry delay): the
 //	                                  timing wheel makes it visible again
 //	failed, no retry left, or one  -> moved to the subscription's
@@ -65,6 +67,12 @@ import (
 	"syscall"
 	"time"
 )
+
+// pushBatch bounds the notifications a worker takes at once: it pushes
+// them one after another, so all must be settled within their lease.
+func (p *pusher) pushBatch() int {
+	return max(1, min(MaxBatch, int(pushLease/p.opts.Timeout)-2))
+}
 
 // PushOptions configure HTTP push delivery.
 type PushOptions struct {
@@ -383,13 +391,31 @@ func (b *Broker) PushStats() PushStats { return b.pusher.stats() }
 func (ps *pushSub) work(ctx context.Context) {
 	defer ps.p.wg.Done()
 	q, b := ps.q, ps.p.b
-	dst := make([]Message, 0, 1)
+	batch := ps.p.pushBatch()
+	dst := make([]Message, 0, batch)
+	done := make([]ReceiptHandle, 0, batch)
+	errs := make([]error, batch)
 	for ctx.Err() == nil {
 		var err error
-		dst, err = q.pollInternal(ctx, dst[:0], 30*time.Second)
+		dst, err = q.pollInternal(ctx, batch, dst[:0], 30*time.Second)
 		switch {
 		case err == nil:
-			ps.deliver(ctx, &dst[0])
+			done = done[:0]
+			for i := range dst {
+				if ps.deliver(ctx, &dst[i]) {
+					done = append(done, dst[i].Handle)
+				}
+			}
+			if len(done) > 0 {
+				if _, err := q.delete(done, errs, false); err != nil {
+					b.log.Debug("push queue delete failed; the notifications may be pushed again", "err", err)
+				}
+			}
+			if ps.p.onAttempt != nil {
+				for range dst {
+					ps.p.onAttempt()
+				}
+			}
 		case errors.Is(err, ErrMessageNotExist):
 		case errors.Is(err, ErrQueueNotExist), errors.Is(err, ErrClosed), ctx.Err() != nil:
 			return
@@ -405,29 +431,28 @@ func (ps *pushSub) work(ctx context.Context) {
 	}
 }
 
-// deliver makes one attempt at m and settles it (the table above).
-func (ps *pushSub) deliver(ctx context.Context, m *Message) {
+// deliver makes one attempt at m and settles it (the table above), except
+// that it returns true for the caller to delete m after a 2xx answer.
+func (ps *pushSub) deliver(ctx context.Context, m *Message) (delivered bool) {
 	p, q, b := ps.p, ps.q, ps.p.b
 	sub := ps.sub.Load()
+	if ctx.Err() != nil {
+		return false // stopping: the message reappears after its lease
+	}
 	env, err := decodePushEnvelope(m.Body)
 	if err != nil {
 		b.log.Error("discarding a push queue message that is no notification", "topic", sub.topic, "subscription", sub.name, "err", err)
 		ps.settleDelete(m)
 		p.discarded.Add(1)
-		return
+		return false
 	}
-	ok := ps.push(ctx, sub, &env)
-	if p.onAttempt != nil {
-		defer p.onAttempt()
-	}
-	if ok {
+	if ps.push(ctx, sub, &env) {
 		p.delivered.Add(1)
-		ps.settleDelete(m)
-		return
+		return true
 	}
 	p.failed.Add(1)
 	if ctx.Err() != nil {
-		return // stopping: the message reappears after its lease
+		return false // stopping: the message reappears after its lease
 	}
 	now := b.nowMs()
 	delay, more := retryDelay(sub.cfg.Strategy, m.DequeueCount, mrand.Float64)
@@ -435,7 +460,7 @@ func (ps *pushSub) deliver(ctx context.Context, m *Message) {
 		if _, _, err := q.ChangeVisibility(m.Handle, delay); err != nil {
 			b.log.Debug("push retry not scheduled; the message reappears after its lease", "subscription", sub.name, "err", err)
 		}
-		return
+		return false
 	}
 	// No retry left (spec §3.3): dead-letter or discard.
 	if dlq := sub.cfg.DeadLetterQueue; dlq != "" {
@@ -443,21 +468,22 @@ func (ps *pushSub) deliver(ctx context.Context, m *Message) {
 			moved, err := q.deadLetterHandle(m.Handle, t, sub)
 			if err != nil || !moved {
 				b.log.Warn("notification not moved to its dead-letter queue yet; tried again after its lease", "subscription", sub.name, "queue", dlq, "err", err)
-				return
+				return false
 			}
 			p.dead.Add(1)
-			return
+			return false
 		}
 	}
 	b.log.Info("notification discarded: no retry left and no dead-letter queue", "topic", sub.topic, "subscription", sub.name,
 		"message_id", env.id.String(), "attempts", m.DequeueCount)
 	ps.settleDelete(m)
 	p.discarded.Add(1)
+	return false
 }
 
 func (ps *pushSub) settleDelete(m *Message) {
 	var errs [1]error
-	if _, err := ps.q.Delete([]ReceiptHandle{m.Handle}, errs[:]); err != nil || errs[0] != nil {
+	if _, err := ps.q.delete([]ReceiptHandle{m.Handle}, errs[:], false); err != nil || errs[0] != nil {
 		ps.p.b.log.Debug("push queue delete failed; the notification may be pushed again", "err", errors.Join(err, errs[0]))
 	}
 }

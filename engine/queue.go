@@ -302,6 +302,13 @@ func (q *Queue) checkHandle(h ReceiptHandle) error {
 // (stale, used, expired) or ErrReceiptHandleError (not issued here). failed
 // counts the non-nil ones; err reports a failure of the whole call.
 func (q *Queue) Delete(handles []ReceiptHandle, errs []error) (failed int, err error) {
+	return q.delete(handles, errs, true)
+}
+
+// delete is Delete; durable false returns without waiting for the records
+// to be durable (the pusher's deletes: one lost in a crash means a push
+// repeated, which at-least-once delivery allows).
+func (q *Queue) delete(handles []ReceiptHandle, errs []error, durable bool) (failed int, err error) {
 	if err := q.b.usable(); err != nil {
 		return 0, err
 	}
@@ -369,7 +376,7 @@ func (q *Queue) Delete(handles []ReceiptHandle, errs []error) (failed int, err e
 	q.deleted.Add(int64(deleted))
 	// A delete is acknowledged as durable as a send (sync mode always:
 	// after its fsync, riding the same group commit).
-	if logErr == nil && logged {
+	if logErr == nil && logged && durable {
 		logErr = q.b.store.waitDurable(last)
 	}
 	if logErr != nil {

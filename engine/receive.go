@@ -66,10 +66,10 @@ func (q *Queue) Receive(ctx context.Context, opt ReceiveOptions, dst []Message) 
 	return q.waitReceive(ctx, max, dst, base, b.nowMs()+waitMs)
 }
 
-// pollInternal receives one message for the pusher (push.go): as Receive
-// with a wait, but not counted against MaxLongPolls, which bounds the
-// clients' waits.
-func (q *Queue) pollInternal(ctx context.Context, dst []Message, wait time.Duration) ([]Message, error) {
+// pollInternal receives up to max messages for the pusher (push.go): as
+// Receive with a wait, but not counted against MaxLongPolls, which bounds
+// the clients' waits.
+func (q *Queue) pollInternal(ctx context.Context, max int, dst []Message, wait time.Duration) ([]Message, error) {
 	if err := q.b.usable(); err != nil {
 		return dst, err
 	}
@@ -77,11 +77,11 @@ func (q *Queue) pollInternal(ctx context.Context, dst []Message, wait time.Durat
 		return dst, err
 	}
 	base := len(dst)
-	dst, err := q.tryReceive(1, dst, retryDamaged)
+	dst, err := q.tryReceive(max, dst, retryDamaged)
 	if err != nil || len(dst) > base {
 		return dst, err
 	}
-	return q.waitReceive(ctx, 1, dst, base, q.b.nowMs()+wait.Milliseconds())
+	return q.waitReceive(ctx, max, dst, base, q.b.nowMs()+wait.Milliseconds())
 }
 
 // waitReceive is the long poll of Receive: it waits for messages until

@@ -266,6 +266,7 @@ type brokerStats struct {
 	Queues    []engine.QueueStats
 	LongPolls int64
 	Storage   []engine.StorageStats
+	Push      engine.PushStats // single node only: topics are not clustered
 }
 
 func (s *Server) metricStats() brokerStats {
@@ -279,6 +280,9 @@ func (s *Server) metricStats() brokerStats {
 		if s.c == nil || s.c.Leading(i) {
 			out.Queues = append(out.Queues, st.Queues...)
 			out.LongPolls += st.LongPolls
+		}
+		if s.c == nil {
+			out.Push = st.Push
 		}
 	}
 	return out

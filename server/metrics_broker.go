@@ -91,6 +91,7 @@ type brokerDescs struct {
 	queueMessages, queueWaiting                      *prometheus.Desc
 	queueSent, queueReceived, queueDeleted, queueExp *prometheus.Desc
 	queueUnreadable, queueDeadLettered               *prometheus.Desc
+	pushSubs, pushBacklog, pushes                    *prometheus.Desc
 	messages, sent, received, deleted, expired       *prometheus.Desc
 	fsyncSeconds, batchRecords                       *prometheus.Desc
 	storageGauges, storageCounters                   []*prometheus.Desc
@@ -131,6 +132,9 @@ func newBrokerCollector(s *Server) *brokerCollector {
 	d.received = desc("smqd_messages_received_total", "Message receives since start, all queues (deleted queues included).")
 	d.deleted = desc("smqd_messages_deleted_total", "Messages deleted since start, all queues (deleted queues included).")
 	d.expired = desc("smqd_messages_expired_total", "Messages dropped by retention since start, all queues (deleted queues included).")
+	d.pushSubs = desc("smqd_push_subscriptions", "HTTP subscriptions being pushed.")
+	d.pushBacklog = desc("smqd_push_backlog", "Notifications waiting or in flight in the HTTP subscriptions' push queues.")
+	d.pushes = desc("smqd_push_notifications_total", "HTTP push outcomes since start: delivered (2xx), failed (each failed attempt), dead_lettered, discarded (no retry left, no dead-letter queue).", "outcome")
 	d.fsyncSeconds = desc("smqd_wal_fsync_duration_seconds", "Latency of each fdatasync of a WAL segment.")
 	d.batchRecords = desc("smqd_wal_batch_records", "Records per group-commit write batch.")
 
@@ -230,6 +234,12 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	st := s.metricStats()
 	gauge(d.queues, float64(len(st.Queues)))
 	gauge(d.longPolls, float64(st.LongPolls))
+	gauge(d.pushSubs, float64(st.Push.Subscriptions))
+	gauge(d.pushBacklog, float64(st.Push.Backlog))
+	counter(d.pushes, float64(st.Push.Delivered), "delivered")
+	counter(d.pushes, float64(st.Push.Failed), "failed")
+	counter(d.pushes, float64(st.Push.DeadLettered), "dead_lettered")
+	counter(d.pushes, float64(st.Push.Discarded), "discarded")
 
 	// Totals over every queue, and the retired counters of queues gone.
 	var active, inactive, delayed int64
