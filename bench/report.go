@@ -144,7 +144,11 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 			return targetOrder(targets[i]) < targetOrder(targets[j]) || targetOrder(targets[i]) == targetOrder(targets[j]) && targets[i] < targets[j]
 		})
 		first := groups[key{label, targets[0]}][0]
-		fmt.Fprintf(tw, "== %s: %s, %dP/%dC, body %d B, batch %d/%d/%d, rate %s, sync %s\n", orDash(label), first.Workload,
+		wl := first.Workload
+		if first.Subscriptions > 0 {
+			wl += " to " + subsText(first.Subscriptions)
+		}
+		fmt.Fprintf(tw, "== %s: %s, %dP/%dC, body %d B, batch %d/%d/%d, rate %s, sync %s\n", orDash(label), wl,
 			first.Producers, first.Consumers, first.BodyBytes, first.SendBatch, first.RecvBatch, first.DeleteBatch, rateText(first.TargetRate), orDash(first.Sync))
 		var ms []metric
 		for _, m := range reportMetrics {

@@ -213,7 +213,7 @@ func (res *Result) WriteTable(w io.Writer) error {
 	if res.WindowS > 0 {
 		p("window", fmt.Sprintf("%.1f s after %.1f s warm-up", res.WindowS, res.WarmupS))
 		if res.Workload == string(Publish) {
-			p("throughput", fmt.Sprintf("published %.0f/s to %d subscriptions  received %.0f/s  deleted %.0f/s  (%.2f MB/s)", res.SentPerS, res.Subscriptions, res.ReceivedPerS, res.DeletedPerS, res.MBPerS))
+			p("throughput", fmt.Sprintf("published %.0f/s to %s  received %.0f/s  deleted %.0f/s  (%.2f MB/s)", res.SentPerS, subsText(res.Subscriptions), res.ReceivedPerS, res.DeletedPerS, res.MBPerS))
 		} else {
 			p("throughput", fmt.Sprintf("sent %.0f/s  received %.0f/s  deleted %.0f/s  (%.2f MB/s)", res.SentPerS, res.ReceivedPerS, res.DeletedPerS, res.MBPerS))
 		}
@@ -299,6 +299,14 @@ func (res *Result) cpuText() string {
 		}
 	}
 	return fmt.Sprintf("%s;  %s;  of %d CPUs over %.1f s", server, client, res.CPUs, res.CPUWallS)
+}
+
+// subsText is "1 subscription", "4 subscriptions".
+func subsText(n int) string {
+	if n == 1 {
+		return "1 subscription"
+	}
+	return strconv.Itoa(n) + " subscriptions"
 }
 
 // perPublishText is ", N µs/publish" for a publish run with consumers

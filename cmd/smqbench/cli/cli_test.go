@@ -147,7 +147,7 @@ func TestRunPublish(t *testing.T) {
 	if code := Run(context.Background(), []string{"report", out}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("report exit %d: %s", code, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "srv µs/publish") || !strings.Contains(stdout.String(), "deleted/s") {
+	if !strings.Contains(stdout.String(), "srv µs/publish") || !strings.Contains(stdout.String(), "publish to 2 subscriptions") || !strings.Contains(stdout.String(), "deleted/s") {
 		t.Fatalf("report:\n%s", stdout.String())
 	}
 }
