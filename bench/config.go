@@ -24,6 +24,11 @@ const (
 	// Backlog preloads Messages, then drains them; optionally kills and
 	// restarts the daemon half way (RestartCheck).
 	Backlog Workload = "backlog"
+	// Publish is a cycle through a topic: producers publish to a topic
+	// with one queue subscription per queue (Queues of them), consumers
+	// receive and delete from the queues (publish.go). Consumers 0 makes it
+	// producers only, like Produce.
+	Publish Workload = "publish"
 )
 
 // Weight is one entry of a mix: a value and its relative weight.
@@ -70,6 +75,9 @@ type Config struct {
 	KeepQueues                        bool   // do not delete and recreate the queues
 	PriorityMix                       []Weight
 	DelayMix                          []Weight // seconds
+	// Topic is the publish workload's topic; default QueuePrefix-topic. Its
+	// subscriptions are one per queue: Queues is the fan-out.
+	Topic string
 	// Rate is the open-loop arrival rate in messages per second over all
 	// producers (0: closed loop, as fast as each producer can). Latency is
 	// measured from each batch's scheduled time.
@@ -144,7 +152,7 @@ func (c Config) withDefaults() Config {
 	if c.Producers <= 0 && c.Workload != Consume {
 		c.Producers = 8
 	}
-	if c.Consumers <= 0 && c.Workload != Produce {
+	if c.Consumers <= 0 && c.Workload != Produce && c.Workload != Publish {
 		c.Consumers = 8
 	}
 	if c.BodyBytes <= 0 {
@@ -164,6 +172,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QueuePrefix == "" {
 		c.QueuePrefix = "bench"
+	}
+	if c.Topic == "" {
+		c.Topic = c.QueuePrefix + "-topic"
 	}
 	if c.Duration <= 0 {
 		c.Duration = 10 * time.Second
@@ -192,9 +203,20 @@ func (c Config) withDefaults() Config {
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	switch c.Workload {
-	case Cycle, Produce, Consume, Backlog:
+	case Cycle, Produce, Consume, Backlog, Publish:
 	default:
-		return fmt.Errorf("unknown workload %q (cycle, produce, consume, backlog)", c.Workload)
+		return fmt.Errorf("unknown workload %q (cycle, produce, consume, backlog, publish)", c.Workload)
+	}
+	if c.Workload == Publish {
+		if c.SendBatch != 1 {
+			return errors.New("publish: PublishMessage has no batch form, the send batch must be 1")
+		}
+		if len(c.PriorityMix) > 0 || len(c.DelayMix) > 0 {
+			return errors.New("publish: a publish has no priority or delay (deliveries take the queue's)")
+		}
+		if c.Queues > 100 {
+			return errors.New("publish: at most 100 subscriptions (queues) per topic")
+		}
 	}
 	for _, b := range []int{c.SendBatch, c.RecvBatch, c.DeleteBatch} {
 		if b < 1 || b > 16 {

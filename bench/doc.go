@@ -23,7 +23,9 @@
 // measured for a window after a warm-up; the backlog is counted at both ends
 // of the window), produce, consume and backlog (preload, resident memory,
 // drain, optionally kill -9 and restart of a spawned daemon half way,
-// daemon.go). Producers may follow an open-loop schedule (Config.Rate); the
+// daemon.go), and publish (publish.go: producers publish to a topic with N
+// queue subscriptions, consumers drain the N queues; CPU per publish and per
+// delivery). Producers may follow an open-loop schedule (Config.Rate); the
 // latency is then measured from each batch's scheduled time, so a slow
 // server cannot hide its queueing (no coordinated omission). Every message
 // carries its send (or scheduled) time in its first 16 bytes, so consumers

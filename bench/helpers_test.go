@@ -88,6 +88,16 @@ func checkResult(t *testing.T, res *Result) {
 		if res.Deleted == 0 || res.Sent != 0 {
 			t.Errorf("consume: sent %d deleted %d", res.Sent, res.Deleted)
 		}
+	case Publish:
+		if res.Sent == 0 || res.Send.Count == 0 {
+			t.Errorf("publish measured nothing: %+v", res)
+		}
+		if res.Consumers > 0 && (res.Deleted == 0 || res.E2E.Count == 0 || res.BacklogTolerance <= 0) {
+			t.Errorf("publish with consumers: deleted %d, e2e %d, tolerance %d", res.Deleted, res.E2E.Count, res.BacklogTolerance)
+		}
+		if res.Consumers == 0 && res.Deleted != 0 {
+			t.Errorf("publish without consumers deleted %d", res.Deleted)
+		}
 	case Backlog:
 		if res.Drained != res.Preloaded || res.PreloadPerS <= 0 || res.DrainPerS <= 0 || res.BacklogEnd != 0 {
 			t.Errorf("backlog: preloaded %d drained %d rates %v %v left %d", res.Preloaded, res.Drained, res.PreloadPerS, res.DrainPerS, res.BacklogEnd)

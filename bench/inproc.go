@@ -18,6 +18,7 @@ type InprocTarget struct {
 	own    bool // Close closes b
 	vt     time.Duration
 	queues []*engine.Queue
+	topic  string // the publish workload's topic (PrepareTopic)
 }
 
 // OpenInproc opens a broker with opts (opts.Dir empty: in memory) and

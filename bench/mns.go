@@ -44,6 +44,7 @@ type MNSTarget struct {
 	hc    *fasthttp.HostClient
 	key   *mnsauth.Key
 	names []string
+	topic string // the publish workload's topic (PrepareTopic)
 	admMu sync.Mutex
 	adm   *mnsClient // admin requests (Prepare, Backlog); guarded by admMu
 }

@@ -88,18 +88,19 @@ type metric struct {
 }
 
 var reportMetrics = []metric{
-	{"deleted/s", true, func(r *Result) float64 { return r.DeletedPerS }, is("cycle", "consume"), false, false},
-	{"sent/s", true, func(r *Result) float64 { return r.SentPerS }, is("cycle", "produce"), false, false},
-	{"send p50 µs", false, func(r *Result) float64 { return r.Send.P50Us }, is("cycle", "produce"), false, false},
-	{"send p99 µs", false, func(r *Result) float64 { return r.Send.P99Us }, is("cycle", "produce"), false, false},
-	{"e2e p50 µs", false, func(r *Result) float64 { return r.E2E.P50Us }, is("cycle"), false, false},
-	{"e2e p99 µs", false, func(r *Result) float64 { return r.E2E.P99Us }, is("cycle"), false, false},
+	{"deleted/s", true, func(r *Result) float64 { return r.DeletedPerS }, is("cycle", "consume", "publish"), false, false},
+	{"sent/s", true, func(r *Result) float64 { return r.SentPerS }, is("cycle", "produce", "publish"), false, false},
+	{"send p50 µs", false, func(r *Result) float64 { return r.Send.P50Us }, is("cycle", "produce", "publish"), false, false},
+	{"send p99 µs", false, func(r *Result) float64 { return r.Send.P99Us }, is("cycle", "produce", "publish"), false, false},
+	{"e2e p50 µs", false, func(r *Result) float64 { return r.E2E.P50Us }, is("cycle", "publish"), false, false},
+	{"e2e p99 µs", false, func(r *Result) float64 { return r.E2E.P99Us }, is("cycle", "publish"), false, false},
 	{"preload/s", true, func(r *Result) float64 { return r.PreloadPerS }, is("backlog", "consume"), false, false},
 	{"drain/s", true, func(r *Result) float64 { return r.DrainPerS }, is("backlog"), false, false},
-	{"srv µs/msg", false, func(r *Result) float64 { return r.ServerCPUUsPerMsg }, is("cycle", "produce", "consume"), true, false},
-	{"cli µs/msg", false, func(r *Result) float64 { return r.ClientCPUUsPerMsg }, is("cycle", "produce", "consume"), true, false},
-	{"srv cores", false, func(r *Result) float64 { return r.ServerCores }, is("cycle", "produce", "consume"), true, true},
-	{"cli cores", false, func(r *Result) float64 { return r.ClientCores }, is("cycle", "produce", "consume"), true, true},
+	{"srv µs/msg", false, func(r *Result) float64 { return r.ServerCPUUsPerMsg }, is("cycle", "produce", "consume", "publish"), true, false},
+	{"cli µs/msg", false, func(r *Result) float64 { return r.ClientCPUUsPerMsg }, is("cycle", "produce", "consume", "publish"), true, false},
+	{"srv µs/publish", false, func(r *Result) float64 { return r.ServerCPUUsPerPublish }, is("publish"), true, false},
+	{"srv cores", false, func(r *Result) float64 { return r.ServerCores }, is("cycle", "produce", "consume", "publish"), true, true},
+	{"cli cores", false, func(r *Result) float64 { return r.ClientCores }, is("cycle", "produce", "consume", "publish"), true, true},
 	{"RSS MiB", false, func(r *Result) float64 { return float64(r.RSSBytes) / (1 << 20) }, is("backlog"), true, false},
 	{"restart ms", false, func(r *Result) float64 { return r.RestartMs }, is("backlog"), true, false},
 }
@@ -143,7 +144,11 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 			return targetOrder(targets[i]) < targetOrder(targets[j]) || targetOrder(targets[i]) == targetOrder(targets[j]) && targets[i] < targets[j]
 		})
 		first := groups[key{label, targets[0]}][0]
-		fmt.Fprintf(tw, "== %s: %s, %dP/%dC, body %d B, batch %d/%d/%d, rate %s, sync %s\n", orDash(label), first.Workload,
+		wl := first.Workload
+		if first.Subscriptions > 0 {
+			wl += " to " + subsText(first.Subscriptions)
+		}
+		fmt.Fprintf(tw, "== %s: %s, %dP/%dC, body %d B, batch %d/%d/%d, rate %s, sync %s\n", orDash(label), wl,
 			first.Producers, first.Consumers, first.BodyBytes, first.SendBatch, first.RecvBatch, first.DeleteBatch, rateText(first.TargetRate), orDash(first.Sync))
 		var ms []metric
 		for _, m := range reportMetrics {

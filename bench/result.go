@@ -35,7 +35,12 @@ type Result struct {
 	// SDKs do); empty for other targets.
 	Client string `json:"client,omitempty"`
 
-	// Counts inside the measured window (cycle, produce, consume).
+	// Subscriptions is the publish workload's fan-out: the topic's queue
+	// subscriptions (one per queue).
+	Subscriptions int `json:"subscriptions,omitempty"`
+
+	// Counts inside the measured window (cycle, produce, consume, publish;
+	// for publish, Sent counts publishes and Deleted deliveries).
 	Sent          int64   `json:"sent"`
 	Received      int64   `json:"received"`
 	Deleted       int64   `json:"deleted"`
@@ -64,6 +69,10 @@ type Result struct {
 	ClientCPUS        float64 `json:"client_cpu_s,omitempty"`
 	ClientCores       float64 `json:"client_cores,omitempty"`
 	ClientCPUUsPerMsg float64 `json:"client_cpu_us_per_msg,omitempty"`
+	// Publish: the same CPU time per publish (the *PerMsg fields are then
+	// per delivery deleted, or per publish without consumers).
+	ServerCPUUsPerPublish float64 `json:"server_cpu_us_per_publish,omitempty"`
+	ClientCPUUsPerPublish float64 `json:"client_cpu_us_per_publish,omitempty"`
 
 	// Backlog (Active+Inactive+Delayed, all queues) at the start and end of
 	// the window (cycle); BacklogGrew flags growth beyond BacklogTolerance.
@@ -112,7 +121,16 @@ func (r *runner) newResult() *Result {
 		Workload: string(c.Workload), Sync: c.Sync, Producers: c.Producers, Consumers: c.Consumers,
 		BodyBytes: c.BodyBytes, SendBatch: c.SendBatch, RecvBatch: c.RecvBatch, DeleteBatch: c.DeleteBatch,
 		Queues: c.Queues, TargetRate: c.Rate, WarmupS: c.Warmup.Seconds(), Client: c.Client,
+		Subscriptions: r.subscriptions(),
 	}
+}
+
+// subscriptions is Result.Subscriptions: the fan-out of a publish run.
+func (r *runner) subscriptions() int {
+	if r.cfg.Workload == Publish {
+		return r.cfg.Queues
+	}
+	return 0
 }
 
 // finish merges the workers' histograms and counters into res.
@@ -143,18 +161,22 @@ func (r *runner) finish(res *Result) {
 		res.ReceivedPerS = round1(float64(res.Received) / res.WindowS)
 		res.DeletedPerS = round1(float64(res.Deleted) / res.WindowS)
 		moved := res.Deleted
-		if r.cfg.Workload == Produce {
+		if r.cfg.Workload == Produce || (r.cfg.Workload == Publish && r.cfg.Consumers == 0) {
 			moved = res.Sent
 		}
 		res.MBPerS = round2(float64(moved) * float64(res.BodyBytes) / res.WindowS / 1e6)
 	}
-	if r.cfg.Workload == Cycle {
+	if r.cfg.Workload == Publish {
+		perPublish(res)
+	}
+	if r.cfg.Workload == Cycle || (r.cfg.Workload == Publish && r.cfg.Consumers > 0) {
+		fan := int64(r.fanout())
 		res.BacklogGrowth = res.BacklogEnd - res.BacklogStart
-		res.SentMinusDeleted = res.Sent - res.Deleted
+		res.SentMinusDeleted = res.Sent*fan - res.Deleted
 		tol := r.cfg.BacklogTolerance
 		if tol <= 0 {
-			inflight := int64(r.cfg.Producers*r.cfg.SendBatch + 2*r.cfg.Consumers*r.cfg.RecvBatch)
-			tol = max(res.Sent/100, inflight)
+			inflight := int64(r.cfg.Producers*r.cfg.SendBatch)*fan + int64(2*r.cfg.Consumers*r.cfg.RecvBatch)
+			tol = max(res.Sent*fan/100, inflight)
 		}
 		res.BacklogTolerance = tol
 		res.BacklogGrew = res.BacklogGrowth > tol
@@ -190,14 +212,18 @@ func (res *Result) WriteTable(w io.Writer) error {
 		res.Producers, res.Consumers, res.BodyBytes, res.SendBatch, res.RecvBatch, res.DeleteBatch, res.Queues, rateText(res.TargetRate)))
 	if res.WindowS > 0 {
 		p("window", fmt.Sprintf("%.1f s after %.1f s warm-up", res.WindowS, res.WarmupS))
-		p("throughput", fmt.Sprintf("sent %.0f/s  received %.0f/s  deleted %.0f/s  (%.2f MB/s)", res.SentPerS, res.ReceivedPerS, res.DeletedPerS, res.MBPerS))
+		if res.Workload == string(Publish) {
+			p("throughput", fmt.Sprintf("published %.0f/s to %s  received %.0f/s  deleted %.0f/s  (%.2f MB/s)", res.SentPerS, subsText(res.Subscriptions), res.ReceivedPerS, res.DeletedPerS, res.MBPerS))
+		} else {
+			p("throughput", fmt.Sprintf("sent %.0f/s  received %.0f/s  deleted %.0f/s  (%.2f MB/s)", res.SentPerS, res.ReceivedPerS, res.DeletedPerS, res.MBPerS))
+		}
 		p("counts", fmt.Sprintf("sent %d  received %d  deleted %d  requests %d  empty receives %d", res.Sent, res.Received, res.Deleted, res.Requests, res.EmptyReceives))
 		if res.CPUWallS > 0 {
 			p("cpu", res.cpuText())
 		}
 	}
 	p("errors", fmt.Sprintf("%d (%.2f%%) %s", res.Errors, res.ErrorPct, res.ErrorSample))
-	if res.Workload == string(Cycle) {
+	if res.Workload == string(Cycle) || (res.Workload == string(Publish) && res.Consumers > 0) {
 		flag := "ok"
 		if res.BacklogGrew {
 			flag = "GREW (throughput not sustainable)"
@@ -246,8 +272,13 @@ func (res *Result) WriteTable(w io.Writer) error {
 // CPUs) and CPU time per message.
 func (res *Result) cpuText() string {
 	unit := "msg deleted"
-	if res.Workload == string(Produce) {
+	switch {
+	case res.Workload == string(Produce):
 		unit = "msg sent"
+	case res.Workload == string(Publish) && res.Consumers > 0:
+		unit = "delivery deleted"
+	case res.Workload == string(Publish):
+		unit = "publish"
 	}
 	server := "server not measured (no --spawn or --server-pid)"
 	switch {
@@ -256,18 +287,35 @@ func (res *Result) cpuText() string {
 		if len(res.ServerPIDs) > 1 {
 			pids = fmt.Sprintf("%d processes summed, pids %s", len(res.ServerPIDs), strings.Trim(fmt.Sprint(res.ServerPIDs), "[]"))
 		}
-		server = fmt.Sprintf("server %.2f cores, %.2f µs/%s (%s)", res.ServerCores, res.ServerCPUUsPerMsg, unit, pids)
+		server = fmt.Sprintf("server %.2f cores, %.2f µs/%s%s (%s)", res.ServerCores, res.ServerCPUUsPerMsg, unit, perPublishText(res, res.ServerCPUUsPerPublish), pids)
 	case res.Target == "inproc":
 		server = "server: the engine runs in smqbench"
 	}
 	client := "smqbench not measured"
 	if res.ClientCPUS > 0 {
-		client = fmt.Sprintf("smqbench %.2f cores, %.2f µs/%s", res.ClientCores, res.ClientCPUUsPerMsg, unit)
+		client = fmt.Sprintf("smqbench %.2f cores, %.2f µs/%s%s", res.ClientCores, res.ClientCPUUsPerMsg, unit, perPublishText(res, res.ClientCPUUsPerPublish))
 		if res.Target == "inproc" {
 			client += " (the engine included)"
 		}
 	}
 	return fmt.Sprintf("%s;  %s;  of %d CPUs over %.1f s", server, client, res.CPUs, res.CPUWallS)
+}
+
+// subsText is "1 subscription", "4 subscriptions".
+func subsText(n int) string {
+	if n == 1 {
+		return "1 subscription"
+	}
+	return strconv.Itoa(n) + " subscriptions"
+}
+
+// perPublishText is ", N µs/publish" for a publish run with consumers
+// (without them the per-message figure is per publish already).
+func perPublishText(res *Result, us float64) string {
+	if res.Workload != string(Publish) || res.Consumers == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %.2f µs/publish", us)
 }
 
 func orDash(s string) string {

@@ -36,6 +36,11 @@ func Run(ctx context.Context, t Target, cfg Config) (*Result, error) {
 	switch cfg.Workload {
 	case Cycle, Produce:
 		err = r.timed(ctx, res, cfg.Workload == Cycle || cfg.Workload == Consume, true)
+	case Publish:
+		if err = r.prepareTopic(ctx); err != nil {
+			return nil, err
+		}
+		err = r.timed(ctx, res, cfg.Consumers > 0, true)
 	case Consume:
 		if cfg.Messages > 0 {
 			if err = r.preload(ctx, res); err != nil {
@@ -186,7 +191,7 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 	}
 	var fl *flow
 	if produce && consume && cfg.Rate == 0 && cfg.MaxBacklog >= 0 {
-		fl = &flow{limit: cfg.MaxBacklog}
+		fl = &flow{limit: cfg.MaxBacklog, perSent: int64(r.fanout())}
 		if fl.limit == 0 {
 			fl.limit = int64(10 * cfg.Consumers * cfg.RecvBatch)
 		}
@@ -445,6 +450,15 @@ func (r *runner) restart(ctx context.Context, res *Result) error {
 		res.RSSAfterRestartBytes, _ = ReadRSS(cfg.Daemon.PID())
 	}
 	return nil
+}
+
+// fanout is the queue messages one message sent becomes: the number of
+// subscriptions (queues) for Publish, else 1.
+func (r *runner) fanout() int {
+	if r.cfg.Workload == Publish {
+		return r.cfg.Queues
+	}
+	return 1
 }
 
 // serverPID is the process whose CPU counts as the server's: the spawned

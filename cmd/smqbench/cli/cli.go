@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	smqbench <cycle|produce|consume|backlog> [flags]
+//	smqbench <cycle|produce|consume|backlog|publish> [flags]
 //	smqbench report [--baseline smqd] results.jsonl...
 //
 // Run "smqbench cycle -h" for the flags. Every flag can also be set by an

@@ -59,7 +59,20 @@ func TestParseConfig(t *testing.T) {
 	if c.bench.Workload != bench.Produce || c.bench.Consumers != 0 || c.bench.Sync != "memory" {
 		t.Fatalf("config %+v", c.bench)
 	}
+	// publish: --subs is the fan-out (the queues); --batch is the
+	// consumers', a publish is always one message.
+	c, err = parseConfig([]string{"publish", "--subs", "4", "--batch", "16", "--access-key-id", "a", "--access-key-secret", "b"}, func(string) string { return "" }, &bytes.Buffer{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := c.bench; b.Workload != bench.Publish || b.Queues != 4 || b.SendBatch != 1 || b.RecvBatch != 16 || b.DeleteBatch != 16 || b.Consumers != 8 {
+		t.Fatalf("publish config %+v", b)
+	}
 	for _, bad := range [][]string{
+		{"publish", "--queues", "4"},
+		{"publish", "--subs", "0"},
+		{"publish", "--subs", "101"},
+		{"publish", "--send-batch", "2"},
 		{"cycle", "--target", "kafka"},
 		{"cycle", "--sync", "sometimes"},
 		{"cycle", "--spawn", "bin/smqd"},
@@ -102,6 +115,39 @@ func TestRunInprocAndReport(t *testing.T) {
 		t.Fatalf("report exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stdout.String(), "inproc") || !strings.Contains(stdout.String(), "deleted/s") {
+		t.Fatalf("report:\n%s", stdout.String())
+	}
+}
+
+// TestRunPublish runs the publish workload in process with a fan-out of 2
+// and checks the table's publish lines and the report's publish columns.
+func TestRunPublish(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "r.jsonl")
+	var stdout, stderr bytes.Buffer
+	args := []string{"publish", "--subs", "2", "--target", "inproc", "--in-memory", "--producers", "2", "--consumers", "2",
+		"--batch", "16", "--warmup", "100ms", "--duration", "500ms", "--label", "p", "--json-out", out}
+	if code := Run(context.Background(), args, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var res bench.Result
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	if res.Workload != "publish" || res.Subscriptions != 2 || res.Queues != 2 || res.SendBatch != 1 || res.Sent == 0 || res.Deleted == 0 || res.Errors != 0 {
+		t.Fatalf("result %s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "to 2 subscriptions") {
+		t.Fatalf("table:\n%s", stderr.String())
+	}
+	if runtime.GOOS == "linux" && (!strings.Contains(stderr.String(), "µs/publish") || res.ClientCPUUsPerPublish <= 0) {
+		t.Fatalf("table:\n%s", stderr.String())
+	}
+	stdout.Reset()
+	if code := Run(context.Background(), []string{"report", out}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("report exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "srv µs/publish") || !strings.Contains(stdout.String(), "publish to 2 subscriptions") || !strings.Contains(stdout.String(), "deleted/s") {
 		t.Fatalf("report:\n%s", stdout.String())
 	}
 }

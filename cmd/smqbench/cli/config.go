@@ -59,7 +59,7 @@ const envPrefix = "SMQBENCH_"
 
 func envName(flagName string) string { return envflag.Name(envPrefix, flagName) }
 
-var workloads = []string{"cycle", "produce", "consume", "backlog"}
+var workloads = []string{"cycle", "produce", "consume", "backlog", "publish"}
 
 // parseConfig parses "<workload> [flags]" (the workload may also come
 // after the flags) and SMQBENCH_* environment overrides.
@@ -68,7 +68,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 	b := &c.bench
 	fs := flag.NewFlagSet("smqbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var batch int
+	var batch, subs int
 	var prio, delay string
 	targetHelp, addrHelp := "smqd (MNS over HTTP) | inproc (engine in this process)", "smqd 127.0.0.1:8080"
 	for _, p := range peers {
@@ -109,6 +109,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 	fs.IntVar(&b.DeleteBatch, "delete-batch", 0, "delete batch size (default --batch)")
 	fs.IntVar(&b.Queues, "queues", 1, "number of queues")
 	fs.StringVar(&b.QueuePrefix, "queue-prefix", "bench", "queue names are <prefix>-0, <prefix>-1, ...")
+	fs.IntVar(&subs, "subs", 1, "publish: queue subscriptions of the topic (the fan-out), one queue each; replaces --queues")
+	fs.StringVar(&b.Topic, "topic", "", "publish: the topic (default <queue-prefix>-topic)")
 	fs.BoolVar(&b.KeepQueues, "keep-queues", false, "use the queues as they are (default: delete and recreate them)")
 	fs.StringVar(&prio, "priority-mix", "", "priorities with weights, e.g. 1:10,8:80,16:10 (default: none sent)")
 	fs.StringVar(&delay, "delay-mix", "", "DelaySeconds with weights, e.g. 0:95,2:5 (default: none)")
@@ -165,6 +167,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 	c.syncSet = set["sync"]
 	if b.SendBatch == 0 {
 		b.SendBatch = batch
+		if b.Workload == bench.Publish {
+			b.SendBatch = 1 // PublishMessage has no batch form: --batch is the consumers'
+		}
 	}
 	if b.RecvBatch == 0 {
 		b.RecvBatch = batch
@@ -183,6 +188,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 		if !set["consumers"] {
 			b.Consumers = 0
 		}
+	case bench.Publish:
+		if set["queues"] {
+			return nil, errors.New("publish: give the fan-out with --subs (one queue per subscription), not --queues")
+		}
+		if subs < 1 || subs > 100 {
+			return nil, errors.New("--subs must be 1..100")
+		}
+		if b.SendBatch != 1 {
+			return nil, errors.New("publish: PublishMessage has no batch form: --send-batch must be 1")
+		}
+		b.Queues = subs
 	case bench.Consume:
 		if !set["producers"] && b.Messages == 0 {
 			b.Producers = 0
