@@ -363,7 +363,7 @@ func (q *Queue) deadLetterHandle(h ReceiptHandle, t *Queue, sub *subscription) (
 		st.wheel.remove(&st.slab, idx)
 		s.gen++ // the handle is used up
 		enq := s.enqueueMs()
-		s.visOff = uint32(now + pushLease.Milliseconds() - enq)
+		s.visOff = uint32(now + q.b.pusher.opts.Lease.Milliseconds() - enq)
 		if !st.wheel.insert(&st.slab, idx, s.deadline()) {
 			panic("engine: visibility deadline not in the future")
 		}

@@ -25,7 +25,7 @@ package engine
 // Invariants:
 //  1. A notification leaves its push queue only after a 2xx answer, or by
 //     exhaustion (push_queue.go invariant 3). A crash at any point leaves
-//     it in the queue, invisible for at most pushLease, then pushed again:
+//     it in the queue, invisible for at most PushOptions.Lease, then pushed again:
 //     at least once.
 //  2. No push goes to an address outside the allow list: the endpoint's
 //     host is checked at Subscribe, and the address every connection is
@@ -71,7 +71,7 @@ import (
 // pushBatch bounds the notifications a worker takes at once: it pushes
 // them one after another, so all must be settled within their lease.
 func (p *pusher) pushBatch() int {
-	return max(1, min(MaxBatch, int(pushLease/p.opts.Timeout)-2))
+	return max(1, min(MaxBatch, int(p.opts.Lease/p.opts.Timeout)-2))
 }
 
 // PushOptions configure HTTP push delivery.
@@ -88,6 +88,10 @@ type PushOptions struct {
 	Concurrency int
 	// Timeout bounds one push attempt; default 5 s (spec §3.3).
 	Timeout time.Duration
+	// Lease is how long a notification being pushed stays invisible to
+	// the other workers: after a crash, the pushes that were in flight are
+	// made again once it ends. Default 60 s; at least 2 x Timeout.
+	Lease time.Duration
 	// Signer signs every push with RSA PKCS #1 v1.5 over SHA-1 (spec
 	// §3.6); nil sends pushes unsigned (no Authorization header).
 	Signer crypto.Signer
@@ -202,6 +206,10 @@ func (p *pusher) init(b *Broker) error {
 	if p.opts.Timeout <= 0 {
 		p.opts.Timeout = 5 * time.Second
 	}
+	if p.opts.Lease <= 0 {
+		p.opts.Lease = pushLease
+	}
+	p.opts.Lease = max(p.opts.Lease, 2*p.opts.Timeout)
 	allow := p.opts.Allow
 	if len(allow) == 0 {
 		allow = []string{"127.0.0.0/8", "::1/128"}

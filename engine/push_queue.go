@@ -57,9 +57,9 @@ const pushQueuePrefix = "~push-"
 // last retry and is dead-lettered or discarded by the pusher, not expired.
 const pushRetention = 2 * 24 * time.Hour
 
-// pushLease is how long a message being pushed stays invisible: longer
-// than a push attempt, so only a crashed or stopped pusher lets it
-// reappear (then it is pushed again: at least once).
+// pushLease is the default PushOptions.Lease: how long a message being
+// pushed stays invisible, longer than a push attempt, so only a crashed or
+// stopped pusher lets it reappear (then it is pushed again: at least once).
 const pushLease = 60 * time.Second
 
 // pushMaxAge is how long after its publish a notification is retried.
@@ -81,10 +81,10 @@ func pushQueueSub(name string) (uint64, bool) {
 	return id, err == nil
 }
 
-// pushQueueConfig is every push queue's configuration.
-func pushQueueConfig() QueueConfig {
+// pushQueueConfig is every push queue's configuration under lease.
+func pushQueueConfig(lease time.Duration) QueueConfig {
 	c := DefaultQueueConfig()
-	c.VisibilityTimeout = pushLease
+	c.VisibilityTimeout = lease
 	c.Retention = pushRetention
 	return c
 }
@@ -106,7 +106,7 @@ func (b *Broker) createPushQueueLocked(subID uint64) (*Queue, error) {
 	now := b.nowMs()
 	id := b.nextQueueID
 	b.nextQueueID++
-	q := newQueue(b, name, id, b.opts.Stripes, newQueueMeta(pushQueueConfig(), now, now))
+	q := newQueue(b, name, id, b.opts.Stripes, newQueueMeta(pushQueueConfig(b.pusher.opts.Lease), now, now))
 	v := q.value()
 	if err := b.logQueueRecord(recQueueCreate, v.encode()); err != nil {
 		return nil, err
@@ -163,11 +163,32 @@ func (b *Broker) reconcilePush() ([]*subscription, error) {
 		}
 	}
 	for _, s := range subs {
-		if _, err := b.createPushQueueLocked(s.id); err != nil {
+		q, err := b.createPushQueueLocked(s.id)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.leasePushQueueLocked(q); err != nil {
 			return nil, err
 		}
 	}
 	return subs, nil
+}
+
+// leasePushQueueLocked gives push queue q the configured lease as its
+// VisibilityTimeout, if it has another (adminMu held).
+func (b *Broker) leasePushQueueLocked(q *Queue) error {
+	old := q.meta()
+	cfg := pushQueueConfig(b.pusher.opts.Lease)
+	if old.cfg == cfg {
+		return nil
+	}
+	meta := newQueueMeta(cfg, old.createMs, b.nowMs())
+	v := queueVal{id: q.id, stripes: len(q.stripes), createMs: meta.createMs, modifyMs: meta.modifyMs, cfg: cfg, name: q.name}
+	if err := b.logQueueRecord(recQueueConfig, v.encode()); err != nil {
+		return err
+	}
+	q.cfg.Store(meta)
+	return nil
 }
 
 // pushEnvelope is a push queue message's body, decoded.
