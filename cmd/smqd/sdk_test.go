@@ -18,7 +18,11 @@ package main
 //     endpoint option, ali-mns through HTTP_PROXY (absolute-form request
 //     targets), ali-mns with its computed URLs overwritten, and limits.js
 //     (bodies over the cap, unauthenticated bodies, Content-MD5 mismatches,
-//     through both SDKs and Node's own http client);
+//     through both SDKs and Node's own http client); the two SDK scripts
+//     also subscribe HTTP receivers they run on 127.0.0.1 (inside the
+//     default --push-allow) and check every push smqd makes to them, the
+//     RSA-SHA1 signature verified with the certificate smqd serves
+//     (testdata/sdk/push.js; topic spec §3.4-§3.6);
 //  4. checks /metrics saw the WAL at work, then stops the daemon with
 //     SIGTERM and requires a clean exit (and no race report);
 //  5. starts it again with --tls-cert/--tls-key (a self-signed certificate

@@ -20,6 +20,7 @@
 
 const AliMNS = require('ali-mns');
 const c = require('./check');
+const push = require('./push');
 const { eq, ok, match, between, keys, rejects, step, checkMessage, checkQueueAttrs, md5Upper, sleep } = c;
 
 const endpoint = c.env('SMQD_ENDPOINT');
@@ -73,6 +74,28 @@ async function timed(f) {
   const lo = Date.now();
   const r = await f();
   return { r, lo, hi: Date.now() };
+}
+
+function newMNSTopic() {
+  const mt = new AliMNS.MNSTopic(acct, region);
+  if (mode === 'url') mt._urlTopic = `${endpoint}/topics/`;
+  return mt;
+}
+
+function newTopic(n) {
+  const t = new AliMNS.Topic(n, acct, region);
+  if (mode === 'url') {
+    t._urlAttr = `${endpoint}/topics/${n}`;
+    t._urlSubscription = t._urlAttr + '/subscriptions/';
+    t._urlPublish = t._urlAttr + '/messages';
+  }
+  return t;
+}
+
+function newSub(n, t) {
+  const s = new AliMNS.Subscription(n, t);
+  if (mode === 'url') s._urlAttr = `${endpoint}/topics/${t.getName()}/subscriptions/${n}`;
+  return s;
 }
 
 const b64 = s => Buffer.from(s, 'utf8').toString('base64');
@@ -302,22 +325,7 @@ const listNames = [P + 'list-a', P + 'list-b', P + 'list-c'];
   // (decoded by recvP, the README flow) and as XML (read through the SDK's
   // own signed sender: recvP would base64-decode the XML document).
   await step('topics (MNSTopic, Topic, Subscription)', async () => {
-    const mt = new AliMNS.MNSTopic(acct, region);
-    if (mode === 'url') mt._urlTopic = `${endpoint}/topics/`;
-    const newTopic = n => {
-      const t = new AliMNS.Topic(n, acct, region);
-      if (mode === 'url') {
-        t._urlAttr = `${endpoint}/topics/${n}`;
-        t._urlSubscription = t._urlAttr + '/subscriptions/';
-        t._urlPublish = t._urlAttr + '/messages';
-      }
-      return t;
-    };
-    const newSub = (n, t) => {
-      const s = new AliMNS.Subscription(n, t);
-      if (mode === 'url') s._urlAttr = `${endpoint}/topics/${t.getName()}/subscriptions/${n}`;
-      return s;
-    };
+    const mt = newMNSTopic();
     const scheme = mode === 'proxy' ? 'http:' : new URL(endpoint).protocol;
     const owner = host.split('.')[0].split(':')[0];
     const tn = P + 'topic';
@@ -357,7 +365,10 @@ const listNames = [P + 'list-a', P + 'list-b', P + 'list-c'];
       eq(`subscribeP ${f}`, await topic.subscribeP('to-' + f.toLowerCase(), `acs:mns:cn-hangzhou:${accountId}:queues/${q}`,
         AliMNS.Subscription.NotifyStrategy.BACKOFF_RETRY, f), 201);
     }
-    await rejects('subscribeP an HTTP endpoint (no push delivery)', topic.subscribeP('http', 'http://127.0.0.1:9/ep'), rejected('EndpointInvalid'));
+    // HTTP endpoints are pushed to (step 'HTTP push'), within --push-allow
+    // only (default loopback).
+    await rejects('subscribeP an HTTP endpoint outside the push allow list', topic.subscribeP('http', 'http://10.1.2.3:9/ep'), rejected('EndpointInvalid'));
+    await rejects('the refused subscription does not exist', newSub('http', topic).getAttrsP(), rejected('SubscriptionNotExist'));
     await rejects('subscribeP with a 17-character FilterTag', topic.subscribeP('long', `acs:mns:r:a:queues/${qs.XML}`, null, null, 'x'.repeat(17)), rejected('InvalidArgument'));
     await rejects('subscribeP again, other format', topic.subscribeP('to-xml', `acs:mns:cn-hangzhou:${accountId}:queues/${qs.XML}`, null, 'SIMPLIFIED'), rejected('SubscriptionAlreadyExist'));
     const sub = newSub('to-xml', topic);
@@ -409,6 +420,77 @@ const listNames = [P + 'list-a', P + 'list-b', P + 'list-c'];
     eq('deleteTopicP of a deleted topic', await mt.deleteTopicP(tn), 204);
     await rejects('getAttrsP of a deleted topic', topic.getAttrsP(), rejected('TopicNotExist'));
     for (const q of Object.values(qs)) eq(`delete ${q}`, await mns.deleteP(q), 204);
+  });
+
+  // HTTP push (topic spec §3.4-§3.6) to receivers in this process,
+  // through the SDK's own calls: Topic.subscribeP (its NotifyContentFormat
+  // constants name XML and SIMPLIFIED; it passes JSON through as well),
+  // Subscription.getAttrsP, Topic.publishP (not base64: the notification
+  // then carries the text itself) and Topic.unsubscribeP.
+  await step('HTTP push', async () => {
+    const mt = newMNSTopic();
+    const topics = [P + 'push', P + 'push-retry'];
+    for (const n of topics) eq(`createTopicP ${n}`, await mt.createTopicP(n), 201);
+    const text = 'héllo "push" <&> 中文'; // xmlbuilder refuses astral characters
+    await rejects('subscribeP http://10.1.2.3:9/ep (outside --push-allow)', newTopic(topics[0]).subscribeP('outside', 'http://10.1.2.3:9/ep'), rejected('EndpointInvalid'));
+    await rejects('subscribeP http://example.com/ep (a host name not allowed)', newTopic(topics[0]).subscribeP('outside', 'http://example.com/ep'), rejected('EndpointInvalid'));
+    await push.scenario({
+      endpoint,
+      topics,
+      text,
+      subscribe: async (t, n, ep, strategy, format) => eq(`subscribeP ${n} (${ep})`, await newTopic(t).subscribeP(n, ep, strategy, format), 201),
+      attrs: async (t, n) => (await newSub(n, newTopic(t)).getAttrsP()).Subscription,
+      publish: async (t, tag) => {
+        const r = await newTopic(t).publishP(text, false, tag);
+        keys('publishP answer', r.Message, ['MessageId', 'MessageBodyMD5']);
+        return { id: r.Message.MessageId, md5: r.Message.MessageBodyMD5 };
+      },
+      unsubscribe: async (t, n) => eq(`unsubscribeP ${n}`, await newTopic(t).unsubscribeP(n), 204),
+    });
+    for (const n of topics) eq(`deleteTopicP ${n}`, await mt.deleteTopicP(n), 204);
+  });
+
+  // The dead-letter extension of a self-hosted server (topic spec §3.8):
+  // Subscription.setAttrsP sends whatever it is given; Subscribe with a
+  // DlqPolicy goes through the SDK's own signed sender.
+  await step('subscription dead-letter queue', async () => {
+    const mt = newMNSTopic();
+    const tn = P + 'dlq-topic';
+    const src = P + 'dlq-src';
+    const dlq = P + 'dlq';
+    eq('createTopicP', await mt.createTopicP(tn), 201);
+    for (const q of [src, dlq]) eq(`createP ${q}`, await mns.createP(q), 201);
+    const topic = newTopic(tn);
+    const ep = `acs:mns:cn-hangzhou:${accountId}:queues/${src}`;
+    const nine = ['SubscriptionName', 'Subscriber', 'TopicOwner', 'TopicName', 'Endpoint', 'NotifyStrategy', 'NotifyContentFormat', 'CreateTime', 'LastModifyTime'];
+    const attrsOf = async n => (await newSub(n, topic).getAttrsP()).Subscription;
+    eq('subscribeP without a dead-letter queue', await topic.subscribeP('s', ep), 201);
+    keys('no DeadLetterTargetQueue when unset', await attrsOf('s'), nine);
+    const sub = newSub('s', topic);
+    eq('setAttrsP DeadLetterTargetQueue', await sub.setAttrsP({ DeadLetterTargetQueue: dlq }), 204);
+    let a = await attrsOf('s');
+    keys('GetSubscriptionAttributes with a dead-letter queue', a, [...nine, 'DeadLetterTargetQueue']);
+    eq('DeadLetterTargetQueue echoed flat', a.DeadLetterTargetQueue, dlq);
+    eq('Endpoint kept', a.Endpoint, ep);
+    await rejects('setAttrsP an unknown DeadLetterTargetQueue', sub.setAttrsP({ DeadLetterTargetQueue: P + 'no-queue' }), rejected('InvalidArgument'));
+    await rejects('setAttrsP the subscription\'s own queue', sub.setAttrsP({ DeadLetterTargetQueue: src }), rejected('InvalidArgument'));
+    eq('refused sets changed nothing', (await attrsOf('s')).DeadLetterTargetQueue, dlq);
+    eq('setAttrsP DlqPolicy Enabled false (off)', await sub.setAttrsP({ DlqPolicy: { Enabled: 'false' } }), 204);
+    keys('no DeadLetterTargetQueue after turning it off', await attrsOf('s'), nine);
+    eq('setAttrsP DlqPolicy', await sub.setAttrsP({ DlqPolicy: { Enabled: 'true', DeadLetterTargetQueue: dlq } }), 204);
+    eq('DlqPolicy echoed flat', (await attrsOf('s')).DeadLetterTargetQueue, dlq);
+    const subscribeDLQ = (n, target) => topic._openStack.sendP('PUT', topic._urlSubscription + n,
+      { Subscription: { Endpoint: ep, DlqPolicy: { Enabled: 'true', DeadLetterTargetQueue: target } } });
+    eq('subscribe with a DlqPolicy', await subscribeDLQ('p', dlq), 201);
+    a = await attrsOf('p');
+    keys('the DlqPolicy is echoed', a, [...nine, 'DeadLetterTargetQueue']);
+    eq('flat, as DeadLetterTargetQueue', a.DeadLetterTargetQueue, dlq);
+    eq('subscribe again, identical', await subscribeDLQ('p', dlq), 204);
+    await rejects('subscribe with an unknown DeadLetterTargetQueue', subscribeDLQ('u', P + 'no-queue'), rejected('InvalidArgument'));
+    await rejects('subscribe with its own queue as target', subscribeDLQ('u', src), rejected('InvalidArgument'));
+    await rejects('the refused subscription does not exist', newSub('u', topic).getAttrsP(), rejected('SubscriptionNotExist'));
+    eq('deleteTopicP', await mt.deleteTopicP(tn), 204);
+    for (const q of [src, dlq]) eq(`deleteP ${q}`, await mns.deleteP(q), 204);
   });
 
   await step('authentication', async () => {

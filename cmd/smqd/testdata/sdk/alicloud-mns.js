@@ -11,6 +11,7 @@
 
 const MNS = require('@alicloud/mns');
 const c = require('./check');
+const push = require('./push');
 const { eq, ok, match, between, keys, rejects, step, checkMessage, checkQueueAttrs, md5Upper, sleep } = c;
 
 const endpoint = c.env('SMQD_ENDPOINT');
@@ -448,8 +449,11 @@ async function attrs(q) {
       eq(`subscribe ${f}: status`, r.code, 201);
       eq(`subscribe ${f}: Location`, r.headers.location, `${endpoint}/topics/${t}/subscriptions/to-${f.toLowerCase()}`);
     }
-    const bad = `<Subscription><Endpoint>http://127.0.0.1:9/ep</Endpoint></Subscription>`;
-    await rejects('subscribe an HTTP endpoint (no push delivery)', client.put(`/topics/${t}/subscriptions/http`, 'Subscription', bad), mnsError('EndpointInvalid', 400));
+    // HTTP endpoints are pushed to (step 'HTTP push'), within --push-allow
+    // only (default loopback).
+    const outside = `<Subscription><Endpoint>http://10.1.2.3:9/ep</Endpoint></Subscription>`;
+    await rejects('subscribe an HTTP endpoint outside the push allow list', client.put(`/topics/${t}/subscriptions/http`, 'Subscription', outside), mnsError('EndpointInvalid', 400));
+    await rejects('the refused subscription does not exist', client.get(`/topics/${t}/subscriptions/http`, 'Subscription'), mnsError('SubscriptionNotExist', 404));
     r = await client.get(`/topics/${t}/subscriptions/to-json`, 'Subscription');
     eq('getSubscriptionAttributes status', r.code, 200);
     keys('the subscription attributes', r.body, ['SubscriptionName', 'Subscriber', 'TopicOwner', 'TopicName', 'Endpoint',
@@ -466,9 +470,17 @@ async function attrs(q) {
       { SubscriptionURL: `${endpoint}/topics/${t}/subscriptions/to-json` },
       { SubscriptionURL: `${endpoint}/topics/${t}/subscriptions/to-simplified` }]);
 
-    // publishMessage: the README flow, MessageAttributes included.
+    // publishMessage: the README flow, MessageAttributes included, and
+    // UserProperties: the SDK has no API of its own for them, but sends any
+    // params key as an element (its value verbatim when a string), which
+    // is how a caller sets them (spec Q§3.5, §2.11). They are copied to
+    // every queue delivery (spec §3.7).
     const text = 'hello topic';
-    r = await client.publishMessage(t, { MessageBody: text, MessageTag: 'tagA', MessageAttributes: { DirectSMS: '{"a":1}' } });
+    const props = [{ Name: 'k1', Value: 'v 1', Type: 'STRING' }, { Name: 'n', Value: '42', Type: 'NUMBER' }];
+    r = await client.publishMessage(t, {
+      MessageBody: text, MessageTag: 'tagA', MessageAttributes: { DirectSMS: '{"a":1}' },
+      UserProperties: props.map(p => `<PropertyValue><Name>${p.Name}</Name><Value>${p.Value}</Value><Type>${p.Type}</Type></PropertyValue>`).join(''),
+    });
     eq('publishMessage status', r.code, 201);
     keys('publishMessage answer', r.body, ['MessageId', 'MessageBodyMD5']);
     match('MessageId', r.body.MessageId, /^[0-9A-F]{32}$/);
@@ -480,6 +492,7 @@ async function attrs(q) {
       const q = P + 'sub-' + f.toLowerCase();
       const m = (await client.receiveMessage(q)).body;
       ok(`${f}: a new message`, m.MessageId !== id, m);
+      eq(`${f}: the publish's UserProperties, copied`, m.UserProperties, [{ PropertyValue: props }]);
       eq(`${f}: its MD5 is of the delivered body`, m.MessageBodyMD5, md5Upper(m.MessageBody));
       if (f === 'SIMPLIFIED') {
         eq('SIMPLIFIED body', m.MessageBody, text);
@@ -513,6 +526,89 @@ async function attrs(q) {
     eq('deleteTopic status', r.code, 204);
     await rejects('attributes of a deleted topic', client.getTopicAttributes(t), mnsError('TopicNotExist', 404));
     for (const f of formats) await client.deleteQueue(P + 'sub-' + f.toLowerCase());
+  });
+
+  // HTTP push (topic spec §3.4-§3.6) to receivers in this process; the
+  // SDK's subscribe is an empty stub, so subscriptions go through its
+  // signed put(), everything else through its own calls.
+  await step('HTTP push', async () => {
+    const topics = [P + 'push', P + 'push-retry'];
+    for (const n of topics) eq(`createTopic ${n}`, (await client.createTopic(n)).code, 201);
+    const wire = 'héllo "push" &lt;&amp;&gt; \u{1F600}'; // the SDK does not escape
+    const subURL = (t, n) => `/topics/${t}/subscriptions/${n}`;
+    const subscribe = async (t, n, ep, strategy, format) => {
+      const x = `<?xml version="1.0" encoding="UTF-8"?><Subscription xmlns="http://mns.aliyuncs.com/doc/v1/"><Endpoint>${ep.replace(/&/g, '&amp;')}</Endpoint>` +
+        (strategy ? `<NotifyStrategy>${strategy}</NotifyStrategy>` : '') +
+        (format ? `<NotifyContentFormat>${format}</NotifyContentFormat>` : '') + '</Subscription>';
+      const r = await client.put(subURL(t, n), 'Subscription', x, ['location']);
+      eq(`subscribe ${n} (${ep}): status`, r.code, 201);
+      eq(`subscribe ${n}: Location`, r.headers.location, `${endpoint}${subURL(t, n)}`);
+    };
+    await rejects('subscribe http://10.1.2.3:9/ep (outside --push-allow)', subscribe(topics[0], 'outside', 'http://10.1.2.3:9/ep'), mnsError('EndpointInvalid', 400));
+    await rejects('subscribe http://example.com/ep (a host name not allowed)', subscribe(topics[0], 'outside', 'http://example.com/ep'), mnsError('EndpointInvalid', 400));
+    await push.scenario({
+      endpoint,
+      topics,
+      text: 'héllo "push" <&> \u{1F600}',
+      subscribe,
+      attrs: async (t, n) => {
+        const r = await client.get(subURL(t, n), 'Subscription');
+        eq(`getSubscriptionAttributes ${n}: status`, r.code, 200);
+        return r.body;
+      },
+      publish: async (t, tag) => {
+        const params = { MessageBody: wire };
+        if (tag) params.MessageTag = tag;
+        const r = await client.publishMessage(t, params);
+        eq('publishMessage status', r.code, 201);
+        return { id: r.body.MessageId, md5: r.body.MessageBodyMD5 };
+      },
+      unsubscribe: async (t, n) => eq(`unsubscribe ${n}`, (await client.delete(subURL(t, n), 'Subscription', '')).code, 204),
+    });
+    for (const n of topics) eq(`deleteTopic ${n}`, (await client.delete(`/topics/${n}`, 'Topic', '')).code, 204);
+  });
+
+  // The dead-letter extension of a self-hosted server (topic spec §3.8):
+  // no SDK sends it, so through the SDK's signed put().
+  await step('Subscription dead-letter queue', async () => {
+    const t = P + 'dlq-topic';
+    const src = P + 'dlq-src';
+    const dlq = P + 'dlq';
+    eq('createTopic', (await client.createTopic(t)).code, 201);
+    for (const q of [src, dlq]) eq(`createQueue ${q}`, (await client.createQueue(q)).code, 201);
+    const ep = `acs:mns:cn-hangzhou:${accountId}:queues/${src}`;
+    const sub = n => `/topics/${t}/subscriptions/${n}`;
+    const attrsOf = async n => (await client.get(sub(n), 'Subscription')).body;
+    const nine = ['SubscriptionName', 'Subscriber', 'TopicOwner', 'TopicName', 'Endpoint', 'NotifyStrategy', 'NotifyContentFormat', 'CreateTime', 'LastModifyTime'];
+    const set = (n, inner) => client.put(sub(n) + '?metaoverride=true', 'Subscription', `<Subscription>${inner}</Subscription>`);
+    let r = await client.put(sub('s'), 'Subscription', `<Subscription><Endpoint>${ep}</Endpoint></Subscription>`, ['location']);
+    eq('subscribe without a dead-letter queue', r.code, 201);
+    keys('no DeadLetterTargetQueue when unset', await attrsOf('s'), nine);
+    r = await set('s', `<DeadLetterTargetQueue>${dlq}</DeadLetterTargetQueue>`);
+    eq('set DeadLetterTargetQueue: status', r.code, 204);
+    let a = await attrsOf('s');
+    keys('GetSubscriptionAttributes with a dead-letter queue', a, [...nine, 'DeadLetterTargetQueue']);
+    eq('DeadLetterTargetQueue echoed flat', a.DeadLetterTargetQueue, dlq);
+    eq('Endpoint kept', a.Endpoint, ep);
+    await rejects('set an unknown DeadLetterTargetQueue', set('s', `<DeadLetterTargetQueue>${P}no-queue</DeadLetterTargetQueue>`), mnsError('InvalidArgument', 400));
+    await rejects('set the subscription\'s own queue', set('s', `<DeadLetterTargetQueue>${src}</DeadLetterTargetQueue>`), mnsError('InvalidArgument', 400));
+    eq('refused sets changed nothing', (await attrsOf('s')).DeadLetterTargetQueue, dlq);
+    eq('set an empty DeadLetterTargetQueue (off)', (await set('s', '<DeadLetterTargetQueue></DeadLetterTargetQueue>')).code, 204);
+    keys('no DeadLetterTargetQueue after turning it off', await attrsOf('s'), nine);
+    const policy = `<Subscription><Endpoint>${ep}</Endpoint><DlqPolicy><Enabled>true</Enabled><DeadLetterTargetQueue>${dlq}</DeadLetterTargetQueue></DlqPolicy></Subscription>`;
+    r = await client.put(sub('p'), 'Subscription', policy, ['location']);
+    eq('subscribe with a DlqPolicy: status', r.code, 201);
+    a = await attrsOf('p');
+    keys('the DlqPolicy is echoed', a, [...nine, 'DeadLetterTargetQueue']);
+    eq('flat, as DeadLetterTargetQueue', a.DeadLetterTargetQueue, dlq);
+    eq('subscribe again, identical', (await client.put(sub('p'), 'Subscription', policy)).code, 204);
+    await rejects('subscribe with an unknown DeadLetterTargetQueue', client.put(sub('u'), 'Subscription',
+      `<Subscription><Endpoint>${ep}</Endpoint><DeadLetterTargetQueue>${P}no-queue</DeadLetterTargetQueue></Subscription>`), mnsError('InvalidArgument', 400));
+    await rejects('subscribe with its own queue as DlqPolicy target', client.put(sub('u'), 'Subscription',
+      `<Subscription><Endpoint>${ep}</Endpoint><DlqPolicy><Enabled>true</Enabled><DeadLetterTargetQueue>${src}</DeadLetterTargetQueue></DlqPolicy></Subscription>`), mnsError('InvalidArgument', 400));
+    await rejects('the refused subscription does not exist', client.get(sub('u'), 'Subscription'), mnsError('SubscriptionNotExist', 404));
+    eq('deleteTopic', (await client.delete(`/topics/${t}`, 'Topic', '')).code, 204);
+    for (const q of [src, dlq]) eq(`deleteQueue ${q}`, (await client.deleteQueue(q)).code, 204);
   });
 
   await step('DeleteQueue', async () => {
