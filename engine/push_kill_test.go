@@ -4,7 +4,7 @@ package engine
 // invariant 3): a child process publishes to a topic with one HTTP
 // subscription whose endpoint is a receiver in this (parent) process, and
 // is killed with SIGKILL at random moments. The receiver fails one push in
-// five (500), so retries are in flight at the kills too. After the last
+// ten (500), so retries are in flight at the kills too. After the last
 // cycle a final child only pushes. Checked against the whole history:
 //
 //   - every acknowledged publish is pushed at least once;
@@ -48,7 +48,7 @@ func TestPushKill9(t *testing.T) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		fail := rnd.IntN(5) == 0
+		fail := rnd.IntN(10) == 0
 		if !fail {
 			pushed[string(body)]++
 		}
