@@ -8,14 +8,18 @@ package engine
 // cycle a final child only pushes. Checked against the whole history:
 //
 //   - every acknowledged publish is pushed at least once;
-//   - nothing that was never published is pushed;
-//   - duplicates (at-least-once) are counted and reported.
+//   - every acknowledged publish is in the topic's queue subscription,
+//     exactly once (publish.go invariant 1);
+//   - nothing that was never published is pushed or queued;
+//   - duplicates of pushes (at-least-once) are counted and reported.
 //
 // Child protocol (stdout): "T <body>" before a publish, "P <body>" once it
-// was acknowledged.
+// was acknowledged; the final child prints "Q <body>" for every message
+// of the queue subscription.
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -67,7 +71,7 @@ func TestPushKill9(t *testing.T) {
 	defer srv.Close()
 
 	dir := t.TempDir()
-	tried, acked := map[string]bool{}, map[string]bool{}
+	tried, acked, queued := map[string]bool{}, map[string]bool{}, map[string]int{}
 	run := func(c int, publish bool, runFor time.Duration) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestPushKillChild$", "-test.v=false")
 		cmd.Env = append(os.Environ(), pushChildEnv+"="+dir, "SMQD_PUSH_ADDR="+ln.Addr().String(),
@@ -93,6 +97,8 @@ func TestPushKill9(t *testing.T) {
 				tried[f[1]] = true
 			case "P":
 				acked[f[1]] = true
+			case "Q":
+				queued[f[1]]++
 			}
 		}
 		err = cmd.Wait()
@@ -126,6 +132,16 @@ func TestPushKill9(t *testing.T) {
 	run(cycles, false, 60*time.Second)
 	if m := missing(); len(m) > 0 {
 		t.Fatalf("%d of %d acknowledged publishes were never pushed, e.g. %v", len(m), len(acked), m[:min(5, len(m))])
+	}
+	for body := range acked {
+		if queued[body] != 1 {
+			t.Fatalf("acknowledged publish %q is %d times in the queue subscription", body, queued[body])
+		}
+	}
+	for body, n := range queued {
+		if !tried[body] || n != 1 {
+			t.Fatalf("queue subscription holds %q %d times; published: %v", body, n, tried[body])
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -163,10 +179,26 @@ func TestPushKillChild(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "subscribe:", err)
 		os.Exit(2)
 	}
+	if _, err := b.CreateQueue("sink", DefaultQueueConfig()); err != nil && !errors.Is(err, ErrQueueAlreadyExist) {
+		fmt.Fprintln(os.Stderr, "create queue:", err)
+		os.Exit(2)
+	}
+	if _, err := b.Subscribe("t", "q", SubscriptionConfig{Endpoint: "acs:mns:r:1:queues/sink", Format: FormatSimplified}); err != nil {
+		fmt.Fprintln(os.Stderr, "subscribe queue:", err)
+		os.Exit(2)
+	}
 	if !publish {
-		// Push until the backlog is gone (the parent's deadline bounds it).
+		// Push until the backlog is gone (the parent's deadline bounds it),
+		// then list the queue subscription.
 		for b.PushStats().Backlog > 0 {
 			time.Sleep(10 * time.Millisecond)
+		}
+		q, _ := b.Queue("sink")
+		if err := dumpQueue(q, func(_ MessageID, body []byte, _ string, _ uint32, _ int64) {
+			fmt.Fprintf(os.Stdout, "Q %s\n", body)
+		}); err != nil {
+			fmt.Fprintln(os.Stderr, "dump:", err)
+			os.Exit(4)
 		}
 		b.Close()
 		os.Exit(0)
