@@ -212,8 +212,11 @@ func TestSubscriptions(t *testing.T) {
 
 	// Every refusal, and none of them creates anything.
 	for _, bad := range []struct{ body, code string }{
-		{subBody("http://127.0.0.1:9/ep", ""), "EndpointInvalid"},
-		{subBody("https://example.com/", ""), "EndpointInvalid"},
+		{subBody("http://10.9.8.7:9/ep", ""), "EndpointInvalid"},  // outside --push-allow
+		{subBody("https://example.com/", ""), "EndpointInvalid"},  // a host name not allowed by name
+		{subBody("http://u:p@127.0.0.1/", ""), "EndpointInvalid"}, // credentials in the URL
+		{subBody(qep("q1"), `<DeadLetterTargetQueue>nosuch</DeadLetterTargetQueue>`), "InvalidArgument"},
+		{subBody(qep("q1"), `<DeadLetterTargetQueue>q1</DeadLetterTargetQueue>`), "InvalidArgument"}, // its own queue
 		{subBody("ftp://x", ""), "EndpointInvalid"},
 		{subBody("acs:mns:r:a:queues/nosuch", ""), "EndpointInvalid"},
 		{subBody("acs:mns:r:a:queues/small", ""), "EndpointInvalid"},
