@@ -43,7 +43,9 @@ package engine
 //   - no DequeueCount goes below a durable one;
 //   - the queues, whose creation is durable when acknowledged, exist;
 //   - publishes (a quarter of the sends are publishes to a topic with a
-//     SIMPLIFIED subscription per sink queue; sinks are never consumed): an
+//     SIMPLIFIED subscription per sink queue and one HTTP subscription
+//     whose push queue is a sink too, never pushed; sinks are never
+//     consumed): an
 //     acknowledged publish is in every sink, any publish is in every sink
 //     or in none, and never twice in one; the topic and its subscriptions,
 //     durable when acknowledged, exist.
@@ -245,6 +247,7 @@ func (r *plRun) open() error {
 	// No logger: a power loss makes the dead incarnation log failures that
 	// are expected; the harness reports what matters.
 	o := Options{Dir: r.root, Clock: r.clk, Stripes: 2}
+	o.Push.Disabled = true // the HTTP subscription's push queue is a sink (openTopic)
 	var fs wal.FS = r.fs
 	if r.cfg.noSync {
 		fs = noSyncFS{r.fs}
@@ -358,6 +361,26 @@ func (r *plRun) openTopic() error {
 		}
 		r.sinks = append(r.sinks, q)
 	}
+	// An HTTP subscription, never pushed (Options.Push.Disabled): its push
+	// queue is one more sink, in the same publish groups.
+	if r.inc == 0 {
+		if _, err := b.Subscribe(plTopic, "to-http", SubscriptionConfig{Endpoint: "http://127.0.0.1:1/", Format: FormatSimplified}); err != nil {
+			return err
+		}
+	}
+	t, err := b.topicByName(plTopic)
+	if err != nil {
+		return err
+	}
+	s, err := b.subByName(t, "to-http")
+	if err != nil {
+		return fmt.Errorf("HTTP subscription lost: %w", err)
+	}
+	q := b.internalQueue(pushQueueName(s.id))
+	if q == nil {
+		return errors.New("the HTTP subscription's push queue is lost")
+	}
+	r.sinks = append(r.sinks, q)
 	return nil
 }
 
@@ -546,6 +569,14 @@ func (r *plRun) checkPublishes() []string {
 	for _, q := range r.sinks {
 		seen := map[string]bool{}
 		err := dumpQueue(q, func(mid MessageID, body []byte, _ string, _ uint32, _ int64) {
+			if isInternalQueue(q.name) {
+				env, err := decodePushEnvelope(body)
+				if err != nil {
+					problems = append(problems, fmt.Sprintf("push queue %s: %v", q.name, err))
+					return
+				}
+				body = env.body
+			}
 			b := string(body)
 			switch {
 			case !h.pubTried[b]:
