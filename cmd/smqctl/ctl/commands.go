@@ -137,7 +137,8 @@ Usage: smqctl [flags] <command> [arguments] [flags]
 
 Every command takes --json, --endpoint, --access-key-id, --access-key-secret,
 --credentials-file and --timeout; "smqctl <command> -h" lists its flags.
-Endpoint: --endpoint, $SMQ_ENDPOINT, else `+DefaultEndpoint+`.
+Endpoint: --endpoint, $SMQ_ENDPOINT, else `+DefaultEndpoint+`
+(in subscription create, --endpoint after the command is the subscription's).
 Keys: the flags, $ALIBABA_CLOUD_ACCESS_KEY_ID and $ALIBABA_CLOUD_ACCESS_KEY_SECRET,
 else the credentials file smqd writes (./`+DefaultCredentialsFile+` after make run).
 
