@@ -4,6 +4,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -339,5 +340,31 @@ func TestSubscriptionCommands(t *testing.T) {
 	c.ok("topic", "rm", "news")
 	if _, err := d.b.GetSubscriptionAttributes("news", "last"); !errors.Is(err, engine.ErrTopicNotExist) {
 		t.Errorf("topic rm left its subscription: %v", err)
+	}
+}
+
+// ListTopic and ListQueue answer at most 1000 names a page: ls follows
+// NextMarker to the end.
+func TestListPaging(t *testing.T) {
+	d := startDaemon(t)
+	c := d.ctl(t)
+	const n = 1001
+	for i := range n {
+		name := fmt.Sprintf("t-%04d", i)
+		if _, err := d.b.CreateTopic(name, engine.DefaultTopicConfig()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.b.CreateQueue(name, engine.DefaultQueueConfig()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, group := range []string{"topic", "queue"} {
+		names := strings.Fields(c.ok(group, "ls", "--quiet"))
+		if len(names) != n || names[0] != "t-0000" || names[n-1] != fmt.Sprintf("t-%04d", n-1) {
+			t.Errorf("%s ls --quiet: %d names, %q ... %q", group, len(names), names[0], names[len(names)-1])
+		}
+	}
+	if ts := decodeJSON[[]Topic](t, c.ok("topic", "ls", "--json", "--prefix", "t-1")); len(ts) != 1 || ts[0].Name != "t-1000" || ts[0].MaximumMessageSize != engine.MaxMessageBytes {
+		t.Errorf("topic ls --json --prefix t-1: %+v", ts)
 	}
 }
