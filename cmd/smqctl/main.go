@@ -1,5 +1,6 @@
-// Command smqctl is smqd's command-line client: every queue and message
-// operation of the MNS API, a live stats view, and completion scripts.
+// Command smqctl is smqd's command-line client: every queue, message,
+// topic and subscription operation of the MNS API, a live stats view, and
+// completion scripts.
 // Run "smqctl help" for the verbs, and see docs/operations.md ("smqctl").
 package main
 

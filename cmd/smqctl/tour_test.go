@@ -84,6 +84,14 @@ func TestReadmeTour(t *testing.T) {
 	if got := ctl("receive", "demo", "--wait", "5s", "--delete"); !strings.Contains(got, "hello") {
 		t.Errorf("receive: %q", got)
 	}
+	ctl("topic", "create", "news")
+	ctl("subscription", "create", "news", "to-demo", "--endpoint", "acs:mns:local:smqd:queues/demo")
+	if got := ctl("topic", "publish", "news", "hi all"); !strings.Contains(got, "MESSAGE ID") {
+		t.Errorf("topic publish: %q", got)
+	}
+	if got := ctl("peek", "demo", "--raw"); !strings.Contains(got, "<Message>hi all</Message>") {
+		t.Errorf("the subscription's queue holds %q", got)
+	}
 	if got := ctl("stats", "--count", "3", "--interval", "200ms"); strings.Count(got, "demo") != 3 {
 		t.Errorf("stats: %q", got)
 	}

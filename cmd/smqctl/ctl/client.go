@@ -192,19 +192,7 @@ func (c *client) deleteQueue(ctx context.Context, name string) error {
 // attributes, following NextMarker.
 func (c *client) listQueues(ctx context.Context, prefix string) ([]Queue, error) {
 	var out []Queue
-	marker := ""
-	for {
-		h := map[string]string{"x-mns-with-meta": "true", "x-mns-ret-number": "1000"}
-		if prefix != "" {
-			h["x-mns-prefix"] = prefix
-		}
-		if marker != "" {
-			h["x-mns-marker"] = marker
-		}
-		_, b, err := c.do(ctx, "GET", "/queues", h, nil)
-		if err != nil {
-			return nil, err
-		}
+	err := c.listPages(ctx, "/queues", prefix, func(b []byte) (string, error) {
 		var page struct {
 			Queues []struct {
 				Queue
@@ -213,19 +201,17 @@ func (c *client) listQueues(ctx context.Context, prefix string) ([]Queue, error)
 			NextMarker string
 		}
 		if err := xml.Unmarshal(b, &page); err != nil {
-			return nil, fmt.Errorf("ListQueue answer: %w", err)
+			return "", fmt.Errorf("ListQueue answer: %w", err)
 		}
 		for _, q := range page.Queues {
 			if q.Name == "" {
-				q.Name = q.URL[strings.LastIndexByte(q.URL, '/')+1:]
+				q.Name = lastSegment(q.URL)
 			}
 			out = append(out, q.Queue)
 		}
-		if page.NextMarker == "" {
-			return out, nil
-		}
-		marker = page.NextMarker
-	}
+		return page.NextMarker, nil
+	})
+	return out, err
 }
 
 // send sends one message; delay < 0 leaves the queue's delay.

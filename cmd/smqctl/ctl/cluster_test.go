@@ -111,6 +111,14 @@ func TestClusterCommands(t *testing.T) {
 	c := startCluster(t)
 	ctl := c.ctl(t, 0)
 
+	// A cluster serves no topics: the topic verbs exit 1 with the server's
+	// InvalidRequestURL, which says so.
+	for _, args := range [][]string{{"topic", "ls"}, {"topic", "create", "news"}, {"subscription", "ls", "news"}} {
+		if r := ctl.fail(ExitError, args...); !strings.Contains(r.stderr, "InvalidRequestURL") || !strings.Contains(r.stderr, "cluster") {
+			t.Errorf("smqctl %s on a cluster: %q", strings.Join(args, " "), r.stderr)
+		}
+	}
+
 	// The table, asked of shard 0's leader, so that a leader's row (with
 	// its followers) is always there: the node's health, its members, each
 	// shard's leader.

@@ -15,8 +15,8 @@ type verb struct {
 }
 
 // groups returns the verb tree: resource, then verb. A verb under "" is a
-// top level verb. Topics will be a "topic" group (ls, create, get, set, rm,
-// publish, subscription ...) once smqd serves the topic API.
+// top level verb. Topics and their subscriptions are two groups, as the
+// API's resources are (topic spec §1.1).
 func groups() map[string]map[string]verb {
 	return map[string]map[string]verb{
 		"queue": {
@@ -32,6 +32,21 @@ func groups() map[string]map[string]verb {
 			"peek":       {"show active messages without receiving them", (*run).msgPeek},
 			"delete":     {"delete messages by receipt handle", (*run).msgDelete},
 			"visibility": {"change a received message's visibility timeout", (*run).msgVisibility},
+		},
+		"topic": {
+			"ls":      {"list topics with their message counts", (*run).topicLs},
+			"create":  {"create a topic (attributes as flags)", (*run).topicCreate},
+			"get":     {"show a topic's attributes", (*run).topicGet},
+			"set":     {"change a topic's attributes", (*run).topicSet},
+			"rm":      {"delete topics and their subscriptions", (*run).topicRm},
+			"publish": {"publish a message from an argument, a file or stdin (--tag)", (*run).topicPublish},
+		},
+		"subscription": {
+			"ls":     {"list a topic's subscriptions: subscription ls TOPIC", (*run).subLs},
+			"create": {"subscribe an endpoint: subscription create TOPIC NAME --endpoint EP", (*run).subCreate},
+			"get":    {"show a subscription's attributes: subscription get TOPIC NAME", (*run).subGet},
+			"set":    {"change its strategy, filter tag or dead-letter queue", (*run).subSet},
+			"rm":     {"delete subscriptions: subscription rm TOPIC NAME...", (*run).subRm},
 		},
 		"cluster": {
 			"status": {"a cluster node's view: members, each shard's leader, term, commit and followers' lag", (*run).clusterStatus},
@@ -107,27 +122,28 @@ func verbNames(group string) []string {
 
 func (r *run) help() {
 	w := r.env.Stdout
-	fmt.Fprint(w, `smqctl: the command-line client of smqd (the MNS queue API).
+	fmt.Fprint(w, `smqctl: the command-line client of smqd (the MNS queue and topic API).
 
 Usage: smqctl [flags] <command> [arguments] [flags]
 
 `)
-	for _, g := range []string{"queue", "message", "cluster", ""} {
+	for _, g := range []string{"queue", "message", "topic", "subscription", "cluster", ""} {
 		for _, v := range verbNames(g) {
 			name := strings.TrimSpace(g + " " + v)
-			fmt.Fprintf(w, "  %-22s %s\n", name, groups()[g][v].synopsis)
+			fmt.Fprintf(w, "  %-23s %s\n", name, groups()[g][v].synopsis)
 		}
 	}
 	fmt.Fprint(w, `  send, receive, peek     the same as message send, receive, peek
 
 Every command takes --json, --endpoint, --access-key-id, --access-key-secret,
 --credentials-file and --timeout; "smqctl <command> -h" lists its flags.
-Endpoint: --endpoint, $SMQ_ENDPOINT, else `+DefaultEndpoint+`.
+Endpoint: --endpoint, $SMQ_ENDPOINT, else `+DefaultEndpoint+`
+(in subscription create, --endpoint after the command is the subscription's).
 Keys: the flags, $ALIBABA_CLOUD_ACCESS_KEY_ID and $ALIBABA_CLOUD_ACCESS_KEY_SECRET,
 else the credentials file smqd writes (./`+DefaultCredentialsFile+` after make run).
 
 Exit status: 0 done (an empty receive too), 1 the server refused or failed,
-2 bad command line or no credentials, 3 queue or message not found,
-4 credentials refused.
+2 bad command line or no credentials, 3 queue, message, topic or
+subscription not found, 4 credentials refused.
 `)
 }

@@ -19,25 +19,29 @@ func (r *run) completion(ctx context.Context, name string, args []string) error 
 			verbs[g] = strings.Join(verbNames(g), " ")
 		}
 	}
-	top := []string{"queue", "message", "cluster", "send", "receive", "peek", "stats", "completion", "help"}
+	top := []string{"queue", "message", "topic", "subscription", "cluster", "send", "receive", "peek", "stats", "completion", "help"}
+	lists := []any{strings.Join(top, " "), verbs["queue"], verbs["message"], verbs["topic"], verbs["subscription"], verbs["cluster"]}
 	switch pos[0] {
 	case "bash":
-		fmt.Fprintf(r.env.Stdout, bashCompletion, strings.Join(top, " "), verbs["queue"], verbs["message"])
+		fmt.Fprintf(r.env.Stdout, bashCompletion, lists...)
 	case "zsh":
-		fmt.Fprintf(r.env.Stdout, zshCompletion, strings.Join(top, " "), verbs["queue"], verbs["message"])
+		fmt.Fprintf(r.env.Stdout, zshCompletion, lists...)
 	default:
 		return usagef("completion: want bash or zsh, not %q", pos[0])
 	}
 	return nil
 }
 
-// The scripts complete commands and verbs, flags, and queue names (asked
-// of the server with "smqctl queue ls --quiet", silently).
+// The scripts complete commands and verbs, flags, and the names of
+// queues, topics and subscriptions, asked of the server silently with
+// "smqctl queue ls --quiet", "smqctl topic ls --quiet" and "smqctl
+// subscription ls TOPIC --quiet".
 const bashCompletion = `# bash completion for smqctl: source <(smqctl completion bash)
 _smqctl() {
   local cur=${COMP_WORDS[COMP_CWORD]} words=("${COMP_WORDS[@]:1:COMP_CWORD-1}") cmd="" verb="" w
+  local -a args=()
   for w in "${words[@]}"; do
-    case $w in -*) ;; *) if [ -z "$cmd" ]; then cmd=$w; elif [ -z "$verb" ]; then verb=$w; fi ;; esac
+    case $w in -*) ;; *) if [ -z "$cmd" ]; then cmd=$w; elif [ -z "$verb" ]; then verb=$w; else args+=("$w"); fi ;; esac
   done
   if [[ $cur == -* ]]; then
     COMPREPLY=($(compgen -W "$(smqctl $cmd $verb -h 2>/dev/null | sed -n 's/^  \(-[a-z-]*\).*/-\1/p')" -- "$cur"))
@@ -47,6 +51,13 @@ _smqctl() {
     "") COMPREPLY=($(compgen -W "%s" -- "$cur")) ;;
     queue) if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); else COMPREPLY=($(compgen -W "$(smqctl queue ls --quiet 2>/dev/null)" -- "$cur")); fi ;;
     message) if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); else COMPREPLY=($(compgen -W "$(smqctl queue ls --quiet 2>/dev/null)" -- "$cur")); fi ;;
+    topic) if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); elif [ "$verb" != ls ] && [ "$verb" != create ]; then COMPREPLY=($(compgen -W "$(smqctl topic ls --quiet 2>/dev/null)" -- "$cur")); fi ;;
+    subscription)
+      if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur"))
+      elif [ ${#args[@]} -eq 0 ]; then COMPREPLY=($(compgen -W "$(smqctl topic ls --quiet 2>/dev/null)" -- "$cur"))
+      elif [ "$verb" != ls ] && [ "$verb" != create ]; then COMPREPLY=($(compgen -W "$(smqctl subscription ls "${args[0]}" --quiet 2>/dev/null)" -- "$cur"))
+      fi ;;
+    cluster) if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); fi ;;
     send|receive|peek|stats) COMPREPLY=($(compgen -W "$(smqctl queue ls --quiet 2>/dev/null)" -- "$cur")) ;;
     completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")) ;;
   esac
@@ -57,10 +68,13 @@ complete -F _smqctl smqctl
 const zshCompletion = `#compdef smqctl
 # zsh completion for smqctl: smqctl completion zsh > "${fpath[1]}/_smqctl"
 _smqctl() {
-  local -a top queue message queues
+  local -a top queue message topic subscription cluster names
   top=(%s)
   queue=(%s)
   message=(%s)
+  topic=(%s)
+  subscription=(%s)
+  cluster=(%s)
   local -a words_=(${words[2,CURRENT-1]:#-*})
   case ${#words_} in
     0) _describe command top ;;
@@ -68,10 +82,20 @@ _smqctl() {
       case ${words_[1]} in
         queue) _describe verb queue ;;
         message) _describe verb message ;;
+        topic) _describe verb topic ;;
+        subscription) _describe verb subscription ;;
+        cluster) _describe verb cluster ;;
         completion) _values shell bash zsh ;;
-        *) queues=(${(f)"$(smqctl queue ls --quiet 2>/dev/null)"}); _describe queue queues ;;
+        stats|send|receive|peek) names=(${(f)"$(smqctl queue ls --quiet 2>/dev/null)"}); _describe queue names ;;
       esac ;;
-    *) queues=(${(f)"$(smqctl queue ls --quiet 2>/dev/null)"}); _describe queue queues ;;
+    *)
+      case ${words_[1]} in
+        queue|message|send|receive|peek|stats) names=(${(f)"$(smqctl queue ls --quiet 2>/dev/null)"}); _describe queue names ;;
+        topic) if [[ ${words_[2]} != (ls|create) ]]; then names=(${(f)"$(smqctl topic ls --quiet 2>/dev/null)"}); _describe topic names; fi ;;
+        subscription)
+          if (( ${#words_} == 2 )); then names=(${(f)"$(smqctl topic ls --quiet 2>/dev/null)"}); _describe topic names
+          elif [[ ${words_[2]} != (ls|create) ]]; then names=(${(f)"$(smqctl subscription ls ${words_[3]} --quiet 2>/dev/null)"}); _describe subscription names; fi ;;
+      esac ;;
   esac
 }
 _smqctl "$@"

@@ -9,8 +9,8 @@ import (
 )
 
 // The completion scripts are real shell: bash and zsh parse them (-n), and
-// bash, with the script sourced and a stub smqctl for the queue names,
-// completes commands, verbs and queue names.
+// bash, with the script sourced and a stub smqctl for the names,
+// completes commands, verbs and queue, topic and subscription names.
 func TestCompletionScriptsParse(t *testing.T) {
 	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{}}
 	script := func(shell string) string {
@@ -38,7 +38,13 @@ func TestCompletionScriptsParse(t *testing.T) {
 		shellRun(t, bash, "-n", p)
 		// complete WORDS...: what _smqctl offers for the last word.
 		complete := func(words ...string) string {
-			prog := `smqctl() { [ "$*" = "queue ls --quiet" ] && printf 'orders\nemails\n'; }
+			prog := `smqctl() {
+  case "$*" in
+    "queue ls --quiet") printf 'orders\nemails\n' ;;
+    "topic ls --quiet") printf 'news\nalerts\n' ;;
+    "subscription ls news --quiet") printf 'hook\nto-inbox\n' ;;
+  esac
+}
 source "$1"; shift
 COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
 _smqctl
@@ -55,6 +61,17 @@ printf '%s\n' "${COMPREPLY[*]}"`
 			{[]string{"smqctl", "send", "o"}, "orders"},
 			{[]string{"smqctl", "queue", "rm", ""}, "orders emails"},
 			{[]string{"smqctl", "completion", "z"}, "zsh"},
+			{[]string{"smqctl", "t"}, "topic"},
+			{[]string{"smqctl", "s"}, "subscription send stats"},
+			{[]string{"smqctl", "topic", ""}, "create get ls publish rm set"},
+			{[]string{"smqctl", "topic", "publish", "n"}, "news"},
+			{[]string{"smqctl", "topic", "create", ""}, ""},
+			{[]string{"smqctl", "subscription", ""}, "create get ls rm set"},
+			{[]string{"smqctl", "subscription", "get", ""}, "news alerts"},
+			{[]string{"smqctl", "subscription", "rm", "news", "t"}, "to-inbox"},
+			{[]string{"smqctl", "subscription", "set", "--json", "news", ""}, "hook to-inbox"},
+			{[]string{"smqctl", "subscription", "create", "news", ""}, ""},
+			{[]string{"smqctl", "cluster", ""}, "add rm status"},
 		} {
 			if got := complete(tc.words...); got != tc.want {
 				t.Errorf("completing %q: %q, want %q", tc.words, got, tc.want)

@@ -4,13 +4,15 @@
 //
 //	smqctl queue ls|create|get|set|rm
 //	smqctl message send|receive|peek|delete|visibility   (send, receive, peek also at the top)
+//	smqctl topic ls|create|get|set|rm|publish
+//	smqctl subscription ls|create|get|set|rm
+//	smqctl cluster status|add|rm
 //	smqctl stats
 //	smqctl completion bash|zsh
 //
-// A new resource (topics, once the server has the topic API) is one more
-// entry in the groups table (commands.go) and a file of its verbs beside
-// queue.go; the signing client, the flags, the output and the exit codes
-// are shared.
+// A resource is one entry in the groups table (commands.go) and a file of
+// its verbs and requests (queue.go, topic.go, subscription.go); the
+// signing client, the flags, the output and the exit codes are shared.
 //
 // Every request is signed with server/mnsauth, the code the server
 // verifies with. Flags are the standard library's; flags may follow the
@@ -37,7 +39,7 @@ const (
 	ExitOK       = 0 // done (an empty receive or peek is done too: nothing printed, [] with --json)
 	ExitError    = 1 // the server refused or failed the request, or could not be reached
 	ExitUsage    = 2 // bad command line: unknown verb or flag, bad value, missing argument, no credentials
-	ExitNotFound = 3 // the queue (QueueNotExist) or message (MessageNotExist) does not exist
+	ExitNotFound = 3 // the queue, message, topic or subscription does not exist (QueueNotExist, MessageNotExist, TopicNotExist, SubscriptionNotExist)
 	ExitAuth     = 4 // the server refused the credentials (unknown key, bad signature, clock skew, access denied)
 )
 
@@ -71,11 +73,19 @@ type globals struct {
 	json                                 bool
 }
 
+// register adds the globals to fs. A verb's own flag of the same name
+// wins (subscription create's --endpoint is the subscription's): there
+// the global is given before the command.
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.endpoint, "endpoint", g.endpoint, "smqd's address (default $SMQ_ENDPOINT, else "+DefaultEndpoint+")")
-	fs.StringVar(&g.keyID, "access-key-id", g.keyID, "access key id (default $ALIBABA_CLOUD_ACCESS_KEY_ID, else the credentials file)")
-	fs.StringVar(&g.keySecret, "access-key-secret", g.keySecret, "access key secret (default $ALIBABA_CLOUD_ACCESS_KEY_SECRET)")
-	fs.StringVar(&g.credFile, "credentials-file", g.credFile, "smqd's credentials file, \"<id> <secret>\" lines (default ./"+DefaultCredentialsFile+", what `make run` writes)")
+	str := func(p *string, name, usage string) {
+		if fs.Lookup(name) == nil {
+			fs.StringVar(p, name, *p, usage)
+		}
+	}
+	str(&g.endpoint, "endpoint", "smqd's address (default $SMQ_ENDPOINT, else "+DefaultEndpoint+")")
+	str(&g.keyID, "access-key-id", "access key id (default $ALIBABA_CLOUD_ACCESS_KEY_ID, else the credentials file)")
+	str(&g.keySecret, "access-key-secret", "access key secret (default $ALIBABA_CLOUD_ACCESS_KEY_SECRET)")
+	str(&g.credFile, "credentials-file", "smqd's credentials file, \"<id> <secret>\" lines (default ./"+DefaultCredentialsFile+", what `make run` writes)")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "time allowed for each request (a receive's wait comes on top)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of a table")
 }
@@ -112,7 +122,7 @@ func (r *run) exit(err error) int {
 	case errors.As(err, &ae):
 		fmt.Fprintf(r.env.Stderr, "smqctl: %v\n", err)
 		switch ae.Code {
-		case "QueueNotExist", "MessageNotExist":
+		case "QueueNotExist", "MessageNotExist", "TopicNotExist", "SubscriptionNotExist":
 			return ExitNotFound
 		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "MissingAuthorizationHeader", "InvalidAuthorizationHeader", "TimeExpired", "AccessDenied":
 			return ExitAuth

@@ -382,7 +382,7 @@ func TestCredentialsAndErrors(t *testing.T) {
 	c.fail(ExitUsage, "queue", "ls", "--no-such-flag")
 	c.fail(ExitUsage, "queue", "get")
 	c.fail(ExitUsage, "queue", "get", "a", "b")
-	if out := c.ok("help"); !strings.Contains(out, "queue create") || !strings.Contains(out, "Exit status") {
+	if out := c.ok("help"); !strings.Contains(out, "queue create") || !strings.Contains(out, "topic publish") || !strings.Contains(out, "subscription create") || !strings.Contains(out, "Exit status") {
 		t.Errorf("help:\n%s", out)
 	}
 	if out := c.ok("queue", "create", "-h"); !strings.Contains(out, "-visibility-timeout") {
@@ -397,10 +397,12 @@ func TestCredentialsAndErrors(t *testing.T) {
 
 func TestCompletion(t *testing.T) {
 	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{}}
-	if out := c.ok("completion", "bash"); !strings.Contains(out, "complete -F _smqctl smqctl") || !strings.Contains(out, "create get ls rm set") {
+	if out := c.ok("completion", "bash"); !strings.Contains(out, "complete -F _smqctl smqctl") || !strings.Contains(out, "create get ls rm set") ||
+		!strings.Contains(out, "create get ls publish rm set") || !strings.Contains(out, "smqctl subscription ls") {
 		t.Errorf("bash completion:\n%s", out)
 	}
-	if out := c.ok("completion", "zsh"); !strings.HasPrefix(out, "#compdef smqctl") || !strings.Contains(out, "delete peek receive send visibility") {
+	if out := c.ok("completion", "zsh"); !strings.HasPrefix(out, "#compdef smqctl") || !strings.Contains(out, "delete peek receive send visibility") ||
+		!strings.Contains(out, "topic=(create get ls publish rm set)") || !strings.Contains(out, "subscription=(create get ls rm set)") {
 		t.Errorf("zsh completion:\n%s", out)
 	}
 	c.fail(ExitUsage, "completion", "fish")

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"time"
 )
@@ -24,23 +22,9 @@ func (r *run) msgSend(ctx context.Context, name string, args []string) error {
 	if *priority != 0 && (*priority < 1 || *priority > 16) {
 		return usagef("send: --priority must be between 1 and 16")
 	}
-	var body []byte
-	switch {
-	case len(pos) == 2 && *file != "":
-		return usagef("send: give the body as an argument or --file, not both")
-	case len(pos) == 2 && pos[1] != "-":
-		body = []byte(pos[1])
-	case *file != "" && *file != "-":
-		if body, err = os.ReadFile(*file); err != nil {
-			return usagef("send: %v", err)
-		}
-	default:
-		if body, err = io.ReadAll(io.LimitReader(r.env.Stdin, 1<<20)); err != nil {
-			return fmt.Errorf("read stdin: %w", err)
-		}
-	}
-	if len(body) == 0 {
-		return usagef("send: the message body is empty")
+	body, err := r.readBody("send", pos, *file)
+	if err != nil {
+		return err
 	}
 	d := -1
 	if delay.v != nil {
