@@ -85,7 +85,7 @@ func TestReadmeTour(t *testing.T) {
 		t.Errorf("receive: %q", got)
 	}
 	ctl("topic", "create", "news")
-	ctl("subscription", "create", "news", "to-demo", "--endpoint", "acs:mns:local:smqd:queues/demo")
+	ctl("subscription", "create", "news", "to-demo", "acs:mns:local:smqd:queues/demo")
 	if got := ctl("topic", "publish", "news", "hi all"); !strings.Contains(got, "MESSAGE ID") {
 		t.Errorf("topic publish: %q", got)
 	}

@@ -43,7 +43,7 @@ func groups() map[string]map[string]verb {
 		},
 		"subscription": {
 			"ls":     {"list a topic's subscriptions: subscription ls TOPIC", (*run).subLs},
-			"create": {"subscribe an endpoint: subscription create TOPIC NAME --endpoint EP", (*run).subCreate},
+			"create": {"subscribe ENDPOINT (http(s)://host[:port][/path], in smqd's --push-allow, or acs:mns:{region}:{account}:queues/{queue}): subscription create TOPIC NAME ENDPOINT", (*run).subCreate},
 			"get":    {"show a subscription's attributes: subscription get TOPIC NAME", (*run).subGet},
 			"set":    {"change its strategy, filter tag or dead-letter queue", (*run).subSet},
 			"rm":     {"delete subscriptions: subscription rm TOPIC NAME...", (*run).subRm},
@@ -137,8 +137,7 @@ Usage: smqctl [flags] <command> [arguments] [flags]
 
 Every command takes --json, --endpoint, --access-key-id, --access-key-secret,
 --credentials-file and --timeout; "smqctl <command> -h" lists its flags.
-Endpoint: --endpoint, $SMQ_ENDPOINT, else `+DefaultEndpoint+`
-(in subscription create, --endpoint after the command is the subscription's).
+Endpoint (smqd's address): --endpoint, $SMQ_ENDPOINT, else `+DefaultEndpoint+`.
 Keys: the flags, $ALIBABA_CLOUD_ACCESS_KEY_ID and $ALIBABA_CLOUD_ACCESS_KEY_SECRET,
 else the credentials file smqd writes (./`+DefaultCredentialsFile+` after make run).
 

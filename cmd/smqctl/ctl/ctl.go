@@ -73,15 +73,9 @@ type globals struct {
 	json                                 bool
 }
 
-// register adds the globals to fs. A verb's own flag of the same name
-// wins (subscription create's --endpoint is the subscription's): there
-// the global is given before the command.
+// register adds the globals to fs.
 func (g *globals) register(fs *flag.FlagSet) {
-	str := func(p *string, name, usage string) {
-		if fs.Lookup(name) == nil {
-			fs.StringVar(p, name, *p, usage)
-		}
-	}
+	str := func(p *string, name, usage string) { fs.StringVar(p, name, *p, usage) }
 	str(&g.endpoint, "endpoint", "smqd's address (default $SMQ_ENDPOINT, else "+DefaultEndpoint+")")
 	str(&g.keyID, "access-key-id", "access key id (default $ALIBABA_CLOUD_ACCESS_KEY_ID, else the credentials file)")
 	str(&g.keySecret, "access-key-secret", "access key secret (default $ALIBABA_CLOUD_ACCESS_KEY_SECRET)")

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
-	"errors"
 	"flag"
 	"fmt"
 	"net/url"
@@ -140,31 +139,9 @@ func (f *enumFlag) Set(s string) error {
 	return fmt.Errorf("want %s, not %q", strings.Join(f.values, " or "), s)
 }
 
-// endpointFlag is subscription create's --endpoint: the subscription's
-// endpoint, not smqd's address (the global --endpoint, which must come
-// before the command there). Given twice it is refused, so that smqd's
-// address after the command is never taken for the subscription's.
-type endpointFlag struct{ v *string }
-
-func (f *endpointFlag) String() string {
-	if f == nil || f.v == nil {
-		return ""
-	}
-	return *f.v
-}
-
-func (f *endpointFlag) Set(s string) error {
-	if f.v != nil {
-		return errors.New("given twice: here it is the subscription's endpoint; give smqd's address before the command (smqctl --endpoint ADDR subscription create ...) or in $SMQ_ENDPOINT")
-	}
-	f.v = &s
-	return nil
-}
-
 // subFlags registers the subscription attributes as flags; create
 // registers them all, set those SetSubscriptionAttributes changes.
 type subFlags struct {
-	endpoint              endpointFlag
 	filterTag, deadLetter stringFlag
 	strategy, format      enumFlag
 }
@@ -173,7 +150,6 @@ func (a *subFlags) register(fs *flag.FlagSet, create bool) {
 	a.strategy.values = []string{"BACKOFF_RETRY", "EXPONENTIAL_DECAY_RETRY"}
 	a.format.values = []string{"XML", "JSON", "SIMPLIFIED"}
 	if create {
-		fs.Var(&a.endpoint, "endpoint", "the subscription's Endpoint (required): http(s)://host[:port][/path] (pushed to; the host must be in smqd's --push-allow list) or acs:mns:{region}:{account}:queues/{queue} (sent to the queue). Not smqd's address: give that before the command (smqctl --endpoint ADDR subscription create ...) or in $SMQ_ENDPOINT")
 		fs.Var(&a.format, "format", "NotifyContentFormat: XML, JSON or SIMPLIFIED (the body alone) (default XML)")
 	}
 	fs.Var(&a.filterTag, "filter-tag", "FilterTag: only messages published with this tag (at most 16 characters; default every message)")
@@ -181,8 +157,8 @@ func (a *subFlags) register(fs *flag.FlagSet, create bool) {
 	fs.Var(&a.deadLetter, "dead-letter-queue", "the queue that gets the notifications an HTTP endpoint did not take within its retries (an existing queue; \"\" turns it off; default: they are dropped)")
 }
 
-func (a *subFlags) attrs() *subAttrs {
-	return &subAttrs{Endpoint: a.endpoint.v, FilterTag: a.filterTag.v, NotifyStrategy: a.strategy.v,
+func (a *subFlags) attrs(endpoint *string) *subAttrs {
+	return &subAttrs{Endpoint: endpoint, FilterTag: a.filterTag.v, NotifyStrategy: a.strategy.v,
 		NotifyContentFormat: a.format.v, DeadLetterTargetQueue: a.deadLetter.v}
 }
 
@@ -232,15 +208,16 @@ func dash(s string) string {
 }
 
 func (r *run) subCreate(ctx context.Context, name string, args []string) error {
-	fs := flag.NewFlagSet("subscription create TOPIC NAME --endpoint EP [flags]", flag.ContinueOnError)
+	// ENDPOINT is an argument, not a flag: --endpoint is smqd's address.
+	fs := flag.NewFlagSet("subscription create TOPIC NAME ENDPOINT", flag.ContinueOnError)
 	var a subFlags
 	a.register(fs, true)
-	pos, err := r.parse(fs, args, 2, 2)
+	pos, err := r.parse(fs, args, 3, 3)
 	if err != nil {
 		return err
 	}
-	if a.endpoint.v == nil || *a.endpoint.v == "" {
-		return usagef("subscription create: --endpoint is required (http://host:port/path or acs:mns:{region}:{account}:queues/{queue})")
+	if pos[2] == "" {
+		return usagef("subscription create: ENDPOINT is empty (http://host:port/path or acs:mns:{region}:{account}:queues/{queue})")
 	}
 	if a.filterTag.v != nil && *a.filterTag.v == "" {
 		a.filterTag.v = nil // no tag: every message
@@ -254,7 +231,7 @@ func (r *run) subCreate(ctx context.Context, name string, args []string) error {
 	}
 	rctx, cancel := r.reqCtx(ctx, 0)
 	defer cancel()
-	created, err := c.subscribe(rctx, pos[0], pos[1], a.attrs())
+	created, err := c.subscribe(rctx, pos[0], pos[1], a.attrs(&pos[2]))
 	if err != nil {
 		return err
 	}
@@ -314,7 +291,7 @@ func (r *run) subSet(ctx context.Context, name string, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *a.attrs() == (subAttrs{}) {
+	if *a.attrs(nil) == (subAttrs{}) {
 		return usagef("subscription set: give at least one of --strategy, --filter-tag, --dead-letter-queue (the endpoint and the format never change)")
 	}
 	if a.filterTag.v != nil && *a.filterTag.v == "" {
@@ -327,7 +304,7 @@ func (r *run) subSet(ctx context.Context, name string, args []string) error {
 	}
 	rctx, cancel := r.reqCtx(ctx, 0)
 	defer cancel()
-	if err := c.setSubscription(rctx, pos[0], pos[1], a.attrs()); err != nil {
+	if err := c.setSubscription(rctx, pos[0], pos[1], a.attrs(nil)); err != nil {
 		return err
 	}
 	if r.g.json {

@@ -134,8 +134,8 @@ func TestTopicPublish(t *testing.T) {
 	c.ok("topic", "create", "news")
 	c.ok("queue", "create", "all")
 	c.ok("queue", "create", "tagged")
-	c.ok("subscription", "create", "news", "to-all", "--endpoint", "acs:mns:local:smqd:queues/all", "--format", "simplified")
-	c.ok("subscription", "create", "news", "to-tagged", "--endpoint", "acs:mns:local:smqd:queues/tagged", "--format", "SIMPLIFIED", "--filter-tag", "urgent")
+	c.ok("subscription", "create", "news", "to-all", "acs:mns:local:smqd:queues/all", "--format", "simplified")
+	c.ok("subscription", "create", "news", "to-tagged", "acs:mns:local:smqd:queues/tagged", "--format", "SIMPLIFIED", "--filter-tag", "urgent")
 
 	// The body is XML-escaped on the way and arrives byte for byte.
 	body := `<b>a & b</b> "quoted" 'x'`
@@ -197,7 +197,7 @@ func TestSubscriptionCommands(t *testing.T) {
 	c.ok("queue", "create", "inbox")
 	c.ok("queue", "create", "dlq")
 
-	if out := c.ok("subscription", "create", "news", "hook", "--endpoint", "http://127.0.0.1:9/hook", "--strategy", "exponential_decay_retry",
+	if out := c.ok("subscription", "create", "news", "hook", "http://127.0.0.1:9/hook", "--strategy", "exponential_decay_retry",
 		"--format", "JSON", "--filter-tag", "a", "--dead-letter-queue", "dlq"); out != "created subscription hook of topic news\n" {
 		t.Errorf("create: %q", out)
 	}
@@ -206,35 +206,31 @@ func TestSubscriptionCommands(t *testing.T) {
 		t.Errorf("after create: %+v, want %+v", cfg, want)
 	}
 	// The defaults; flags before the names; --dead-letter-queue "" is none.
-	c.ok("subscription", "create", "--endpoint", "acs:mns:local:smqd:queues/inbox", "--dead-letter-queue", "", "news", "to-inbox")
+	c.ok("subscription", "create", "--dead-letter-queue", "", "news", "to-inbox", "acs:mns:local:smqd:queues/inbox")
 	want2 := engine.SubscriptionConfig{Endpoint: "acs:mns:local:smqd:queues/inbox", Strategy: engine.BackoffRetry, Format: engine.FormatXML}
 	if cfg := d.sub(t, "news", "to-inbox"); cfg != want2 {
 		t.Errorf("after create with defaults: %+v, want %+v", cfg, want2)
 	}
-	if out := c.ok("subscription", "create", "news", "to-inbox", "--endpoint", "acs:mns:local:smqd:queues/inbox"); !strings.Contains(out, "exists") {
+	if out := c.ok("subscription", "create", "news", "to-inbox", "acs:mns:local:smqd:queues/inbox"); !strings.Contains(out, "exists") {
 		t.Errorf("identical create: %q", out)
 	}
-	c.wantCode(ExitError, "SubscriptionAlreadyExist", "subscription", "create", "news", "to-inbox", "--endpoint", "acs:mns:local:smqd:queues/inbox", "--format", "JSON")
-	c.wantCode(ExitNotFound, "TopicNotExist", "subscription", "create", "missing", "s", "--endpoint", "http://127.0.0.1:9/")
-	c.wantCode(ExitError, "EndpointInvalid", "subscription", "create", "news", "s", "--endpoint", "ftp://127.0.0.1/")
-	c.wantCode(ExitError, "EndpointInvalid", "subscription", "create", "news", "s", "--endpoint", "acs:mns:local:smqd:queues/nope")
-	c.wantCode(ExitError, "EndpointInvalid", "subscription", "create", "news", "s", "--endpoint", "http://192.0.2.1/") // not in the push allow list
-	c.wantCode(ExitError, "InvalidArgument", "subscription", "create", "news", "s", "--endpoint", "http://127.0.0.1:9/", "--dead-letter-queue", "nope")
-	c.wantCode(ExitError, "InvalidArgument", "subscription", "create", "news", "s", "--endpoint", "http://127.0.0.1:9/", "--filter-tag", "a-tag-of-more-than-16")
-	c.wantCode(ExitError, "SubscriptionNameInvalid", "subscription", "create", "news", "s_1", "--endpoint", "http://127.0.0.1:9/")
-	c.fail(ExitUsage, "subscription", "create", "news", "s")                                                             // no --endpoint
-	c.fail(ExitUsage, "subscription", "create", "news", "s", "--endpoint", "http://127.0.0.1:9/", "--strategy", "never") // not a strategy
-	c.fail(ExitUsage, "subscription", "create", "news", "s", "--endpoint", "http://127.0.0.1:9/", "--format", "STREAM")
-	c.fail(ExitUsage, "subscription", "create", "news", "--endpoint", "http://127.0.0.1:9/")
-	// Here --endpoint is the subscription's: smqd's address goes before
-	// the command, and a second --endpoint is refused.
-	r := c.fail(ExitUsage, "subscription", "create", "news", "s", "--endpoint", "http://127.0.0.1:9/", "--endpoint", "http://"+d.addr)
-	if !strings.Contains(r.stderr, "given twice") {
-		t.Errorf("--endpoint twice: %q", r.stderr)
-	}
+	c.wantCode(ExitError, "SubscriptionAlreadyExist", "subscription", "create", "news", "to-inbox", "acs:mns:local:smqd:queues/inbox", "--format", "JSON")
+	c.wantCode(ExitNotFound, "TopicNotExist", "subscription", "create", "missing", "s", "http://127.0.0.1:9/")
+	c.wantCode(ExitError, "EndpointInvalid", "subscription", "create", "news", "s", "ftp://127.0.0.1/")
+	c.wantCode(ExitError, "EndpointInvalid", "subscription", "create", "news", "s", "acs:mns:local:smqd:queues/nope")
+	c.wantCode(ExitError, "EndpointInvalid", "subscription", "create", "news", "s", "http://192.0.2.1/") // not in the push allow list
+	c.wantCode(ExitError, "InvalidArgument", "subscription", "create", "news", "s", "http://127.0.0.1:9/", "--dead-letter-queue", "nope")
+	c.wantCode(ExitError, "InvalidArgument", "subscription", "create", "news", "s", "http://127.0.0.1:9/", "--filter-tag", "a-tag-of-more-than-16")
+	c.wantCode(ExitError, "SubscriptionNameInvalid", "subscription", "create", "news", "s_1", "http://127.0.0.1:9/")
+	c.fail(ExitUsage, "subscription", "create", "news", "s")                                               // no ENDPOINT
+	c.fail(ExitUsage, "subscription", "create", "news", "s", "http://127.0.0.1:9/", "--strategy", "never") // not a strategy
+	c.fail(ExitUsage, "subscription", "create", "news", "s", "http://127.0.0.1:9/", "--format", "STREAM")
+	c.fail(ExitUsage, "subscription", "create", "news", "http://127.0.0.1:9/")
+	c.fail(ExitUsage, "subscription", "create", "news", "s", "http://127.0.0.1:9/", "extra") // one ENDPOINT
+	// --endpoint is smqd's address, before or after the command.
 	elsewhere := d.ctl(t)
 	elsewhere.env["SMQ_ENDPOINT"] = "http://127.0.0.1:1"
-	elsewhere.ok("--endpoint", d.addr, "subscription", "create", "news", "global", "--endpoint", "http://127.0.0.1:9/g")
+	elsewhere.ok("--endpoint", d.addr, "subscription", "create", "news", "global", "http://127.0.0.1:9/g")
 	if cfg := d.sub(t, "news", "global"); cfg.Endpoint != "http://127.0.0.1:9/g" {
 		t.Errorf("created with smqd's address before the command: %+v", cfg)
 	}
@@ -307,7 +303,7 @@ func TestSubscriptionCommands(t *testing.T) {
 	}
 	c.fail(ExitUsage, "subscription", "set", "news", "hook")                       // nothing to set
 	c.fail(ExitUsage, "subscription", "set", "news", "hook", "--filter-tag", "")   // cannot be removed
-	c.fail(ExitUsage, "subscription", "set", "news", "hook", "--endpoint", "x")    // never changes
+	c.fail(ExitUsage, "subscription", "set", "news", "hook", "--endpoint", "x")    // smqd's address: nothing to set
 	c.fail(ExitUsage, "subscription", "set", "news", "hook", "--strategy", "fast") // not a strategy
 	c.wantCode(ExitNotFound, "SubscriptionNotExist", "subscription", "set", "news", "missing", "--strategy", "BACKOFF_RETRY")
 	c.wantCode(ExitNotFound, "TopicNotExist", "subscription", "set", "missing", "hook", "--strategy", "BACKOFF_RETRY")
@@ -323,7 +319,7 @@ func TestSubscriptionCommands(t *testing.T) {
 			t.Errorf("rm left subscription %s: %v", n, err)
 		}
 	}
-	c.ok("subscription", "create", "news", "again", "--endpoint", "acs:mns:local:smqd:queues/inbox")
+	c.ok("subscription", "create", "news", "again", "acs:mns:local:smqd:queues/inbox")
 	if v := decodeJSON[map[string]any](t, c.ok("subscription", "rm", "news", "again", "--json")); v["topic"] != "news" {
 		t.Errorf("rm --json: %v", v)
 	}
@@ -336,7 +332,7 @@ func TestSubscriptionCommands(t *testing.T) {
 	c.fail(ExitUsage, "subscription", "frobnicate")
 
 	// topic rm takes the subscriptions along.
-	c.ok("subscription", "create", "news", "last", "--endpoint", "acs:mns:local:smqd:queues/inbox")
+	c.ok("subscription", "create", "news", "last", "acs:mns:local:smqd:queues/inbox")
 	c.ok("topic", "rm", "news")
 	if _, err := d.b.GetSubscriptionAttributes("news", "last"); !errors.Is(err, engine.ErrTopicNotExist) {
 		t.Errorf("topic rm left its subscription: %v", err)
