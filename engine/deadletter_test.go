@@ -255,3 +255,40 @@ func TestQueueValueDeadLetter(t *testing.T) {
 		t.Fatal("a truncated policy decoded")
 	}
 }
+
+// TestDeadLetterReceiveAllocs: a receive on a queue with a live policy
+// allocates no more than one on a queue without (the moves scratch stays
+// on the stack), compared side by side.
+func TestDeadLetterReceiveAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	b, _ := openTest(t, Options{})
+	mustQueue(t, b, "dlq", DefaultQueueConfig())
+	cfg := DefaultQueueConfig()
+	cfg.DeadLetterQueue, cfg.MaxReceiveCount = "dlq", 5
+	with := mustQueue(t, b, "with", cfg)
+	without := mustQueue(t, b, "without", DefaultQueueConfig())
+	cycle := func(q *Queue) float64 {
+		body := []byte("x")
+		dst := make([]Message, 0, 1)
+		var errs [1]error
+		return testing.AllocsPerRun(200, func() {
+			if _, err := q.Send([]SendEntry{{Body: body}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			dst, err = q.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, dst[:0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.Delete([]ReceiptHandle{dst[0].Handle}, errs[:]); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	a, n := cycle(with), cycle(without)
+	if a > n {
+		t.Fatalf("a cycle on a queue with a dead-letter policy allocates %.1f times, without %.1f", a, n)
+	}
+}
