@@ -42,7 +42,11 @@ package engine
 //     known yet (a pending proposal, or a persisted entry not committed).
 //  4. A state, delete or expire record a follower persists names the
 //     follower's own body location (PersistEntries rewrites it), never the
-//     leader's.
+//     leader's; and it names one whenever this replica holds the message,
+//     also when the message's send is persisted but not applied yet
+//     (unapplied): entries are persisted and applied side by side, and a
+//     record with no body location makes the fold forget the body (the
+//     message is then dropped at the next start).
 //  5. Message sequence numbers of a term carry the term in their top 24
 //     bits (seqBase): the terms' leaders never hand out the same one.
 //  6. Compaction never relocates a message that a persisted but not yet
@@ -167,6 +171,7 @@ type entryInfo struct {
 	data          []byte // EntryConfChange: the change
 	applied       bool
 	names         []msgKey // a received entry: the messages its state, delete and expire records name (named)
+	sends         []msgKey // a received entry: the messages its records send (unapplied)
 }
 
 // appliedMark is an applied entry, for the checkpoint's applied point.
@@ -189,7 +194,12 @@ type replStore struct {
 	marks   []appliedMark  // guarded by mu: applied entries not yet checkpointed
 	conf    []byte         // guarded by mu: last conf state
 	confIdx uint64         // guarded by mu
-	state   ReplicaState   // what load found
+	// unapplied: where this replica's log holds the bodies of messages
+	// sent by persisted, not yet applied received entries (position,
+	// size), for the records of later entries that change them
+	// (invariant 4): the live state does not hold them yet.
+	unapplied map[msgKey][2]uint64 // guarded by mu
+	state     ReplicaState         // what load found
 
 	// namedMu guards named: the messages that persisted, not yet applied
 	// received entries change (invariant 6), with how many such records
@@ -642,7 +652,10 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 		r.marks = append(r.marks, appliedMark{e.index, e.term, e.end})
 		k++
 	}
-	// The entries not applied yet name the messages they change (invariant 6).
+	// The entries not applied yet name the messages they change (invariant
+	// 6), and where they hold the bodies of the messages they send
+	// (invariant 4).
+	sent := map[msgKey][2]uint64{}
 	for i := k; i < len(ents); i++ {
 		e := &ents[i]
 		if e.kind != EntryRecords || e.first >= e.recEnd {
@@ -655,6 +668,22 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 					e.names = append(e.names, msgKey{s.qid, s.seq})
 				}
 			}
+			h := payload
+			switch typ {
+			case recDeadLetter:
+				if len(h) < 2*snapLen {
+					return
+				}
+				h = h[snapLen:] // the message it sends
+			case recSend, recSendProps:
+			default:
+				return
+			}
+			if s, err := decodeSnap(h); err == nil {
+				k := msgKey{s.qid, s.seq}
+				sent[k] = [2]uint64{pos, uint64(size)}
+				e.sends = append(e.sends, k)
+			}
 		})
 		if err != nil {
 			return nil, fmt.Errorf("engine: scan the replicated log: %w", err)
@@ -663,6 +692,9 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 	}
 	r.mu.Lock()
 	r.ents = append(r.ents[:0], ents...)
+	for k, loc := range sent {
+		r.sentLocked(k, loc)
+	}
 	r.applied, r.appTerm = applied, appTerm
 	r.state = ReplicaState{HardState: hs, SnapIndex: snapIdx, SnapTerm: snapTerm, Applied: applied, AppliedTerm: appTerm,
 		ConfState: r.conf, ConfStateIndex: r.confIdx}

@@ -82,8 +82,17 @@ func (r *replStore) lookUpBodies(b *Broker, recs []byte) (*bodyLocs, error) {
 			k := msgKey{s.qid, s.seq}
 			r.name(k) // before its body is looked up (invariant 6)
 			l.names = append(l.names, k)
-			pos, size := b.bodyOf(s.qid, s.stripe, s.slot, s.seq)
-			loc = [2]uint64{pos, uint64(size)}
+			// A send persisted and not applied yet first (invariant 4):
+			// its entry leaves unapplied only once the send is in the
+			// live state, so a message found in neither is not held here.
+			r.mu.Lock()
+			held, ok := r.unapplied[k]
+			r.mu.Unlock()
+			loc = held
+			if !ok {
+				pos, size := b.bodyOf(s.qid, s.stripe, s.slot, s.seq)
+				loc = [2]uint64{pos, uint64(size)}
+			}
 		}
 		l.locs = append(l.locs, loc)
 		return nil
@@ -115,6 +124,7 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 			}
 			r.void = append(r.void, lostSpan{old.first, old.recEnd})
 			r.unname(old.names)
+			r.forgetSendsLocked(old.sends)
 		}
 		r.ents = r.ents[:k]
 	}
@@ -131,10 +141,10 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 			break
 		}
 		// A received entry: its records one by one, so that a change to a
-		// message sent earlier in the same entry names the send's position
-		// here (invariant 4); otherwise the body lookUpBodies found.
+		// message sent earlier in this entry or in a persisted entry not
+		// applied yet names the send's position here (invariant 4);
+		// otherwise the body lookUpBodies found.
 		info.names = locs.names
-		sent := map[msgKey][2]uint64{}
 		i := 0
 		err := decodeRecords(e.Data[8:], func(typ uint8, payload []byte) error {
 			if i >= len(locs.locs) {
@@ -163,7 +173,7 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 					return err
 				}
 				pos, size := loc[0], uint32(loc[1])
-				if loc, ok := sent[msgKey{s.qid, s.seq}]; ok {
+				if loc, ok := r.unapplied[msgKey{s.qid, s.seq}]; ok {
 					pos, size = loc[0], uint32(loc[1])
 				}
 				setSnapBody(rec[0].head, pos, size)
@@ -177,7 +187,9 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 					h = h[snapLen:]
 				}
 				s, _ := decodeSnap(h)
-				sent[msgKey{s.qid, s.seq}] = [2]uint64{rec[0].pos, uint64(rec[0].size)}
+				k := msgKey{s.qid, s.seq}
+				r.sentLocked(k, [2]uint64{rec[0].pos, uint64(rec[0].size)})
+				info.sends = append(info.sends, k)
 			}
 			if nrecs == 0 {
 				info.first = rec[0].pos
@@ -203,6 +215,22 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 	info.end = h[0].pos + uint64(h[0].size)
 	r.ents = append(r.ents, info)
 	return nil
+}
+
+// sentLocked notes where a persisted, not yet applied received entry sent
+// message k (invariant 4); forgetSendsLocked forgets it again once the
+// entry is applied (the live state holds the message then) or truncated.
+func (r *replStore) sentLocked(k msgKey, loc [2]uint64) {
+	if r.unapplied == nil {
+		r.unapplied = map[msgKey][2]uint64{}
+	}
+	r.unapplied[k] = loc
+}
+
+func (r *replStore) forgetSendsLocked(keys []msgKey) {
+	for _, k := range keys {
+		delete(r.unapplied, k)
+	}
 }
 
 // pendingByID finds a pending proposal.

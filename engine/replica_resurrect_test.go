@@ -102,3 +102,46 @@ func TestReplicaStateBeforeSendAppliedKeepsBody(t *testing.T) {
 		})
 	}
 }
+
+// TestReplicaStateAfterRestartBeforeSendAppliedKeepsBody: the same as
+// TestReplicaStateBeforeSendAppliedKeepsBody across a restart: the send's
+// entry is persisted, not known to be committed at the restart, and the
+// receive's entry is persisted after it (load finds the send's body in the
+// log: replica.go invariant 4).
+func TestReplicaStateAfterRestartBeforeSendAppliedKeepsBody(t *testing.T) {
+	h, q := newHandShard(t)
+	h.hold = true
+	commit := h.next - 1 // the queue's creation
+	h.do(func() error { _, err := q.Send([]SendEntry{{Body: []byte("m")}}, nil); return err })
+	// A restart that does not know the send's entry is committed.
+	if err := h.follower.PersistHardState(ReplicaHardState{Term: 1, Vote: 1, Commit: commit}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.follower.SyncLog(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.follower.CloseForRebuild(); err != nil {
+		t.Fatal(err)
+	}
+	h.follower = h.open(h.fdir, &handReplica{kick: make(chan struct{}, 1)})
+	if n := h.followerCount(); n != 0 {
+		t.Fatalf("the follower holds %d messages before the send is applied", n)
+	}
+	var msgs []Message
+	h.do(func() (err error) {
+		msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: 1}, nil)
+		return err
+	})
+	if len(msgs) != 1 {
+		t.Fatalf("received %d messages, want 1", len(msgs))
+	}
+	h.hold = false
+	if err := h.follower.ApplyCommitted(h.held); err != nil {
+		t.Fatal(err)
+	}
+	h.held = nil
+	h.restartFollower()
+	if n := h.followerCount(); n != 1 {
+		t.Fatalf("after a restart the follower holds %d messages, want 1 (recovery: %+v)", n, h.follower.Recovery())
+	}
+}
