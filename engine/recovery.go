@@ -220,7 +220,13 @@ func (d *durableStore) recover(b *Broker) error {
 			}
 		}
 	}
+	if d.repl != nil {
+		d.bornSeq = map[uint64]uint64{} // replica.go invariant 8
+	}
 	err = d.idx.Messages(func(qid, seq uint64, val []byte) error {
+		if d.bornSeq != nil {
+			d.bornSeq[qid] = seq // the index's messages come in (queue, seq) order
+		}
 		k := msgKey{qid, seq}
 		flushTail(k, false)
 		if ti < len(tail) && tail[ti].k == k {

@@ -62,6 +62,14 @@ package engine
 //  7. Compaction removes no segment holding a record of an entry the log
 //     still serves (replayStart): the entries kept after a checkpoint are
 //     read back from their records (Entries).
+//  8. A replica's log may send a message its index holds already: after a
+//     snapshot (ImportState checkpoints the snapshot's messages, and the
+//     log from the snapshot's index replays their sends), also across a
+//     restart. The checkpoint therefore never takes such a send and its
+//     delete for a message born and dead inside its window, which would
+//     leave no tombstone and the imported copy in the index: sends of a
+//     seq up to the highest imported or found in the index at start-up
+//     (durableStore.bornSeq) are not born.
 //
 // Owner: mu guards the proposal and entry bookkeeping; the consensus layer
 // calls PersistEntries, ApplyCommitted and the role changes from one
