@@ -205,9 +205,17 @@ func (f *fold) applyMsg(pos uint64, size uint32, typ uint8, payload []byte, inGr
 		return nil
 	}
 	m.gone = false
+	var keep [12]byte // the body location folded before
+	copy(keep[:], m.snap[52:64])
 	copy(m.snap[:], payload[:snapLen])
-	if isSendRec(typ) || isRelocateRec(typ) {
+	switch {
+	case isSendRec(typ) || isRelocateRec(typ):
 		setSnapBody(m.snap[:], pos, size)
+	case seen && binary.LittleEndian.Uint32(m.snap[60:64]) == 0:
+		// A record naming no body (a replica that had not applied the
+		// send yet): the message keeps the body it has, as in live apply
+		// (apply.go installLocked).
+		copy(m.snap[52:64], keep[:])
 	}
 	return nil
 }
