@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 )
 
@@ -242,5 +243,68 @@ func TestReplicaSnapshotReplayedSendAndDeleteLeaveNoZombie(t *testing.T) {
 				t.Fatalf("after a restart the new member holds %d messages, want 0: a deleted message came back (recovery: %+v)", n, b.Recovery())
 			}
 		})
+	}
+}
+
+// TestReplicaDroppedProposalStaysOutOfTheIndexAfterARebuild (replica.go
+// invariant 1): a leader that steps down with a proposal in flight is
+// rebuilt from its log, whose recovery skips the dropped proposal's
+// records. The checkpoint after the rebuild must skip them too: it folded
+// every record after the index's position that no void span of this run
+// named, so the dropped send went into the index, and from the next start
+// on a message that never existed held its slot ("recovered message moved
+// to another slot" for the live message sent into it later, whose delete
+// then missed it).
+func TestReplicaDroppedProposalStaysOutOfTheIndexAfterARebuild(t *testing.T) {
+	h, q := newHandShard(t)
+	errc := make(chan error, 1)
+	go func() { _, err := q.Send([]SendEntry{{Body: []byte("dropped")}}, nil); errc <- err }()
+	<-h.rep.kick // proposed, never committed
+	if err := h.leader.SetLeader(false, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("the send of a dropped proposal returned %v, want ErrNotLeader", err)
+	}
+	dir := h.leader.opts.Dir
+	reopen := func() {
+		t.Helper()
+		if err := h.leader.PersistHardState(ReplicaHardState{Term: 1, Vote: 1, Commit: h.next - 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.leader.SyncLog(); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.leader.CloseForRebuild(); err != nil {
+			t.Fatal(err)
+		}
+		h.leader = h.open(dir, &handReplica{kick: make(chan struct{}, 1)})
+	}
+	count := func() int {
+		t.Helper()
+		lq, err := h.leader.Queue("q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := lq.Attributes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(info.Active + info.Inactive + info.Delayed)
+	}
+	reopen() // the rebuild after stepping down
+	if n := count(); n != 0 {
+		t.Fatalf("the rebuilt replica holds %d messages, want 0", n)
+	}
+	r, err := h.leader.repl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	reopen()
+	if n := count(); n != 0 {
+		t.Fatalf("after a checkpoint and a restart the replica holds %d messages, want 0: the dropped send reached the index (recovery: %+v)", n, h.leader.Recovery())
 	}
 }
