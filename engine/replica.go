@@ -578,8 +578,11 @@ func (r *replStore) checkpointLimit(synced uint64) uint64 {
 // validAt reports whether the record at pos belongs to the state
 // (invariant 1), at run time.
 func (r *replStore) validAt(pos uint64, typ uint8) bool {
-	if typ == recEntry || typ == recHardState || typ == recConfState {
+	switch typ {
+	case recEntry, recHardState, recConfState:
 		return false
+	case recRelocate, recRelocateProps:
+		return true // local (as at load: scanTail)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -698,7 +701,29 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 		}
 		r.name(e.names...)
 	}
+	// The tail's records in no entry it holds (dropped proposals, truncated
+	// entries) are void for this run's checkpoints too (invariant 1):
+	// recovery skips them, and so must the fold of the tail into the index.
+	covered := make([]lostSpan, 0, len(ents))
+	for _, e := range ents {
+		if e.first < e.recEnd {
+			covered = append(covered, lostSpan{e.first, e.recEnd})
+		}
+	}
+	sort.Slice(covered, func(i, j int) bool { return covered[i].from < covered[j].from })
+	var void []lostSpan
+	at := from
+	for _, c := range covered {
+		if c.from > at {
+			void = append(void, lostSpan{at, c.from})
+		}
+		at = max(at, c.to)
+	}
+	if at < end {
+		void = append(void, lostSpan{at, end})
+	}
 	r.mu.Lock()
+	r.void = append(r.void, void...)
 	r.ents = append(r.ents[:0], ents...)
 	for k, loc := range sent {
 		r.sentLocked(k, loc)
