@@ -70,6 +70,11 @@ package engine
 //     leave no tombstone and the imported copy in the index: sends of a
 //     seq up to the highest imported or found in the index at start-up
 //     (durableStore.bornSeq) are not born.
+//  9. Should a replica's index and log ever hold two live messages in one
+//     slot, recovery gives the slot to the newer one (the leader sent it
+//     into a slot it had free, and the later records about it name the
+//     slot, as a follower's apply of the newer send does: installLocked)
+//     and moves the older one.
 //
 // Owner: mu guards the proposal and entry bookkeeping; the consensus layer
 // calls PersistEntries, ApplyCommitted and the role changes from one
