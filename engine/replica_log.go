@@ -82,16 +82,19 @@ func (r *replStore) lookUpBodies(b *Broker, recs []byte) (*bodyLocs, error) {
 			k := msgKey{s.qid, s.seq}
 			r.name(k) // before its body is looked up (invariant 6)
 			l.names = append(l.names, k)
-			// A send persisted and not applied yet first (invariant 4):
-			// its entry leaves unapplied only once the send is in the
-			// live state, so a message found in neither is not held here.
+			// The live state's body, else that of a send persisted and
+			// not applied yet (invariant 4). unapplied is asked first:
+			// an entry leaves it only once its sends are in the live
+			// state, so a message found in neither is not held here.
+			// The live body wins (compaction may have relocated the
+			// message after its send was applied, before it was named).
 			r.mu.Lock()
 			held, ok := r.unapplied[k]
 			r.mu.Unlock()
-			loc = held
-			if !ok {
-				pos, size := b.bodyOf(s.qid, s.stripe, s.slot, s.seq)
-				loc = [2]uint64{pos, uint64(size)}
+			pos, size := b.bodyOf(s.qid, s.stripe, s.slot, s.seq)
+			loc = [2]uint64{pos, uint64(size)}
+			if pos == 0 && ok {
+				loc = held
 			}
 		}
 		l.locs = append(l.locs, loc)
@@ -173,8 +176,8 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 					return err
 				}
 				pos, size := loc[0], uint32(loc[1])
-				if loc, ok := r.unapplied[msgKey{s.qid, s.seq}]; ok {
-					pos, size = loc[0], uint32(loc[1])
+				if loc, ok := r.unapplied[msgKey{s.qid, s.seq}]; ok && pos == 0 {
+					pos, size = loc[0], uint32(loc[1]) // sent earlier in this entry
 				}
 				setSnapBody(rec[0].head, pos, size)
 			}
