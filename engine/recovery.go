@@ -220,13 +220,22 @@ func (d *durableStore) recover(b *Broker) error {
 			}
 		}
 	}
+	// A replica notes each queue's highest seq in the index (replica.go
+	// invariant 8); the index's messages come in (queue, seq) order.
+	var topQ, topSeq uint64
 	if d.repl != nil {
-		d.bornSeq = map[uint64]uint64{} // replica.go invariant 8
+		d.bornSeq = map[uint64]uint64{}
+	}
+	noteTop := func() {
+		if d.bornSeq != nil && topSeq != 0 {
+			d.bornSeq[topQ] = topSeq
+		}
 	}
 	err = d.idx.Messages(func(qid, seq uint64, val []byte) error {
-		if d.bornSeq != nil {
-			d.bornSeq[qid] = seq // the index's messages come in (queue, seq) order
+		if qid != topQ {
+			noteTop()
 		}
+		topQ, topSeq = qid, seq
 		k := msgKey{qid, seq}
 		flushTail(k, false)
 		if ti < len(tail) && tail[ti].k == k {
@@ -243,6 +252,7 @@ func (d *durableStore) recover(b *Broker) error {
 	if err != nil {
 		return fmt.Errorf("engine: load messages: %w", err)
 	}
+	noteTop()
 	flushTail(msgKey{^uint64(0), ^uint64(0)}, true)
 	rb.installLater()
 	replayed := f.n
