@@ -73,6 +73,7 @@ func (b *Broker) ApplyCommitted(ents []ReplicaEntry) error {
 		}
 		r.unname(info.names) // its changes are in the state now (invariant 6)
 		r.mu.Lock()
+		r.forgetSendsLocked(info.sends) // its sends are in the state now (invariant 4)
 		// The checkpointer may have dropped older entries meanwhile: find it again.
 		for i := range r.ents {
 			if r.ents[i].index == e.Index {

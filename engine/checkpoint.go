@@ -92,6 +92,7 @@ func (d *durableStore) checkpointLocked() error {
 	}
 	f := d.fold
 	f.reset(d.bornFrom)
+	f.bornSeq = d.bornSeq
 	defer func() {
 		// Keep the fold's memory for the next window unless this one was
 		// large: a map never shrinks, and memory matters more then.

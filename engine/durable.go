@@ -77,7 +77,13 @@ type durableStore struct {
 	boot uint64 // this run's boot counter (invariant 3)
 	// bornFrom is the log end found at start-up: the index may hold puts
 	// of sends before it beyond its checkpoint position (fold.go).
-	bornFrom  uint64
+	bornFrom uint64
+	// bornSeq (a replicated log, replica.go invariant 8): per queue, the
+	// highest seq of a message the index may hold whose send the log
+	// replays after bornFrom (a snapshot's messages, imported or found in
+	// the index at start-up). Guarded by cpMu (set at load, before any
+	// checkpoint, and by ImportState).
+	bornSeq   map[uint64]uint64
 	recovered RecoveryStats
 
 	records     atomic.Int64  // records appended since Open

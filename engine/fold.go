@@ -69,6 +69,9 @@ type fold struct {
 	chunks   []*foldChunk
 	nents    int    // entries in use
 	bornFrom uint64 // sends at or after this position are surely not in the index
+	// bornSeq: per queue, sends of a seq up to this may be in the index
+	// wherever they lie (a replica's replay after a snapshot: durable.go)
+	bornSeq  map[uint64]uint64
 	maxQueue uint64 // highest queue id created in the window
 	n        int    // records applied
 	ft       foldTopics
@@ -185,7 +188,7 @@ func (f *fold) applyMsg(pos uint64, size uint32, typ uint8, payload []byte, inGr
 			f.chunks = append(f.chunks, new(foldChunk))
 		}
 		f.nents++
-		*f.ent(int(i)) = foldMsg{k: k, born: isSendRec(typ) && pos >= f.bornFrom}
+		*f.ent(int(i)) = foldMsg{k: k, born: isSendRec(typ) && pos >= f.bornFrom && s.seq > f.bornSeq[s.qid]}
 	}
 	m := f.ent(int(i))
 	if inGroup {
@@ -202,9 +205,17 @@ func (f *fold) applyMsg(pos uint64, size uint32, typ uint8, payload []byte, inGr
 		return nil
 	}
 	m.gone = false
+	var keep [12]byte // the body location folded before
+	copy(keep[:], m.snap[52:64])
 	copy(m.snap[:], payload[:snapLen])
-	if isSendRec(typ) || isRelocateRec(typ) {
+	switch {
+	case isSendRec(typ) || isRelocateRec(typ):
 		setSnapBody(m.snap[:], pos, size)
+	case seen && binary.LittleEndian.Uint32(m.snap[60:64]) == 0:
+		// A record naming no body (a replica that had not applied the
+		// send yet): the message keeps the body it has, as in live apply
+		// (apply.go installLocked).
+		copy(m.snap[52:64], keep[:])
 	}
 	return nil
 }

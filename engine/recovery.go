@@ -220,7 +220,22 @@ func (d *durableStore) recover(b *Broker) error {
 			}
 		}
 	}
+	// A replica notes each queue's highest seq in the index (replica.go
+	// invariant 8); the index's messages come in (queue, seq) order.
+	var topQ, topSeq uint64
+	if d.repl != nil {
+		d.bornSeq = map[uint64]uint64{}
+	}
+	noteTop := func() {
+		if d.bornSeq != nil && topSeq != 0 {
+			d.bornSeq[topQ] = topSeq
+		}
+	}
 	err = d.idx.Messages(func(qid, seq uint64, val []byte) error {
+		if qid != topQ {
+			noteTop()
+		}
+		topQ, topSeq = qid, seq
 		k := msgKey{qid, seq}
 		flushTail(k, false)
 		if ti < len(tail) && tail[ti].k == k {
@@ -237,7 +252,9 @@ func (d *durableStore) recover(b *Broker) error {
 	if err != nil {
 		return fmt.Errorf("engine: load messages: %w", err)
 	}
+	noteTop()
 	flushTail(msgKey{^uint64(0), ^uint64(0)}, true)
+	rb.installLater()
 	replayed := f.n
 	if err := d.finishRepair(rs, cp); err != nil { // before any append (repair.go)
 		return err
@@ -301,6 +318,8 @@ type rebuild struct {
 	lost      [][snapLen]byte // messages whose bodies are gone: delete records
 	create    []queueVal      // queues recreated by the repair: create records
 	last      *Queue
+	later     [][snapLen]byte // messages whose slots were taken: installLater
+	moving    bool            // installLater runs: a taken slot moves the message
 }
 
 func (rb *rebuild) install(val []byte) {
@@ -340,12 +359,31 @@ func (rb *rebuild) install(val []byte) {
 	st := &q.stripes[s.stripe]
 	idx := s.slot
 	if !st.slab.claim(idx) {
-		// The slot is taken (only possible if the log and index disagree):
-		// put the message elsewhere; handles issued for it stop working.
-		idx = st.slab.n
-		st.slab.claim(idx)
-		rb.b.log.Warn("recovered message moved to another slot", "queue", q.name, "seq", s.seq)
-		rb.moved++
+		// The slot is taken (only possible if the log and index disagree).
+		var e [snapLen]byte
+		switch {
+		case rb.moving:
+			// Put the message elsewhere, above every recorded slot;
+			// handles issued for it stop working.
+			idx = st.slab.n
+			st.slab.claim(idx)
+			rb.b.log.Warn("recovered message moved to another slot", "queue", q.name, "seq", s.seq)
+			rb.moved++
+		case rb.d.repl != nil && st.slab.at(idx).seq < s.seq:
+			// A replica: the leader sent the newer message into a slot
+			// it had free, and the records after it name that slot;
+			// the older one moves (replica.go invariant 9).
+			putSnap(e[:], q.id, s.stripe, idx, st.slab.at(idx))
+			rb.evict(st, idx)
+			rb.later = append(rb.later, e)
+			st.slab.claim(idx)
+		default:
+			// Moved once every message is in (install's caller): a slot
+			// taken now is no other recorded message's.
+			copy(e[:], val)
+			rb.later = append(rb.later, e)
+			return
+		}
 	}
 	sl := st.slab.at(idx)
 	sl.seq = s.seq
@@ -376,6 +414,26 @@ func (rb *rebuild) install(val []byte) {
 			qs.Messages = append(qs.Messages, makeMessageID(s.qid, s.seq).String())
 		}
 	}
+}
+
+// evict takes the message in slot i out again (its slot goes to another
+// message: install).
+func (rb *rebuild) evict(st *stripe, i uint32) {
+	sl := st.slab.at(i)
+	st.unlinkLocked(i)
+	rb.d.addLive(sl.bodyPos, -int64(sl.recSize))
+	st.slab.release(i)
+	rb.installed--
+}
+
+// installLater installs the messages whose slots were taken, each above
+// every recorded slot (so that none takes another recorded message's).
+func (rb *rebuild) installLater() {
+	rb.moving = true
+	for i := range rb.later {
+		rb.install(rb.later[i][:])
+	}
+	rb.later = nil
 }
 
 // finish links the free lists, starts the timers and logs the expiries.

@@ -42,7 +42,11 @@ package engine
 //     known yet (a pending proposal, or a persisted entry not committed).
 //  4. A state, delete or expire record a follower persists names the
 //     follower's own body location (PersistEntries rewrites it), never the
-//     leader's.
+//     leader's; and it names one whenever this replica holds the message,
+//     also when the message's send is persisted but not applied yet
+//     (unapplied): entries are persisted and applied side by side, and a
+//     record with no body location makes the fold forget the body (the
+//     message is then dropped at the next start).
 //  5. Message sequence numbers of a term carry the term in their top 24
 //     bits (seqBase): the terms' leaders never hand out the same one.
 //  6. Compaction never relocates a message that a persisted but not yet
@@ -58,6 +62,19 @@ package engine
 //  7. Compaction removes no segment holding a record of an entry the log
 //     still serves (replayStart): the entries kept after a checkpoint are
 //     read back from their records (Entries).
+//  8. A replica's log may send a message its index holds already: after a
+//     snapshot (ImportState checkpoints the snapshot's messages, and the
+//     log from the snapshot's index replays their sends), also across a
+//     restart. The checkpoint therefore never takes such a send and its
+//     delete for a message born and dead inside its window, which would
+//     leave no tombstone and the imported copy in the index: sends of a
+//     seq up to the highest imported or found in the index at start-up
+//     (durableStore.bornSeq) are not born.
+//  9. Should a replica's index and log ever hold two live messages in one
+//     slot, recovery gives the slot to the newer one (the leader sent it
+//     into a slot it had free, and the later records about it name the
+//     slot, as a follower's apply of the newer send does: installLocked)
+//     and moves the older one.
 //
 // Owner: mu guards the proposal and entry bookkeeping; the consensus layer
 // calls PersistEntries, ApplyCommitted and the role changes from one
@@ -167,6 +184,7 @@ type entryInfo struct {
 	data          []byte // EntryConfChange: the change
 	applied       bool
 	names         []msgKey // a received entry: the messages its state, delete and expire records name (named)
+	sends         []msgKey // a received entry: the messages its records send (unapplied)
 }
 
 // appliedMark is an applied entry, for the checkpoint's applied point.
@@ -189,7 +207,12 @@ type replStore struct {
 	marks   []appliedMark  // guarded by mu: applied entries not yet checkpointed
 	conf    []byte         // guarded by mu: last conf state
 	confIdx uint64         // guarded by mu
-	state   ReplicaState   // what load found
+	// unapplied: where this replica's log holds the bodies of messages
+	// sent by persisted, not yet applied received entries (position,
+	// size), for the records of later entries that change them
+	// (invariant 4): the live state does not hold them yet.
+	unapplied map[msgKey][2]uint64 // guarded by mu
+	state     ReplicaState         // what load found
 
 	// namedMu guards named: the messages that persisted, not yet applied
 	// received entries change (invariant 6), with how many such records
@@ -560,8 +583,11 @@ func (r *replStore) checkpointLimit(synced uint64) uint64 {
 // validAt reports whether the record at pos belongs to the state
 // (invariant 1), at run time.
 func (r *replStore) validAt(pos uint64, typ uint8) bool {
-	if typ == recEntry || typ == recHardState || typ == recConfState {
+	switch typ {
+	case recEntry, recHardState, recConfState:
 		return false
+	case recRelocate, recRelocateProps:
+		return true // local (as at load: scanTail)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -642,7 +668,10 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 		r.marks = append(r.marks, appliedMark{e.index, e.term, e.end})
 		k++
 	}
-	// The entries not applied yet name the messages they change (invariant 6).
+	// The entries not applied yet name the messages they change (invariant
+	// 6), and where they hold the bodies of the messages they send
+	// (invariant 4).
+	sent := map[msgKey][2]uint64{}
 	for i := k; i < len(ents); i++ {
 		e := &ents[i]
 		if e.kind != EntryRecords || e.first >= e.recEnd {
@@ -655,14 +684,55 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 					e.names = append(e.names, msgKey{s.qid, s.seq})
 				}
 			}
+			h := payload
+			switch typ {
+			case recDeadLetter:
+				if len(h) < 2*snapLen {
+					return
+				}
+				h = h[snapLen:] // the message it sends
+			case recSend, recSendProps:
+			default:
+				return
+			}
+			if s, err := decodeSnap(h); err == nil {
+				k := msgKey{s.qid, s.seq}
+				sent[k] = [2]uint64{pos, uint64(size)}
+				e.sends = append(e.sends, k)
+			}
 		})
 		if err != nil {
 			return nil, fmt.Errorf("engine: scan the replicated log: %w", err)
 		}
 		r.name(e.names...)
 	}
+	// The tail's records in no entry it holds (dropped proposals, truncated
+	// entries) are void for this run's checkpoints too (invariant 1):
+	// recovery skips them, and so must the fold of the tail into the index.
+	covered := make([]lostSpan, 0, len(ents))
+	for _, e := range ents {
+		if e.first < e.recEnd {
+			covered = append(covered, lostSpan{e.first, e.recEnd})
+		}
+	}
+	sort.Slice(covered, func(i, j int) bool { return covered[i].from < covered[j].from })
+	var void []lostSpan
+	at := from
+	for _, c := range covered {
+		if c.from > at {
+			void = append(void, lostSpan{at, c.from})
+		}
+		at = max(at, c.to)
+	}
+	if at < end {
+		void = append(void, lostSpan{at, end})
+	}
 	r.mu.Lock()
+	r.void = append(r.void, void...)
 	r.ents = append(r.ents[:0], ents...)
+	for k, loc := range sent {
+		r.sentLocked(k, loc)
+	}
 	r.applied, r.appTerm = applied, appTerm
 	r.state = ReplicaState{HardState: hs, SnapIndex: snapIdx, SnapTerm: snapTerm, Applied: applied, AppliedTerm: appTerm,
 		ConfState: r.conf, ConfStateIndex: r.confIdx}

@@ -82,8 +82,20 @@ func (r *replStore) lookUpBodies(b *Broker, recs []byte) (*bodyLocs, error) {
 			k := msgKey{s.qid, s.seq}
 			r.name(k) // before its body is looked up (invariant 6)
 			l.names = append(l.names, k)
+			// The live state's body, else that of a send persisted and
+			// not applied yet (invariant 4). unapplied is asked first:
+			// an entry leaves it only once its sends are in the live
+			// state, so a message found in neither is not held here.
+			// The live body wins (compaction may have relocated the
+			// message after its send was applied, before it was named).
+			r.mu.Lock()
+			held, ok := r.unapplied[k]
+			r.mu.Unlock()
 			pos, size := b.bodyOf(s.qid, s.stripe, s.slot, s.seq)
 			loc = [2]uint64{pos, uint64(size)}
+			if pos == 0 && ok {
+				loc = held
+			}
 		}
 		l.locs = append(l.locs, loc)
 		return nil
@@ -115,6 +127,7 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 			}
 			r.void = append(r.void, lostSpan{old.first, old.recEnd})
 			r.unname(old.names)
+			r.forgetSendsLocked(old.sends)
 		}
 		r.ents = r.ents[:k]
 	}
@@ -131,10 +144,10 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 			break
 		}
 		// A received entry: its records one by one, so that a change to a
-		// message sent earlier in the same entry names the send's position
-		// here (invariant 4); otherwise the body lookUpBodies found.
+		// message sent earlier in this entry or in a persisted entry not
+		// applied yet names the send's position here (invariant 4);
+		// otherwise the body lookUpBodies found.
 		info.names = locs.names
-		sent := map[msgKey][2]uint64{}
 		i := 0
 		err := decodeRecords(e.Data[8:], func(typ uint8, payload []byte) error {
 			if i >= len(locs.locs) {
@@ -163,8 +176,8 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 					return err
 				}
 				pos, size := loc[0], uint32(loc[1])
-				if loc, ok := sent[msgKey{s.qid, s.seq}]; ok {
-					pos, size = loc[0], uint32(loc[1])
+				if loc, ok := r.unapplied[msgKey{s.qid, s.seq}]; ok && pos == 0 {
+					pos, size = loc[0], uint32(loc[1]) // sent earlier in this entry
 				}
 				setSnapBody(rec[0].head, pos, size)
 			}
@@ -177,7 +190,9 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 					h = h[snapLen:]
 				}
 				s, _ := decodeSnap(h)
-				sent[msgKey{s.qid, s.seq}] = [2]uint64{rec[0].pos, uint64(rec[0].size)}
+				k := msgKey{s.qid, s.seq}
+				r.sentLocked(k, [2]uint64{rec[0].pos, uint64(rec[0].size)})
+				info.sends = append(info.sends, k)
 			}
 			if nrecs == 0 {
 				info.first = rec[0].pos
@@ -203,6 +218,22 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 	info.end = h[0].pos + uint64(h[0].size)
 	r.ents = append(r.ents, info)
 	return nil
+}
+
+// sentLocked notes where a persisted, not yet applied received entry sent
+// message k (invariant 4); forgetSendsLocked forgets it again once the
+// entry is applied (the live state holds the message then) or truncated.
+func (r *replStore) sentLocked(k msgKey, loc [2]uint64) {
+	if r.unapplied == nil {
+		r.unapplied = map[msgKey][2]uint64{}
+	}
+	r.unapplied[k] = loc
+}
+
+func (r *replStore) forgetSendsLocked(keys []msgKey) {
+	for _, k := range keys {
+		delete(r.unapplied, k)
+	}
 }
 
 // pendingByID finds a pending proposal.

@@ -121,6 +121,7 @@ func (b *Broker) ImportState(rd io.Reader, index, term uint64, conf []byte) erro
 	}
 	br := bufio.NewReaderSize(rd, 1<<20)
 	var h [5]byte
+	imported := map[uint64]uint64{} // per queue, the highest seq imported
 	for {
 		if _, err := io.ReadFull(br, h[:]); err != nil {
 			return fmt.Errorf("engine: snapshot stream: %w", err)
@@ -146,7 +147,23 @@ func (b *Broker) ImportState(rd io.Reader, index, term uint64, conf []byte) erro
 		if err := b.applyRecord(recs[0].pos, recs[0].size, typ, payload); err != nil {
 			return err
 		}
+		if isSendRec(typ) {
+			if s, err := decodeSnap(payload); err == nil {
+				imported[s.qid] = max(imported[s.qid], s.seq)
+			}
+		}
 	}
+	// The log from index on replays the sends of messages imported here:
+	// such a send and its delete in one checkpoint window must leave a
+	// tombstone (replica.go invariant 8).
+	r.cpMu.Lock()
+	if r.bornSeq == nil {
+		r.bornSeq = map[uint64]uint64{}
+	}
+	for qid, seq := range imported {
+		r.bornSeq[qid] = max(r.bornSeq[qid], seq)
+	}
+	r.cpMu.Unlock()
 	r.mu.Lock()
 	r.applied, r.appTerm = index, term
 	r.marks = append(r.marks[:0], appliedMark{index, term, uint64(r.wal.End())})
