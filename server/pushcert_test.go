@@ -20,7 +20,9 @@ func TestPushCertServed(t *testing.T) {
 	}
 	env := startEnv(t, envConfig{
 		serverOpts: func(o *Options) { o.PushSigner = signer },
-		engineOpts: func(o *engine.Options) { o.Push = engine.PushOptions{Signer: signer.Key, CertURL: "http://x" + signer.Path()} },
+		engineOpts: func(o *engine.Options) {
+			o.Push = engine.PushOptions{Signer: signer.Key, CertURL: "http://x" + signer.Path()}
+		},
 	})
 	if !strings.HasPrefix(signer.Path(), "/x509_public_certificate-") || !strings.HasSuffix(signer.Path(), ".pem") {
 		t.Fatalf("versioned path %q", signer.Path())
