@@ -79,7 +79,7 @@ type PublishResult struct {
 	MD5       [16]byte  // MD5 of the published body
 	Delivered int       // queue messages stored, one per matching queue subscription
 	Pushes    int       // notifications stored for matching HTTP subscriptions (push_queue.go)
-	Skipped   int       // matching queue subscriptions whose queue no longer exists
+	Skipped   int       // matching subscriptions whose queue (or push queue) does not exist
 }
 
 // pubTarget is one delivery of a publish.
@@ -151,6 +151,11 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 		if s.kind == endpointHTTP {
 			if q := b.internalQueue(pushQueueName(s.id)); q != nil {
 				targets = append(targets, pubTarget{q: q, push: true, body: appendPushEnvelope(nil, &n, n.render(s))})
+			} else {
+				// Only after a start-up that could not restore it (a full
+				// disk, push_queue.go reconcilePush), which it logged.
+				res.Skipped++
+				b.log.Warn("publish skips an HTTP subscription without a push queue", "topic", t.name, "subscription", s.name)
 			}
 			continue
 		}

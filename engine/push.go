@@ -298,8 +298,7 @@ func (b *Broker) startPush() error {
 	}
 	subs, err := b.reconcilePush()
 	if err != nil {
-		b.log.Error("push queues could not be restored; HTTP subscriptions are not pushed", "err", err)
-		return nil
+		b.log.Error("push queues could not all be restored; the subscriptions without one are not pushed until a restart", "err", err)
 	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()

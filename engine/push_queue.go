@@ -132,7 +132,8 @@ func (b *Broker) deletePushQueueLocked(subID uint64) error {
 }
 
 // reconcilePush restores invariant 2 after start-up and returns the HTTP
-// subscriptions, whose push queues now exist.
+// subscriptions. A failure (a full disk refusing the records) leaves the
+// rest done; the caller pushes the subscriptions whose queues exist.
 func (b *Broker) reconcilePush() ([]*subscription, error) {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
@@ -156,22 +157,23 @@ func (b *Broker) reconcilePush() ([]*subscription, error) {
 		}
 	}
 	b.mu.RUnlock()
+	var errs []error
 	for _, id := range orphans {
 		b.log.Info("deleting the push queue of a subscription that no longer exists", "subscription_id", id)
 		if err := b.deletePushQueueLocked(id); err != nil {
-			return nil, err
+			errs = append(errs, err)
 		}
 	}
 	for _, s := range subs {
 		q, err := b.createPushQueueLocked(s.id)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			err = b.leasePushQueueLocked(q)
 		}
-		if err := b.leasePushQueueLocked(q); err != nil {
-			return nil, err
+		if err != nil {
+			errs = append(errs, fmt.Errorf("subscription %s of topic %s: %w", s.name, s.topic, err))
 		}
 	}
-	return subs, nil
+	return subs, errors.Join(errs...)
 }
 
 // leasePushQueueLocked gives push queue q the configured lease as its
