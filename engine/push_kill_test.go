@@ -48,7 +48,8 @@ func TestPushKill9(t *testing.T) {
 	}
 	var mu sync.Mutex
 	pushed := map[string]int{}
-	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))    // the receiver's, under mu
+	killAt := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 8)) // this goroutine's
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
@@ -111,7 +112,7 @@ func TestPushKill9(t *testing.T) {
 		}
 	}
 	for c := range cycles {
-		run(c, true, time.Duration(300+rnd.IntN(500))*time.Millisecond)
+		run(c, true, time.Duration(300+killAt.IntN(500))*time.Millisecond)
 	}
 	if len(acked) == 0 {
 		t.Fatal("no publish was acknowledged")
