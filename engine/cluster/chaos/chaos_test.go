@@ -94,7 +94,8 @@ func startCluster(t *testing.T, nodes, shards int) *Cluster {
 }
 
 // cycles is the number of fault cycles: SMQD_CHAOS_CYCLES, else 100 with
-// -tags long, 5 with -short, 10 otherwise.
+// -tags long, 6 with -short (the first six faults, membership changes
+// included), 10 otherwise.
 func cycles(t *testing.T) int {
 	if s := os.Getenv("SMQD_CHAOS_CYCLES"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -107,7 +108,7 @@ func cycles(t *testing.T) int {
 	case chaosLong:
 		return 100
 	case testing.Short():
-		return 5
+		return 6
 	}
 	return 10
 }
@@ -211,6 +212,13 @@ func runChaos(t *testing.T, nodes, n int) {
 		w.Run(ctx)
 	}()
 	faults := CycleFaults()
+	if only := os.Getenv("SMQD_CHAOS_ONLY"); only != "" {
+		// Debugging one kind of fault: only those whose name contains it.
+		faults = slices.DeleteFunc(faults, func(f Fault) bool { return !strings.Contains(f.Name, only) })
+		if len(faults) == 0 {
+			t.Fatalf("SMQD_CHAOS_ONLY=%q names no fault", only)
+		}
+	}
 	hold := 3 * time.Second
 	for k := 0; k < n && !t.Failed(); k++ {
 		f := faults[k%len(faults)]

@@ -210,3 +210,25 @@ func (c *Client) Healthy(ctx context.Context) bool {
 	status, _, err := c.do(ctx, "GET", "/healthz", nil)
 	return err == nil && status == 200
 }
+
+// Member adds node id with Raft address raft, or removes it when raft is
+// "", through this node (PUT or DELETE /cluster/nodes/{id}, signed). A
+// change refused while a shard elects a leader is tried again until ctx
+// ends.
+func (c *Client) Member(ctx context.Context, id int, raft string) error {
+	method, target := "DELETE", fmt.Sprintf("/cluster/nodes/%d", id)
+	if raft != "" {
+		method, target = "PUT", fmt.Sprintf("/cluster/nodes/%d?raft=%s", id, url.QueryEscape(raft))
+	}
+	for {
+		_, _, err := c.do(ctx, method, target, nil)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s %s: %w", method, target, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -14,6 +14,7 @@ package chaos
 //     the fault is injected.
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -63,6 +64,31 @@ func CycleFaults() []Fault {
 		{"partition: the leader hears nobody (one-way, incoming cut)", func(c *Cluster, shard int) (func() error, error) {
 			c.Isolate(leaderOr(c, shard), false, true)
 			return func() error { c.Heal(); return nil }, nil
+		}},
+		{"remove a follower from the cluster, wipe it, add it back (--join)", func(c *Cluster, shard int) (func() error, error) {
+			l := c.Leader(shard)
+			i := 1 + rand.IntN(len(c.Nodes))
+			for k := 0; i == l && k < 10; k++ {
+				i = 1 + rand.IntN(len(c.Nodes))
+			}
+			s := i%len(c.Nodes) + 1 // a survivor asks for both changes
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := c.Client(s).Member(ctx, i, ""); err != nil {
+				return nil, err
+			}
+			c.Kill(i)
+			if err := c.Wipe(i); err != nil {
+				return nil, err
+			}
+			c.SetExtraArgs(i, []string{"--join"})
+			if err := c.StartNode(i); err != nil {
+				return nil, err
+			}
+			if err := c.Client(s).Member(ctx, i, c.Nodes[i-1].Raft); err != nil {
+				return nil, err
+			}
+			return func() error { c.SetExtraArgs(i, nil); return nil }, nil
 		}},
 		{"clock skew of ±2 s on one node (the leader)", func(c *Cluster, shard int) (func() error, error) {
 			l := leaderOr(c, shard)
