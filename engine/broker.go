@@ -171,16 +171,25 @@ func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err er
 	if err := b.checkDeadLetterTarget(name, cfg); err != nil {
 		return false, err
 	}
+	if _, err := b.createQueueLocked(name, cfg); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// createQueueLocked creates queue name, logged and durable (adminMu held;
+// the caller checked the name and cfg).
+func (b *Broker) createQueueLocked(name string, cfg QueueConfig) (*Queue, error) {
 	now := b.nowMs()
 	id := b.nextQueueID
 	b.nextQueueID++
 	q := newQueue(b, name, id, b.opts.Stripes, newQueueMeta(cfg, now, now))
 	v := q.value()
 	if err := b.logQueueRecord(recQueueCreate, v.encode()); err != nil {
-		return false, err
+		return nil, err
 	}
 	b.addQueueLocked(q)
-	return true, nil
+	return q, nil
 }
 
 // queueByID returns the queue with that id, or nil.
@@ -230,7 +239,13 @@ func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
 			return err
 		}
 	}
-	meta := newQueueMeta(cfg, old.createMs, b.nowMs())
+	return b.setQueueConfigLocked(q, cfg)
+}
+
+// setQueueConfigLocked gives q the configuration cfg, logged and durable
+// (adminMu held; the caller checked cfg).
+func (b *Broker) setQueueConfigLocked(q *Queue, cfg QueueConfig) error {
+	meta := newQueueMeta(cfg, q.meta().createMs, b.nowMs())
 	v := queueVal{id: q.id, stripes: len(q.stripes), createMs: meta.createMs, modifyMs: meta.modifyMs, cfg: cfg, name: q.name}
 	if err := b.logQueueRecord(recQueueConfig, v.encode()); err != nil {
 		return err
@@ -260,6 +275,12 @@ func (b *Broker) DeleteQueue(name string) error {
 	if err != nil {
 		return err
 	}
+	return b.deleteQueueLocked(q)
+}
+
+// deleteQueueLocked deletes q and its messages, logged and durable
+// (adminMu held).
+func (b *Broker) deleteQueueLocked(q *Queue) error {
 	var rec [8]byte
 	binary.LittleEndian.PutUint64(rec[:], q.id)
 	if err := b.logQueueRecord(recQueueDelete, rec[:]); err != nil {

@@ -103,16 +103,7 @@ func (b *Broker) createPushQueueLocked(subID uint64) (*Queue, error) {
 	if q := b.internalQueue(name); q != nil {
 		return q, nil
 	}
-	now := b.nowMs()
-	id := b.nextQueueID
-	b.nextQueueID++
-	q := newQueue(b, name, id, b.opts.Stripes, newQueueMeta(pushQueueConfig(b.pusher.opts.Lease), now, now))
-	v := q.value()
-	if err := b.logQueueRecord(recQueueCreate, v.encode()); err != nil {
-		return nil, err
-	}
-	b.addQueueLocked(q)
-	return q, nil
+	return b.createQueueLocked(name, pushQueueConfig(b.pusher.opts.Lease))
 }
 
 // deletePushQueueLocked deletes the push queue of subscription subID, if
@@ -122,13 +113,7 @@ func (b *Broker) deletePushQueueLocked(subID uint64) error {
 	if q == nil {
 		return nil
 	}
-	var rec [8]byte
-	binary.LittleEndian.PutUint64(rec[:], q.id)
-	if err := b.logQueueRecord(recQueueDelete, rec[:]); err != nil {
-		return err
-	}
-	b.removeQueueLocked(q)
-	return nil
+	return b.deleteQueueLocked(q)
 }
 
 // reconcilePush restores invariant 2 after start-up and returns the HTTP
@@ -179,18 +164,11 @@ func (b *Broker) reconcilePush() ([]*subscription, error) {
 // leasePushQueueLocked gives push queue q the configured lease as its
 // VisibilityTimeout, if it has another (adminMu held).
 func (b *Broker) leasePushQueueLocked(q *Queue) error {
-	old := q.meta()
 	cfg := pushQueueConfig(b.pusher.opts.Lease)
-	if old.cfg == cfg {
+	if q.meta().cfg == cfg {
 		return nil
 	}
-	meta := newQueueMeta(cfg, old.createMs, b.nowMs())
-	v := queueVal{id: q.id, stripes: len(q.stripes), createMs: meta.createMs, modifyMs: meta.modifyMs, cfg: cfg, name: q.name}
-	if err := b.logQueueRecord(recQueueConfig, v.encode()); err != nil {
-		return err
-	}
-	q.cfg.Store(meta)
-	return nil
+	return b.setQueueConfigLocked(q, cfg)
 }
 
 // pushEnvelope is a push queue message's body, decoded.

@@ -179,13 +179,19 @@ func (r *run) queueCreate(ctx context.Context, name string, args []string) error
 	if err != nil {
 		return err
 	}
-	if r.g.json {
-		return r.printJSON(map[string]any{"name": pos[0], "created": created})
-	}
-	if created {
-		fmt.Fprintf(r.env.Stdout, "created queue %s\n", pos[0])
-	} else {
-		fmt.Fprintf(r.env.Stdout, "queue %s exists with these attributes\n", pos[0])
+	return r.printCreated(map[string]any{"name": pos[0], "created": created}, created, "queue "+pos[0])
+}
+
+// printCreated reports a create: js as JSON, else "created WHAT" or "WHAT
+// exists with these attributes" (an identical one existed).
+func (r *run) printCreated(js map[string]any, created bool, what string) error {
+	switch {
+	case r.g.json:
+		return r.printJSON(js)
+	case created:
+		fmt.Fprintf(r.env.Stdout, "created %s\n", what)
+	default:
+		fmt.Fprintf(r.env.Stdout, "%s exists with these attributes\n", what)
 	}
 	return nil
 }

@@ -235,15 +235,8 @@ func (r *run) subCreate(ctx context.Context, name string, args []string) error {
 	if err != nil {
 		return err
 	}
-	if r.g.json {
-		return r.printJSON(map[string]any{"topic": pos[0], "name": pos[1], "created": created})
-	}
-	if created {
-		fmt.Fprintf(r.env.Stdout, "created subscription %s of topic %s\n", pos[1], pos[0])
-	} else {
-		fmt.Fprintf(r.env.Stdout, "subscription %s of topic %s exists with these attributes\n", pos[1], pos[0])
-	}
-	return nil
+	return r.printCreated(map[string]any{"topic": pos[0], "name": pos[1], "created": created}, created,
+		"subscription "+pos[1]+" of topic "+pos[0])
 }
 
 func (r *run) subGet(ctx context.Context, name string, args []string) error {

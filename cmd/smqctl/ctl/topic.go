@@ -240,15 +240,7 @@ func (r *run) topicCreate(ctx context.Context, name string, args []string) error
 	if err != nil {
 		return err
 	}
-	if r.g.json {
-		return r.printJSON(map[string]any{"name": pos[0], "created": created})
-	}
-	if created {
-		fmt.Fprintf(r.env.Stdout, "created topic %s\n", pos[0])
-	} else {
-		fmt.Fprintf(r.env.Stdout, "topic %s exists with these attributes\n", pos[0])
-	}
-	return nil
+	return r.printCreated(map[string]any{"name": pos[0], "created": created}, created, "topic "+pos[0])
 }
 
 func (r *run) topicGet(ctx context.Context, name string, args []string) error {
