@@ -18,6 +18,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"sort"
 )
 
 // ApplyCommitted applies committed entries in order. A leader's own
@@ -37,13 +38,7 @@ func (b *Broker) ApplyCommitted(ents []ReplicaEntry) error {
 			r.mu.Unlock()
 			continue // in the state already (recovery applied it)
 		}
-		k := -1
-		for i := range r.ents {
-			if r.ents[i].index == e.Index {
-				k = i
-				break
-			}
-		}
+		k := r.entAt(e.Index)
 		if k < 0 {
 			r.mu.Unlock()
 			return fmt.Errorf("engine: committed entry %d was never persisted here", e.Index)
@@ -75,17 +70,24 @@ func (b *Broker) ApplyCommitted(ents []ReplicaEntry) error {
 		r.mu.Lock()
 		r.forgetSendsLocked(info.sends) // its sends are in the state now (invariant 4)
 		// The checkpointer may have dropped older entries meanwhile: find it again.
-		for i := range r.ents {
-			if r.ents[i].index == e.Index {
-				r.ents[i].applied = true
-				break
-			}
+		if k := r.entAt(e.Index); k >= 0 {
+			r.ents[k].applied = true
 		}
 		r.applied, r.appTerm = e.Index, e.Term
 		r.marks = append(r.marks, appliedMark{e.Index, e.Term, info.end})
 		r.mu.Unlock()
 	}
 	return nil
+}
+
+// entAt is where r.ents holds the entry at index (ascending by index), or
+// -1. The caller holds r.mu.
+func (r *replStore) entAt(index uint64) int {
+	k := sort.Search(len(r.ents), func(i int) bool { return r.ents[i].index >= index })
+	if k == len(r.ents) || r.ents[k].index != index {
+		return -1
+	}
+	return k
 }
 
 // applyRecord installs one record into the live state.

@@ -20,6 +20,10 @@ package cluster
 //     state while it runs; the loop replaces the broker (a rebuild, a
 //     snapshot install) only after waiting for the worker to be idle
 //     (barrier), so the worker never writes to a broker being replaced.
+//  3. In --sync always, every batch holding entries, a snapshot, or a
+//     new term or vote is synced before its responses leave; the batches
+//     are processed one at a time, so when a batch starts, every entry
+//     written before it is durable already.
 //
 // Owner: mu guards the queue and the idle flag; the worker goroutine owns
 // what it took from the queue.
@@ -138,20 +142,27 @@ func (a *appender) run() {
 
 // process persists a batch of MsgStorageAppend messages, makes them
 // durable with one fsync if any carries responses, and delivers those.
+//
+// A batch that only moves the commit index needs no fsync (invariant 3):
+// a lost commit index is learnt again from the leader, as etcd raft's
+// MustSync says; whatever its responses acknowledge was synced by an
+// earlier batch.
 func (a *appender) process(batch []*pb.Message) error {
 	s := a.s
 	b := s.broker()
 	if b == nil {
 		return errNoBroker
 	}
-	respond := false
+	respond, mustSync := false, false
 	for _, m := range batch {
 		if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
 			// Its state was installed before Raft saw it (installSnapshot).
 			meta := snap.GetMetadata()
 			s.st.reset(b, meta.GetIndex(), meta.GetTerm(), meta.GetConfState())
+			mustSync = true
 		}
 		if len(m.Entries) > 0 {
+			mustSync = true
 			ents := make([]engine.ReplicaEntry, len(m.Entries))
 			for i, e := range m.Entries {
 				ents[i] = fromPB(e)
@@ -162,6 +173,9 @@ func (a *appender) process(batch []*pb.Message) error {
 			s.st.append(m.Entries)
 		}
 		if m.Term != nil { // the Ready had a hard state
+			if term, vote := s.st.termVote(); m.GetTerm() != term || m.GetVote() != vote {
+				mustSync = true
+			}
 			if err := b.PersistHardState(engine.ReplicaHardState{Term: m.GetTerm(), Vote: m.GetVote(), Commit: m.GetCommit()}); err != nil {
 				return err
 			}
@@ -169,7 +183,7 @@ func (a *appender) process(batch []*pb.Message) error {
 		}
 		respond = respond || len(m.Responses) > 0
 	}
-	if respond && s.n.cfg.SyncAlways {
+	if respond && mustSync && s.n.cfg.SyncAlways {
 		if err := b.SyncLog(); err != nil {
 			return err
 		}

@@ -24,6 +24,12 @@ import (
 // with --sync always an acknowledgement means a majority holds the change
 // durably.
 //
+// Even rounds keep only what each node fsynced. Seen failing there, in
+// the first round (make test's), with the append worker's fsync skipped
+// for batches holding entries (append.go, invariant 3): acknowledged sends
+// gone, deletes back; the random-prefix rounds alone missed that in 20
+// rounds (the WAL's lazy fsync, 5 ms later, narrows the window).
+//
 // Seen failing: (1) before replStore.append refused the records of a
 // replica that had just stepped down (it dropped them and the operation
 // was acknowledged: deletes came back, 1-3 per failing round, about half
@@ -134,8 +140,7 @@ func powerLossRound(t *testing.T, seed uint64) {
 
 	// Power fails: every node's directory, then the images of all logs at
 	// one instant, while the load runs; only what was acknowledged before
-	// the directories were copied counts.
-	lossAt := time.Now()
+	// that instant counts.
 	images := make([]*wal.MemFS, 3)
 	dirs := make([]string, 3)
 	// Every directory first, then every log: what a node's directory says
@@ -147,7 +152,14 @@ func powerLossRound(t *testing.T, seed uint64) {
 			t.Fatalf("copy node %d: %v %s", i+1, err, out)
 		}
 	}
-	copy(images, wal.CrashCloneAll(rnd, fss...)) // one instant for all: a power loss
+	// Even rounds keep nothing that was not fsynced (what a missed fsync
+	// loses is then lost on every node); odd ones a random prefix of it.
+	crnd := rnd
+	if seed%2 == 0 {
+		crnd = nil
+	}
+	lossAt := time.Now()
+	copy(images, wal.CrashCloneAll(crnd, fss...)) // one instant for all: a power loss
 	stop()
 	wg.Wait()
 	for i := range c.nodes {

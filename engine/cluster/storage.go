@@ -28,7 +28,8 @@ import (
 	"github.com/smqd/smqd/engine"
 )
 
-// recentEntries bounds the window of entries kept in memory.
+// recentEntries bounds the window of entries kept in memory (it holds up
+// to an eighth more between trims).
 const recentEntries = 4096
 
 type raftStorage struct {
@@ -45,7 +46,12 @@ type raftStorage struct {
 // newRaftStorage loads the storage state of a shard broker just opened.
 func newRaftStorage(b *engine.Broker, st engine.ReplicaState, cs *pb.ConfState) *raftStorage {
 	s := &raftStorage{b: b, cs: cs, snapIndex: st.SnapIndex, snapTerm: st.SnapTerm}
-	s.hs = &pb.HardState{Term: proto.Uint64(st.HardState.Term), Vote: proto.Uint64(st.HardState.Vote), Commit: proto.Uint64(st.HardState.Commit)}
+	// A commit index is not synced on its own (append.go, invariant 3), so
+	// the checkpoint may have folded entries past the last one that reached
+	// the disk; those were committed, and Raft refuses (panics on) an
+	// applied index above its commit index.
+	commit := max(st.HardState.Commit, st.Applied)
+	s.hs = &pb.HardState{Term: proto.Uint64(st.HardState.Term), Vote: proto.Uint64(st.HardState.Vote), Commit: proto.Uint64(commit)}
 	for _, e := range st.Entries {
 		s.terms = append(s.terms, e.Term)
 	}
@@ -170,9 +176,18 @@ func (s *raftStorage) append(ents []*pb.Entry) {
 		}
 	}
 	s.recent = append(s.recent, ents...)
-	if n := len(s.recent); n > recentEntries {
+	// Trimmed to recentEntries once it holds an eighth more: one copy per
+	// recentEntries/8 appends, not one per append.
+	if n := len(s.recent); n > recentEntries+recentEntries/8 {
 		s.recent = append(s.recent[:0:0], s.recent[n-recentEntries:]...)
 	}
+}
+
+// termVote is the term and vote of the hard state last persisted.
+func (s *raftStorage) termVote() (term, vote uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hs.GetTerm(), s.hs.GetVote()
 }
 
 // setHardState records the hard state just persisted.
