@@ -6,8 +6,12 @@ import "fmt"
 // It walks every slot, so it is for tests only.
 func (st *stripe) checkLocked() error {
 	inLane := map[uint32]bool{}
-	for p := range st.lanes {
-		ln := st.lanes[p]
+	lanes := st.lanes
+	if lanes == nil {
+		lanes = newLanes() // none yet: all empty
+	}
+	for p := range lanes {
+		ln := lanes[p]
 		bit := st.laneBits.Load()&(1<<uint(p)) != 0
 		if (ln.head != nilSlot) != bit {
 			return fmt.Errorf("lane %d: head %d but bit %v (inv 1)", p, ln.head, bit)
@@ -85,7 +89,7 @@ func (st *stripe) checkLocked() error {
 			}
 		}
 	}
-	if act != st.nActive || inact != st.nInactive || del != st.nDelayed {
+	if act != int64(st.nActive) || inact != int64(st.nInactive) || del != int64(st.nDelayed) {
 		return fmt.Errorf("counts %d/%d/%d, slots say %d/%d/%d (inv 3)", st.nActive, st.nInactive, st.nDelayed, act, inact, del)
 	}
 	return nil

@@ -465,9 +465,9 @@ func (q *Queue) Attributes() (QueueInfo, error) {
 			st.mu.Unlock()
 			return QueueInfo{}, q.goneErr()
 		}
-		info.Active += st.nActive
-		info.Inactive += st.nInactive
-		info.Delayed += st.nDelayed
+		info.Active += int64(st.nActive)
+		info.Inactive += int64(st.nInactive)
+		info.Delayed += int64(st.nDelayed)
 		st.mu.Unlock()
 	}
 	return info, nil
@@ -489,9 +489,9 @@ func (q *Queue) counts() (active, inactive, delayed int64) {
 	for i := range q.stripes {
 		st := &q.stripes[i]
 		st.mu.Lock()
-		active += st.nActive
-		inactive += st.nInactive
-		delayed += st.nDelayed
+		active += int64(st.nActive)
+		inactive += int64(st.nInactive)
+		delayed += int64(st.nDelayed)
 		st.mu.Unlock()
 	}
 	return

@@ -453,7 +453,7 @@ func (q *Queue) peek(max int, dst []Message, again int) ([]Message, error) {
 			return dst, q.goneErr()
 		}
 		n := 0
-		for p := 0; p < numLanes && n < max; p++ {
+		for p := 0; st.lanes != nil && p < numLanes && n < max; p++ {
 			for idx := st.lanes[p].head; idx != nilSlot && n < max; idx = st.slab.at(idx).next {
 				s := st.slab.at(idx)
 				cands = append(cands, cand{

@@ -9,7 +9,8 @@ package engine
 // to the wheel's next event.
 //
 // Invariants (checked by checkLocked in tests):
-//  1. laneBits bit p is set exactly when lane p is non-empty.
+//  1. laneBits bit p is set exactly when lane p is non-empty (lanes is nil,
+//     every lane empty, until the first push).
 //  2. Every Active slot is in the lane of its priority and in the wheel (at
 //     its expiry); every Delayed or Inactive slot is in the wheel only (at
 //     min(visible, expiry)); pending and free slots are in neither.
@@ -44,7 +45,7 @@ type stripe struct {
 	q     *Queue
 	slab  slab
 	wheel timingWheel
-	lanes [numLanes]lane
+	lanes *[numLanes]lane // allocated at the first push (newLanes): an empty queue's stripes hold none
 
 	laneBits   atomic.Uint32 // bit p: lane p non-empty
 	idx        uint8
@@ -52,7 +53,7 @@ type stripe struct {
 	dead       bool         // the queue was deleted or the broker closed
 	due        atomic.Int64 // lower bound of the next wheel event, ms
 
-	nActive, nInactive, nDelayed int64
+	nActive, nInactive, nDelayed int32 // a stripe holds fewer than 2^32 slots
 
 	timer   Timer // fires at timerAt to advance the wheel
 	timerAt int64
@@ -66,16 +67,25 @@ func (st *stripe) init(q *Queue, idx int, now int64) {
 	st.idx = uint8(idx)
 	st.slab = newSlab()
 	st.wheel = newTimingWheel(now)
-	for p := range st.lanes {
-		st.lanes[p] = lane{nilSlot, nilSlot}
-	}
 	st.due.Store(math.MaxInt64)
+}
+
+// newLanes returns 16 empty lanes.
+func newLanes() *[numLanes]lane {
+	l := new([numLanes]lane)
+	for p := range l {
+		l[p] = lane{nilSlot, nilSlot}
+	}
+	return l
 }
 
 // lanePushLocked appends slot i to the tail of its priority's lane.
 func (st *stripe) lanePushLocked(i uint32) {
 	s := st.slab.at(i)
 	p := s.prio() - 1
+	if st.lanes == nil {
+		st.lanes = newLanes()
+	}
 	ln := &st.lanes[p]
 	s.next, s.prev = nilSlot, ln.tail
 	if ln.tail != nilSlot {
@@ -281,9 +291,7 @@ func (st *stripe) killLocked() {
 	}
 	st.slab = newSlab()
 	st.wheel = newTimingWheel(st.wheel.now)
-	for p := range st.lanes {
-		st.lanes[p] = lane{nilSlot, nilSlot}
-	}
+	st.lanes = nil
 	st.laneBits.Store(0)
 	st.due.Store(math.MaxInt64)
 	st.nActive, st.nInactive, st.nDelayed = 0, 0, 0
