@@ -144,13 +144,17 @@ func (s *shard) start(voters []uint64) error {
 	}
 	s.st = newRaftStorage(b, rs, cs)
 	cfg := &raft.Config{
-		ID:                        s.n.cfg.NodeID,
-		ElectionTick:              s.n.cfg.ElectionTicks,
-		HeartbeatTick:             1,
-		Storage:                   s.st,
-		Applied:                   rs.Applied,
-		MaxSizePerMsg:             1 << 20,
-		MaxInflightMsgs:           256,
+		ID:              s.n.cfg.NodeID,
+		ElectionTick:    s.n.cfg.ElectionTicks,
+		HeartbeatTick:   1,
+		Storage:         s.st,
+		Applied:         rs.Applied,
+		MaxSizePerMsg:   1 << 20,
+		MaxInflightMsgs: 256,
+		// What a follower catching up is sent ahead of its
+		// acknowledgements (entries read back from the log): 8 MiB, not
+		// 256 messages of up to 1 MiB.
+		MaxInflightBytes:          maxInflightBytes,
 		MaxUncommittedEntriesSize: 1 << 30,
 		CheckQuorum:               true,
 		PreVote:                   true,
@@ -217,8 +221,12 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			s.rn.Tick()
 		case m := <-s.inbox:
 			s.step(m)
+			// A few more, then the Ready: every step may queue appends (entries
+			// read back from the log for a follower catching up), held until
+			// the Ready sends them. Draining 4096 held up to 1.4 GB of them on
+			// a leader of 3 shards (measured).
 		drain:
-			for i := 0; i < 4096; i++ {
+			for i := 0; i < inboxBatch; i++ {
 				select {
 				case m := <-s.inbox:
 					s.step(m)

@@ -28,9 +28,23 @@ import (
 	"github.com/smqd/smqd/engine"
 )
 
-// recentEntries bounds the window of entries kept in memory (it holds up
-// to an eighth more between trims).
-const recentEntries = 4096
+// The window of recent entries kept in memory holds at most recentEntries
+// entries and recentBytes of their data (a trim takes it down to 7/8 of
+// both). The bytes bound is what matters for memory: at batch 16 with
+// 1 KiB bodies an entry is about 17 KiB, and a node holds a window per
+// shard.
+const (
+	recentEntries = 4096
+	recentBytes   = 8 << 20
+)
+
+// inboxBatch is how many received messages a shard's loop steps before it
+// takes a Ready (shard.run).
+const inboxBatch = 64
+
+// maxInflightBytes bounds the entry data a shard's leader has sent one
+// follower and not yet seen acknowledged (raft.Config.MaxInflightBytes).
+const maxInflightBytes = 8 << 20
 
 type raftStorage struct {
 	mu        sync.Mutex
@@ -41,6 +55,7 @@ type raftStorage struct {
 	snapTerm  uint64
 	terms     []uint64
 	recent    []*pb.Entry // the newest entries, ascending, contiguous, ending at the last
+	recentLen int         // bytes of data in recent
 }
 
 // newRaftStorage loads the storage state of a shard broker just opened.
@@ -168,19 +183,43 @@ func (s *raftStorage) append(ents []*pb.Entry) {
 	// The recent window: drop what the new entries replace, add them.
 	if len(s.recent) > 0 {
 		if r0 := s.recent[0].GetIndex(); first <= r0 {
-			s.recent = s.recent[:0]
+			s.cutRecentLocked(0)
 		} else if first-r0 < uint64(len(s.recent)) {
-			s.recent = s.recent[:first-r0]
+			s.cutRecentLocked(int(first - r0))
 		} else if first-r0 > uint64(len(s.recent)) {
-			s.recent = s.recent[:0] // not contiguous
+			s.cutRecentLocked(0) // not contiguous
 		}
 	}
-	s.recent = append(s.recent, ents...)
-	// Trimmed to recentEntries once it holds an eighth more: one copy per
-	// recentEntries/8 appends, not one per append.
-	if n := len(s.recent); n > recentEntries+recentEntries/8 {
-		s.recent = append(s.recent[:0:0], s.recent[n-recentEntries:]...)
+	for _, e := range ents {
+		s.recentLen += len(e.GetData())
 	}
+	s.recent = append(s.recent, ents...)
+	s.trimRecentLocked()
+}
+
+// cutRecentLocked drops the window's entries from position k on.
+func (s *raftStorage) cutRecentLocked(k int) {
+	for i := k; i < len(s.recent); i++ {
+		s.recentLen -= len(s.recent[i].GetData())
+		s.recent[i] = nil
+	}
+	s.recent = s.recent[:k]
+}
+
+// trimRecentLocked drops the oldest entries of a window over its bounds,
+// down to 7/8 of them: one copy of the window per many appends, not one per
+// append. The newest entry always stays.
+func (s *raftStorage) trimRecentLocked() {
+	n := len(s.recent)
+	if n <= recentEntries && s.recentLen <= recentBytes {
+		return
+	}
+	k := 0
+	for k < n-1 && (n-k > recentEntries*7/8 || s.recentLen > recentBytes*7/8) {
+		s.recentLen -= len(s.recent[k].GetData())
+		k++
+	}
+	s.recent = append(s.recent[:0:0], s.recent[k:]...)
 }
 
 // termVote is the term and vote of the hard state last persisted.
@@ -220,6 +259,7 @@ func (s *raftStorage) compact(applied uint64) {
 	s.terms = append(s.terms[:0:0], s.terms[idx-s.snapIndex:]...)
 	s.snapIndex, s.snapTerm = idx, term
 	for len(s.recent) > 0 && s.recent[0].GetIndex() <= idx {
+		s.recentLen -= len(s.recent[0].GetData())
 		s.recent = s.recent[1:]
 	}
 }
@@ -231,7 +271,7 @@ func (s *raftStorage) reset(b *engine.Broker, index, term uint64, cs *pb.ConfSta
 	defer s.mu.Unlock()
 	s.b = b
 	s.snapIndex, s.snapTerm = index, term
-	s.terms, s.recent = nil, nil
+	s.terms, s.recent, s.recentLen = nil, nil, 0
 	s.cs = proto.Clone(cs).(*pb.ConfState)
 	if s.hs.GetCommit() < index {
 		s.hs.Commit = proto.Uint64(index)

@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/smqd/smqd/engine"
 )
@@ -41,5 +43,45 @@ func TestStorageCommitCoversApplied(t *testing.T) {
 	st.HardState.Commit = 9
 	if hs, _, _ := newRaftStorage(nil, st, &pb.ConfState{Voters: []uint64{1}}).InitialState(); hs.GetCommit() != 9 {
 		t.Fatalf("commit %d, want 9", hs.GetCommit())
+	}
+}
+
+// The window of recent entries stays within its bounds, contiguous and
+// ending at the last entry, with its byte count exact, through appends
+// that replace a suffix (Raft's truncation), driven by seeds. Seen failing
+// with the byte count not lowered for a replaced suffix.
+func TestStorageRecentWindow(t *testing.T) {
+	for seed := uint64(1); seed <= 5; seed++ {
+		rnd := rand.New(rand.NewPCG(seed, 7))
+		s := newRaftStorage(nil, engine.ReplicaState{}, &pb.ConfState{Voters: []uint64{1}})
+		last := uint64(0)
+		for step := range 20000 {
+			first := last + 1
+			if last > 10 && rnd.IntN(50) == 0 {
+				first = last - uint64(rnd.IntN(10)) // replaces a suffix
+			}
+			var ents []*pb.Entry
+			for i := range 1 + rnd.IntN(4) {
+				idx := first + uint64(i)
+				ents = append(ents, &pb.Entry{Index: proto.Uint64(idx), Term: proto.Uint64(1), Data: make([]byte, rnd.IntN(8<<10))})
+			}
+			s.append(ents)
+			last = ents[len(ents)-1].GetIndex()
+			sum := 0
+			for i, e := range s.recent {
+				sum += len(e.GetData())
+				if i > 0 && e.GetIndex() != s.recent[i-1].GetIndex()+1 {
+					t.Fatalf("seed %d step %d: window not contiguous at %d", seed, step, i)
+				}
+			}
+			switch {
+			case sum != s.recentLen:
+				t.Fatalf("seed %d step %d: window holds %d bytes, counted %d", seed, step, sum, s.recentLen)
+			case len(s.recent) == 0 || s.recent[len(s.recent)-1].GetIndex() != last:
+				t.Fatalf("seed %d step %d: window does not end at the last entry %d", seed, step, last)
+			case len(s.recent) > recentEntries || (s.recentLen > recentBytes && len(s.recent) > 1):
+				t.Fatalf("seed %d step %d: window of %d entries, %d bytes", seed, step, len(s.recent), s.recentLen)
+			}
+		}
 	}
 }
