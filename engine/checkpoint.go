@@ -149,6 +149,9 @@ func (d *durableStore) checkpointLocked() error {
 		return fmt.Errorf("checkpoint: commit index: %w", mapErr(err))
 	}
 	d.cpPos.Store(to)
+	if d.repl != nil {
+		d.repl.pruneVoid(to)
+	}
 	d.cpRecords.Store(recsNow)
 	d.checkpoints.Add(1)
 	d.kick() // segments before the new position may go now

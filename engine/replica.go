@@ -580,6 +580,29 @@ func (r *replStore) checkpointLimit(synced uint64) uint64 {
 	return limit
 }
 
+// pruneVoid forgets the void spans that end at or before to, the end of a
+// checkpoint just committed: no later checkpoint reads a record there. A
+// leader keeps them all: an operation whose proposal failed may come to
+// waitDurable only after a checkpoint, and must find its records void
+// (a leader's spans go with the broker, which is reopened when it steps
+// down). A follower runs no operations, so its spans (entries Raft
+// truncated, gaps in the tail at load) would otherwise only grow.
+func (r *replStore) pruneVoid(to uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader {
+		return
+	}
+	keep := r.void[:0]
+	for _, v := range r.void {
+		if v.to > to {
+			keep = append(keep, v)
+		}
+	}
+	clear(r.void[len(keep):])
+	r.void = keep
+}
+
 // validAt reports whether the record at pos belongs to the state
 // (invariant 1), at run time.
 func (r *replStore) validAt(pos uint64, typ uint8) bool {
