@@ -61,19 +61,25 @@ func TestReplicaFollowerVoidSpansPrunedByCheckpoint(t *testing.T) {
 	if n := h.followerCount(); n != 3 {
 		t.Fatalf("the follower holds %d messages, want 3 (the truncated entries' sends are not state)", n)
 	}
-	// A leader keeps its spans (a late waiter must find its records void).
+	// A broker that has led keeps its spans, also once it stepped down (a
+	// late waiter must find its records void, TestReplicaWaitAfterStepDown).
 	lr, err := h.leader.repl()
 	if err != nil {
 		t.Fatal(err)
 	}
-	lr.mu.Lock()
-	lr.void = append(lr.void, lostSpan{1, 2})
-	lr.mu.Unlock()
-	lr.pruneVoid(1 << 62)
-	lr.mu.Lock()
-	n := len(lr.void)
-	lr.mu.Unlock()
-	if n == 0 {
-		t.Fatal("a leader forgot a void span")
+	for _, leading := range []bool{true, false} {
+		if err := h.leader.SetLeader(leading, 1); err != nil {
+			t.Fatal(err)
+		}
+		lr.mu.Lock()
+		lr.void = append(lr.void, lostSpan{1, 2})
+		lr.mu.Unlock()
+		lr.pruneVoid(1 << 62)
+		lr.mu.Lock()
+		n := len(lr.void)
+		lr.mu.Unlock()
+		if n == 0 {
+			t.Fatalf("a broker that led forgot a void span (leading now: %v)", leading)
+		}
 	}
 }
