@@ -24,11 +24,14 @@ import (
 // with --sync always an acknowledgement means a majority holds the change
 // durably.
 //
-// Even rounds keep only what each node fsynced. Seen failing there, in
-// the first round (make test's), with the append worker's fsync skipped
-// for batches holding entries (append.go, invariant 3): acknowledged sends
-// gone, deletes back; the random-prefix rounds alone missed that in 20
-// rounds (the WAL's lazy fsync, 5 ms later, narrows the window).
+// Only what was acknowledged before the instant of the crash images
+// counts, and even rounds keep only what each node fsynced. Seen failing in
+// every round, make test's first included, with the append worker's fsync
+// skipped for batches holding entries (append.go, invariant 3): 14 to 55
+// acknowledged sends gone, 6 to 30 deletes back. Before, when
+// acknowledgements counted up to the copy of the directories (tens of
+// milliseconds before the images, time enough for the WAL's own lazy
+// fsync to cover them), 20 rounds missed that.
 //
 // Seen failing: (1) before replStore.append refused the records of a
 // replica that had just stepped down (it dropped them and the operation
