@@ -104,6 +104,9 @@ func (b *Broker) checkDeadLetterTarget(name string, cfg QueueConfig) error {
 // Inactive until a visibility timeout from now without counting a dequeue,
 // and adds it to mv.
 func (st *stripe) hideForMoveLocked(idx uint32, now, visMs int64, mv *moves) {
+	if now < st.wheel.now {
+		now = st.wheel.now // as in takeLocked
+	}
 	s := st.slab.at(idx)
 	st.laneRemoveLocked(idx)
 	st.wheel.remove(&st.slab, idx)
@@ -354,6 +357,9 @@ func (q *Queue) deadLetterHandle(h ReceiptHandle, t *Queue, sub *subscription) (
 		return false, q.goneErr()
 	}
 	woken := st.advanceLocked(now)
+	if now < st.wheel.now {
+		now = st.wheel.now // as in takeLocked
+	}
 	idx, err := st.lookupLocked(h, now)
 	if err == nil && st.slab.at(idx).state() != stInactive {
 		err = ErrMessageNotExist // delayed: never received

@@ -209,6 +209,13 @@ func nextMessage(dst []Message) ([]Message, *Message) {
 // returned but hidden and added to mv (deadletter.go; nil: the queue has
 // no live policy), while mv has room.
 func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []bodyLoc, mv *moves) []Message {
+	if now < st.wheel.now {
+		// The caller read its time before taking the lock, and another
+		// goroutine has advanced the wheel past it since: a visibility
+		// deadline computed from the older time could lie in the wheel's
+		// past (seen: a panic in TestPush* with a fake clock that jumps).
+		now = st.wheel.now
+	}
 	q := st.q
 	visMs := q.meta().visMs
 	for k := 0; k < want; k++ {
