@@ -104,10 +104,7 @@ func (b *Broker) checkDeadLetterTarget(name string, cfg QueueConfig) error {
 // Inactive until a visibility timeout from now without counting a dequeue,
 // and adds it to mv.
 func (st *stripe) hideForMoveLocked(idx uint32, now, visMs int64, mv *moves) {
-	if now < st.wheel.now {
-		now = st.wheel.now // as in takeLocked
-	}
-	s := st.slab.at(idx)
+	s := st.slab.at(idx) // now: takeLocked's, never behind the wheel
 	st.laneRemoveLocked(idx)
 	st.wheel.remove(&st.slab, idx)
 	s.setState(stInactive)
