@@ -392,6 +392,54 @@ func (r *replStore) waitDurable(pos uint64) error {
 	return p.err
 }
 
+// exportSettleTimeout bounds how long ExportState waits for the
+// proposals in flight at its end (exportFence).
+const exportSettleTimeout = 10 * time.Second
+
+// errExportUncommitted: the state ExportState read may hold a change that
+// never commits. The follower asks again.
+var errExportUncommitted = errors.New("engine: snapshot: the state holds changes of a failed proposal; try again")
+
+// exportFence makes an ExportState stream hold committed changes only. A
+// leader's live state also holds the changes of its proposals in flight,
+// and one of them may fail (the leader loses the lead). Every change the
+// stream shows was made under its stripe's lock, and its records were
+// proposed under that lock (Replica), so when ExportState has read its
+// last stripe, each of those changes is committed, failed, or pending.
+// exportFence waits for the pending ones and fails if any proposal of
+// this broker ever failed: a broker whose proposal failed is rebuilt from
+// the log (SetLeader), and until then its state may hold that change. A
+// follower's state holds only applied entries, which are committed.
+func (r *replStore) exportFence() error {
+	r.mu.Lock()
+	pend := append([]*pendingProp(nil), r.pending...)
+	r.mu.Unlock()
+	var timeout <-chan time.Time
+	for _, p := range pend {
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		if timeout == nil {
+			t := time.NewTimer(exportSettleTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-p.done:
+		case <-timeout:
+			return fmt.Errorf("engine: snapshot: proposals in flight did not settle within %v", exportSettleTimeout)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.propFailed > 0 {
+		return errExportUncommitted
+	}
+	return nil
+}
+
 // resolveLocked settles p and removes it from pending.
 func (r *replStore) resolveLocked(p *pendingProp, err error) {
 	select {

@@ -10,7 +10,10 @@ package engine
 // That is enough because the follower then replays the log from the
 // snapshot's index, and records carry full snapshots: replaying a change
 // over a state that already has it, or a delete of a message the stream
-// lacks, converges to the leader's state (apply.go).
+// lacks, converges to the leader's state (apply.go). It holds committed
+// changes only: a leader's state also holds those of its proposals in
+// flight, so the end mark is written only once they have committed
+// (replStore.exportFence); a stream without it is refused.
 //
 // ImportState writes the stream into a new, empty replicated broker as
 // local records, installs them, records the snapshot's index and the
@@ -30,6 +33,8 @@ import (
 // that would create it, then an end mark. It is fuzzy (stripes are read one
 // after the other while the broker goes on); the importer replays the log
 // from the snapshot's index over it (the comment at the top of snapshot.go).
+// On a replicated broker it ends with an error, and no end mark, if the
+// state may hold a change that never commits.
 //
 // For engine/cluster, which sends it to a replica too far behind; it works
 // on any broker.
@@ -87,8 +92,15 @@ func (b *Broker) ExportState(w io.Writer) error {
 			for i := range items {
 				var m Message
 				ok, err := q.readBody(r, &m, &items[i].loc)
-				if err != nil || !ok {
-					continue // gone meanwhile, or damaged: the follower does without it
+				switch {
+				case errors.Is(err, errDamaged):
+					// Lost here too: a receive drops it (poison.go).
+					b.log.Warn("snapshot: a message's body is damaged; the follower does without it", "queue", q.name, "seq", items[i].loc.seq, "err", err)
+					continue
+				case err != nil:
+					return err // the stream must not lack a live message
+				case !ok:
+					continue // gone meanwhile: by a change the log replays after the snapshot
 				}
 				copy(head[:snapLen], items[i].snap[:])
 				copy(head[snapLen:], m.MD5[:])
@@ -102,11 +114,22 @@ func (b *Broker) ExportState(w io.Writer) error {
 			}
 		}
 	}
+	if rs, ok := b.store.(*replStore); ok {
+		// Only committed changes (exportFence); without the end mark the
+		// follower refuses the stream.
+		if err := rs.exportFence(); err != nil {
+			return err
+		}
+	}
 	if err := put(0, nil, nil); err != nil { // the end mark
 		return err
 	}
 	return bw.Flush()
 }
+
+// maxStateRecord bounds one record of an ExportState stream (a queue or a
+// message with its body).
+const maxStateRecord = 32 << 20
 
 // ImportState fills a new, empty replicated broker from an ExportState
 // stream, as the state of entry index of term, with the configuration conf,
@@ -130,7 +153,7 @@ func (b *Broker) ImportState(rd io.Reader, index, term uint64, conf []byte) erro
 		if typ == 0 {
 			break
 		}
-		if n > 32<<20 {
+		if n > maxStateRecord {
 			return fmt.Errorf("%w: snapshot record of %d bytes", errBadRecord, n)
 		}
 		payload := make([]byte, n)
@@ -180,4 +203,45 @@ func (b *Broker) ImportState(rd io.Reader, index, term uint64, conf []byte) erro
 		return errors.New("engine: snapshot import: the checkpoint did not cover the imported state")
 	}
 	return nil
+}
+
+// CopyState copies an ExportState stream from src to dst up to and
+// including its end mark, checking only its framing. It fails if src ends
+// first: an export that failed (or a connection lost) sends no end mark.
+//
+// For engine/cluster: a member spools the stream and installs it only once
+// it is whole, so that a failed transfer leaves its old state as it was.
+func CopyState(dst io.Writer, src io.Reader) (int64, error) {
+	br := bufio.NewReaderSize(src, 1<<20)
+	var h [5]byte
+	var n int64
+	for {
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			return n, fmt.Errorf("engine: snapshot stream: %w", noEOF(err))
+		}
+		if _, err := dst.Write(h[:]); err != nil {
+			return n, err
+		}
+		n += int64(len(h))
+		if h[0] == 0 {
+			return n, nil
+		}
+		size := binary.LittleEndian.Uint32(h[1:])
+		if size > maxStateRecord {
+			return n, fmt.Errorf("%w: snapshot record of %d bytes", errBadRecord, size)
+		}
+		c, err := io.CopyN(dst, br, int64(size))
+		n += c
+		if err != nil {
+			return n, fmt.Errorf("engine: snapshot stream: %w", noEOF(err))
+		}
+	}
+}
+
+// noEOF turns a stream's early end into io.ErrUnexpectedEOF.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }

@@ -157,6 +157,10 @@ func (s *shard) start(voters []uint64) error {
 		MaxInflightBytes:          maxInflightBytes,
 		MaxUncommittedEntriesSize: 1 << 30,
 		CheckQuorum:               true,
+		// A proposal that reaches a member which no longer leads is
+		// dropped, not forwarded: its broker fails it (handleSoftState),
+		// and forwarded it could still commit.
+		DisableProposalForwarding: true,
 		PreVote:                   true,
 		AsyncStorageWrites:        true, // append.go
 		Logger:                    raftLogger{s.log},
@@ -246,10 +250,25 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 		for _, f := range ctl {
 			f()
 		}
+		if len(props) > 0 {
+			if st := s.rn.BasicStatus(); st.RaftState == raft.StateLeader && st.LeadTransferee != raft.None {
+				// Handing the lead over (balance.go): Raft drops proposals
+				// until the transfer ends, and one that fails leaves this
+				// leader leading with changes the log never gets. Held, in
+				// order, until it ends (a tick wakes the loop); if the lead
+				// went, handleSoftState drops them with their broker.
+				s.pmu.Lock()
+				s.props = append(props, s.props...)
+				s.pmu.Unlock()
+				props = nil
+			}
+		}
 		for _, p := range props {
 			if err := s.rn.Propose(p); err != nil {
-				// Not the leader any more (or never): the broker's pending
-				// proposals fail when it learns that (handleSoftState).
+				// Not the leader any more (or never; a follower does not
+				// forward them: DisableProposalForwarding): the broker's
+				// pending proposals fail when it learns that
+				// (handleSoftState).
 				s.log.Debug("proposal dropped", "err", err)
 			}
 			s.proposals.Add(1)
@@ -433,6 +452,13 @@ func (s *shard) handleSoftState(ss *raft.SoftState) error {
 		if err := b.SetLeader(false, 0); err != nil {
 			return err
 		}
+		// Proposals still queued failed with SetLeader (it settles every
+		// pending one), and the broker refuses new ones now: proposed
+		// later, in a term this member might lead again, they would
+		// commit changes whose clients were told they failed.
+		s.pmu.Lock()
+		s.props = nil
+		s.pmu.Unlock()
 		if wasReady {
 			return s.rebuild()
 		}

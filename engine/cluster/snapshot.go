@@ -6,7 +6,9 @@ package cluster
 //
 // Raft's MsgSnap carries only the point (index, term, configuration). The
 // follower's loop, before stepping it, fetches the state from the sender
-// over a connection of its own (transport.go, kind 1) and installs it:
+// over a connection of its own (transport.go, kind 1) into <shard dir>.snap
+// until its end mark (a stream cut short changes nothing here) and
+// installs it:
 //
 //  1. write <shard dir>.install holding the hard state (term, vote): the
 //     install replaces the directory, and term and vote must survive it;
@@ -47,11 +49,14 @@ func (s *shard) installSnapshot(m *pb.Message) error {
 		return fmt.Errorf("no address for node %d", m.GetFrom())
 	}
 	start := time.Now()
-	rc, err := s.n.tr.fetchSnapshot(addr, s.id)
+	spool, err := s.fetchWhole(addr)
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
+	defer func() {
+		spool.Close()
+		os.Remove(spool.Name())
+	}()
 	s.app.barrier() // the append worker must not write to the broker replaced below
 	if err := s.app.failed(); err != nil {
 		return err
@@ -77,7 +82,7 @@ func (s *shard) installSnapshot(m *pb.Message) error {
 		b.Close()
 		return err
 	}
-	if err := b.ImportState(rc, meta.GetIndex(), meta.GetTerm(), conf); err != nil {
+	if err := b.ImportState(spool, meta.GetIndex(), meta.GetTerm(), conf); err != nil {
 		b.Close()
 		return err
 	}
@@ -101,6 +106,32 @@ func (s *shard) installSnapshot(m *pb.Message) error {
 	s.n.snapshots.Add(1)
 	s.log.Info("snapshot installed", "index", meta.GetIndex(), "term", meta.GetTerm(), "from", m.GetFrom(), "took", time.Since(start))
 	return nil
+}
+
+// fetchWhole fetches the shard's state from the member at addr into a
+// file beside the shard's directory, and returns it positioned at its
+// start once it holds the whole stream (engine.CopyState): a transfer cut
+// short, or an export that failed (engine.ExportState sends no end mark
+// then), leaves the member's state as it was.
+func (s *shard) fetchWhole(addr string) (*os.File, error) {
+	rc, err := s.n.tr.fetchSnapshot(addr, s.id)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(s.dir+".snap", os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if _, err = engine.CopyState(f, rc); err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return f, nil
 }
 
 // serveSnapshot streams the shard's state to a follower (transport.go)
@@ -160,6 +191,9 @@ func writeMarker(path string, term, vote uint64) error {
 // recoverInterruptedInstall finishes an install a crash interrupted (see
 // the file comment).
 func (s *shard) recoverInterruptedInstall() error {
+	if err := os.Remove(s.dir + ".snap"); err != nil && !os.IsNotExist(err) {
+		return err // a fetch the crash cut short
+	}
 	v, err := os.ReadFile(s.markerPath())
 	if os.IsNotExist(err) {
 		return nil
