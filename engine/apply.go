@@ -196,9 +196,9 @@ func (st *stripe) unlinkLocked(i uint32) {
 
 // installLocked makes slot s.slot hold the message snap describes, with
 // its body at bodyPos, in the state its times give at now (as recovery does).
-// A message already there is updated; another one there (the log says the
-// slot was freed and reused) is replaced. It returns the messages made
-// Active.
+// A message already there is updated; an older one there (the log says the
+// slot was freed and reused) is replaced; a newer one stays. It returns the
+// messages made Active.
 func (st *stripe) installLocked(s msgSnap, bodyPos uint64, recSize uint32, now int64) int {
 	b := st.q.b
 	fresh := false
@@ -211,6 +211,12 @@ func (st *stripe) installLocked(s msgSnap, bodyPos uint64, recSize uint32, now i
 		fresh = true
 	}
 	sl := st.slab.at(s.slot)
+	if !fresh && sl.seq > s.seq {
+		// A slot's messages come in seq order (a leader's seqs grow, its
+		// term in their top bits), so the record is about a message gone
+		// before this one came: a replay over a newer, fuzzy snapshot.
+		return 0
+	}
 	if !fresh {
 		if bodyPos == 0 && sl.seq == s.seq {
 			bodyPos, recSize = sl.bodyPos, sl.recSize // the change of a message we hold

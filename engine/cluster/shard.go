@@ -157,10 +157,6 @@ func (s *shard) start(voters []uint64) error {
 		MaxInflightBytes:          maxInflightBytes,
 		MaxUncommittedEntriesSize: 1 << 30,
 		CheckQuorum:               true,
-		// A proposal that reaches a member which no longer leads is
-		// dropped, not forwarded: its broker fails it (handleSoftState),
-		// and forwarded it could still commit.
-		DisableProposalForwarding: true,
 		PreVote:                   true,
 		AsyncStorageWrites:        true, // append.go
 		Logger:                    raftLogger{s.log},
@@ -251,7 +247,16 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			f()
 		}
 		if len(props) > 0 {
-			if st := s.rn.BasicStatus(); st.RaftState == raft.StateLeader && st.LeadTransferee != raft.None {
+			switch st := s.rn.BasicStatus(); {
+			case st.RaftState != raft.StateLeader:
+				// No longer the leader: the broker's pending proposals fail
+				// when it learns that (handleSoftState). Not proposed: Raft
+				// would forward them to the new leader, where they could
+				// commit although their clients are told they failed.
+				// (Conf changes are still forwarded: rejoin.go.)
+				s.log.Debug("proposals dropped: not the leader", "n", len(props))
+				props = nil
+			case st.LeadTransferee != raft.None:
 				// Handing the lead over (balance.go): Raft drops proposals
 				// until the transfer ends, and one that fails leaves this
 				// leader leading with changes the log never gets. Held, in
@@ -265,10 +270,6 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 		}
 		for _, p := range props {
 			if err := s.rn.Propose(p); err != nil {
-				// Not the leader any more (or never; a follower does not
-				// forward them: DisableProposalForwarding): the broker's
-				// pending proposals fail when it learns that
-				// (handleSoftState).
 				s.log.Debug("proposal dropped", "err", err)
 			}
 			s.proposals.Add(1)
