@@ -238,6 +238,7 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 		res.BacklogStart, berr = r.backlogNow(ctx)
 	}
 	waitUntil(ctx, end, done)
+	measured := time.Since(warmEnd)
 	cpu1 := sampleCPU(r.serverPID(), r.cfg.ServerPIDs...)
 	if produce && consume {
 		if b, err := r.backlogNow(ctx); err == nil {
@@ -249,6 +250,11 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 	<-done
 	stopProgress()
 	res.WindowS = cfg.Duration.Seconds()
+	if measured > 0 && measured < cfg.Duration {
+		// The workers stopped before the window's end (a message cap ran
+		// out): the rates are over the time they ran, as the CPU is.
+		res.WindowS = measured.Seconds()
+	}
 	var msgs int64
 	for _, w := range r.all() {
 		if consume {
