@@ -27,7 +27,8 @@
 # and every node, works; the single node and RabbitMQ get the same queues). Server CPU per message is the sum over the system's
 # processes (three smqd or three beam.smp).
 #
-# Scenarios: b16 = cycle --batch 16, b1 = cycle --batch 1. The summary gives
+# Scenarios: b16 = cycle --batch 16, b1 = cycle --batch 1 (--scenarios ""
+# runs only the catch-up and the backlog). The summary gives
 # each system's deleted/s (median, min..max over the repeats) and the ratios
 # of medians cluster/single and cluster/rabbitmq3, with the load average
 # before each run.
@@ -284,7 +285,7 @@ for s in scen:
     print()
 EOF
 }
-summary | tee "$OUT/summary.txt"
+if [ -s "$RESULTS" ]; then summary | tee "$OUT/summary.txt"; fi # --scenarios "": catch-up and backlog only
 
 # --- catch-up and memory ---------------------------------------------------------
 rss() { awk '/^VmRSS/{printf "%.0f MiB", $2/1024}' "/proc/$1/status"; }

@@ -26,8 +26,8 @@ package engine
 // persists the entries it receives (PersistEntries) and applies committed
 // ones to their state record by record (ApplyCommitted, apply.go). A leader
 // serves only once it has applied every entry before its own term's first
-// (SetLeader); a leader that steps down is closed without a checkpoint and
-// reopened (its state may hold changes that were never committed).
+// (SetLeader); a leader that steps down with changes never committed in its
+// state (Diverged) is closed without a checkpoint and reopened.
 //
 // Invariants:
 //  1. A record is part of the shard's state iff it is local (a relocation)
@@ -86,6 +86,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/smqd/smqd/index"
@@ -223,6 +224,11 @@ type replStore struct {
 
 	propLat    latencyHist // guarded by mu: proposal to commit
 	propFailed uint64      // guarded by mu: proposals that failed (leader lost)
+
+	// diverged: the live state may hold a change the log does not make —
+	// a failed proposal's, or one whose records were refused because the
+	// replica no longer led (Diverged). Set under mu.
+	diverged atomic.Bool
 }
 
 // name records that a persisted, not yet applied entry changes the
@@ -340,10 +346,15 @@ func (r *replStore) append(recs []logRec) error {
 	if !r.leader {
 		// Not (or no longer) the leader: an operation that passed writable
 		// just before the replica stepped down must not be acknowledged, so
-		// its records are refused, not silently dropped (the broker is
-		// rebuilt from the log anyway).
+		// its records are refused, not silently dropped. Its change is in
+		// the live state, so the broker is rebuilt from the log (Diverged);
+		// an expiry is not such a change: every replica makes it at the
+		// same time, and the leader logs it.
 		for i := range recs {
 			recs[i].pos, recs[i].size = 0, 0
+			if recs[i].typ != recExpire {
+				r.diverged.Store(true)
+			}
 		}
 		return ErrNotLeader
 	}
@@ -406,10 +417,11 @@ var errExportUncommitted = errors.New("engine: snapshot: the state holds changes
 // stream shows was made under its stripe's lock, and its records were
 // proposed under that lock (Replica), so when ExportState has read its
 // last stripe, each of those changes is committed, failed, or pending.
-// exportFence waits for the pending ones and fails if any proposal of
-// this broker ever failed: a broker whose proposal failed is rebuilt from
-// the log (SetLeader), and until then its state may hold that change. A
-// follower's state holds only applied entries, which are committed.
+// exportFence waits for the pending ones and fails if the broker has
+// diverged (a proposal of it failed, or a change was refused: Diverged): it
+// is rebuilt from the log, and until then its state may hold that change.
+// A follower's state otherwise holds only applied entries, which are
+// committed.
 func (r *replStore) exportFence() error {
 	r.mu.Lock()
 	pend := append([]*pendingProp(nil), r.pending...)
@@ -432,9 +444,7 @@ func (r *replStore) exportFence() error {
 			return fmt.Errorf("engine: snapshot: proposals in flight did not settle within %v", exportSettleTimeout)
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.propFailed > 0 {
+	if r.diverged.Load() {
 		return errExportUncommitted
 	}
 	return nil
@@ -453,6 +463,7 @@ func (r *replStore) resolveLocked(p *pendingProp, err error) {
 		r.propLat.observe(time.Since(p.start).Seconds())
 	} else {
 		r.propFailed++
+		r.diverged.Store(true)
 	}
 	for i, q := range r.pending {
 		if q == p {
@@ -477,11 +488,18 @@ func (r *replStore) adminRecord(typ uint8, payload []byte) error {
 	return r.waitDurable(recs[0].pos)
 }
 
+// ErrDiverged: SetLeader(true) on a broker whose state may hold changes
+// its log does not make (Diverged). Reopen it (CloseForRebuild, Open) first.
+var ErrDiverged = errors.New("engine: the replica's state holds changes its log does not; reopen it")
+
 // SetLeader makes the replica take changes (leader) as the leader of term,
 // or stop taking them. A leader's message sequence numbers start above
 // term<<40 (invariant 5). Stepping down fails every pending proposal with
-// ErrNotLeader; the consensus layer then reopens the broker
-// (CloseForRebuild), since its state may hold changes never committed.
+// ErrNotLeader and wakes every waiting receive (it answers ErrNotLeader).
+// If a proposal failed, the state holds a change never committed
+// (Diverged), and the consensus layer must reopen the broker
+// (CloseForRebuild) before it leads again; otherwise the broker goes on as
+// a follower. SetLeader(true) on a diverged broker returns ErrDiverged.
 //
 // For engine/cluster: it needs a broker opened with Options.Replica (others
 // return an error).
@@ -491,6 +509,10 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 		return errors.New("engine: SetLeader on a broker without replication")
 	}
 	r.mu.Lock()
+	if leader && r.diverged.Load() {
+		r.mu.Unlock()
+		return ErrDiverged
+	}
 	r.leader, r.term = leader, term
 	r.led = r.led || leader
 	if !leader {
@@ -499,6 +521,14 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 		}
 	}
 	r.mu.Unlock()
+	if !leader {
+		// Long polls waiting here would take messages a follower applies.
+		b.mu.RLock()
+		for _, q := range b.queues {
+			q.waiters.wake(-1)
+		}
+		b.mu.RUnlock()
+	}
 	if leader {
 		// A follower claimed slots where the log said (apply.go): make the
 		// free lists right before this replica allocates.
@@ -521,6 +551,20 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 		b.mu.RUnlock()
 	}
 	return nil
+}
+
+// Diverged reports whether the broker's live state may hold a change its
+// log does not make: a proposal of it failed, or a change was refused
+// because it no longer led (an operation that was under way when it
+// stepped down). Such a broker must be reopened (CloseForRebuild, Open)
+// before it leads again or serves its state; the log, and so the index,
+// never holds those changes. A broker that stepped down with every change
+// committed has not diverged and goes on as a follower.
+//
+// For engine/cluster; false on a broker without replication.
+func (b *Broker) Diverged() bool {
+	r, ok := b.store.(*replStore)
+	return ok && r.diverged.Load()
 }
 
 // CloseForRebuild closes a replicated broker without a final checkpoint,

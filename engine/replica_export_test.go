@@ -5,14 +5,18 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // TestReplicaExportHoldsOnlyCommittedChanges (replica.go exportFence;
 // docs/chaos.md, open findings): a leader's live state holds the change of
 // a proposal in flight. A snapshot read then must not reach a new member
-// unless that proposal commits: if it fails (the leader loses the lead),
-// the new member would hold a message the log never sends (here) or lack
-// one whose failed delete it took, and could lead with that state.
+// unless that proposal commits: here a delete, which takes the message out
+// of the state at once; if its proposal fails (the leader loses the lead),
+// the log keeps the message, and a new member installing that snapshot
+// would lack it for good (and could lead with that state). A send in
+// flight is no such case: ExportState skips a message whose send is not
+// settled, and the log replays it.
 func TestReplicaExportHoldsOnlyCommittedChanges(t *testing.T) {
 	for _, commit := range []bool{true, false} {
 		name := "failed"
@@ -22,12 +26,25 @@ func TestReplicaExportHoldsOnlyCommittedChanges(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h, q := newHandShard(t)
 			snapIdx := h.next - 1
-			h.do(func() error { _, err := q.Send([]SendEntry{{Body: []byte("a")}}, nil); return err })
+			h.do(func() error { _, err := q.Send([]SendEntry{{Body: []byte("a")}, {Body: []byte("b")}}, nil); return err })
+			var msgs []Message
+			h.do(func() (err error) {
+				msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: 1}, nil)
+				return err
+			})
+			if len(msgs) != 1 {
+				t.Fatalf("received %d messages, want 1", len(msgs))
+			}
 
-			// b's proposal is in flight: its change is in the leader's state.
-			sent := make(chan error, 1)
-			go func() { _, err := q.Send([]SendEntry{{Body: []byte("b")}}, nil); sent <- err }()
-			<-h.rep.kick
+			// The delete's proposal is in flight: the message is out of the
+			// leader's state already.
+			deleted := make(chan error, 1)
+			go func() {
+				errs := make([]error, 1)
+				_, err := q.Delete([]ReceiptHandle{msgs[0].Handle}, errs)
+				deleted <- errors.Join(err, errs[0])
+			}()
+			h.waitProposals(1)
 			var snap bytes.Buffer
 			exported := make(chan error, 1)
 			go func() { exported <- h.leader.ExportState(&snap) }()
@@ -36,16 +53,16 @@ func TestReplicaExportHoldsOnlyCommittedChanges(t *testing.T) {
 			} else if err := h.leader.SetLeader(false, 0); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-sent; commit != (err == nil) {
-				t.Fatalf("send of b: %v", err)
+			if err := <-deleted; commit != (err == nil) {
+				t.Fatalf("delete: %v", err)
 			}
 			err := <-exported
+			b := h.open(t.TempDir(), &handReplica{kick: make(chan struct{}, 1)})
+			defer b.Close()
 			if !commit {
 				if err == nil {
 					t.Fatal("the export of a state holding a failed proposal's change succeeded")
 				}
-				b := h.open(t.TempDir(), &handReplica{kick: make(chan struct{}, 1)})
-				defer b.Close()
 				if err := b.ImportState(&snap, snapIdx, 1, nil); err == nil {
 					t.Fatal("a new member installed the stream of a failed export")
 				}
@@ -54,9 +71,18 @@ func TestReplicaExportHoldsOnlyCommittedChanges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := h.open(t.TempDir(), &handReplica{kick: make(chan struct{}, 1)})
-			defer b.Close()
+			// A new member: the snapshot, then the log after its index.
 			if err := b.ImportState(&snap, snapIdx, 1, nil); err != nil {
+				t.Fatal(err)
+			}
+			ents, ok, err := h.leader.Entries(snapIdx+1, h.next, 1<<30)
+			if err != nil || !ok {
+				t.Fatalf("entries after the snapshot: ok %v, err %v", ok, err)
+			}
+			if err := b.PersistEntries(ents); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.ApplyCommitted(ents); err != nil {
 				t.Fatal(err)
 			}
 			fq, err := b.Queue("q")
@@ -67,8 +93,8 @@ func TestReplicaExportHoldsOnlyCommittedChanges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info.Active != 2 {
-				t.Fatalf("the new member holds %d messages, want 2", info.Active)
+			if n := info.Active + info.Inactive + info.Delayed; n != 1 {
+				t.Fatalf("the new member holds %d messages, want 1", n)
 			}
 		})
 	}
@@ -81,7 +107,7 @@ func TestReplicaExportAfterAFailedProposal(t *testing.T) {
 	h, q := newHandShard(t)
 	sent := make(chan error, 1)
 	go func() { _, err := q.Send([]SendEntry{{Body: []byte("b")}}, nil); sent <- err }()
-	<-h.rep.kick
+	h.waitProposals(1)
 	if err := h.leader.SetLeader(false, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -202,4 +228,18 @@ func firstKey(m map[uint64]bool) uint64 {
 		return k
 	}
 	return 0
+}
+
+// waitProposals waits until n proposals are queued and not yet committed
+// (a kick left over from an earlier operation says nothing).
+func (h *handShard) waitProposals(n int) {
+	for {
+		h.rep.mu.Lock()
+		k := len(h.rep.props)
+		h.rep.mu.Unlock()
+		if k >= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -17,9 +17,16 @@ package cluster
 // taking changes only once every entry before its term's first has been
 // applied (ready), so that nothing a previous leader committed is missed.
 // When it stops being the leader after taking changes, its broker may hold
-// changes that were never committed: the loop persists the hard state,
-// closes the broker without a checkpoint and opens it again (rebuild), which
-// folds only committed records (engine/replica.go).
+// changes that were never committed: a proposal that failed at the
+// step-down, or an operation under way then whose records were refused
+// (engine.Broker.Diverged). Only then the loop persists the hard state,
+// closes the broker without a checkpoint and opens it again (rebuild),
+// which folds only committed records (engine/replica.go); it checks again
+// on every round while it follows, and before it leads. A broker whose
+// every change was committed goes on as a follower: a rebuild loads the
+// whole state again (seconds with a large backlog), during which the
+// shard's loop answers nobody, and under load that made the leadership
+// flap (docs/cluster-benchmarks.md, "Catch-up with 1 KiB bodies").
 //
 // Owner: run owns the RawNode, the broker pointer's writes and the
 // storage's writes; b is also read by request handlers (an atomic pointer).
@@ -65,14 +72,18 @@ type shard struct {
 
 	lead      atomic.Uint64 // the leader this member knows (0: none)
 	term      atomic.Uint64
-	ready     atomic.Bool          // this member leads and its broker takes changes
-	leaderOf  uint64               // run: the term this member leads, 0 if it does not
-	firstOurs uint64               // run: index of the first entry of leaderOf's term, once seen
-	elections atomic.Int64         // elections this member saw won (leader changes)
-	lastLead  uint64               // run
-	proposals atomic.Int64         // proposals handed to Raft (metrics)
-	balanceOK int                  // run: consecutive checks the preferred leader was ready (balance.go)
-	heard     map[uint64]time.Time // run: when each other member last sent this member a message (balance.go)
+	ready     atomic.Bool  // this member leads and its broker takes changes
+	leaderOf  uint64       // run: the term this member leads, 0 if it does not
+	firstOurs uint64       // run: index of the first entry of leaderOf's term, once seen
+	elections atomic.Int64 // elections this member saw won (leader changes)
+	lastLead  uint64       // run
+	proposals atomic.Int64 // proposals handed to Raft (metrics)
+	rebuilds  atomic.Int64 // broker reopened from the log (diverged at a step-down)
+	// rebuildsSkipped: step-downs of a ready leader whose every change was
+	// committed, so that its broker went on as a follower.
+	rebuildsSkipped atomic.Int64
+	balanceOK       int                  // run: consecutive checks the preferred leader was ready (balance.go)
+	heard           map[uint64]time.Time // run: when each other member last sent this member a message (balance.go)
 }
 
 // Propose implements engine.Replica: it only queues.
@@ -275,6 +286,9 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			s.proposals.Add(1)
 		}
 		err := s.app.failed()
+		if err == nil {
+			err = s.rebuildIfDiverged()
+		}
 		for err == nil && s.rn.HasReady() {
 			err = s.handleReady(s.rn.Ready())
 		}
@@ -376,7 +390,16 @@ func (s *shard) applyCommitted(b *engine.Broker, committed []*pb.Entry) error {
 	}
 	last := committed[len(committed)-1].GetIndex()
 	if s.leaderOf != 0 && !s.ready.Load() && s.firstOurs != 0 && last >= s.firstOurs {
-		if err := b.SetLeader(true, s.leaderOf); err != nil {
+		err := b.SetLeader(true, s.leaderOf)
+		if errors.Is(err, engine.ErrDiverged) {
+			// An operation under way at an earlier step-down left a change
+			// the log does not make: rebuild, then lead.
+			if err = s.rebuild(); err == nil {
+				b = s.broker()
+				err = b.SetLeader(true, s.leaderOf)
+			}
+		}
+		if err != nil {
 			return err
 		}
 		s.ready.Store(true)
@@ -460,9 +483,23 @@ func (s *shard) handleSoftState(ss *raft.SoftState) error {
 		s.pmu.Lock()
 		s.props = nil
 		s.pmu.Unlock()
-		if wasReady {
+		if b.Diverged() {
 			return s.rebuild()
 		}
+		if wasReady {
+			s.rebuildsSkipped.Add(1)
+			s.log.Info("stepped down; every change this member made is committed: no rebuild")
+		}
+	}
+	return nil
+}
+
+// rebuildIfDiverged rebuilds the broker of a member that does not lead if
+// an operation under way at its step-down changed its state after it
+// (engine.Broker.Diverged).
+func (s *shard) rebuildIfDiverged() error {
+	if b := s.broker(); s.leaderOf == 0 && b != nil && b.Diverged() {
+		return s.rebuild()
 	}
 	return nil
 }
@@ -488,7 +525,8 @@ func (s *shard) rebuild() error {
 	}
 	s.st.setBroker(b)
 	s.b.Store(b)
-	s.log.Info("shard state rebuilt from the committed log after losing leadership", "took", time.Since(start))
+	s.rebuilds.Add(1)
+	s.log.Info("shard state rebuilt from the committed log", "took", time.Since(start))
 	return nil
 }
 

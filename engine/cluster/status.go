@@ -46,6 +46,11 @@ type ShardStatus struct {
 	Voters    []uint64 `json:"voters"`
 	Elections int64    `json:"elections"` // leader changes this node saw
 	Proposals int64    `json:"proposals"`
+	// Rebuilds: the shard's broker reopened from the log after a step-down
+	// that left changes never committed in its state; RebuildsSkipped:
+	// step-downs that left none (the broker went on as a follower).
+	Rebuilds        int64 `json:"rebuilds"`
+	RebuildsSkipped int64 `json:"rebuilds_skipped"`
 	// Followers: on the leader only, each follower's progress.
 	Followers []FollowerStatus `json:"followers,omitempty"`
 	// Replica: the shard broker's replication counters.
@@ -90,7 +95,8 @@ func (n *Node) Status() Status {
 	deadline := time.After(time.Second)
 	for i, s := range n.shards {
 		ss := ShardStatus{Shard: s.id, Leader: s.lead.Load(), Term: s.term.Load(), Ready: s.ready.Load(),
-			Role: "unknown", Voters: s.st.votersNow(), Elections: s.elections.Load(), Proposals: s.proposals.Load()}
+			Role: "unknown", Voters: s.st.votersNow(), Elections: s.elections.Load(), Proposals: s.proposals.Load(),
+			Rebuilds: s.rebuilds.Load(), RebuildsSkipped: s.rebuildsSkipped.Load()}
 		select {
 		case rs := <-res[i]:
 			ss.Role = roleName(rs.RaftState)
