@@ -135,6 +135,9 @@ func (m *metrics) init(s *Server) {
 		collectors.NewGoCollector(),
 		newBrokerCollector(s),
 	)
+	if s.c != nil {
+		m.reg.MustRegister(newClusterCollector(s.c))
+	}
 }
 
 func (m *metrics) observe(o op, status int, d time.Duration) {

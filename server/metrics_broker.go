@@ -326,15 +326,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 func sumHistograms(ss []engine.StorageStats, get func(*engine.StorageStats) *wal.Histogram) wal.Histogram {
 	var out wal.Histogram
 	for i := range ss {
-		h := get(&ss[i])
-		if out.Bounds == nil {
-			out.Bounds, out.Counts = h.Bounds, make([]uint64, len(h.Counts))
-		}
-		for j := range min(len(out.Counts), len(h.Counts)) {
-			out.Counts[j] += h.Counts[j]
-		}
-		out.Count += h.Count
-		out.Sum += h.Sum
+		out.Add(*get(&ss[i]))
 	}
 	return out
 }
@@ -343,6 +335,12 @@ func sumHistograms(ss []engine.StorageStats, get func(*engine.StorageStats) *wal
 // counts and their upper bounds; a count without a bound, or with an
 // infinite one, belongs to the +Inf bucket, which the encoder adds.
 func (c *brokerCollector) histogram(ch chan<- prometheus.Metric, desc *prometheus.Desc, bounds []float64, counts []uint64, sum float64) {
+	constHistogram(ch, desc, bounds, counts, sum)
+}
+
+// constHistogram sends a constant histogram (see histogram) with the
+// given label values.
+func constHistogram(ch chan<- prometheus.Metric, desc *prometheus.Desc, bounds []float64, counts []uint64, sum float64, labels ...string) {
 	buckets := make(map[float64]uint64, len(bounds))
 	var cum uint64
 	for i, n := range counts {
@@ -351,9 +349,9 @@ func (c *brokerCollector) histogram(ch chan<- prometheus.Metric, desc *prometheu
 			buckets[bounds[i]] = cum
 		}
 	}
-	m, err := prometheus.NewConstHistogram(desc, cum, sum, buckets)
+	m, err := prometheus.NewConstHistogram(desc, cum, sum, buckets, labels...)
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(desc, errors.Join(errors.New("wal histogram"), err))
+		ch <- prometheus.NewInvalidMetric(desc, errors.Join(errors.New("histogram"), err))
 		return
 	}
 	ch <- m

@@ -21,6 +21,19 @@ type Histogram struct {
 	Sum    float64 // sum of the observations
 }
 
+// Add adds o's observations to h. The bounds must be the same; an empty h
+// takes o's.
+func (h *Histogram) Add(o Histogram) {
+	if h.Bounds == nil {
+		h.Bounds, h.Counts = o.Bounds, make([]uint64, len(o.Counts))
+	}
+	for j := range min(len(h.Counts), len(o.Counts)) {
+		h.Counts[j] += o.Counts[j]
+	}
+	h.Count += o.Count
+	h.Sum += o.Sum
+}
+
 // Stats are cumulative counters since Open.
 type Stats struct {
 	Records           uint64 // records appended

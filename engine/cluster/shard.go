@@ -47,6 +47,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/wal"
 )
 
 type shard struct {
@@ -82,8 +83,14 @@ type shard struct {
 	// rebuildsSkipped: step-downs of a ready leader whose every change was
 	// committed, so that its broker went on as a follower.
 	rebuildsSkipped atomic.Int64
-	balanceOK       int                  // run: consecutive checks the preferred leader was ready (balance.go)
-	heard           map[uint64]time.Time // run: when each other member last sent this member a message (balance.go)
+
+	// The replication counters of the brokers this shard replaced
+	// (retire), so that the metrics stay monotonic across rebuilds.
+	statsMu       sync.Mutex
+	retiredFailed uint64               // guarded by statsMu
+	retiredLat    wal.Histogram        // guarded by statsMu
+	balanceOK     int                  // run: consecutive checks the preferred leader was ready (balance.go)
+	heard         map[uint64]time.Time // run: when each other member last sent this member a message (balance.go)
 }
 
 // Propose implements engine.Replica: it only queues.
@@ -494,6 +501,19 @@ func (s *shard) handleSoftState(ss *raft.SoftState) error {
 	return nil
 }
 
+// retire adds the replication counters of a broker about to be replaced
+// to the shard's.
+func (s *shard) retire(b *engine.Broker) {
+	rs, ok := b.ReplicaStats()
+	if !ok {
+		return
+	}
+	s.statsMu.Lock()
+	s.retiredFailed += rs.ProposalsFailed
+	s.retiredLat.Add(rs.ProposalSeconds)
+	s.statsMu.Unlock()
+}
+
 // rebuildIfDiverged rebuilds the broker of a member that does not lead if
 // an operation under way at its step-down changed its state after it
 // (engine.Broker.Diverged).
@@ -517,6 +537,7 @@ func (s *shard) rebuild() error {
 	if err := old.SyncLog(); err != nil {
 		return err
 	}
+	s.retire(old)
 	s.b.Store(nil)
 	old.CloseForRebuild()
 	b, err := s.openBroker()

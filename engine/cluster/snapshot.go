@@ -68,6 +68,7 @@ func (s *shard) installSnapshot(m *pb.Message) error {
 	old := s.broker()
 	s.b.Store(nil)
 	if old != nil {
+		s.retire(old)
 		old.CloseForRebuild()
 	}
 	if err := s.wipe(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/raft/v3/tracker"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/wal"
 )
 
 // Status is a node's view of the cluster (GET /cluster).
@@ -118,16 +119,22 @@ func (n *Node) Status() Status {
 			}
 		case <-deadline:
 		}
+		s.statsMu.Lock()
+		var lat wal.Histogram
+		lat.Add(s.retiredLat)
+		ss.ProposalsFailed = s.retiredFailed
+		s.statsMu.Unlock()
 		if b := s.broker(); b != nil {
 			if rs, ok := b.ReplicaStats(); ok {
-				h := rs.ProposalSeconds
-				ss.ProposalSeconds, ss.ProposalCounts, ss.ProposalSum = h.Bounds, h.Counts, h.Sum
-				ss.ProposalsFailed, ss.ProposalsPending = rs.ProposalsFailed, rs.Pending
+				lat.Add(rs.ProposalSeconds)
+				ss.ProposalsFailed += rs.ProposalsFailed
+				ss.ProposalsPending = rs.Pending
 				if ss.Applied == 0 {
 					ss.Applied = rs.Applied
 				}
 			}
 		}
+		ss.ProposalSeconds, ss.ProposalCounts, ss.ProposalSum = lat.Bounds, lat.Counts, lat.Sum
 		st.Shards = append(st.Shards, ss)
 	}
 	return st

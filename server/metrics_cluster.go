@@ -1,0 +1,121 @@
+package server
+
+// The cluster collector: a cluster node's view of its shards (Raft role,
+// term, commit and apply lag, followers' lag, proposal latency, elections,
+// rebuilds) and its node-wide counters (forwarded requests, refused
+// handshakes, snapshots installed), read from one cluster.Node.Status per
+// scrape. Registered only on a cluster node.
+//
+// Series per shard: a few gauges and counters labelled shard, the role as
+// a state set (one series per role, 1 for the current one), and each
+// follower's lag on the shard's leader (labelled follower; a follower
+// reports none). Counters are monotonic across a shard's broker rebuilds
+// (engine/cluster keeps what a replaced broker counted).
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/smqd/smqd/engine/cluster"
+)
+
+// clusterRoles are the role label's values (cluster.ShardStatus.Role).
+var clusterRoles = []string{"leader", "follower", "candidate", "pre-candidate", "unknown"}
+
+type clusterCollector struct {
+	c     *cluster.Node
+	descs []*prometheus.Desc
+
+	healthy, forwarded, refused, snapshots   *prometheus.Desc
+	role, ready, leader, term                *prometheus.Desc
+	commit, applied, applyLag, followerLag   *prometheus.Desc
+	elections, proposals, failed, pending    *prometheus.Desc
+	proposalSeconds, rebuilds, rebuildsSkips *prometheus.Desc
+}
+
+func newClusterCollector(c *cluster.Node) *clusterCollector {
+	cc := &clusterCollector{c: c}
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		d := prometheus.NewDesc(name, help, labels, nil)
+		cc.descs = append(cc.descs, d)
+		return d
+	}
+	cc.healthy = desc("smqd_cluster_healthy", "1 while this node can serve every shard (/healthz ready), else 0.")
+	cc.forwarded = desc("smqd_cluster_forwarded_requests_total", "Client requests this node forwarded to a shard's leader and got answered.")
+	cc.refused = desc("smqd_cluster_refused_handshakes_total", "Inter-node connections refused for a wrong or missing cluster key.")
+	cc.snapshots = desc("smqd_cluster_snapshots_installed_total", "Shard snapshots this node installed (it was too far behind, new or wiped).")
+	cc.role = desc("smqd_cluster_shard_role", "This node's Raft role in the shard: 1 for the current role.", "shard", "role")
+	cc.ready = desc("smqd_cluster_shard_ready", "1 if this node leads the shard and takes changes.", "shard")
+	cc.leader = desc("smqd_cluster_shard_leader", "The shard's leader as this node knows it (node id; 0: none).", "shard")
+	cc.term = desc("smqd_cluster_shard_term", "The shard's Raft term on this node.", "shard")
+	cc.commit = desc("smqd_cluster_shard_commit_index", "The shard's commit index on this node.", "shard")
+	cc.applied = desc("smqd_cluster_shard_applied_index", "The last entry of the shard this node applied.", "shard")
+	cc.applyLag = desc("smqd_cluster_shard_apply_lag", "Committed entries of the shard this node has not applied yet.", "shard")
+	cc.followerLag = desc("smqd_cluster_shard_follower_lag", "On the shard's leader: entries each follower lacks.", "shard", "follower")
+	cc.elections = desc("smqd_cluster_shard_elections_total", "Leader changes of the shard this node saw.", "shard")
+	cc.proposals = desc("smqd_cluster_shard_proposals_total", "Proposals this node handed to the shard's Raft group.", "shard")
+	cc.failed = desc("smqd_cluster_shard_proposals_failed_total", "Proposals of this node that never committed (it lost the lead first).", "shard")
+	cc.pending = desc("smqd_cluster_shard_proposals_pending", "Proposals of this node in flight.", "shard")
+	cc.proposalSeconds = desc("smqd_cluster_shard_proposal_duration_seconds", "From a leader's proposal of its records to their commit.", "shard")
+	cc.rebuilds = desc("smqd_cluster_shard_rebuilds_total", "Times the shard's broker was reopened from the log (a step-down left uncommitted changes in it).", "shard")
+	cc.rebuildsSkips = desc("smqd_cluster_shard_rebuilds_skipped_total", "Step-downs that left no uncommitted change: the broker went on as a follower.", "shard")
+	return cc
+}
+
+func (cc *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range cc.descs {
+		ch <- d
+	}
+}
+
+func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	st := cc.c.Status()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	healthy := 0.0
+	if st.Healthy {
+		healthy = 1
+	}
+	gauge(cc.healthy, healthy)
+	counter(cc.forwarded, float64(st.Forwarded))
+	counter(cc.refused, float64(st.RefusedHandshakes))
+	counter(cc.snapshots, float64(st.SnapshotsInstalled))
+	for _, sh := range st.Shards {
+		id := strconv.Itoa(sh.Shard)
+		for _, r := range clusterRoles {
+			v := 0.0
+			if r == sh.Role {
+				v = 1
+			}
+			gauge(cc.role, v, id, r)
+		}
+		ready := 0.0
+		if sh.Ready {
+			ready = 1
+		}
+		gauge(cc.ready, ready, id)
+		gauge(cc.leader, float64(sh.Leader), id)
+		gauge(cc.term, float64(sh.Term), id)
+		gauge(cc.commit, float64(sh.Commit), id)
+		gauge(cc.applied, float64(sh.Applied), id)
+		lag := 0.0
+		if sh.Commit > sh.Applied {
+			lag = float64(sh.Commit - sh.Applied)
+		}
+		gauge(cc.applyLag, lag, id)
+		for _, f := range sh.Followers {
+			gauge(cc.followerLag, float64(f.Lag), id, strconv.FormatUint(f.NodeID, 10))
+		}
+		counter(cc.elections, float64(sh.Elections), id)
+		counter(cc.proposals, float64(sh.Proposals), id)
+		counter(cc.failed, float64(sh.ProposalsFailed), id)
+		gauge(cc.pending, float64(sh.ProposalsPending), id)
+		constHistogram(ch, cc.proposalSeconds, sh.ProposalSeconds, sh.ProposalCounts, sh.ProposalSum, id)
+		counter(cc.rebuilds, float64(sh.Rebuilds), id)
+		counter(cc.rebuildsSkips, float64(sh.RebuildsSkipped), id)
+	}
+}

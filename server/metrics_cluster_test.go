@@ -1,0 +1,76 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestClusterMetrics: a cluster node's /metrics carries each shard's role,
+// term, commit and apply lag, followers' lag, proposal latency and
+// elections, and the node's forwarded requests (issue "cluster", metrics).
+// Every shard has exactly one leader across the nodes, and the leader's
+// proposal histogram counts the sends it committed.
+func TestClusterMetrics(t *testing.T) {
+	c := startCluster(t, 3, 2)
+	c.ready()
+	cl := c.envs[0].client()
+	// Queues on both shards, sent to through every node: a shard has one
+	// leader, so the other two forward.
+	for q := range 4 {
+		name := fmt.Sprintf("metrics-%d", q)
+		wantStatus(t, cl.put("/queues/"+name, ""), 201)
+		for i := range 6 {
+			c.envs[i%3].client().mustSend(name, fmt.Sprint(i), "")
+		}
+	}
+	leaders := map[string]int{}
+	var proposed, forwarded float64
+	for i, e := range c.envs {
+		m := scrape(t, e.client())
+		if v := value(t, m, "smqd_cluster_healthy"); v != 1 {
+			t.Errorf("node %d: smqd_cluster_healthy %v", i+1, v)
+		}
+		forwarded += value(t, m, "smqd_cluster_forwarded_requests_total")
+		for sh := range 2 {
+			id := fmt.Sprint(sh)
+			roles := 0.0
+			for _, r := range clusterRoles {
+				roles += value(t, m, "smqd_cluster_shard_role", "shard", id, "role", r)
+			}
+			if roles != 1 {
+				t.Errorf("node %d shard %s: %v roles set, want 1", i+1, id, roles)
+			}
+			if value(t, m, "smqd_cluster_shard_term", "shard", id) == 0 || value(t, m, "smqd_cluster_shard_commit_index", "shard", id) == 0 {
+				t.Errorf("node %d shard %s: no term or commit index", i+1, id)
+			}
+			value(t, m, "smqd_cluster_shard_apply_lag", "shard", id)
+			value(t, m, "smqd_cluster_shard_elections_total", "shard", id)
+			value(t, m, "smqd_cluster_shard_rebuilds_total", "shard", id)
+			if value(t, m, "smqd_cluster_shard_role", "shard", id, "role", "leader") == 1 {
+				leaders[id]++
+				for _, f := range []int{1, 2, 3} {
+					if f == i+1 {
+						continue
+					}
+					value(t, m, "smqd_cluster_shard_follower_lag", "shard", id, "follower", fmt.Sprint(f))
+				}
+				if value(t, m, "smqd_cluster_shard_ready", "shard", id) != 1 {
+					t.Errorf("node %d leads shard %s but is not ready", i+1, id)
+				}
+				proposed += value(t, m, "smqd_cluster_shard_proposal_duration_seconds_count", "shard", id)
+			}
+		}
+	}
+	for sh := range 2 {
+		if n := leaders[fmt.Sprint(sh)]; n != 1 {
+			t.Errorf("shard %d: %d leaders in the metrics, want 1", sh, n)
+		}
+	}
+	// 4 queue creations and 24 sends, each a committed proposal of a leader.
+	if proposed < 28 {
+		t.Errorf("the leaders' proposal histograms count %v proposals, want >= 28", proposed)
+	}
+	if forwarded < 16 {
+		t.Errorf("%v forwarded requests counted, want >= 16 (2 of every 3 sends)", forwarded)
+	}
+}
