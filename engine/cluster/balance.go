@@ -9,15 +9,6 @@ package cluster
 // balanceChecks consecutive checks, so that a member that just came back
 // is not handed a shard while it is still catching up, and the lead does
 // not flap while a member comes and goes.
-//
-// A member that loses a shard's lead (an election took it: it stopped
-// answering, or stepped down for want of answers) is not handed that
-// shard again for a hold: balanceHoldMin, doubled each time it loses it
-// again within balanceHoldMax of the end of its last hold, up to
-// balanceHoldMax. A member catching up on a loaded machine was handed a
-// shard as soon as that shard had caught up, while its other shards still
-// took its CPU; it lost the lead within seconds, was handed it back, and
-// so on (docs/cluster-benchmarks.md, "Catch-up with 1 KiB bodies").
 
 import (
 	"slices"
@@ -27,35 +18,9 @@ import (
 )
 
 const (
-	balanceEvery   = time.Second
-	balanceChecks  = 3
-	balanceHoldMin = 10 * time.Second
-	balanceHoldMax = 5 * time.Minute
+	balanceEvery  = time.Second
+	balanceChecks = 3
 )
-
-// leadHold is how long the balancer leaves members alone after they lost
-// a shard's lead (see the file comment). Owned by the shard's loop.
-type leadHold struct {
-	until map[uint64]time.Time
-	dur   map[uint64]time.Duration
-}
-
-// lost records that member m lost the lead at now.
-func (h *leadHold) lost(m uint64, now time.Time) {
-	if h.until == nil {
-		h.until, h.dur = map[uint64]time.Time{}, map[uint64]time.Duration{}
-	}
-	d := balanceHoldMin
-	if until, ok := h.until[m]; ok && now.Sub(until) < balanceHoldMax {
-		d = min(2*h.dur[m], balanceHoldMax)
-	}
-	h.until[m], h.dur[m] = now.Add(d), d
-}
-
-// held reports whether m is not to be handed the lead at now.
-func (h *leadHold) held(m uint64, now time.Time) bool {
-	return now.Before(h.until[m])
-}
 
 // balanceLoop checks every shard's leader once per balanceEvery.
 func (n *Node) balanceLoop() {
@@ -92,7 +57,7 @@ func (s *shard) balance() {
 		return
 	}
 	want := preferredLeader(s.id, s.st.votersNow())
-	if want == 0 || want == s.n.cfg.NodeID || s.hold.held(want, time.Now()) {
+	if want == 0 || want == s.n.cfg.NodeID {
 		s.balanceOK = 0
 		return
 	}

@@ -90,7 +90,6 @@ type shard struct {
 	retiredFailed uint64               // guarded by statsMu
 	retiredLat    wal.Histogram        // guarded by statsMu
 	balanceOK     int                  // run: consecutive checks the preferred leader was ready (balance.go)
-	hold          leadHold             // run: members that lost the lead recently (balance.go)
 	heard         map[uint64]time.Time // run: when each other member last sent this member a message (balance.go)
 }
 
@@ -469,9 +468,6 @@ func (s *shard) handleSoftState(ss *raft.SoftState) error {
 	lead := ss.Lead
 	if lead != s.lastLead && lead != raft.None {
 		s.elections.Add(1)
-	}
-	if lead != s.lastLead && s.lastLead != raft.None && s.lastLead != s.n.cfg.NodeID {
-		s.hold.lost(s.lastLead, time.Now())
 	}
 	s.lastLead = lead
 	s.lead.Store(lead)
