@@ -371,9 +371,14 @@ type StorageStats struct {
 // (they stay in the page cache). It costs milliseconds and loses nothing;
 // call it when the broker goes idle (smqd does, after a burst of traffic).
 func (b *Broker) ReleaseMemory() {
-	b.store.releaseMemory()
+	b.ReleaseStorageMemory()
 	debug.FreeOSMemory()
 }
+
+// ReleaseStorageMemory is ReleaseMemory without the forced collection: for
+// a program with several brokers (engine/cluster: one per shard), which
+// releases each one's storage and then collects once (debug.FreeOSMemory).
+func (b *Broker) ReleaseStorageMemory() { b.store.releaseMemory() }
 
 // Stats returns the broker's counters.
 func (b *Broker) Stats() Stats {

@@ -188,3 +188,14 @@ type backend interface {
 	Close() error
 	ReleaseMemory()
 }
+
+// activity returns what trimWhenIdle watches for traffic: the client
+// requests, and on a cluster node its replication too (a node catching a
+// follower up serves no request; trimming then forced a full collection of
+// a busy heap every other second).
+func activity(requests func() uint64, node *cluster.Node) func() uint64 {
+	if node == nil {
+		return requests
+	}
+	return func() uint64 { return requests() + node.Activity() }
+}

@@ -218,7 +218,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	defer signal.Stop(hup)
 	trimCtx, stopTrim := context.WithCancel(context.Background())
 	defer stopTrim()
-	go trimWhenIdle(trimCtx, srv.Requests, broker.ReleaseMemory, time.Second)
+	go trimWhenIdle(trimCtx, activity(srv.Requests, node), broker.ReleaseMemory, time.Second)
 	var serveErr error
 wait:
 	for {

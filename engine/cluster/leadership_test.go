@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -200,4 +201,50 @@ func TestClusterStepDownRebuildsOnlyADivergedBroker(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// TestNodeReleaseMemoryCollectsOnce (node.go): a node releases its shards'
+// storage and then forces one collection; it forced one per shard (each
+// broker's ReleaseMemory), 8 full collections of a busy heap every other
+// second when smqd's idle trim ran during a catch-up.
+func TestNodeReleaseMemoryCollectsOnce(t *testing.T) {
+	c := newTestCluster(t, 3, 8)
+	c.leader("q")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.NumForcedGC
+	c.nodes[0].ReleaseMemory()
+	runtime.ReadMemStats(&ms)
+	if n := ms.NumForcedGC - before; n != 1 {
+		t.Fatalf("%d forced collections for a node of 8 shards, want 1", n)
+	}
+}
+
+// TestNodeActivityFollowsReplication (node.go Activity): smqd's idle trim
+// counts a node's replication as traffic; sends through another node's
+// leader move this node's activity although it serves no request.
+func TestNodeActivityFollowsReplication(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	li, b := c.leader("q")
+	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
+		t.Fatal(err)
+	}
+	q, err := b.Queue("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi := (li + 1) % 3
+	before := []uint64{c.nodes[li].Activity(), c.nodes[fi].Activity()}
+	if _, err := q.Send([]engine.SendEntry{{Body: []byte("m")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the leader's and a follower's activity moved", func() error {
+		if a := c.nodes[li].Activity(); a == before[0] {
+			return fmt.Errorf("leader's activity still %d", a)
+		}
+		if a := c.nodes[fi].Activity(); a == before[1] {
+			return fmt.Errorf("follower's activity still %d", a)
+		}
+		return nil
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -72,6 +73,7 @@ type Node struct {
 	ackMu    sync.Mutex
 	acked    map[ackKey]uint64 // guarded by ackMu: the highest index each member acknowledged, per shard (rejoin.go)
 	ackDirty bool              // guarded by ackMu
+	acks     atomic.Uint64     // entries members acknowledged to this node's leaders, summed (Activity)
 
 	bookMu sync.Mutex
 	book   map[uint64]string // guarded by bookMu: the members' raft addresses (members.go)
@@ -349,9 +351,24 @@ func (n *Node) Route(queue string) (b *engine.Broker, leader uint64, err error) 
 func (n *Node) ReleaseMemory() {
 	for _, s := range n.shards {
 		if b := s.broker(); b != nil {
-			b.ReleaseMemory()
+			b.ReleaseStorageMemory()
 		}
 	}
+	debug.FreeOSMemory() // once for the node: it was once per shard, 8 full collections
+}
+
+// Activity is a number that changes while the node replicates: entries
+// appended to its shards' logs, entries its followers acknowledged, and
+// snapshots installed. A node catching a follower up, or catching up
+// itself, serves no client request and is busy all the same (smqd's idle
+// memory trim counts this as traffic).
+func (n *Node) Activity() uint64 {
+	v := n.acks.Load() + uint64(n.snapshots.Load())
+	for _, s := range n.shards {
+		last, _ := s.st.LastIndex()
+		v += last
+	}
+	return v
 }
 
 // Leading reports whether this node leads a shard and takes its changes.

@@ -57,6 +57,7 @@ func (n *Node) noteAck(shard int, member, index uint64) {
 	k := ackKey{shard, member}
 	n.ackMu.Lock()
 	if index > n.acked[k] {
+		n.acks.Add(index - n.acked[k])
 		n.acked[k] = index
 		n.ackDirty = true
 	}
