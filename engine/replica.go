@@ -198,7 +198,6 @@ type replStore struct {
 
 	mu      sync.Mutex
 	leader  bool           // guarded by mu: takes changes
-	led     bool           // guarded by mu: was the leader at some point since Open (pruneVoid)
 	term    uint64         // guarded by mu: the term it leads (seqBase)
 	nextID  uint64         // guarded by mu: proposal ids
 	pending []*pendingProp // guarded by mu: in position order
@@ -514,7 +513,6 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 		return ErrDiverged
 	}
 	r.leader, r.term = leader, term
-	r.led = r.led || leader
 	if !leader {
 		for len(r.pending) > 0 {
 			r.resolveLocked(r.pending[0], ErrNotLeader)
@@ -676,16 +674,17 @@ func (r *replStore) checkpointLimit(synced uint64) uint64 {
 
 // pruneVoid forgets the void spans that end at or before to, the end of a
 // checkpoint just committed: no later checkpoint reads a record there. A
-// broker that has led since it was opened keeps them all, also after
-// stepping down: an operation whose proposal failed may come to
-// waitDurable only after a checkpoint, and must find its records void (a
-// leader's spans go with the broker, which is reopened when it steps
-// down). One that never led ran no operations, and its spans (entries
-// Raft truncated, gaps in the tail at load) would otherwise only grow.
+// broker one of whose proposals failed keeps them all: an operation whose
+// proposal failed may come to waitDurable only after a checkpoint, and
+// must find its records void (such a broker has diverged, and its spans go
+// with it when it is reopened). Any other broker — a follower, a leader,
+// or one that stepped down with every change committed and follows on —
+// has no such operation, and its spans (entries Raft truncated, gaps in
+// the tail at load) would otherwise only grow.
 func (r *replStore) pruneVoid(to uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.led {
+	if r.diverged.Load() {
 		return
 	}
 	keep := r.void[:0]

@@ -61,25 +61,44 @@ func TestReplicaFollowerVoidSpansPrunedByCheckpoint(t *testing.T) {
 	if n := h.followerCount(); n != 3 {
 		t.Fatalf("the follower holds %d messages, want 3 (the truncated entries' sends are not state)", n)
 	}
-	// A broker that has led keeps its spans, also once it stepped down (a
-	// late waiter must find its records void, TestReplicaWaitAfterStepDown).
+	// A broker one of whose proposals failed keeps its spans, leading or
+	// not (a late waiter must find its records void,
+	// TestReplicaWaitAfterStepDown); one that led with every change
+	// committed prunes them as a follower does (it may follow on for days
+	// after a clean step-down).
 	lr, err := h.leader.repl()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, leading := range []bool{true, false} {
-		if err := h.leader.SetLeader(leading, 1); err != nil {
-			t.Fatal(err)
-		}
+	prune := func() int {
 		lr.mu.Lock()
 		lr.void = append(lr.void, lostSpan{1, 2})
 		lr.mu.Unlock()
 		lr.pruneVoid(1 << 62)
 		lr.mu.Lock()
-		n := len(lr.void)
+		defer lr.mu.Unlock()
+		return len(lr.void)
+	}
+	for _, leading := range []bool{true, false} {
+		if err := h.leader.SetLeader(leading, 1); err != nil {
+			t.Fatal(err)
+		}
+		if n := prune(); n != 0 {
+			t.Fatalf("a broker that has not diverged kept %d void spans (leading now: %v)", n, leading)
+		}
+	}
+	if err := h.leader.SetLeader(true, 2); err != nil {
+		t.Fatal(err)
+	}
+	lr.mu.Lock()
+	lr.resolveLocked(&pendingProp{done: make(chan struct{})}, ErrNotLeader)
+	lr.mu.Unlock()
+	for _, leading := range []bool{true, false} {
+		lr.mu.Lock()
+		lr.leader = leading
 		lr.mu.Unlock()
-		if n == 0 {
-			t.Fatalf("a broker that led forgot a void span (leading now: %v)", leading)
+		if n := prune(); n == 0 {
+			t.Fatalf("a broker whose proposal failed forgot its void spans (leading now: %v)", leading)
 		}
 	}
 }
