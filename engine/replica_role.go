@@ -1,0 +1,170 @@
+package engine
+
+// The roles of a replicated broker (replica.go): it takes changes as its
+// shard's leader (SetLeader(true)), or follows. A leader that stops leading
+// fails its proposals in flight; if one failed, or a change was refused
+// after the step-down, its state holds a change its log does not make
+// (Diverged), and the consensus layer reopens it (CloseForRebuild, Open)
+// before it leads again; otherwise it follows on as it is. A snapshot of
+// its state (ExportState) holds committed changes only (exportFence).
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrDiverged: SetLeader(true) on a broker whose state may hold changes
+// its log does not make (Diverged). Reopen it (CloseForRebuild, Open) first.
+var ErrDiverged = errors.New("engine: the replica's state holds changes its log does not; reopen it")
+
+// SetLeader makes the replica take changes (leader) as the leader of term,
+// or stop taking them. A leader's message sequence numbers start above
+// term<<40 (invariant 5). Stepping down fails every pending proposal with
+// ErrNotLeader and wakes every waiting receive (it answers ErrNotLeader).
+// If a proposal failed, the state holds a change never committed
+// (Diverged), and the consensus layer must reopen the broker
+// (CloseForRebuild) before it leads again; otherwise the broker goes on as
+// a follower. SetLeader(true) on a diverged broker returns ErrDiverged.
+//
+// For engine/cluster: it needs a broker opened with Options.Replica (others
+// return an error).
+func (b *Broker) SetLeader(leader bool, term uint64) error {
+	r, ok := b.store.(*replStore)
+	if !ok {
+		return errors.New("engine: SetLeader on a broker without replication")
+	}
+	r.mu.Lock()
+	if leader && r.diverged.Load() {
+		r.mu.Unlock()
+		return ErrDiverged
+	}
+	r.leader, r.term = leader, term
+	if !leader {
+		for len(r.pending) > 0 {
+			r.resolveLocked(r.pending[0], ErrNotLeader)
+		}
+	}
+	r.mu.Unlock()
+	if !leader {
+		// Long polls waiting here would take messages a follower applies.
+		b.mu.RLock()
+		for _, q := range b.queues {
+			q.waiters.wake(-1)
+		}
+		b.mu.RUnlock()
+	}
+	if leader {
+		// A follower claimed slots where the log said (apply.go): make the
+		// free lists right before this replica allocates.
+		base := term << bootShift
+		b.mu.RLock()
+		for _, q := range b.queues {
+			for {
+				cur := q.seq.Load()
+				if cur >= base || q.seq.CompareAndSwap(cur, base) {
+					break
+				}
+			}
+			for i := range q.stripes {
+				st := &q.stripes[i]
+				st.mu.Lock()
+				st.slab.rebuildFree()
+				st.mu.Unlock()
+			}
+		}
+		b.mu.RUnlock()
+	}
+	return nil
+}
+
+// Diverged reports whether the broker's live state may hold a change its
+// log does not make: a proposal of it failed, or a change was refused
+// because it no longer led (an operation that was under way when it
+// stepped down). Such a broker must be reopened (CloseForRebuild, Open)
+// before it leads again or serves its state; the log, and so the index,
+// never holds those changes. A broker that stepped down with every change
+// committed has not diverged and goes on as a follower.
+//
+// For engine/cluster; false on a broker without replication.
+func (b *Broker) Diverged() bool {
+	r, ok := b.store.(*replStore)
+	return ok && r.diverged.Load()
+}
+
+// CloseForRebuild closes a replicated broker without a final checkpoint,
+// as a crash would: the next Open rebuilds its state from what is committed.
+//
+// For engine/cluster; an embedder closes a broker with Close.
+func (b *Broker) CloseForRebuild() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	b.compactor.stop()
+	b.mu.RLock()
+	qs := make([]*Queue, 0, len(b.queues))
+	for _, q := range b.queues {
+		qs = append(qs, q)
+	}
+	b.mu.RUnlock()
+	for _, q := range qs {
+		for i := range q.stripes {
+			st := &q.stripes[i]
+			st.mu.Lock()
+			st.dead = true
+			if st.timer != nil {
+				st.timer.Stop()
+			}
+			st.mu.Unlock()
+		}
+		q.waiters.wake(-1)
+	}
+	return b.store.close(false)
+}
+
+// exportSettleTimeout bounds how long ExportState waits for the
+// proposals in flight at its end (exportFence).
+const exportSettleTimeout = 10 * time.Second
+
+// errExportUncommitted: the state ExportState read may hold a change that
+// never commits. The follower asks again.
+var errExportUncommitted = errors.New("engine: snapshot: the state holds changes of a failed proposal; try again")
+
+// exportFence makes an ExportState stream hold committed changes only. A
+// leader's live state also holds the changes of its proposals in flight,
+// and one of them may fail (the leader loses the lead). Every change the
+// stream shows was made under its stripe's lock, and its records were
+// proposed under that lock (Replica), so when ExportState has read its
+// last stripe, each of those changes is committed, failed, or pending.
+// exportFence waits for the pending ones and fails if the broker has
+// diverged (a proposal of it failed, or a change was refused: Diverged): it
+// is rebuilt from the log, and until then its state may hold that change.
+// A follower's state otherwise holds only applied entries, which are
+// committed.
+func (r *replStore) exportFence() error {
+	r.mu.Lock()
+	pend := append([]*pendingProp(nil), r.pending...)
+	r.mu.Unlock()
+	var timeout <-chan time.Time
+	for _, p := range pend {
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		if timeout == nil {
+			t := time.NewTimer(exportSettleTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-p.done:
+		case <-timeout:
+			return fmt.Errorf("engine: snapshot: proposals in flight did not settle within %v", exportSettleTimeout)
+		}
+	}
+	if r.diverged.Load() {
+		return errExportUncommitted
+	}
+	return nil
+}
