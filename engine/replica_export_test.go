@@ -243,3 +243,113 @@ func (h *handShard) waitProposals(n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestReplicaEntriesBounded (replica_log.go Entries): a follower far
+// behind asks for every entry to the end of the log with a byte budget;
+// the answer is a prefix of the log within the budget (one entry at
+// least), however long the rest.
+func TestReplicaEntriesBounded(t *testing.T) {
+	h, q := newHandShard(t)
+	lo := h.next
+	body := bytes.Repeat([]byte("x"), 1000)
+	for range 200 {
+		h.do(func() error { _, err := q.Send([]SendEntry{{Body: body}}, nil); return err })
+	}
+	all, ok, err := h.leader.Entries(lo, h.next, 1<<30)
+	if err != nil || !ok || len(all) != 200 {
+		t.Fatalf("all entries: %d, ok %v, err %v", len(all), ok, err)
+	}
+	for _, budget := range []int{1, 500, 5000, 50_000, 150_000} {
+		got, ok, err := h.leader.Entries(lo, h.next, budget)
+		if err != nil || !ok || len(got) == 0 {
+			t.Fatalf("budget %d: %d entries, ok %v, err %v", budget, len(got), ok, err)
+		}
+		size := 0
+		for i, e := range got {
+			if e.Index != all[i].Index || e.Term != all[i].Term || !bytes.Equal(e.Data, all[i].Data) {
+				t.Fatalf("budget %d: entry %d differs from the log's", budget, i)
+			}
+			size += len(e.Data)
+		}
+		if len(got) > 1 && size > budget {
+			t.Fatalf("budget %d: %d entries of %d bytes", budget, len(got), size)
+		}
+		if next := len(all[0].Data); budget >= 2*next && size+next <= budget/2 {
+			t.Fatalf("budget %d: only %d bytes returned", budget, size)
+		}
+	}
+}
+
+// BenchmarkReplicaEntriesFarBehind: what a leader pays per Entries call
+// for a follower far behind (10,000 entries after lo, a 64 KiB budget).
+func BenchmarkReplicaEntriesFarBehind(b *testing.B) {
+	dir := b.TempDir()
+	rep := &handReplica{kick: make(chan struct{}, 1)}
+	o := Options{Dir: dir, Replica: rep, FreeSpaceReserve: -1, Stripes: 1}
+	o.CheckpointInterval, o.CheckpointRecords, o.CheckpointBytes = time.Hour, 1<<40, 1<<40
+	br, err := Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	if err := br.SetLeader(true, 1); err != nil {
+		b.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("x"), 1000)
+	next := uint64(1)
+	commit := func() {
+		rep.mu.Lock()
+		props := rep.props
+		rep.props = nil
+		rep.mu.Unlock()
+		for _, p := range props {
+			ents := []ReplicaEntry{{Index: next, Term: 1, Kind: EntryRecords, Data: p}}
+			next++
+			if err := br.PersistEntries(ents); err != nil {
+				b.Fatal(err)
+			}
+			if err := br.ApplyCommitted(ents); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	done := make(chan error, 1)
+	go func() { _, err := br.CreateQueue("q", DefaultQueueConfig()); done <- err }()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				b.Fatal(err)
+			}
+		case <-rep.kick:
+			commit()
+			continue
+		}
+		break
+	}
+	q, err := br.Queue("q")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 10_000 {
+		go func() { _, err := q.Send([]SendEntry{{Body: body}}, nil); done <- err }()
+		for waiting := true; waiting; {
+			select {
+			case err := <-done:
+				if err != nil {
+					b.Fatal(err)
+				}
+				waiting = false
+			case <-rep.kick:
+				commit()
+			}
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ents, ok, err := br.Entries(2, next, 64<<10)
+		if err != nil || !ok || len(ents) == 0 {
+			b.Fatal(len(ents), ok, err)
+		}
+	}
+}

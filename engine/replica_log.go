@@ -329,12 +329,18 @@ func (b *Broker) Entries(lo, hi uint64, maxBytes int) ([]ReplicaEntry, bool, err
 		r.mu.Unlock()
 		return nil, false, nil
 	}
+	// Only as many as maxBytes can take: a follower catching up asks from
+	// far behind, and copying every entry to the end of the log on each
+	// call made a catch-up quadratic. The records' extent in the log
+	// estimates an entry's size; the loop below cuts at maxBytes exactly.
 	var infos []entryInfo
+	est := 0
 	for _, e := range r.ents[k:] {
-		if e.index >= hi {
+		if e.index >= hi || (len(infos) > 0 && est > maxBytes) {
 			break
 		}
 		infos = append(infos, e)
+		est += int(e.recEnd-e.first) + 8
 	}
 	r.mu.Unlock()
 	var out []ReplicaEntry
@@ -345,7 +351,7 @@ func (b *Broker) Entries(lo, hi uint64, maxBytes int) ([]ReplicaEntry, bool, err
 		case EntryConfChange:
 			re.Data = e.data
 		case EntryRecords:
-			data := binary.LittleEndian.AppendUint64(nil, e.id)
+			data := binary.LittleEndian.AppendUint64(make([]byte, 0, 8+int(e.recEnd-e.first)), e.id)
 			err := r.readRange(e.first, e.recEnd, func(pos uint64, size uint32, typ uint8, payload []byte) {
 				switch typ {
 				case recEntry, recHardState, recConfState, recRelocate, recRelocateProps:
