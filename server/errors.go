@@ -137,6 +137,7 @@ var engineErrors = [...]struct {
 	{engine.ErrStorageUnavailable, codeServiceUnavailable, "the broker's storage cannot take changes right now (a new log segment file cannot be made); retry later"},
 	// A cluster node's broker of a shard it stopped leading mid-request.
 	{engine.ErrNotLeader, codeServiceUnavailable, "this node stopped leading the queue's shard while the request ran (a failover); retry"},
+	{engine.ErrDiverged, codeServiceUnavailable, "the queue's shard is being rebuilt on this node after a failover; retry"},
 	{engine.ErrTopicNotExist, codeTopicNotExist, "the topic does not exist"},
 	{engine.ErrTopicAlreadyExist, codeTopicAlreadyExist, "a topic with this name exists with different attributes"},
 	{engine.ErrInvalidTopicName, codeTopicNameInvalid, "topic names are letters, digits and '-', starting with a letter or digit"},
