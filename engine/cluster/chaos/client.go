@@ -31,6 +31,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/smqd/smqd/engine/cluster"
@@ -214,16 +215,32 @@ func (c *Client) Healthy(ctx context.Context) bool {
 // Member adds node id with Raft address raft, or removes it when raft is
 // "", through this node (PUT or DELETE /cluster/nodes/{id}, signed). A
 // change refused while a shard elects a leader is tried again until ctx
-// ends.
+// ends. An attempt that got no answer (the client's timeout) or a 503 may
+// have made the change all the same; a later attempt then finds it made
+// ("is not a member", "is a member already"), which is success.
 func (c *Client) Member(ctx context.Context, id int, raft string) error {
 	method, target := "DELETE", fmt.Sprintf("/cluster/nodes/%d", id)
+	made := "is not a member"
 	if raft != "" {
 		method, target = "PUT", fmt.Sprintf("/cluster/nodes/%d?raft=%s", id, url.QueryEscape(raft))
+		made = "is a member already"
 	}
+	maybeMade := false
 	for {
 		_, _, err := c.do(ctx, method, target, nil)
 		if err == nil {
 			return nil
+		}
+		var ae *apiError
+		isAPI := errors.As(err, &ae)
+		if isAPI && ae.Status == 400 && strings.Contains(ae.Msg, made) {
+			if maybeMade {
+				return nil
+			}
+			return fmt.Errorf("%s %s: %w", method, target, err) // nothing to retry
+		}
+		if !isAPI || ae.Status >= 500 {
+			maybeMade = true
 		}
 		select {
 		case <-ctx.Done():
