@@ -100,6 +100,37 @@ func (h *handShard) do(op func() error) {
 	}
 }
 
+// receiveOne receives one message on the leader, committing the receive.
+func (h *handShard) receiveOne(q *Queue) Message {
+	h.t.Helper()
+	var msgs []Message
+	h.do(func() (err error) {
+		msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: 1}, nil)
+		return err
+	})
+	if len(msgs) != 1 {
+		h.t.Fatalf("received %d messages, want 1", len(msgs))
+	}
+	return msgs[0]
+}
+
+// deleteOne deletes a message on the leader by its handle, committing the
+// delete.
+func (h *handShard) deleteOne(q *Queue, hd ReceiptHandle) {
+	h.t.Helper()
+	h.do(func() error { return deleteHandle(q, hd) })
+}
+
+// deleteHandle deletes one message by its handle: the call's error, or
+// the message's.
+func deleteHandle(q *Queue, hd ReceiptHandle) error {
+	errs := make([]error, 1)
+	if _, err := q.Delete([]ReceiptHandle{hd}, errs); err != nil {
+		return err
+	}
+	return errs[0]
+}
+
 // restartFollower closes the follower as a crash would (after making its
 // log and commit index durable) and opens it again.
 func (h *handShard) restartFollower() {
@@ -169,13 +200,7 @@ func TestReplicaCompactionLeavesMessagesItsLogStillChanges(t *testing.T) {
 	// The follower persists the delete of the kept message, and compacts
 	// before it applies it.
 	h.hold = true
-	h.do(func() error {
-		errs := make([]error, 1)
-		if _, err := q.Delete([]ReceiptHandle{kept}, errs); err != nil {
-			return err
-		}
-		return errs[0]
-	})
+	h.deleteOne(q, kept)
 	if _, _, err := h.follower.compactOnce(0); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -27,23 +26,12 @@ func TestReplicaExportHoldsOnlyCommittedChanges(t *testing.T) {
 			h, q := newHandShard(t)
 			snapIdx := h.next - 1
 			h.do(func() error { _, err := q.Send([]SendEntry{{Body: []byte("a")}, {Body: []byte("b")}}, nil); return err })
-			var msgs []Message
-			h.do(func() (err error) {
-				msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: 1}, nil)
-				return err
-			})
-			if len(msgs) != 1 {
-				t.Fatalf("received %d messages, want 1", len(msgs))
-			}
+			m := h.receiveOne(q)
 
 			// The delete's proposal is in flight: the message is out of the
 			// leader's state already.
 			deleted := make(chan error, 1)
-			go func() {
-				errs := make([]error, 1)
-				_, err := q.Delete([]ReceiptHandle{msgs[0].Handle}, errs)
-				deleted <- errors.Join(err, errs[0])
-			}()
+			go func() { deleted <- deleteHandle(q, m.Handle) }()
 			h.waitProposals(1)
 			var snap bytes.Buffer
 			exported := make(chan error, 1)
@@ -105,15 +93,7 @@ func TestReplicaExportHoldsOnlyCommittedChanges(t *testing.T) {
 // snapshot of it is refused even when nothing is in flight any more.
 func TestReplicaExportAfterAFailedProposal(t *testing.T) {
 	h, q := newHandShard(t)
-	sent := make(chan error, 1)
-	go func() { _, err := q.Send([]SendEntry{{Body: []byte("b")}}, nil); sent <- err }()
-	h.waitProposals(1)
-	if err := h.leader.SetLeader(false, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-sent; !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("send: %v, want ErrNotLeader", err)
-	}
+	h.failedSend(q)
 	var snap bytes.Buffer
 	if err := h.leader.ExportState(&snap); !errors.Is(err, errExportUncommitted) {
 		t.Fatalf("export: %v, want errExportUncommitted", err)
@@ -173,21 +153,8 @@ func TestReplicaReplayKeepsTheNewerMessageInASlot(t *testing.T) {
 	h, q := newHandShard(t)
 	snapIdx := h.next - 1 // the queue's creation
 	h.do(func() error { _, err := q.Send([]SendEntry{{Body: []byte("old")}}, nil); return err })
-	var msgs []Message
-	h.do(func() (err error) {
-		msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: 1}, nil)
-		return err
-	})
-	if len(msgs) != 1 {
-		t.Fatalf("received %d messages, want 1", len(msgs))
-	}
-	h.do(func() error {
-		errs := make([]error, 1)
-		if _, err := q.Delete([]ReceiptHandle{msgs[0].Handle}, errs); err != nil {
-			return err
-		}
-		return errs[0]
-	})
+	m := h.receiveOne(q)
+	h.deleteOne(q, m.Handle)
 	h.do(func() error { _, err := q.Send([]SendEntry{{Body: []byte("new")}}, nil); return err })
 	want := liveSeqs(q)
 	if len(want) != 1 {
@@ -351,5 +318,20 @@ func BenchmarkReplicaEntriesFarBehind(b *testing.B) {
 		if err != nil || !ok || len(ents) == 0 {
 			b.Fatal(len(ents), ok, err)
 		}
+	}
+}
+
+// failedSend sends a message whose proposal fails: the leader steps down
+// while it is in flight (its change stays in the leader's state).
+func (h *handShard) failedSend(q *Queue) {
+	h.t.Helper()
+	sent := make(chan error, 1)
+	go func() { _, err := q.Send([]SendEntry{{Body: []byte("failed")}}, nil); sent <- err }()
+	h.waitProposals(1)
+	if err := h.leader.SetLeader(false, 0); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := <-sent; !errors.Is(err, ErrNotLeader) {
+		h.t.Fatalf("send: %v, want ErrNotLeader", err)
 	}
 }

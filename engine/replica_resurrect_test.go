@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -62,14 +61,7 @@ func TestReplicaStateBeforeSendAppliedKeepsBody(t *testing.T) {
 			h, q := newHandShard(t)
 			h.hold = true // persisted on the follower, applied later
 			h.do(func() error { _, err := q.Send([]SendEntry{{Body: []byte("m")}}, nil); return err })
-			var msgs []Message
-			h.do(func() (err error) {
-				msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: 1}, nil)
-				return err
-			})
-			if len(msgs) != 1 {
-				t.Fatalf("received %d messages, want 1", len(msgs))
-			}
+			m := h.receiveOne(q)
 			h.hold = false
 			if err := h.follower.ApplyCommitted(h.held); err != nil {
 				t.Fatal(err)
@@ -92,13 +84,7 @@ func TestReplicaStateBeforeSendAppliedKeepsBody(t *testing.T) {
 				t.Fatalf("after a restart the follower holds %d messages, want 1 (recovery: %+v)", n, h.follower.Recovery())
 			}
 			// The delete still finds it there.
-			h.do(func() error {
-				errs := make([]error, 1)
-				if _, err := q.Delete([]ReceiptHandle{msgs[0].Handle}, errs); err != nil {
-					return err
-				}
-				return errs[0]
-			})
+			h.deleteOne(q, m.Handle)
 			if n := h.followerCount(); n != 0 {
 				t.Fatalf("after the delete the follower holds %d messages, want 0", n)
 			}
@@ -130,14 +116,7 @@ func TestReplicaStateAfterRestartBeforeSendAppliedKeepsBody(t *testing.T) {
 	if n := h.followerCount(); n != 0 {
 		t.Fatalf("the follower holds %d messages before the send is applied", n)
 	}
-	var msgs []Message
-	h.do(func() (err error) {
-		msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: 1}, nil)
-		return err
-	})
-	if len(msgs) != 1 {
-		t.Fatalf("received %d messages, want 1", len(msgs))
-	}
+	h.receiveOne(q)
 	h.hold = false
 	if err := h.follower.ApplyCommitted(h.held); err != nil {
 		t.Fatal(err)
@@ -175,21 +154,8 @@ func TestReplicaSnapshotReplayedSendAndDeleteLeaveNoZombie(t *testing.T) {
 			if err := h.leader.ExportState(&snap); err != nil {
 				t.Fatal(err)
 			}
-			var msgs []Message
-			h.do(func() (err error) {
-				msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: 1}, nil)
-				return err
-			})
-			if len(msgs) != 1 {
-				t.Fatalf("received %d messages, want 1", len(msgs))
-			}
-			h.do(func() error {
-				errs := make([]error, 1)
-				if _, err := q.Delete([]ReceiptHandle{msgs[0].Handle}, errs); err != nil {
-					return err
-				}
-				return errs[0]
-			})
+			m := h.receiveOne(q)
+			h.deleteOne(q, m.Handle)
 			ents, ok, err := h.leader.Entries(snapIdx+1, h.next, 1<<30)
 			if err != nil || !ok {
 				t.Fatalf("entries after the snapshot: ok %v, err %v", ok, err)
@@ -359,21 +325,8 @@ func TestReplicaRecoveryKeepsTheNewerMessageInItsSlot(t *testing.T) {
 	h.restartFollower()
 
 	// The leader receives and deletes m; the follower applies both.
-	var msgs []Message
-	h.do(func() (err error) {
-		msgs, err = q.Receive(context.Background(), ReceiveOptions{Max: 1}, nil)
-		return err
-	})
-	if len(msgs) != 1 {
-		t.Fatalf("received %d messages, want 1", len(msgs))
-	}
-	h.do(func() error {
-		errs := make([]error, 1)
-		if _, err := q.Delete([]ReceiptHandle{msgs[0].Handle}, errs); err != nil {
-			return err
-		}
-		return errs[0]
-	})
+	got := h.receiveOne(q)
+	h.deleteOne(q, got.Handle)
 	fq, err = h.follower.Queue("q")
 	if err != nil {
 		t.Fatal(err)

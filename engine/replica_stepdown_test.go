@@ -28,15 +28,7 @@ func TestReplicaStepDownDiverged(t *testing.T) {
 	})
 	t.Run("failed proposal", func(t *testing.T) {
 		h, q := newHandShard(t)
-		sent := make(chan error, 1)
-		go func() { _, err := q.Send([]SendEntry{{Body: []byte("b")}}, nil); sent <- err }()
-		h.waitProposals(1)
-		if err := h.leader.SetLeader(false, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-sent; !errors.Is(err, ErrNotLeader) {
-			t.Fatalf("send: %v", err)
-		}
+		h.failedSend(q)
 		if !h.leader.Diverged() {
 			t.Fatal("a leader whose proposal failed has not diverged")
 		}

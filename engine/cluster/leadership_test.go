@@ -21,14 +21,7 @@ import (
 // while a transfer runs, and the send commits once it has failed.
 func TestClusterSendDuringAFailedLeaderTransfer(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
-	li, b := c.leader("q")
-	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
-		t.Fatal(err)
-	}
-	q, err := b.Queue("q")
-	if err != nil {
-		t.Fatal(err)
-	}
+	li, q := c.leaderQueue("q")
 	target := (li + 1) % 3
 	c.stop(target)
 	s := c.nodes[li].shards[0]
@@ -87,14 +80,7 @@ func TestClusterSendDuringAFailedLeaderTransfer(t *testing.T) {
 // was committed goes on with its broker (no rebuild).
 func TestClusterStepDownRebuildsOnlyADivergedBroker(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
-	li, b := c.leader("q")
-	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
-		t.Fatal(err)
-	}
-	q, err := b.Queue("q")
-	if err != nil {
-		t.Fatal(err)
-	}
+	li, q := c.leaderQueue("q")
 	if _, err := q.Send([]engine.SendEntry{{Body: []byte("committed")}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -225,14 +211,7 @@ func TestNodeReleaseMemoryCollectsOnce(t *testing.T) {
 // leader move this node's activity although it serves no request.
 func TestNodeActivityFollowsReplication(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
-	li, b := c.leader("q")
-	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
-		t.Fatal(err)
-	}
-	q, err := b.Queue("q")
-	if err != nil {
-		t.Fatal(err)
-	}
+	li, q := c.leaderQueue("q")
 	fi := (li + 1) % 3
 	before := []uint64{c.nodes[li].Activity(), c.nodes[fi].Activity()}
 	if _, err := q.Send([]engine.SendEntry{{Body: []byte("m")}}, nil); err != nil {
@@ -247,4 +226,19 @@ func TestNodeActivityFollowsReplication(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// leaderQueue creates queue name through its shard's leader and returns
+// the leader's index and the queue there.
+func (c *testCluster) leaderQueue(name string) (int, *engine.Queue) {
+	c.t.Helper()
+	li, b := c.leader(name)
+	if _, err := b.CreateQueue(name, engine.DefaultQueueConfig()); err != nil {
+		c.t.Fatal(err)
+	}
+	q, err := b.Queue(name)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return li, q
 }
