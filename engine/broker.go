@@ -414,14 +414,9 @@ func (b *Broker) storageStats() StorageStats {
 	return st
 }
 
-// Close stops the broker: waiting receives return ErrClosed, timers stop and
-// the log is closed. A second Close returns ErrClosed.
-func (b *Broker) Close() error {
-	if !b.closed.CompareAndSwap(false, true) {
-		return ErrClosed
-	}
-	b.pusher.stop()
-	b.compactor.stop()
+// stopQueues marks every stripe dead, stops its timer and wakes every
+// waiting receive (Close, CloseForRebuild; the broker is closed already).
+func (b *Broker) stopQueues() {
 	b.mu.RLock()
 	qs := make([]*Queue, 0, len(b.queues))
 	for _, q := range b.queues {
@@ -441,6 +436,17 @@ func (b *Broker) Close() error {
 		}
 		q.waiters.wake(-1)
 	}
+}
+
+// Close stops the broker: waiting receives return ErrClosed, timers stop and
+// the log is closed. A second Close returns ErrClosed.
+func (b *Broker) Close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	b.pusher.stop()
+	b.compactor.stop()
+	b.stopQueues()
 	start := time.Now()
 	err := b.store.close(b.failure.Load() == nil)
 	b.log.Info("broker closed", "took", time.Since(start), "err", err)

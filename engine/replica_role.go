@@ -101,24 +101,7 @@ func (b *Broker) CloseForRebuild() error {
 		return ErrClosed
 	}
 	b.compactor.stop()
-	b.mu.RLock()
-	qs := make([]*Queue, 0, len(b.queues))
-	for _, q := range b.queues {
-		qs = append(qs, q)
-	}
-	b.mu.RUnlock()
-	for _, q := range qs {
-		for i := range q.stripes {
-			st := &q.stripes[i]
-			st.mu.Lock()
-			st.dead = true
-			if st.timer != nil {
-				st.timer.Stop()
-			}
-			st.mu.Unlock()
-		}
-		q.waiters.wake(-1)
-	}
+	b.stopQueues()
 	return b.store.close(false)
 }
 
@@ -128,7 +111,7 @@ const exportSettleTimeout = 10 * time.Second
 
 // errExportUncommitted: the state ExportState read may hold a change that
 // never commits. The follower asks again.
-var errExportUncommitted = errors.New("engine: snapshot: the state holds changes of a failed proposal; try again")
+var errExportUncommitted = errors.New("engine: snapshot: the state holds changes its log does not make (a failed proposal); try again")
 
 // exportFence makes an ExportState stream hold committed changes only. A
 // leader's live state also holds the changes of its proposals in flight,
