@@ -228,3 +228,61 @@ func FuzzReadRun(f *testing.F) {
 		}
 	})
 }
+
+// TestReaderFromRing: a Reader serves the records it reads next from the
+// ring when the ring still holds them all, and from the files otherwise,
+// with the same records either way. Ranges start anywhere in a log four
+// times the ring's size, across segments, compressed records included.
+func TestReaderFromRing(t *testing.T) {
+	opts := testOptions(t, OSFS())
+	opts.CompressMinBytes = 512
+	l := mustOpen(t, t.TempDir(), opts)
+	defer l.Close()
+	var recs []Record
+	for len(recs) == 0 || int(l.End()) < 4*opts.BufferBytes {
+		recs = append(recs, appendMixed(t, l, 40)...)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	low := l.ringLow()
+	ringRange, fileRange := 0, 0
+	for i := 0; i < len(recs); i += 1 + i%7 {
+		j := min(len(recs), i+1+(i*37)%60)
+		to := l.WrittenEnd()
+		if j < len(recs) {
+			to = recs[j].Pos
+		}
+		before := l.Stats().RingReads
+		rd, err := l.NewReader(recs[i].Pos, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := i; k < j; k++ {
+			p, typ, payload, err := rd.Next()
+			if err != nil {
+				t.Fatalf("range from record %d: record %d at %d: %v", i, k, recs[k].Pos, err)
+			}
+			if p != recs[k].Pos || typ != recs[k].Type || !bytes.Equal(payload, recs[k].Body) {
+				t.Fatalf("range from record %d: record %d read as pos %d type %d (%d bytes), want pos %d type %d (%d bytes)",
+					i, k, p, typ, len(payload), recs[k].Pos, recs[k].Type, len(recs[k].Body))
+			}
+		}
+		rd.Close()
+		fromRing := l.Stats().RingReads > before
+		switch {
+		case recs[i].Pos >= low && !fromRing:
+			t.Fatalf("range [%d, %d) is in the ring (from %d) but was read from the files", recs[i].Pos, to, low)
+		case recs[i].Pos < low && fromRing && (j == len(recs) || recs[j-1].Pos < low):
+			t.Fatalf("range [%d, %d) was served from the ring, which holds only from %d", recs[i].Pos, to, low)
+		}
+		if fromRing {
+			ringRange++
+		} else {
+			fileRange++
+		}
+	}
+	if ringRange == 0 || fileRange == 0 {
+		t.Fatalf("%d ranges read from the ring and %d from the files: the test covers both", ringRange, fileRange)
+	}
+}

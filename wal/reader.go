@@ -2,7 +2,8 @@ package wal
 
 // reader.go owns the read side: ReadAt (random reads of one record, from the
 // ring when the record is still there, else with one pread) and Reader
-// (sequential replay from the files). Both verify every record (invariant 7)
+// (sequential replay: from the ring when the records it reads next are all
+// still there, else from the files). Both verify every record (invariant 7)
 // and hold a reference on the segment file for the duration of the read, so
 // RemoveSegment never closes a file under a reader (invariant 9).
 
@@ -279,6 +280,9 @@ func (r *Reader) next() (Pos, RecordType, []byte, error) {
 	if limit < headerSize {
 		return 0, 0, nil, corrupt("truncated")
 	}
+	if !r.win.covers(off, headerSize) {
+		r.fillFromRing(off, min(limit, windowBytes))
+	}
 	h, err := r.win.get(off, headerSize)
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("wal: read %s at %d: %w", r.sf.name, off, err)
@@ -329,6 +333,32 @@ func (r *Reader) switchSegment() error {
 	size := int64(min(r.to, s.endPos(r.to)) - s.start)
 	r.win = fileWindow{f: sf.f, size: size, buf: r.win.buf[:0]}
 	return nil
+}
+
+// fillFromRing loads the window with the n bytes at off in the reader's
+// segment from the in-memory ring, if the ring still holds them all, and
+// reports whether it did. A replica applying the records it has just
+// appended, or a checkpoint close behind the appenders, then reads them
+// with no system call. The bytes are copied under the shared lock, as
+// readRing does: an appender could otherwise overwrite them once they fall
+// out of the ring. They are the file's bytes (the writer writes the ring
+// out as it is), and next verifies every record read from them.
+func (r *Reader) fillFromRing(off int64, n int64) bool {
+	l, p := r.l, r.seg.start+Pos(off)
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	low, end := l.mu.openEnd, l.mu.end
+	if sz := Pos(l.ring.size()); end > sz && end-sz > low {
+		low = end - sz
+	}
+	if p < low || p+Pos(n) > end {
+		return false
+	}
+	r.win.buf = growBuf(r.win.buf, int(n), 0)
+	l.ring.read(p, r.win.buf)
+	r.win.off = off
+	l.stats.ringReads.Add(1)
+	return true
 }
 
 func (r *Reader) release() {

@@ -472,9 +472,14 @@ type fileWindow struct {
 
 const windowBytes = 1 << 20
 
+// covers reports whether the window holds the n bytes at off.
+func (w *fileWindow) covers(off int64, n int) bool {
+	return off >= w.off && off+int64(n) <= w.off+int64(len(w.buf))
+}
+
 // get returns n bytes at off, valid until the next call.
 func (w *fileWindow) get(off int64, n int) ([]byte, error) {
-	if off >= w.off && off+int64(n) <= w.off+int64(len(w.buf)) {
+	if w.covers(off, n) {
 		return w.buf[off-w.off : off-w.off+int64(n)], nil
 	}
 	if off+int64(n) > w.size {
