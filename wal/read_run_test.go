@@ -253,7 +253,7 @@ func TestReaderFromRing(t *testing.T) {
 		if j < len(recs) {
 			to = recs[j].Pos
 		}
-		before := l.Stats().RingReads
+		before := l.Stats().ReaderRingReads
 		rd, err := l.NewReader(recs[i].Pos, to)
 		if err != nil {
 			t.Fatal(err)
@@ -269,7 +269,7 @@ func TestReaderFromRing(t *testing.T) {
 			}
 		}
 		rd.Close()
-		fromRing := l.Stats().RingReads > before
+		fromRing := l.Stats().ReaderRingReads > before
 		switch {
 		case recs[i].Pos >= low && !fromRing:
 			t.Fatalf("range [%d, %d) is in the ring (from %d) but was read from the files", recs[i].Pos, to, low)

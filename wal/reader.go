@@ -280,8 +280,8 @@ func (r *Reader) next() (Pos, RecordType, []byte, error) {
 	if limit < headerSize {
 		return 0, 0, nil, corrupt("truncated")
 	}
-	if !r.win.covers(off, headerSize) {
-		r.fillFromRing(off, min(limit, windowBytes))
+	if !r.win.covers(off, headerSize) && !r.fillFromRing(off, min(limit, windowBytes)) {
+		r.l.stats.readerFile.Add(1)
 	}
 	h, err := r.win.get(off, headerSize)
 	if err != nil {
@@ -357,7 +357,7 @@ func (r *Reader) fillFromRing(off int64, n int64) bool {
 	r.win.buf = growBuf(r.win.buf, int(n), 0)
 	l.ring.read(p, r.win.buf)
 	r.win.off = off
-	l.stats.ringReads.Add(1)
+	l.stats.readerRing.Add(1)
 	return true
 }
 

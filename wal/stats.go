@@ -47,9 +47,12 @@ type Stats struct {
 	AppendStalls      uint64 // Appends that waited for room in the ring
 	RingReads         uint64 // ReadAt calls served from the ring
 	FileReads         uint64 // ReadAt calls and ReadRun reads served from a file
-	SpareFailures     uint64 // failed attempts to prepare a segment file (retried)
-	RollStalls        uint64 // times a roll found no segment file and appends waited
-	StickyFailures    uint64 // write or fsync failures that failed the log (0 or 1)
+	// ReaderRingReads counts the Reader's reads served from the ring
+	// (fillFromRing), ReaderFileReads those from a file.
+	ReaderRingReads, ReaderFileReads uint64
+	SpareFailures                    uint64 // failed attempts to prepare a segment file (retried)
+	RollStalls                       uint64 // times a roll found no segment file and appends waited
+	StickyFailures                   uint64 // write or fsync failures that failed the log (0 or 1)
 	// FsyncSeconds is the latency of each fdatasync, in seconds.
 	FsyncSeconds Histogram
 	// BatchRecords is the number of records per write batch.
@@ -109,6 +112,7 @@ type counters struct {
 	records, payloadBytes, bytes, compressed  atomic.Uint64
 	writes, writeCalls, fsyncs, rolls         atomic.Uint64
 	stalls, ringReads, fileReads              atomic.Uint64
+	readerRing, readerFile                    atomic.Uint64
 	spareFailures, rollStalls, stickyFailures atomic.Uint64
 	fsyncLat                                  histogram
 	batch                                     histogram
@@ -139,6 +143,8 @@ func (l *Log) Stats() Stats {
 		AppendStalls:      c.stalls.Load(),
 		RingReads:         c.ringReads.Load(),
 		FileReads:         c.fileReads.Load(),
+		ReaderRingReads:   c.readerRing.Load(),
+		ReaderFileReads:   c.readerFile.Load(),
 		SpareFailures:     c.spareFailures.Load(),
 		RollStalls:        c.rollStalls.Load(),
 		StickyFailures:    c.stickyFailures.Load(),
