@@ -383,7 +383,10 @@ func (b *Broker) Entries(lo, hi uint64, maxBytes int) ([]ReplicaEntry, bool, err
 // readRange calls fn for each record in [from, to) of the local log.
 func (r *replStore) readRange(from, to uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte)) error {
 	if to > uint64(r.wal.WrittenEnd()) {
-		if err := r.wal.Sync(); err != nil { // a reader reads what is written
+		// A reader reads what is written: wait for the writer's write of the
+		// range (it is under way: every append kicks the writer), not for
+		// an fsync, which the consensus layer asks for where it needs one.
+		if err := r.wal.WaitWritten(wal.Pos(to - 1)); err != nil {
 			return mapErr(err)
 		}
 	}

@@ -82,9 +82,13 @@ type Log struct {
 	// then takes and releases ack, then broadcasts.
 	ack struct {
 		sync.Mutex
-		written sync.Cond // broadcast when written advances (interval, none)
+		written sync.Cond // broadcast when written advances (interval, none; always while writtenWaiters > 0)
 		synced  sync.Cond // broadcast when synced advances
 	}
+	// writtenWaiters counts WaitWritten callers waiting: in SyncAlways the
+	// writer announces writes only to them (every other waiter waits for
+	// the fsync).
+	writtenWaiters atomic.Int32
 
 	// segs is the copy-on-write list of live segments (segment.go).
 	segs atomic.Pointer[segList]
@@ -358,6 +362,23 @@ func (l *Log) WaitDurable(p Pos) error {
 		l.wantSync(uint64(p) + 1)
 		return l.waitFor(&l.synced, &l.ack.synced, p)
 	}
+	return l.waitFor(&l.written, &l.ack.written, p)
+}
+
+// WaitWritten returns when the record at p and everything before it is
+// written to its segment file (not necessarily fsynced), whatever the
+// SyncMode; errors as WaitDurable. A Reader may then read up to there.
+func (l *Log) WaitWritten(p Pos) error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if l.written.Load() > uint64(p) {
+		return nil
+	}
+	// Counted before waitFor looks at written, while the writer stores
+	// written before it looks at the count: one of the two sees the other.
+	l.writtenWaiters.Add(1)
+	defer l.writtenWaiters.Add(-1)
 	return l.waitFor(&l.written, &l.ack.written, p)
 }
 

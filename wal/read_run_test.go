@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 )
 
 // appendMixed appends batches of records of varied sizes, types and
@@ -284,5 +285,36 @@ func TestReaderFromRing(t *testing.T) {
 	}
 	if ringRange == 0 || fileRange == 0 {
 		t.Fatalf("%d ranges read from the ring and %d from the files: the test covers both", ringRange, fileRange)
+	}
+}
+
+// TestWaitWrittenInEveryMode: WaitWritten returns once the record is
+// written, in every sync mode; in SyncAlways the writer otherwise wakes
+// only those who wait for an fsync.
+func TestWaitWrittenInEveryMode(t *testing.T) {
+	for _, mode := range []SyncMode{SyncAlways, SyncInterval, SyncNone} {
+		opts := testOptions(t, OSFS())
+		opts.Sync = mode
+		l := mustOpen(t, t.TempDir(), opts)
+		for i := range 200 {
+			recs := []Record{{Type: 1, Body: testPayload(uint64(i), 100, false)}}
+			if err := l.Append(recs); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- l.WaitWritten(recs[0].Pos) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("%v: WaitWritten: %v", mode, err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%v: WaitWritten(%d) has not returned after 30 s (written end %d)", mode, recs[0].Pos, l.WrittenEnd())
+			}
+			if l.WrittenEnd() <= recs[0].Pos {
+				t.Fatalf("%v: WaitWritten returned with the written end %d not past %d", mode, l.WrittenEnd(), recs[0].Pos)
+			}
+		}
+		l.Close()
 	}
 }

@@ -171,7 +171,7 @@ func (l *Log) flush(final, timed bool) {
 		if stalled {
 			l.spaceCond.Broadcast()
 		}
-		if l.opts.Sync != SyncAlways {
+		if l.opts.Sync != SyncAlways || l.writtenWaiters.Load() > 0 {
 			l.announce(&l.ack.written)
 		}
 	}
