@@ -277,6 +277,31 @@ func (d *durableStore) moveRecord(rec *logRec, src []byte, qid uint64, stripeIdx
 	*rec = logRec{typ: recDeadLetter, head: h, body: body, live: true}
 }
 
+// appendInPieces appends recs in order, in batches that each fit the
+// log's ring (Append refuses a batch larger than the ring), for records
+// each of which stands alone: the batches are not atomic together.
+// Recovery logs one record per message that expired or was lost while the
+// broker was down, which can be millions.
+func (d *durableStore) appendInPieces(recs []logRec) error {
+	limit := d.wal.Options().BufferBytes / 2
+	for len(recs) > 0 {
+		n, size := 0, 0
+		for n < len(recs) {
+			s := len(recs[n].head) + len(recs[n].body) + 32 // the frame's header and padding, generously
+			if n > 0 && size+s > limit {
+				break
+			}
+			size += s
+			n++
+		}
+		if err := d.append(recs[:n]); err != nil {
+			return err
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
+
 func (d *durableStore) changeRecord(st *stripe, typ uint8, idx uint32) {
 	b := st.snapBytes(snapLen)
 	putSnap(b, st.q.id, st.idx, idx, st.slab.at(idx))

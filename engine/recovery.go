@@ -456,7 +456,7 @@ func (rb *rebuild) finish() {
 		for i := range rb.create {
 			recs = append(recs, logRec{typ: recQueueCreate, head: rb.create[i].encode()})
 		}
-		err := rb.d.append(recs)
+		err := rb.d.appendInPieces(recs)
 		if err == nil {
 			err = rb.d.sync()
 		}
@@ -472,7 +472,7 @@ func (rb *rebuild) finish() {
 		for i := range rb.lost {
 			recs = append(recs, logRec{typ: recDelete, head: rb.lost[i][:]})
 		}
-		if err := rb.d.append(recs); err != nil {
+		if err := rb.d.appendInPieces(recs); err != nil {
 			b.storageFailed(err)
 		}
 	}
