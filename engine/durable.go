@@ -131,7 +131,7 @@ func openDurable(o *Options) (*durableStore, error) {
 		// The ring caches recent bodies for receives and holds unwritten
 		// data; 4 MiB covers both at several hundred MB/s (a group commit
 		// writes well under 1 MiB) and keeps the process small.
-		wo.BufferBytes = 4 << 20
+		wo.BufferBytes = DefaultLogBufferBytes
 	}
 	guard := newSpaceGuard(o, wo, iopts)
 	walFS := wo.FS

@@ -140,6 +140,10 @@ func (o *Options) withDefaults() Options {
 	return c
 }
 
+// DefaultLogBufferBytes is the size of the log's in-memory ring of recent
+// records when Options.WAL.BufferBytes is unset (durable mode).
+const DefaultLogBufferBytes = 4 << 20
+
 // SyncMode is the durability mode of the log: when a send is acknowledged.
 // It is wal.SyncMode, re-exported so that embedders need not import wal.
 type SyncMode = wal.SyncMode

@@ -47,6 +47,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/index"
 	"github.com/smqd/smqd/wal"
 )
 
@@ -121,12 +122,38 @@ func (s *shard) broker() *engine.Broker { return s.b.Load() }
 
 // openBroker opens the shard's broker on its directory.
 func (s *shard) openBroker() (*engine.Broker, error) {
-	o := s.n.cfg.Engine
+	o := shardShare(s.n.cfg.Engine, len(s.n.shards))
 	o.Dir = s.dir
 	o.Replica = s
 	o.HandleSecret = s.n.handleSecret(s.id)
 	o.Logger = s.log
 	return engine.Open(o)
+}
+
+// shardShare gives one of a node's shards its share of the node's budget
+// for the fixed memory of a broker: the log's ring of recent records and
+// the index's memtables, allocated per broker whatever it holds. The
+// template's values (the defaults when unset: a single broker's) are the
+// node's; each shard gets 1/shards of them, above floors that keep a
+// batch of the largest entry (64 KiB of bodies) well inside the ring and
+// Badger's transactions (15 % of a memtable) large. A shard takes about
+// 1/shards of the node's traffic, so its share keeps the same time span of
+// records. With a single broker's budget for each, 8 shards held 8 x 4 MiB
+// of rings and 8 x 10 MB of memtable arenas: the arenas were the largest
+// item of a node's heap with 1,000,000 messages backlogged.
+func shardShare(o engine.Options, shards int) engine.Options {
+	shards = max(shards, 1)
+	ring := o.WAL.BufferBytes
+	if ring == 0 {
+		ring = engine.DefaultLogBufferBytes
+	}
+	o.WAL.BufferBytes = max(1<<20, ring/shards)
+	mem := o.Index.MemTableBytes
+	if mem == 0 {
+		mem = index.DefaultMemTableBytes
+	}
+	o.Index.MemTableBytes = max(2<<20, mem/int64(shards))
+	return o
 }
 
 // start opens the broker and the Raft member.
