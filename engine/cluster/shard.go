@@ -134,9 +134,10 @@ func (s *shard) openBroker() (*engine.Broker, error) {
 // for the fixed memory of a broker: the log's ring of recent records and
 // the index's memtables, allocated per broker whatever it holds. The
 // template's values (the defaults when unset: a single broker's) are the
-// node's; each shard gets 1/shards of them, above floors that keep a
-// batch of the largest entry (64 KiB of bodies) well inside the ring and
-// Badger's transactions (15 % of a memtable) large. A shard takes about
+// node's; each shard gets 1/shards of them, above floors that keep the
+// largest batch one operation appends (16 messages with 32 KiB of
+// properties each: under 600 KiB) well inside the ring and Badger's
+// transactions (15 % of a memtable) large. A shard takes about
 // 1/shards of the node's traffic, so its share keeps the same time span of
 // records. With a single broker's budget for each, 8 shards held 8 x 4 MiB
 // of rings and 8 x 10 MB of memtable arenas: the arenas were the largest
@@ -147,7 +148,7 @@ func shardShare(o engine.Options, shards int) engine.Options {
 	if ring == 0 {
 		ring = engine.DefaultLogBufferBytes
 	}
-	o.WAL.BufferBytes = max(1<<20, ring/shards)
+	o.WAL.BufferBytes = max(2<<20, ring/shards)
 	mem := o.Index.MemTableBytes
 	if mem == 0 {
 		mem = index.DefaultMemTableBytes

@@ -20,10 +20,10 @@ func TestShardShare(t *testing.T) {
 	}{
 		{shards: 1, wantRing: engine.DefaultLogBufferBytes, wantMemtable: index.DefaultMemTableBytes},
 		{shards: 2, wantRing: engine.DefaultLogBufferBytes / 2, wantMemtable: index.DefaultMemTableBytes / 2},
-		{shards: 8, wantRing: 1 << 20, wantMemtable: 2 << 20},
-		{shards: 64, wantRing: 1 << 20, wantMemtable: 2 << 20},
+		{shards: 8, wantRing: 2 << 20, wantMemtable: 2 << 20},
+		{shards: 64, wantRing: 2 << 20, wantMemtable: 2 << 20},
 		{shards: 8, setRing: 16 << 20, setMemtable: 32 << 20, wantRing: 2 << 20, wantMemtable: 4 << 20},
-		{shards: 1, setRing: 256 << 10, setMemtable: 1 << 20, wantRing: 1 << 20, wantMemtable: 2 << 20},
+		{shards: 1, setRing: 256 << 10, setMemtable: 1 << 20, wantRing: 2 << 20, wantMemtable: 2 << 20},
 	} {
 		var o engine.Options
 		o.WAL.BufferBytes, o.Index.MemTableBytes = c.setRing, c.setMemtable
