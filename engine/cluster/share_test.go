@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/smqd/smqd/engine"
@@ -32,5 +33,48 @@ func TestShardShare(t *testing.T) {
 			t.Errorf("%d shards, template ring %d memtable %d: ring %d memtable %d, want %d and %d",
 				c.shards, c.setRing, c.setMemtable, got.WAL.BufferBytes, got.Index.MemTableBytes, c.wantRing, c.wantMemtable)
 		}
+	}
+}
+
+// TestClusterLargestSendFitsAShardsRing: the largest batch one operation
+// appends (16 messages of 4 KiB, each with close to 32 KiB of properties:
+// about 600 KiB) is taken by a shard whose ring is its floor, replicated,
+// and leaves every node healthy.
+func TestClusterLargestSendFitsAShardsRing(t *testing.T) {
+	c := newTestCluster(t, 3, 8)
+	_, b := c.leader("big")
+	if _, err := b.CreateQueue("big", engine.DefaultQueueConfig()); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := b.Queue("big")
+	value := make([]byte, engine.MaxPropertyBytes/2-64)
+	for i := range value {
+		value[i] = byte('a' + i*7%26)
+	}
+	ents := make([]engine.SendEntry, 16)
+	for i := range ents {
+		ents[i].Body = make([]byte, engine.MaxBatchBodyBytes/16)
+		ents[i].Properties = []engine.Property{
+			{Name: []byte("p1"), Value: value, Type: engine.PropString},
+			{Name: []byte("p2"), Value: value, Type: engine.PropString},
+		}
+	}
+	if _, err := q.Send(ents, nil); err != nil {
+		t.Fatalf("a 16-message send with %d bytes of properties each: %v", 2*len(value), err)
+	}
+	for i := range c.nodes {
+		eventually(t, "every replica holds the batch", func() error {
+			info, err := c.counts(i, "big")
+			if err != nil {
+				return err
+			}
+			if info.Active != 16 {
+				return fmt.Errorf("node %d: %d active", i+1, info.Active)
+			}
+			if err := c.nodes[i].Health(); err != nil {
+				return fmt.Errorf("node %d: %v", i+1, err)
+			}
+			return nil
+		})
 	}
 }
