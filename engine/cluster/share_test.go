@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/smqd/smqd/engine"
@@ -47,13 +48,18 @@ func TestClusterLargestSendFitsAShardsRing(t *testing.T) {
 		t.Fatal(err)
 	}
 	q, _ := b.Queue("big")
-	value := make([]byte, engine.MaxPropertyBytes/2-64)
-	for i := range value {
-		value[i] = byte('a' + i*7%26)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	letters := func(n int) []byte { // incompressible enough: the log compresses large records
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('a' + rnd.IntN(26))
+		}
+		return b
 	}
+	value := letters(engine.MaxPropertyBytes/2 - 64)
 	ents := make([]engine.SendEntry, 16)
 	for i := range ents {
-		ents[i].Body = make([]byte, engine.MaxBatchBodyBytes/16)
+		ents[i].Body = letters(engine.MaxBatchBodyBytes / 16)
 		ents[i].Properties = []engine.Property{
 			{Name: []byte("p1"), Value: value, Type: engine.PropString},
 			{Name: []byte("p2"), Value: value, Type: engine.PropString},
