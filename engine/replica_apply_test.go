@@ -10,23 +10,17 @@ import (
 // fsync. In --sync interval or none nothing else fsyncs them, and an apply
 // that did would make every committed entry cost a follower one.
 func TestReplicaApplyWaitsForTheWriteNotAnFsync(t *testing.T) {
-	h := &handShard{t: t, rep: &handReplica{kick: make(chan struct{}, 1)}, clk: NewFakeClock(t0), next: 1}
-	h.leader = h.open(t.TempDir(), h.rep)
-	o := Options{Dir: t.TempDir(), Replica: &handReplica{kick: make(chan struct{}, 1)}, FreeSpaceReserve: -1, Stripes: 1,
+	h, q := newHandShard(t)
+	// The follower again, in --sync none (its queue was created already).
+	if err := h.follower.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Dir: h.fdir, Replica: &handReplica{kick: make(chan struct{}, 1)}, FreeSpaceReserve: -1, Stripes: 1,
 		Clock: h.clk, Logger: testLogger(t)}
 	o.WAL.Sync = SyncNone
 	o.CheckpointInterval, o.CheckpointRecords, o.CheckpointBytes = time.Hour, 1<<40, 1<<40
 	var err error
 	if h.follower, err = Open(o); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.leader.Close(); h.follower.Close() })
-	if err := h.leader.SetLeader(true, 1); err != nil {
-		t.Fatal(err)
-	}
-	h.do(func() error { _, err := h.leader.CreateQueue("q", DefaultQueueConfig()); return err })
-	q, err := h.leader.Queue("q")
-	if err != nil {
 		t.Fatal(err)
 	}
 	before := h.follower.Stats().Storage.WAL.Fsyncs
