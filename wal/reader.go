@@ -280,7 +280,7 @@ func (r *Reader) next() (Pos, RecordType, []byte, error) {
 	if limit < headerSize {
 		return 0, 0, nil, corrupt("truncated")
 	}
-	if !r.win.covers(off, headerSize) && !r.fillFromRing(off, min(limit, windowBytes)) {
+	if !r.win.covers(off, headerSize) && !r.fillFromRing(off, min(limit, ringFillBytes)) {
 		r.l.stats.readerFile.Add(1)
 	}
 	h, err := r.win.get(off, headerSize)
@@ -334,6 +334,10 @@ func (r *Reader) switchSegment() error {
 	r.win = fileWindow{f: sf.f, size: size, buf: r.win.buf[:0]}
 	return nil
 }
+
+// ringFillBytes bounds one copy from the ring: it is made under the log's
+// shared lock, which appenders wait for.
+const ringFillBytes = 256 << 10
 
 // fillFromRing loads the window with the n bytes at off in the reader's
 // segment from the in-memory ring, if the ring still holds them all, and
