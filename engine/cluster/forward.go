@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -139,16 +138,6 @@ func (n *Node) fwdConn(leader uint64) (net.Conn, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNotSent, err)
 	}
 	return c, nil
-}
-
-// alive tells whether an idle connection is still open: the other end
-// closes its side when it goes away, which a read sees at once as EOF.
-func alive(c net.Conn) bool {
-	c.SetReadDeadline(time.Now())
-	var b [1]byte
-	_, err := c.Read(b[:])
-	c.SetReadDeadline(time.Time{})
-	return errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 func (n *Node) fwdPut(leader uint64, c net.Conn) {
