@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/smqd/smqd/engine"
 )
 
 // A forward connection kept idle in the pool goes stale when the node at
@@ -37,4 +40,76 @@ func TestForwardAfterTheLeaderRestarts(t *testing.T) {
 	if string(got) != "re:two" {
 		t.Fatalf("forward after the restart: %q", got)
 	}
+}
+
+// Closing a node settles the operations waiting on its shards. A shard
+// leader cut off from its quorum holds a send, made here and one forwarded
+// from another node, that can never commit; Close must fail both (never
+// acknowledge them) and return. Before, Close stopped the shards' loops,
+// then waited for the transport's connections to end, and a forwarded
+// request waited for a commit that no loop would ever make: a SIGTERM
+// under load hung the process for good.
+func TestCloseSettlesOperationsInFlight(t *testing.T) {
+	c := newTestCluster(t, 5, 1)
+	li, b := c.leader("q")
+	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
+		t.Fatal(err)
+	}
+	fi := (li + 1) % 5
+	for i := range c.nodes {
+		if i != li && i != fi {
+			c.stop(i)
+		}
+	}
+	send := func() error {
+		q, err := b.Queue("q")
+		if err != nil {
+			return err
+		}
+		_, err = q.Send([]engine.SendEntry{{Body: []byte("never committed")}}, nil)
+		return err
+	}
+	c.nodes[li].SetForwardHandler(func(from uint64, req, dst []byte) []byte {
+		if err := send(); err != nil {
+			return append(dst, "error: "+err.Error()...)
+		}
+		return append(dst, "ok"...)
+	})
+	sh := c.nodes[li].shards[0]
+	before := sh.proposals.Load()
+	direct := make(chan error, 1)
+	go func() { direct <- send() }()
+	forwarded := make(chan string, 1)
+	go func() {
+		got, err := c.nodes[fi].Forward(uint64(li+1), []byte("send"), nil, time.Minute)
+		if err != nil {
+			got = []byte("error: " + err.Error())
+		}
+		forwarded <- string(got)
+	}()
+	eventually(t, "both sends proposed", func() error {
+		if n := sh.proposals.Load() - before; n < 2 {
+			return fmt.Errorf("%d proposed", n)
+		}
+		return nil
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- c.nodes[li].Close() }()
+	bound := time.After(20 * time.Second) // a hang, not a timing
+	for done := 0; done < 3; done++ {
+		select {
+		case <-closed:
+		case err := <-direct:
+			if err == nil {
+				t.Error("a send that cannot have committed was acknowledged")
+			}
+		case got := <-forwarded:
+			if got == "ok" {
+				t.Error("a forwarded send that cannot have committed was acknowledged")
+			}
+		case <-bound:
+			t.Fatalf("Close, the send or the forwarded send still waits after 20 s (%d of 3 done)", done)
+		}
+	}
+	c.nodes[li] = nil
 }
