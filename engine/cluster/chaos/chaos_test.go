@@ -94,8 +94,8 @@ func startCluster(t *testing.T, nodes, shards int) *Cluster {
 }
 
 // cycles is the number of fault cycles: SMQD_CHAOS_CYCLES, else 100 with
-// -tags long, 6 with -short (the first six faults, membership changes
-// included), 10 otherwise.
+// -tags long, 7 with -short (the first seven faults, membership changes
+// and a graceful stop included), 10 otherwise.
 func cycles(t *testing.T) int {
 	if s := os.Getenv("SMQD_CHAOS_CYCLES"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -108,7 +108,7 @@ func cycles(t *testing.T) int {
 	case chaosLong:
 		return 100
 	case testing.Short():
-		return 6
+		return 7
 	}
 	return 10
 }

@@ -90,6 +90,13 @@ func CycleFaults() []Fault {
 			}
 			return func() error { c.SetExtraArgs(i, nil); return nil }, nil
 		}},
+		{"stop the leader gracefully (SIGTERM) under load, restart it", func(c *Cluster, shard int) (func() error, error) {
+			l := leaderOr(c, shard)
+			if err := c.Stop(l, 30*time.Second); err != nil {
+				return nil, err
+			}
+			return restart(c, l), nil
+		}},
 		{"clock skew of ±2 s on one node (the leader)", func(c *Cluster, shard int) (func() error, error) {
 			l := leaderOr(c, shard)
 			off := "2s"

@@ -37,6 +37,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/smqd/smqd/engine/cluster"
@@ -249,6 +250,37 @@ func (c *Cluster) Kill(i int) {
 	<-n.done
 	n.cmd, n.done = nil, nil
 	c.cfg.Logf("chaos: node %d killed", i)
+}
+
+// Stop shuts node i down as an operator does (SIGTERM) and waits for it
+// to exit, at most bound; one that is still running then is killed, and
+// that, or an exit status other than 0, is an error: a graceful stop must
+// end on its own, under load too.
+func (c *Cluster) Stop(i int, bound time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.Nodes[i-1]
+	if n.cmd == nil {
+		return nil
+	}
+	start := time.Now()
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case <-n.done:
+		if !n.cmd.ProcessState.Success() {
+			err = fmt.Errorf("node %d exited with %v after SIGTERM", i, n.cmd.ProcessState)
+		}
+	case <-time.After(bound):
+		n.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines, into its log
+		time.Sleep(time.Second)
+		n.cmd.Process.Kill()
+		<-n.done
+		err = fmt.Errorf("node %d still ran %v after SIGTERM (killed; goroutine dump in its log)", i, bound)
+	}
+	n.cmd, n.done = nil, nil
+	c.cfg.Logf("chaos: node %d stopped (SIGTERM) in %v", i, time.Since(start).Round(time.Millisecond))
+	return err
 }
 
 // Up reports whether node i's process runs (it may have exited on its own:
