@@ -60,14 +60,15 @@ func NewCluster(c *cluster.Node, opts Options) (*Server, error) {
 		return f
 	}
 	s.fwd.New = func() any { return &fwdOut{br: bufio.NewReaderSize(nil, 16<<10)} }
-	c.SetForwardHandler(s.serveForwarded)
+	c.SetForwardHandler(s.base, s.serveForwarded)
 	return s, nil
 }
 
 // forwardedFrom describes a request another node forwarded.
 type forwardedFrom struct {
 	node uint64
-	tls  bool // the client's connection to the first node was TLS
+	tls  bool            // the client's connection to the first node was TLS
+	ctx  context.Context // ends when the forwarding node stops waiting, or at this server's shutdown
 }
 
 // fwdOut is the scratch space of forwarding one request.
@@ -110,6 +111,14 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState) bool {
 		if err == nil && st.fw == nil {
 			ferr := s.forward(ctx, st, leader)
 			if ferr == nil {
+				return false
+			}
+			if errors.Is(ferr, cluster.ErrCanceled) && s.closing.Load() {
+				// Shutting down: a forwarded long poll is answered as a
+				// local one is. A message the leader hands out after
+				// this goes to a closed connection and becomes visible
+				// again after its visibility timeout (docs/operations.md).
+				s.fail(ctx, st, engine.ErrMessageNotExist)
 				return false
 			}
 			if !errors.Is(ferr, cluster.ErrNotSent) {
@@ -156,11 +165,15 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) 
 	f.out = f.h.AppendBytes(f.out)
 	f.out = append(f.out, st.body...)
 	timeout := 10 * time.Second
+	wctx := context.Background()
 	if st.op.isReceive() {
 		timeout += engine.MaxPollingWait
+		// A long poll ends at this server's shutdown, as a local one does
+		// (receiveOrPeek): the caller answers MessageNotExist.
+		wctx = s.base
 	}
 	var err error
-	f.in, err = s.c.Forward(leader, f.out, f.in[:0], timeout)
+	f.in, err = s.c.Forward(wctx, leader, f.out, f.in[:0], timeout)
 	if err != nil {
 		return err
 	}
@@ -175,7 +188,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) 
 
 // serveForwarded runs a request another node forwarded and appends the
 // answer (an HTTP/1.1 response) to dst.
-func (s *Server) serveForwarded(from uint64, req, dst []byte) []byte {
+func (s *Server) serveForwarded(ctx context.Context, from uint64, req, dst []byte) []byte {
 	f := s.fwdIn.Get().(*fwdIn)
 	defer func() {
 		f.ctx.Request.Reset()
@@ -187,7 +200,7 @@ func (s *Server) serveForwarded(from uint64, req, dst []byte) []byte {
 	}()
 	f.ctx.Request.Reset()
 	f.ctx.Response.Reset()
-	f.fw = forwardedFrom{node: from}
+	f.fw = forwardedFrom{node: from, ctx: ctx}
 	if len(req) > 0 {
 		f.fw.tls = req[0]&fwdFlagTLS != 0
 		req = req[1:]

@@ -189,7 +189,7 @@ func TestClusterForwardedRequestIsAuthenticated(t *testing.T) {
 	c.ready()
 	raw := "\x00GET /queues/q/messages HTTP/1.1\r\nHost: x\r\nx-mns-version: 2015-06-06\r\nDate: " +
 		time.Now().UTC().Format(time.RFC1123) + "\r\n\r\n"
-	out := string(c.envs[0].srv.serveForwarded(2, []byte(raw), nil))
+	out := string(c.envs[0].srv.serveForwarded(context.Background(), 2, []byte(raw), nil))
 	if !strings.HasPrefix(out, "HTTP/1.1 400") {
 		t.Fatalf("an unsigned forwarded request was answered %q", out)
 	}
@@ -300,4 +300,56 @@ func TestClusterStatusAndMembership(t *testing.T) {
 	c.stop(2)
 	// Three members left, all up: the queue still works through node 4.
 	c4.mustSend("m", "after", "")
+}
+
+// A node's shutdown answers the long polls it forwarded at once, as it
+// answers its own (404 MessageNotExist), instead of holding its shutdown
+// until the leader's wait ends (up to 30 s; it did).
+func TestClusterShutdownEndsForwardedLongPolls(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/idle", ""), 201)
+	lead := -1
+	clusterEventually(t, "a leader", func() error {
+		for i, n := range c.nodes {
+			if b, _, err := n.Route("idle"); err == nil && b != nil {
+				lead = i
+				return nil
+			}
+		}
+		return fmt.Errorf("none")
+	})
+	f := (lead + 1) % 3
+	done := async(c.envs[f], "/queues/idle/messages?waitseconds=30")
+	lb := c.nodes[lead].Broker(0)
+	clusterEventually(t, "the forwarded long poll waits on the leader", func() error {
+		if n := lb.Stats().LongPolls; n != 1 {
+			return fmt.Errorf("%d long polls waiting", n)
+		}
+		return nil
+	})
+	// 10 s against a 30 s wait: a bound against the old behaviour, not a timing.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.envs[f].srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown of the forwarding node: %v (it waited for the forwarded long poll)", err)
+	}
+	wantError(t, result(t, done), 404, "MessageNotExist")
+	// The leader's side of that poll ends too: the forwarding node closed
+	// the connection, so nobody would receive what it took. A message
+	// sent now is there for the next receive, not hidden for the
+	// visibility timeout.
+	clusterEventually(t, "the leader's side of the poll ends", func() error {
+		if n := lb.Stats().LongPolls; n != 0 {
+			return fmt.Errorf("%d long polls still waiting on the leader", n)
+		}
+		return nil
+	})
+	lc := c.envs[lead].client()
+	sent := lc.mustSend("idle", "after the shutdown", "")
+	if got := lc.mustReceive("idle"); got.MessageId != sent.MessageId {
+		t.Fatalf("received %+v, sent %+v", got, sent)
+	}
+	c.nodes[f].Close()
+	c.nodes[f], c.envs[f] = nil, nil
 }

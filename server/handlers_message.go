@@ -151,7 +151,13 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 		} else {
 			// The server's base context ends on Shutdown, which answers
 			// waiting polls at once; the wait itself is bounded by 30 s.
-			msgs, err = q.Receive(s.base, opt, st.msgs[:0])
+			// A forwarded poll's context also ends when the node that
+			// forwarded it stops waiting (engine/cluster/forward_watch.go).
+			rctx := s.base
+			if st.fw != nil && st.fw.ctx != nil {
+				rctx = st.fw.ctx
+			}
+			msgs, err = q.Receive(rctx, opt, st.msgs[:0])
 		}
 		if len(msgs) > len(st.msgs) {
 			st.msgs = msgs
@@ -165,7 +171,7 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 		break
 	}
 	if err != nil {
-		if s.closing.Load() && (errors.Is(err, engine.ErrClosed) || errors.Is(err, context.Canceled)) {
+		if (s.closing.Load() || st.fw != nil) && (errors.Is(err, engine.ErrClosed) || errors.Is(err, context.Canceled)) {
 			return engine.ErrMessageNotExist
 		}
 		return err

@@ -26,6 +26,7 @@ package cluster
 // taken from the pool is owned by the request using it until put back.
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -48,11 +49,23 @@ const (
 // (not reachable); it did not run there.
 var ErrNotSent = errors.New("cluster: the request could not be sent to the shard's leader")
 
+// ErrCanceled: the forwarding node stopped waiting for the answer (its
+// context ended); the request may have run on the leader.
+var ErrCanceled = errors.New("cluster: stopped waiting for the leader's answer")
+
 // ErrTooManyForwards: every forward connection to the leader is busy.
 var ErrTooManyForwards = errors.New("cluster: too many requests in flight to the shard's leader")
 
 // ForwardHandler runs a forwarded request and appends the answer to dst.
-type ForwardHandler func(from uint64, req, dst []byte) []byte
+// ctx ends when the forwarding node stops waiting for the answer, or when
+// the base context given to SetForwardHandler ends (forward_watch.go): a
+// long poll should wait on it.
+type ForwardHandler func(ctx context.Context, from uint64, req, dst []byte) []byte
+
+type fwdHandler struct {
+	base context.Context
+	h    ForwardHandler
+}
 
 type fwdPool struct {
 	mu   sync.Mutex
@@ -63,11 +76,16 @@ type fwdPool struct {
 // SetForwardHandler installs the handler of requests other nodes forward
 // here. Until it is set, forwarded requests are refused (their
 // connections closed).
-func (n *Node) SetForwardHandler(h ForwardHandler) { n.fwdHandler.Store(&h) }
+// The contexts handed to h derive from base.
+func (n *Node) SetForwardHandler(base context.Context, h ForwardHandler) {
+	n.fwdHandler.Store(&fwdHandler{base, h})
+}
 
 // Forward sends a request to node leader and appends its answer to dst,
-// waiting at most timeout. See the file comment for what an error means.
-func (n *Node) Forward(leader uint64, req, dst []byte, timeout time.Duration) ([]byte, error) {
+// waiting at most timeout, or until ctx ends (ErrCanceled: a shutting-down
+// node cuts its forwarded long polls short). See the file comment for what
+// an error means.
+func (n *Node) Forward(ctx context.Context, leader uint64, req, dst []byte, timeout time.Duration) ([]byte, error) {
 	if leader == n.cfg.NodeID {
 		return dst, fmt.Errorf("%w: forwarding to itself", ErrNotSent)
 	}
@@ -84,8 +102,16 @@ func (n *Node) Forward(leader uint64, req, dst []byte, timeout time.Duration) ([
 		// The leader reads a request only whole: a short write ran nothing.
 		return dst, fmt.Errorf("%w: %v", ErrNotSent, err)
 	}
+	// ctx ending cuts the wait short: the deadline moves to now, and the
+	// connection is not reused (the answer may still be on its way).
+	// AfterFunc costs no goroutine while ctx lives.
+	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
 	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		stop()
 		n.fwdDrop(leader, c)
+		if ctx.Err() != nil {
+			return dst, fmt.Errorf("cluster: forwarded request to node %d: %w (%w)", leader, ErrCanceled, ctx.Err())
+		}
 		return dst, fmt.Errorf("cluster: forwarded request to node %d: no answer: %w", leader, err)
 	}
 	size := int(binary.LittleEndian.Uint32(hdr[:]))
@@ -95,11 +121,19 @@ func (n *Node) Forward(leader uint64, req, dst []byte, timeout time.Duration) ([
 	}
 	dst = slices.Grow(dst, size)
 	if _, err := io.ReadFull(c, dst[len(dst):len(dst)+size]); err != nil {
+		stop()
 		n.fwdDrop(leader, c)
+		if ctx.Err() != nil {
+			return dst, fmt.Errorf("cluster: forwarded request to node %d: %w (%w)", leader, ErrCanceled, ctx.Err())
+		}
 		return dst, fmt.Errorf("cluster: forwarded request to node %d: answer cut short: %w", leader, err)
 	}
-	c.SetDeadline(time.Time{})
-	n.fwdPut(leader, c)
+	if stop() {
+		c.SetDeadline(time.Time{})
+		n.fwdPut(leader, c)
+	} else {
+		n.fwdDrop(leader, c) // the deadline may be moved under it yet
+	}
 	n.forwarded.Add(1)
 	return dst[:len(dst)+size], nil
 }
@@ -184,6 +218,7 @@ func (n *Node) closeForwards() {
 func (n *Node) serveForward(from uint64, c net.Conn) {
 	var hdr [4]byte
 	var req, resp []byte
+	var ctx connCtx
 	for {
 		if _, err := io.ReadFull(c, hdr[:]); err != nil {
 			return
@@ -202,7 +237,11 @@ func (n *Node) serveForward(from uint64, c net.Conn) {
 			n.log.Warn("a forwarded request arrived before the API was ready; closing", "peer", from)
 			return
 		}
-		resp = (*h)(from, req, resp[:0])
+		ctx.reset(h.base, c)
+		resp = h.h(&ctx, from, req, resp[:0])
+		if !ctx.stop() {
+			return // the forwarding node went away, or sent bytes unasked
+		}
 		binary.LittleEndian.PutUint32(hdr[:], uint32(len(resp)))
 		bufs := net.Buffers{hdr[:], resp}
 		if _, err := bufs.WriteTo(c); err != nil {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -16,21 +17,23 @@ import (
 // connection and opens a new one.
 func TestForwardAfterTheLeaderRestarts(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
-	echo := func(from uint64, req, dst []byte) []byte { return append(append(dst, "re:"...), req...) }
-	c.nodes[1].SetForwardHandler(echo)
+	echo := func(_ context.Context, from uint64, req, dst []byte) []byte {
+		return append(append(dst, "re:"...), req...)
+	}
+	c.nodes[1].SetForwardHandler(context.Background(), echo)
 	for i := 0; i < 3; i++ { // three in a row: one pooled connection, reused
-		got, err := c.nodes[0].Forward(2, []byte("one"), nil, 5*time.Second)
+		got, err := c.nodes[0].Forward(context.Background(), 2, []byte("one"), nil, 5*time.Second)
 		if err != nil || string(got) != "re:one" {
 			t.Fatalf("forward %d: %q, %v", i, got, err)
 		}
 	}
 	c.stop(1)
 	c.start(1)
-	c.nodes[1].SetForwardHandler(echo)
+	c.nodes[1].SetForwardHandler(context.Background(), echo)
 	// The restarted node closed the pooled connection's other end; give
 	// its FIN time to arrive, as it does long before a real next request.
 	time.Sleep(100 * time.Millisecond)
-	got, err := c.nodes[0].Forward(2, []byte("two"), nil, 5*time.Second)
+	got, err := c.nodes[0].Forward(context.Background(), 2, []byte("two"), nil, 5*time.Second)
 	if err != nil {
 		if errors.Is(err, ErrNotSent) {
 			t.Fatalf("forward after the restart was refused (retryable, but the node was up): %v", err)
@@ -69,7 +72,7 @@ func TestCloseSettlesOperationsInFlight(t *testing.T) {
 		_, err = q.Send([]engine.SendEntry{{Body: []byte("never committed")}}, nil)
 		return err
 	}
-	c.nodes[li].SetForwardHandler(func(from uint64, req, dst []byte) []byte {
+	c.nodes[li].SetForwardHandler(context.Background(), func(_ context.Context, from uint64, req, dst []byte) []byte {
 		if err := send(); err != nil {
 			return append(dst, "error: "+err.Error()...)
 		}
@@ -81,7 +84,7 @@ func TestCloseSettlesOperationsInFlight(t *testing.T) {
 	go func() { direct <- send() }()
 	forwarded := make(chan string, 1)
 	go func() {
-		got, err := c.nodes[fi].Forward(uint64(li+1), []byte("send"), nil, time.Minute)
+		got, err := c.nodes[fi].Forward(context.Background(), uint64(li+1), []byte("send"), nil, time.Minute)
 		if err != nil {
 			got = []byte("error: " + err.Error())
 		}
@@ -112,4 +115,41 @@ func TestCloseSettlesOperationsInFlight(t *testing.T) {
 		}
 	}
 	c.nodes[li] = nil
+}
+
+// The context of a forwarded request: a long poll that ends by itself
+// leaves the connection usable for the next request; the end of the base
+// context ends the wait and the answer still goes back.
+func TestForwardedRequestContext(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.nodes[1].SetForwardHandler(base, func(ctx context.Context, from uint64, req, dst []byte) []byte {
+		select {
+		case <-ctx.Done(): // a long poll: starts the watch
+			return append(dst, "ended: "+ctx.Err().Error()...)
+		case <-time.After(50 * time.Millisecond): // "a message came"
+			if ctx.Err() != nil {
+				return append(dst, "err after the wait"...)
+			}
+			return append(dst, "message"...)
+		}
+	})
+	for i := 0; i < 3; i++ {
+		got, err := c.nodes[0].Forward(context.Background(), 2, []byte("poll"), nil, 5*time.Second)
+		if err != nil || string(got) != "message" {
+			t.Fatalf("poll %d: %q, %v", i, got, err)
+		}
+	}
+	c.nodes[0].fwd.mu.Lock()
+	n := c.nodes[0].fwd.open[2]
+	c.nodes[0].fwd.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d connections opened for three polls in a row, want 1 (reused)", n)
+	}
+	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
+	got, err := c.nodes[0].Forward(context.Background(), 2, []byte("poll"), nil, 5*time.Second)
+	if err != nil || string(got) != "ended: context canceled" {
+		t.Fatalf("poll at the base's end: %q, %v", got, err)
+	}
 }

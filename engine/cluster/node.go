@@ -68,7 +68,7 @@ type Node struct {
 	failure   atomic.Pointer[error]
 
 	fwd        fwdPool
-	fwdHandler atomic.Pointer[ForwardHandler]
+	fwdHandler atomic.Pointer[fwdHandler]
 
 	ackMu    sync.Mutex
 	acked    map[ackKey]uint64 // guarded by ackMu: the highest index each member acknowledged, per shard (rejoin.go)
