@@ -353,3 +353,41 @@ func TestClusterShutdownEndsForwardedLongPolls(t *testing.T) {
 	c.nodes[f].Close()
 	c.nodes[f], c.envs[f] = nil, nil
 }
+
+// A long poll waiting on a shard's leader when it stops leading (a
+// failover, the balancer's hand-over) is answered as an empty receive (404
+// MessageNotExist), both when the client asked the leader and when another
+// node forwarded it: consumers poll again, on the new leader. It was 503
+// ServiceUnavailable, an exception in SDK consumer code (@alicloud/mns,
+// run against a cluster, failed so at the balancer's first hand-over).
+func TestClusterLongPollAtAStepDownIsEmpty(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/idle", ""), 201)
+	lead := -1
+	clusterEventually(t, "a leader", func() error {
+		for i, n := range c.nodes {
+			if b, _, err := n.Route("idle"); err == nil && b != nil {
+				lead = i
+				return nil
+			}
+		}
+		return fmt.Errorf("none")
+	})
+	lb := c.nodes[lead].Broker(0)
+	direct := async(c.envs[lead], "/queues/idle/messages?waitseconds=30")
+	forwarded := async(c.envs[(lead+1)%3], "/queues/idle/messages?waitseconds=30")
+	clusterEventually(t, "both long polls wait on the leader", func() error {
+		if n := lb.Stats().LongPolls; n != 2 {
+			return fmt.Errorf("%d long polls waiting", n)
+		}
+		return nil
+	})
+	// What the shard's loop does when Raft says this member stopped
+	// leading.
+	if err := lb.SetLeader(false, 0); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, result(t, direct), 404, "MessageNotExist")
+	wantError(t, result(t, forwarded), 404, "MessageNotExist")
+}

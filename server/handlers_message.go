@@ -174,6 +174,15 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 		if (s.closing.Load() || st.fw != nil) && (errors.Is(err, engine.ErrClosed) || errors.Is(err, context.Canceled)) {
 			return engine.ErrMessageNotExist
 		}
+		if !peek && errors.Is(err, engine.ErrNotLeader) {
+			// The shard's leader changed while the receive ran (a
+			// failover, a hand-over, this node's shutdown): whatever it
+			// took was not committed and is still there on the new
+			// leader. Answered as an empty receive, which every SDK
+			// takes as "poll again" (and routes to the new leader), not
+			// as a 503 that surfaces as an error in consumer code.
+			return engine.ErrMessageNotExist
+		}
 		return err
 	}
 	b := respBody(ctx)

@@ -83,8 +83,16 @@ async function rejects(what, p, check) {
 }
 
 // step runs one named group of checks; an unexpected exception fails it.
+// SMQD_SKIP_STEPS, a regular expression: steps whose name matches are
+// skipped, and say so (a cluster serves no topics: sdk_test.go).
+const SKIP = process.env.SMQD_SKIP_STEPS ? new RegExp(process.env.SMQD_SKIP_STEPS, 'i') : null;
+
 async function step(name, fn) {
   stepName = name;
+  if (SKIP && SKIP.test(name)) {
+    console.log(`SKIP ${name} (SMQD_SKIP_STEPS)`);
+    return;
+  }
   try {
     await fn();
   } catch (e) {
