@@ -25,7 +25,11 @@ package main
 //     (testdata/sdk/push.js; topic spec §3.4-§3.6);
 //  4. checks /metrics saw the WAL at work, then stops the daemon with
 //     SIGTERM and requires a clean exit (and no race report);
-//  5. starts it again with --tls-cert/--tls-key (a self-signed certificate
+//  5. runs the SDK scripts against a 3-node cluster of the same binary,
+//     each through another node, so that most requests are forwarded to
+//     their shard's leader (topic steps skipped: a cluster serves none;
+//     sdk_cluster_test.go), and stops every node with SIGTERM;
+//  6. starts it again with --tls-cert/--tls-key (a self-signed certificate
 //     the test creates, trusted by Node through NODE_EXTRA_CA_CERTS) and
 //     runs @alicloud/mns, ali-mns (URLs overwritten) and limits.js over
 //     https; then replaces the certificate files, sends SIGHUP and waits
@@ -112,6 +116,9 @@ func TestSDKCompatibility(t *testing.T) {
 		}
 	}
 	d.stop(t)
+
+	// The same SDKs against a 3-node cluster, through every node.
+	t.Run("sdk-cluster", func(t *testing.T) { runSDKCluster(t, node, dir, bin) })
 
 	// The same SDKs over HTTPS, then a certificate reload on SIGHUP.
 	certDir := t.TempDir()

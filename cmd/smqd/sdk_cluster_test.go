@@ -1,0 +1,211 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runSDKCluster runs the SDK scripts against a 3-node cluster of bin
+// (TestSDKCompatibility's "sdk-cluster"): each script through another
+// node, so that most requests are forwarded to their shard's leader, and
+// every answer must be what a single node gives. A cluster serves no
+// topics (TestClusterRefusesTopics), so the topic, push and subscription
+// steps are skipped. The scripts start once every shard is led by its
+// preferred leader: the balancer's hand-overs after a start end long polls
+// early (404), which the scripts' timing checks would take for a fault.
+// Then every node must stop cleanly on SIGTERM.
+func runSDKCluster(t *testing.T, node, dir, bin string) {
+	const n = 3
+	creds := filepath.Join(t.TempDir(), "credentials")
+	const keyID, secret = "sdkcluster", "sdk-cluster-secret-0123456789"
+	if err := os.WriteFile(creds, []byte(keyID+" "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	raft, api := make([]string, n), make([]string, n)
+	var peers []string
+	for i := range n {
+		raft[i], api[i] = freeLoopback(t), freeLoopback(t)
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, raft[i]))
+	}
+	nodes := make([]*clusterDaemon, n)
+	for i := range n {
+		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], strings.Join(peers, ","), creds)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := preferredLeadersReady(api)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster did not settle within 60 s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	common := append(nodeEnv(), "SMQD_ACCESS_KEY_ID="+keyID, "SMQD_ACCESS_KEY_SECRET="+secret,
+		"SMQD_SKIP_STEPS=topic|push|dead-letter")
+	ep := func(i int) string { return "http://" + api[i] }
+	t.Run("scripts", func(t *testing.T) {
+		runNodeScripts(t, node, dir, common, []nodeRun{
+			{"alicloud-mns via node 2", "alicloud-mns.js", []string{"SMQD_ENDPOINT=" + ep(1)}},
+			{"ali-mns-url-override via node 3", "ali-mns.js", []string{"SMQD_ENDPOINT=" + ep(2), "SMQD_ALIMNS_MODE=url"}},
+			{"ali-mns-http-proxy via node 1", "ali-mns.js", []string{"SMQD_ENDPOINT=" + ep(0), "SMQD_ALIMNS_MODE=proxy", "HTTP_PROXY=" + ep(0)}},
+			{"limits via node 1", "limits.js", []string{"SMQD_ENDPOINT=" + ep(0)}},
+		})
+	})
+	var forwarded int64
+	for i := range n {
+		var st struct {
+			Forwarded int64 `json:"forwarded"`
+		}
+		if err := json.Unmarshal([]byte(httpGet(t, ep(i)+"/cluster")), &st); err != nil {
+			t.Fatal(err)
+		}
+		forwarded += st.Forwarded
+	}
+	if forwarded == 0 {
+		t.Error("no request was forwarded: the run did not test forwarding")
+	}
+	for _, d := range nodes {
+		d.stop(t)
+	}
+}
+
+// freeLoopback returns a free 127.0.0.1 port.
+func freeLoopback(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type clusterDaemon struct {
+	id     int
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan error
+}
+
+// startClusterDaemon starts node id of a cluster and waits until its API
+// answers.
+func startClusterDaemon(t *testing.T, bin string, id int, raft, api, peers, creds string) *clusterDaemon {
+	t.Helper()
+	cmd := exec.Command(bin, "--node-id", fmt.Sprint(id), "--raft-listen", raft, "--cluster-peers", peers,
+		"--listen", api, "--data-dir", filepath.Join(t.TempDir(), "data"), "--sync", "always",
+		"--credentials-file", creds, "--console=false")
+	cmd.Env = append(daemonEnv(), "SMQD_CLUSTER_KEY=sdk-cluster-test-key-0123456789abcdef")
+	d := &clusterDaemon{id: id, cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = d.stderr, d.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			d.cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := http.Get("http://" + api + "/cluster")
+		if err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				return d
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d does not answer on %s after 30 s:\n%s", id, api, d.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and requires a clean exit within 20 s, with no error,
+// race or panic in the log.
+func (d *clusterDaemon) stop(t *testing.T) {
+	t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case err = <-d.done:
+	case <-time.After(20 * time.Second):
+		d.cmd.Process.Signal(syscall.SIGQUIT)
+		time.Sleep(time.Second)
+		d.cmd.Process.Kill()
+		err = <-d.done
+		t.Errorf("node %d did not stop within 20 s of SIGTERM", d.id)
+	}
+	log := d.stderr.String()
+	if err != nil {
+		t.Errorf("node %d exit: %v\n%s", d.id, err, log)
+	}
+	for _, bad := range []string{"WARNING: DATA RACE", "panic", "level=ERROR"} {
+		if strings.Contains(log, bad) {
+			t.Errorf("node %d logged %q:\n%s", d.id, bad, log)
+		}
+	}
+}
+
+// preferredLeadersReady tells whether every shard is led, taking changes,
+// by its preferred leader (engine/cluster/balance.go: its voters in id
+// order, shard i preferring the (i mod voters)-th).
+func preferredLeadersReady(api []string) error {
+	type shard struct {
+		Shard  int      `json:"shard"`
+		Ready  bool     `json:"ready"`
+		Voters []uint64 `json:"voters"`
+	}
+	var st []struct {
+		NodeID uint64  `json:"node_id"`
+		Shards []shard `json:"shards"`
+	}
+	for _, a := range api {
+		r, err := http.Get("http://" + a + "/cluster")
+		if err != nil {
+			return err
+		}
+		var s struct {
+			NodeID uint64  `json:"node_id"`
+			Shards []shard `json:"shards"`
+		}
+		err = json.NewDecoder(r.Body).Decode(&s)
+		r.Body.Close()
+		if err != nil {
+			return err
+		}
+		st = append(st, s)
+	}
+	for i, sh := range st[0].Shards {
+		v := slices.Clone(sh.Voters)
+		slices.Sort(v)
+		if len(v) == 0 {
+			return fmt.Errorf("shard %d: no voters", i)
+		}
+		want := v[i%len(v)]
+		ok := false
+		for _, s := range st {
+			if s.NodeID == want && i < len(s.Shards) && s.Shards[i].Ready {
+				ok = true
+			}
+		}
+		if !ok {
+			return fmt.Errorf("shard %d: its preferred leader, node %d, does not lead it yet", i, want)
+		}
+	}
+	return nil
+}
