@@ -15,14 +15,16 @@ package cluster
 // runs: the watcher's read ends at the peer's close (EOF), and a byte
 // that does arrive marks the connection out of step (it is closed).
 //
-// Owner: the serveForward goroutine; the watcher goroutine writes err and
-// stray before it closes done or exited, and they are read after.
+// Owner: the serveForward goroutine (reset, stop); Done and Err may be
+// called from any goroutine (mu); the watcher goroutine writes err and gone
+// before it closes done or exited, and they are read after.
 
 import (
 	"context"
 	"errors"
 	"net"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -30,9 +32,10 @@ type connCtx struct {
 	context.Context // the base: its values and deadline; its end ends this one too
 
 	c        net.Conn
-	watching bool          // owner: Done was asked for this request
+	mu       sync.Mutex    // Done and Err may be called from any goroutine
+	watching bool          // guarded by mu: Done was asked for this request
 	stopped  bool          // owner: the request ended (stop)
-	done     chan struct{} // closed by the watcher when the context ends
+	done     chan struct{} // guarded by mu; closed by the watcher when the context ends
 	exited   chan struct{} // closed by the watcher when it returns
 	err      error         // written by the watcher before close(done)
 	gone     bool          // written by the watcher before close(exited): the peer closed, or sent a byte unasked
@@ -46,6 +49,8 @@ func (x *connCtx) reset(base context.Context, c net.Conn) {
 
 // Done starts the watcher (once per request) and returns its channel.
 func (x *connCtx) Done() <-chan struct{} {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	if x.watching {
 		return x.done
 	}
@@ -76,11 +81,14 @@ func (x *connCtx) Done() <-chan struct{} {
 }
 
 func (x *connCtx) Err() error {
-	if !x.watching {
+	x.mu.Lock()
+	watching, done := x.watching, x.done
+	x.mu.Unlock()
+	if !watching {
 		return x.Context.Err()
 	}
 	select {
-	case <-x.done:
+	case <-done:
 		return x.err
 	default:
 		return nil
@@ -91,7 +99,10 @@ func (x *connCtx) Err() error {
 // cannot carry the answer or another request (the peer closed it, or sent
 // a byte unasked). The base's end alone leaves it usable: the answer goes.
 func (x *connCtx) stop() bool {
-	if !x.watching || x.stopped {
+	x.mu.Lock()
+	watching := x.watching
+	x.mu.Unlock()
+	if !watching || x.stopped {
 		return true
 	}
 	x.stopped = true
