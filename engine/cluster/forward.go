@@ -104,8 +104,12 @@ func (n *Node) Forward(ctx context.Context, leader uint64, req, dst []byte, time
 	}
 	// ctx ending cuts the wait short: the deadline moves to now, and the
 	// connection is not reused (the answer may still be on its way).
-	// AfterFunc costs no goroutine while ctx lives.
-	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
+	// AfterFunc costs no goroutine while ctx lives, and a context that
+	// cannot end (most requests: only receives pass one) costs nothing.
+	stop := noStop
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
+	}
 	if _, err := io.ReadFull(c, hdr[:]); err != nil {
 		stop()
 		n.fwdDrop(leader, c)
@@ -137,6 +141,8 @@ func (n *Node) Forward(ctx context.Context, leader uint64, req, dst []byte, time
 	n.forwarded.Add(1)
 	return dst[:len(dst)+size], nil
 }
+
+func noStop() bool { return true }
 
 // fwdConn takes an idle connection to leader, or opens one.
 func (n *Node) fwdConn(leader uint64) (net.Conn, error) {
