@@ -188,6 +188,13 @@ type entryInfo struct {
 	sends         []msgKey // a received entry: the messages its records send (unapplied)
 }
 
+// hardMark is a persisted hard state and the end of its record, for the
+// checkpoint's metaHardState.
+type hardMark struct {
+	end uint64
+	hs  ReplicaHardState
+}
+
 // appliedMark is an applied entry, for the checkpoint's applied point.
 type appliedMark struct{ index, term, end uint64 }
 
@@ -206,6 +213,7 @@ type replStore struct {
 	applied uint64         // guarded by mu: last entry applied
 	appTerm uint64         // guarded by mu
 	marks   []appliedMark  // guarded by mu: applied entries not yet checkpointed
+	hards   []hardMark     // guarded by mu: hard states persisted since the one a checkpoint's meta holds
 	conf    []byte         // guarded by mu: last conf state
 	confIdx uint64         // guarded by mu
 	// unapplied: where this replica's log holds the bodies of messages
@@ -497,6 +505,17 @@ func (r *replStore) checkpointMeta(to uint64, batch *index.Batch) {
 	if r.conf != nil {
 		batch.PutMeta(metaConf, putConfState(r.confIdx, r.conf))
 	}
+	// The newest hard state the checkpoint folds past: the restart replays
+	// only the log after it, and Raft's term and vote must survive
+	// (scanTail takes it, then any newer record).
+	h := 0
+	for h < len(r.hards) && r.hards[h].end <= to {
+		h++
+	}
+	if h > 0 {
+		batch.PutMeta(metaHardState, putHardState(r.hards[h-1].hs))
+		r.hards = append(r.hards[:0], r.hards[h:]...)
+	}
 }
 
 // checkpointLimit is the end of what the checkpointer may fold now
@@ -562,8 +581,9 @@ func (r *replStore) validAt(pos uint64, typ uint8) bool {
 }
 
 const (
-	metaApplied = "raft-applied" // index u64, term u64: the last entry folded into the index
-	metaConf    = "raft-conf"    // index u64, then the conf state
+	metaApplied   = "raft-applied"   // index u64, term u64: the last entry folded into the index
+	metaConf      = "raft-conf"      // index u64, then the conf state
+	metaHardState = "raft-hardstate" // the last hard state record folded past (a recHardState payload)
 )
 
 // scanTail reads the log tail [from, end) at load: the entry headers (a
@@ -580,6 +600,13 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 		applied, appTerm = binary.LittleEndian.Uint64(v), binary.LittleEndian.Uint64(v[8:])
 	}
 	snapIdx, snapTerm := applied, appTerm
+	if v, err := r.idx.Meta(metaHardState); err != nil {
+		return nil, fmt.Errorf("engine: read index metadata: %w", err)
+	} else if v != nil {
+		if h, ok := parseHardState(v); ok {
+			hs = h // a record in the tail below is newer
+		}
+	}
 	if v, err := r.idx.Meta(metaConf); err != nil {
 		return nil, fmt.Errorf("engine: read index metadata: %w", err)
 	} else if idx, cs, ok := parseConfState(v); ok {

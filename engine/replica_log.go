@@ -276,7 +276,19 @@ func (b *Broker) PersistHardState(hs ReplicaHardState) error {
 		return err
 	}
 	recs := [1]logRec{{typ: recHardState, head: putHardState(hs)}}
-	return r.durableStore.append(recs[:])
+	if err := r.durableStore.append(recs[:]); err != nil {
+		return err
+	}
+	// What a checkpoint must carry is the term and the vote (the commit
+	// index is learnt again, and is at least the applied index at start):
+	// a mark per change of them, the earliest record of each, keeps the
+	// list short.
+	r.mu.Lock()
+	if n := len(r.hards); n == 0 || r.hards[n-1].hs.Term != hs.Term || r.hards[n-1].hs.Vote != hs.Vote {
+		r.hards = append(r.hards, hardMark{recs[0].pos + uint64(recs[0].size), hs})
+	}
+	r.mu.Unlock()
+	return nil
 }
 
 // PersistConfState records the shard's configuration as of entry index
