@@ -156,7 +156,7 @@ func (a *appender) process(batch []*pb.Message) error {
 	respond, mustSync := false, false
 	for _, m := range batch {
 		if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
-			// Its state was installed before Raft saw it (installSnapshot).
+			// Its state was installed before Raft saw it (finishInstall).
 			meta := snap.GetMetadata()
 			s.st.reset(b, meta.GetIndex(), meta.GetTerm(), meta.GetConfState())
 			mustSync = true

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,4 +287,96 @@ func TestClusterSpreadsLeaders(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A snapshot is fetched and imported off the shard's loop: while it is
+// prepared (held here before its import), the installing member's loop
+// still runs (a function handed to it runs), so it keeps answering the
+// leader's heartbeats. Then the state is swapped in and the member has
+// everything. Inside the loop, as it was, an install of 125,000 × 1 KiB
+// blocked it for 24-59 s (docs/cluster-benchmarks.md).
+func TestClusterSnapshotInstallLeavesTheLoopRunning(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	_, b := c.leader("q")
+	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := b.Queue("q")
+	for i := 0; i < 300; i++ {
+		entries := make([]engine.SendEntry, 16)
+		for k := range entries {
+			entries[k].Body = []byte(fmt.Sprintf("w%d-%d", i, k))
+		}
+		if _, err := q.Send(entries, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	li, _ := c.leader("q")
+	wi := (li + 1) % 3
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookBeforeImport = func(node uint64, shard int) {
+		if node == uint64(wi+1) {
+			once.Do(func() { close(held) })
+			<-release
+		}
+	}
+	defer func() { testHookBeforeImport = nil }()
+	c.stop(wi)
+	if err := os.RemoveAll(c.dirs[wi]); err != nil {
+		t.Fatal(err)
+	}
+	c.start(wi)
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no snapshot was prepared for the wiped node")
+	}
+	ran := make(chan struct{})
+	c.nodes[wi].shards[0].do(func() { close(ran) })
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second): // a hang, not a timing
+		close(release)
+		t.Fatal("the shard's loop did not run while its snapshot was prepared: the install blocks it")
+	}
+	close(release)
+	eventually(t, "wiped node catches up", func() error {
+		info, err := c.counts(wi, "q")
+		if err != nil {
+			return err
+		}
+		if info.Active != 300*16 {
+			return fmt.Errorf("active %d", info.Active)
+		}
+		return nil
+	})
+	if c.nodes[wi].snapshots.Load() == 0 {
+		t.Fatal("the wiped node caught up without a snapshot: the test did not test that")
+	}
+}
+
+// A member's Raft term (and vote) survive a graceful stop: the clean close
+// checkpoints the whole log, and the restart must still find them
+// (engine metaHardState). Restarted alone, with nobody to learn the term
+// from, node 1 must be at the term it had. It was at term 0, and at the
+// first vote request it answered etcd raft panicked ("term should be set
+// when sending MsgPreVoteResp"; the fault harness's graceful-stop cycle).
+func TestClusterTermSurvivesAGracefulRestart(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	_, b := c.leader("q")
+	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
+		t.Fatal(err)
+	}
+	term := c.nodes[0].Status().Shards[0].Term
+	if term == 0 {
+		t.Fatal("term 0 with a leader elected")
+	}
+	for i := range c.nodes {
+		c.stop(i)
+	}
+	c.start(0)
+	if got := c.nodes[0].Status().Shards[0].Term; got < term {
+		t.Fatalf("node 1 restarted at term %d, had %d before its graceful stop", got, term)
+	}
 }

@@ -90,6 +90,7 @@ type shard struct {
 	statsMu       sync.Mutex
 	retiredFailed uint64               // guarded by statsMu
 	retiredLat    wal.Histogram        // guarded by statsMu
+	installing    *install             // run: a snapshot being prepared off the loop (snapshot.go)
 	balanceOK     int                  // run: consecutive checks the preferred leader was ready (balance.go)
 	heard         map[uint64]time.Time // run: when each other member last sent this member a message (balance.go)
 }
@@ -121,9 +122,12 @@ func (s *shard) do(f func()) {
 func (s *shard) broker() *engine.Broker { return s.b.Load() }
 
 // openBroker opens the shard's broker on its directory.
-func (s *shard) openBroker() (*engine.Broker, error) {
+func (s *shard) openBroker() (*engine.Broker, error) { return s.openBrokerAt(s.dir) }
+
+// openBrokerAt opens a broker of this shard in dir.
+func (s *shard) openBrokerAt(dir string) (*engine.Broker, error) {
 	o := shardShare(s.n.cfg.Engine, len(s.n.shards))
-	o.Dir = s.dir
+	o.Dir = dir
 	o.Replica = s
 	o.HandleSecret = s.n.handleSecret(s.id)
 	o.Logger = s.log
@@ -335,7 +339,8 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 	}
 }
 
-// step hands a message to Raft; a snapshot is installed first.
+// step hands a message to Raft; a snapshot is installed first, off the
+// loop (snapshot.go).
 func (s *shard) step(m *pb.Message) {
 	if from := m.GetFrom(); from != s.n.cfg.NodeID {
 		if s.heard == nil {
@@ -353,12 +358,20 @@ func (s *shard) step(m *pb.Message) {
 			m.Commit = proto.Uint64(last)
 		}
 	}
-	if m.GetType() == pb.MsgSnap {
-		if err := s.installSnapshot(m); err != nil {
-			s.log.Warn("snapshot not installed; the leader will send it again", "from", m.GetFrom(), "err", err)
-			return
+	switch m.GetType() {
+	case pb.MsgSnap:
+		s.startInstall(m) // snapshot.go: steps it once its state is in
+		return
+	case pb.MsgApp:
+		if s.installing != nil {
+			return // see snapshot.go: the log being replaced takes nothing
 		}
 	}
+	s.stepRaft(m)
+}
+
+// stepRaft hands m to Raft.
+func (s *shard) stepRaft(m *pb.Message) {
 	if err := s.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 		s.log.Debug("step", "err", err)
 	}
