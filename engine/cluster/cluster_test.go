@@ -380,3 +380,72 @@ func TestClusterTermSurvivesAGracefulRestart(t *testing.T) {
 		t.Fatalf("node 1 restarted at term %d, had %d before its graceful stop", got, term)
 	}
 }
+
+// A node stopped while a snapshot is prepared for it stops at once (the
+// fetch and the import are cut short), leaves its old state in place, and
+// after a restart catches up from a new snapshot; the half-prepared state
+// is removed at the start.
+func TestClusterStopDuringASnapshotInstall(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	_, b := c.leader("q")
+	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := b.Queue("q")
+	for i := 0; i < 300; i++ {
+		entries := make([]engine.SendEntry, 16)
+		for k := range entries {
+			entries[k].Body = []byte(fmt.Sprintf("s%d-%d", i, k))
+		}
+		if _, err := q.Send(entries, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	li, _ := c.leader("q")
+	wi := (li + 1) % 3
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookBeforeImport = func(node uint64, shard int) {
+		if node == uint64(wi+1) {
+			once.Do(func() { close(held) })
+			select {
+			case <-release:
+			case <-time.After(30 * time.Second):
+			}
+		}
+	}
+	defer func() { testHookBeforeImport = nil }()
+	c.stop(wi)
+	if err := os.RemoveAll(c.dirs[wi]); err != nil {
+		t.Fatal(err)
+	}
+	c.start(wi)
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no snapshot was prepared for the wiped node")
+	}
+	stopped := make(chan struct{})
+	go func() { c.stop(wi); close(stopped) }()
+	close(release) // the import then reads a closed spool
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second): // a hang, not a timing
+		t.Fatal("Close did not return while a snapshot was prepared")
+	}
+	testHookBeforeImport = nil
+	c.start(wi)
+	if _, err := os.Stat(shardDir(c.dirs[wi], 0) + ".new"); !os.IsNotExist(err) {
+		t.Fatalf("the half-prepared state is still there after the restart: %v", err)
+	}
+	eventually(t, "the node catches up after its restart", func() error {
+		info, err := c.counts(wi, "q")
+		if err != nil {
+			return err
+		}
+		if info.Active != 300*16 {
+			return fmt.Errorf("active %d", info.Active)
+		}
+		return nil
+	})
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/smqd/smqd/engine"
@@ -248,6 +249,23 @@ func (n *Node) deliver(shard int, m *pb.Message) {
 	}
 }
 
+// snapshotLost (the loop): a leader waiting for peer to install a
+// snapshot takes it as failed when the connection to peer ends. The peer
+// fetches and installs a snapshot on its own (snapshot.go), and etcd raft
+// leaves the peer's progress waiting for it until it is reported: a peer
+// restarted in the middle of an install was never sent another, and never
+// caught up while that leader led (TestClusterStopDuringASnapshotInstall).
+// Raft probes it again, and sends a new snapshot if it still needs one.
+func (s *shard) snapshotLost(peer uint64) {
+	if s.rn.BasicStatus().RaftState != raft.StateLeader {
+		return
+	}
+	if pr, ok := s.rn.Status().Progress[peer]; ok && pr.State == tracker.StateSnapshot {
+		s.log.Info("the connection to a member installing a snapshot ended: it will be probed again", "member", peer)
+		s.rn.ReportSnapshot(peer, raft.SnapshotFailure)
+	}
+}
+
 // peerDown: a connection to or from peer ended. A shard whose leader it
 // was forgets that leader at once, and the lowest surviving member calls
 // an election: a closed connection is a faster signal than missed
@@ -256,6 +274,7 @@ func (n *Node) peerDown(peer uint64) {
 	for _, s := range n.shards {
 		s.do(func() {
 			s.rn.ReportUnreachable(peer)
+			s.snapshotLost(peer)
 			st := s.rn.BasicStatus()
 			if st.Lead != peer || st.RaftState == raft.StateLeader {
 				return
