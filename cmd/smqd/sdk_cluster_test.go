@@ -107,6 +107,7 @@ func startClusterDaemon(t *testing.T, bin string, id int, raft, api, peers, cred
 		"--listen", api, "--data-dir", filepath.Join(t.TempDir(), "data"), "--sync", "always",
 		"--credentials-file", creds, "--console=false")
 	cmd.Env = append(daemonEnv(), "SMQD_CLUSTER_KEY=sdk-cluster-test-key-0123456789abcdef")
+	orphanProof(cmd)
 	d := &clusterDaemon{id: id, cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = d.stderr, d.stderr
 	if err := cmd.Start(); err != nil {

@@ -301,6 +301,7 @@ func startBinary(t testing.TB, bin string, extra ...string) *daemon {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--data-dir", dataDir, "--sync", "always"}, extra...)...)
 	cmd.Env = daemonEnv()
+	orphanProof(cmd)
 	d := &daemon{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = d.stderr
 	stdout, err := cmd.StdoutPipe()

@@ -62,12 +62,13 @@ type install struct {
 // state in when it is ready.
 func (s *shard) startInstall(m *pb.Message) {
 	meta := m.GetSnapshot().GetMetadata()
+	if s.installing != nil {
+		return // one at a time; the leader sends it again if this one fails
+	}
+	s.app.barrier() // wouldRestore reads the storage
 	if !s.wouldRestore(m) {
 		s.stepRaft(m)
 		return
-	}
-	if s.installing != nil {
-		return // one at a time; the leader sends it again if this one fails
 	}
 	addr := s.n.tr.peerAddr(m.GetFrom())
 	if addr == "" {
@@ -164,6 +165,10 @@ func (s *shard) prepareInstall(addr string, meta *pb.SnapshotMetadata) error {
 func (s *shard) finishInstall(in *install, err error) {
 	s.installing = nil
 	meta := in.m.GetSnapshot().GetMetadata()
+	if err == nil {
+		s.app.barrier() // the append worker must not write to the broker replaced below
+		err = s.app.failed()
+	}
 	if err == nil && !s.wouldRestore(in.m) {
 		s.wipeDir(s.dir + ".new")
 		s.stepRaft(in.m)
@@ -183,26 +188,29 @@ func (s *shard) finishInstall(in *install, err error) {
 }
 
 // wouldRestore tells whether Raft, stepping the MsgSnap m now, would
-// restore its snapshot (etcd raft's handleSnapshot and restore), so that
-// the state may be swapped in first: the world may have moved on while it
-// was prepared. Not if m's term is behind this member's (ignored), if this
-// member no longer follows (a candidate or a leader of a newer term), if
-// Raft committed or compacted past the snapshot, if the snapshot's
-// configuration leaves this member out, or if the log holds the
-// snapshot's entry (Raft only moves its commit index then).
+// restore its snapshot, mirroring etcd raft 3.7's Step, stepFollower,
+// stepCandidate, handleSnapshot and restore, so that the state is swapped
+// in exactly when Raft takes the snapshot: the world may have moved on
+// while it was prepared. Not if m's term is behind this member's
+// (ignored), if this member leads (a leader ignores a MsgSnap of its own
+// term), if Raft committed or compacted past the snapshot, if the
+// snapshot's configuration leaves this member out, or if the log holds
+// the snapshot's entry (Raft only moves its commit index then). The last
+// check reads the storage, which holds every entry Raft appended only
+// after the append worker's barrier: finishInstall asks after one.
 func (s *shard) wouldRestore(m *pb.Message) bool {
 	meta := m.GetSnapshot().GetMetadata()
 	st := s.rn.BasicStatus()
 	switch {
 	case m.GetTerm() < st.GetTerm(),
-		m.GetTerm() == st.GetTerm() && st.RaftState != raft.StateFollower,
+		m.GetTerm() == st.GetTerm() && st.RaftState == raft.StateLeader,
 		meta.GetIndex() <= s.st.snapIndexNow(),
 		meta.GetIndex() <= st.GetCommit():
 		return false
 	}
 	cs := meta.GetConfState()
-	if !slices.Contains(cs.GetVoters(), s.n.cfg.NodeID) && !slices.Contains(cs.GetLearners(), s.n.cfg.NodeID) &&
-		!slices.Contains(cs.GetVotersOutgoing(), s.n.cfg.NodeID) && !slices.Contains(cs.GetLearnersNext(), s.n.cfg.NodeID) {
+	id := s.n.cfg.NodeID
+	if !slices.Contains(cs.GetVoters(), id) && !slices.Contains(cs.GetLearners(), id) && !slices.Contains(cs.GetVotersOutgoing(), id) {
 		return false
 	}
 	if t, err := s.st.Term(meta.GetIndex()); err == nil && t == meta.GetTerm() {
@@ -211,12 +219,9 @@ func (s *shard) wouldRestore(m *pb.Message) bool {
 	return true
 }
 
-// swapInstalled is steps 1 and 2 of finishInstall.
+// swapInstalled is steps 1 and 2 of finishInstall (after the append
+// worker's barrier).
 func (s *shard) swapInstalled(meta *pb.SnapshotMetadata) error {
-	s.app.barrier() // the append worker must not write to the broker replaced below
-	if err := s.app.failed(); err != nil {
-		return err
-	}
 	hs := s.rn.BasicStatus().HardState
 	if err := writeMarker(s.markerPath(), hs.GetTerm(), hs.GetVote()); err != nil {
 		return err
