@@ -88,11 +88,14 @@ type shard struct {
 	// The replication counters of the brokers this shard replaced
 	// (retire), so that the metrics stay monotonic across rebuilds.
 	statsMu       sync.Mutex
-	retiredFailed uint64               // guarded by statsMu
-	retiredLat    wal.Histogram        // guarded by statsMu
-	installing    *install             // run: a snapshot being prepared off the loop (snapshot.go)
-	balanceOK     int                  // run: consecutive checks the preferred leader was ready (balance.go)
-	heard         map[uint64]time.Time // run: when each other member last sent this member a message (balance.go)
+	retiredFailed uint64        // guarded by statsMu
+	retiredLat    wal.Histogram // guarded by statsMu
+	installing    *install      // run: a snapshot being prepared off the loop (snapshot.go)
+	readSeq       atomic.Uint64 // read barrier ids (read.go)
+	readMu        sync.Mutex
+	reads         map[uint64]chan uint64 // guarded by readMu: the read barriers waiting for Raft's answer
+	balanceOK     int                    // run: consecutive checks the preferred leader was ready (balance.go)
+	heard         map[uint64]time.Time   // run: when each other member last sent this member a message (balance.go)
 }
 
 // Propose implements engine.Replica: it only queues.
@@ -386,6 +389,9 @@ func (s *shard) handleReady(rd raft.Ready) error {
 		if err := s.handleSoftState(rd.SoftState); err != nil {
 			return err
 		}
+	}
+	if len(rd.ReadStates) > 0 {
+		s.deliverReads(rd.ReadStates) // read.go
 	}
 	var net []*pb.Message
 	for _, m := range rd.Messages {
