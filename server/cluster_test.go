@@ -302,6 +302,25 @@ func TestClusterStatusAndMembership(t *testing.T) {
 	c4.mustSend("m", "after", "")
 }
 
+// leaderOf waits for the node that leads queue's shard and takes changes.
+func (c *clusterEnv) leaderOf(queue string) int {
+	c.t.Helper()
+	lead := -1
+	clusterEventually(c.t, "a leader of "+queue, func() error {
+		for i, n := range c.nodes {
+			if n == nil {
+				continue
+			}
+			if b, _, err := n.Route(queue); err == nil && b != nil {
+				lead = i
+				return nil
+			}
+		}
+		return fmt.Errorf("none")
+	})
+	return lead
+}
+
 // A node's shutdown answers the long polls it forwarded at once, as it
 // answers its own (404 MessageNotExist), instead of holding its shutdown
 // until the leader's wait ends (up to 30 s; it did).
@@ -309,16 +328,7 @@ func TestClusterShutdownEndsForwardedLongPolls(t *testing.T) {
 	c := startCluster(t, 3, 1)
 	c.ready()
 	wantStatus(t, c.envs[0].client().put("/queues/idle", ""), 201)
-	lead := -1
-	clusterEventually(t, "a leader", func() error {
-		for i, n := range c.nodes {
-			if b, _, err := n.Route("idle"); err == nil && b != nil {
-				lead = i
-				return nil
-			}
-		}
-		return fmt.Errorf("none")
-	})
+	lead := c.leaderOf("idle")
 	f := (lead + 1) % 3
 	done := async(c.envs[f], "/queues/idle/messages?waitseconds=30")
 	lb := c.nodes[lead].Broker(0)
@@ -364,16 +374,7 @@ func TestClusterLongPollAtAStepDownIsEmpty(t *testing.T) {
 	c := startCluster(t, 3, 1)
 	c.ready()
 	wantStatus(t, c.envs[0].client().put("/queues/idle", ""), 201)
-	lead := -1
-	clusterEventually(t, "a leader", func() error {
-		for i, n := range c.nodes {
-			if b, _, err := n.Route("idle"); err == nil && b != nil {
-				lead = i
-				return nil
-			}
-		}
-		return fmt.Errorf("none")
-	})
+	lead := c.leaderOf("idle")
 	lb := c.nodes[lead].Broker(0)
 	direct := async(c.envs[lead], "/queues/idle/messages?waitseconds=30")
 	forwarded := async(c.envs[(lead+1)%3], "/queues/idle/messages?waitseconds=30")

@@ -229,24 +229,30 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	})
 }
 
-func TestClusterWipedNodeCatchesUpFromSnapshot(t *testing.T) {
-	c := newTestCluster(t, 3, 1)
+// fillForSnapshots makes queue "q" with 300 × 16 messages: enough entries
+// that the log is compacted past where a wiped node starts (keepEntries
+// after a checkpoint), so that it needs a snapshot.
+func (c *testCluster) fillForSnapshots() {
+	c.t.Helper()
 	_, b := c.leader("q")
 	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
 	q, _ := b.Queue("q")
-	// Enough entries that the log is compacted past where a wiped node
-	// starts (keepEntries after a checkpoint).
 	for i := 0; i < 300; i++ {
 		entries := make([]engine.SendEntry, 16)
 		for k := range entries {
 			entries[k].Body = []byte(fmt.Sprintf("w%d-%d", i, k))
 		}
 		if _, err := q.Send(entries, nil); err != nil {
-			t.Fatal(err)
+			c.t.Fatal(err)
 		}
 	}
+}
+
+func TestClusterWipedNodeCatchesUpFromSnapshot(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.fillForSnapshots()
 	li, _ := c.leader("q")
 	wi := (li + 1) % 3
 	c.stop(wi)
@@ -254,16 +260,7 @@ func TestClusterWipedNodeCatchesUpFromSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.start(wi)
-	eventually(t, "wiped node catches up", func() error {
-		info, err := c.counts(wi, "q")
-		if err != nil {
-			return err
-		}
-		if info.Active != 300*16 {
-			return fmt.Errorf("active %d", info.Active)
-		}
-		return nil
-	})
+	c.caughtUp(wi)
 	if c.nodes[wi].snapshots.Load() == 0 {
 		t.Fatal("the wiped node caught up without a snapshot: the test did not test that")
 	}
@@ -297,20 +294,7 @@ func TestClusterSpreadsLeaders(t *testing.T) {
 func heldInstall(t *testing.T) (c *testCluster, wi int, release chan struct{}) {
 	t.Helper()
 	c = newTestCluster(t, 3, 1)
-	_, b := c.leader("q")
-	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
-		t.Fatal(err)
-	}
-	q, _ := b.Queue("q")
-	for i := 0; i < 300; i++ {
-		entries := make([]engine.SendEntry, 16)
-		for k := range entries {
-			entries[k].Body = []byte(fmt.Sprintf("w%d-%d", i, k))
-		}
-		if _, err := q.Send(entries, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c.fillForSnapshots()
 	li, _ := c.leader("q")
 	wi = (li + 1) % 3
 	held, release := make(chan struct{}), make(chan struct{})
