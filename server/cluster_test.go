@@ -415,3 +415,23 @@ func TestClusterListQueueReadsItsWrites(t *testing.T) {
 		}
 	}
 }
+
+// Without a majority, ListQueue answers 503 (its read barrier gets no
+// answer from a leader) instead of a list that may miss acknowledged
+// queues.
+func TestClusterListQueueWithoutMajorityAnswers503(t *testing.T) {
+	c := startCluster(t, 3, 2)
+	c.ready()
+	cl := c.envs[0].client()
+	wantStatus(t, cl.put("/queues/listed", ""), 201)
+	c.stop(1)
+	c.stop(2)
+	clusterEventually(t, "no leader", func() error {
+		r := cl.get("/queues")
+		if r.status == 200 {
+			return fmt.Errorf("still listing (the old leader's lease)")
+		}
+		wantError(t, r, 503, "ServiceUnavailable")
+		return nil
+	})
+}
