@@ -651,6 +651,15 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 	}
 	for k < len(ents) && ents[k].index <= hs.Commit {
 		e := &ents[k]
+		if e.kind == EntryConfChange && e.index > r.confIdx {
+			// Committed, but the configuration recorded predates it: the
+			// node stopped before the consensus layer applied it (a node
+			// stopped right after its first start had its bootstrap
+			// members committed and never applied, and came back with no
+			// members). It and what follows are applied again, through
+			// the consensus layer (ApplyCommitted, then PersistConfState).
+			break
+		}
 		e.applied = true
 		spans = append(spans, lostSpan{e.first, e.recEnd})
 		applied, appTerm = e.index, e.term

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -61,6 +62,66 @@ func TestReplicaHardStateSurvivesACleanRestart(t *testing.T) {
 				if err := b.Close(); err != nil {
 					t.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// A configuration change committed but never applied by the consensus
+// layer (no PersistConfState for it) is not applied at load either: Raft
+// takes the applied index from the broker and never hands an entry below
+// it over again, so the change would be lost for good. A cluster node
+// stopped right after its first start came back with no members: its
+// bootstrap entries were committed (hard state commit 3) and the restart
+// counted them applied.
+func TestReplicaUnappliedConfChangeSurvivesARestart(t *testing.T) {
+	for _, recorded := range []uint64{0, 1, 3} {
+		t.Run(fmt.Sprintf("configuration recorded at %d", recorded), func(t *testing.T) {
+			dir := t.TempDir()
+			open := func() *Broker {
+				o := Options{Dir: dir, Replica: &handReplica{kick: make(chan struct{}, 1)}, FreeSpaceReserve: -1, Stripes: 1, Logger: testLogger(t)}
+				b, err := Open(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			b := open()
+			var ents []ReplicaEntry
+			for i := uint64(1); i <= 3; i++ {
+				ents = append(ents, ReplicaEntry{Index: i, Term: 1, Kind: EntryConfChange, Data: []byte{1, byte(i)}})
+			}
+			if err := b.PersistEntries(ents); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.PersistHardState(ReplicaHardState{Term: 1, Commit: 3}); err != nil {
+				t.Fatal(err)
+			}
+			if recorded > 0 {
+				if err := b.PersistConfState(recorded, []byte("conf")); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.ApplyCommitted(ents[:recorded]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.SyncLog(); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b = open()
+			defer b.Close()
+			st, err := b.ReplicaState()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Applied != recorded {
+				t.Fatalf("applied %d at load with the configuration recorded at %d: entries %d..3 would never be applied", st.Applied, recorded, recorded+1)
+			}
+			if st.HardState.Commit != 3 || recorded < 3 && (len(st.Entries) == 0 || st.Entries[len(st.Entries)-1].Index != 3) {
+				t.Fatalf("entries %+v, hard state %+v", st.Entries, st.HardState)
 			}
 		})
 	}

@@ -430,17 +430,21 @@ func (s *shard) applyCommitted(b *engine.Broker, committed []*pb.Entry) error {
 	if len(committed) == 0 {
 		return nil
 	}
+	// Configuration changes are recorded before the entries are marked
+	// applied: a checkpoint may fold the applied mark at once, and a
+	// restart must not find a conf change applied whose configuration is
+	// not recorded (Raft would never hand it over again).
+	for _, e := range committed {
+		if err := s.applyConfChange(b, e); err != nil {
+			return err
+		}
+	}
 	ents := make([]engine.ReplicaEntry, 0, len(committed))
 	for _, e := range committed {
 		ents = append(ents, fromPB(e))
 	}
 	if err := b.ApplyCommitted(ents); err != nil {
 		return err
-	}
-	for _, e := range committed {
-		if err := s.applyConfChange(b, e); err != nil {
-			return err
-		}
 	}
 	last := committed[len(committed)-1].GetIndex()
 	if s.leaderOf != 0 && !s.ready.Load() && s.firstOurs != 0 && last >= s.firstOurs {
