@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,34 +23,58 @@ var clusterTestKey = []byte("server-test-cluster-key-0123456789")
 type clusterEnv struct {
 	t     *testing.T
 	raft  map[uint64]string
+	lns   map[uint64]net.Listener // raft listeners held since the addresses were picked, for each node's first start
 	dirs  []string
 	nodes []*cluster.Node
 	envs  []*testEnv
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
+// hold picks node id's raft address and holds its listener for the node's
+// first start: closing it and binding again later would let another
+// package's test take the port in between ("address already in use").
+func (c *clusterEnv) hold(id uint64) string {
+	c.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	c.raft[id], c.lns[id] = ln.Addr().String(), ln
+	return c.raft[id]
 }
 
 func startCluster(t *testing.T, n, shards int) *clusterEnv {
-	c := &clusterEnv{t: t, raft: map[uint64]string{}}
+	c := &clusterEnv{t: t, raft: map[uint64]string{}, lns: map[uint64]net.Listener{}}
 	for i := range n {
-		c.raft[uint64(i+1)] = freeAddr(t)
+		c.hold(uint64(i + 1))
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprint(i+1)))
 	}
 	c.nodes, c.envs = make([]*cluster.Node, n), make([]*testEnv, n)
+	// At once: one at a time, a fresh node's start would wait for its
+	// rejoin question to time out on each peer whose held listener is not
+	// accepting yet.
+	errs := make([]error, n)
+	var wg sync.WaitGroup
 	for i := range n {
-		c.start(i, shards, false)
+		rl := c.lns[uint64(i+1)]
+		delete(c.lns, uint64(i+1))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.startWith(i, shards, false, rl)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		for i := range c.nodes {
 			c.stop(i)
+		}
+		for _, ln := range c.lns {
+			ln.Close()
 		}
 	})
 	return c
@@ -57,28 +82,43 @@ func startCluster(t *testing.T, n, shards int) *clusterEnv {
 
 // start starts node i+1 with its server (join: it is not a first member).
 func (c *clusterEnv) start(i, shards int, join bool) {
+	c.t.Helper()
+	rl := c.lns[uint64(i+1)]
+	delete(c.lns, uint64(i+1))
+	if err := c.startWith(i, shards, join, rl); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// startWith is start with the node's raft listener (nil: it listens on
+// its address); it may run in its own goroutine.
+func (c *clusterEnv) startWith(i, shards int, join bool, rl net.Listener) error {
 	t := c.t
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	eo := engine.Options{Stripes: 2, FreeSpaceReserve: -1}
 	eo.WAL.SegmentBytes, eo.WAL.BufferBytes = 256<<10, 256<<10
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	node, err := cluster.Start(cluster.Config{NodeID: uint64(i + 1), RaftListen: c.raft[uint64(i+1)], Peers: c.raft, Join: join,
+	node, err := cluster.Start(cluster.Config{NodeID: uint64(i + 1), RaftListen: c.raft[uint64(i+1)], RaftListener: rl, Peers: c.raft, Join: join,
 		APIAddr: ln.Addr().String(), Shards: shards, Dir: c.dirs[i], Key: clusterTestKey, Engine: eo, SyncAlways: true,
 		Tick: 20 * time.Millisecond, ElectionTicks: 10, Logger: log})
 	if err != nil {
-		t.Fatalf("node %d: %v", i+1, err)
+		ln.Close()
+		return fmt.Errorf("node %d: %w", i+1, err)
 	}
 	srv, err := NewCluster(node, Options{Credentials: map[string]string{testKeyID: testSecret}, Logger: log, Console: true,
 		ClusterLeaderWait: 500 * time.Millisecond})
 	if err != nil {
-		t.Fatal(err)
+		ln.Close()
+		node.Close()
+		return err
 	}
 	env := &testEnv{t: t, srv: srv, addr: ln.Addr().String(), now: time.Now, served: make(chan error, 1)}
 	go func() { env.served <- srv.Serve(ln) }()
 	c.nodes[i], c.envs[i] = node, env
+	return nil
 }
 
 func (c *clusterEnv) stop(i int) {
@@ -259,7 +299,7 @@ func TestClusterStatusAndMembership(t *testing.T) {
 	wantError(t, cl.do(req{method: "PUT", target: "/cluster/nodes/x?raft=127.0.0.1:1"}), 400, "InvalidArgument")
 	wantError(t, cl.do(req{method: "PUT", target: "/cluster/nodes/4"}), 400, "InvalidArgument")
 
-	c.raft[4] = freeAddr(t)
+	c.hold(4)
 	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
 	c.nodes, c.envs = append(c.nodes, nil), append(c.envs, nil)
 	c.start(3, 2, true)

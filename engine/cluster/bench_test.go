@@ -67,11 +67,9 @@ func newBenchCluster(b *testing.B, n, shards int) *testCluster {
 	c := &testCluster{t: t, prod: true, addrs: map[uint64]string{}, nodes: make([]*Node, n), shards: shards}
 	for i := 0; i < n; i++ {
 		c.dirs = append(c.dirs, filepath.Join(b.TempDir(), fmt.Sprint(i+1)))
-		c.addrs[uint64(i+1)] = freePort(t)
+		c.hold(uint64(i + 1))
 	}
-	for i := 0; i < n; i++ {
-		c.start(i)
-	}
+	c.startAll()
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,16 +28,21 @@ type testCluster struct {
 	addrs  map[uint64]string
 	nodes  []*Node // index i is node id i+1; nil when stopped
 	shards int
+	lns    map[uint64]net.Listener // held raft listeners, for each node's first start (hold)
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
+// hold picks node id's raft address and holds its listener until the
+// node's first start: closing it and binding again later would let another
+// package's test take the port in between ("address already in use").
+func (c *testCluster) hold(id uint64) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	if c.lns == nil {
+		c.lns = map[uint64]net.Listener{}
+	}
+	c.addrs[id], c.lns[id] = ln.Addr().String(), ln
 }
 
 func newTestCluster(t *testing.T, n, shards int) *testCluster {
@@ -49,16 +55,10 @@ func newTestClusterWith(t *testing.T, n, shards int, tweak func(i int, o *engine
 	c := &testCluster{t: t, tweak: tweak, addrs: map[uint64]string{}, nodes: make([]*Node, n), shards: shards}
 	for i := 0; i < n; i++ {
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprint(i+1)))
-		c.addrs[uint64(i+1)] = freePort(t)
+		c.hold(uint64(i + 1))
 	}
-	for i := 0; i < n; i++ {
-		c.start(i)
-	}
-	t.Cleanup(func() {
-		for i := range c.nodes {
-			c.stop(i)
-		}
-	})
+	t.Cleanup(c.stopAll)
+	c.startAll()
 	return c
 }
 
@@ -89,11 +89,51 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 func (c *testCluster) start(i int) {
-	n, err := Start(c.config(i))
+	cfg := c.config(i)
+	cfg.RaftListener = c.lns[cfg.NodeID]
+	delete(c.lns, cfg.NodeID)
+	n, err := Start(cfg)
 	if err != nil {
 		c.t.Fatalf("start node %d: %v", i+1, err)
 	}
 	c.nodes[i] = n
+}
+
+// startAll starts every node at once. One at a time, a fresh node's start
+// would wait for its rejoin question (rejoin.go) to time out on each peer
+// whose held listener (hold) is not accepting yet.
+func (c *testCluster) startAll() {
+	cfgs := make([]Config, len(c.nodes))
+	for i := range cfgs {
+		cfgs[i] = c.config(i)
+		cfgs[i].RaftListener = c.lns[cfgs[i].NodeID]
+		delete(c.lns, cfgs[i].NodeID)
+	}
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i := range cfgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.nodes[i], errs[i] = Start(cfgs[i])
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			c.t.Fatalf("start node %d: %v", i+1, err)
+		}
+	}
+}
+
+// stopAll stops every node and closes the listeners still held.
+func (c *testCluster) stopAll() {
+	for i := range c.nodes {
+		c.stop(i)
+	}
+	for _, ln := range c.lns {
+		ln.Close()
+	}
 }
 
 func (c *testCluster) stop(i int) {
@@ -405,4 +445,22 @@ func TestClusterStopDuringASnapshotInstall(t *testing.T) {
 		t.Fatalf("the half-prepared state is still there after the restart: %v", err)
 	}
 	c.caughtUp(wi)
+}
+
+// A node stopped right after its first start, before its shards applied
+// their bootstrap members, keeps its members when it starts again (it came
+// back with none, for good: engine TestReplicaUnappliedConfChangeSurvivesARestart).
+func TestClusterRestartRightAfterTheFirstStart(t *testing.T) {
+	for round := range 5 {
+		c := newTestCluster(t, 3, 2)
+		c.stop(0)
+		c.start(0)
+		eventually(t, fmt.Sprintf("round %d: node 1's members", round), func() error {
+			if m := c.nodes[0].Members(); !slices.Equal(m, []uint64{1, 2, 3}) {
+				return fmt.Errorf("members %v", m)
+			}
+			return nil
+		})
+		c.stopAll()
+	}
 }

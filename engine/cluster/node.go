@@ -28,9 +28,13 @@ import (
 
 // Config configures a node.
 type Config struct {
-	NodeID     uint64            // this node's id, 1..; unique in the cluster
-	RaftListen string            // address the other nodes reach this one at
-	Peers      map[uint64]string // raft addresses of the cluster's members, this node's included; for a new cluster they are its first members
+	NodeID     uint64 // this node's id, 1..; unique in the cluster
+	RaftListen string // address the other nodes reach this one at
+	// RaftListener, if set, is the listener of RaftListen, bound by the
+	// caller (socket activation, or a test that holds its port); the node
+	// closes it when it closes. Otherwise Start listens on RaftListen.
+	RaftListener net.Listener
+	Peers        map[uint64]string // raft addresses of the cluster's members, this node's included; for a new cluster they are its first members
 	// Join: this node is not among the first members; it waits until a
 	// member adds it (AddNode) and then catches up from a snapshot.
 	Join    bool
@@ -78,6 +82,11 @@ type Node struct {
 
 	bookMu sync.Mutex
 	book   map[uint64]string // guarded by bookMu: the members' raft addresses (members.go)
+
+	diskFull   atomic.Bool // this node's disk is full (handoff.go)
+	handoffs   atomic.Int64
+	stateMu    sync.Mutex
+	peerStates map[uint64]peerState // guarded by stateMu: what peers last said of their disks (handoff.go)
 }
 
 // Start opens the node's shards and joins the cluster.
@@ -112,10 +121,14 @@ func Start(cfg Config) (*Node, error) {
 	if err := checkShardCount(cfg.Dir, cfg.Shards); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.RaftListen)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.RaftListen, err)
+	ln := cfg.RaftListener
+	var err error
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.RaftListen); err != nil {
+			return nil, fmt.Errorf("cluster: listen %s: %w", cfg.RaftListen, err)
+		}
 	}
+	cfg.RaftListener = nil // the node owns it now
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{})}
 	n.tr = newTransport(cfg.NodeID, cfg.Key, cfg.APIAddr, ln, n.log.With("component", "transport"))
 	n.tr.deliver = n.deliver
@@ -237,6 +250,10 @@ func (n *Node) tickLoop() {
 }
 
 func (n *Node) deliver(shard int, m *pb.Message) {
+	if shard == nodeStateShard {
+		n.noteState(m)
+		return
+	}
 	if shard < 0 || shard >= len(n.shards) {
 		return
 	}

@@ -279,15 +279,9 @@ func (c *testCluster) route(name string) (*engine.Broker, *engine.Queue) {
 func newTestClusterAt(t *testing.T, dirs []string, tweak func(int, *engine.Options)) *testCluster {
 	c := &testCluster{t: t, tweak: tweak, addrs: map[uint64]string{}, nodes: make([]*Node, len(dirs)), shards: 2, dirs: dirs}
 	for i := range dirs {
-		c.addrs[uint64(i+1)] = freePort(t)
+		c.hold(uint64(i + 1))
 	}
-	for i := range dirs {
-		c.start(i)
-	}
-	t.Cleanup(func() {
-		for i := range c.nodes {
-			c.stop(i)
-		}
-	})
+	t.Cleanup(c.stopAll)
+	c.startAll()
 	return c
 }
