@@ -132,6 +132,13 @@ func (b *Broker) Health() error {
 	return b.store.health()
 }
 
+// DiskFull reports whether free space on the broker's file systems is
+// below the reserve (Options.FreeSpaceReserve): while it is, new messages
+// and queues are refused with ErrDiskFull and everything else works. It is
+// an atomic load, cheap enough to poll; Stats().Storage carries the same
+// state with the free bytes.
+func (b *Broker) DiskFull() bool { return b.store.isDiskFull() }
+
 // storageFailed records the first storage failure; from then on every
 // operation fails with it (the log refuses appends until reopened).
 func (b *Broker) storageFailed(err error) {

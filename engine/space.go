@@ -125,11 +125,18 @@ func (d *durableStore) checkSpace(opening bool) {
 	}
 }
 
-// spaceJob is the space job's run: it samples while records are appended.
+// spaceJob is the space job's run: it samples while records are appended,
+// and every spacePoll while the disk is full, so that the state clears by
+// itself once space is freed even if nothing is sent (a cluster node hands
+// its leads over while full and gets them back once it is not: it must see
+// the space come back with no client traffic of its own).
 func (d *durableStore) spaceJob() bool {
 	d.checkSpace(false)
-	return false // the next append kicks it again
+	return d.diskFull.Load()
 }
+
+// isDiskFull implements storage.
+func (d *durableStore) isDiskFull() bool { return d.diskFull.Load() }
 
 // acceptNew reports whether new messages and queues may be stored.
 func (d *durableStore) acceptNew() error {

@@ -110,9 +110,18 @@ func TestDiskFullGuard(t *testing.T) {
 	if _, err := q.Send([]SendEntry{{Body: []byte("refused")}}, nil); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("send on a full disk after restart: %v", err)
 	}
-	// Space comes back: sends work again without a restart.
+	// Space comes back: the guard sees it by itself, with no operation to
+	// kick it (it samples while the disk is full: a cluster node waits for
+	// that to take leads again), and sends work again without a restart.
+	clk.Advance(150 * time.Millisecond) // the sample the refused send asked for: still full
+	if !b.DiskFull() {
+		t.Fatal("Broker.DiskFull false on a full disk")
+	}
 	fs.SetCapacity(64 << 20)
 	clk.Advance(150 * time.Millisecond)
+	if b.DiskFull() {
+		t.Fatal("the guard did not see the space come back without an operation")
+	}
 	if _, err := q.Send([]SendEntry{{Body: []byte("welcome-back")}}, nil); err != nil {
 		t.Fatalf("send after space was freed: %v", err)
 	}

@@ -3,7 +3,7 @@ package server
 // The cluster collector: a cluster node's view of its shards (Raft role,
 // term, commit and apply lag, followers' lag, proposal latency, elections,
 // rebuilds) and its node-wide counters (forwarded requests, refused
-// handshakes, snapshots installed), read from one cluster.Node.Status per
+// handshakes, snapshots installed, disk-full hand-overs), read from one cluster.Node.Status per
 // scrape. Registered only on a cluster node.
 //
 // Series per shard: a few gauges and counters labelled shard, the role as
@@ -27,6 +27,7 @@ type clusterCollector struct {
 	descs []*prometheus.Desc
 
 	healthy, forwarded, refused, snapshots   *prometheus.Desc
+	handoffs                                 *prometheus.Desc
 	role, ready, leader, term                *prometheus.Desc
 	commit, applied, applyLag, followerLag   *prometheus.Desc
 	elections, proposals, failed, pending    *prometheus.Desc
@@ -44,6 +45,7 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.forwarded = desc("smqd_cluster_forwarded_requests_total", "Client requests this node forwarded to a shard's leader and got answered.")
 	cc.refused = desc("smqd_cluster_refused_handshakes_total", "Inter-node connections refused for a wrong or missing cluster key.")
 	cc.snapshots = desc("smqd_cluster_snapshots_installed_total", "Shard snapshots this node installed (it was too far behind, new or wiped).")
+	cc.handoffs = desc("smqd_cluster_disk_full_handoffs_total", "Leadership transfers this node started because its disk was full (the shards went to members with room).")
 	cc.role = desc("smqd_cluster_shard_role", "This node's Raft role in the shard: 1 for the current role.", "shard", "role")
 	cc.ready = desc("smqd_cluster_shard_ready", "1 if this node leads the shard and takes changes.", "shard")
 	cc.leader = desc("smqd_cluster_shard_leader", "The shard's leader as this node knows it (node id; 0: none).", "shard")
@@ -84,6 +86,7 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(cc.forwarded, float64(st.Forwarded))
 	counter(cc.refused, float64(st.RefusedHandshakes))
 	counter(cc.snapshots, float64(st.SnapshotsInstalled))
+	counter(cc.handoffs, float64(st.DiskFullHandoffs))
 	for _, sh := range st.Shards {
 		id := strconv.Itoa(sh.Shard)
 		for _, r := range clusterRoles {

@@ -33,6 +33,7 @@ func (n *Node) balanceLoop() {
 			return
 		case <-t.C:
 		}
+		n.pollDiskFull()
 		for _, s := range n.shards {
 			s.do(s.balance)
 		}
@@ -56,19 +57,26 @@ func (s *shard) balance() {
 		s.balanceOK = 0
 		return
 	}
-	want := preferredLeader(s.id, s.st.votersNow())
-	if want == 0 || want == s.n.cfg.NodeID {
-		s.balanceOK = 0
-		return
-	}
 	// Raft's own Progress.RecentActive is no use here: with CheckQuorum
 	// the leader clears it every election timeout, and a check on a
 	// fixed period can land just after that clearing every time (it did:
 	// a shard kept the wrong leader for good on a loaded machine).
+	active := func(id uint64) bool {
+		return time.Since(s.heard[id]) < 2*s.n.cfg.Tick*time.Duration(s.n.cfg.ElectionTicks)
+	}
+	if s.n.diskFull.Load() {
+		s.balanceOK = 0
+		s.handOff(active) // handoff.go
+		return
+	}
+	want := preferredLeader(s.id, s.st.votersNow())
+	if want == 0 || want == s.n.cfg.NodeID || s.n.peerFull(want) {
+		s.balanceOK = 0
+		return
+	}
 	pr, ok := st.Progress[want]
 	last, _ := s.st.LastIndex()
-	active := time.Since(s.heard[want]) < 2*s.n.cfg.Tick*time.Duration(s.n.cfg.ElectionTicks)
-	if !ok || !active || pr.Match < last {
+	if !ok || !active(want) || pr.Match < last {
 		s.balanceOK = 0
 		return
 	}

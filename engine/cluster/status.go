@@ -26,6 +26,11 @@ type Status struct {
 	// RefusedHandshakes: connections refused for a wrong or missing key.
 	RefusedHandshakes  int64 `json:"refused_handshakes"`
 	SnapshotsInstalled int64 `json:"snapshots_installed"`
+	// DiskFull: this node's disk is below the free-space reserve, so it
+	// hands the shards it leads to members with room (DiskFullHandoffs
+	// counts the transfers it started).
+	DiskFull         bool  `json:"disk_full"`
+	DiskFullHandoffs int64 `json:"disk_full_handoffs"`
 }
 
 // MemberStatus is a member as this node knows it.
@@ -33,6 +38,9 @@ type MemberStatus struct {
 	NodeID uint64 `json:"node_id"`
 	Raft   string `json:"raft"`
 	API    string `json:"api,omitempty"` // learned in the transport's handshake
+	// DiskFull: the member said within the last few seconds that its disk
+	// is full (this node's own state for itself).
+	DiskFull bool `json:"disk_full"`
 }
 
 // ShardStatus is one shard's Raft group seen from this node.
@@ -75,7 +83,8 @@ type FollowerStatus struct {
 // within a second is reported from what the node last saw of it.
 func (n *Node) Status() Status {
 	st := Status{NodeID: n.cfg.NodeID, API: n.cfg.APIAddr,
-		Forwarded: n.forwarded.Load(), RefusedHandshakes: n.refused.Load(), SnapshotsInstalled: n.snapshots.Load()}
+		Forwarded: n.forwarded.Load(), RefusedHandshakes: n.refused.Load(), SnapshotsInstalled: n.snapshots.Load(),
+		DiskFull: n.diskFull.Load(), DiskFullHandoffs: n.handoffs.Load()}
 	if err := n.Health(); err != nil {
 		st.Problem = err.Error()
 	} else {
@@ -87,6 +96,9 @@ func (n *Node) Status() Status {
 		st.Members = append(st.Members, MemberStatus{NodeID: id, Raft: addr, API: api})
 	}
 	n.bookMu.Unlock()
+	for i := range st.Members {
+		st.Members[i].DiskFull = n.peerFull(st.Members[i].NodeID)
+	}
 	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].NodeID < st.Members[j].NodeID })
 	res := make([]chan raft.Status, len(n.shards))
 	for i, s := range n.shards {

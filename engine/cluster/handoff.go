@@ -1,0 +1,130 @@
+package cluster
+
+// A node whose disk is full hands its leads over.
+//
+// A full disk (the engine's free-space guard, engine/space.go) makes a
+// shard's broker refuse new messages and queues (503 DiskFull). A single
+// node can do no more; in a cluster the other members may have room, and
+// a minority with a full disk should cost no queue its sends. So:
+//
+//  1. Every balanceEvery each node tells every peer whether its disk is
+//     full, in a node-state frame (transport shard nodeStateShard: a
+//     MsgHeartbeat whose Context is the state; a build without this file
+//     drops it, as it drops any frame of a shard it does not have).
+//  2. A leader on a full node hands each shard it leads to a voter that is
+//     active and not full, the first such in the shard's order of
+//     preference after its preferred leader (balance.go), so that the
+//     shards of a full node spread over the others.
+//  3. The balancer hands no shard to a preferred leader whose disk is full;
+//     once its disk has room again the shards go back to it as usual.
+//  4. A peer that has sent no state within stateStale counts as not full
+//     (it may run an older build); one that says it is full and then goes
+//     quiet stays full until stateStale passes.
+//
+// With every voter full nothing moves: each leader refuses new messages
+// while receives, deletes and visibility changes go on, as on one node.
+// A full node may still win an election (its log is as good as any); it
+// hands the shard over at its next check.
+//
+// Owner: balanceLoop computes this node's state (n.diskFull) and sends it;
+// the transport's readers write peers' states (stateMu); shard loops read
+// both.
+
+import (
+	"slices"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+const (
+	// nodeStateShard is the transport shard number of node-state frames
+	// (shards are fewer than 1024).
+	nodeStateShard = 0xffff
+	nodeStateV1    = 1
+	stateDiskFull  = 1 << 0
+	// stateStale: a peer's state older than this is forgotten.
+	stateStale = 5 * balanceEvery
+)
+
+type peerState struct {
+	full bool
+	at   time.Time
+}
+
+// pollDiskFull sets n.diskFull from the shard brokers (their disks are
+// one file system: any full one means the node's is) and tells the peers.
+func (n *Node) pollDiskFull() {
+	full := false
+	for _, s := range n.shards {
+		if b := s.broker(); b != nil && b.DiskFull() {
+			full = true
+			break
+		}
+	}
+	if n.diskFull.Swap(full) != full {
+		if full {
+			n.log.Warn("disk full: this node hands the shards it leads to members with room")
+		} else {
+			n.log.Info("disk space is back: this node may lead shards again")
+		}
+	}
+	var flags byte
+	if full {
+		flags |= stateDiskFull
+	}
+	n.bookMu.Lock()
+	msgs := make([]*pb.Message, 0, len(n.book))
+	for id := range n.book {
+		if id != n.cfg.NodeID {
+			msgs = append(msgs, &pb.Message{Type: pb.MsgHeartbeat.Enum(), From: proto.Uint64(n.cfg.NodeID), To: proto.Uint64(id),
+				Context: []byte{nodeStateV1, flags}})
+		}
+	}
+	n.bookMu.Unlock()
+	n.tr.send(nodeStateShard, msgs)
+}
+
+// noteState records a peer's node-state frame.
+func (n *Node) noteState(m *pb.Message) {
+	c := m.GetContext()
+	if len(c) < 2 || c[0] != nodeStateV1 {
+		return // a later version's state: not understood, ignored
+	}
+	n.stateMu.Lock()
+	if n.peerStates == nil {
+		n.peerStates = map[uint64]peerState{}
+	}
+	n.peerStates[m.GetFrom()] = peerState{full: c[1]&stateDiskFull != 0, at: time.Now()}
+	n.stateMu.Unlock()
+}
+
+// peerFull reports whether member id said recently that its disk is full.
+func (n *Node) peerFull(id uint64) bool {
+	if id == n.cfg.NodeID {
+		return n.diskFull.Load()
+	}
+	n.stateMu.Lock()
+	ps := n.peerStates[id]
+	n.stateMu.Unlock()
+	return ps.full && time.Since(ps.at) < stateStale
+}
+
+// handOff (the shard's loop, on its leader, the node's disk full) hands
+// the shard to the first voter in its order of preference that is active
+// and has room; with none, it keeps the lead.
+func (s *shard) handOff(active func(uint64) bool) {
+	voters := slices.Clone(s.st.votersNow())
+	slices.Sort(voters)
+	for k := range voters {
+		to := voters[(s.id+1+k)%len(voters)]
+		if to == s.n.cfg.NodeID || s.n.peerFull(to) || !active(to) {
+			continue
+		}
+		s.log.Warn("disk full: handing the lead to a member with room", "to", to)
+		s.n.handoffs.Add(1)
+		s.rn.TransferLeader(to)
+		return
+	}
+}
