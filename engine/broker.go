@@ -137,7 +137,19 @@ func (b *Broker) Health() error {
 // and queues are refused with ErrDiskFull and everything else works. It is
 // an atomic load, cheap enough to poll; Stats().Storage carries the same
 // state with the free bytes.
-func (b *Broker) DiskFull() bool { return b.store.isDiskFull() }
+func (b *Broker) DiskFull() bool {
+	full, _ := b.store.diskState()
+	return full
+}
+
+// DiskCritical reports whether free space is below a quarter of the
+// reserve: checkpoints wait for space, and a cluster replica takes no
+// more replicated entries (they would meet the full disk). Cheap, as
+// DiskFull.
+func (b *Broker) DiskCritical() bool {
+	_, critical := b.store.diskState()
+	return critical
+}
 
 // storageFailed records the first storage failure; from then on every
 // operation fails with it (the log refuses appends until reopened).

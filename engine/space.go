@@ -135,8 +135,8 @@ func (d *durableStore) spaceJob() bool {
 	return d.diskFull.Load()
 }
 
-// isDiskFull implements storage.
-func (d *durableStore) isDiskFull() bool { return d.diskFull.Load() }
+// diskState implements storage.
+func (d *durableStore) diskState() (full, critical bool) { return d.diskFull.Load(), d.critical.Load() }
 
 // acceptNew reports whether new messages and queues may be stored.
 func (d *durableStore) acceptNew() error {

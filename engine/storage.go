@@ -135,9 +135,10 @@ type storage interface {
 	// acceptNew reports whether new messages and queues may be stored now:
 	// nil, or ErrDiskFull while free space is below the reserve (space.go).
 	acceptNew() error
-	// isDiskFull reports the free-space guard's state without side effects
-	// (an atomic load): true while new messages and queues are refused.
-	isDiskFull() bool
+	// diskState reports the free-space guard's state without side effects
+	// (atomic loads): full while new messages and queues are refused,
+	// critical while checkpoints wait for space (space.go).
+	diskState() (full, critical bool)
 	// adminRecord logs a queue record (create, config, delete) and makes it
 	// durable before returning (doc.go: queue changes are durable when
 	// acknowledged in every sync mode).

@@ -95,10 +95,10 @@ func (m *memStore) moveRecord(rec *logRec, _ []byte, qid uint64, stripeIdx uint8
 
 func (m *memStore) changeRecord(*stripe, uint8, uint32) {}
 
-func (m *memStore) acceptNew() error    { return nil }
-func (m *memStore) isDiskFull() bool    { return false }
-func (m *memStore) topicSupport() error { return nil }
-func (m *memStore) writable() error     { return nil }
+func (m *memStore) acceptNew() error        { return nil }
+func (m *memStore) diskState() (bool, bool) { return false, false }
+func (m *memStore) topicSupport() error     { return nil }
+func (m *memStore) writable() error         { return nil }
 
 func (m *memStore) adminRecord(uint8, []byte) error {
 	m.mu.Lock()

@@ -75,6 +75,7 @@ type shard struct {
 	lead      atomic.Uint64 // the leader this member knows (0: none)
 	term      atomic.Uint64
 	ready     atomic.Bool  // this member leads and its broker takes changes
+	starved   bool         // the loop: the disk is too full for replicated entries (diskCritical)
 	leaderOf  uint64       // run: the term this member leads, 0 if it does not
 	firstOurs uint64       // run: index of the first entry of leaderOf's term, once seen
 	elections atomic.Int64 // elections this member saw won (leader changes)
@@ -363,14 +364,39 @@ func (s *shard) step(m *pb.Message) {
 	}
 	switch m.GetType() {
 	case pb.MsgSnap:
+		if s.diskCritical() {
+			return
+		}
 		s.startInstall(m) // snapshot.go: steps it once its state is in
 		return
 	case pb.MsgApp:
 		if s.installing != nil {
 			return // see snapshot.go: the log being replaced takes nothing
 		}
+		if s.diskCritical() {
+			return
+		}
 	}
 	s.stepRaft(m)
+}
+
+// diskCritical (the loop) reports whether the shard's disk is too full
+// for replicated entries (handoff.go): the member then drops appends and
+// snapshots, as if they were lost, rather than write until its log meets
+// ENOSPC, which stops the shard on this node until a restart. Raft
+// resends them; it catches up once there is room.
+func (s *shard) diskCritical() bool {
+	b := s.broker()
+	critical := b != nil && b.DiskCritical()
+	if critical != s.starved {
+		s.starved = critical
+		if critical {
+			s.log.Error("disk space critical: this member takes no replicated entries until space is freed; the others carry on")
+		} else {
+			s.log.Info("disk space no longer critical: this member takes replicated entries again")
+		}
+	}
+	return critical
 }
 
 // stepRaft hands m to Raft.
