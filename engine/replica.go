@@ -657,7 +657,7 @@ func (r *replStore) scanTail(from, end uint64) (func(pos uint64, typ uint8) bool
 			// stopped right after its first start had its bootstrap
 			// members committed and never applied, and came back with no
 			// members). It and what follows are applied again, through
-			// the consensus layer (ApplyCommitted, then PersistConfState).
+			// the consensus layer (PersistConfState, then ApplyCommitted).
 			break
 		}
 		e.applied = true

@@ -185,8 +185,13 @@ func signedRequestBody(t *testing.T, method, url, body, id, secret string) *http
 	date := time.Now().UTC().Format(http.TimeFormat)
 	r.Header.Set("Date", date)
 	r.Header.Set("x-mns-version", "2015-06-06")
+	ctype := ""
+	if body != "" {
+		ctype = "text/xml;charset=utf-8"
+		r.Header.Set("Content-Type", ctype)
+	}
 	mac := hmac.New(sha1.New, []byte(secret))
-	io.WriteString(mac, method+"\n\n\n"+date+"\nx-mns-version:2015-06-06\n"+r.URL.RequestURI())
+	io.WriteString(mac, method+"\n\n"+ctype+"\n"+date+"\nx-mns-version:2015-06-06\n"+r.URL.RequestURI())
 	r.Header.Set("Authorization", "MNS "+id+":"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 	resp, err := http.DefaultClient.Do(r)
 	if err != nil {

@@ -100,12 +100,13 @@ type clusterDaemon struct {
 }
 
 // startClusterDaemon starts node id of a cluster and waits until its API
-// answers.
-func startClusterDaemon(t *testing.T, bin string, id int, raft, api, peers, creds string) *clusterDaemon {
+// answers. extra flags come last (a repeated flag's last value wins).
+func startClusterDaemon(t *testing.T, bin string, id int, raft, api, peers, creds string, extra ...string) *clusterDaemon {
 	t.Helper()
-	cmd := exec.Command(bin, "--node-id", fmt.Sprint(id), "--raft-listen", raft, "--cluster-peers", peers,
+	args := []string{"--node-id", fmt.Sprint(id), "--raft-listen", raft, "--cluster-peers", peers,
 		"--listen", api, "--data-dir", filepath.Join(t.TempDir(), "data"), "--sync", "always",
-		"--credentials-file", creds, "--console=false")
+		"--credentials-file", creds, "--console=false"}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	cmd.Env = append(daemonEnv(), "SMQD_CLUSTER_KEY=sdk-cluster-test-key-0123456789abcdef")
 	orphanProof(cmd)
 	d := &clusterDaemon{id: id, cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
