@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -474,4 +475,53 @@ func TestClusterListQueueWithoutMajorityAnswers503(t *testing.T) {
 		wantError(t, r, 503, "ServiceUnavailable")
 		return nil
 	})
+}
+
+// In a cluster a dead-letter queue must be on its queue's shard (a move is
+// one record in one shard's log). A target on another shard is refused
+// with a message that says so, not "does not exist"; one on the same
+// shard works, through any node.
+func TestClusterDeadLetterTargetOnAnotherShard(t *testing.T) {
+	c := startCluster(t, 3, 4)
+	c.ready()
+	n := c.nodes[0]
+	src := "orders"
+	var same, other string
+	for k := 0; same == "" || other == ""; k++ {
+		name := fmt.Sprintf("dlq-%d", k)
+		if n.ShardOf(name) == n.ShardOf(src) {
+			same = cmp.Or(same, name)
+		} else {
+			other = cmp.Or(other, name)
+		}
+	}
+	cl := c.envs[1].client()
+	for _, q := range []string{src, same, other} {
+		wantStatus(t, cl.put("/queues/"+q, ""), 201)
+	}
+	policy := func(target string) string {
+		return "<Queue><DeadLetterTargetQueue>" + target + "</DeadLetterTargetQueue><MaxReceiveCount>2</MaxReceiveCount></Queue>"
+	}
+	e := wantError(t, cl.put("/queues/"+src+"?metaoverride=true", policy(other)), 400, "InvalidArgument")
+	if !strings.Contains(e.Message, "must be on its queue's shard") {
+		t.Fatalf("set a target on another shard: %q", e.Message)
+	}
+	newSrc := same + "-src"
+	for n.ShardOf(newSrc) == n.ShardOf(other) {
+		newSrc += "x"
+	}
+	e = wantError(t, cl.put("/queues/"+newSrc, policy(other)), 400, "InvalidArgument")
+	if !strings.Contains(e.Message, "must be on its queue's shard") {
+		t.Fatalf("create with a target on another shard: %q", e.Message)
+	}
+	wantError(t, cl.get("/queues/"+newSrc), 404, "QueueNotExist")
+	wantStatus(t, cl.put("/queues/"+src+"?metaoverride=true", policy(same)), 204)
+	// The refusal suggests a name on the right shard, which works.
+	_, after, _ := strings.Cut(e.Message, "; ")
+	hint, _, ok := strings.Cut(after, ", for example")
+	if !ok {
+		t.Fatalf("no name suggested: %q", e.Message)
+	}
+	wantStatus(t, cl.put("/queues/"+hint, ""), 201)
+	wantStatus(t, cl.put("/queues/"+newSrc, policy(hint)), 201)
 }
