@@ -127,6 +127,21 @@ func CycleFaults() []Fault {
 			c.Kill(i)
 			return restart(c, i), nil
 		}},
+		{"crash loop: kill -9 the leader three times within 0.4 s of its starts", func(c *Cluster, shard int) (func() error, error) {
+			// The windows of a start (recovery, the rejoin question, the
+			// first Readys): a node stopped right after its first start
+			// once came back with no members.
+			l := leaderOr(c, shard)
+			c.Kill(l)
+			for range 3 {
+				if err := c.StartNode(l); err != nil {
+					return nil, err
+				}
+				time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
+				c.Kill(l)
+			}
+			return restart(c, l), nil
+		}},
 	}
 }
 
