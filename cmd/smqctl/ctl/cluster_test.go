@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"slices"
@@ -35,6 +36,18 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
+	// Below the kernel's ephemeral range (32768-60999 by default): a port
+	// from that range, free when checked, can be taken by a connection's
+	// source port or another test's listener before the daemon binds it
+	// ("address already in use"); engine/cluster/chaos does the same.
+	for range 100 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err == nil {
+			addr := ln.Addr().String()
+			ln.Close()
+			return addr
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
