@@ -21,9 +21,10 @@ type clusterStatus struct {
 	Healthy bool   `json:"healthy"`
 	Problem string `json:"problem"`
 	Members []struct {
-		NodeID uint64 `json:"node_id"`
-		Raft   string `json:"raft"`
-		API    string `json:"api"`
+		NodeID   uint64 `json:"node_id"`
+		Raft     string `json:"raft"`
+		API      string `json:"api"`
+		DiskFull bool   `json:"disk_full"`
 	} `json:"members"`
 	Shards []struct {
 		Shard     int    `json:"shard"`
@@ -69,9 +70,13 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 		health = "NOT healthy: " + st.Problem
 	}
 	fmt.Fprintf(r.env.Stdout, "node %d: %s; %d requests forwarded\n\n", st.NodeID, health, st.Forwarded)
-	rows := [][]string{{"MEMBER", "RAFT", "API"}}
+	rows := [][]string{{"MEMBER", "RAFT", "API", "DISK"}}
 	for _, m := range st.Members {
-		rows = append(rows, []string{strconv.FormatUint(m.NodeID, 10), m.Raft, m.API})
+		disk := "ok"
+		if m.DiskFull {
+			disk = "FULL" // below its free-space reserve: it leads no shard
+		}
+		rows = append(rows, []string{strconv.FormatUint(m.NodeID, 10), m.Raft, m.API, disk})
 	}
 	r.table(rows)
 	fmt.Fprintln(r.env.Stdout)

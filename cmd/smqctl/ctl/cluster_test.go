@@ -154,7 +154,7 @@ func TestClusterCommands(t *testing.T) {
 		t.Fatalf("cluster status: want a health line, a member table and a shard table:\n%s", out)
 	}
 	members := strings.Split(sections[1], "\n")
-	if f := strings.Fields(members[0]); !slices.Equal(f, []string{"MEMBER", "RAFT", "API"}) {
+	if f := strings.Fields(members[0]); !slices.Equal(f, []string{"MEMBER", "RAFT", "API", "DISK"}) {
 		t.Errorf("member table header %q", members[0])
 	}
 	if len(members) != 4 {
@@ -162,7 +162,7 @@ func TestClusterCommands(t *testing.T) {
 	}
 	for i, row := range members[1:] {
 		f := strings.Fields(row)
-		if len(f) < 2 || f[0] != strconv.Itoa(i+1) || f[1] != c.raft[uint64(i+1)] {
+		if len(f) < 4 || f[0] != strconv.Itoa(i+1) || f[1] != c.raft[uint64(i+1)] || f[3] != "ok" {
 			t.Errorf("member row %q, want node %d at %s", row, i+1, c.raft[uint64(i+1)])
 		}
 	}
