@@ -148,9 +148,22 @@ func Start(cfg Config) (*Node, error) {
 		ln.Close()
 		return nil, err
 	}
+	// The flags name the first members' addresses as this node reaches
+	// them; they win over the book, so that a member moved to a new
+	// address is reached there once each node is restarted with it (the
+	// book learns other members from configuration changes).
+	moved := false
 	for id, addr := range cfg.Peers {
-		if _, ok := n.book[id]; !ok {
-			n.book[id] = addr
+		if old, ok := n.book[id]; ok && old != addr && id != cfg.NodeID {
+			n.log.Warn("a member's raft address changed (--cluster-peers)", "member", id, "was", old, "now", addr)
+			moved = true
+		}
+		n.book[id] = addr
+	}
+	if moved {
+		if err := saveMembers(cfg.Dir, n.book); err != nil {
+			ln.Close()
+			return nil, err
 		}
 	}
 	var voters []uint64
