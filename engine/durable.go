@@ -123,16 +123,7 @@ func openDurable(o *Options) (*durableStore, error) {
 	if iopts.Logger == nil {
 		iopts.Logger = o.Logger
 	}
-	wo := o.WAL
-	if wo.Logger == nil {
-		wo.Logger = o.Logger
-	}
-	if wo.BufferBytes == 0 {
-		// The ring caches recent bodies for receives and holds unwritten
-		// data; 4 MiB covers both at several hundred MB/s (a group commit
-		// writes well under 1 MiB) and keeps the process small.
-		wo.BufferBytes = DefaultLogBufferBytes
-	}
+	wo := o.walOptions()
 	guard := newSpaceGuard(o, wo, iopts)
 	walFS := wo.FS
 	if walFS == nil {

@@ -79,6 +79,29 @@ func newSpaceGuard(o *Options, wo wal.Options, io index.Options) spaceGuard {
 	return spaceGuard{reserve: r, minimum: r / 2, critical: r / 4, hysteresis: min(seg, max(r/8, 1))}
 }
 
+// walOptions returns the log's options with the engine's defaults.
+func (o *Options) walOptions() wal.Options {
+	wo := o.WAL
+	if wo.Logger == nil {
+		wo.Logger = o.Logger
+	}
+	if wo.BufferBytes == 0 {
+		// The ring caches recent bodies for receives and holds unwritten
+		// data; 4 MiB covers both at several hundred MB/s (a group commit
+		// writes well under 1 MiB) and keeps the process small.
+		wo.BufferBytes = DefaultLogBufferBytes
+	}
+	return wo
+}
+
+// SizedFreeSpaceReserve returns the free-space reserve of a broker opened
+// with o: o.FreeSpaceReserve when it is set, the guard's own size when it
+// is 0, and 0 when the guard is off (negative). A cluster node, whose
+// shards' brokers share one disk, gives each the sum of theirs.
+func SizedFreeSpaceReserve(o Options) int64 {
+	return newSpaceGuard(&o, o.walOptions(), o.Index).reserve
+}
+
 // freeBytes returns the free bytes of the file systems holding the log and
 // the index (the smaller), or MaxInt64 if the platform cannot tell.
 func (d *durableStore) freeBytes() int64 {

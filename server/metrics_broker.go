@@ -168,8 +168,11 @@ func newBrokerCollector(s *Server) *brokerCollector {
 	for _, g := range gauges {
 		d.storageGauges = append(d.storageGauges, desc(g.name, g.help))
 		d.storageGaugeVals = append(d.storageGaugeVals, g.get)
-		// Over a cluster node's shards, which share its disk: the largest.
-		d.storageGaugeMax = append(d.storageGaugeMax, g.name == "smqd_storage_durable" || g.name == "smqd_disk_full" || g.name == "smqd_disk_free_bytes")
+		// Over a cluster node's shards, which share its disk: the largest
+		// (each shard's broker holds the node's reserve: engine/cluster
+		// shardShare; their sum overstated it 8 times).
+		d.storageGaugeMax = append(d.storageGaugeMax, g.name == "smqd_storage_durable" || g.name == "smqd_disk_full" ||
+			g.name == "smqd_disk_free_bytes" || g.name == "smqd_disk_reserve_bytes")
 	}
 	counters := []struct {
 		name, help string

@@ -162,6 +162,21 @@ func shardShare(o engine.Options, shards int) engine.Options {
 		mem = index.DefaultMemTableBytes
 	}
 	o.Index.MemTableBytes = max(2<<20, mem/int64(shards))
+	// Log segments too: each shard preallocates its current and its next
+	// segment, so 8 shards of the single broker's 64 MiB held 1.1 GiB of
+	// an empty node's disk. A share, at least 4 MiB (a segment holds many
+	// of the largest records) and never above the template's.
+	seg := o.WAL.SegmentBytes
+	if seg == 0 {
+		seg = wal.DefaultOptions().SegmentBytes
+	}
+	o.WAL.SegmentBytes = min(seg, max(4<<20, seg/int64(shards)/4096*4096))
+	// The shards' brokers share the node's disk, and each compares the
+	// node's free space with its reserve: the node's reserve is the sum of
+	// what each needs (unless one is set, or the guard is off).
+	if o.FreeSpaceReserve == 0 {
+		o.FreeSpaceReserve = int64(shards) * engine.SizedFreeSpaceReserve(o)
+	}
 	return o
 }
 

@@ -35,6 +35,36 @@ func TestShardShare(t *testing.T) {
 				c.shards, c.setRing, c.setMemtable, got.WAL.BufferBytes, got.Index.MemTableBytes, c.wantRing, c.wantMemtable)
 		}
 	}
+	// Segments: a share of the template's (64 MiB by default), at least
+	// 4 MiB, never above the template's.
+	for _, c := range []struct {
+		shards       int
+		set, wantSeg int64
+	}{
+		{1, 0, 64 << 20}, {8, 0, 8 << 20}, {3, 0, (64 << 20) / 3 / 4096 * 4096}, {64, 0, 4 << 20}, {8, 1 << 20, 1 << 20}, {2, 16 << 20, 8 << 20},
+	} {
+		var o engine.Options
+		o.WAL.SegmentBytes = c.set
+		if got := shardShare(o, c.shards).WAL.SegmentBytes; got != c.wantSeg {
+			t.Errorf("%d shards, template segment %d: %d, want %d", c.shards, c.set, got, c.wantSeg)
+		}
+	}
+	// The reserve: each shard's broker holds the node's, the sum of what
+	// each needs; one set by the operator (or the guard off) stays.
+	one := engine.SizedFreeSpaceReserve(shardShare(engine.Options{FreeSpaceReserve: -1}, 8))
+	if one != 0 {
+		t.Fatalf("the guard off: reserve %d", one)
+	}
+	o := shardShare(engine.Options{}, 8)
+	per := o
+	per.FreeSpaceReserve = 0
+	if want := 8 * engine.SizedFreeSpaceReserve(per); o.FreeSpaceReserve != want || want <= 0 {
+		t.Errorf("8 shards: each shard's reserve %d, want the node's %d", o.FreeSpaceReserve, want)
+	}
+	if got := shardShare(engine.Options{FreeSpaceReserve: 5 << 30}, 8).FreeSpaceReserve; got != 5<<30 {
+		t.Errorf("a reserve set by the operator became %d", got)
+	}
+	t.Logf("8 shards: node reserve %d MiB (each shard needs %d MiB)", o.FreeSpaceReserve>>20, o.FreeSpaceReserve/8>>20)
 }
 
 // TestClusterLargestSendFitsAShardsRing: the largest batch one operation
