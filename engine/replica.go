@@ -418,13 +418,17 @@ func (r *replStore) resolveLocked(p *pendingProp, err error) {
 	default:
 	}
 	p.err = err
-	close(p.done)
 	if err == nil {
 		r.propLat.observe(time.Since(p.start).Seconds())
 	} else {
 		r.propFailed++
+		// Before done is closed: exportFence waits on done without r.mu
+		// and then reads diverged, and a snapshot holding this failed
+		// change was exported when it read it first (seen once under
+		// load, TestReplicaExportHoldsOnlyCommittedChanges).
 		r.diverged.Store(true)
 	}
+	close(p.done)
 	for i, q := range r.pending {
 		if q == p {
 			r.pending = append(r.pending[:i], r.pending[i+1:]...)
