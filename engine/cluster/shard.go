@@ -391,6 +391,10 @@ func (s *shard) step(m *pb.Message) {
 		if s.diskCritical() {
 			return
 		}
+	case pb.MsgTimeoutNow:
+		if s.diskCritical() {
+			return // a leadership transfer to a disk that takes no entries
+		}
 	}
 	s.stepRaft(m)
 }
@@ -457,6 +461,12 @@ func (s *shard) handleReady(rd raft.Ready) error {
 			}
 			s.st.compact(s.rn.BasicStatus().Applied)
 		default:
+			if t := m.GetType(); (t == pb.MsgPreVote || t == pb.MsgVote) && s.diskCritical() {
+				// A member whose disk takes no entries must not lead: it
+				// would append its term's first entry into the full disk
+				// (a failed write stops the shard here). It still votes.
+				continue
+			}
 			net = append(net, m)
 		}
 	}
