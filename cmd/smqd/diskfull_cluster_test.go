@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/smqd/smqd/cmd/internal/testnet"
 )
 
 func TestDaemonClusterDiskFull(t *testing.T) {
@@ -36,7 +38,7 @@ func TestDaemonClusterDiskFull(t *testing.T) {
 	raft, api := make([]string, n), make([]string, n)
 	var peers []string
 	for i := range n {
-		raft[i], api[i] = freeLoopback(t), freeLoopback(t)
+		raft[i], api[i] = testnet.FreeLoopback(t), testnet.FreeLoopback(t)
 		peers = append(peers, fmt.Sprintf("%d=%s", i+1, raft[i]))
 	}
 	common := []string{"--shards", "2", "--wal-segment-bytes", "1048576", "--index-memtable-bytes", "1048576",

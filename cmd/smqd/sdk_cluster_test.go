@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/smqd/smqd/cmd/internal/testnet"
 )
 
 // runSDKCluster runs the SDK scripts against a 3-node cluster of bin
@@ -35,7 +35,7 @@ func runSDKCluster(t *testing.T, node, dir, bin string) {
 	raft, api := make([]string, n), make([]string, n)
 	var peers []string
 	for i := range n {
-		raft[i], api[i] = freeLoopback(t), freeLoopback(t)
+		raft[i], api[i] = testnet.FreeLoopback(t), testnet.FreeLoopback(t)
 		peers = append(peers, fmt.Sprintf("%d=%s", i+1, raft[i]))
 	}
 	nodes := make([]*clusterDaemon, n)
@@ -80,29 +80,6 @@ func runSDKCluster(t *testing.T, node, dir, bin string) {
 	for _, d := range nodes {
 		d.stop(t)
 	}
-}
-
-// freeLoopback returns a free 127.0.0.1 port.
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	// Below the kernel's ephemeral range (32768-60999 by default): a port
-	// from that range, free when checked, can be taken by a connection's
-	// source port or another test's listener before the daemon binds it
-	// ("address already in use"); engine/cluster/chaos does the same.
-	for range 100 {
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
-		if err == nil {
-			addr := ln.Addr().String()
-			ln.Close()
-			return addr
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 type clusterDaemon struct {

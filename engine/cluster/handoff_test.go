@@ -19,6 +19,38 @@ type spaceFS struct {
 
 func (f spaceFS) FreeBytes(string) (int64, error) { return f.free.Load(), nil }
 
+// queuePerShard creates one queue on each shard, through its leader, and
+// returns their names by shard, with a sender: send(name) sends one
+// message through the shard's current leader and counts it in sent once
+// acknowledged.
+func (c *testCluster) queuePerShard() (names []string, sent map[string]int, send func(string) error) {
+	names = make([]string, c.shards)
+	for k, found := 0, 0; found < c.shards; k++ {
+		name := fmt.Sprintf("q%d", k)
+		if sh := c.nodes[0].ShardOf(name); names[sh] == "" {
+			names[sh] = name
+			found++
+		}
+	}
+	for _, name := range names {
+		c.leaderQueue(name)
+	}
+	sent = map[string]int{}
+	send = func(name string) error {
+		_, b := c.leader(name)
+		q, err := b.Queue(name)
+		if err != nil {
+			return err
+		}
+		if _, err := q.Send([]engine.SendEntry{{Body: []byte(fmt.Sprintf("%s-%d", name, sent[name]))}}, nil); err != nil {
+			return err
+		}
+		sent[name]++
+		return nil
+	}
+	return names, sent, send
+}
+
 // TestClusterDiskFullLeaderHandsOver: a node whose disk fills up hands the
 // shards it leads to members with room, so every queue takes sends again;
 // the balancer gives it none back while it is full, and its shards return
@@ -34,32 +66,7 @@ func TestClusterDiskFullLeaderHandsOver(t *testing.T) {
 		}
 	})
 	voters := []uint64{1, 2, 3}
-	// One queue per shard.
-	names := make([]string, shards)
-	for k, found := 0, 0; found < shards; k++ {
-		name := fmt.Sprintf("q%d", k)
-		if sh := c.nodes[0].ShardOf(name); names[sh] == "" {
-			names[sh] = name
-			found++
-		}
-	}
-	for _, name := range names {
-		c.leaderQueue(name)
-	}
-	sent := make(map[string]int)
-	// send sends one message to name through its shard's current leader.
-	send := func(name string) error {
-		_, b := c.leader(name)
-		q, err := b.Queue(name)
-		if err != nil {
-			return err
-		}
-		if _, err := q.Send([]engine.SendEntry{{Body: []byte(fmt.Sprintf("%s-%d", name, sent[name]))}}, nil); err != nil {
-			return err
-		}
-		sent[name]++
-		return nil
-	}
+	names, sent, send := c.queuePerShard()
 	// ledBy reports the shards node id leads (ready to take changes).
 	ledBy := func(id uint64) []int {
 		var out []int
@@ -176,30 +183,7 @@ func TestClusterFollowerWithAFullDiskTakesNoEntries(t *testing.T) {
 			o.WAL.FS = spaceFS{wal.OSFS(), &free}
 		}
 	})
-	names := make([]string, shards)
-	for k, found := 0, 0; found < shards; k++ {
-		name := fmt.Sprintf("q%d", k)
-		if sh := c.nodes[0].ShardOf(name); names[sh] == "" {
-			names[sh] = name
-			found++
-		}
-	}
-	sent := map[string]int{}
-	send := func(name string) error {
-		_, b := c.leader(name)
-		q, err := b.Queue(name)
-		if err != nil {
-			return err
-		}
-		if _, err := q.Send([]engine.SendEntry{{Body: []byte(fmt.Sprintf("%s-%d", name, sent[name]))}}, nil); err != nil {
-			return err
-		}
-		sent[name]++
-		return nil
-	}
-	for _, name := range names {
-		c.leaderQueue(name)
-	}
+	names, sent, send := c.queuePerShard()
 	// Node 2's disk falls below the critical level; each of its shards
 	// sees it at its next append.
 	free.Store(1 << 20)

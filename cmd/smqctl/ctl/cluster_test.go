@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smqd/smqd/cmd/internal/testnet"
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/engine/cluster"
 	"github.com/smqd/smqd/server"
@@ -34,35 +34,13 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	// Below the kernel's ephemeral range (32768-60999 by default): a port
-	// from that range, free when checked, can be taken by a connection's
-	// source port or another test's listener before the daemon binds it
-	// ("address already in use"); engine/cluster/chaos does the same.
-	for range 100 {
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
-		if err == nil {
-			addr := ln.Addr().String()
-			ln.Close()
-			return addr
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // startCluster starts three nodes of two shards and waits until node 1
 // can serve every shard.
 func startCluster(t *testing.T) *testCluster {
 	const n, shards = 3, 2
 	c := &testCluster{raft: map[uint64]string{}}
 	for i := range n {
-		c.raft[uint64(i+1)] = freeAddr(t)
+		c.raft[uint64(i+1)] = testnet.FreeLoopback(t)
 	}
 	log := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	key := []byte("smqctl-test-cluster-key-0123456789")
@@ -205,7 +183,7 @@ func TestClusterCommands(t *testing.T) {
 
 	// Add node 4: a majority of the three running members commits the
 	// change in every shard (node 4 itself need not run for that).
-	raft4 := freeAddr(t)
+	raft4 := testnet.FreeLoopback(t)
 	if out := ctl.ok("cluster", "add", "4", raft4); out != "node 4 added in every shard\n" {
 		t.Errorf("cluster add: %q", out)
 	}
