@@ -239,16 +239,23 @@ func TestClusterForwardedRequestIsAuthenticated(t *testing.T) {
 	}
 }
 
+// withoutMajority starts 3 nodes, creates queue through node 1, stops the
+// other two and returns node 1's client.
+func withoutMajority(t *testing.T, queue string) *client {
+	c := startCluster(t, 3, 2)
+	c.ready()
+	cl := c.envs[0].client()
+	wantStatus(t, cl.put("/queues/"+queue, ""), 201)
+	c.stop(1)
+	c.stop(2)
+	return cl
+}
+
 // Without a majority no shard has a leader: a request is answered 503
 // ServiceUnavailable (retryable) once the leader wait is over, and
 // /healthz says why.
 func TestClusterWithoutMajorityAnswers503(t *testing.T) {
-	c := startCluster(t, 3, 2)
-	c.ready()
-	cl := c.envs[0].client()
-	wantStatus(t, cl.put("/queues/lonely", ""), 201)
-	c.stop(1)
-	c.stop(2)
+	cl := withoutMajority(t, "lonely")
 	clusterEventually(t, "no leader", func() error {
 		r := cl.post("/queues/lonely/messages", sendBody("x", ""))
 		if r.status == 201 {
@@ -461,12 +468,7 @@ func TestClusterListQueueReadsItsWrites(t *testing.T) {
 // answer from a leader) instead of a list that may miss acknowledged
 // queues.
 func TestClusterListQueueWithoutMajorityAnswers503(t *testing.T) {
-	c := startCluster(t, 3, 2)
-	c.ready()
-	cl := c.envs[0].client()
-	wantStatus(t, cl.put("/queues/listed", ""), 201)
-	c.stop(1)
-	c.stop(2)
+	cl := withoutMajority(t, "listed")
 	clusterEventually(t, "no leader", func() error {
 		r := cl.get("/queues")
 		if r.status == 200 {
