@@ -26,12 +26,12 @@ type clusterCollector struct {
 	c     *cluster.Node
 	descs []*prometheus.Desc
 
-	healthy, forwarded, refused, snapshots   *prometheus.Desc
-	handoffs                                 *prometheus.Desc
-	role, ready, leader, term                *prometheus.Desc
-	commit, applied, applyLag, followerLag   *prometheus.Desc
-	elections, proposals, failed, pending    *prometheus.Desc
-	proposalSeconds, rebuilds, rebuildsSkips *prometheus.Desc
+	healthy, forwarded, refused, snapshots             *prometheus.Desc
+	handoffs                                           *prometheus.Desc
+	role, ready, leader, term                          *prometheus.Desc
+	commit, applied, applyLag, followerLag             *prometheus.Desc
+	elections, proposals, failed, pending              *prometheus.Desc
+	proposalSeconds, rebuilds, rebuildsSkips, restarts *prometheus.Desc
 }
 
 func newClusterCollector(c *cluster.Node) *clusterCollector {
@@ -61,6 +61,7 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.proposalSeconds = desc("smqd_cluster_shard_proposal_duration_seconds", "From a leader's proposal of its records to their commit.", "shard")
 	cc.rebuilds = desc("smqd_cluster_shard_rebuilds_total", "Times the shard's broker was reopened from the log (a step-down left uncommitted changes in it).", "shard")
 	cc.rebuildsSkips = desc("smqd_cluster_shard_rebuilds_skipped_total", "Step-downs that left no uncommitted change: the broker went on as a follower.", "shard")
+	cc.restarts = desc("smqd_cluster_shard_restarts_total", "Times the shard restarted in place after its log failed (a full disk, a failing device).", "shard")
 	return cc
 }
 
@@ -120,5 +121,6 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		constHistogram(ch, cc.proposalSeconds, sh.ProposalSeconds, sh.ProposalCounts, sh.ProposalSum, id)
 		counter(cc.rebuilds, float64(sh.Rebuilds), id)
 		counter(cc.rebuildsSkips, float64(sh.RebuildsSkipped), id)
+		counter(cc.restarts, float64(sh.Restarts), id)
 	}
 }

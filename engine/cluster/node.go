@@ -70,7 +70,6 @@ type Node struct {
 	refused   atomic.Int64 // handshakes refused (wrong or missing key)
 	snapshots atomic.Int64 // snapshots installed on this node
 	forwarded atomic.Int64 // requests forwarded to a leader and answered
-	failure   atomic.Pointer[error]
 
 	fwd        fwdPool
 	fwdHandler atomic.Pointer[fwdHandler]
@@ -323,12 +322,6 @@ func (n *Node) peerDown(peer uint64) {
 	}
 }
 
-// failed records a shard loop that stopped on a storage failure.
-func (n *Node) failed(shard int, err error) {
-	e := fmt.Errorf("shard %d: %w", shard, err)
-	n.failure.CompareAndSwap(nil, &e)
-}
-
 // handleSecret derives a shard's receipt-handle key from the cluster key:
 // every member of the shard issues and accepts the same handles.
 func (n *Node) handleSecret(shard int) []byte {
@@ -438,10 +431,10 @@ func (n *Node) closed() bool {
 // Health is nil while this node can serve every shard: each has a leader
 // (this node or one it can forward to) and no shard loop failed.
 func (n *Node) Health() error {
-	if p := n.failure.Load(); p != nil {
-		return *p
-	}
 	for _, s := range n.shards {
+		if f := s.failure.Load(); f != nil {
+			return f
+		}
 		if s.ready.Load() {
 			continue
 		}

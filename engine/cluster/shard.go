@@ -74,14 +74,20 @@ type shard struct {
 
 	lead      atomic.Uint64 // the leader this member knows (0: none)
 	term      atomic.Uint64
-	ready     atomic.Bool  // this member leads and its broker takes changes
-	starved   bool         // the loop: the disk is too full for replicated entries (diskCritical)
-	leaderOf  uint64       // run: the term this member leads, 0 if it does not
-	firstOurs uint64       // run: index of the first entry of leaderOf's term, once seen
-	elections atomic.Int64 // elections this member saw won (leader changes)
-	lastLead  uint64       // run
-	proposals atomic.Int64 // proposals handed to Raft (metrics)
-	rebuilds  atomic.Int64 // broker reopened from the log (diverged at a step-down)
+	ready     atomic.Bool                 // this member leads and its broker takes changes
+	starved   bool                        // the loop: the disk is too full for replicated entries (diskCritical)
+	leaderOf  uint64                      // run: the term this member leads, 0 if it does not
+	firstOurs uint64                      // run: index of the first entry of leaderOf's term, once seen
+	elections atomic.Int64                // elections this member saw won (leader changes)
+	lastLead  uint64                      // run
+	proposals atomic.Int64                // proposals handed to Raft (metrics)
+	rebuilds  atomic.Int64                // broker reopened from the log (diverged at a step-down)
+	restarts  atomic.Int64                // restarts after the log failed (restart.go)
+	failure   atomic.Pointer[failedShard] // the log failed: the shard waits to restart
+	installs  sync.WaitGroup              // snapshots being prepared off the loop
+	// run: the last restart (restart.go), for its backoff
+	restartedAt  time.Time
+	restartDelay time.Duration
 	// rebuildsSkipped: step-downs of a ready leader whose every change was
 	// committed, so that its broker went on as a follower.
 	rebuildsSkipped atomic.Int64
@@ -211,7 +217,11 @@ func (s *shard) start(voters []uint64) error {
 		}
 		s.bootstrapped = true
 	}
-	s.st = newRaftStorage(b, rs, cs)
+	if st := newRaftStorage(b, rs, cs); s.st == nil {
+		s.st = st
+	} else {
+		s.st.reload(st) // a restart (restart.go): others hold s.st
+	}
 	cfg := &raft.Config{
 		ID:              s.n.cfg.NodeID,
 		ElectionTick:    s.n.cfg.ElectionTicks,
@@ -350,9 +360,7 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 		for err == nil && s.rn.HasReady() {
 			err = s.handleReady(s.rn.Ready())
 		}
-		if err != nil {
-			s.log.Error("shard stopped: its log failed", "err", err)
-			s.n.failed(s.id, err)
+		if err != nil && !s.restartAfterFailure(err, tick, stop) {
 			return
 		}
 	}

@@ -78,9 +78,11 @@ func (s *shard) startInstall(m *pb.Message) {
 	in := &install{m: m, start: time.Now()}
 	s.installing = in
 	s.n.wg.Add(1)
+	s.installs.Add(1)
 	go func() {
 		defer s.n.wg.Done()
 		err := s.prepareInstall(addr, meta)
+		s.installs.Done()
 		s.do(func() { s.finishInstall(in, err) })
 	}()
 }
@@ -163,6 +165,9 @@ func (s *shard) prepareInstall(addr string, meta *pb.SnapshotMetadata) error {
 //
 // A snapshot Raft has committed past meanwhile is thrown away.
 func (s *shard) finishInstall(in *install, err error) {
+	if s.installing != in {
+		return // prepared for a member the shard replaced since (restart.go)
+	}
 	s.installing = nil
 	meta := in.m.GetSnapshot().GetMetadata()
 	if err == nil {

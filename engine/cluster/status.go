@@ -60,6 +60,10 @@ type ShardStatus struct {
 	// step-downs that left none (the broker went on as a follower).
 	Rebuilds        int64 `json:"rebuilds"`
 	RebuildsSkipped int64 `json:"rebuilds_skipped"`
+	// Restarts: the shard restarted in place after its log failed
+	// (restart.go); Failure: the failure while it waits to restart.
+	Restarts int64  `json:"restarts"`
+	Failure  string `json:"failure,omitempty"`
 	// Followers: on the leader only, each follower's progress.
 	Followers []FollowerStatus `json:"followers,omitempty"`
 	// Replica: the shard broker's replication counters.
@@ -109,7 +113,10 @@ func (n *Node) Status() Status {
 	for i, s := range n.shards {
 		ss := ShardStatus{Shard: s.id, Leader: s.lead.Load(), Term: s.term.Load(), Ready: s.ready.Load(),
 			Role: "unknown", Voters: s.st.votersNow(), Elections: s.elections.Load(), Proposals: s.proposals.Load(),
-			Rebuilds: s.rebuilds.Load(), RebuildsSkipped: s.rebuildsSkipped.Load()}
+			Rebuilds: s.rebuilds.Load(), RebuildsSkipped: s.rebuildsSkipped.Load(), Restarts: s.restarts.Load()}
+		if f := s.failure.Load(); f != nil {
+			ss.Failure = f.err.Error()
+		}
 		select {
 		case rs := <-res[i]:
 			ss.Role = roleName(rs.RaftState)

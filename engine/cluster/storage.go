@@ -73,6 +73,16 @@ func newRaftStorage(b *engine.Broker, st engine.ReplicaState, cs *pb.ConfState) 
 	return s
 }
 
+// reload takes the state of fresh, a storage loaded from the shard's
+// broker reopened after a failure (restart.go).
+func (s *raftStorage) reload(fresh *raftStorage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b, s.hs, s.cs = fresh.b, fresh.hs, fresh.cs
+	s.snapIndex, s.snapTerm, s.terms = fresh.snapIndex, fresh.snapTerm, fresh.terms
+	s.recent, s.recentLen = nil, 0
+}
+
 func (s *raftStorage) InitialState() (*pb.HardState, *pb.ConfState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,0 +1,107 @@
+package cluster
+
+// Restart in place of a shard whose log failed. A failed write or fsync
+// (a full disk, a failing device) is sticky in the log (wal: "reopen
+// required"), and the shard's loop used to stop there for good: its broker
+// kept saying it led and took changes, so every request routed to it hung
+// with its proposals never settled, and the shard stayed out of the group
+// until the process restarted. Now the loop does what a process restart
+// would, for this shard alone, and tries again while the disk refuses.
+//
+// Invariants:
+//  1. From the failure until the restart this member takes no part in
+//     its group: Route sends no request to its broker (ready is false and
+//     it knows no leader), every proposal pending in it fails at once
+//     (SetLeader), and what peers send it is dropped (Raft sends again).
+//     The others elect a leader among themselves.
+//  2. The restart opens the broker and the Raft member from the shard's
+//     log, as a process start does (shard.start). Nothing acknowledged
+//     relies on the failed write: a response leaves only once its write
+//     is durable (append.go invariant 1), and a torn record at the log's
+//     end is dropped by the log's recovery.
+//  3. Attempts back off from restartFirst to restartMax; the node's stop
+//     ends them. Health reports the failure until a restart succeeds.
+//
+// Owner: the shard's loop (run) does all of it; failure is also read by
+// Health and Status.
+
+import (
+	"fmt"
+	"time"
+)
+
+// Backoff of a failed shard's restarts.
+const (
+	restartFirst = time.Second
+	restartMax   = 30 * time.Second
+)
+
+// failedShard is the error Health reports for a shard waiting to restart.
+type failedShard struct {
+	shard int
+	err   error
+}
+
+func (f *failedShard) Error() string {
+	return fmt.Sprintf("shard %d: its log failed, restarting: %v", f.shard, f.err)
+}
+
+func (f *failedShard) Unwrap() error { return f.err }
+
+// restartAfterFailure (the loop) takes the shard out of its group, then
+// restarts it (invariants 1-3). It returns false if the node stopped
+// first.
+func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) bool {
+	s.log.Error("shard's log failed; the shard leaves its group and restarts", "err", cause)
+	s.failure.Store(&failedShard{shard: s.id, err: cause})
+	s.ready.Store(false)
+	s.lead.Store(0)
+	s.leaderOf, s.firstOurs, s.lastLead, s.starved, s.balanceOK = 0, 0, 0, false, 0
+	if b := s.broker(); b != nil {
+		if err := b.SetLeader(false, 0); err != nil {
+			s.log.Debug("settling the failed broker's proposals", "err", err)
+		}
+	}
+	s.app.close()
+	s.pmu.Lock()
+	s.props, s.selfMsgs = nil, nil // the old member's: its append worker's responses too
+	s.pmu.Unlock()
+	if b := s.broker(); b != nil {
+		s.retire(b)
+		s.b.Store(nil)
+		b.CloseForRebuild()
+	}
+	s.installs.Wait() // a snapshot being prepared writes beside the shard's directory
+	s.installing = nil
+	// A shard that fails again soon after a restart (the disk still
+	// refuses writes; opening only reads) goes on with its backoff.
+	delay := restartFirst
+	if !s.restartedAt.IsZero() && time.Since(s.restartedAt) < 2*restartMax {
+		delay = min(2*s.restartDelay, restartMax)
+	}
+	for {
+		wait := time.NewTimer(delay)
+	idle:
+		for {
+			select {
+			case <-stop:
+				wait.Stop()
+				return false
+			case <-s.inbox: // invariant 1
+			case <-tick:
+			case <-wait.C:
+				break idle
+			}
+		}
+		err := s.start(nil)
+		if err == nil {
+			s.restartedAt, s.restartDelay = time.Now(), delay
+			s.restarts.Add(1)
+			s.failure.Store(nil)
+			s.log.Warn("shard restarted after its log failed", "after", delay)
+			return true
+		}
+		delay = min(2*delay, restartMax)
+		s.log.Error("shard restart failed; trying again", "err", err, "in", delay)
+	}
+}
