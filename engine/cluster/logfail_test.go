@@ -110,6 +110,26 @@ func TestClusterLeaderLogWriteFails(t *testing.T) {
 		}
 		return errors.New("no shard in the status shows the failure")
 	})
+	// While a shard of node 1 waits to restart, node 1 forwards its
+	// requests to the leader the others elected, so a client whose one
+	// endpoint is node 1 goes on. (Sends through the others keep making
+	// node 1's restarted shards fail again, so each is seen waiting.)
+	forwarded := map[string]bool{}
+	eventually(t, "node 1 forwards every queue while its shard waits to restart", func() error {
+		for _, name := range names {
+			s := c.nodes[0].shards[c.nodes[0].ShardOf(name)]
+			if b, lead, err := c.nodes[0].Route(name); s.failure.Load() != nil && b == nil && err == nil && lead != 1 {
+				forwarded[name] = true
+			}
+			if !forwarded[name] {
+				sendVia(name, 1, 2)
+			}
+		}
+		if len(forwarded) < len(names) {
+			return fmt.Errorf("forwarded only %v while waiting", forwarded)
+		}
+		return nil
+	})
 	eventually(t, "node 1's shards restarted while its writes fail", func() error {
 		for sh := range shards {
 			if c.nodes[0].shards[sh].restarts.Load() == 0 {

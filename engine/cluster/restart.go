@@ -10,10 +10,11 @@ package cluster
 //
 // Invariants:
 //  1. From the failure until the restart this member takes no part in
-//     its group: Route sends no request to its broker (ready is false and
-//     it knows no leader), every proposal pending in it fails at once
-//     (SetLeader), and what peers send it is dropped (Raft sends again).
-//     The others elect a leader among themselves.
+//     its group: Route sends no request to its broker (ready is false),
+//     every proposal pending in it fails at once (SetLeader), and what
+//     peers send it is dropped (Raft sends again). The others elect a
+//     leader among themselves; once one sends this member a heartbeat or
+//     an append, Route forwards the shard's requests to it.
 //  2. The restart opens the broker and the Raft member from the shard's
 //     log, as a process start does (shard.start). Nothing acknowledged
 //     relies on the failed write: a response leaves only once its write
@@ -28,6 +29,8 @@ package cluster
 import (
 	"fmt"
 	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // Backoff of a failed shard's restarts.
@@ -87,7 +90,14 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 			case <-stop:
 				wait.Stop()
 				return false
-			case <-s.inbox: // invariant 1
+			case m := <-s.inbox: // dropped: invariant 1
+				if t := m.GetType(); (t == pb.MsgHeartbeat || t == pb.MsgApp) && m.GetTerm() >= s.term.Load() {
+					// Only a leader sends these: requests for the shard
+					// are forwarded to it meanwhile, so a client whose one
+					// endpoint is this node goes on.
+					s.lead.Store(m.GetFrom())
+					s.term.Store(m.GetTerm())
+				}
 			case <-tick:
 			case <-wait.C:
 				break idle
