@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3"
+
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/wal"
 )
@@ -241,4 +243,121 @@ func TestClusterFollowerWithAFullDiskTakesNoEntries(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// TestClusterCriticallyFullMemberNeverLeads: a member whose disk is
+// critically full must not lead, since a leader appends its term's first
+// entry at once, nor disturb the leaders (shard.go drops its own vote
+// requests and a leadership transfer to it). The test asks each leader
+// that has that member up to date to hand its shard to it: no shard
+// changes leaders (without the transfer drop, the member campaigns at a
+// higher term and its answers depose the leader). Then it stops node 1,
+// so that the full member's election timers run out in the shards node 1
+// led: it never leads (without the vote-request drop it wins some of those
+// elections), and the third member takes every shard.
+func TestClusterCriticallyFullMemberNeverLeads(t *testing.T) {
+	const shards = 8 // node 1 leads about half: without the vote drop, node 2 wins some of their elections
+	var free atomic.Int64
+	free.Store(1 << 40)
+	c := newTestClusterWith(t, 3, shards, func(i int, o *engine.Options) {
+		o.FreeSpaceReserve = 8 << 20 // critical below 2 MiB
+		if i == 1 {
+			o.WAL.FS = spaceFS{wal.OSFS(), &free}
+		}
+	})
+	names, _, send := c.queuePerShard()
+	free.Store(1 << 20)
+	eventually(t, "node 2's shards see the disk critical and lead nothing", func() error {
+		for sh, name := range names {
+			// No broker: the shard restarts (restart.go), e.g. a step-down's
+			// rebuild that the full disk refused to open; it leads nothing.
+			if b := c.nodes[1].Broker(sh); b != nil && !b.DiskCritical() {
+				send(name) // an append makes the broker sample
+				return fmt.Errorf("shard %d not critical yet", sh)
+			}
+			for i, n := range c.nodes {
+				if lead := n.shards[sh].lead.Load(); lead == 2 || lead == 0 {
+					return fmt.Errorf("node %d sees leader %d for shard %d", i+1, lead, sh)
+				}
+			}
+		}
+		return nil
+	})
+	// neverNode2 watches every live node's view of every shard for a
+	// while: none may see node 2 lead.
+	neverNode2 := func(what string) {
+		t.Helper()
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+			for i, n := range c.nodes {
+				if n == nil {
+					continue
+				}
+				for sh := range shards {
+					if n.shards[sh].lead.Load() == 2 {
+						t.Fatalf("%s: node %d sees node 2, whose disk is critically full, lead shard %d", what, i+1, sh)
+					}
+				}
+			}
+		}
+	}
+	// A transfer to node 2, asked of each shard's leader that has node 2
+	// up to date (else Raft itself waits for node 2 to catch up, which it
+	// never does: it drops appends). Without the drop of MsgTimeoutNow,
+	// node 2 would campaign at a higher term, and its answers at that term
+	// would depose the leader: the shard would change leaders.
+	leaders := make([]uint64, shards)
+	asked := make(chan int, 2*shards) // a shard, or -1: no transfer asked
+	for sh := range shards {
+		for _, i := range []int{0, 2} {
+			s := c.nodes[i].shards[sh]
+			s.do(func() {
+				st := s.rn.Status()
+				if last, _ := s.st.LastIndex(); st.RaftState == raft.StateLeader && st.Progress[2].Match == last {
+					s.rn.TransferLeader(2)
+					asked <- sh
+					return
+				}
+				asked <- -1
+			})
+		}
+	}
+	n := 0
+	for range 2 * shards {
+		select {
+		case sh := <-asked:
+			if sh >= 0 {
+				leaders[sh] = c.nodes[2].shards[sh].lead.Load()
+				n++
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("a shard's loop did not run the transfer request")
+		}
+	}
+	t.Logf("transfers to node 2 asked in %d shards", n)
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		for sh, want := range leaders {
+			if got := c.nodes[2].shards[sh].lead.Load(); want != 0 && got != want {
+				t.Fatalf("shard %d changed leaders (%d, then %d) after a transfer to node 2, whose disk is critically full", sh, want, got)
+			}
+		}
+	}
+	neverNode2("after transfers to node 2")
+	// Node 1 stops: node 2's and node 3's election timers run out for the
+	// shards node 1 led; only node 3 may win them.
+	c.stop(0)
+	neverNode2("with node 1 stopped")
+	eventually(t, "node 3 leads every shard", func() error {
+		for sh := range shards {
+			if c.nodes[1].Broker(sh) == nil {
+				// Node 2's replica is out of the group: a step-down's
+				// rebuild that the full disk refused to open (restart.go).
+				// With node 1 stopped, that shard has no majority.
+				continue
+			}
+			if c.nodes[2].shards[sh].lead.Load() != 3 {
+				return fmt.Errorf("shard %d: node 3 sees leader %d", sh, c.nodes[2].shards[sh].lead.Load())
+			}
+		}
+		return nil
+	})
 }
