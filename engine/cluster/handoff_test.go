@@ -172,7 +172,8 @@ func TestClusterDiskFullLeaderHandsOver(t *testing.T) {
 
 // TestClusterFollowerWithAFullDiskTakesNoEntries: a follower whose disk is
 // critically full appends no replicated entry (it would write on until its
-// log met ENOSPC, which stops the shard on that node until a restart). The
+// log met ENOSPC, which takes the shard out of its group there until it
+// restarts: restart.go). The
 // others carry on, and it catches up once space is freed (shard.go
 // diskCritical).
 func TestClusterFollowerWithAFullDiskTakesNoEntries(t *testing.T) {
@@ -201,7 +202,8 @@ func TestClusterFollowerWithAFullDiskTakesNoEntries(t *testing.T) {
 	// By then node 2 has handed its leads over (it was full before it was
 	// critical, on a disk filling up). From now on it must append no
 	// entry: on a disk filling up, the next ones would meet ENOSPC, and a
-	// failed write stops the shard on that node until a restart. (Votes
+	// failed write takes the shard out of its group there until it restarts
+	// (restart.go). (Votes
 	// still write a small hard state, which the quarter of the reserve
 	// left at the critical level holds.)
 	eventually(t, "node 2 leads nothing", func() error {

@@ -410,8 +410,9 @@ func (s *shard) step(m *pb.Message) {
 // diskCritical (the loop) reports whether the shard's disk is too full
 // for replicated entries (handoff.go): the member then drops appends and
 // snapshots, as if they were lost, rather than write until its log meets
-// ENOSPC, which stops the shard on this node until a restart. Raft
-// resends them; it catches up once there is room.
+// ENOSPC, which takes the shard on this node out of its group until it
+// restarts (restart.go). Raft resends them; it catches up once there is
+// room.
 func (s *shard) diskCritical() bool {
 	b := s.broker()
 	critical := b != nil && b.DiskCritical()
@@ -472,7 +473,7 @@ func (s *shard) handleReady(rd raft.Ready) error {
 			if t := m.GetType(); (t == pb.MsgPreVote || t == pb.MsgVote) && s.diskCritical() {
 				// A member whose disk takes no entries must not lead: it
 				// would append its term's first entry into the full disk
-				// (a failed write stops the shard here). It still votes.
+				// (a failed write takes the shard out, restart.go). It still votes.
 				continue
 			}
 			net = append(net, m)
