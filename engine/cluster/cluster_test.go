@@ -165,7 +165,13 @@ func (c *testCluster) leader(queue string) (int, *engine.Broker) {
 // eventually polls cond until it holds, with a deadline.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	eventuallyWithin(t, 20*time.Second, what, cond)
+}
+
+// eventuallyWithin is eventually with another deadline.
+func eventuallyWithin(t *testing.T, within time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = cond(); err == nil {

@@ -19,7 +19,26 @@ import (
 // no request routed to the failed node's replica hangs, nothing
 // acknowledged is lost, and once the writes succeed again the node
 // serves its shards again without a restart.
+//
+// Two faults: every write fails with ENOSPC (opening the log only reads,
+// so the shards restart, and fail again at their next write), or every
+// fsync fails with EIO (a failing device: opening the log syncs it, so
+// the shards stay out, backing off, until the fault clears; with three
+// of them waiting, GET /cluster used to hang).
 func TestClusterLeaderLogWriteFails(t *testing.T) {
+	for _, f := range []struct {
+		name     string
+		arm      func(*wal.FaultFS)
+		restarts bool // the shards restart while the fault lasts
+	}{
+		{"writes-ENOSPC", func(f *wal.FaultFS) { f.FailWrites(syscall.ENOSPC) }, true},
+		{"fsyncs-EIO", func(f *wal.FaultFS) { f.FailSyncs(syscall.EIO) }, false},
+	} {
+		t.Run(f.name, func(t *testing.T) { testLeaderLogFails(t, f.arm, f.restarts) })
+	}
+}
+
+func testLeaderLogFails(t *testing.T, arm func(*wal.FaultFS), restarts bool) {
 	const shards = 3
 	ffs := wal.NewFaultFS(wal.OSFS())
 	c := newTestClusterWith(t, 3, shards, func(i int, o *engine.Options) {
@@ -60,7 +79,7 @@ func TestClusterLeaderLogWriteFails(t *testing.T) {
 			eventually(t, "send to "+name, func() error { return sendVia(name, 0, 1, 2) })
 		}
 	}
-	ffs.FailWrites(syscall.ENOSPC)
+	arm(ffs)
 	// Node 1's own replicas answer within a bound: a send routed to them
 	// fails (or succeeds, if it was in before the first failed write), and
 	// never hangs.
@@ -100,7 +119,7 @@ func TestClusterLeaderLogWriteFails(t *testing.T) {
 	// While its writes fail, node 1's shards restart and fail again, with
 	// their backoff; the failure shows in its health and status.
 	eventually(t, "node 1 reports the failure", func() error {
-		if err := c.nodes[0].Health(); err == nil || !errors.Is(err, syscall.ENOSPC) {
+		if err := c.nodes[0].Health(); err == nil || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO)) {
 			return fmt.Errorf("health: %v", err)
 		}
 		for _, sh := range c.nodes[0].Status().Shards {
@@ -131,6 +150,9 @@ func TestClusterLeaderLogWriteFails(t *testing.T) {
 		return nil
 	})
 	eventually(t, "node 1's shards restarted while its writes fail", func() error {
+		if !restarts {
+			return nil
+		}
 		for sh := range shards {
 			if c.nodes[0].shards[sh].restarts.Load() == 0 {
 				return fmt.Errorf("shard %d not restarted yet", sh)
@@ -141,8 +163,17 @@ func TestClusterLeaderLogWriteFails(t *testing.T) {
 	for _, name := range names {
 		eventually(t, "send to "+name+" through nodes 2 and 3", func() error { return sendVia(name, 1, 2) })
 	}
-	// The writes succeed again: node 1 catches up and takes its share.
+	// The writes succeed again: node 1 catches up and takes its share,
+	// each shard at its next attempt (up to restartMax away).
 	ffs.Disarm()
+	eventuallyWithin(t, restartMax+20*time.Second, "node 1's shards restarted", func() error {
+		for sh := range shards {
+			if f := c.nodes[0].shards[sh].failure.Load(); f != nil {
+				return f
+			}
+		}
+		return nil
+	})
 	for _, name := range names {
 		eventually(t, "node 1 holds every message of "+name, func() error {
 			info, err := c.counts(0, name)

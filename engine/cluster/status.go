@@ -109,7 +109,12 @@ func (n *Node) Status() Status {
 		res[i] = make(chan raft.Status, 1)
 		s.do(func() { res[i] <- s.rn.Status() })
 	}
-	deadline := time.After(time.Second)
+	// Closed after a second: every shard whose loop has not answered by
+	// then is reported without Raft's view. (A time.After channel fires
+	// once: with two loops not answering, the second wait never ended.)
+	deadline := make(chan struct{})
+	t := time.AfterFunc(time.Second, func() { close(deadline) })
+	defer t.Stop()
 	for i, s := range n.shards {
 		ss := ShardStatus{Shard: s.id, Leader: s.lead.Load(), Term: s.term.Load(), Ready: s.ready.Load(),
 			Role: "unknown", Voters: s.st.votersNow(), Elections: s.elections.Load(), Proposals: s.proposals.Load(),
