@@ -46,7 +46,7 @@ type failedShard struct {
 }
 
 func (f *failedShard) Error() string {
-	return fmt.Sprintf("shard %d: its log failed, restarting: %v", f.shard, f.err)
+	return fmt.Sprintf("shard %d: its storage failed, restarting: %v", f.shard, f.err)
 }
 
 func (f *failedShard) Unwrap() error { return f.err }
@@ -55,7 +55,7 @@ func (f *failedShard) Unwrap() error { return f.err }
 // restarts it (invariants 1-3). It returns false if the node stopped
 // first.
 func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) bool {
-	s.log.Error("shard's log failed; the shard leaves its group and restarts", "err", cause)
+	s.log.Error("shard's storage failed; the shard leaves its group and restarts", "err", cause)
 	s.failure.Store(&failedShard{shard: s.id, err: cause})
 	s.ready.Store(false)
 	s.lead.Store(0)
@@ -108,7 +108,7 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 			s.restartedAt, s.restartDelay = time.Now(), delay
 			s.restarts.Add(1)
 			s.failure.Store(nil)
-			s.log.Warn("shard restarted after its log failed", "after", delay)
+			s.log.Warn("shard restarted after its storage failed", "after", delay)
 			return true
 		}
 		delay = min(2*delay, restartMax)
