@@ -200,3 +200,36 @@ func testLeaderLogFails(t *testing.T, arm func(*wal.FaultFS), restarts bool) {
 		eventually(t, "send to "+name+" through any node", func() error { return sendVia(name, 0, 1, 2) })
 	}
 }
+
+// TestClusterStatusWithStalledLoops: Status answers within its bound when
+// several shard loops do not (a shard waiting to restart, or one busy
+// with a long step), reporting their role as unknown. Its one-second
+// deadline once fired for the first such shard only, and the second wait
+// never ended.
+func TestClusterStatusWithStalledLoops(t *testing.T) {
+	const shards = 3
+	c := newTestCluster(t, 3, shards)
+	n := c.nodes[0]
+	release := make(chan struct{})
+	defer close(release)
+	for _, sh := range []int{0, 2} {
+		blocked := make(chan struct{})
+		n.shards[sh].do(func() { close(blocked); <-release })
+		<-blocked
+	}
+	done := make(chan Status, 1)
+	go func() { done <- n.Status() }()
+	select {
+	case st := <-done:
+		for _, sh := range []int{0, 2} {
+			if role := st.Shards[sh].Role; role != "unknown" {
+				t.Errorf("shard %d, its loop stalled: role %q, want unknown", sh, role)
+			}
+		}
+		if role := st.Shards[1].Role; role == "unknown" {
+			t.Errorf("shard 1, its loop running: role unknown")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Status did not answer with two shard loops stalled")
+	}
+}
