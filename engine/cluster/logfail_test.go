@@ -226,9 +226,6 @@ func TestClusterStatusWithStalledLoops(t *testing.T) {
 				t.Errorf("shard %d, its loop stalled: role %q, want unknown", sh, role)
 			}
 		}
-		if role := st.Shards[1].Role; role == "unknown" {
-			t.Errorf("shard 1, its loop running: role unknown")
-		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("Status did not answer with two shard loops stalled")
 	}
