@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,14 +22,16 @@ var testKey = []byte("0123456789abcdef-test-cluster-key")
 
 // testCluster is n nodes in this process on loopback.
 type testCluster struct {
-	prod   bool                           // production-like engine options (benchmarks)
-	tweak  func(i int, o *engine.Options) // adjusts node i's engine options
-	t      *testing.T
-	dirs   []string
-	addrs  map[uint64]string
-	nodes  []*Node // index i is node id i+1; nil when stopped
-	shards int
-	lns    map[uint64]net.Listener // held raft listeners, for each node's first start (hold)
+	prod bool // production-like engine options (benchmarks)
+	// electionTicks: Raft's election timeout in 20 ms ticks (0: 10)
+	electionTicks int
+	tweak         func(i int, o *engine.Options) // adjusts node i's engine options
+	t             *testing.T
+	dirs          []string
+	addrs         map[uint64]string
+	nodes         []*Node // index i is node id i+1; nil when stopped
+	shards        int
+	lns           map[uint64]net.Listener // held raft listeners, for each node's first start (hold)
 }
 
 // hold picks node id's raft address and holds its listener until the
@@ -52,12 +55,18 @@ func newTestCluster(t *testing.T, n, shards int) *testCluster {
 // newTestClusterWith is newTestCluster with node i's engine options
 // adjusted by tweak.
 func newTestClusterWith(t *testing.T, n, shards int, tweak func(i int, o *engine.Options)) *testCluster {
-	c := &testCluster{t: t, tweak: tweak, addrs: map[uint64]string{}, nodes: make([]*Node, n), shards: shards}
-	for i := 0; i < n; i++ {
-		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprint(i+1)))
+	return startTestCluster(&testCluster{t: t, tweak: tweak, nodes: make([]*Node, n), shards: shards})
+}
+
+// startTestCluster starts c's nodes, each on a new directory and a held
+// port.
+func startTestCluster(c *testCluster) *testCluster {
+	c.addrs = map[uint64]string{}
+	for i := range c.nodes {
+		c.dirs = append(c.dirs, filepath.Join(c.t.TempDir(), fmt.Sprint(i+1)))
 		c.hold(uint64(i + 1))
 	}
-	t.Cleanup(c.stopAll)
+	c.t.Cleanup(c.stopAll)
 	c.startAll()
 	return c
 }
@@ -77,7 +86,7 @@ func (c *testCluster) config(i int) Config {
 	}
 	return Config{NodeID: uint64(i + 1), RaftListen: c.addrs[uint64(i+1)], Peers: c.addrs,
 		APIAddr: fmt.Sprintf("api-%d", i+1), Shards: c.shards, Dir: c.dirs[i], Key: testKey, Engine: o,
-		SyncAlways: true, Tick: 20 * time.Millisecond, ElectionTicks: 10,
+		SyncAlways: true, Tick: 20 * time.Millisecond, ElectionTicks: cmp.Or(c.electionTicks, 10),
 		Logger: slog.New(slog.NewTextHandler(testWriter{c.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 }
 

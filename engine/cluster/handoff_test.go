@@ -261,12 +261,16 @@ func TestClusterCriticallyFullMemberNeverLeads(t *testing.T) {
 	const shards = 8 // node 1 leads about half: without the vote drop, node 2 wins some of their elections
 	var free atomic.Int64
 	free.Store(1 << 40)
-	c := newTestClusterWith(t, 3, shards, func(i int, o *engine.Options) {
-		o.FreeSpaceReserve = 8 << 20 // critical below 2 MiB
-		if i == 1 {
-			o.WAL.FS = spaceFS{wal.OSFS(), &free}
-		}
-	})
+	// An election timeout of 1 s (not 200 ms): on a loaded machine a
+	// leader that missed its followers for 200 ms stepped down by itself,
+	// which this test would take for the full member's doing.
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: shards, electionTicks: 50,
+		tweak: func(i int, o *engine.Options) {
+			o.FreeSpaceReserve = 8 << 20 // critical below 2 MiB
+			if i == 1 {
+				o.WAL.FS = spaceFS{wal.OSFS(), &free}
+			}
+		}})
 	names, _, send := c.queuePerShard()
 	free.Store(1 << 20)
 	eventually(t, "node 2's shards see the disk critical and lead nothing", func() error {
@@ -287,9 +291,9 @@ func TestClusterCriticallyFullMemberNeverLeads(t *testing.T) {
 	})
 	// neverNode2 watches every live node's view of every shard for a
 	// while: none may see node 2 lead.
-	neverNode2 := func(what string) {
+	neverNode2 := func(what string, within time.Duration) {
 		t.Helper()
-		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
 			for i, n := range c.nodes {
 				if n == nil {
 					continue
@@ -343,11 +347,11 @@ func TestClusterCriticallyFullMemberNeverLeads(t *testing.T) {
 			}
 		}
 	}
-	neverNode2("after transfers to node 2")
+	neverNode2("after transfers to node 2", time.Second)
 	// Node 1 stops: node 2's and node 3's election timers run out for the
 	// shards node 1 led; only node 3 may win them.
 	c.stop(0)
-	neverNode2("with node 1 stopped")
+	neverNode2("with node 1 stopped", 5*time.Second) // elections start 1-2 s after the stop
 	eventually(t, "node 3 leads every shard", func() error {
 		for sh := range shards {
 			if c.nodes[1].Broker(sh) == nil {
