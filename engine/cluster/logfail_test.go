@@ -11,10 +11,10 @@ import (
 	"github.com/smqd/smqd/wal"
 )
 
-// TestClusterLeaderLogWriteFails: a leader's log writes start failing with
-// ENOSPC with no warning (its free-space figure still shows room, so no
-// hand-over ran first: a disk that fills within the second between two
-// samples, or a device that fails). The failed shards must not keep the
+// TestClusterLeaderLogWriteFails: a leader's log starts failing with no
+// warning (its free-space figure still shows room, so no hand-over ran
+// first: a disk that fills within the second between two samples, or a
+// device that fails). The failed shards must not keep the
 // failing node as their leader: the others elect a leader and take sends,
 // no request routed to the failed node's replica hangs, nothing
 // acknowledged is lost, and once the writes succeed again the node
@@ -47,7 +47,8 @@ func testLeaderLogFails(t *testing.T, arm func(*wal.FaultFS), restarts bool) {
 		}
 	})
 	names, sent, _ := c.queuePerShard()
-	// A sender through the nodes other than node 1.
+	// sendVia sends one message through the first of nodes that leads
+	// name's shard, and counts it in sent once acknowledged.
 	sendVia := func(name string, nodes ...int) error {
 		for _, i := range nodes {
 			b, _, err := c.nodes[i].Route(name)
