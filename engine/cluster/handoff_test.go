@@ -53,20 +53,45 @@ func (c *testCluster) queuePerShard() (names []string, sent map[string]int, send
 	return names, sent, send
 }
 
+// holdsAll waits until node i's replica of queue name holds at least want
+// messages.
+func (c *testCluster) holdsAll(i int, name string, want int) {
+	c.t.Helper()
+	eventually(c.t, fmt.Sprintf("node %d holds every message of %s", i+1, name), func() error {
+		info, err := c.counts(i, name)
+		if err != nil {
+			return err
+		}
+		if got := info.Active + info.Inactive + info.Delayed; got < int64(want) {
+			return fmt.Errorf("%d of %d", got, want)
+		}
+		return nil
+	})
+}
+
+// fullDiskCluster starts 3 nodes with an 8 MiB free-space reserve
+// (critical below 2 MiB); node 2's disk shows the free space that free
+// holds, 1 TiB to start with.
+func fullDiskCluster(t *testing.T, shards, electionTicks int) (c *testCluster, free *atomic.Int64) {
+	free = new(atomic.Int64)
+	free.Store(1 << 40)
+	c = startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: shards, electionTicks: electionTicks,
+		tweak: func(i int, o *engine.Options) {
+			o.FreeSpaceReserve = 8 << 20
+			if i == 1 {
+				o.WAL.FS = spaceFS{wal.OSFS(), free}
+			}
+		}})
+	return c, free
+}
+
 // TestClusterDiskFullLeaderHandsOver: a node whose disk fills up hands the
 // shards it leads to members with room, so every queue takes sends again;
 // the balancer gives it none back while it is full, and its shards return
 // once it has room (handoff.go). Nothing sent is lost on the way.
 func TestClusterDiskFullLeaderHandsOver(t *testing.T) {
 	const shards = 6
-	var free atomic.Int64
-	free.Store(1 << 40)
-	c := newTestClusterWith(t, 3, shards, func(i int, o *engine.Options) {
-		o.FreeSpaceReserve = 8 << 20
-		if i == 1 {
-			o.WAL.FS = spaceFS{wal.OSFS(), &free}
-		}
-	})
+	c, free := fullDiskCluster(t, shards, 0)
 	voters := []uint64{1, 2, 3}
 	names, sent, send := c.queuePerShard()
 	// ledBy reports the shards node id leads (ready to take changes).
@@ -178,14 +203,7 @@ func TestClusterDiskFullLeaderHandsOver(t *testing.T) {
 // diskCritical).
 func TestClusterFollowerWithAFullDiskTakesNoEntries(t *testing.T) {
 	const shards = 3
-	var free atomic.Int64
-	free.Store(1 << 40)
-	c := newTestClusterWith(t, 3, shards, func(i int, o *engine.Options) {
-		o.FreeSpaceReserve = 8 << 20 // critical below 2 MiB
-		if i == 1 {
-			o.WAL.FS = spaceFS{wal.OSFS(), &free}
-		}
-	})
+	c, free := fullDiskCluster(t, shards, 0)
 	names, sent, send := c.queuePerShard()
 	// Node 2's disk falls below the critical level; each of its shards
 	// sees it at its next append.
@@ -234,16 +252,7 @@ func TestClusterFollowerWithAFullDiskTakesNoEntries(t *testing.T) {
 	// Space is freed: node 2 takes entries again and catches up.
 	free.Store(1 << 40)
 	for _, name := range names {
-		eventually(t, "node 2 holds every message of "+name, func() error {
-			info, err := c.counts(1, name)
-			if err != nil {
-				return err
-			}
-			if got := info.Active + info.Inactive + info.Delayed; got < int64(sent[name]) {
-				return fmt.Errorf("%d of %d", got, sent[name])
-			}
-			return nil
-		})
+		c.holdsAll(1, name, sent[name])
 	}
 }
 
@@ -259,18 +268,10 @@ func TestClusterFollowerWithAFullDiskTakesNoEntries(t *testing.T) {
 // elections), and the third member takes every shard.
 func TestClusterCriticallyFullMemberNeverLeads(t *testing.T) {
 	const shards = 8 // node 1 leads about half: without the vote drop, node 2 wins some of their elections
-	var free atomic.Int64
-	free.Store(1 << 40)
-	// An election timeout of 1 s (not 200 ms): on a loaded machine a
-	// leader that missed its followers for 200 ms stepped down by itself,
-	// which this test would take for the full member's doing.
-	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: shards, electionTicks: 50,
-		tweak: func(i int, o *engine.Options) {
-			o.FreeSpaceReserve = 8 << 20 // critical below 2 MiB
-			if i == 1 {
-				o.WAL.FS = spaceFS{wal.OSFS(), &free}
-			}
-		}})
+	// An election timeout of 1 s (50 ticks, not 10): on a loaded machine
+	// a leader that missed its followers for 200 ms stepped down by
+	// itself, which this test would take for the full member's doing.
+	c, free := fullDiskCluster(t, shards, 50)
 	names, _, send := c.queuePerShard()
 	free.Store(1 << 20)
 	eventually(t, "node 2's shards see the disk critical and lead nothing", func() error {
