@@ -40,17 +40,23 @@ func (c *testCluster) queuePerShard() (names []string, sent map[string]int, send
 	sent = map[string]int{}
 	send = func(name string) error {
 		_, b := c.leader(name)
-		q, err := b.Queue(name)
-		if err != nil {
-			return err
-		}
-		if _, err := q.Send([]engine.SendEntry{{Body: []byte(fmt.Sprintf("%s-%d", name, sent[name]))}}, nil); err != nil {
-			return err
-		}
-		sent[name]++
-		return nil
+		return sendCounted(b, name, sent)
 	}
 	return names, sent, send
+}
+
+// sendCounted sends one message to queue name through b and counts it in
+// sent once acknowledged.
+func sendCounted(b *engine.Broker, name string, sent map[string]int) error {
+	q, err := b.Queue(name)
+	if err != nil {
+		return err
+	}
+	if _, err := q.Send([]engine.SendEntry{{Body: []byte(fmt.Sprintf("%s-%d", name, sent[name]))}}, nil); err != nil {
+		return err
+	}
+	sent[name]++
+	return nil
 }
 
 // holdsAll waits until node i's replica of queue name holds at least want

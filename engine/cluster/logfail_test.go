@@ -55,15 +55,7 @@ func testLeaderLogFails(t *testing.T, arm func(*wal.FaultFS), restarts bool) {
 			if err != nil || b == nil {
 				continue
 			}
-			q, err := b.Queue(name)
-			if err != nil {
-				return err
-			}
-			if _, err := q.Send([]engine.SendEntry{{Body: []byte(fmt.Sprintf("%s-%d", name, sent[name]))}}, nil); err != nil {
-				return err
-			}
-			sent[name]++
-			return nil
+			return sendCounted(b, name, sent)
 		}
 		return errors.New("no leader among the nodes asked")
 	}
