@@ -47,9 +47,14 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium zsh >/dev/null; \
 	else echo "chromium or zsh is missing and cannot be installed here (not root): the tests that need them will be skipped"; fi
 
-# Long model runs, crash matrices and soak runs.
+# Long model runs, crash matrices and soak runs. Every package runs under
+# the race detector except engine: its long model, crash and power-loss runs
+# had not finished after 92 minutes with it (2026-12-02) and pass in about
+# 26 without it on the 2-vCPU machine; make test runs the same tests with
+# -race -short.
 test-long:
-	$(GO) test -race -timeout 120m -tags long $(PKGS)
+	$(GO) test -race -timeout 120m -tags long $$($(GO) list $(PKGS) | grep -v '/engine$$')
+	$(GO) test -timeout 60m -tags long ./engine
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
