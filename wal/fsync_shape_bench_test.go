@@ -13,7 +13,7 @@ import (
 
 // BenchmarkFdatasyncShape measures what a write + fdatasync costs on this
 // disk in the shapes smqd produces, to say what bounds a sync-always
-// broker here (docs/benchmarks.md, "What bounds sync always here"):
+// broker here (docs/benchmarks.md, "What bounds sync always on this machine"):
 //
 //   - bytes=N: one file, N bytes written and fdatasynced at a time (a group
 //     commit of N bytes). The latency grows far slower than the bytes.
@@ -25,9 +25,10 @@ import (
 //     benchmark). The flush's wake-ups wait for a CPU.
 //
 // Each reports µs/fsync (mean wall time of one write + fdatasync, as its
-// goroutine sees it), fsyncs/s (all goroutines together) and, without
-// busy goroutines, cpu-µs/fsync (the process's CPU per write + fdatasync). Files are
-// preallocated and written once before, as a recycled WAL segment is.
+// goroutine sees it), fsyncs/s (all goroutines together) and, without busy
+// goroutines, cpu-µs/fsync (the process's CPU per write + fdatasync).
+// Each file is filled with zeros and synced first, so that the timed
+// flushes convert no unwritten extents, as in a recycled WAL segment.
 func BenchmarkFdatasyncShape(b *testing.B) {
 	for _, n := range []int{4 << 10, 48 << 10, 512 << 10} {
 		b.Run(fmt.Sprintf("bytes=%d", n), func(b *testing.B) { fsyncShape(b, 1, n, 0) })
