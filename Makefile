@@ -52,7 +52,7 @@ browser:
 # had not finished after 92 minutes with it (2026-12-02) and pass in about
 # 26 without it on the 2-vCPU machine; make test runs the same tests with
 # -race -short.
-test-long:
+test-long: browser
 	$(GO) test -race -timeout 120m -tags long $$($(GO) list $(PKGS) | grep -v '/engine$$')
 	$(GO) test -timeout 60m -tags long ./engine
 
