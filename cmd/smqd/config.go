@@ -29,6 +29,7 @@ type config struct {
 	freeReserve     int64
 	pprofListen     string
 	gcPercent       int
+	procs           int
 	accessKeyID     string
 	accessKeySecret string
 	credentialsFile string
@@ -92,6 +93,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.IntVar(&c.stripes, "stripes", 4, "lock stripes of a new queue")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
 	fs.IntVar(&c.gcPercent, "gc-percent", 25, "Go GC target (as GOGC): the heap is mostly long-lived, pointer-free message metadata that costs the collector nothing to keep, so a low target keeps resident memory near the live data at little CPU; the GOGC environment variable, when set, wins")
+	fs.IntVar(&c.procs, "procs", 0, "Go Ps (as GOMAXPROCS); 0: the CPUs available, plus one on a single node with --sync always, whose log writer spends most of its time blocked in fdatasync while the runtime still counts its P as busy (docs/benchmarks.md, \"One more P\"); the GOMAXPROCS environment variable, when set, wins")
 	c.cluster.addFlags(fs)
 	c.push.flags(fs)
 	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's net/http/pprof profiles on this address (off when empty; never expose it: it is not authenticated)")
@@ -129,6 +131,9 @@ func (c *config) validate() error {
 	}
 	if (c.accessKeyID == "") != (c.accessKeySecret == "") {
 		return errors.New("--access-key-id and --access-key-secret go together")
+	}
+	if c.procs < 0 {
+		return errors.New("--procs must be 0 (automatic) or positive")
 	}
 	if c.maxLongPolls <= 0 {
 		return errors.New("--max-long-polls must be positive")
@@ -196,6 +201,7 @@ func (c *config) logAttrs() []any {
 		"wal_repair", c.walRepair,
 		"pprof_listen", c.pprofListen,
 		"gc_percent", c.gcPercent,
+		"procs", c.procs,
 		"access_key_id", c.accessKeyID,
 		"access_key_secret", secret,
 		"credentials_file", c.credentialsFile,
@@ -227,4 +233,23 @@ func mask(s string) string {
 		return "****"
 	}
 	return s[:2] + strings.Repeat("*", 8)
+}
+
+// goProcs is the GOMAXPROCS to set (when the GOMAXPROCS environment
+// variable is not), or 0 to leave Go's own: --procs; by default a durable
+// log flushed at every acknowledgement gets one P beyond the cpus Go
+// found. That log's writer is blocked in fdatasync most of the time under
+// load (80 % at batch 1), holding a P that the runtime takes back only
+// after it has noticed, and a writer back from its flush often finds no
+// free P and waits to run the acknowledgements it carries.
+func (c *config) goProcs(cpus int) int {
+	switch {
+	case c.procs > 0:
+		return c.procs
+	case c.sync == "always" && !c.inMemory && !c.clustered():
+		// Not on a cluster node: three nodes on one 2-CPU machine made
+		// fewer messages at batch 1 with it (docs/benchmarks.md).
+		return cpus + 1
+	}
+	return 0
 }

@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -133,6 +134,13 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	}
 	if os.Getenv("GOGC") == "" && cfg.gcPercent > 0 {
 		debug.SetGCPercent(cfg.gcPercent)
+	}
+	if os.Getenv("GOMAXPROCS") == "" { // when set, it wins
+		runtime.SetDefaultGOMAXPROCS() // the CPUs Go finds (cgroup limits included), whatever an earlier run set
+		if procs := cfg.goProcs(runtime.GOMAXPROCS(0)); procs > 0 {
+			log.Info("Go Ps set", "gomaxprocs", procs, "cpus", runtime.GOMAXPROCS(0))
+			runtime.GOMAXPROCS(procs)
+		}
 	}
 	if cfg.pprofListen != "" {
 		stop, err := startPprof(cfg.pprofListen, log)

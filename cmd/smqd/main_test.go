@@ -46,6 +46,7 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		{"--log-level", "loud"},
 		{"--access-key-id", "x"},
 		{"--max-long-polls", "0"},
+		{"--procs", "-1"},
 		{"--max-body-bytes", "65536"},
 		{"--max-conns", "0"},
 		{"--header-timeout", "0s"},
@@ -67,6 +68,39 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		if s, ok := v.(string); ok && strings.Contains(s, "supersecretvalue") {
 			t.Fatal("secret in the log attributes")
 		}
+	}
+}
+
+// TestGoProcs: one P beyond the CPUs for a log flushed at every
+// acknowledgement, Go's own count otherwise, --procs when given.
+func TestGoProcs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 3},
+		{[]string{"--sync", "interval"}, 0},
+		{[]string{"--sync", "none"}, 0},
+		{[]string{"--in-memory"}, 0},
+		{[]string{"--procs", "5"}, 5},
+		{[]string{"--procs", "1", "--sync", "interval"}, 1},
+	} {
+		c, err := parseConfig(tc.args, env(nil), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.goProcs(2); got != tc.want {
+			t.Errorf("%v on 2 CPUs: GOMAXPROCS %d, want %d", tc.args, got, tc.want)
+		}
+	}
+	// A cluster node keeps Go's count.
+	c, err := parseConfig(nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cluster.peers = "1=127.0.0.1:1"
+	if got := c.goProcs(2); got != 0 {
+		t.Errorf("a cluster node: GOMAXPROCS %d, want Go's own", got)
 	}
 }
 
