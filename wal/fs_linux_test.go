@@ -110,7 +110,9 @@ func TestFdatasyncWritesDirtyPages(t *testing.T) {
 		}
 		pending, pages := pageStates(t, path, size)
 		if pending < pages/2 {
-			t.Fatalf("round %d: only %d of %d pages dirty right after the write; the test cannot tell a flush", round, pending, pages)
+			// The kernel's own writeback got there first (memory
+			// pressure): nothing here to judge the flush by.
+			t.Skipf("round %d: only %d of %d pages dirty right after the write", round, pending, pages)
 		}
 		if err := (osFile{f}).Sync(); err != nil {
 			t.Fatal(err)
