@@ -247,7 +247,9 @@ func (st *stripe) installLocked(s msgSnap, bodyPos uint64, recSize uint32, now i
 		st.expireLocked(s.slot)
 		return 0
 	}
-	switch visible := enq+int64(s.visOff) <= now; {
+	// A deadline the stripe's wheel has already passed is due: the wheel
+	// would refuse it, leaving the slot in no lane and no bucket.
+	switch visible := enq+int64(s.visOff) <= max(now, st.wheel.now); {
 	case !visible && s.dequeues == 0:
 		sl.setMeta(enq, int(s.prio), stDelayed)
 		st.nDelayed++

@@ -393,7 +393,9 @@ func (rb *rebuild) install(val []byte) {
 	sl.dequeues, sl.gen = s.dequeues, s.gen
 	sl.next, sl.prev, sl.tnext, sl.tprev = nilSlot, nilSlot, nilSlot, nilSlot
 	rb.d.addLive(s.bodyPos, int64(s.recSize))
-	visible := enq+int64(s.visOff) <= rb.now
+	// The queue's wheel read the time after the rebuild did; a deadline
+	// between the two readings is due, and the wheel would refuse it.
+	visible := enq+int64(s.visOff) <= max(rb.now, st.wheel.now)
 	switch {
 	case !visible && s.dequeues == 0:
 		sl.setMeta(enq, int(s.prio), stDelayed)

@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// steppingClock is a FakeClock whose every reading, while stepping, is one
+// second later than the one before: start-up reads the time more than once
+// (the rebuild's now, then each queue's timing wheel), and here those reads
+// differ by seconds, not by the milliseconds of a real start.
+type steppingClock struct {
+	*FakeClock
+	stepping atomic.Bool
+	offset   atomic.Int64 // ns added to the fake time
+}
+
+func (c *steppingClock) Now() time.Time {
+	if c.stepping.Load() {
+		return c.FakeClock.Now().Add(time.Duration(c.offset.Add(int64(time.Second))))
+	}
+	return c.FakeClock.Now().Add(time.Duration(c.offset.Load()))
+}
+
+// TestRecoveryDeadlineBetweenStartupReadings: a received message whose
+// visibility ends after the rebuild read the time but before its queue's
+// timing wheel did is made visible again, not left Inactive outside the
+// wheel for ever. (Seen failing before the fix: some of the messages never
+// came back; found by TestPushKill9, whose final child was left with three
+// leased notifications it never pushed.)
+func TestRecoveryDeadlineBetweenStartupReadings(t *testing.T) {
+	dir := t.TempDir()
+	clk := &steppingClock{FakeClock: NewFakeClock(t0)}
+	open := func() *Broker {
+		o := Options{Dir: dir, Clock: clk, Logger: testLogger(t), Stripes: 2}
+		o.WAL.SegmentBytes = 256 << 10
+		b, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b := open()
+	q := mustQueue(t, b, "q", DefaultQueueConfig())
+	const n = 400
+	for i := range n {
+		if _, err := q.Send([]SendEntry{{Body: []byte{byte(i), byte(i >> 8)}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Visibility ends 1, 2, ..., n seconds from now: one deadline for each
+	// of the next n readings of the stepping clock.
+	for i := range n {
+		got, err := q.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil)
+		if err != nil || len(got) != 1 {
+			t.Fatal(err, len(got))
+		}
+		if _, _, err := q.ChangeVisibility(got[0].Handle, time.Duration(i+1)*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clk.stepping.Store(true)
+	b = open()
+	clk.stepping.Store(false)
+	defer b.Close()
+	clk.Advance(2 * n * time.Second) // every deadline passed
+	q, err := b.Queue("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for {
+		got, err := q.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, nil)
+		if err != nil && err != ErrMessageNotExist {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			break
+		}
+		seen += len(got)
+	}
+	if seen != n {
+		t.Fatalf("%d of %d messages visible again after their visibility ended", seen, n)
+	}
+}
