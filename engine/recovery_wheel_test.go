@@ -88,3 +88,39 @@ func TestRecoveryDeadlineBetweenStartupReadings(t *testing.T) {
 		t.Fatalf("%d of %d messages visible again after their visibility ended", seen, n)
 	}
 }
+
+// TestReplicaApplyDeadlineBehindTheWheel: a follower applies a receive
+// whose visibility ends after the time the apply read but not after its
+// stripe's wheel time (the stripe's timer read the clock later and ran
+// first); the message is visible there, not left Inactive outside the
+// wheel. The wheel is moved ahead by hand here. (Seen failing without the
+// fix in apply.go: the follower's message stayed Inactive.)
+func TestReplicaApplyDeadlineBehindTheWheel(t *testing.T) {
+	h, q := newHandShard(t)
+	h.do(func() error { _, err := q.Send([]SendEntry{{Body: []byte("m")}}, nil); return err })
+	h.hold = true
+	h.receiveOne(q) // Inactive until 30 s (the default visibility) from now
+	fq, err := h.follower.Queue("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range fq.stripes {
+		st := &fq.stripes[i]
+		st.mu.Lock()
+		st.advanceLocked(h.clk.Now().Add(time.Minute).UnixMilli())
+		st.mu.Unlock()
+	}
+	h.hold = false
+	if err := h.follower.ApplyCommitted(h.held); err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	if err := dumpQueueMsgs(fq, func(_ MessageID, _ *Message, state string, _ uint32, _ int64) {
+		states = append(states, state)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != 1 || states[0] != "Active" {
+		t.Fatalf("the follower's message: %v, want [Active]", states)
+	}
+}
