@@ -240,6 +240,10 @@ func (st *stripe) installLocked(s msgSnap, bodyPos uint64, recSize uint32, now i
 	sl.visOff, sl.firstOff, sl.expOff = s.visOff, s.firstOff, s.expOff
 	sl.dequeues, sl.gen = s.dequeues, s.gen
 	sl.next, sl.prev, sl.tnext, sl.tprev = nilSlot, nilSlot, nilSlot, nilSlot
+	// A deadline (expiry, end of a delay or of a visibility timeout) the
+	// stripe's wheel has already passed is due: the wheel would refuse it,
+	// leaving the slot in no lane and no bucket.
+	now = max(now, st.wheel.now)
 	enq := s.enqMs
 	if enq+int64(s.expOff) <= now {
 		sl.setMeta(enq, int(s.prio), stDelayed)
@@ -247,17 +251,15 @@ func (st *stripe) installLocked(s msgSnap, bodyPos uint64, recSize uint32, now i
 		st.expireLocked(s.slot)
 		return 0
 	}
-	// A deadline the stripe's wheel has already passed is due: the wheel
-	// would refuse it, leaving the slot in no lane and no bucket.
-	switch visible := enq+int64(s.visOff) <= max(now, st.wheel.now); {
+	switch visible := enq+int64(s.visOff) <= now; {
 	case !visible && s.dequeues == 0:
 		sl.setMeta(enq, int(s.prio), stDelayed)
 		st.nDelayed++
-		st.wheel.insert(&st.slab, s.slot, sl.deadline())
+		st.insertFutureLocked(s.slot)
 	case !visible:
 		sl.setMeta(enq, int(s.prio), stInactive)
 		st.nInactive++
-		st.wheel.insert(&st.slab, s.slot, sl.deadline())
+		st.insertFutureLocked(s.slot)
 	default:
 		sl.setMeta(enq, int(s.prio), stActive)
 		return st.activateLocked(s.slot)

@@ -349,14 +349,18 @@ func (rb *rebuild) install(val []byte) {
 			MessageID: makeMessageID(s.qid, s.seq).String(), Queue: q.name, QueueID: s.qid, BodyPos: s.bodyPos})
 		return
 	}
+	st := &q.stripes[s.stripe]
+	// The queue's wheel read the time after the rebuild did: a deadline
+	// (an expiry, the end of a delay or of a visibility timeout) between
+	// the two readings is due, and the wheel would refuse it.
+	now := max(rb.now, st.wheel.now)
 	enq := s.enqMs
-	if enq+int64(s.expOff) <= rb.now {
+	if enq+int64(s.expOff) <= now {
 		var e [snapLen]byte
 		copy(e[:], val)
 		rb.expired = append(rb.expired, e)
 		return
 	}
-	st := &q.stripes[s.stripe]
 	idx := s.slot
 	if !st.slab.claim(idx) {
 		// The slot is taken (only possible if the log and index disagree).
@@ -393,18 +397,16 @@ func (rb *rebuild) install(val []byte) {
 	sl.dequeues, sl.gen = s.dequeues, s.gen
 	sl.next, sl.prev, sl.tnext, sl.tprev = nilSlot, nilSlot, nilSlot, nilSlot
 	rb.d.addLive(s.bodyPos, int64(s.recSize))
-	// The queue's wheel read the time after the rebuild did; a deadline
-	// between the two readings is due, and the wheel would refuse it.
-	visible := enq+int64(s.visOff) <= max(rb.now, st.wheel.now)
+	visible := enq+int64(s.visOff) <= now
 	switch {
 	case !visible && s.dequeues == 0:
 		sl.setMeta(enq, int(s.prio), stDelayed)
 		st.nDelayed++
-		st.wheel.insert(&st.slab, idx, sl.deadline())
+		st.insertFutureLocked(idx)
 	case !visible:
 		sl.setMeta(enq, int(s.prio), stInactive)
 		st.nInactive++
-		st.wheel.insert(&st.slab, idx, sl.deadline())
+		st.insertFutureLocked(idx)
 	default:
 		sl.setMeta(enq, int(s.prio), stActive)
 		st.activateLocked(idx)

@@ -124,3 +124,104 @@ func TestReplicaApplyDeadlineBehindTheWheel(t *testing.T) {
 		t.Fatalf("the follower's message: %v, want [Active]", states)
 	}
 }
+
+// TestReplicaApplyExpiryBehindTheWheel: as above, but the message's
+// retention ends before the wheel's time and its visibility after it, so
+// its deadline is the expiry. The follower drops it as expired, and does
+// not leave it Inactive outside the wheel, counted for ever. (Seen failing
+// before the fix: the follower's queue kept 1 Inactive message.)
+func TestReplicaApplyExpiryBehindTheWheel(t *testing.T) {
+	h, _ := newHandShard(t)
+	cfg := DefaultQueueConfig()
+	cfg.Retention, cfg.VisibilityTimeout = 2*time.Minute, 10*time.Minute
+	h.do(func() error { _, err := h.leader.CreateQueue("r", cfg); return err })
+	q, err := h.leader.Queue("r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.do(func() error { _, err := q.Send([]SendEntry{{Body: []byte("m")}}, nil); return err })
+	h.hold = true
+	h.receiveOne(q) // Inactive for 10 min; expires in 2
+	fq, err := h.follower.Queue("r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range fq.stripes {
+		st := &fq.stripes[i]
+		st.mu.Lock()
+		st.advanceLocked(h.clk.Now().Add(3 * time.Minute).UnixMilli())
+		st.mu.Unlock()
+	}
+	h.hold = false
+	if err := h.follower.ApplyCommitted(h.held); err != nil {
+		t.Fatal(err)
+	}
+	info, err := fq.Attributes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.Active + info.Inactive + info.Delayed; n != 0 {
+		t.Fatalf("the follower's queue holds %d messages (active %d, inactive %d, delayed %d) after their retention ended, want 0",
+			n, info.Active, info.Inactive, info.Delayed)
+	}
+}
+
+// TestRecoveryExpiryBetweenStartupReadings: as
+// TestRecoveryDeadlineBetweenStartupReadings, with received messages whose
+// retention ends before their visibility: those whose expiry falls between
+// start-up's two readings of the time are dropped, not left outside the
+// wheel. (Seen failing before the fix: some stayed counted as Inactive.)
+func TestRecoveryExpiryBetweenStartupReadings(t *testing.T) {
+	dir := t.TempDir()
+	clk := &steppingClock{FakeClock: NewFakeClock(t0)}
+	open := func() *Broker {
+		o := Options{Dir: dir, Clock: clk, Logger: testLogger(t), Stripes: 2}
+		o.WAL.SegmentBytes = 256 << 10
+		b, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b := open()
+	cfg := DefaultQueueConfig()
+	cfg.Retention, cfg.VisibilityTimeout = 1000*time.Second, 12*time.Hour
+	q := mustQueue(t, b, "q", cfg)
+	// Sent one second apart: they expire 1000, 1001, ..., 1399 s from t0.
+	const n = 400
+	for i := range n {
+		if _, err := q.Send([]SendEntry{{Body: []byte{byte(i), byte(i >> 8)}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	for range n {
+		got, err := q.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil)
+		if err != nil || len(got) != 1 {
+			t.Fatal(err, len(got))
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(1000*time.Second - n*time.Second) // the first expiry is now
+	clk.stepping.Store(true)
+	b = open()
+	clk.stepping.Store(false)
+	defer b.Close()
+	clk.Advance(2 * n * time.Second) // every message expired
+	q, err := b.Queue("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, nil); err != nil && err != ErrMessageNotExist {
+		t.Fatal(err)
+	}
+	info, err := q.Attributes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := info.Active + info.Inactive + info.Delayed; left != 0 {
+		t.Fatalf("%d of %d messages still counted after their retention ended (inactive %d)", left, n, info.Inactive)
+	}
+}

@@ -140,6 +140,16 @@ func (st *stripe) armLocked(i uint32, now int64) int {
 	return 0
 }
 
+// insertFutureLocked puts Delayed or Inactive slot i into the wheel at its
+// deadline, which its caller (a rebuild, a replica's apply) has checked is
+// after the wheel's time. A refusal would leave the slot in no lane and no
+// bucket, a message never seen again: it is a bug, and stops the process.
+func (st *stripe) insertFutureLocked(i uint32) {
+	if !st.wheel.insert(&st.slab, i, st.slab.at(i).deadline()) {
+		panic("engine: stripe wheel refused a deadline its caller found in the future")
+	}
+}
+
 // activateLocked makes a Delayed, Inactive or pending slot Active.
 func (st *stripe) activateLocked(i uint32) int {
 	s := st.slab.at(i)
