@@ -32,6 +32,7 @@ type clusterCollector struct {
 	commit, applied, applyLag, followerLag             *prometheus.Desc
 	elections, proposals, failed, pending              *prometheus.Desc
 	proposalSeconds, rebuilds, rebuildsSkips, restarts *prometheus.Desc
+	silences, silenceMax                               *prometheus.Desc
 }
 
 func newClusterCollector(c *cluster.Node) *clusterCollector {
@@ -62,6 +63,8 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.rebuilds = desc("smqd_cluster_shard_rebuilds_total", "Times the shard's broker was reopened from the log (a step-down left uncommitted changes in it).", "shard")
 	cc.rebuildsSkips = desc("smqd_cluster_shard_rebuilds_skipped_total", "Step-downs that left no uncommitted change: the broker went on as a follower.", "shard")
 	cc.restarts = desc("smqd_cluster_shard_restarts_total", "Times the shard restarted in place after its log failed (a full disk, a failing device).", "shard")
+	cc.silences = desc("smqd_cluster_shard_leader_silences_total", "Times this node, leading the shard, went over half the election timeout without a message of any follower (a leader steps down after a whole one).", "shard")
+	cc.silenceMax = desc("smqd_cluster_shard_leader_silence_max_seconds", "The longest this node, leading the shard, went without a message of any follower.", "shard")
 	return cc
 }
 
@@ -115,6 +118,8 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(cc.followerLag, float64(f.Lag), id, strconv.FormatUint(f.NodeID, 10))
 		}
 		counter(cc.elections, float64(sh.Elections), id)
+		counter(cc.silences, float64(sh.Silences), id)
+		gauge(cc.silenceMax, sh.SilenceMax, id)
 		counter(cc.proposals, float64(sh.Proposals), id)
 		counter(cc.failed, float64(sh.ProposalsFailed), id)
 		gauge(cc.pending, float64(sh.ProposalsPending), id)

@@ -57,6 +57,11 @@ func TestClusterMetrics(t *testing.T) {
 				if value(t, m, "smqd_cluster_shard_ready", "shard", id) != 1 {
 					t.Errorf("node %d leads shard %s but is not ready", i+1, id)
 				}
+				// Every follower's answer ends a silence: a leader has seen some.
+				value(t, m, "smqd_cluster_shard_leader_silences_total", "shard", id)
+				if value(t, m, "smqd_cluster_shard_leader_silence_max_seconds", "shard", id) <= 0 {
+					t.Errorf("node %d leads shard %s and saw no gap between its followers' messages", i+1, id)
+				}
 				proposed += value(t, m, "smqd_cluster_shard_proposal_duration_seconds_count", "shard", id)
 			}
 		}

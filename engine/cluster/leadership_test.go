@@ -242,3 +242,29 @@ func (c *testCluster) leaderQueue(name string) (int, *engine.Queue) {
 	}
 	return li, q
 }
+
+// A leader's silences (the metrics' near misses of a step-down) are gaps
+// between its followers' messages over half the election timeout; the
+// longest gap is kept.
+func TestLeaderSilences(t *testing.T) {
+	s := &shard{n: &Node{cfg: Config{Tick: 50 * time.Millisecond, ElectionTicks: 10}}}
+	t0 := time.Unix(1000, 0)
+	s.quietSince = t0
+	for _, step := range []struct {
+		gap      time.Duration
+		silences int64
+		max      time.Duration
+	}{
+		{200 * time.Millisecond, 0, 200 * time.Millisecond},
+		{250 * time.Millisecond, 0, 250 * time.Millisecond}, // half the timeout is not over it
+		{251 * time.Millisecond, 1, 251 * time.Millisecond},
+		{50 * time.Millisecond, 1, 251 * time.Millisecond},
+		{900 * time.Millisecond, 2, 900 * time.Millisecond},
+	} {
+		t0 = t0.Add(step.gap)
+		s.noteSilence(t0)
+		if got, max := s.silences.Load(), time.Duration(s.silenceMax.Load()); got != step.silences || max != step.max {
+			t.Fatalf("after a gap of %v: %d silences, longest %v; want %d, %v", step.gap, got, max, step.silences, step.max)
+		}
+	}
+}

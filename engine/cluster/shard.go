@@ -103,6 +103,13 @@ type shard struct {
 	reads         map[uint64]chan uint64 // guarded by readMu: the read barriers waiting for Raft's answer
 	balanceOK     int                    // run: consecutive checks the preferred leader was ready (balance.go)
 	heard         map[uint64]time.Time   // run: when each other member last sent this member a message (balance.go)
+	// While this member leads: when the loop last stepped a message of
+	// any follower (run), and for the metrics how often it went over
+	// half the election timeout without one and the longest it went
+	// (ns). A leader steps down after a whole election timeout of that.
+	quietSince time.Time
+	silences   atomic.Int64
+	silenceMax atomic.Int64
 }
 
 // Propose implements engine.Replica: it only queues.
@@ -373,7 +380,11 @@ func (s *shard) step(m *pb.Message) {
 		if s.heard == nil {
 			s.heard = map[uint64]time.Time{}
 		}
-		s.heard[from] = time.Now()
+		now := time.Now()
+		s.heard[from] = now
+		if s.leaderOf != 0 {
+			s.noteSilence(now)
+		}
 	}
 	if m.GetType() == pb.MsgHeartbeat {
 		// A member whose data directory was wiped rejoins with its old id;
@@ -405,6 +416,18 @@ func (s *shard) step(m *pb.Message) {
 		}
 	}
 	s.stepRaft(m)
+}
+
+// noteSilence (the loop, leading) ends a silence of the followers at now.
+func (s *shard) noteSilence(now time.Time) {
+	gap := now.Sub(s.quietSince)
+	s.quietSince = now
+	if gap > time.Duration(s.n.cfg.ElectionTicks)*s.n.cfg.Tick/2 {
+		s.silences.Add(1)
+	}
+	if int64(gap) > s.silenceMax.Load() {
+		s.silenceMax.Store(int64(gap))
+	}
 }
 
 // diskCritical (the loop) reports whether the shard's disk is too full
@@ -586,9 +609,11 @@ func (s *shard) handleSoftState(ss *raft.SoftState) error {
 	switch {
 	case ss.RaftState == raft.StateLeader && s.leaderOf == 0:
 		s.leaderOf, s.firstOurs = s.rn.BasicStatus().GetTerm(), 0
+		s.quietSince = time.Now()
 		s.log.Info("shard leader elected", "term", s.leaderOf)
 	case ss.RaftState != raft.StateLeader && s.leaderOf != 0:
 		wasReady := s.ready.Swap(false)
+		s.noteSilence(time.Now()) // a step-down for a lost quorum ends one
 		s.leaderOf, s.firstOurs = 0, 0
 		b := s.broker()
 		if err := b.SetLeader(false, 0); err != nil {

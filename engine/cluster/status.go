@@ -54,7 +54,12 @@ type ShardStatus struct {
 	Applied   uint64   `json:"applied_index"`
 	Voters    []uint64 `json:"voters"`
 	Elections int64    `json:"elections"` // leader changes this node saw
-	Proposals int64    `json:"proposals"`
+	// Silences: times this node, leading the shard, went over half the
+	// election timeout without a message of any follower (it steps down
+	// after a whole one); SilenceMax: the longest it went, in seconds.
+	Silences   int64   `json:"leader_silences"`
+	SilenceMax float64 `json:"leader_silence_max_seconds"`
+	Proposals  int64   `json:"proposals"`
 	// Rebuilds: the shard's broker reopened from the log after a step-down
 	// that left changes never committed in its state; RebuildsSkipped:
 	// step-downs that left none (the broker went on as a follower).
@@ -118,6 +123,7 @@ func (n *Node) Status() Status {
 	for i, s := range n.shards {
 		ss := ShardStatus{Shard: s.id, Leader: s.lead.Load(), Term: s.term.Load(), Ready: s.ready.Load(),
 			Role: "unknown", Voters: s.st.votersNow(), Elections: s.elections.Load(), Proposals: s.proposals.Load(),
+			Silences: s.silences.Load(), SilenceMax: time.Duration(s.silenceMax.Load()).Seconds(),
 			Rebuilds: s.rebuilds.Load(), RebuildsSkipped: s.rebuildsSkipped.Load(), Restarts: s.restarts.Load()}
 		if f := s.failure.Load(); f != nil {
 			ss.Failure = f.err.Error()

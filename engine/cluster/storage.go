@@ -46,6 +46,10 @@ const inboxBatch = 64
 // follower and not yet seen acknowledged (raft.Config.MaxInflightBytes).
 const maxInflightBytes = 8 << 20
 
+// syncReadBytes bounds what one Entries call reads back from the log for
+// a follower behind the recent window (Entries).
+const syncReadBytes = 64 << 10
+
 type raftStorage struct {
 	mu        sync.Mutex
 	b         *engine.Broker // the shard's broker (swapped on a rebuild)
@@ -117,7 +121,16 @@ func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	}
 	b := s.b
 	s.mu.Unlock()
-	limit := int(min(maxSize, 64<<20))
+	// Past the recent window: a follower catching up. etcd raft reads its
+	// storage inside the shard's loop (Step), so this read delays the
+	// shard's heartbeats and everything else the loop does. At most
+	// syncReadBytes per call: with MaxSizePerMsg (1 MiB) the leaders read
+	// a megabyte back per acknowledgement, went quiet for their other
+	// followers under load and stepped down; capped, a catch-up of
+	// 1,000,000 × 1 KiB saw no step-down and ended 2-3 times sooner
+	// (docs/cluster-benchmarks.md, "Catch-up"). Raft sends more, smaller
+	// appends; the bytes in flight are still bounded by maxInflightBytes.
+	limit := int(min(maxSize, syncReadBytes))
 	ents, ok, err := b.Entries(lo, hi, limit)
 	if err != nil {
 		return nil, raft.ErrUnavailable

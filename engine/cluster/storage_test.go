@@ -85,3 +85,50 @@ func TestStorageRecentWindow(t *testing.T) {
 		}
 	}
 }
+
+// proposeNothing is the Replica of a broker that only persists entries.
+type proposeNothing struct{}
+
+func (proposeNothing) Propose([]byte) error { return nil }
+
+// A read of entries older than the recent window (a follower catching up)
+// runs in the shard's loop (etcd raft reads its storage inside Step), so
+// one call reads at most syncReadBytes back, however large Raft's maxSize:
+// with 1 MiB reads per acknowledgement the leaders went quiet under load
+// and stepped down while a node caught up. Seen failing with the cap
+// raised to maxSize (96 entries of 96 read).
+func TestStorageLogReadIsCapped(t *testing.T) {
+	b, err := engine.Open(engine.Options{Dir: t.TempDir(), Replica: proposeNothing{}, FreeSpaceReserve: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n, size = 96, 10 << 10
+	ents := make([]engine.ReplicaEntry, n)
+	for i := range ents {
+		// Conf changes carry their data as given; only its size matters here.
+		ents[i] = engine.ReplicaEntry{Index: uint64(i + 1), Term: 1, Kind: engine.EntryConfChange, Data: append([]byte{2}, make([]byte, size)...)}
+	}
+	if err := b.PersistEntries(ents); err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.ReplicaState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newRaftStorage(b, st, &pb.ConfState{Voters: []uint64{1}}) // the recent window starts empty
+	got, err := s.Entries(1, n+1, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bytes := 0
+	for _, e := range got {
+		bytes += len(e.GetData())
+	}
+	if len(got) == 0 || bytes > syncReadBytes {
+		t.Fatalf("one read gave %d entries (%d bytes) of %d; want at least one and at most %d bytes", len(got), bytes, n, syncReadBytes)
+	}
+	if got[0].GetIndex() != 1 || got[len(got)-1].GetIndex() != uint64(len(got)) {
+		t.Fatalf("entries %d..%d, want 1..%d", got[0].GetIndex(), got[len(got)-1].GetIndex(), len(got))
+	}
+}
