@@ -151,6 +151,38 @@ func (b *Broker) DiskCritical() bool {
 	return critical
 }
 
+// NeedsReopen returns the failure that stops the broker's changes until
+// it is reopened (a failed write or fsync of its log, a failed
+// checkpoint), nil while it takes changes. Closing it and opening the same
+// directory again recovers what is on disk, as after a crash: nothing
+// acknowledged relies on the failed write (a change is acknowledged only
+// once it is durable). smqd does that in place (server.Options.Reopen).
+func (b *Broker) NeedsReopen() error {
+	if p := b.failure.Load(); p != nil {
+		return *p
+	}
+	if err := b.store.health(); errors.Is(err, wal.ErrFailed) {
+		return err
+	}
+	return nil
+}
+
+// Resync makes durable, after a storage failure, what a reopen of the
+// broker's directory would find: the log's records written since its last
+// successful fsync are written and fsynced again (wal.Log.Resync). After
+// a failed fsync Linux may mark the pages it could not write clean, so a
+// reopen would read records the disk lacks, and a later power loss would
+// leave a hole before the records acknowledged after the reopen. It
+// returns nil for a broker that has not failed, and an error while the
+// disk still refuses the writes: then it must not be reopened yet. Close
+// does it too, once.
+func (b *Broker) Resync() error {
+	if b.failure.Load() == nil && b.NeedsReopen() == nil {
+		return nil
+	}
+	return b.store.resync()
+}
+
 // storageFailed records the first storage failure; from then on every
 // operation fails with it (the log refuses appends until reopened).
 func (b *Broker) storageFailed(err error) {
@@ -467,6 +499,13 @@ func (b *Broker) Close() error {
 	b.compactor.stop()
 	b.stopQueues()
 	start := time.Now()
+	if b.NeedsReopen() != nil {
+		// What the next open finds must be on disk (Resync).
+		if err := b.store.resync(); err != nil {
+			b.log.Error("the log's bytes written since its last successful fsync could not be made durable: "+
+				"after a power loss the log may need --wal-repair", "err", err)
+		}
+	}
 	err := b.store.close(b.failure.Load() == nil)
 	b.log.Info("broker closed", "took", time.Since(start), "err", err)
 	return err

@@ -364,6 +364,8 @@ func (d *durableStore) sync() error { return mapErr(d.wal.Sync()) }
 
 func (d *durableStore) health() error { return mapErr(d.wal.Health()) }
 
+func (d *durableStore) resync() error { return d.wal.Resync() }
+
 func (d *durableStore) stats(st *StorageStats) {
 	st.Durable = true
 	st.DiskFull = d.diskFull.Load()

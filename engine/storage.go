@@ -171,6 +171,9 @@ type storage interface {
 	// health is nil while the backend can make changes durable, else why not
 	// (an error wrapping ErrStorageUnavailable while that may pass).
 	health() error
+	// resync makes durable, after a failed write or fsync, what a reopen
+	// would find (wal.Log.Resync); nil for a store that has not failed.
+	resync() error
 	// stats fills in the backend's part of st.
 	stats(st *StorageStats)
 	// recovery describes the last load.

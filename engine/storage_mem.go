@@ -129,6 +129,7 @@ func (m *memStore) sync() error {
 }
 
 func (m *memStore) health() error           { return nil }
+func (m *memStore) resync() error           { return nil }
 func (m *memStore) stats(st *StorageStats)  {}
 func (m *memStore) recovery() RecoveryStats { return RecoveryStats{} }
 func (m *memStore) releaseMemory()          {}

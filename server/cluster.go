@@ -227,7 +227,11 @@ func (s *Server) serveForwarded(ctx context.Context, from uint64, req, dst []byt
 // after.
 func (s *Server) listQueueNames(prefix, marker string, limit int) ([]string, string, error) {
 	if s.c == nil {
-		return s.b.ListQueues(prefix, marker, limit)
+		b := s.broker()
+		if b == nil {
+			return nil, "", errReopening
+		}
+		return b.ListQueues(prefix, marker, limit)
 	}
 	var all []string
 	for i, b := range s.c.Brokers() {
@@ -254,7 +258,11 @@ func (s *Server) listQueueNames(prefix, marker string, limit int) ([]string, str
 // shard (ListQueue with metadata).
 func (s *Server) queueInfo(name string) (engine.QueueInfo, error) {
 	if s.c == nil {
-		return s.b.GetQueueAttributes(name)
+		b := s.broker()
+		if b == nil {
+			return engine.QueueInfo{}, errReopening
+		}
+		return b.GetQueueAttributes(name)
 	}
 	b := s.c.Brokers()[s.c.ShardOf(name)]
 	if b == nil {
@@ -267,7 +275,7 @@ func (s *Server) queueInfo(name string) (engine.QueueInfo, error) {
 // node's replicas of every shard (nil where one is being reopened).
 func (s *Server) brokers() []*engine.Broker {
 	if s.c == nil {
-		return []*engine.Broker{s.b}
+		return []*engine.Broker{s.broker()}
 	}
 	return s.c.Brokers()
 }
@@ -304,7 +312,11 @@ func (s *Server) metricStats() brokerStats {
 // health is nil while the server can serve every queue.
 func (s *Server) health() error {
 	if s.c == nil {
-		return s.b.Health()
+		b := s.broker()
+		if b == nil {
+			return errReopening
+		}
+		return b.Health()
 	}
 	if err := s.c.Health(); err != nil {
 		return err

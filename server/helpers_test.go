@@ -104,6 +104,9 @@ func startEnv(t testing.TB, cfg envConfig) *testEnv {
 			}
 		}
 		b.Close()
+		if cur := srv.Broker(); cur != nil && cur != b {
+			cur.Close() // reopened in place (reopen.go)
+		}
 	})
 	return env
 }

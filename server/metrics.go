@@ -130,7 +130,11 @@ func (m *metrics) init(s *Server) {
 	for c := errCode(0); c < numCodes; c++ {
 		m.errors[c] = errs.WithLabelValues(c.String())
 	}
-	m.reg.MustRegister(lat, m.classVec, errs,
+	reopens := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "smqd_storage_reopens_total",
+		Help: "Times the broker was closed and opened again in place after its storage failed (a failed write or fsync of the log).",
+	}, func() float64 { return float64(s.reopens.Load()) })
+	m.reg.MustRegister(lat, m.classVec, errs, reopens,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
 		newBrokerCollector(s),

@@ -103,6 +103,17 @@ type Options struct {
 	// certificate is served, unauthenticated, at
 	// /x509_public_certificate.pem and at PushSigner.Path (pushcert.go).
 	PushSigner *PushSigner
+	// Reopen, when set on a single node, restarts the broker in place
+	// after its storage failed for good (a failed write or fsync of the
+	// log: engine.Broker.NeedsReopen): the server closes the failed
+	// broker, calls Reopen (which opens the same directory again) after
+	// ReopenBackoff, doubling up to a minute while it fails, and serves
+	// the new broker. Meanwhile every request is answered 503
+	// ServiceUnavailable. nil: the failure stays until the process
+	// restarts. See reopen.go.
+	Reopen func() (*engine.Broker, error)
+	// ReopenBackoff is the first wait before a Reopen. Default 1 s.
+	ReopenBackoff time.Duration
 	// Name is the Server response header. Default "smqd".
 	Name string
 	// Now is the time source for the signature date check; nil means time.Now.
@@ -119,6 +130,9 @@ func DefaultOptions() Options {
 }
 
 func (o Options) withDefaults() Options {
+	if o.ReopenBackoff <= 0 {
+		o.ReopenBackoff = time.Second
+	}
 	if o.MaxRequestBodyBytes <= 0 {
 		o.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
 	}

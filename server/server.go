@@ -24,10 +24,11 @@ import (
 //
 // It owns no queue state: every request is parsed, authenticated, validated
 // and handed to the engine, and the engine's answer is encoded. The broker
-// is owned by the caller, who closes it after Shutdown returns.
+// is owned by the caller, who closes it after Shutdown returns (with
+// Options.Reopen, the one Broker returns: reopen.go).
 type Server struct {
-	b    *engine.Broker // the broker (single node); nil with a cluster
-	c    *cluster.Node  // the cluster node (NewCluster); nil for a single node
+	bp   atomic.Pointer[engine.Broker] // the broker (single node; reopen.go swaps it, nil while it reopens); nil with a cluster
+	c    *cluster.Node                 // the cluster node (NewCluster); nil for a single node
 	opts Options
 	log  *slog.Logger
 	auth *authenticator
@@ -55,6 +56,9 @@ type Server struct {
 	idSeq    atomic.Uint32 // request id counter
 
 	testHook atomic.Pointer[func(op)] // tests: called before an operation runs
+
+	reopens    atomic.Int64  // broker reopens after a storage failure (reopen.go)
+	keeperDone chan struct{} // closed when keepStorage ends; nil if it never ran
 }
 
 // New returns a Server for b. It fails only on invalid Options.
@@ -71,7 +75,6 @@ func newServer(b *engine.Broker, c *cluster.Node, opts Options) (*Server, error)
 	}
 	opts = opts.withDefaults()
 	s := &Server{
-		b:       b,
 		c:       c,
 		opts:    opts,
 		log:     opts.Logger,
@@ -79,6 +82,7 @@ func newServer(b *engine.Broker, c *cluster.Node, opts Options) (*Server, error)
 		conns:   newConnSlots(opts.MaxConns),
 		opConns: newConnSlots(maxOpsConns),
 	}
+	s.bp.Store(b)
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics.init(s)
 	if opts.Console {
@@ -135,6 +139,7 @@ func newServer(b *engine.Broker, c *cluster.Node, opts Options) (*Server, error)
 		DisablePreParseMultipartForm: true,
 		Logger:                       fasthttpLogger{s.log},
 	}
+	s.startKeeper()
 	return s, nil
 }
 
@@ -206,6 +211,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// others already; the error of a second close is of no interest).
 	for _, ln := range lns {
 		ln.Close()
+	}
+	if s.keeperDone != nil {
+		<-s.keeperDone // reopen.go invariant 1
 	}
 	s.log.Info("server stopped", "err", err)
 	return err
@@ -410,7 +418,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 			return
 		}
 		if s.c == nil {
-			st.b = s.b
+			if st.b = s.broker(); st.b == nil {
+				s.fail(ctx, st, errReopening)
+				return
+			}
 		} else if !s.routeCluster(ctx, st) {
 			return // forwarded, or answered 503
 		}

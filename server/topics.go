@@ -25,7 +25,9 @@ func (s *Server) serveTopic(ctx *fasthttp.RequestCtx, st *reqState, r routed) er
 	if s.c != nil {
 		return newAPIError(codeInvalidRequestURL, "topics are not supported in cluster mode: run a single-node smqd for topics")
 	}
-	st.b = s.b
+	if st.b = s.broker(); st.b == nil {
+		return errReopening
+	}
 	var err error
 	if r.queue != nil {
 		st.name, err = decodeName(st.name[:0], r.queue, engine.ErrTopicNameLength, engine.ErrInvalidTopicName, codeTopicNameInvalid)

@@ -73,6 +73,8 @@ type Log struct {
 	syncWant atomic.Uint64
 	// fail is the sticky error, set once by the writer.
 	fail atomic.Pointer[failure]
+	// resynced: Resync made the failed log's unsynced bytes durable (resync.go).
+	resynced atomic.Bool
 	// stall is set by the writer while a roll has no segment file (nil
 	// otherwise); retryable, see writer.go.
 	stall  atomic.Pointer[stallState]

@@ -37,6 +37,21 @@ type MemFS struct {
 
 	capacity atomic.Int64 // bytes the files may occupy; <= 0: unlimited
 	used     atomic.Int64 // sum of the sizes of the linked files
+
+	syncFail atomic.Pointer[error] // FailSyncsLosingWrites: the error every Sync returns
+}
+
+// FailSyncsLosingWrites makes every File.Sync fail with err as Linux does
+// after a failed writeback: the writes it was to make durable are dropped
+// from what survives a crash (CrashClone), though reads still see them
+// (the kernel marks the pages clean), and no later Sync makes them
+// durable. nil disarms it.
+func (m *MemFS) FailSyncsLosingWrites(err error) {
+	if err == nil {
+		m.syncFail.Store(nil)
+		return
+	}
+	m.syncFail.Store(&err)
 }
 
 // unlimitedFree is what FreeBytes reports for a MemFS without a capacity.
@@ -447,6 +462,10 @@ func (h *memHandle) Sync() error {
 	f := h.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if p := f.fs.syncFail.Load(); p != nil {
+		f.pending = nil // lost: see FailSyncsLosingWrites
+		return &os.PathError{Op: "sync", Path: h.name, Err: *p}
+	}
 	// Replaying the pending ops costs O(bytes written), not O(file size).
 	for _, op := range f.pending {
 		f.synced.apply(op)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/engine/cluster"
+	"github.com/smqd/smqd/server"
 )
 
 // clusterKeyEnv holds the cluster key when --cluster-key-file is not given
@@ -187,6 +188,24 @@ func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *sl
 type backend interface {
 	Close() error
 	ReleaseMemory()
+}
+
+// servedBroker is a single node's broker as its server holds it: after a
+// restart in place (server.Options.Reopen) a new one, none while a reopen
+// fails.
+type servedBroker struct{ srv *server.Server }
+
+func (b servedBroker) Close() error {
+	if x := b.srv.Broker(); x != nil {
+		return x.Close()
+	}
+	return nil
+}
+
+func (b servedBroker) ReleaseMemory() {
+	if x := b.srv.Broker(); x != nil {
+		x.ReleaseMemory()
+	}
 }
 
 // activity returns what trimWhenIdle watches for traffic: the client

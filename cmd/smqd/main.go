@@ -191,12 +191,18 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		sopts.ClusterLeaderWait = cfg.cluster.leaderWait
 		srv, err = server.NewCluster(node, sopts)
 	} else {
+		// After a failed write or fsync of the log the server closes the
+		// broker and opens it again, as a restart would (server/reopen.go).
+		sopts.Reopen = func() (*engine.Broker, error) { return engine.Open(eopts) }
 		srv, err = server.New(broker.(*engine.Broker), sopts)
 	}
 	if err != nil {
 		ln.Close()
 		broker.Close()
 		return err
+	}
+	if node == nil {
+		broker = servedBroker{srv} // the one the server holds now
 	}
 	var mln net.Listener
 	if cfg.metricsListen != "" {

@@ -19,7 +19,9 @@ package cluster
 //     log, as a process start does (shard.start). Nothing acknowledged
 //     relies on the failed write: a response leaves only once its write
 //     is durable (append.go invariant 1), and a torn record at the log's
-//     end is dropped by the log's recovery.
+//     end is dropped by the log's recovery. The failed broker is closed,
+//     and the restart tried, only once what the log wrote since its last
+//     good fsync is durable again (Broker.Resync, wal/resync.go).
 //  3. Attempts back off from restartFirst to restartMax; the node's stop
 //     ends them. Health reports the failure until a restart succeeds.
 //
@@ -69,11 +71,19 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 	s.pmu.Lock()
 	s.props, s.selfMsgs = nil, nil // the old member's: its append worker's responses too
 	s.pmu.Unlock()
-	if b := s.broker(); b != nil {
-		s.retire(b)
+	// The failed broker is closed once its log's bytes written since its
+	// last good fsync are durable again (engine.Broker.Resync): the restart
+	// reads them back, and a later power loss must not find a hole there.
+	failed := s.broker()
+	if failed != nil {
+		s.retire(failed)
 		s.b.Store(nil)
-		b.CloseForRebuild()
 	}
+	defer func() {
+		if failed != nil {
+			failed.CloseForRebuild() // the node stopped first
+		}
+	}()
 	s.installs.Wait() // a snapshot being prepared writes beside the shard's directory
 	s.installing = nil
 	// A shard that fails again soon after a restart (the disk still
@@ -102,6 +112,15 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 			case <-wait.C:
 				break idle
 			}
+		}
+		if failed != nil {
+			if err := failed.Resync(); err != nil {
+				delay = min(2*delay, restartMax)
+				s.log.Error("the disk still refuses the shard's log; trying again", "err", err, "in", delay)
+				continue
+			}
+			failed.CloseForRebuild()
+			failed = nil
 		}
 		err := s.start(nil)
 		if err == nil {
