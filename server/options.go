@@ -105,10 +105,12 @@ type Options struct {
 	PushSigner *PushSigner
 	// Reopen, when set on a single node, restarts the broker in place
 	// after its storage failed for good (a failed write or fsync of the
-	// log: engine.Broker.NeedsReopen): the server closes the failed
-	// broker, calls Reopen (which opens the same directory again) after
-	// ReopenBackoff, doubling up to a minute while it fails, and serves
-	// the new broker. Meanwhile every request is answered 503
+	// log: engine.Broker.NeedsReopen). After ReopenBackoff the server has
+	// the failed broker resync its log (engine.Broker.Resync), retrying
+	// with the wait doubled up to a minute while the disk refuses; then it
+	// closes the broker, calls Reopen (which opens the same directory
+	// again; retried the same way) and serves the new broker. Between the
+	// close and the new broker every request is answered 503
 	// ServiceUnavailable. nil: the failure stays until the process
 	// restarts. See reopen.go.
 	Reopen func() (*engine.Broker, error)

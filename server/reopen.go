@@ -54,7 +54,7 @@ func (s *Server) broker() *engine.Broker { return s.bp.Load() }
 // Broker returns the broker the server serves now: the one given to New,
 // or the one Options.Reopen opened after a storage failure; nil with a
 // cluster, or while a reopen fails. The caller closes it after Shutdown.
-func (s *Server) Broker() *engine.Broker { return s.bp.Load() }
+func (s *Server) Broker() *engine.Broker { return s.broker() }
 
 // Reopens returns how many times the broker was reopened after a storage
 // failure.
