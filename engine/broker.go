@@ -177,7 +177,7 @@ func (b *Broker) NeedsReopen() error {
 // disk still refuses the writes: then it must not be reopened yet. Close
 // does it too, once.
 func (b *Broker) Resync() error {
-	if b.failure.Load() == nil && b.NeedsReopen() == nil {
+	if b.NeedsReopen() == nil {
 		return nil
 	}
 	return b.store.resync()
