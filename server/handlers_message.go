@@ -174,6 +174,11 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 		if (s.closing.Load() || st.fw != nil) && (errors.Is(err, engine.ErrClosed) || errors.Is(err, context.Canceled)) {
 			return engine.ErrMessageNotExist
 		}
+		if s.c == nil && errors.Is(err, engine.ErrClosed) && s.broker() != st.b {
+			// Its broker was closed to be reopened (reopen.go): an empty
+			// receive, and the SDK's next poll reaches the new one.
+			return engine.ErrMessageNotExist
+		}
 		if !peek && errors.Is(err, engine.ErrNotLeader) {
 			// The shard's leader changed while the receive ran (a
 			// failover, a hand-over, this node's shutdown): whatever it

@@ -18,9 +18,11 @@ import (
 // the broker stays failed; once it takes them, the server resyncs the
 // log, closes the broker and opens its directory again in place
 // (Options.Reopen), answers 503 in between, and then takes changes again,
-// with every message it acknowledged before the failure still there. Seen
-// failing with keepStorage returning at once ("no attempt to resync the
-// failed log within 30 s").
+// with every message it acknowledged before the failure still there; a
+// long poll waiting meanwhile ends as an empty receive. Seen failing with
+// keepStorage returning at once ("no attempt to resync the failed log
+// within 30 s"), and without the receive handler's case for a reopened
+// broker (the long poll got 503).
 func TestReopenAfterStorageFailure(t *testing.T) {
 	dir := t.TempDir()
 	ffs := wal.NewFaultFS(wal.OSFS())
@@ -43,6 +45,12 @@ func TestReopenAfterStorageFailure(t *testing.T) {
 	})
 	c := env.client()
 	c.mustCreate("r")
+	c.mustCreate("w")
+	// A long poll on an empty queue, waiting while the broker fails and is
+	// reopened: it ends as an empty receive (the SDKs poll again), not as
+	// an error.
+	polled := make(chan *response, 1)
+	go func() { polled <- env.client().get("/queues/w/messages?waitseconds=30") }()
 	acked := map[string]bool{}
 	for i := range 20 {
 		body := fmt.Sprintf("before-%d", i)
@@ -90,6 +98,7 @@ func TestReopenAfterStorageFailure(t *testing.T) {
 	if n := env.srv.Reopens(); n != 1 {
 		t.Fatalf("%d reopens, want 1", n)
 	}
+	wantError(t, <-polled, 404, "MessageNotExist")
 	if r := c.get("/healthz"); r.status != 200 {
 		t.Fatalf("/healthz after the reopen: %s", r)
 	}
