@@ -33,15 +33,7 @@ func (c *steppingClock) Now() time.Time {
 func TestRecoveryDeadlineBetweenStartupReadings(t *testing.T) {
 	dir := t.TempDir()
 	clk := &steppingClock{FakeClock: NewFakeClock(t0)}
-	open := func() *Broker {
-		o := Options{Dir: dir, Clock: clk, Logger: testLogger(t), Stripes: 2}
-		o.WAL.SegmentBytes = 256 << 10
-		b, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	open := func() *Broker { return openDurableTest(t, dir, nil, func(o *Options) { o.Clock = clk }) }
 	b := open()
 	q := mustQueue(t, b, "q", DefaultQueueConfig())
 	const n = 400
@@ -174,15 +166,7 @@ func TestReplicaApplyExpiryBehindTheWheel(t *testing.T) {
 func TestRecoveryExpiryBetweenStartupReadings(t *testing.T) {
 	dir := t.TempDir()
 	clk := &steppingClock{FakeClock: NewFakeClock(t0)}
-	open := func() *Broker {
-		o := Options{Dir: dir, Clock: clk, Logger: testLogger(t), Stripes: 2}
-		o.WAL.SegmentBytes = 256 << 10
-		b, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	open := func() *Broker { return openDurableTest(t, dir, nil, func(o *Options) { o.Clock = clk }) }
 	b := open()
 	cfg := DefaultQueueConfig()
 	cfg.Retention, cfg.VisibilityTimeout = 1000*time.Second, 12*time.Hour

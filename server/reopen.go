@@ -97,12 +97,8 @@ func (s *Server) keepStorage() {
 		}
 		s.log.Error("the broker's storage failed: it will be closed and opened again", "err", cause, "in", delay)
 		for {
-			wait := time.NewTimer(delay)
-			select {
-			case <-s.base.Done():
-				wait.Stop()
+			if !s.pause(delay) {
 				return
-			case <-wait.C:
 			}
 			err := b.Resync()
 			if err == nil {
@@ -126,13 +122,21 @@ func (s *Server) keepStorage() {
 			}
 			delay = min(2*delay, reopenMax)
 			s.log.Error("reopening the broker failed; trying again", "err", err, "in", delay)
-			wait := time.NewTimer(delay)
-			select {
-			case <-s.base.Done():
-				wait.Stop()
+			if !s.pause(delay) {
 				return
-			case <-wait.C:
 			}
 		}
+	}
+}
+
+// pause waits d; false if the server shut down first.
+func (s *Server) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.base.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
