@@ -367,3 +367,52 @@ func TestClosedStorageSaysErrClosed(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartAfterKillWithLongTail: a start-up after a kill -9 that
+// replays a tail long enough for its fold to be freed at once
+// (foldFreeEntries). Recovery read the fold's abort count after dropping
+// it, and the start-up panicked (seen with 70,000 messages, in
+// BenchmarkRestart's kill -9 case, where 1,000,000 1 KiB sends leave about
+// 110 MB past the checkpoint).
+func TestRestartAfterKillWithLongTail(t *testing.T) {
+	dir := t.TempDir()
+	clk := NewFakeClock(t0)
+	noCheckpoint := func(o *Options) {
+		o.WAL.Sync = SyncNone
+		o.WAL.SegmentBytes = 16 << 20
+		o.CheckpointRecords, o.MaxReplayRecords = 1<<40, 1<<40
+		o.CheckpointBytes, o.MaxReplayBytes = 1<<40, 1<<40
+		o.CheckpointInterval = 24 * time.Hour
+	}
+	b := openDurableTest(t, dir, clk, noCheckpoint)
+	q := mustQueue(t, b, "long", DefaultQueueConfig())
+	const n = foldFreeEntries + 4000
+	entries := make([]SendEntry, MaxBatch)
+	for i := range entries {
+		entries[i] = SendEntry{Body: []byte("m")}
+	}
+	var out []SendResult
+	for sent := 0; sent < n; sent += MaxBatch {
+		var err error
+		if out, err = q.Send(entries[:min(MaxBatch, n-sent)], out[:0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	crashBroker(b)
+
+	b = openDurableTest(t, dir, clk, noCheckpoint)
+	defer b.Close()
+	if r := b.Recovery(); r.Replayed <= foldFreeEntries || r.Messages != n {
+		t.Fatalf("recovery %+v: want more than %d records replayed and %d messages", r, foldFreeEntries, n)
+	}
+	q, err := b.Queue("long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := q.Attributes(); a.Active != n {
+		t.Fatalf("%d active after the restart, want %d", a.Active, n)
+	}
+}

@@ -92,6 +92,10 @@ func (d *durableStore) loadMeta(b *Broker) error {
 	return nil
 }
 
+// foldFreeEntries: past this many entries, the fold of the replayed tail
+// is dropped and its memory returned to the OS as soon as recovery is done.
+const foldFreeEntries = 1 << 16
+
 // recover rebuilds queues and messages from the index and the log tail.
 func (d *durableStore) recover(b *Broker) error {
 	start := time.Now()
@@ -267,7 +271,8 @@ func (d *durableStore) recover(b *Broker) error {
 			b.storageFailed(err)
 		}
 	}
-	if f.nents > 1<<16 {
+	aborted := f.aborted
+	if f.nents > foldFreeEntries {
 		// The fold of a long tail is garbage now; give its memory back
 		// rather than carry it as resident memory for hours.
 		f = nil
@@ -275,7 +280,7 @@ func (d *durableStore) recover(b *Broker) error {
 	}
 	d.recovered = RecoveryStats{Messages: rb.installed, Expired: len(rb.expired), Orphans: rb.orphans, Moved: rb.moved,
 		Lost: len(rb.lost), Recreated: len(recreate), Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start),
-		AbortedPublishes: f.aborted}
+		AbortedPublishes: aborted}
 	b.log.Info("broker recovered", "dir", b.opts.Dir, "queues", len(vals), "messages", rb.installed,
 		"expired", len(rb.expired), "orphans", rb.orphans, "log_records_replayed", replayed,
 		"checkpoint", cp, "log_end", end, "took", time.Since(start))
