@@ -91,6 +91,9 @@ type Options struct {
 	// testSplitMove, if set, logs a dead-letter move as two records
 	// (deadletter.go splitMoveLocked): the crash test's deliberate break.
 	testSplitMove bool
+	// testNoTailResync skips start-up's resync of the log tail
+	// (recovery.go): the lost-writeback test's deliberate break.
+	testNoTailResync bool
 }
 
 func (o *Options) withDefaults() Options {

@@ -96,6 +96,33 @@ func (d *durableStore) loadMeta(b *Broker) error {
 // is dropped and its memory returned to the OS as soon as recovery is done.
 const foldFreeEntries = 1 << 16
 
+// tailResync is start-up's rewrite of the log tail (wal.Log.ResyncTail),
+// run beside the replay, which only reads the same bytes.
+type tailResync struct {
+	done chan struct{}
+	n    int64 // bytes rewritten; set before done closes
+	err  error
+}
+
+func (d *durableStore) resyncTail(from uint64) *tailResync {
+	t := &tailResync{done: make(chan struct{})}
+	if d.opts.testNoTailResync {
+		close(t.done)
+		return t
+	}
+	go func() {
+		defer close(t.done)
+		t.n, t.err = d.wal.ResyncTail(wal.Pos(from))
+	}()
+	return t
+}
+
+// wait returns the rewrite's outcome once it is done.
+func (t *tailResync) wait() (int64, error) {
+	<-t.done
+	return t.n, t.err
+}
+
 // recover rebuilds queues and messages from the index and the log tail.
 func (d *durableStore) recover(b *Broker) error {
 	start := time.Now()
@@ -112,6 +139,13 @@ func (d *durableStore) recover(b *Broker) error {
 	if err != nil {
 		return err
 	}
+	// What this start reads past the checkpoint may be pages a dead
+	// process's failed fsync left clean but unwritten (wal/resync.go): they
+	// are written again and fsynced, beside the replay, and before the
+	// first append or anything served (finishRepair below). After a clean
+	// stop the range is empty or nearly so (close checkpoints).
+	rt := d.resyncTail(from)
+	defer rt.wait() // an error return below must not leave it running
 	d.cpPos.Store(cp)
 	d.bornFrom = uint64(end)
 
@@ -260,6 +294,10 @@ func (d *durableStore) recover(b *Broker) error {
 	flushTail(msgKey{^uint64(0), ^uint64(0)}, true)
 	rb.installLater()
 	replayed := f.n
+	resynced, err := rt.wait()
+	if err != nil {
+		return fmt.Errorf("engine: make the log tail durable: %w", err)
+	}
 	if err := d.finishRepair(rs, cp); err != nil { // before any append (repair.go)
 		return err
 	}
@@ -280,10 +318,10 @@ func (d *durableStore) recover(b *Broker) error {
 	}
 	d.recovered = RecoveryStats{Messages: rb.installed, Expired: len(rb.expired), Orphans: rb.orphans, Moved: rb.moved,
 		Lost: len(rb.lost), Recreated: len(recreate), Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start),
-		AbortedPublishes: aborted}
+		AbortedPublishes: aborted, Resynced: resynced}
 	b.log.Info("broker recovered", "dir", b.opts.Dir, "queues", len(vals), "messages", rb.installed,
 		"expired", len(rb.expired), "orphans", rb.orphans, "log_records_replayed", replayed,
-		"checkpoint", cp, "log_end", end, "took", time.Since(start))
+		"checkpoint", cp, "log_end", end, "tail_resynced_bytes", resynced, "took", time.Since(start))
 	if ri := d.wal.Recovery(); ri.TornTail {
 		b.log.Warn("log tail was torn and cut", "recovery", fmt.Sprintf("%+v", ri))
 	}
@@ -305,6 +343,9 @@ type RecoveryStats struct {
 	// AbortedPublishes counts publishes found cut short in the log and
 	// dropped from every queue (publish.go invariant 1).
 	AbortedPublishes int
+	// Resynced counts the bytes past the checkpoint written again and
+	// fsynced before serving (wal.Log.ResyncTail): the tail a crash left.
+	Resynced int64
 }
 
 // Recovery returns what the last start-up found (zero in memory mode).

@@ -11,17 +11,34 @@ package wal
 // files the bytes written since the last fsync that succeeded, writes them
 // again (their pages are dirty again) and fsyncs them.
 //
+// A process killed after such a failure, before its Resync, leaves the same
+// pages behind, and the next start cannot tell: no fsync of its own reports
+// an error seen by the dead one. ResyncTail covers that start: the owner of
+// the log (the engine) calls it at start-up on everything past its last
+// checkpoint, which a successful fsync covered before the checkpoint was
+// written. After a clean stop that range is empty or nearly so.
+//
 // Invariants:
 //  1. Resync runs only on a failed log (invariant 8 of log.go: the writer
-//     does no more I/O), so nothing else writes the files meanwhile.
-//  2. It covers [SyncedEnd, WrittenEnd) plus, in a recycled file, the end
-//     mark after it: everything written that no successful fsync covered.
-//     Before that range every byte was fsynced (invariant 4).
+//     does no more I/O), and ResyncTail only before the first Append, so
+//     nothing else writes the files meanwhile.
+//  2. Resync covers [SyncedEnd, WrittenEnd) plus, in a recycled file, the
+//     end mark after it: everything written that no successful fsync
+//     covered. Before that range every byte was fsynced (invariant 4).
+//     ResyncTail covers [from, End at Open) and the end mark the same way.
 //  3. A nil return means the disk holds every byte a reopen will read as
-//     records; on an error the disk still refuses, and nothing may be
-//     reopened on top of the failed bytes.
+//     records in the range; on an error the disk still refuses, and nothing
+//     may be reopened (or appended) on top of the failed bytes.
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// rewriteChunk bounds the buffer of a rewrite: a tail of hundreds of MiB is
+// rewritten a chunk at a time, with one fsync per segment.
+const rewriteChunk = 1 << 20
 
 // Resync makes durable, on a log whose write or fsync failed, what a
 // reopen of its files would find (see above). It returns nil at once for
@@ -31,12 +48,51 @@ func (l *Log) Resync() error {
 		return nil
 	}
 	from, to := l.SyncedEnd(), l.WrittenEnd()
+	if _, err := l.rewriteRange(from, to); err != nil {
+		return err
+	}
+	l.resynced.Store(true) // nothing writes the files any more (invariant 1)
+	l.log.Info("wal resynced after its failure: what a reopen finds is on disk", "from", uint64(from), "to", uint64(to))
+	return nil
+}
+
+// ErrResyncAfterAppend is ResyncTail's error once the log has taken a
+// record since Open.
+var ErrResyncAfterAppend = errors.New("wal: ResyncTail after an append")
+
+// ResyncTail writes again and fsyncs every byte of the log from from to
+// its end, so that what this start read from the page cache is on disk
+// before anything is acknowledged on top of it (see above). It must be
+// called before the first Append; from before the first segment, or in a
+// removed segment's hole, starts at the next segment. It returns the bytes
+// rewritten.
+func (l *Log) ResyncTail(from Pos) (int64, error) {
+	l.mu.Lock()
+	appended := l.mu.records > 0
+	l.mu.Unlock()
+	if appended {
+		return 0, ErrResyncAfterAppend
+	}
+	if err := l.Health(); err != nil {
+		return 0, err
+	}
+	return l.rewriteRange(from, l.WrittenEnd())
+}
+
+// rewriteRange rewrites and fsyncs [from, to), plus the end mark after to
+// in a recycled file, segment by segment. It returns the bytes rewritten.
+func (l *Log) rewriteRange(from, to Pos) (int64, error) {
 	sl := l.segs.Load()
 	var buf []byte
+	var total int64
 	for p := from; p < to; {
 		s := sl.find(p)
 		if s == nil {
-			return fmt.Errorf("wal: resync: no segment holds pos %d", p)
+			s = sl.after(p)
+			if s == nil || s.start >= to {
+				break
+			}
+			p = s.start
 		}
 		segEnd := min(to, s.endPos(to))
 		n := int64(segEnd - p)
@@ -47,30 +103,43 @@ func (l *Log) Resync() error {
 			}
 		}
 		if err := l.rewrite(s, int64(p-s.start), n, &buf); err != nil {
-			return fmt.Errorf("wal: resync of segment %016x: %w", uint64(s.start), err)
+			return total, fmt.Errorf("wal: resync of segment %016x: %w", uint64(s.start), err)
 		}
+		total += n
 		p = segEnd
 	}
-	l.resynced.Store(true) // nothing writes the files any more (invariant 1)
-	l.log.Info("wal resynced after its failure: what a reopen finds is on disk", "from", uint64(from), "to", uint64(to))
-	return nil
+	return total, nil
 }
 
-// rewrite reads n bytes at off of s's file back, writes them again and
-// fsyncs the file.
-func (l *Log) rewrite(s *segment, off, n int64, buf *[]byte) error {
-	sf, err := s.acquire()
+// rewrite reads n bytes at off of s's file back, writes them again a chunk
+// at a time, and fsyncs the file. It writes through a handle of its own:
+// the log holds a sealed segment found at Open read-only.
+func (l *Log) rewrite(s *segment, off, n int64, buf *[]byte) (err error) {
+	sf, err := s.acquire() // keeps the file from removal meanwhile
 	if err != nil {
 		return err
 	}
 	defer sf.unref()
-	*buf = growBuf(*buf, int(n), 0)
-	b := (*buf)[:n]
-	if _, err := readFull(sf.f, b, off); err != nil {
+	f, err := l.fs.OpenFile(segName(l.dir, s.start), os.O_RDWR, 0)
+	if err != nil {
 		return err
 	}
-	if _, err := sf.f.WriteAt(b, off); err != nil {
-		return err
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for done := int64(0); done < n; {
+		k := min(n-done, rewriteChunk)
+		*buf = growBuf(*buf, int(k), 0)
+		b := (*buf)[:k]
+		if _, err := readFull(f, b, off+done); err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(b, off+done); err != nil {
+			return err
+		}
+		done += k
 	}
-	return sf.f.Sync()
+	return f.Sync()
 }

@@ -87,3 +87,82 @@ func TestResyncAfterLostWriteback(t *testing.T) {
 		})
 	}
 }
+
+// TestResyncTailAfterKill: the process dies after the failed fsync,
+// before any Resync (Close without one stands in for the kill), and the
+// next start reads the lost record from the page cache. ResyncTail at that
+// start, from the first segment still present (segment 0 was removed: the
+// range starts in a hole), over a tail of several segments, makes it
+// durable: after more acknowledged records and a power loss, the log opens
+// and holds every acknowledged record. The range must cover the whole tail
+// (the returned count), and ResyncTail after an append is refused.
+func TestResyncTailAfterKill(t *testing.T) {
+	fs := NewMemFS()
+	l := mustOpen(t, crashDir, testOptions(t, fs))
+	var acked [][]byte
+	for i := range 200 { // about 1 KiB each: 3+ segments of 64 KiB
+		body := bytes.Repeat([]byte{byte(i)}, 1000+i)
+		appendWait(t, l, 1, body)
+		acked = append(acked, body)
+	}
+	segs := l.Segments()
+	if len(segs) < 4 {
+		t.Fatalf("%d segments, want at least 4", len(segs))
+	}
+	if err := l.RemoveSegment(segs[0].Start); err != nil {
+		t.Fatal(err)
+	}
+	acked = acked[:0]         // what the removed segment held is gone on purpose; check from here on
+	from := segs[0].Start + 1 // inside the hole
+	fs.FailSyncsLosingWrites(syscall.EIO)
+	lost := []Record{{Type: 1, Body: bytes.Repeat([]byte{'x'}, 100)}}
+	if err := l.Append(lost); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitDurable(lost[0].Pos); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("WaitDurable after a failed fsync: %v, want EIO", err)
+	}
+	l.Close() // killed: no Resync
+	fs.FailSyncsLosingWrites(nil)
+
+	l = mustOpen(t, crashDir, testOptions(t, fs))
+	firstKept := l.Segments()[0].Start
+	n, err := l.ResyncTail(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if min := int64(l.WrittenEnd() - firstKept); n < min || n > min+headerSize {
+		t.Fatalf("ResyncTail rewrote %d bytes; the tail from %d to %d is %d", n, firstKept, l.WrittenEnd(), min)
+	}
+	for i := range 5 {
+		body := bytes.Repeat([]byte{byte('A' + i)}, 100)
+		appendWait(t, l, 1, body)
+		acked = append(acked, body)
+	}
+	if _, err := l.ResyncTail(from); !errors.Is(err, ErrResyncAfterAppend) {
+		t.Fatalf("ResyncTail after an append: %v, want ErrResyncAfterAppend", err)
+	}
+	l.Close()
+
+	l2, err := Open(crashDir, testOptions(t, fs.CrashClone(nil)))
+	if err != nil {
+		t.Fatalf("open after the power loss: %v", err)
+	}
+	defer l2.Close()
+	got, _, err := readAll(t, l2, firstKept)
+	if err != nil {
+		t.Fatalf("reading the log after the power loss: %v", err)
+	}
+	have := map[string]bool{}
+	for _, b := range got {
+		have[string(b)] = true
+	}
+	for i, b := range acked {
+		if !have[string(b)] {
+			t.Fatalf("acknowledged record %d of %d lost after the power loss", i, len(acked))
+		}
+	}
+	if !have[string(lost[0].Body)] {
+		t.Fatal("the record the start-up read from the page cache is not on disk")
+	}
+}

@@ -151,6 +151,20 @@ func (sl *segList) find(p Pos) *segment {
 	return s
 }
 
+// after returns the first live segment starting after p, or nil.
+func (sl *segList) after(p Pos) *segment {
+	i, _ := slices.BinarySearchFunc(sl.segs, p, func(s *segment, p Pos) int {
+		if s.start <= p {
+			return -1
+		}
+		return 1
+	})
+	if i == len(sl.segs) {
+		return nil
+	}
+	return sl.segs[i]
+}
+
 // last returns the active segment.
 func (sl *segList) last() *segment { return sl.segs[len(sl.segs)-1] }
 
