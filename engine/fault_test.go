@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -294,5 +295,77 @@ func TestDamagedIndex(t *testing.T) {
 			}
 			t.Logf("reported: %v", err)
 		})
+	}
+}
+
+// TestCheckpointFailureStopsChangesUntilReopened: an index commit fails in
+// a checkpoint (the checkpointer's run, as on the clock). Without
+// checkpoints the log a restart must replay would grow without bound, so
+// the broker takes no more changes and asks to be reopened (NeedsReopen,
+// which the server's keeper acts on); its log did not fail, so Resync has
+// nothing to do. Reopened on the same directory with the index working, it
+// holds every acknowledged send and takes new ones. Seen failing with the
+// checkpointer's storageFailed call removed: "NeedsReopen after a failed
+// checkpoint: <nil>".
+func TestCheckpointFailureStopsChangesUntilReopened(t *testing.T) {
+	dir := t.TempDir()
+	clk := NewFakeClock(t0)
+	var failIdx atomic.Bool
+	injected := errors.New("injected index write error")
+	open := func() *Broker {
+		return openDurableTest(t, dir, clk, func(o *Options) {
+			o.CheckpointRecords = 10
+			o.testCommit = func(idx *index.Store, b *index.Batch) error {
+				if failIdx.Load() {
+					return injected
+				}
+				return idx.Commit(b)
+			}
+		})
+	}
+	b := open()
+	q := mustQueue(t, b, "cp", DefaultQueueConfig())
+	var acked []string
+	for i := range 30 {
+		body := fmt.Sprintf("m-%d", i)
+		if _, err := q.Send([]SendEntry{{Body: []byte(body)}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, body)
+	}
+	failIdx.Store(true)
+	durableOf(b).checkpointJob() // over CheckpointRecords: it checkpoints, and the commit fails
+	if err := b.NeedsReopen(); !errors.Is(err, injected) {
+		t.Fatalf("NeedsReopen after a failed checkpoint: %v, want the index's error", err)
+	}
+	if _, err := q.Send([]SendEntry{{Body: []byte("refused")}}, nil); err == nil {
+		t.Fatal("a send after the failed checkpoint was accepted")
+	}
+	if err := b.Resync(); err != nil {
+		t.Fatalf("Resync with a healthy log: %v", err)
+	}
+	b.Close()
+
+	failIdx.Store(false)
+	b = open()
+	defer b.Close()
+	if err := b.NeedsReopen(); err != nil {
+		t.Fatalf("reopened broker still failed: %v", err)
+	}
+	have := bodiesIn(t, b, "cp")
+	for _, body := range acked {
+		if !have[body] {
+			t.Fatalf("acknowledged send %q lost across the reopen", body)
+		}
+	}
+	if have["refused"] {
+		t.Fatal("the refused send came back")
+	}
+	q, _ = b.Queue("cp")
+	if _, err := q.Send([]SendEntry{{Body: []byte("after")}}, nil); err != nil {
+		t.Fatalf("send after the reopen: %v", err)
+	}
+	if err := durableOf(b).checkpoint(); err != nil {
+		t.Fatalf("checkpoint after the reopen: %v", err)
 	}
 }
