@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"syscall"
 	"testing"
 )
@@ -164,5 +165,60 @@ func TestResyncTailAfterKill(t *testing.T) {
 	}
 	if !have[string(lost[0].Body)] {
 		t.Fatal("the record the start-up read from the page cache is not on disk")
+	}
+}
+
+// TestResyncTailLargerThanAChunk: the start-up rewrite goes a chunk at a
+// time (rewriteChunk); writes lost by a failed fsync that span several
+// chunks of one segment all reach the disk. Seen failing with the rewrite
+// stopped after its first chunk ("record at 984232 not on disk").
+func TestResyncTailLargerThanAChunk(t *testing.T) {
+	fs := NewMemFS()
+	opts := testOptions(t, fs)
+	opts.SegmentBytes = 8 * rewriteChunk
+	opts.BufferBytes = 4 * rewriteChunk
+	l := mustOpen(t, crashDir, opts)
+	appendWait(t, l, 1, bytes.Repeat([]byte{'a'}, 1000))
+	fs.FailSyncsLosingWrites(syscall.EIO)
+	var lost []Record
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 40 { // 40 × 64 KiB, incompressible: 2.5 chunks, in one segment
+		body := make([]byte, 64<<10)
+		for j := range body {
+			body[j] = byte(rnd.Uint32())
+		}
+		lost = append(lost, Record{Type: 1, Body: body})
+	}
+	if err := l.Append(lost); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitDurable(lost[len(lost)-1].Pos); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("WaitDurable after a failed fsync: %v, want EIO", err)
+	}
+	l.Close() // killed: no Resync
+	fs.FailSyncsLosingWrites(nil)
+
+	l = mustOpen(t, crashDir, opts)
+	n, err := l.ResyncTail(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 2*rewriteChunk {
+		t.Fatalf("ResyncTail rewrote %d bytes, want over %d", n, 2*rewriteChunk)
+	}
+	l.Close()
+	l2, err := Open(crashDir, testOptions(t, fs.CrashClone(nil)))
+	if err != nil {
+		t.Fatalf("open after the power loss: %v", err)
+	}
+	defer l2.Close()
+	got, _, err := readAll(t, l2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range lost {
+		if !bytes.Equal(got[r.Pos], r.Body) {
+			t.Fatalf("record at %d not on disk after the power loss", r.Pos)
+		}
 	}
 }
