@@ -414,6 +414,9 @@ type StorageStats struct {
 	FreeBytes        int64 // free bytes at the last sample
 	FreeSpaceReserve int64 // the reserve (0: the guard is off)
 	WAL              wal.Stats
+	// Recovery is what this broker's start-up found and did (durable;
+	// Broker.Recovery).
+	Recovery RecoveryStats
 }
 
 // ReleaseMemory gives back to the operating system what the broker holds

@@ -377,6 +377,7 @@ func (d *durableStore) stats(st *StorageStats) {
 	st.CheckpointAt = d.cpPos.Load()
 	st.IndexBytes = d.idx.DiskBytes()
 	st.WAL = d.wal.Stats()
+	st.Recovery = d.recovered
 }
 
 func (d *durableStore) recovery() RecoveryStats { return d.recovered }

@@ -89,6 +89,9 @@ func TestLostWritebackAcrossRestart(t *testing.T) {
 			if got, want := b.Recovery().Resynced > 0, arm.tailResync; got != want {
 				t.Fatalf("start-up resynced %d bytes of the tail; want some: %v", b.Recovery().Resynced, want)
 			}
+			if st := b.Stats().Storage.Recovery; st != b.Recovery() {
+				t.Fatalf("StorageStats.Recovery %+v, Recovery %+v", st, b.Recovery())
+			}
 			q, err := b.Queue("lw")
 			if err != nil {
 				t.Fatal(err)

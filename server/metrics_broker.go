@@ -164,6 +164,10 @@ func newBrokerCollector(s *Server) *brokerCollector {
 		{"smqd_disk_full", "1 while free space is below the reserve: new messages and queues are refused, receives and deletes work.", func(st *engine.StorageStats) float64 { return b2f(st.DiskFull) }},
 		{"smqd_disk_free_bytes", "Free bytes of the data directory's file system at the last sample.", func(st *engine.StorageStats) float64 { return float64(st.FreeBytes) }},
 		{"smqd_disk_reserve_bytes", "Free space below which new messages are refused (0: the guard is off).", func(st *engine.StorageStats) float64 { return float64(st.FreeSpaceReserve) }},
+		{"smqd_recovery_duration_seconds", "Time the last start-up took to rebuild the state from the index and the log (the longest shard's on a cluster node).", func(st *engine.StorageStats) float64 { return st.Recovery.Took.Seconds() }},
+		{"smqd_recovery_replayed_records", "Log records past the checkpoint the last start-up replayed (after a clean stop, about none).", func(st *engine.StorageStats) float64 { return float64(st.Recovery.Replayed) }},
+		{"smqd_recovery_resynced_bytes", "Log bytes past the checkpoint the last start-up wrote again and fsynced before serving (what a crash left in the page cache).", func(st *engine.StorageStats) float64 { return float64(st.Recovery.Resynced) }},
+		{"smqd_recovery_lost_messages", "Messages the last start-up dropped because their records lay in damaged or cut parts of the log (a --wal-repair start; 0 otherwise).", func(st *engine.StorageStats) float64 { return float64(st.Recovery.Lost) }},
 	}
 	for _, g := range gauges {
 		d.storageGauges = append(d.storageGauges, desc(g.name, g.help))
@@ -172,7 +176,7 @@ func newBrokerCollector(s *Server) *brokerCollector {
 		// (each shard's broker holds the node's reserve: engine/cluster
 		// shardShare; their sum overstated it 8 times).
 		d.storageGaugeMax = append(d.storageGaugeMax, g.name == "smqd_storage_durable" || g.name == "smqd_disk_full" ||
-			g.name == "smqd_disk_free_bytes" || g.name == "smqd_disk_reserve_bytes")
+			g.name == "smqd_disk_free_bytes" || g.name == "smqd_disk_reserve_bytes" || g.name == "smqd_recovery_duration_seconds")
 	}
 	counters := []struct {
 		name, help string

@@ -197,6 +197,17 @@ func TestStorageMetrics(t *testing.T) {
 	if lag := value(t, m, "smqd_checkpoint_lag_bytes"); lag != value(t, m, "smqd_log_end_position")-value(t, m, "smqd_checkpoint_position") {
 		t.Errorf("checkpoint lag %v", lag)
 	}
+	// The start-up of an empty directory: timed, nothing replayed,
+	// rewritten or lost (engine TestLostWritebackAcrossRestart checks the
+	// figures after a crash).
+	if v := value(t, m, "smqd_recovery_duration_seconds"); v <= 0 || v != st.Recovery.Took.Seconds() {
+		t.Errorf("smqd_recovery_duration_seconds %v, engine says %v", v, st.Recovery.Took)
+	}
+	for _, name := range []string{"smqd_recovery_replayed_records", "smqd_recovery_resynced_bytes", "smqd_recovery_lost_messages"} {
+		if v := value(t, m, name); v != 0 {
+			t.Errorf("%s = %v after starting on an empty directory", name, v)
+		}
+	}
 	// The WAL counters: 5 sends, a create and a receive were appended; the
 	// sends were fsynced (--sync always).
 	if v := value(t, m, "smqd_wal_records_total"); v < 7 {
