@@ -16,17 +16,23 @@ import (
 // openDurableTest opens a durable broker in dir on clk.
 func openDurableTest(t testing.TB, dir string, clk *FakeClock, mod func(*Options)) *Broker {
 	t.Helper()
+	b, err := Open(durableTestOptions(t, dir, clk, mod))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// durableTestOptions are openDurableTest's options, for a test that expects
+// the open to fail.
+func durableTestOptions(t testing.TB, dir string, clk *FakeClock, mod func(*Options)) Options {
 	o := Options{Dir: dir, Clock: clk, Logger: testLogger(t), Stripes: 2}
 	o.WAL.SegmentBytes = 256 << 10
 	o.WAL.BufferBytes = 1 << 20
 	if mod != nil {
 		mod(&o)
 	}
-	b, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return o
 }
 
 func TestDurableRestartKeepsEverything(t *testing.T) {

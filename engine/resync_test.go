@@ -106,13 +106,7 @@ func TestLostWritebackAcrossRestart(t *testing.T) {
 			b.Close()
 			crashed.Store(false)
 
-			b, err = Open(func() Options {
-				o := Options{Dir: dir, Clock: clk, Logger: testLogger(t), Stripes: 2}
-				o.WAL.SegmentBytes = 256 << 10
-				o.WAL.BufferBytes = 1 << 20
-				mod(lost)(&o)
-				return o
-			}())
+			b, err = Open(durableTestOptions(t, dir, clk, mod(lost)))
 			if err != nil {
 				if arm.mustKeep {
 					t.Fatalf("open after the power loss: %v", err)

@@ -28,15 +28,7 @@ func TestResyncAfterLostWriteback(t *testing.T) {
 				appendWait(t, l, 1, body)
 				acked = append(acked, body)
 			}
-			fs.FailSyncsLosingWrites(syscall.EIO)
-			lost := []Record{{Type: 1, Body: bytes.Repeat([]byte{'x'}, 100)}}
-			if err := l.Append(lost); err != nil {
-				t.Fatal(err)
-			}
-			if err := l.WaitDurable(lost[0].Pos); !errors.Is(err, syscall.EIO) {
-				t.Fatalf("WaitDurable after a failed fsync: %v, want EIO", err)
-			}
-			fs.FailSyncsLosingWrites(nil) // the disk works again
+			loseWrite(t, fs, l, []Record{{Type: 1, Body: bytes.Repeat([]byte{'x'}, 100)}})
 			if resync {
 				if err := l.Resync(); err != nil {
 					t.Fatal(err)
@@ -115,16 +107,9 @@ func TestResyncTailAfterKill(t *testing.T) {
 	}
 	acked = acked[:0]         // what the removed segment held is gone on purpose; check from here on
 	from := segs[0].Start + 1 // inside the hole
-	fs.FailSyncsLosingWrites(syscall.EIO)
 	lost := []Record{{Type: 1, Body: bytes.Repeat([]byte{'x'}, 100)}}
-	if err := l.Append(lost); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.WaitDurable(lost[0].Pos); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("WaitDurable after a failed fsync: %v, want EIO", err)
-	}
+	loseWrite(t, fs, l, lost)
 	l.Close() // killed: no Resync
-	fs.FailSyncsLosingWrites(nil)
 
 	l = mustOpen(t, crashDir, testOptions(t, fs))
 	firstKept := l.Segments()[0].Start
@@ -179,7 +164,6 @@ func TestResyncTailLargerThanAChunk(t *testing.T) {
 	opts.BufferBytes = 4 * rewriteChunk
 	l := mustOpen(t, crashDir, opts)
 	appendWait(t, l, 1, bytes.Repeat([]byte{'a'}, 1000))
-	fs.FailSyncsLosingWrites(syscall.EIO)
 	var lost []Record
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for range 40 { // 40 × 64 KiB, incompressible: 2.5 chunks, in one segment
@@ -189,14 +173,8 @@ func TestResyncTailLargerThanAChunk(t *testing.T) {
 		}
 		lost = append(lost, Record{Type: 1, Body: body})
 	}
-	if err := l.Append(lost); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.WaitDurable(lost[len(lost)-1].Pos); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("WaitDurable after a failed fsync: %v, want EIO", err)
-	}
+	loseWrite(t, fs, l, lost)
 	l.Close() // killed: no Resync
-	fs.FailSyncsLosingWrites(nil)
 
 	l = mustOpen(t, crashDir, opts)
 	n, err := l.ResyncTail(0)
@@ -220,5 +198,21 @@ func TestResyncTailLargerThanAChunk(t *testing.T) {
 		if !bytes.Equal(got[r.Pos], r.Body) {
 			t.Fatalf("record at %d not on disk after the power loss", r.Pos)
 		}
+	}
+}
+
+// loseWrite appends recs while every fsync fails as on Linux (the writes
+// stay readable but never reach the disk: MemFS FailSyncsLosingWrites),
+// checks that the log reports it, and lets the disk work again. The log
+// is failed afterwards.
+func loseWrite(t *testing.T, fs *MemFS, l *Log, recs []Record) {
+	t.Helper()
+	fs.FailSyncsLosingWrites(syscall.EIO)
+	defer fs.FailSyncsLosingWrites(nil)
+	if err := l.Append(recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitDurable(recs[len(recs)-1].Pos); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("WaitDurable after a failed fsync: %v, want EIO", err)
 	}
 }
