@@ -19,7 +19,8 @@ import (
 // acknowledged send must be there after the power loss, and the log must
 // open without damage.
 //
-// Two things can save the lost record, and each arm leaves only one:
+// Two things can save the lost record; two arms leave one each, the third
+// neither:
 //   - heal-then-close: the disk works again before the stop, so Close's
 //     resync rewrites it (start-up's tail resync is switched off);
 //   - kill-while-failing: the disk still refuses at the stop, as when the

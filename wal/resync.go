@@ -120,7 +120,7 @@ func (l *Log) rewrite(s *segment, off, n int64, buf *[]byte) (err error) {
 		return err
 	}
 	defer sf.unref()
-	f, err := l.fs.OpenFile(segName(l.dir, s.start), os.O_RDWR, 0)
+	f, err := l.fs.OpenFile(sf.name, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
