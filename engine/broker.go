@@ -40,8 +40,10 @@ type Broker struct {
 	topics topicSet // topics and subscriptions (topic.go)
 	pusher pusher   // HTTP push delivery (push.go)
 
-	compactMu sync.Mutex // serialises compaction passes (background and explicit)
-	compactor *job       // background compaction on the clock (compaction.go)
+	compactMu    sync.Mutex               // serialises compaction passes (background and explicit)
+	compactWatch map[uint64]*compactWatch // guarded by compactMu: candidates the background pass watches
+	compactor    *job                     // background compaction on the clock (compaction.go)
+	compacted    compactStats             // what compaction did (atomics)
 
 	unreadable atomic.Int64 // bodies that could not be read back (corruption)
 	longPolls  atomic.Int64
@@ -417,6 +419,8 @@ type StorageStats struct {
 	// Recovery is what this broker's start-up found and did (durable;
 	// Broker.Recovery).
 	Recovery RecoveryStats
+	// Compaction is what compaction did since the broker opened.
+	Compaction CompactionStats
 }
 
 // ReleaseMemory gives back to the operating system what the broker holds
@@ -455,7 +459,7 @@ func (b *Broker) Stats() Stats {
 }
 
 func (b *Broker) storageStats() StorageStats {
-	st := StorageStats{Unreadable: b.unreadable.Load()}
+	st := StorageStats{Unreadable: b.unreadable.Load(), Compaction: b.compacted.snapshot()}
 	for _, seg := range b.store.segments(nil) {
 		st.Segments++
 		st.LogBytes += int64(seg.end - seg.start)

@@ -168,6 +168,7 @@ func newBrokerCollector(s *Server) *brokerCollector {
 		{"smqd_recovery_replayed_records", "Log records past the checkpoint the last start-up replayed (after a clean stop, about none).", func(st *engine.StorageStats) float64 { return float64(st.Recovery.Replayed) }},
 		{"smqd_recovery_resynced_bytes", "Log bytes past the checkpoint the last start-up wrote again and fsynced before serving (what a crash left in the page cache).", func(st *engine.StorageStats) float64 { return float64(st.Recovery.Resynced) }},
 		{"smqd_recovery_lost_messages", "Messages the last start-up dropped because their records lay in damaged or cut parts of the log (a --wal-repair start; 0 otherwise).", func(st *engine.StorageStats) float64 { return float64(st.Recovery.Lost) }},
+		{"smqd_compaction_waiting_segments", "Mostly-dead log segments compaction leaves alone because consumers are emptying them fast enough (at most 10 s each).", func(st *engine.StorageStats) float64 { return float64(st.Compaction.Waiting) }},
 	}
 	for _, g := range gauges {
 		d.storageGauges = append(d.storageGauges, desc(g.name, g.help))
@@ -186,6 +187,9 @@ func newBrokerCollector(s *Server) *brokerCollector {
 		{"smqd_storage_replay_waits_total", "Operations (sends, receives, deletes, visibility changes) that waited for the checkpointer because too much log lay beyond the last checkpoint.", func(st *engine.StorageStats) float64 { return float64(st.ReplayWaits) }},
 		{"smqd_storage_unreadable_bodies_total", "Messages dropped because their bodies were damaged on disk (each is logged once with its id).", func(st *engine.StorageStats) float64 { return float64(st.Unreadable) }},
 		{"smqd_disk_full_events_total", "Times the broker entered the disk-full state since start.", func(st *engine.StorageStats) float64 { return float64(st.DiskFullEvents) }},
+		{"smqd_compaction_segments_removed_total", "Log segments compaction removed (no live bodies left in them).", func(st *engine.StorageStats) float64 { return float64(st.Compaction.SegmentsRemoved) }},
+		{"smqd_compaction_relocated_bodies_total", "Message bodies compaction rewrote at the head of the log, to free a mostly-dead segment.", func(st *engine.StorageStats) float64 { return float64(st.Compaction.Relocated) }},
+		{"smqd_compaction_relocated_bytes_total", "Bytes of the bodies compaction rewrote.", func(st *engine.StorageStats) float64 { return float64(st.Compaction.RelocatedBytes) }},
 	}
 	for _, k := range counters {
 		d.storageCounters = append(d.storageCounters, desc(k.name, k.help))

@@ -221,6 +221,12 @@ func TestStorageMetrics(t *testing.T) {
 	for _, name := range []string{"smqd_wal_compressed_records_total", "smqd_wal_segment_rolls_total", "smqd_wal_append_stalls_total", "smqd_wal_ring_reads_total", "smqd_wal_file_reads_total"} {
 		value(t, m, name) // present
 	}
+	// Compaction has had nothing to do on a fresh log.
+	for _, name := range []string{"smqd_compaction_segments_removed_total", "smqd_compaction_relocated_bodies_total", "smqd_compaction_relocated_bytes_total", "smqd_compaction_waiting_segments"} {
+		if v := value(t, m, name); v != 0 {
+			t.Errorf("%s = %v on a fresh log", name, v)
+		}
+	}
 	// Histograms: the bounds are the WAL's, counts and sums are there.
 	fs := st.WAL.FsyncSeconds
 	if len(fs.Bounds) < 2 {
