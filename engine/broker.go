@@ -42,6 +42,7 @@ type Broker struct {
 
 	compactMu    sync.Mutex               // serialises compaction passes (background and explicit)
 	compactWatch map[uint64]*compactWatch // guarded by compactMu: candidates the background pass watches
+	compactFrom  map[uint64]uint64        // guarded by compactMu: where a pass that ran out of budget stopped in a segment
 	compactor    *job                     // background compaction on the clock (compaction.go)
 	compacted    compactStats             // what compaction did (atomics)
 
@@ -65,6 +66,7 @@ func Open(opts Options) (*Broker, error) {
 		queues:       make(map[string]*Queue),
 		byID:         make(map[uint64]*Queue),
 		nextQueueID:  1,
+		compactFrom:  make(map[uint64]uint64),
 	}
 	b.topics.init()
 	b.compactor = newJob(o.Clock, compactInterval, b.compactJob)

@@ -35,6 +35,10 @@ package engine
 //     by the background pass before it is relocated or empty, and while
 //     any candidate waits the job stays armed (it runs again without a
 //     kick), so an idle broker still compacts it.
+//  4. A pass relocates at most its budget (CompactionBytesPerSec / 10),
+//     plus the body that crosses it, however large the segment: a segment
+//     left part-way is taken up at the record after the last one moved
+//     (compactFrom), so the rate limit holds and nothing is read twice.
 //
 // The compactor is a job on the broker's clock (job.go): appends, bodies
 // dying (in-memory mode) and checkpoints (durable mode: segments before the
@@ -42,8 +46,9 @@ package engine
 // again as long as a pass did something or a candidate waits.
 //
 // Owner: compactMu serialises passes (the job's and explicit ones) and
-// guards watch; relocation touches messages only under their stripe locks.
-// The counters in compactStats are atomics, read by Stats.
+// guards compactWatch and compactFrom; relocation touches messages only
+// under their stripe locks. The counters in compactStats are atomics, read
+// by Stats.
 
 import (
 	"errors"
@@ -144,11 +149,14 @@ func (b *Broker) compactPass(budget int64, settle bool) (removed, relocated int,
 	now := b.nowMs()
 	waiting := int64(0)
 	defer func() {
-		b.forgetWatches()
+		b.forgetWatches(segs)
 		b.compacted.waiting.Store(waiting)
 	}()
 	spent := int64(0)
 	for _, s := range segs {
+		if budget > 0 && spent >= budget {
+			break
+		}
 		if s.active || s.live == 0 || s.live*2 >= int64(s.end-s.start) {
 			continue
 		}
@@ -156,20 +164,26 @@ func (b *Broker) compactPass(budget int64, settle bool) (removed, relocated int,
 			waiting++
 			continue
 		}
-		if budget > 0 && spent+s.live > budget && spent > 0 {
-			break
-		}
 		// Relocations are log records too: keep the replay bound.
 		if err := b.store.waitRoom(); err != nil {
 			return removed, relocated, err
 		}
-		delete(b.compactWatch, s.start)
-		n, err := b.relocateSegment(s.start)
+		left := int64(0)
+		if budget > 0 {
+			left = budget - spent
+		}
+		n, bytes, next, err := b.relocateSegment(s.start, b.compactFrom[s.start], left)
 		relocated += n
+		spent += bytes
 		if err != nil {
 			return removed, relocated, err
 		}
-		spent += s.live
+		if next != 0 {
+			b.compactFrom[s.start] = next // the budget ran out in it: go on from there
+		} else {
+			delete(b.compactFrom, s.start)
+			delete(b.compactWatch, s.start)
+		}
 	}
 	return removed, relocated, nil
 }
@@ -203,61 +217,83 @@ func (b *Broker) draining(s segInfo, now int64) bool {
 
 // forgetWatches drops the watches of segments that were not candidates in
 // this pass (emptied, removed, relocated) and clears the marks of the
-// rest. compactMu is held.
-func (b *Broker) forgetWatches() {
+// rest, and drops the resume positions of segments that are gone.
+// compactMu is held.
+func (b *Broker) forgetWatches(segs []segInfo) {
 	for start, w := range b.compactWatch {
 		if !w.seen {
 			delete(b.compactWatch, start)
 		}
 		w.seen = false
 	}
+	for start := range b.compactFrom {
+		if !hasSegment(segs, start) {
+			delete(b.compactFrom, start)
+		}
+	}
 }
 
-// relocateSegment moves every live body of the segment starting at start to
-// the head of the log. Where the segment is damaged (its scan stops at a
+func hasSegment(segs []segInfo, start uint64) bool {
+	for _, s := range segs {
+		if s.start == start {
+			return true
+		}
+	}
+	return false
+}
+
+// relocateSegment moves the live bodies of the segment starting at start,
+// from position from on (0: the segment's start), to the head of the log,
+// until it has moved budget bytes (0: no limit). It returns the bodies and
+// bytes moved, and where to go on if it stopped on the budget (0: the
+// segment is done). Where the segment is damaged (its scan stops at a
 // record it cannot read), the messages whose bodies lie from there to the
 // segment's end are salvaged one by one instead (salvage).
-func (b *Broker) relocateSegment(start uint64) (int, error) {
-	moved := 0
+func (b *Broker) relocateSegment(start, from uint64, budget int64) (moved int, spent int64, next uint64, err error) {
 	var firstErr error
 	var head [bodyHeadLen]byte
-	_, err := b.store.scan(start, func(pos uint64, size uint32, typ uint8, payload []byte) {
-		if firstErr != nil {
-			return
-		}
+	_, err = b.store.scan(start, max(from, start), func(pos uint64, size uint32, typ uint8, payload []byte) bool {
 		qid, stripeIdx, slotIdx, ok := ownerOf(typ, payload)
 		if !ok {
-			return
+			return true
 		}
 		sum, props, body, err := bodyOf(typ, payload)
 		if err != nil {
-			return // cannot parse: its message is salvaged below, or never read
+			return true // cannot parse: its message is salvaged below, or never read
 		}
 		q := b.queueByID(qid)
 		if q == nil || int(stripeIdx) >= len(q.stripes) {
-			return
+			return true
 		}
 		st := &q.stripes[stripeIdx]
 		st.mu.Lock()
-		defer st.mu.Unlock()
 		ok, err = b.relocateLocked(q, st, slotIdx, pos, &sum, props, body, &head)
+		st.mu.Unlock()
 		if err != nil {
 			firstErr = err
-		} else if ok {
-			moved++
+			return false
 		}
+		if ok {
+			moved++
+			spent += int64(size)
+			if budget > 0 && spent >= budget {
+				next = pos + uint64(size)
+				return false
+			}
+		}
+		return true
 	})
 	var dr *damagedRange
 	if errors.As(err, &dr) {
 		n, derr := b.salvage(dr.from, dr.to)
 		moved += n
-		err = derr
+		err, next = derr, 0
 	}
 	if firstErr != nil {
 		b.storageFailed(firstErr)
-		return moved, firstErr
+		return moved, spent, 0, firstErr
 	}
-	return moved, err
+	return moved, spent, next, err
 }
 
 // relocateLocked appends slot idx's body (found at pos) at the head of the

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -97,5 +98,67 @@ func TestCompactionRelocatesASlowTrickle(t *testing.T) {
 			}
 		}
 		t.Fatalf("a segment trickling at 1 KB/s was never relocated: %+v", b.Stats().Storage.Compaction)
+	})
+}
+
+// A pass relocates at most its budget (plus the body that crosses it),
+// even inside one segment with more live bytes than that, and the next
+// pass goes on where it stopped: the rate limit holds for any segment size.
+func TestCompactionHonoursItsBudget(t *testing.T) {
+	bothModes(t, func(t *testing.T) {
+		b, _, q := compactionBroker(t)
+		const budget = 8 << 10
+		errs := make([]error, MaxBatch)
+		for round := 0; round < 8; round++ { // every other message deleted: each segment about half live
+			sendN(t, q, 64, 1000, 0)
+			for k := 0; k < 4; k++ {
+				msgs, err := q.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var hs []ReceiptHandle
+				for i := range msgs {
+					if i%2 == 0 || i%7 == 0 {
+						hs = append(hs, msgs[i].Handle)
+					}
+				}
+				if f, err := q.Delete(hs, errs); f != 0 || err != nil {
+					t.Fatal(f, err)
+				}
+			}
+		}
+		var candidates int64
+		for _, s := range b.store.segments(nil) {
+			if !s.active && s.live > 0 && s.live*2 < int64(s.end-s.start) {
+				candidates += s.live
+			}
+		}
+		if candidates < 3*budget {
+			t.Fatalf("only %d live bytes in mostly-dead segments: the test needs more than a few budgets", candidates)
+		}
+		passes := 0
+		for ; passes < 100; passes++ {
+			before := b.Stats().Storage.Compaction.RelocatedBytes
+			_, moved, err := b.compactOnce(budget)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := b.Stats().Storage.Compaction.RelocatedBytes - before
+			if got > budget+2<<10 {
+				t.Fatalf("pass %d relocated %d bytes, budget %d", passes, got, budget)
+			}
+			if moved == 0 {
+				break
+			}
+		}
+		st := b.Stats().Storage.Compaction
+		t.Logf("%d passes, %+v, candidates held %d live bytes", passes, st, candidates)
+		if st.RelocatedBytes < candidates {
+			t.Fatalf("relocated %d bytes of the %d live in mostly-dead segments", st.RelocatedBytes, candidates)
+		}
+		if st.RelocatedBytes > candidates+candidates/2 {
+			t.Fatalf("relocated %d bytes for %d live: bodies moved more than once", st.RelocatedBytes, candidates)
+		}
+		checkBound(t, b, q, "budget")
 	})
 }

@@ -316,7 +316,7 @@ func (d *durableStore) segments(dst []segInfo) []segInfo {
 	return dst
 }
 
-func (d *durableStore) scan(start uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte)) (bool, error) {
+func (d *durableStore) scan(start, from uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte) bool) (bool, error) {
 	var seg *wal.SegmentInfo
 	for _, s := range d.wal.Segments() {
 		if uint64(s.Start) == start {
@@ -327,7 +327,10 @@ func (d *durableStore) scan(start uint64, fn func(pos uint64, size uint32, typ u
 	if seg == nil || seg.Active || seg.End > d.wal.WrittenEnd() {
 		return false, nil
 	}
-	r, err := d.wal.NewReader(seg.Start, seg.End)
+	if from < start || from > uint64(seg.End) {
+		from = start
+	}
+	r, err := d.wal.NewReader(wal.Pos(from), seg.End)
 	if err != nil {
 		return false, mapErr(err)
 	}
@@ -345,7 +348,9 @@ func (d *durableStore) scan(start uint64, fn func(pos uint64, size uint32, typ u
 		case err != nil:
 			return false, mapErr(err)
 		}
-		fn(uint64(p), uint32(r.NextPos()-p), uint8(typ), payload)
+		if !fn(uint64(p), uint32(r.NextPos()-p), uint8(typ), payload) {
+			return true, nil
+		}
 	}
 }
 

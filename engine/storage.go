@@ -149,10 +149,12 @@ type storage interface {
 	// segments appends the segments, oldest first, to dst.
 	segments(dst []segInfo) []segInfo
 	// scan calls fn for each record of the inactive segment starting at
-	// start, in log order. It reports false (calling nothing) if the segment
-	// is gone or still being written. Damage it cannot read past ends the
-	// scan with a *damagedRange.
-	scan(start uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte)) (bool, error)
+	// start, in log order, from position from (start, or a record boundary
+	// a scan of it reached before), until fn returns false. It reports
+	// false (calling nothing) if the segment is gone or still being
+	// written. Damage it cannot read past ends the scan with a
+	// *damagedRange.
+	scan(start, from uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte) bool) (bool, error)
 	// removeSegment removes the segment starting at start if it is inactive
 	// and has no live bytes; it reports whether it did.
 	removeSegment(start uint64) (bool, error)

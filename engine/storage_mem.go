@@ -289,7 +289,7 @@ func (l *memLog) segments(dst []segInfo) []segInfo {
 	return dst
 }
 
-func (l *memLog) scan(start uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte)) (bool, error) {
+func (l *memLog) scan(start, from uint64, fn func(pos uint64, size uint32, typ uint8, payload []byte) bool) (bool, error) {
 	s := l.find(start)
 	if s == nil || s.start != start {
 		return false, nil
@@ -301,10 +301,16 @@ func (l *memLog) scan(start uint64, fn func(pos uint64, size uint32, typ uint8, 
 	if active || s.written.Load() != used {
 		return false, nil
 	}
-	for off := int64(0); off < used; {
+	off := int64(0)
+	if from > start && from-start <= uint64(used) {
+		off = int64(from - start)
+	}
+	for off < used {
 		b := s.buf[off:]
 		n := int64(binary.LittleEndian.Uint32(b[4:8]))
-		fn(s.start+uint64(off), uint32(memRecHeader+n), b[0], b[memRecHeader:memRecHeader+n:memRecHeader+n])
+		if !fn(s.start+uint64(off), uint32(memRecHeader+n), b[0], b[memRecHeader:memRecHeader+n:memRecHeader+n]) {
+			break
+		}
 		off += memRecHeader + n
 	}
 	return true, nil
