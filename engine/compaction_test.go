@@ -71,6 +71,12 @@ func checkBound(t *testing.T, b *Broker, q *Queue, name string) {
 // compactionBroker opens an in-memory broker, or a durable one when the
 // test name says so, with 64 KiB segments.
 func compactionBroker(t *testing.T) (*Broker, *FakeClock, *Queue) {
+	return compactionBrokerStripes(t, 0)
+}
+
+// compactionBrokerStripes is compactionBroker with that many stripes per
+// queue (0: 2 in memory, the default durable).
+func compactionBrokerStripes(t *testing.T, stripes int) (*Broker, *FakeClock, *Queue) {
 	var b *Broker
 	var clk *FakeClock
 	if strings.HasSuffix(t.Name(), "durable") {
@@ -78,10 +84,16 @@ func compactionBroker(t *testing.T) (*Broker, *FakeClock, *Queue) {
 		b = openDurableTest(t, t.TempDir(), clk, func(o *Options) {
 			o.WAL.SegmentBytes = 64 << 10
 			o.WAL.Sync = wal.SyncNone
+			if stripes > 0 {
+				o.Stripes = stripes
+			}
 		})
 		t.Cleanup(func() { b.Close() })
 	} else {
-		b, clk = openTest(t, Options{MemSegmentBytes: 64 << 10, Stripes: 2})
+		if stripes == 0 {
+			stripes = 2
+		}
+		b, clk = openTest(t, Options{MemSegmentBytes: 64 << 10, Stripes: stripes})
 	}
 	cfg := DefaultQueueConfig()
 	cfg.VisibilityTimeout = 10 * time.Second

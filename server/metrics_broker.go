@@ -168,7 +168,7 @@ func newBrokerCollector(s *Server) *brokerCollector {
 		{"smqd_recovery_replayed_records", "Log records past the checkpoint the last start-up replayed (after a clean stop, about none).", func(st *engine.StorageStats) float64 { return float64(st.Recovery.Replayed) }},
 		{"smqd_recovery_resynced_bytes", "Log bytes past the checkpoint the last start-up wrote again and fsynced before serving (what a crash left in the page cache).", func(st *engine.StorageStats) float64 { return float64(st.Recovery.Resynced) }},
 		{"smqd_recovery_lost_messages", "Messages the last start-up dropped because their records lay in damaged or cut parts of the log (a --wal-repair start; 0 otherwise).", func(st *engine.StorageStats) float64 { return float64(st.Recovery.Lost) }},
-		{"smqd_compaction_waiting_segments", "Mostly-dead log segments compaction leaves alone because consumers are emptying them fast enough (at most 10 s each).", func(st *engine.StorageStats) float64 { return float64(st.Compaction.Waiting) }},
+		{"smqd_compaction_waiting_segments", "Mostly-dead log segments compaction leaves alone because consumers are emptying them fast enough (at most a minute each).", func(st *engine.StorageStats) float64 { return float64(st.Compaction.Waiting) }},
 	}
 	for _, g := range gauges {
 		d.storageGauges = append(d.storageGauges, desc(g.name, g.help))
