@@ -66,6 +66,7 @@ func Open(opts Options) (*Broker, error) {
 		queues:       make(map[string]*Queue),
 		byID:         make(map[uint64]*Queue),
 		nextQueueID:  1,
+		compactWatch: make(map[uint64]*compactWatch),
 		compactFrom:  make(map[uint64]uint64),
 	}
 	b.topics.init()

@@ -198,9 +198,6 @@ func (b *Broker) compactPass(budget int64, settle bool) (removed, relocated int,
 // live bytes fell while watched fast enough to reach zero within
 // compactSettleMax of its first sighting. compactMu is held.
 func (b *Broker) draining(s segInfo, now int64) bool {
-	if b.compactWatch == nil {
-		b.compactWatch = make(map[uint64]*compactWatch)
-	}
 	w := b.compactWatch[s.start]
 	if w == nil {
 		b.compactWatch[s.start] = &compactWatch{firstMs: now, sinceMs: now, live: s.live, seen: true}
