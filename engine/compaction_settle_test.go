@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"testing"
 	"time"
 )
@@ -27,22 +26,8 @@ func tick(clk *FakeClock, d time.Duration) {
 func TestCompactionLeavesADrainingBacklogAlone(t *testing.T) {
 	bothModes(t, func(t *testing.T) {
 		b, clk, q := compactionBroker(t)
-		const n = 600 // about 10 segments of 64 KiB
-		sendN(t, q, n, 1000, 0)
-		for left := n; left > 0; left -= 8 {
-			drain(t, q, min(8, left)) // 8 KB per 100 ms: a segment's half in about 0.4 s
-			tick(clk, compactInterval)
-		}
-		tick(clk, 2*time.Second)
-		st := b.Stats().Storage.Compaction
-		t.Logf("compaction: %+v", st)
-		_, _, seg := storeUsage(b)
-		if st.RelocatedBytes >= seg {
-			t.Fatalf("compaction rewrote %d bodies (%d bytes) that the drain was about to delete", st.Relocated, st.RelocatedBytes)
-		}
-		if st.SegmentsRemoved < 8 {
-			t.Fatalf("only %d drained segments removed", st.SegmentsRemoved)
-		}
+		// 8 KB per 100 ms: a segment's half in about 0.4 s.
+		st := drainInOrder(t, b, clk, q, 600, 8, compactInterval, 8) // about 10 segments of 64 KiB
 		if st.Waiting != 0 {
 			t.Fatalf("%d segments still waiting after the drain", st.Waiting)
 		}
@@ -84,23 +69,32 @@ func TestCompactionRelocatesPinnedSegmentsWhenIdle(t *testing.T) {
 func TestCompactionLeavesASlowDrainAlone(t *testing.T) {
 	bothModes(t, func(t *testing.T) {
 		b, clk, q := compactionBroker(t)
-		const n = 300 // about 5 segments of 64 KiB
-		sendN(t, q, n, 1000, 0)
-		for left := n; left > 0; left -= 2 {
-			drain(t, q, min(2, left)) // 2 KB a second
-			tick(clk, time.Second)
-		}
-		tick(clk, 2*time.Second)
-		st := b.Stats().Storage.Compaction
-		t.Logf("compaction: %+v", st)
-		_, _, seg := storeUsage(b)
-		if st.RelocatedBytes >= seg {
-			t.Fatalf("compaction rewrote %d bodies (%d bytes) of a slow in-order drain", st.Relocated, st.RelocatedBytes)
-		}
-		if st.SegmentsRemoved < 3 {
-			t.Fatalf("only %d drained segments removed", st.SegmentsRemoved)
-		}
+		drainInOrder(t, b, clk, q, 300, 2, time.Second, 3) // about 5 segments of 64 KiB, 2 KB a second
 	})
+}
+
+// drainInOrder sends n messages of 1000 bytes, receives and deletes them
+// in order, per at a time every interval, on the fake clock, and lets the
+// background job settle. It fails if compaction rewrote a segment's worth
+// or more of them, or removed fewer than removed segments, and returns
+// what compaction did.
+func drainInOrder(t *testing.T, b *Broker, clk *FakeClock, q *Queue, n, per int, every time.Duration, removed int64) CompactionStats {
+	t.Helper()
+	sendN(t, q, n, 1000, 0)
+	for left := n; left > 0; left -= per {
+		drain(t, q, min(per, left))
+		tick(clk, every)
+	}
+	tick(clk, 2*time.Second)
+	st := b.Stats().Storage.Compaction
+	t.Logf("compaction: %+v", st)
+	if _, _, seg := storeUsage(b); st.RelocatedBytes >= seg {
+		t.Fatalf("compaction rewrote %d bodies (%d bytes) of an in-order drain", st.Relocated, st.RelocatedBytes)
+	}
+	if st.SegmentsRemoved < removed {
+		t.Fatalf("only %d drained segments removed", st.SegmentsRemoved)
+	}
+	return st
 }
 
 // A segment whose live bytes fall, but too slowly to empty within
@@ -151,25 +145,8 @@ func TestCompactionHonoursItsBudget(t *testing.T) {
 	bothModes(t, func(t *testing.T) {
 		b, _, q := compactionBroker(t)
 		const budget = 8 << 10
-		errs := make([]error, MaxBatch)
-		for round := 0; round < 8; round++ { // every other message deleted: each segment about half live
-			sendN(t, q, 64, 1000, 0)
-			for k := 0; k < 4; k++ {
-				msgs, err := q.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var hs []ReceiptHandle
-				for i := range msgs {
-					if i%2 == 0 || i%7 == 0 {
-						hs = append(hs, msgs[i].Handle)
-					}
-				}
-				if f, err := q.Delete(hs, errs); f != 0 || err != nil {
-					t.Fatal(f, err)
-				}
-			}
-		}
+		// Every other message deleted (and every seventh): each segment about half live.
+		deleteSome(t, q, 8, func(i int) bool { return i%2 == 0 || i%7 == 0 })
 		var candidates int64
 		for _, s := range b.store.segments(nil) {
 			if !s.active && s.live > 0 && s.live*2 < int64(s.end-s.start) {

@@ -182,27 +182,34 @@ func TestCompactionHalfRandomDeletes(t *testing.T) {
 	bothModes(t, func(t *testing.T) {
 		b, _, q := compactionBroker(t)
 		rnd := rand.New(rand.NewPCG(7, 7))
-		errs := make([]error, MaxBatch)
-		for round := 0; round < 50; round++ {
-			sendN(t, q, 64, 1000, 0)
-			for k := 0; k < 4; k++ {
-				msgs, err := q.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, nil)
-				if err != nil {
-					t.Fatal(err)
+		deleteSome(t, q, 50, func(int) bool { return rnd.IntN(2) == 0 })
+		checkBound(t, b, q, "random")
+	})
+}
+
+// deleteSome sends 64 messages of 1000 bytes per round, receives them in
+// 4 batches and deletes those of each batch whose index pick chooses.
+func deleteSome(t *testing.T, q *Queue, rounds int, pick func(i int) bool) {
+	t.Helper()
+	errs := make([]error, MaxBatch)
+	for round := 0; round < rounds; round++ {
+		sendN(t, q, 64, 1000, 0)
+		for k := 0; k < 4; k++ {
+			msgs, err := q.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hs []ReceiptHandle
+			for i := range msgs {
+				if pick(i) {
+					hs = append(hs, msgs[i].Handle)
 				}
-				var hs []ReceiptHandle
-				for i := range msgs {
-					if rnd.IntN(2) == 0 {
-						hs = append(hs, msgs[i].Handle)
-					}
-				}
-				if len(hs) > 0 {
-					if f, err := q.Delete(hs, errs); f != 0 || err != nil {
-						t.Fatal(f, err)
-					}
+			}
+			if len(hs) > 0 {
+				if f, err := q.Delete(hs, errs); f != 0 || err != nil {
+					t.Fatal(f, err)
 				}
 			}
 		}
-		checkBound(t, b, q, "random")
-	})
+	}
 }
