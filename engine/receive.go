@@ -113,6 +113,12 @@ func (q *Queue) waitReceive(ctx context.Context, max int, dst []Message, base in
 		w.timer.Stop()
 		q.waiters.remove(w)
 		if err := b.usable(); err != nil {
+			if errors.Is(err, ErrRetryOnLeader) {
+				// The lead moved while this receive waited: it is answered
+				// as one at a step-down (empty: the client polls again), not
+				// run again on the next leader with a whole new wait.
+				err = ErrNotLeader
+			}
 			return dst, err
 		}
 	}

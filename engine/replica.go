@@ -166,6 +166,14 @@ type Replica interface {
 // the shard's leader does (or none is elected yet). Retryable elsewhere.
 var ErrNotLeader = errors.New("engine: not the leader of this queue's shard")
 
+// ErrRetryOnLeader is the ErrNotLeader of an operation refused before it
+// changed anything: this replica does not lead its shard, or it is handing
+// the lead over (Yield). Running the operation again on the shard's
+// leader is safe, whatever the operation: nothing of it ran here. A bare
+// ErrNotLeader (a proposal that failed at a step-down) promises no such
+// thing: the change may still commit under the next leader.
+var ErrRetryOnLeader = fmt.Errorf("%w (refused before it changed anything: run it on the leader)", ErrNotLeader)
+
 // pendingProp is a leader's proposal whose fate is not known yet.
 type pendingProp struct {
 	id         uint64
@@ -205,6 +213,7 @@ type replStore struct {
 
 	mu      sync.Mutex
 	leader  bool           // guarded by mu: takes changes
+	yield   bool           // guarded by mu: a leader handing the lead over takes no new operation (Yield)
 	term    uint64         // guarded by mu: the term it leads (seqBase)
 	nextID  uint64         // guarded by mu: proposal ids
 	pending []*pendingProp // guarded by mu: in position order
@@ -322,20 +331,19 @@ func (r *replStore) seqBase() uint64 {
 func (r *replStore) topicSupport() error { return ErrTopicsUnsupported }
 
 func (r *replStore) acceptNew() error {
-	r.mu.Lock()
-	leader := r.leader
-	r.mu.Unlock()
-	if !leader {
-		return ErrNotLeader
+	if err := r.writable(); err != nil {
+		return err
 	}
 	return r.durableStore.acceptNew()
 }
 
+// writable is every operation's first check (Broker.usable), made before
+// it changes anything: so its refusal is ErrRetryOnLeader.
 func (r *replStore) writable() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.leader {
-		return ErrNotLeader
+	if !r.leader || r.yield {
+		return ErrRetryOnLeader
 	}
 	return nil
 }

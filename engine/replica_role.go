@@ -39,7 +39,7 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 		r.mu.Unlock()
 		return ErrDiverged
 	}
-	r.leader, r.term = leader, term
+	r.leader, r.term, r.yield = leader, term, false
 	if !leader {
 		for len(r.pending) > 0 {
 			r.resolveLocked(r.pending[0], ErrNotLeader)
@@ -76,6 +76,39 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 		b.mu.RUnlock()
 	}
 	return nil
+}
+
+// Yield makes a leading replica refuse every new operation with
+// ErrRetryOnLeader (on) while it hands its shard's lead over, or take them
+// again (off) when the hand-over did not happen. Operations already past
+// their first check go on and are proposed as usual; Settled reports when
+// none is left waiting for its commit, which is when the hand-over can
+// start without failing any (so without a rebuild: SetLeader). SetLeader
+// ends a yield.
+//
+// For engine/cluster (a planned leader change: balancing, a full disk, a
+// node's shutdown); an error for a broker without replication.
+func (b *Broker) Yield(on bool) error {
+	r, ok := b.store.(*replStore)
+	if !ok {
+		return errors.New("engine: Yield on a broker without replication")
+	}
+	r.mu.Lock()
+	r.yield = on && r.leader
+	r.mu.Unlock()
+	return nil
+}
+
+// Settled reports whether no proposal of this replica waits for its
+// commit (true for a broker without replication).
+func (b *Broker) Settled() bool {
+	r, ok := b.store.(*replStore)
+	if !ok {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending) == 0
 }
 
 // Diverged reports whether the broker's live state may hold a change its

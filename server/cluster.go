@@ -97,18 +97,54 @@ func (w *appendWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); r
 // The forwarded request's first byte: flags.
 const fwdFlagTLS = 1
 
+// serveClusterQueue runs a request for a queue on the shard's leader:
+// here, or forwarded. An operation the leader refused before it changed
+// anything (engine.ErrRetryOnLeader: the lead is being handed over, or
+// just moved) runs again where the shard is led now, within the same
+// wait as a request that finds no leader.
+func (s *Server) serveClusterQueue(ctx *fasthttp.RequestCtx, st *reqState, op op) {
+	deadline := time.Now().Add(s.opts.ClusterLeaderWait)
+	for {
+		if !s.routeCluster(ctx, st, deadline) {
+			return // forwarded, or answered 503
+		}
+		err := s.dispatch(ctx, st, op)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, engine.ErrRetryOnLeader) || s.closing.Load() || time.Now().After(deadline) {
+			s.fail(ctx, st, err)
+			return
+		}
+		st.b = nil
+		time.Sleep(5 * time.Millisecond) // the hand-over's commits and election
+	}
+}
+
+// hdrNotRun marks a forwarded request's answer that says it did not run:
+// the node it was forwarded to does not lead the shard, and knows who
+// does. The forwarding node routes it again. Never sent to a client.
+const hdrNotRun = "X-Smqd-Not-Run"
+
 // routeCluster sets st.b to this node's broker of the queue's shard when
 // it leads it, or forwards the request and answers it; false when the
 // request is answered.
-func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState) bool {
-	deadline := time.Now().Add(s.opts.ClusterLeaderWait)
+func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline time.Time) bool {
 	for {
 		b, leader, err := s.c.Route(string(st.name))
 		if b != nil {
 			st.b = b
 			return true
 		}
-		if err == nil && st.fw == nil {
+		if err == nil && st.fw != nil {
+			// Forwarded here, and the shard is led elsewhere now (the lead
+			// moved while the request was on its way): nothing ran, and
+			// the forwarding node routes it again.
+			ctx.Response.Header.Set(hdrNotRun, "1")
+			s.writeError(ctx, st, codeServiceUnavailable, "this node does not lead the queue's shard (its lead moved); retry")
+			return false
+		}
+		if err == nil {
 			ferr := s.forward(ctx, st, leader)
 			if ferr == nil {
 				return false
@@ -183,8 +219,15 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) 
 	if err := ctx.Response.Read(f.br); err != nil {
 		return fmt.Errorf("cluster: the leader's answer could not be read: %w", err)
 	}
+	if len(ctx.Response.Header.Peek(hdrNotRun)) > 0 {
+		ctx.Response.Reset()
+		return fmt.Errorf("node %d no longer leads the shard: %w", leader, errNotRun)
+	}
 	return nil
 }
+
+// errNotRun: a forwarded request did not run (hdrNotRun); route it again.
+var errNotRun = fmt.Errorf("the request did not run: %w", cluster.ErrNotSent)
 
 // serveForwarded runs a request another node forwarded and appends the
 // answer (an HTTP/1.1 response) to dst.

@@ -135,6 +135,9 @@ var engineErrors = [...]struct {
 	{engine.ErrClosed, codeServiceUnavailable, "the broker is shutting down"},
 	{engine.ErrDiskFull, codeDiskFull, "the broker's disk is full: new messages and queues are refused until space is freed; receives and deletes work"},
 	{engine.ErrStorageUnavailable, codeServiceUnavailable, "the broker's storage cannot take changes right now (a new log segment file cannot be made); retry later"},
+	// Refused before it ran: the shard's lead is being handed over (or just
+	// moved), and the request found no leader to run it within the wait.
+	{engine.ErrRetryOnLeader, codeServiceUnavailable, "the queue's shard is handing its lead to another node; the request did not run; retry"},
 	// A cluster node's broker of a shard it stopped leading mid-request.
 	{engine.ErrNotLeader, codeServiceUnavailable, "this node stopped leading the queue's shard while the request ran (a failover); retry"},
 	{engine.ErrDiverged, codeServiceUnavailable, "the queue's shard is being rebuilt on this node after a failover; retry"},

@@ -30,6 +30,7 @@ var engineErrorValues = map[string]error{
 	"ErrDiskFull":           engine.ErrDiskFull,
 	"ErrStorageUnavailable": engine.ErrStorageUnavailable,
 	"ErrNotLeader":          engine.ErrNotLeader,
+	"ErrRetryOnLeader":      engine.ErrRetryOnLeader,
 	"ErrDiverged":           engine.ErrDiverged,
 	// Topics.
 	"ErrTopicNotExist":            engine.ErrTopicNotExist,

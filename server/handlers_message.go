@@ -179,7 +179,7 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 			// receive, and the SDK's next poll reaches the new one.
 			return engine.ErrMessageNotExist
 		}
-		if !peek && errors.Is(err, engine.ErrNotLeader) {
+		if !peek && errors.Is(err, engine.ErrNotLeader) && !errors.Is(err, engine.ErrRetryOnLeader) {
 			// The shard's leader changed while the receive ran (a
 			// failover, a hand-over, this node's shutdown): whatever it
 			// took was not committed and is still there on the new

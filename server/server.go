@@ -422,11 +422,20 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 				s.fail(ctx, st, errReopening)
 				return
 			}
-		} else if !s.routeCluster(ctx, st) {
-			return // forwarded, or answered 503
+		} else {
+			s.serveClusterQueue(ctx, st, r.op) // cluster.go
+			return
 		}
 	}
-	switch r.op {
+	if err = s.dispatch(ctx, st, r.op); err != nil {
+		s.fail(ctx, st, err)
+	}
+}
+
+// dispatch runs a routed request on st.b (or, for ListQueue, on every
+// broker), writing its answer, or returns the error to answer.
+func (s *Server) dispatch(ctx *fasthttp.RequestCtx, st *reqState, op op) (err error) {
+	switch op {
 	case opListQueue:
 		err = s.listQueues(ctx, st)
 	case opCreateQueue:
@@ -449,9 +458,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 	case opChangeMessageVisibility:
 		err = s.changeVisibility(ctx, st)
 	}
-	if err != nil {
-		s.fail(ctx, st, err)
-	}
+	return err
 }
 
 // decodeQueueName percent-decodes a path segment and validates it as a

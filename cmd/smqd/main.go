@@ -252,6 +252,20 @@ wait:
 			certs.reload()
 		}
 	}
+	if node != nil && serveErr == nil {
+		// Hand every shard this node leads to another member while the
+		// API still serves (and forwards): the others need no election
+		// timeout to replace it, and no client request fails.
+		hctx, hcancel := context.WithTimeout(context.Background(), min(10*time.Second, cfg.shutdownTimeout/3))
+		start := time.Now()
+		err := node.HandOverLeads(hctx)
+		hcancel()
+		if err != nil {
+			log.Warn("shutting down without handing every lead over: the others elect new leaders", "err", err, "took", time.Since(start))
+		} else {
+			log.Info("every lead handed over", "took", time.Since(start))
+		}
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	shutErr := srv.Shutdown(sctx)

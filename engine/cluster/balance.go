@@ -53,7 +53,7 @@ func preferredLeader(shard int, voters []uint64) uint64 {
 // balance runs in the shard's loop: see the file comment.
 func (s *shard) balance() {
 	st := s.rn.Status()
-	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 || s.handing != nil {
 		s.balanceOK = 0
 		return
 	}
@@ -61,16 +61,19 @@ func (s *shard) balance() {
 	// the leader clears it every election timeout, and a check on a
 	// fixed period can land just after that clearing every time (it did:
 	// a shard kept the wrong leader for good on a loaded machine).
-	active := func(id uint64) bool {
-		return time.Since(s.heard[id]) < 2*s.n.cfg.Tick*time.Duration(s.n.cfg.ElectionTicks)
-	}
-	if s.n.diskFull.Load() {
+	active := s.activeMember
+	switch {
+	case s.n.diskFull.Load():
 		s.balanceOK = 0
-		s.handOff(active) // handoff.go
+		s.handOff(active, "disk full: handing the lead to a member with room") // handoff.go
+		return
+	case s.n.leaving.Load():
+		s.balanceOK = 0
+		s.handOff(active, "node shutting down: handing the lead over")
 		return
 	}
 	want := preferredLeader(s.id, s.st.votersNow())
-	if want == 0 || want == s.n.cfg.NodeID || s.n.peerFull(want) {
+	if want == 0 || want == s.n.cfg.NodeID || s.n.unwanted(want) {
 		s.balanceOK = 0
 		return
 	}
@@ -85,5 +88,5 @@ func (s *shard) balance() {
 	}
 	s.balanceOK = 0
 	s.log.Info("handing the lead to the shard's preferred leader", "to", want, "term", st.GetTerm())
-	s.rn.TransferLeader(want)
+	s.handLeadTo(want) // transfer.go
 }

@@ -31,7 +31,6 @@ package cluster
 // both.
 
 import (
-	"slices"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -44,13 +43,14 @@ const (
 	nodeStateShard = 0xffff
 	nodeStateV1    = 1
 	stateDiskFull  = 1 << 0
+	stateLeaving   = 1 << 1 // shutting down: hand it no lead (transfer.go)
 	// stateStale: a peer's state older than this is forgotten.
 	stateStale = 5 * balanceEvery
 )
 
 type peerState struct {
-	full bool
-	at   time.Time
+	full, leaving bool
+	at            time.Time
 }
 
 // pollDiskFull sets n.diskFull from the shard brokers (their disks are
@@ -70,9 +70,18 @@ func (n *Node) pollDiskFull() {
 			n.log.Info("disk space is back: this node may lead shards again")
 		}
 	}
+	n.sendState()
+}
+
+// sendState tells every peer this node's state: its disk full, it leaving
+// (HandOverLeads, transfer.go).
+func (n *Node) sendState() {
 	var flags byte
-	if full {
+	if n.diskFull.Load() {
 		flags |= stateDiskFull
+	}
+	if n.leaving.Load() {
+		flags |= stateLeaving
 	}
 	n.bookMu.Lock()
 	msgs := make([]*pb.Message, 0, len(n.book))
@@ -96,7 +105,7 @@ func (n *Node) noteState(m *pb.Message) {
 	if n.peerStates == nil {
 		n.peerStates = map[uint64]peerState{}
 	}
-	n.peerStates[m.GetFrom()] = peerState{full: c[1]&stateDiskFull != 0, at: time.Now()}
+	n.peerStates[m.GetFrom()] = peerState{full: c[1]&stateDiskFull != 0, leaving: c[1]&stateLeaving != 0, at: time.Now()}
 	n.stateMu.Unlock()
 }
 
@@ -111,20 +120,34 @@ func (n *Node) peerFull(id uint64) bool {
 	return ps.full && time.Since(ps.at) < stateStale
 }
 
-// handOff (the shard's loop, on its leader, the node's disk full) hands
-// the shard to the first voter in its order of preference that is active
-// and has room; with none, it keeps the lead.
-func (s *shard) handOff(active func(uint64) bool) {
-	voters := slices.Clone(s.st.votersNow())
-	slices.Sort(voters)
-	for k := range voters {
-		to := voters[(s.id+1+k)%len(voters)]
-		if to == s.n.cfg.NodeID || s.n.peerFull(to) || !active(to) {
+// unwanted reports whether member id should not be handed a lead: its
+// disk is full, or it is shutting down (transfer.go); for this node, the
+// same of itself.
+func (n *Node) unwanted(id uint64) bool {
+	if id == n.cfg.NodeID {
+		return n.diskFull.Load() || n.leaving.Load()
+	}
+	n.stateMu.Lock()
+	ps := n.peerStates[id]
+	n.stateMu.Unlock()
+	return (ps.full || ps.leaving) && time.Since(ps.at) < stateStale
+}
+
+// handOff (the shard's loop, on its leader: the node's disk is full, or it
+// is shutting down) hands the shard to the first voter in its order of
+// preference that is active and wanted; with none, it keeps the lead
+// (false).
+func (s *shard) handOff(active func(uint64) bool, why string) bool {
+	for _, to := range s.preference() {
+		if to == s.n.cfg.NodeID || s.n.unwanted(to) || !active(to) {
 			continue
 		}
-		s.log.Warn("disk full: handing the lead to a member with room", "to", to)
-		s.n.handoffs.Add(1)
-		s.rn.TransferLeader(to)
-		return
+		s.log.Warn(why, "to", to)
+		if s.n.diskFull.Load() {
+			s.n.handoffs.Add(1)
+		}
+		s.handLeadTo(to) // transfer.go
+		return true
 	}
+	return false
 }

@@ -83,6 +83,7 @@ type Node struct {
 	book   map[uint64]string // guarded by bookMu: the members' raft addresses (members.go)
 
 	diskFull   atomic.Bool // this node's disk is full (handoff.go)
+	leaving    atomic.Bool // this node hands its leads over to shut down (transfer.go)
 	handoffs   atomic.Int64
 	stateMu    sync.Mutex
 	peerStates map[uint64]peerState // guarded by stateMu: what peers last said of their disks (handoff.go)

@@ -102,6 +102,8 @@ type shard struct {
 	readMu        sync.Mutex
 	reads         map[uint64]chan uint64 // guarded by readMu: the read barriers waiting for Raft's answer
 	balanceOK     int                    // run: consecutive checks the preferred leader was ready (balance.go)
+	handing       *handing               // run: a hand-over of the lead under way (transfer.go)
+	noHeir        atomic.Bool            // the last hand-over for a shutdown found no member to hand to (transfer.go)
 	heard         map[uint64]time.Time   // run: when each other member last sent this member a message (balance.go)
 	// While this member leads: when the loop last stepped a message of
 	// any follower (run), and for the metrics how often it went over
@@ -366,6 +368,9 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 		}
 		for err == nil && s.rn.HasReady() {
 			err = s.handleReady(s.rn.Ready())
+		}
+		if err == nil {
+			s.stepTransfer() // transfer.go
 		}
 		if err != nil && !s.restartAfterFailure(err, tick, stop) {
 			return

@@ -1,0 +1,133 @@
+package main
+
+// SIGTERM on a cluster node hands its leads over before it stops
+// (engine/cluster/transfer.go HandOverLeads): real daemons, a client
+// sending through the other nodes the whole time. No send fails, the
+// stopping node says it handed every lead over, and the others lead every
+// shard at once, with no election timeout to wait out.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/smqd/smqd/cmd/internal/testnet"
+)
+
+func TestDaemonClusterSIGTERMHandsLeadsOver(t *testing.T) {
+	bin, err := buildDaemon(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(t.TempDir(), "credentials")
+	const keyID, secret = "handover", "hand-over-cluster-secret-0123456789"
+	if err := os.WriteFile(creds, []byte(keyID+" "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	raft, api := make([]string, n), make([]string, n)
+	var peers []string
+	for i := range n {
+		raft[i], api[i] = testnet.FreeLoopback(t), testnet.FreeLoopback(t)
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, raft[i]))
+	}
+	nodes := make([]*clusterDaemon, n)
+	for i := range n {
+		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], strings.Join(peers, ","), creds, "--shards", "3")
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := preferredLeadersReady(api)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster did not settle within 60 s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	do := func(method, url, body string) (int, string) {
+		r := signedRequestBody(t, method, url, body, keyID, secret)
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return r.StatusCode, string(b)
+	}
+	// Queues on every shard: node 1 leads one of the three (the preferred
+	// leaders), so it has a lead to hand over.
+	var queues []string
+	for k := range 9 {
+		q := fmt.Sprintf("ho-%d", k)
+		if st, body := do("PUT", "http://"+api[1]+"/queues/"+q, ""); st != 201 {
+			t.Fatalf("create %s: %d %s", q, st, body)
+		}
+		queues = append(queues, q)
+	}
+	var (
+		stop     atomic.Bool
+		sends    atomic.Int64
+		mu       sync.Mutex
+		failures []string
+	)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		via := api[1+w%2] // nodes 2 and 3, which keep running
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; !stop.Load() && k < 100000; k++ {
+				q := queues[(w+k)%len(queues)]
+				st, body := do("POST", "http://"+via+"/queues/"+q+"/messages", "<Message><MessageBody>x</MessageBody></Message>")
+				sends.Add(1)
+				if st != 201 {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("send to %s via %s: %d %s", q, via, st, body))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	waitSends := func(n int64) {
+		limit := time.Now().Add(30 * time.Second)
+		for sends.Load() < n {
+			if time.Now().After(limit) {
+				t.Fatalf("only %d sends within 30 s", sends.Load())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitSends(100)
+	nodes[0].stop(t) // SIGTERM, a clean exit required
+	waitSends(sends.Load() + 100)
+	stop.Store(true)
+	wg.Wait()
+	if !strings.Contains(nodes[0].stderr.String(), "every lead handed over") {
+		t.Errorf("node 1 did not hand its leads over:\n%s", tail(nodes[0].stderr.String(), 3000))
+	}
+	if len(failures) > 0 {
+		t.Fatalf("%d sends failed while node 1 stopped, first: %v", len(failures), failures[0])
+	}
+	// The others lead every shard.
+	var st struct {
+		Shards []struct {
+			Leader uint64 `json:"leader"`
+		} `json:"shards"`
+	}
+	if err := json.Unmarshal([]byte(httpGet(t, "http://"+api[1]+"/cluster")), &st); err != nil {
+		t.Fatal(err)
+	}
+	for i, sh := range st.Shards {
+		if sh.Leader == 1 || sh.Leader == 0 {
+			t.Errorf("shard %d: leader %d after node 1 stopped", i, sh.Leader)
+		}
+	}
+	for _, d := range nodes[1:] {
+		d.stop(t)
+	}
+}

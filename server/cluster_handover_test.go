@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A planned leader change costs clients nothing (engine/cluster/transfer.go,
+// serveClusterQueue): while clients send, receive and delete through every
+// node, the shard's leader hands its lead over (HandOverLeads, as smqd does
+// on SIGTERM) twice. Every request is answered as without a hand-over: no
+// 503, no other error, and every acknowledged send is received or still in
+// the queue at the end.
+func TestClusterHandOverCostsClientsNothing(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/ho", ""), 201)
+
+	var (
+		stop     atomic.Bool
+		mu       sync.Mutex
+		failures []string
+		sent     = map[string]bool{}
+		deleted  = map[string]bool{}
+		requests atomic.Int64
+	)
+	fail := func(what string, r *response) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(failures) < 20 {
+			failures = append(failures, fmt.Sprintf("%s: %d %s", what, r.status, r.body))
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range 6 {
+		cl := c.envs[w%3].client()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; !stop.Load() && n < 20000; n++ {
+				body := fmt.Sprintf("w%d-%d", w, n)
+				r := cl.post("/queues/ho/messages", sendBody(body, ""))
+				requests.Add(1)
+				if r.status != 201 {
+					fail("send "+body, r)
+					continue
+				}
+				mu.Lock()
+				sent[body] = true
+				mu.Unlock()
+				r = cl.get("/queues/ho/messages?waitseconds=0")
+				requests.Add(1)
+				if r.status == 404 {
+					continue // empty for now: another worker took them
+				}
+				if r.status != 200 {
+					fail("receive", r)
+					continue
+				}
+				var m xMessage
+				decode(t, r, &m)
+				r = cl.del("/queues/ho/messages?ReceiptHandle="+m.ReceiptHandle, "")
+				requests.Add(1)
+				if r.status != 204 {
+					fail("delete "+m.MessageBody, r)
+					continue
+				}
+				mu.Lock()
+				deleted[m.MessageBody] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	// Let the load run, then move the lead twice: from its first leader,
+	// then from the second (a leaving node is handed no lead again).
+	waitRequests := func(n int64) {
+		clusterEventually(t, "requests under way", func() error {
+			if got := requests.Load(); got < n {
+				return fmt.Errorf("%d requests", got)
+			}
+			return nil
+		})
+	}
+	waitRequests(300)
+	for range 2 {
+		lead := c.leaderOf("ho")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := c.nodes[lead].HandOverLeads(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("node %d hands its lead over: %v", lead+1, err)
+		}
+		if now := c.leaderOf("ho"); now == lead {
+			t.Fatalf("node %d still leads after handing its lead over", lead+1)
+		}
+		waitRequests(requests.Load() + 300)
+	}
+	stop.Store(true)
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d+ requests failed across the hand-overs, first: %v", len(failures), failures)
+	}
+	// No acknowledged send lost: what was not deleted is still there.
+	cl := c.envs[0].client()
+	for {
+		r := cl.get("/queues/ho/messages?waitseconds=0")
+		if r.status == 404 {
+			break
+		}
+		wantStatus(t, r, 200)
+		var m xMessage
+		decode(t, r, &m)
+		deleted[m.MessageBody] = true
+		wantStatus(t, cl.del("/queues/ho/messages?ReceiptHandle="+m.ReceiptHandle, ""), 204)
+	}
+	for body := range sent {
+		if !deleted[body] {
+			t.Errorf("acknowledged send %s is gone", body)
+		}
+	}
+	t.Logf("%d requests, %d messages sent", requests.Load(), len(sent))
+}
+
+// A request forwarded to a node that does not lead the queue's shard (the
+// lead moved while it was on its way) is answered at once with the
+// not-run mark, which the forwarding node takes as "route it again"; it
+// used to wait there for the whole leader wait and answer 503.
+func TestClusterForwardedToAFollowerIsNotRun(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/moved", ""), 201)
+	lead := c.leaderOf("moved")
+	follower := (lead + 1) % 3
+	raw := "\x00" + c.envs[follower].client().build(req{method: "POST", target: "/queues/moved/messages", body: sendBody("x", "")})
+	out := string(c.envs[follower].srv.serveForwarded(context.Background(), uint64(lead+1), []byte(raw), nil))
+	if !strings.Contains(out, hdrNotRun+": 1") {
+		t.Fatalf("a request forwarded to a follower was answered without the not-run mark: %q", out)
+	}
+	q, err := c.nodes[lead].Broker(0).Queue("moved")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := q.Attributes(); err != nil || info.Active != 0 {
+		t.Fatalf("the not-run request ran: %+v %v", info, err)
+	}
+}
