@@ -373,6 +373,18 @@ func (r *replStore) append(recs []logRec) error {
 		}
 		return ErrNotLeader
 	}
+	if r.yield && allSends(recs) {
+		// A send that passed its first check just before the broker
+		// yielded (Yield): its messages are still pending, seen by nothing
+		// else, and it releases them when its append fails. Refused like
+		// a new operation, it runs again on the next leader, instead of
+		// being proposed during the hand-over, held, and failed at the
+		// step-down (which would make the broker rebuild).
+		for i := range recs {
+			recs[i].pos, recs[i].size = 0, 0
+		}
+		return ErrRetryOnLeader
+	}
 	if err := r.durableStore.append(recs); err != nil {
 		return err
 	}
@@ -391,6 +403,16 @@ func (r *replStore) append(recs []logRec) error {
 		r.resolveLocked(p, fmt.Errorf("%w: %w", ErrNotLeader, err))
 	}
 	return nil
+}
+
+// allSends reports whether recs are a send's records only.
+func allSends(recs []logRec) bool {
+	for i := range recs {
+		if !isSendRec(recs[i].typ) {
+			return false
+		}
+	}
+	return len(recs) > 0
 }
 
 // waitDurable waits until the proposal holding pos is committed.
