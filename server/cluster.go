@@ -16,12 +16,17 @@ package server
 //     ServiceUnavailable, which every SDK treats as retryable.
 //
 // A forwarded request is never forwarded again: a node that receives one
-// for a shard it does not lead (leadership moved meanwhile) waits like any
-// request and then answers 503. A request whose forwarding failed before
-// it left this node (no connection to the leader) is routed again within
-// the wait; one that may have run on the leader (the connection broke while
-// waiting for the answer) is answered 503 without a retry, since a retried
-// receive or send would run twice.
+// for a shard it does not lead (leadership moved meanwhile) answers at
+// once that it did not run it (hdrNotRun) when it knows the new leader,
+// and the forwarding node routes it again within its wait; with no leader
+// known it waits like any request and then answers 503. A request whose
+// forwarding failed before it left this node (no connection to the
+// leader) is routed again within the wait; one that may have run on the
+// leader (the connection broke while waiting for the answer) is answered
+// 503 without a retry, since a retried receive or send would run twice.
+// An operation the leader refused before it changed anything
+// (engine.ErrRetryOnLeader: it is handing its lead over) is routed and
+// run again too (serveClusterQueue).
 //
 // Reads that span shards (ListQueue) are served from this node's replicas
 // of every shard: what they show may trail the leaders by the replication
@@ -139,9 +144,10 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline t
 		if err == nil && st.fw != nil {
 			// Forwarded here, and the shard is led elsewhere now (the lead
 			// moved while the request was on its way): nothing ran, and
-			// the forwarding node routes it again.
+			// the forwarding node routes it again. Not counted as an
+			// error: no client sees this answer.
 			ctx.Response.Header.Set(hdrNotRun, "1")
-			s.writeError(ctx, st, codeServiceUnavailable, "this node does not lead the queue's shard (its lead moved); retry")
+			s.writeErrorDoc(ctx, st, codeServiceUnavailable, "this node does not lead the queue's shard (its lead moved); retry")
 			return false
 		}
 		if err == nil {

@@ -494,9 +494,14 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, st *reqState, err error) {
 	s.writeError(ctx, st, code, msg)
 }
 
-// writeError writes the <Error> document of spec §3.11.
+// writeError writes the <Error> document of spec §3.11 and counts it.
 func (s *Server) writeError(ctx *fasthttp.RequestCtx, st *reqState, code errCode, msg string) {
 	s.metrics.countError(code)
+	s.writeErrorDoc(ctx, st, code, msg)
+}
+
+// writeErrorDoc writes the <Error> document of spec §3.11.
+func (s *Server) writeErrorDoc(ctx *fasthttp.RequestCtx, st *reqState, code errCode, msg string) {
 	b := appendRootOpen(respBody(ctx), "Error")
 	b = appendElem(b, "Code", code.String())
 	b = appendElem(b, "Message", msg)
