@@ -84,6 +84,18 @@ func (q *Queue) pollInternal(ctx context.Context, max int, dst []Message, wait t
 	return q.waitReceive(ctx, max, dst, base, q.b.nowMs()+wait.Milliseconds())
 }
 
+// RetryWaitError is the ErrRetryOnLeader of a long poll that waited on a
+// replica whose shard's lead then moved (a step-down, a hand-over): it took
+// nothing, and Left is what remains of its wait, for the receive run again
+// on the shard's next leader (server/cluster.go).
+type RetryWaitError struct{ Left time.Duration }
+
+func (e *RetryWaitError) Error() string {
+	return fmt.Sprintf("%v; %v of the long poll's wait left", ErrRetryOnLeader, e.Left)
+}
+
+func (e *RetryWaitError) Unwrap() error { return ErrRetryOnLeader }
+
 // waitReceive is the long poll of Receive: it waits for messages until
 // deadline (ms on the broker's clock) or until ctx ends.
 func (q *Queue) waitReceive(ctx context.Context, max int, dst []Message, base int, deadline int64) ([]Message, error) {
@@ -114,10 +126,14 @@ func (q *Queue) waitReceive(ctx context.Context, max int, dst []Message, base in
 		q.waiters.remove(w)
 		if err := b.usable(); err != nil {
 			if errors.Is(err, ErrRetryOnLeader) {
-				// The lead moved while this receive waited: it is answered
-				// as one at a step-down (empty: the client polls again), not
-				// run again on the next leader with a whole new wait.
-				err = ErrNotLeader
+				// The lead moved while this receive waited, and it took
+				// nothing: the rest of its wait can go on on the next
+				// leader.
+				left := deadline - b.nowMs()
+				if left < 0 {
+					left = 0
+				}
+				err = &RetryWaitError{Left: time.Duration(left) * time.Millisecond}
 			}
 			return dst, err
 		}

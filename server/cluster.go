@@ -107,22 +107,58 @@ const fwdFlagTLS = 1
 // anything (engine.ErrRetryOnLeader: the lead is being handed over, or
 // just moved) runs again where the shard is led now, within the same
 // wait as a request that finds no leader.
+//
+// A long poll that waited on a leader which then handed its lead over
+// (engine.RetryWaitError) goes on waiting on the next leader for what was
+// left of its wait, so that its client sees one ordinary receive; if no
+// leader takes it within the leader wait, it is answered empty, as a long
+// poll at a step-down is.
 func (s *Server) serveClusterQueue(ctx *fasthttp.RequestCtx, st *reqState, op op) {
 	deadline := time.Now().Add(s.opts.ClusterLeaderWait)
 	for {
-		if !s.routeCluster(ctx, st, deadline) {
+		if !s.routeCluster(ctx, st, &deadline) {
 			return // forwarded, or answered 503
 		}
 		err := s.dispatch(ctx, st, op)
 		if err == nil {
 			return
 		}
+		var rw *engine.RetryWaitError
+		if errors.As(err, &rw) {
+			// The leader wait starts again after the poll's own wait.
+			deadline = time.Now().Add(s.opts.ClusterLeaderWait)
+		}
 		if !errors.Is(err, engine.ErrRetryOnLeader) || s.closing.Load() || time.Now().After(deadline) {
+			if rw != nil || (st.waitCapped && errors.Is(err, engine.ErrRetryOnLeader)) {
+				err = engine.ErrMessageNotExist // as a long poll at a step-down
+			}
 			s.fail(ctx, st, err)
 			return
 		}
 		st.b = nil
 		time.Sleep(5 * time.Millisecond) // the hand-over's commits and election
+	}
+}
+
+// hdrWaitMs carries what is left of a long poll's wait (ms) on a request
+// forwarded again after it waited on a leader that handed its lead over,
+// and on the not-run answer of such a request. Only forwarded requests
+// and answers are read for it (it is not signed: a client's is dropped).
+const hdrWaitMs = "X-Smqd-Wait-Ms"
+
+// capWait shortens a long poll's wait to what is left of it (a request run
+// again after it waited on another leader), and reads that from a
+// forwarded request.
+func (s *Server) capWait(ctx *fasthttp.RequestCtx, st *reqState, opt *engine.ReceiveOptions) {
+	if st.fw != nil && !st.waitCapped {
+		if v := ctx.Request.Header.Peek(hdrWaitMs); len(v) > 0 {
+			if ms, err := strconv.ParseUint(string(v), 10, 32); err == nil {
+				st.waitLeft, st.waitCapped = min(time.Duration(ms)*time.Millisecond, engine.MaxPollingWait), true
+			}
+		}
+	}
+	if st.waitCapped {
+		opt.Wait, opt.HasWait = st.waitLeft.Truncate(time.Millisecond), true
 	}
 }
 
@@ -134,7 +170,7 @@ const hdrNotRun = "X-Smqd-Not-Run"
 // routeCluster sets st.b to this node's broker of the queue's shard when
 // it leads it, or forwards the request and answers it; false when the
 // request is answered.
-func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline time.Time) bool {
+func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline *time.Time) bool {
 	for {
 		b, leader, err := s.c.Route(string(st.name))
 		if b != nil {
@@ -147,6 +183,9 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline t
 			// the forwarding node routes it again. Not counted as an
 			// error: no client sees this answer.
 			ctx.Response.Header.Set(hdrNotRun, "1")
+			if st.waitCapped {
+				ctx.Response.Header.Set(hdrWaitMs, strconv.FormatInt(st.waitLeft.Milliseconds(), 10))
+			}
 			s.writeErrorDoc(ctx, st, codeServiceUnavailable, "this node does not lead the queue's shard (its lead moved); retry")
 			return false
 		}
@@ -163,6 +202,11 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline t
 				s.fail(ctx, st, engine.ErrMessageNotExist)
 				return false
 			}
+			if errors.Is(ferr, errNotRun) && st.waitCapped {
+				// A long poll that waited there: the leader wait starts
+				// again after its wait.
+				*deadline = time.Now().Add(s.opts.ClusterLeaderWait)
+			}
 			if !errors.Is(ferr, cluster.ErrNotSent) {
 				s.log.Warn("forwarded request without an answer", "leader", leader, "err", ferr, "request_id", string(st.reqID))
 				s.writeError(ctx, st, codeServiceUnavailable, "the leader of the queue's shard did not answer; the request may or may not have run: "+ferr.Error())
@@ -170,7 +214,11 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline t
 			}
 			err = ferr
 		}
-		if s.closing.Load() || time.Now().After(deadline) {
+		if s.closing.Load() || time.Now().After(*deadline) {
+			if st.waitCapped {
+				s.fail(ctx, st, engine.ErrMessageNotExist) // as a long poll at a step-down
+				return false
+			}
 			if err == nil {
 				err = cluster.ErrNoLeader
 			}
@@ -198,6 +246,10 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) 
 	}()
 	ctx.Request.Header.CopyTo(&f.h)
 	f.h.Del("Expect")
+	f.h.Del(hdrWaitMs)
+	if st.waitCapped {
+		f.h.Set(hdrWaitMs, strconv.FormatInt(st.waitLeft.Milliseconds(), 10))
+	}
 	f.h.SetContentLength(len(st.body))
 	flags := byte(0)
 	if st.tls {
@@ -223,13 +275,26 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) 
 	f.br.Reset(&f.rd)
 	ctx.Response.Reset()
 	if err := ctx.Response.Read(f.br); err != nil {
+		resetResponse(ctx, st)
 		return fmt.Errorf("cluster: the leader's answer could not be read: %w", err)
 	}
 	if len(ctx.Response.Header.Peek(hdrNotRun)) > 0 {
-		ctx.Response.Reset()
+		if v := ctx.Response.Header.Peek(hdrWaitMs); len(v) > 0 {
+			if ms, err := strconv.ParseUint(string(v), 10, 32); err == nil {
+				st.waitLeft, st.waitCapped = min(time.Duration(ms)*time.Millisecond, engine.MaxPollingWait), true
+			}
+		}
+		resetResponse(ctx, st)
 		return fmt.Errorf("node %d no longer leads the shard: %w", leader, errNotRun)
 	}
 	return nil
+}
+
+// resetResponse drops what a forward put into the response and sets again
+// the headers every answer of this node carries.
+func resetResponse(ctx *fasthttp.RequestCtx, st *reqState) {
+	ctx.Response.Reset()
+	setCommonHeaders(ctx, st.reqID)
 }
 
 // errNotRun: a forwarded request did not run (hdrNotRun); route it again.

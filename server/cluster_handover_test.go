@@ -149,3 +149,94 @@ func TestClusterForwardedToAFollowerIsNotRun(t *testing.T) {
 		t.Fatalf("the not-run request ran: %+v %v", info, err)
 	}
 }
+
+// A long poll waiting on a leader that hands its lead over goes on
+// waiting on the next leader for the rest of its wait (serveClusterQueue,
+// engine.RetryWaitError), through the node the client used: messages sent
+// after the hand-over reach both polls, the one sent to the old leader
+// and the one another node forwarded there. They used to be answered
+// empty at the step-down.
+func TestClusterLongPollSurvivesAHandOver(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/lp", ""), 201)
+	lead := c.leaderOf("lp")
+	lb := c.nodes[lead].Broker(0)
+	other := (lead + 1) % 3
+	direct := async(c.envs[lead], "/queues/lp/messages?waitseconds=30")
+	forwarded := async(c.envs[other], "/queues/lp/messages?waitseconds=30")
+	clusterEventually(t, "both long polls wait on the leader", func() error {
+		if n := lb.Stats().LongPolls; n != 2 {
+			return fmt.Errorf("%d long polls waiting", n)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.nodes[lead].HandOverLeads(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := c.leaderOf("lp")
+	nb := c.nodes[now].Broker(0)
+	clusterEventually(t, "both long polls wait on the new leader", func() error {
+		select {
+		case r := <-direct:
+			return fmt.Errorf("the direct poll ended at the hand-over: %v %v", r.r, r.err)
+		case r := <-forwarded:
+			return fmt.Errorf("the forwarded poll ended at the hand-over: %v %v", r.r, r.err)
+		default:
+		}
+		if n := nb.Stats().LongPolls; n != 2 {
+			return fmt.Errorf("%d long polls waiting on node %d", n, now+1)
+		}
+		return nil
+	})
+	cl := c.envs[now].client()
+	cl.mustSend("lp", "one", "")
+	cl.mustSend("lp", "two", "")
+	got := map[string]bool{}
+	for _, p := range []<-chan pollResult{direct, forwarded} {
+		r := result(t, p)
+		wantStatus(t, r, 200)
+		var m xMessage
+		decode(t, r, &m)
+		got[m.MessageBody] = true
+	}
+	if !got["one"] || !got["two"] {
+		t.Fatalf("the polls received %v, want one and two", got)
+	}
+}
+
+// A long poll forwarded again after it waited on another leader carries
+// what is left of its wait (hdrWaitMs), and the next leader waits only
+// that: here 50 ms of a 30 s poll on an empty queue, answered empty. (The
+// 25 s below only bounds a hang: without the header's cap the poll waits
+// its whole 30 s.)
+func TestClusterForwardedPollKeepsItsRemainingWait(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/rest", ""), 201)
+	// The preferred leader (node 1) first, so that no balancer hand-over
+	// moves the poll on.
+	clusterEventually(t, "node 1 leads the shard", func() error {
+		if !c.nodes[0].Leading(0) {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	lead := c.leaderOf("rest")
+	raw := "\x00" + c.envs[lead].client().build(req{method: "GET", target: "/queues/rest/messages?waitseconds=30",
+		headers: map[string]string{hdrWaitMs: "50"}})
+	done := make(chan string, 1)
+	go func() {
+		done <- string(c.envs[lead].srv.serveForwarded(context.Background(), uint64((lead+1)%3+1), []byte(raw), nil))
+	}()
+	select {
+	case out := <-done:
+		if !strings.HasPrefix(out, "HTTP/1.1 404") || !strings.Contains(out, "<Code>MessageNotExist</Code>") {
+			t.Fatalf("want an empty receive, got %q", out)
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatal("the forwarded poll waited its whole wait, not what was left of it")
+	}
+}

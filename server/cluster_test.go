@@ -412,12 +412,14 @@ func TestClusterShutdownEndsForwardedLongPolls(t *testing.T) {
 	c.nodes[f], c.envs[f] = nil, nil
 }
 
-// A long poll waiting on a shard's leader when it stops leading (a
-// failover, the balancer's hand-over) is answered as an empty receive (404
-// MessageNotExist), both when the client asked the leader and when another
-// node forwarded it: consumers poll again, on the new leader. It was 503
+// A long poll waiting on a shard's leader when it stops leading and no new
+// leader takes the poll within the leader wait (here the broker alone
+// steps down; Raft still names this node) is answered as an empty receive
+// (404 MessageNotExist), both when the client asked the leader and when
+// another node forwarded it: consumers poll again. It was 503
 // ServiceUnavailable, an exception in SDK consumer code (@alicloud/mns,
 // run against a cluster, failed so at the balancer's first hand-over).
+// With a new leader the poll goes on there (cluster_handover_test.go).
 func TestClusterLongPollAtAStepDownIsEmpty(t *testing.T) {
 	c := startCluster(t, 3, 1)
 	c.ready()

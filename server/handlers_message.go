@@ -140,6 +140,9 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 		}
 		opt.Wait, opt.HasWait = w, true
 	}
+	if !peek && s.c != nil {
+		s.capWait(ctx, st, &opt) // cluster.go
+	}
 	q, err := s.queue(st)
 	if err != nil {
 		return err
@@ -178,6 +181,14 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 			// Its broker was closed to be reopened (reopen.go): an empty
 			// receive, and the SDK's next poll reaches the new one.
 			return engine.ErrMessageNotExist
+		}
+		var rw *engine.RetryWaitError
+		if !peek && errors.As(err, &rw) {
+			// It waited on a leader that handed its lead over and took
+			// nothing: the rest of its wait goes on on the next leader
+			// (serveClusterQueue).
+			st.waitLeft, st.waitCapped = rw.Left, true
+			return err
 		}
 		if !peek && errors.Is(err, engine.ErrNotLeader) && !errors.Is(err, engine.ErrRetryOnLeader) {
 			// The shard's leader changed while the receive ran (a

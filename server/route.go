@@ -15,6 +15,7 @@ package server
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/smqd/smqd/engine"
 )
@@ -286,11 +287,16 @@ type reqState struct {
 	hidx    []int // index in the request of handles[i]
 	herrs   []error
 	derrs   []error // per request entry
+	// A long poll run again on a shard's next leader after it waited on
+	// the old one (engine.RetryWaitError): what remains of its wait.
+	waitLeft   time.Duration
+	waitCapped bool
 }
 
 // release drops references to request memory before the state is pooled.
 func (st *reqState) release() {
 	st.b, st.fw = nil, nil
+	st.waitLeft, st.waitCapped = 0, false
 	st.query = queryParams{}
 	clear(st.auth.headers[:cap(st.auth.headers)])
 	st.auth.headers = st.auth.headers[:0]
