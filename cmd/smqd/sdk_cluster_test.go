@@ -22,9 +22,10 @@ import (
 // every answer must be what a single node gives. A cluster serves no
 // topics (TestClusterRefusesTopics), so the topic, push and subscription
 // steps are skipped. The scripts start once every shard is led by its
-// preferred leader: the balancer's hand-overs after a start end long polls
-// early (404), which the scripts' timing checks would take for a fault.
-// Then every node must stop cleanly on SIGTERM.
+// preferred leader, so that they run against a settled cluster (the
+// balancer's hand-overs after a start used to end long polls early, 404,
+// which the scripts' timing checks took for a fault; a poll now goes on on
+// the new leader). Then every node must stop cleanly on SIGTERM.
 func runSDKCluster(t *testing.T, node, dir, bin string) {
 	const n = 3
 	creds := filepath.Join(t.TempDir(), "credentials")
