@@ -20,6 +20,10 @@ package cluster
 //     committed (engine.Broker.Settled), or after settleMax: nothing is
 //     held and failed at the step-down, so the old leader keeps its broker
 //     (no rebuild) and no client is told that a committed change failed.
+//     A send that passed its first check just before the yield is refused
+//     at its append (engine/replica.go). Not covered: a receive, delete or
+//     visibility change past its first check then, descheduled until after
+//     the transfer starts; it is held and failed as before (503, rebuild).
 //  3. A transfer that does not happen (its target did not win within an
 //     election timeout, or went away) ends the yield: the leader takes
 //     operations again.
