@@ -165,12 +165,7 @@ func TestClusterLongPollSurvivesAHandOver(t *testing.T) {
 	other := (lead + 1) % 3
 	direct := async(c.envs[lead], "/queues/lp/messages?waitseconds=30")
 	forwarded := async(c.envs[other], "/queues/lp/messages?waitseconds=30")
-	clusterEventually(t, "both long polls wait on the leader", func() error {
-		if n := lb.Stats().LongPolls; n != 2 {
-			return fmt.Errorf("%d long polls waiting", n)
-		}
-		return nil
-	})
+	waitLongPolls(t, "both long polls wait on the leader", lb, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := c.nodes[lead].HandOverLeads(ctx); err != nil {

@@ -146,6 +146,17 @@ func (c *clusterEnv) ready() {
 	})
 }
 
+// waitLongPolls waits until b has n long polls waiting.
+func waitLongPolls(t *testing.T, what string, b *engine.Broker, n int64) {
+	t.Helper()
+	clusterEventually(t, what, func() error {
+		if got := b.Stats().LongPolls; got != n {
+			return fmt.Errorf("%d long polls waiting, want %d", got, n)
+		}
+		return nil
+	})
+}
+
 func clusterEventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -380,12 +391,7 @@ func TestClusterShutdownEndsForwardedLongPolls(t *testing.T) {
 	f := (lead + 1) % 3
 	done := async(c.envs[f], "/queues/idle/messages?waitseconds=30")
 	lb := c.nodes[lead].Broker(0)
-	clusterEventually(t, "the forwarded long poll waits on the leader", func() error {
-		if n := lb.Stats().LongPolls; n != 1 {
-			return fmt.Errorf("%d long polls waiting", n)
-		}
-		return nil
-	})
+	waitLongPolls(t, "the forwarded long poll waits on the leader", lb, 1)
 	// 10 s against a 30 s wait: a bound against the old behaviour, not a timing.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -397,12 +403,7 @@ func TestClusterShutdownEndsForwardedLongPolls(t *testing.T) {
 	// the connection, so nobody would receive what it took. A message
 	// sent now is there for the next receive, not hidden for the
 	// visibility timeout.
-	clusterEventually(t, "the leader's side of the poll ends", func() error {
-		if n := lb.Stats().LongPolls; n != 0 {
-			return fmt.Errorf("%d long polls still waiting on the leader", n)
-		}
-		return nil
-	})
+	waitLongPolls(t, "the leader's side of the poll ends", lb, 0)
 	lc := c.envs[lead].client()
 	sent := lc.mustSend("idle", "after the shutdown", "")
 	if got := lc.mustReceive("idle"); got.MessageId != sent.MessageId {
@@ -428,12 +429,7 @@ func TestClusterLongPollAtAStepDownIsEmpty(t *testing.T) {
 	lb := c.nodes[lead].Broker(0)
 	direct := async(c.envs[lead], "/queues/idle/messages?waitseconds=30")
 	forwarded := async(c.envs[(lead+1)%3], "/queues/idle/messages?waitseconds=30")
-	clusterEventually(t, "both long polls wait on the leader", func() error {
-		if n := lb.Stats().LongPolls; n != 2 {
-			return fmt.Errorf("%d long polls waiting", n)
-		}
-		return nil
-	})
+	waitLongPolls(t, "both long polls wait on the leader", lb, 2)
 	// What the shard's loop does when Raft says this member stopped
 	// leading.
 	if err := lb.SetLeader(false, 0); err != nil {

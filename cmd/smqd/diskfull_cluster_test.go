@@ -12,15 +12,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/smqd/smqd/cmd/internal/testnet"
 )
 
 func TestDaemonClusterDiskFull(t *testing.T) {
@@ -35,12 +32,7 @@ func TestDaemonClusterDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n, reserve = 3, 24 << 20
-	raft, api := make([]string, n), make([]string, n)
-	var peers []string
-	for i := range n {
-		raft[i], api[i] = testnet.FreeLoopback(t), testnet.FreeLoopback(t)
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, raft[i]))
-	}
+	raft, api, peers := clusterAddrs(t, n)
 	common := []string{"--shards", "2", "--wal-segment-bytes", "1048576", "--index-memtable-bytes", "1048576",
 		"--free-space-reserve", fmt.Sprint(reserve)}
 	nodes := make([]*clusterDaemon, n)
@@ -49,29 +41,10 @@ func TestDaemonClusterDiskFull(t *testing.T) {
 		if i == 1 {
 			extra = append(extra, "--data-dir", filepath.Join(fs, "data"))
 		}
-		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], strings.Join(peers, ","), creds, extra...)
+		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], peers, creds, extra...)
 	}
-	waitFor := func(what string, limit time.Duration, cond func() error) {
-		t.Helper()
-		deadline := time.Now().Add(limit)
-		for {
-			err := cond()
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %v: %v", what, limit, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	waitFor("leaders on their preferred nodes", 60*time.Second, func() error { return preferredLeadersReady(api) })
-	do := func(method, url, body string) (int, string) {
-		r := signedRequestBody(t, method, url, body, keyID, secret)
-		defer r.Body.Close()
-		b, _ := io.ReadAll(r.Body)
-		return r.StatusCode, string(b)
-	}
+	waitCluster(t, "leaders on their preferred nodes", 60*time.Second, func() error { return preferredLeadersReady(api) })
+	do := signedDo(t, keyID, secret)
 	// Queues on both shards (8 names: all on one shard has odds 1 in 128).
 	var queues []string
 	for k := range 8 {
@@ -122,7 +95,7 @@ func TestDaemonClusterDiskFull(t *testing.T) {
 		}
 		return st
 	}
-	waitFor("node 2 full, leading nothing, and every queue taking sends through every node", 30*time.Second, func() error {
+	waitCluster(t, "node 2 full, leading nothing, and every queue taking sends through every node", 30*time.Second, func() error {
 		st := clusterOf(1)
 		if !st.DiskFull {
 			sendAll(0) // appends make node 2 sample its space
@@ -155,7 +128,7 @@ func TestDaemonClusterDiskFull(t *testing.T) {
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("leaders back on their preferred nodes", 30*time.Second, func() error { return preferredLeadersReady(api) })
+	waitCluster(t, "leaders back on their preferred nodes", 30*time.Second, func() error { return preferredLeadersReady(api) })
 	if err := sendAll(1); err != nil {
 		t.Fatal(err)
 	}

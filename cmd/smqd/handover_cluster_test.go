@@ -9,7 +9,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +16,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/smqd/smqd/cmd/internal/testnet"
 )
 
 func TestDaemonClusterSIGTERMHandsLeadsOver(t *testing.T) {
@@ -32,33 +29,13 @@ func TestDaemonClusterSIGTERMHandsLeadsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 3
-	raft, api := make([]string, n), make([]string, n)
-	var peers []string
-	for i := range n {
-		raft[i], api[i] = testnet.FreeLoopback(t), testnet.FreeLoopback(t)
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, raft[i]))
-	}
+	raft, api, peers := clusterAddrs(t, n)
 	nodes := make([]*clusterDaemon, n)
 	for i := range n {
-		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], strings.Join(peers, ","), creds, "--shards", "3")
+		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], peers, creds, "--shards", "3")
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := preferredLeadersReady(api)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster did not settle within 60 s: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	do := func(method, url, body string) (int, string) {
-		r := signedRequestBody(t, method, url, body, keyID, secret)
-		defer r.Body.Close()
-		b, _ := io.ReadAll(r.Body)
-		return r.StatusCode, string(b)
-	}
+	waitCluster(t, "the cluster settles", 60*time.Second, func() error { return preferredLeadersReady(api) })
+	do := signedDo(t, keyID, secret)
 	// Queues on every shard: node 1 leads one of the three (the preferred
 	// leaders), so it has a lead to hand over.
 	var queues []string

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,27 +34,12 @@ func runSDKCluster(t *testing.T, node, dir, bin string) {
 	if err := os.WriteFile(creds, []byte(keyID+" "+secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	raft, api := make([]string, n), make([]string, n)
-	var peers []string
-	for i := range n {
-		raft[i], api[i] = testnet.FreeLoopback(t), testnet.FreeLoopback(t)
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, raft[i]))
-	}
+	raft, api, peers := clusterAddrs(t, n)
 	nodes := make([]*clusterDaemon, n)
 	for i := range n {
-		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], strings.Join(peers, ","), creds)
+		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], peers, creds)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := preferredLeadersReady(api)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster did not settle within 60 s: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitCluster(t, "the cluster settles", 60*time.Second, func() error { return preferredLeadersReady(api) })
 	common := append(nodeEnv(), "SMQD_ACCESS_KEY_ID="+keyID, "SMQD_ACCESS_KEY_SECRET="+secret,
 		"SMQD_SKIP_STEPS=topic|push|dead-letter")
 	ep := func(i int) string { return "http://" + api[i] }
@@ -80,6 +66,46 @@ func runSDKCluster(t *testing.T, node, dir, bin string) {
 	}
 	for _, d := range nodes {
 		d.stop(t)
+	}
+}
+
+// clusterAddrs picks n nodes' Raft and API addresses and returns them
+// with the --cluster-peers value.
+func clusterAddrs(t *testing.T, n int) (raft, api []string, peers string) {
+	raft, api = make([]string, n), make([]string, n)
+	var p []string
+	for i := range n {
+		raft[i], api[i] = testnet.FreeLoopback(t), testnet.FreeLoopback(t)
+		p = append(p, fmt.Sprintf("%d=%s", i+1, raft[i]))
+	}
+	return raft, api, strings.Join(p, ",")
+}
+
+// waitCluster polls cond every 100 ms until it holds, and fails the test
+// if it does not within limit.
+func waitCluster(t *testing.T, what string, limit time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, limit, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// signedDo returns a function that makes one request signed with the key
+// pair and gives its status and body.
+func signedDo(t *testing.T, keyID, secret string) func(method, url, body string) (int, string) {
+	return func(method, url, body string) (int, string) {
+		r := signedRequestBody(t, method, url, body, keyID, secret)
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return r.StatusCode, string(b)
 	}
 }
 
