@@ -61,15 +61,14 @@ func (s *shard) balance() {
 	// the leader clears it every election timeout, and a check on a
 	// fixed period can land just after that clearing every time (it did:
 	// a shard kept the wrong leader for good on a loaded machine).
-	active := s.activeMember
 	switch {
 	case s.n.diskFull.Load():
 		s.balanceOK = 0
-		s.handOff(active, "disk full: handing the lead to a member with room") // handoff.go
+		s.handOff(s.activeMember, "disk full: handing the lead to a member with room") // handoff.go
 		return
 	case s.n.leaving.Load():
 		s.balanceOK = 0
-		s.handOff(active, "node shutting down: handing the lead over")
+		s.handOverForShutdown() // transfer.go
 		return
 	}
 	want := preferredLeader(s.id, s.st.votersNow())
@@ -79,7 +78,7 @@ func (s *shard) balance() {
 	}
 	pr, ok := st.Progress[want]
 	last, _ := s.st.LastIndex()
-	if !ok || !active(want) || pr.Match < last {
+	if !ok || !s.activeMember(want) || pr.Match < last {
 		s.balanceOK = 0
 		return
 	}
