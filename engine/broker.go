@@ -216,6 +216,10 @@ func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err er
 	if err := b.store.acceptNew(); err != nil {
 		return false, err
 	}
+	if err := b.store.enter(); err != nil {
+		return false, err
+	}
+	defer b.store.leave()
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	if q, _ := b.Queue(name); q != nil {
@@ -279,6 +283,10 @@ func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
 	if err := b.usable(); err != nil {
 		return err
 	}
+	if err := b.store.enter(); err != nil {
+		return err
+	}
+	defer b.store.leave()
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	q, err := b.Queue(name)
@@ -325,6 +333,10 @@ func (b *Broker) DeleteQueue(name string) error {
 	if err := b.usable(); err != nil {
 		return err
 	}
+	if err := b.store.enter(); err != nil {
+		return err
+	}
+	defer b.store.leave()
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	q, err := b.Queue(name)

@@ -188,6 +188,8 @@ func mapErr(err error) error {
 func (d *durableStore) seqBase() uint64 { return d.boot << bootShift }
 
 func (d *durableStore) writable() error { return nil }
+func (d *durableStore) enter() error    { return nil }
+func (d *durableStore) leave()          {}
 
 func (d *durableStore) topicSupport() error { return nil }
 

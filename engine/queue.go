@@ -321,6 +321,9 @@ func (q *Queue) delete(handles []ReceiptHandle, errs []error, durable bool) (fai
 	if err := q.b.store.waitRoom(); err != nil {
 		return 0, err
 	}
+	if err := q.b.store.enter(); err != nil {
+		return 0, err
+	}
 	now := q.b.nowMs()
 	var st *stripe
 	deleted := 0
@@ -351,6 +354,7 @@ func (q *Queue) delete(handles []ReceiptHandle, errs []error, durable bool) (fai
 			st.mu.Lock()
 			if st.dead {
 				st.mu.Unlock()
+				q.b.store.leave()
 				return failed, q.goneErr()
 			}
 			if n := st.advanceLocked(now); n > 0 {
@@ -373,6 +377,7 @@ func (q *Queue) delete(handles []ReceiptHandle, errs []error, durable bool) (fai
 		deleted++
 	}
 	unlock()
+	q.b.store.leave()
 	q.deleted.Add(int64(deleted))
 	// A delete is acknowledged as durable as a send (sync mode always:
 	// after its fsync, riding the same group commit).
@@ -403,11 +408,15 @@ func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (Receip
 	if err := q.b.store.waitRoom(); err != nil {
 		return ReceiptHandle{}, time.Time{}, err
 	}
+	if err := q.b.store.enter(); err != nil {
+		return ReceiptHandle{}, time.Time{}, err
+	}
 	now := q.b.nowMs()
 	st := &q.stripes[h.stripe]
 	st.mu.Lock()
 	if st.dead {
 		st.mu.Unlock()
+		q.b.store.leave()
 		return ReceiptHandle{}, time.Time{}, q.goneErr()
 	}
 	woken := st.advanceLocked(now)
@@ -427,6 +436,7 @@ func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (Receip
 	st.scheduleLocked(now)
 	last, logged, logErr := st.flushLocked()
 	st.mu.Unlock()
+	q.b.store.leave()
 	if woken > 0 {
 		q.waiters.wake(woken)
 	}

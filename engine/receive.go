@@ -48,7 +48,7 @@ func (q *Queue) Receive(ctx context.Context, opt ReceiveOptions, dst []Message) 
 		return dst, err
 	}
 	base := len(dst)
-	dst, err := q.tryReceive(max, dst, retryDamaged)
+	dst, err := q.receiveNow(max, dst)
 	if err != nil || len(dst) > base {
 		return dst, err
 	}
@@ -77,7 +77,7 @@ func (q *Queue) pollInternal(ctx context.Context, max int, dst []Message, wait t
 		return dst, err
 	}
 	base := len(dst)
-	dst, err := q.tryReceive(max, dst, retryDamaged)
+	dst, err := q.receiveNow(max, dst)
 	if err != nil || len(dst) > base {
 		return dst, err
 	}
@@ -105,10 +105,10 @@ func (q *Queue) waitReceive(ctx context.Context, max int, dst []Message, base in
 	for {
 		q.waiters.push(w)
 		var err error
-		dst, err = q.tryReceive(max, dst, retryDamaged)
+		dst, err = q.receiveNow(max, dst)
 		if err != nil || len(dst) > base {
 			q.waiters.remove(w)
-			return dst, err
+			return dst, retryWait(err, b, deadline)
 		}
 		remaining := deadline - b.nowMs()
 		if remaining <= 0 {
@@ -125,19 +125,32 @@ func (q *Queue) waitReceive(ctx context.Context, max int, dst []Message, base in
 		w.timer.Stop()
 		q.waiters.remove(w)
 		if err := b.usable(); err != nil {
-			if errors.Is(err, ErrRetryOnLeader) {
-				// The lead moved while this receive waited, and it took
-				// nothing: the rest of its wait can go on on the next
-				// leader.
-				left := deadline - b.nowMs()
-				if left < 0 {
-					left = 0
-				}
-				err = &RetryWaitError{Left: time.Duration(left) * time.Millisecond}
-			}
-			return dst, err
+			return dst, retryWait(err, b, deadline)
 		}
 	}
+}
+
+// retryWait turns the ErrRetryOnLeader of a long poll into a
+// RetryWaitError: the lead moved while the receive waited, and it took
+// nothing, so the rest of its wait (to deadline) can go on on the next
+// leader. Other errors pass unchanged.
+func retryWait(err error, b *Broker, deadline int64) error {
+	if !errors.Is(err, ErrRetryOnLeader) {
+		return err
+	}
+	left := max(deadline-b.nowMs(), 0)
+	return &RetryWaitError{Left: time.Duration(left) * time.Millisecond}
+}
+
+// receiveNow is tryReceive admitted as an operation that changes state
+// (storage.enter: a replica handing its lead over refuses it before it
+// takes anything).
+func (q *Queue) receiveNow(max int, dst []Message) ([]Message, error) {
+	if err := q.b.store.enter(); err != nil {
+		return dst, err
+	}
+	defer q.b.store.leave()
+	return q.tryReceive(max, dst, retryDamaged)
 }
 
 // tryReceive takes up to max Active messages without waiting. If every

@@ -75,6 +75,14 @@ package engine
 //     into a slot it had free, and the later records about it name the
 //     slot, as a follower's apply of the newer send does: installLocked)
 //     and moves the older one.
+// 10. Once a yielding leader reports Settled (Broker.Yield), it proposes
+//     nothing more until the yield ends: every operation that changes
+//     messages or queues is admitted (enter) before it changes anything,
+//     admission is refused while yielding (ErrRetryOnLeader), and Settled
+//     counts the admitted operations that have not appended their records
+//     yet (inflight) beside the proposals waiting for their commit. A send
+//     is not admitted; it is refused at its append instead (its messages
+//     are only pending until then).
 //
 // Owner: mu guards the proposal and entry bookkeeping; the consensus layer
 // calls PersistEntries, ApplyCommitted and the role changes from one
@@ -211,20 +219,22 @@ type replStore struct {
 	*durableStore
 	rep Replica
 
-	mu      sync.Mutex
-	leader  bool           // guarded by mu: takes changes
-	yield   bool           // guarded by mu: a leader handing the lead over takes no new operation (Yield)
-	term    uint64         // guarded by mu: the term it leads (seqBase)
-	nextID  uint64         // guarded by mu: proposal ids
-	pending []*pendingProp // guarded by mu: in position order
-	ents    []entryInfo    // guarded by mu: persisted entries after applied, by index
-	void    []lostSpan     // guarded by mu: record ranges of dropped proposals and truncated entries
-	applied uint64         // guarded by mu: last entry applied
-	appTerm uint64         // guarded by mu
-	marks   []appliedMark  // guarded by mu: applied entries not yet checkpointed
-	hards   []hardMark     // guarded by mu: hard states persisted since the one a checkpoint's meta holds
-	conf    []byte         // guarded by mu: last conf state
-	confIdx uint64         // guarded by mu
+	mu     sync.Mutex
+	leader bool // guarded by mu: takes changes
+	yield  bool // guarded by mu: a leader handing the lead over takes no new operation (Yield)
+	// inflight: admitted operations still changing state (invariant 10).
+	inflight int            // guarded by mu
+	term     uint64         // guarded by mu: the term it leads (seqBase)
+	nextID   uint64         // guarded by mu: proposal ids
+	pending  []*pendingProp // guarded by mu: in position order
+	ents     []entryInfo    // guarded by mu: persisted entries after applied, by index
+	void     []lostSpan     // guarded by mu: record ranges of dropped proposals and truncated entries
+	applied  uint64         // guarded by mu: last entry applied
+	appTerm  uint64         // guarded by mu
+	marks    []appliedMark  // guarded by mu: applied entries not yet checkpointed
+	hards    []hardMark     // guarded by mu: hard states persisted since the one a checkpoint's meta holds
+	conf     []byte         // guarded by mu: last conf state
+	confIdx  uint64         // guarded by mu
 	// unapplied: where this replica's log holds the bodies of messages
 	// sent by persisted, not yet applied received entries (position,
 	// size), for the records of later entries that change them
@@ -240,6 +250,10 @@ type replStore struct {
 
 	propLat    latencyHist // guarded by mu: proposal to commit
 	propFailed uint64      // guarded by mu: proposals that failed (leader lost)
+
+	// enterHook, if set (tests only, before any operation), runs in enter
+	// before (admitted false) and after (true) the admission.
+	enterHook func(admitted bool)
 
 	// diverged: the live state may hold a change the log does not make —
 	// a failed proposal's, or one whose records were refused because the
@@ -346,6 +360,31 @@ func (r *replStore) writable() error {
 		return ErrRetryOnLeader
 	}
 	return nil
+}
+
+// enter admits an operation (invariant 10): refused before it changed
+// anything on a replica that does not lead or is yielding.
+func (r *replStore) enter() error {
+	if h := r.enterHook; h != nil {
+		h(false)
+	}
+	r.mu.Lock()
+	if !r.leader || r.yield {
+		r.mu.Unlock()
+		return ErrRetryOnLeader
+	}
+	r.inflight++
+	r.mu.Unlock()
+	if h := r.enterHook; h != nil {
+		h(true)
+	}
+	return nil
+}
+
+func (r *replStore) leave() {
+	r.mu.Lock()
+	r.inflight--
+	r.mu.Unlock()
 }
 
 // append appends recs to the local log and proposes them (a leader), or,

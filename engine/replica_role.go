@@ -80,11 +80,11 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 
 // Yield makes a leading replica refuse every new operation with
 // ErrRetryOnLeader (on) while it hands its shard's lead over, or take them
-// again (off) when the hand-over did not happen. Operations already past
-// their first check go on and are proposed as usual; Settled reports when
-// none is left waiting for its commit, which is when the hand-over can
-// start without failing any (so without a rebuild: SetLeader). SetLeader
-// ends a yield.
+// again (off) when the hand-over did not happen. Operations admitted
+// before (replica.go, invariant 10) go on and are proposed as usual;
+// Settled reports when none is left changing state or waiting for its
+// commit, which is when the hand-over can start without failing any (so
+// without a rebuild: SetLeader). SetLeader ends a yield.
 //
 // For engine/cluster (a planned leader change: balancing, a full disk, a
 // node's shutdown); an error for a broker without replication.
@@ -99,8 +99,9 @@ func (b *Broker) Yield(on bool) error {
 	return nil
 }
 
-// Settled reports whether no proposal of this replica waits for its
-// commit (true for a broker without replication).
+// Settled reports whether no admitted operation of this replica is still
+// changing state and no proposal of it waits for its commit (true for a
+// broker without replication).
 func (b *Broker) Settled() bool {
 	r, ok := b.store.(*replStore)
 	if !ok {
@@ -108,7 +109,7 @@ func (b *Broker) Settled() bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.pending) == 0
+	return len(r.pending) == 0 && r.inflight == 0
 }
 
 // Diverged reports whether the broker's live state may hold a change its

@@ -129,6 +129,14 @@ type storage interface {
 	// writable reports whether this replica may change state at all: nil,
 	// or ErrNotLeader on a follower of a replicated shard (replica.go).
 	writable() error
+	// enter admits an operation that is about to change messages or
+	// queues (a receive, delete, visibility change or queue change), and
+	// leave ends it once its records are appended. enter is nil, or
+	// ErrRetryOnLeader on a replica that does not lead its shard or is
+	// handing the lead over (Broker.Yield): refused before the operation
+	// changed anything. Broker.Settled waits for the admitted ones.
+	enter() error
+	leave()
 	// topicSupport reports whether the backend keeps topics: nil, or
 	// ErrTopicsUnsupported (a replicated shard: its log carries queues only).
 	topicSupport() error

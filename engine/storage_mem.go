@@ -99,6 +99,8 @@ func (m *memStore) acceptNew() error        { return nil }
 func (m *memStore) diskState() (bool, bool) { return false, false }
 func (m *memStore) topicSupport() error     { return nil }
 func (m *memStore) writable() error         { return nil }
+func (m *memStore) enter() error            { return nil }
+func (m *memStore) leave()                  {}
 
 func (m *memStore) adminRecord(uint8, []byte) error {
 	m.mu.Lock()

@@ -20,10 +20,14 @@ package cluster
 //     committed (engine.Broker.Settled), or after settleMax: nothing is
 //     held and failed at the step-down, so the old leader keeps its broker
 //     (no rebuild) and no client is told that a committed change failed.
-//     A send that passed its first check just before the yield is refused
-//     at its append (engine/replica.go). Not covered: a receive, delete or
-//     visibility change past its first check then, descheduled until after
-//     the transfer starts; it is held and failed as before (503, rebuild).
+//     Every other operation is admitted before it changes anything, and
+//     Settled counts the admitted ones still running (engine/replica.go,
+//     invariant 10); a send that passed its first check just before the
+//     yield is refused at its append. Not covered: an operation still
+//     running after settleMax, and a retention expiry a stripe's timer
+//     logs inside the transfer; their proposals are held and failed as
+//     before (the operation's client gets a 503; either way the old
+//     leader rebuilds its broker).
 //  3. A transfer that does not happen (its target did not win within an
 //     election timeout, or went away) ends the yield: the leader takes
 //     operations again.
