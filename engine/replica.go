@@ -362,31 +362,6 @@ func (r *replStore) writable() error {
 	return nil
 }
 
-// enter admits an operation (invariant 10): refused before it changed
-// anything on a replica that does not lead or is yielding.
-func (r *replStore) enter() error {
-	if h := r.enterHook; h != nil {
-		h(false)
-	}
-	r.mu.Lock()
-	if !r.leader || r.yield {
-		r.mu.Unlock()
-		return ErrRetryOnLeader
-	}
-	r.inflight++
-	r.mu.Unlock()
-	if h := r.enterHook; h != nil {
-		h(true)
-	}
-	return nil
-}
-
-func (r *replStore) leave() {
-	r.mu.Lock()
-	r.inflight--
-	r.mu.Unlock()
-}
-
 // append appends recs to the local log and proposes them (a leader), or,
 // for relocations, only appends them (local records). A follower's own
 // records (an expiry its timer found) are refused with ErrNotLeader, which
@@ -442,16 +417,6 @@ func (r *replStore) append(recs []logRec) error {
 		r.resolveLocked(p, fmt.Errorf("%w: %w", ErrNotLeader, err))
 	}
 	return nil
-}
-
-// allSends reports whether recs are a send's records only.
-func allSends(recs []logRec) bool {
-	for i := range recs {
-		if !isSendRec(recs[i].typ) {
-			return false
-		}
-	}
-	return len(recs) > 0
 }
 
 // waitDurable waits until the proposal holding pos is committed.

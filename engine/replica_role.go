@@ -185,3 +185,38 @@ func (r *replStore) exportFence() error {
 	}
 	return nil
 }
+
+// enter admits an operation (replica.go, invariant 10): refused before it changed
+// anything on a replica that does not lead or is yielding.
+func (r *replStore) enter() error {
+	if h := r.enterHook; h != nil {
+		h(false)
+	}
+	r.mu.Lock()
+	if !r.leader || r.yield {
+		r.mu.Unlock()
+		return ErrRetryOnLeader
+	}
+	r.inflight++
+	r.mu.Unlock()
+	if h := r.enterHook; h != nil {
+		h(true)
+	}
+	return nil
+}
+
+func (r *replStore) leave() {
+	r.mu.Lock()
+	r.inflight--
+	r.mu.Unlock()
+}
+
+// allSends reports whether recs are a send's records only.
+func allSends(recs []logRec) bool {
+	for i := range recs {
+		if !isSendRec(recs[i].typ) {
+			return false
+		}
+	}
+	return len(recs) > 0
+}
