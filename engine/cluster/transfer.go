@@ -24,8 +24,9 @@ package cluster
 //     Settled counts the admitted ones still running (engine/replica.go,
 //     invariant 10); a send that passed its first check just before the
 //     yield is refused at its append. Not covered: an operation still
-//     running after settleMax, and a retention expiry a stripe's timer
-//     logs inside the transfer; their proposals are held and failed as
+//     running after settleMax, and a retention expiry logged inside the
+//     transfer (by a stripe's timer, or a read that catches a stripe up);
+//     their proposals are held and failed as
 //     before (the operation's client gets a 503; either way the old
 //     leader rebuilds its broker).
 //  3. A transfer that does not happen (its target did not win within an
