@@ -289,20 +289,38 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 // after a checkpoint), so that it needs a snapshot.
 func (c *testCluster) fillForSnapshots() {
 	c.t.Helper()
-	_, b := c.leader("q")
-	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
-		c.t.Fatal(err)
-	}
-	q, _ := b.Queue("q")
+	c.onLeader("q", func(b *engine.Broker) error {
+		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
+		return err
+	})
 	for i := 0; i < 300; i++ {
 		entries := make([]engine.SendEntry, 16)
 		for k := range entries {
 			entries[k].Body = []byte(fmt.Sprintf("w%d-%d", i, k))
 		}
-		if _, err := q.Send(entries, nil); err != nil {
+		c.onLeader("q", func(b *engine.Broker) error {
+			q, err := b.Queue("q")
+			if err == nil {
+				_, err = q.Send(entries, nil)
+			}
+			return err
+		})
+	}
+}
+
+// onLeader runs op on the leader of queue's shard, and again on the next
+// leader while it is refused with engine.ErrRetryOnLeader (a balancer's
+// hand-over under way: nothing of it ran). Any other error fails the test.
+func (c *testCluster) onLeader(queue string, op func(b *engine.Broker) error) {
+	c.t.Helper()
+	eventually(c.t, "an operation on the leader of "+queue, func() error {
+		_, b := c.leader(queue)
+		err := op(b)
+		if err != nil && !errors.Is(err, engine.ErrRetryOnLeader) {
 			c.t.Fatal(err)
 		}
-	}
+		return err
+	})
 }
 
 func TestClusterWipedNodeCatchesUpFromSnapshot(t *testing.T) {
