@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // TestReplicaPersistHoldsNoMuForStripeLock: a follower's PersistEntries
@@ -82,7 +83,15 @@ func TestReplicaPersistHoldsNoMuForStripeLock(t *testing.T) {
 	for !r.isNamed(key.qid, key.seq) {
 		runtime.Gosched() // PersistEntries is about to look the body up
 	}
+	// PersistEntries takes mu for a moment after naming the message (it
+	// reads the unapplied sends); it must then wait for the stripe lock
+	// without it. Held across that wait, mu stays taken until the stripe
+	// lock is given back below, so this bounded wait gives up.
 	free := r.mu.TryLock()
+	for deadline := time.Now().Add(10 * time.Second); !free && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		free = r.mu.TryLock()
+	}
 	var flushErr error
 	if free {
 		r.mu.Unlock()
