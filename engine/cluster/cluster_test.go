@@ -26,12 +26,15 @@ type testCluster struct {
 	// electionTicks: Raft's election timeout in 20 ms ticks (0: 10)
 	electionTicks int
 	tweak         func(i int, o *engine.Options) // adjusts node i's engine options
-	t             *testing.T
-	dirs          []string
-	addrs         map[uint64]string
-	nodes         []*Node // index i is node id i+1; nil when stopped
-	shards        int
-	lns           map[uint64]net.Listener // held raft listeners, for each node's first start (hold)
+	// infoLogs: the nodes log at Info (snapshots, replacements,
+	// elections), not Warn; shown only when the test fails.
+	infoLogs bool
+	t        *testing.T
+	dirs     []string
+	addrs    map[uint64]string
+	nodes    []*Node // index i is node id i+1; nil when stopped
+	shards   int
+	lns      map[uint64]net.Listener // held raft listeners, for each node's first start (hold)
 }
 
 // hold picks node id's raft address and holds its listener until the
@@ -84,10 +87,14 @@ func (c *testCluster) config(i int) Config {
 	if c.prod {
 		o = engine.Options{FreeSpaceReserve: -1}
 	}
+	level := slog.LevelWarn
+	if c.infoLogs {
+		level = slog.LevelInfo
+	}
 	return Config{NodeID: uint64(i + 1), RaftListen: c.addrs[uint64(i+1)], Peers: c.addrs,
 		APIAddr: fmt.Sprintf("api-%d", i+1), Shards: c.shards, Dir: c.dirs[i], Key: testKey, Engine: o,
 		SyncAlways: true, Tick: 20 * time.Millisecond, ElectionTicks: cmp.Or(c.electionTicks, 10),
-		Logger: slog.New(slog.NewTextHandler(testWriter{c.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		Logger: slog.New(slog.NewTextHandler(testWriter{c.t}, &slog.HandlerOptions{Level: level}))}
 }
 
 type testWriter struct{ t *testing.T }
@@ -286,9 +293,15 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 
 // fillForSnapshots makes queue "q" with 300 × 16 messages: enough entries
 // that the log is compacted past where a wiped node starts (keepEntries
-// after a checkpoint), so that it needs a snapshot.
+// after a checkpoint), so that it needs a snapshot. It first waits for the
+// shards' preferred leaders, so that the balancer moves no lead during
+// the test: a hand-over while a wiped node prepared its snapshot made the
+// old leader's snapshot stale, and a new leader that had not compacted
+// its log yet caught the node up from it (seen once in make test:
+// "caught up without a snapshot"; reproduced by holding the install 4 s).
 func (c *testCluster) fillForSnapshots() {
 	c.t.Helper()
+	c.preferredLeaders()
 	c.onLeader("q", func(b *engine.Broker) error {
 		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
 		return err
@@ -308,6 +321,25 @@ func (c *testCluster) fillForSnapshots() {
 	}
 }
 
+// preferredLeaders waits until each shard is led by its preferred leader
+// (balance.go), ready, as node 1 sees it.
+func (c *testCluster) preferredLeaders() {
+	c.t.Helper()
+	voters := make([]uint64, len(c.nodes))
+	for i := range voters {
+		voters[i] = uint64(i + 1)
+	}
+	eventually(c.t, "the preferred leaders lead", func() error {
+		for i := 0; i < c.shards; i++ {
+			lead := c.nodes[0].shards[i].lead.Load()
+			if lead != preferredLeader(i, voters) || !c.nodes[lead-1].shards[i].ready.Load() {
+				return fmt.Errorf("shard %d led by %d", i, lead)
+			}
+		}
+		return nil
+	})
+}
+
 // onLeader runs op on the leader of queue's shard, and again on the next
 // leader while it is refused with engine.ErrRetryOnLeader (a balancer's
 // hand-over under way: nothing of it ran). Any other error fails the test.
@@ -324,7 +356,7 @@ func (c *testCluster) onLeader(queue string, op func(b *engine.Broker) error) {
 }
 
 func TestClusterWipedNodeCatchesUpFromSnapshot(t *testing.T) {
-	c := newTestCluster(t, 3, 1)
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true})
 	c.fillForSnapshots()
 	li, _ := c.leader("q")
 	wi := (li + 1) % 3
@@ -366,7 +398,10 @@ func TestClusterSpreadsLeaders(t *testing.T) {
 // index.
 func heldInstall(t *testing.T) (c *testCluster, wi int, release chan struct{}) {
 	t.Helper()
-	c = newTestCluster(t, 3, 1)
+	// Info logs: a rare failure of TestClusterSnapshotInstallLeavesTheLoopRunning
+	// (caught up without a snapshot, once in make test) was not
+	// reproduced in 200 runs; its next one should say why.
+	c = startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true})
 	c.fillForSnapshots()
 	li, _ := c.leader("q")
 	wi = (li + 1) % 3
