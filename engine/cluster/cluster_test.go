@@ -297,8 +297,10 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 // shards' preferred leaders, so that the balancer moves no lead during
 // the test: a hand-over while a wiped node prepared its snapshot made the
 // old leader's snapshot stale, and a new leader that had not compacted
-// its log yet caught the node up from it (seen once in make test:
-// "caught up without a snapshot"; reproduced by holding the install 4 s).
+// its log yet could catch the node up from it: the likely cause of one
+// "caught up without a snapshot" in make test (with the install held 4 s
+// longer, a hand-over landed inside it in 4 of 6 runs; the catch-up from
+// the log itself was not seen again).
 func (c *testCluster) fillForSnapshots() {
 	c.t.Helper()
 	c.preferredLeaders()
@@ -398,9 +400,8 @@ func TestClusterSpreadsLeaders(t *testing.T) {
 // index.
 func heldInstall(t *testing.T) (c *testCluster, wi int, release chan struct{}) {
 	t.Helper()
-	// Info logs: a rare failure of TestClusterSnapshotInstallLeavesTheLoopRunning
-	// (caught up without a snapshot, once in make test) was not
-	// reproduced in 200 runs; its next one should say why.
+	// Info logs, shown on failure: should a wiped node ever catch up
+	// without a snapshot again (see fillForSnapshots), they say why.
 	c = startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true})
 	c.fillForSnapshots()
 	li, _ := c.leader("q")
