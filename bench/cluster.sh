@@ -9,7 +9,7 @@
 #                    [--queues Q] [--shards S] [--queue-prefix P]
 #                    [--catchup-messages N] [--catchup-body B] [--no-catchup]
 #                    [--backlog-messages N] [--backlog-body B] [--no-backlog]
-#                    [--out DIR] [--no-install] [--keep]
+#                    [--node-flags "FLAGS"] [--out DIR] [--no-install] [--keep]
 #
 # Systems (all started once, up front, and left running for the whole run,
 # so that every run of every system shares the machine the same way):
@@ -47,7 +47,8 @@
 # 30 s idle.
 #
 # Everything binds 127.0.0.1, lives in a temp dir and is stopped by PID on
-# exit (trap); every run is bounded in time (timeout).
+# exit (trap); every run is bounded in time (timeout). --node-flags adds
+# flags to the cluster nodes' command lines (an A/B of a node option).
 set -euo pipefail
 
 REPEAT=3
@@ -57,6 +58,7 @@ SCENARIOS="b16 b1"
 SYSTEMS="single cluster rabbitmq3"
 QUEUES=8
 SHARDS=8
+NODE_FLAGS=""
 # c768-0 .. c768-7 hash (xxhash64 modulo 8, engine/cluster/node.go) onto
 # the 8 shards one each, so that with the defaults every shard, and so
 # every node's leaders, carries one queue.
@@ -83,6 +85,7 @@ while [ $# -gt 0 ]; do
 	--systems) SYSTEMS=$2; shift 2 ;;
 	--queues) QUEUES=$2; shift 2 ;;
 	--shards) SHARDS=$2; shift 2 ;;
+	--node-flags) NODE_FLAGS=$2; shift 2 ;;
 	--queue-prefix) PREFIX=$2; shift 2 ;;
 	--catchup-messages) CATCHUP_MESSAGES=$2; shift 2 ;;
 	--catchup-body) CATCHUP_BODY=$2; shift 2 ;;
@@ -191,7 +194,7 @@ start_node() { # id
 	local i=$1
 	"$SMQD" --node-id "$i" --raft-listen "127.0.0.1:${RAFT[$i]}" --cluster-peers "$PEERS" --shards "$SHARDS" \
 		--listen "127.0.0.1:${API[$i]}" --data-dir "$WORK/data/node$i" --sync always \
-		--credentials-file "$CREDS" >>"$OUT/smqd-node$i.log" 2>&1 &
+		--credentials-file "$CREDS" ${NODE_FLAGS:-} >>"$OUT/smqd-node$i.log" 2>&1 &
 	NPID[$i]=$!; PIDS+=("$!")
 }
 start_cluster() {

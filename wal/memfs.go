@@ -474,6 +474,33 @@ func (h *memHandle) Sync() error {
 	return nil
 }
 
+// SyncAll makes every queued change of every file durable, as syncfs(2)
+// does for a file system (SharedSyncFS over a MemFS); like Sync, it fails
+// and loses the writes under FailSyncsLosingWrites. The namespace becomes
+// durable only through SyncDir, as with Sync.
+func (m *MemFS) SyncAll() error {
+	m.mu.Lock()
+	files := make([]*memFile, 0, len(m.files))
+	for _, f := range m.files {
+		files = append(files, f)
+	}
+	m.mu.Unlock()
+	var failed error
+	for _, f := range files {
+		f.mu.Lock()
+		if p := m.syncFail.Load(); p != nil {
+			f.pending = nil
+			failed = &os.PathError{Op: "syncfs", Path: "memfs", Err: *p}
+		}
+		for _, op := range f.pending {
+			f.synced.apply(op)
+		}
+		f.pending = nil
+		f.mu.Unlock()
+	}
+	return failed
+}
+
 // Truncate sets the size; durable at the next Sync.
 func (h *memHandle) Truncate(size int64) error {
 	if err := h.check(true); err != nil {

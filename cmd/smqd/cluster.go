@@ -39,6 +39,7 @@ type clusterConfig struct {
 	tick        time.Duration
 	leaderWait  time.Duration
 	clockOffset time.Duration
+	flush       string
 }
 
 func (c *clusterConfig) addFlags(fs *flag.FlagSet) {
@@ -50,6 +51,7 @@ func (c *clusterConfig) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.join, "join", false, "cluster mode: this node is not among --cluster-peers' first members; it waits for a member to add it (smqctl cluster add) and catches up")
 	fs.DurationVar(&c.tick, "raft-tick", 50*time.Millisecond, "cluster mode: Raft's tick; a leader is presumed lost after 10 ticks without hearing from it (sooner when its connection drops)")
 	fs.DurationVar(&c.clockOffset, "clock-offset", 0, "fault tests only: run the broker's clock this far from the system's (a node whose clock is wrong)")
+	fs.StringVar(&c.flush, "cluster-flush", "shared", "cluster mode, --sync always: \"shared\": the shards' logs share one flush of the data directory's file system (syncfs; every file on it is flushed, so give the data directory a file system of its own); \"file\": each log flushes its own files (fdatasync)")
 	fs.DurationVar(&c.leaderWait, "cluster-leader-wait", 2*time.Second, "cluster mode: how long a request for a shard without a leader waits for one before it is answered 503 ServiceUnavailable")
 }
 
@@ -95,6 +97,9 @@ func (c *config) validateCluster() error {
 	}
 	if cc.tick < time.Millisecond || cc.tick > time.Second {
 		return errors.New("--raft-tick must be between 1ms and 1s")
+	}
+	if cc.flush != "shared" && cc.flush != "file" {
+		return errors.New("--cluster-flush must be shared or file")
 	}
 	if cc.leaderWait <= 0 {
 		return errors.New("--cluster-leader-wait must be positive")
@@ -180,7 +185,7 @@ func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *sl
 	return cluster.Start(cluster.Config{
 		NodeID: cc.nodeID, RaftListen: cc.raftListen, Peers: peers, Join: cc.join,
 		APIAddr: apiAddr, Shards: cc.shards, Dir: cfg.dataDir, Key: key, Engine: eopts,
-		SyncAlways: cfg.sync == "always", Tick: cc.tick, Logger: log.With("component", "cluster"),
+		SyncAlways: cfg.sync == "always", FileFlush: cc.flush == "file", Tick: cc.tick, Logger: log.With("component", "cluster"),
 	})
 }
 

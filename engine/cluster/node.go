@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/wal"
 )
 
 // Config configures a node.
@@ -47,7 +48,13 @@ type Config struct {
 	Engine engine.Options
 	// SyncAlways makes an entry's acknowledgement wait for its fsync (the
 	// broker's --sync always); otherwise the log's own sync mode applies.
-	SyncAlways    bool
+	SyncAlways bool
+	// FileFlush makes each shard's log flush its own files (fdatasync), as
+	// a single broker does. By default, with SyncAlways on linux and the OS
+	// file system, the node's logs share one flush of the file system
+	// holding Dir (syncfs; wal.SharedSyncFS): the flushes its shards ask
+	// for at the same time are one.
+	FileFlush     bool
 	Tick          time.Duration // Raft tick; default 50 ms
 	ElectionTicks int           // ticks without a leader before an election; default 10
 	Logger        *slog.Logger
@@ -87,6 +94,8 @@ type Node struct {
 	handoffs   atomic.Int64
 	stateMu    sync.Mutex
 	peerStates map[uint64]peerState // guarded by stateMu: what peers last said of their disks (handoff.go)
+
+	flushFS *wal.SharedSyncFS // the shards' logs' shared flush, or nil (Config.FileFlush)
 }
 
 // Start opens the node's shards and joins the cluster.
@@ -166,6 +175,12 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	if cfg.SyncAlways && !cfg.FileFlush && cfg.Engine.WAL.FS == nil {
+		if n.flushFS, err = wal.NewSharedSyncFS(cfg.Dir); err != nil {
+			n.log.Info("the shards' logs flush their own files", "why", err)
+			n.flushFS = nil
+		}
+	}
 	var voters []uint64
 	if !cfg.Join {
 		voters = keys(cfg.Peers)
@@ -176,6 +191,9 @@ func Start(cfg Config) (*Node, error) {
 		if err := s.start(voters); err != nil {
 			for _, o := range n.shards {
 				o.close()
+			}
+			if n.flushFS != nil {
+				n.flushFS.Close()
 			}
 			ln.Close()
 			return nil, err
@@ -475,6 +493,9 @@ func (n *Node) Close() error {
 		if err := s.close(); err != nil && !errors.Is(err, engine.ErrClosed) {
 			errs = append(errs, err)
 		}
+	}
+	if n.flushFS != nil {
+		errs = append(errs, n.flushFS.Close())
 	}
 	return errors.Join(errs...)
 }

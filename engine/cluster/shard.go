@@ -150,6 +150,9 @@ func (s *shard) openBrokerAt(dir string) (*engine.Broker, error) {
 	o.Replica = s
 	o.HandleSecret = s.n.handleSecret(s.id)
 	o.Logger = s.log
+	if s.n.flushFS != nil {
+		o.WAL.FS = s.n.flushFS
+	}
 	return engine.Open(o)
 }
 

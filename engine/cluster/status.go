@@ -31,6 +31,10 @@ type Status struct {
 	// counts the transfers it started).
 	DiskFull         bool  `json:"disk_full"`
 	DiskFullHandoffs int64 `json:"disk_full_handoffs"`
+	// SharedFlushes: flushes of the file system the shards' logs made
+	// together (Config.FileFlush unset; absent when each log flushes its
+	// own files).
+	SharedFlushes *uint64 `json:"shared_flushes,omitempty"`
 }
 
 // MemberStatus is a member as this node knows it.
@@ -94,6 +98,10 @@ func (n *Node) Status() Status {
 	st := Status{NodeID: n.cfg.NodeID, API: n.cfg.APIAddr,
 		Forwarded: n.forwarded.Load(), RefusedHandshakes: n.refused.Load(), SnapshotsInstalled: n.snapshots.Load(),
 		DiskFull: n.diskFull.Load(), DiskFullHandoffs: n.handoffs.Load()}
+	if n.flushFS != nil {
+		f := n.flushFS.Flushes()
+		st.SharedFlushes = &f
+	}
 	if err := n.Health(); err != nil {
 		st.Problem = err.Error()
 	} else {
