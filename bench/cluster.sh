@@ -242,7 +242,26 @@ run_one() { # system scenario repeat
 	rabbitmq3) args+=(--target rabbitmq --addr "127.0.0.1:$(rmq_port r1),127.0.0.1:$(rmq_port r2),127.0.0.1:$(rmq_port r3)"
 		--server-pid "$(rmq_pid r1),$(rmq_pid r2),$(rmq_pid r3)") ;;
 	esac
+	local before after
+	[ "$sys" = cluster ] && before=$(flush_counts)
 	timeout 300 "$SMQBENCH" "${args[@]}" >/dev/null 2>>"$OUT/smqbench.log" || log "run failed: $s $sys (see $OUT/smqbench.log)"
+	if [ "$sys" = cluster ]; then
+		after=$(flush_counts)
+		# The whole run, warm-up included: log flushes (each log's waits)
+		# and the file-system flushes they shared, summed over the nodes.
+		echo "$s|$sys|$r $before $after" | awk '{print $1, "wal_fsyncs", $4-$2, "shared_flushes", $5-$3}' >>"$OUT/flushes.txt"
+	fi
+}
+# flush_counts prints the cluster's smqd_wal_fsyncs_total and
+# smqd_cluster_shared_flushes_total, each summed over the three nodes.
+flush_counts() {
+	local i f=0 sh=0 m
+	for i in 1 2 3; do
+		m=$(curl -s --max-time 5 "http://127.0.0.1:${API[$i]}/metrics" || true)
+		f=$((f + $(echo "$m" | awk '$1=="smqd_wal_fsyncs_total"{printf "%d", $2}' | head -1 | sed 's/^$/0/')))
+		sh=$((sh + $(echo "$m" | awk '$1=="smqd_cluster_shared_flushes_total"{printf "%d", $2}' | head -1 | sed 's/^$/0/')))
+	done
+	echo "$f $sh"
 }
 for r in $(seq "$REPEAT"); do
 	for s in $SCENARIOS; do
