@@ -258,8 +258,8 @@ flush_counts() {
 	local i f=0 sh=0 m
 	for i in 1 2 3; do
 		m=$(curl -s --max-time 5 "http://127.0.0.1:${API[$i]}/metrics" || true)
-		f=$((f + $(echo "$m" | awk '$1=="smqd_wal_fsyncs_total"{printf "%d", $2}' | head -1 | sed 's/^$/0/')))
-		sh=$((sh + $(echo "$m" | awk '$1=="smqd_cluster_shared_flushes_total"{printf "%d", $2}' | head -1 | sed 's/^$/0/')))
+		f=$((f + $(echo "$m" | awk '$1=="smqd_wal_fsyncs_total"{v=$2} END{printf "%d", v+0}')))
+		sh=$((sh + $(echo "$m" | awk '$1=="smqd_cluster_shared_flushes_total"{v=$2} END{printf "%d", v+0}')))
 	done
 	echo "$f $sh"
 }
