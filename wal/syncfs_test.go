@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -25,6 +26,12 @@ func newGatedSyncFS() (*SharedSyncFS, *gatedFlush) {
 	return s, g
 }
 
+// syncErr is one Sync's error.
+func syncErr(s *SharedSyncFS) error {
+	_, err := s.sync()
+	return err
+}
+
 // recv takes the next value of ch, failing the test after 10 s without
 // one (a bounded liveness wait: a broken Sync must fail the test, not hang
 // it).
@@ -44,12 +51,12 @@ func recv[T any](t *testing.T, what string, ch <-chan T) T {
 func TestSharedSyncWaitsForAFlushBegunAfterIt(t *testing.T) {
 	s, g := newGatedSyncFS()
 	a := make(chan error, 1)
-	go func() { a <- s.sync() }()
+	go func() { a <- syncErr(s) }()
 	if n := recv(t, "flush 1 to begin", g.started); n != 1 {
 		t.Fatalf("first flush is number %d", n)
 	}
 	b := make(chan error, 1)
-	go func() { b <- s.sync() }()
+	go func() { b <- syncErr(s) }()
 	waitUntil(t, 10*time.Second, "the second Sync to wait", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.waiting == 1 })
 	g.release <- nil // flush 1 ends: it serves a, not b
 	if err := recv(t, "the first Sync", a); err != nil {
@@ -78,11 +85,11 @@ func TestSharedSyncCoalesces(t *testing.T) {
 	s, g := newGatedSyncFS()
 	const waiters = 10
 	first := make(chan error, 1)
-	go func() { first <- s.sync() }()
+	go func() { first <- syncErr(s) }()
 	recv(t, "flush 1 to begin", g.started)
 	errs := make(chan error, waiters)
 	for range waiters {
-		go func() { errs <- s.sync() }()
+		go func() { errs <- syncErr(s) }()
 	}
 	waitUntil(t, 10*time.Second, "every Sync to wait", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.waiting == waiters })
 	g.release <- nil
@@ -101,26 +108,95 @@ func TestSharedSyncCoalesces(t *testing.T) {
 	}
 }
 
-// A failed flush fails every Sync after it, with no flush tried again
-// (invariant 3).
-func TestSharedSyncFailureIsSticky(t *testing.T) {
-	s, g := newGatedSyncFS()
-	boom := errors.New("EIO")
-	done := make(chan error, 1)
-	go func() { done <- s.sync() }()
-	recv(t, "the flush to begin", g.started)
-	g.release <- boom
-	if err := recv(t, "the failed Sync", done); !errors.Is(err, boom) {
-		t.Fatalf("Sync = %v, want %v", err, boom)
+// A failed flush fails the next Sync of every handle that held unsynced
+// writes when it began, even after a good flush, and for good; a handle
+// opened afterwards, or one with nothing unsynced, goes on (invariant 3).
+func TestSharedSyncFailureFailsWhatItMayHaveLost(t *testing.T) {
+	mem := NewMemFS()
+	if err := mem.MkdirAll("/d", 0o700); err != nil {
+		t.Fatal(err)
 	}
-	s.flush = func() error { return nil } // a flush now would succeed
-	for range 3 {
-		if err := s.sync(); !errors.Is(err, boom) {
-			t.Fatalf("a later Sync = %v, want the first failure", err)
+	var failing atomic.Bool
+	var during func() // runs inside the next flush
+	boom := errors.New("EIO")
+	s := NewSharedSync(mem, func() error {
+		if f := during; f != nil {
+			during = nil
+			f()
+		}
+		if failing.Load() {
+			return boom
+		}
+		return mem.SyncAll()
+	})
+	open := func(name string) File {
+		f, err := s.OpenFile("/d/"+name, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	write := func(f File) {
+		if _, err := f.WriteAt([]byte("x"), 0); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if f := s.Flushes(); f != 1 {
-		t.Fatalf("%d flushes after a failure, want 1", f)
+	failOnce := func(f File) {
+		t.Helper()
+		failing.Store(true)
+		if err := f.Sync(); !errors.Is(err, boom) {
+			t.Fatalf("Sync during a failing flush = %v, want %v", err, boom)
+		}
+		failing.Store(false)
+	}
+
+	// d's write was unsynced when a's flush failed: the next flush, good
+	// as it is, proves nothing about it; neither does any later one.
+	a, d := open("a"), open("d")
+	write(a)
+	write(d)
+	failOnce(a)
+	if err := d.Sync(); err == nil {
+		t.Fatal("a handle written before a failed flush synced fine after it: its write may be lost")
+	}
+	if err := a.Sync(); err == nil {
+		t.Fatal("the handle whose flush failed synced fine later")
+	}
+	if err := d.Sync(); err == nil {
+		t.Fatal("a failed handle synced fine later")
+	}
+
+	// A write made while a good flush ran is not covered by it.
+	e := open("e")
+	write(e)
+	during = func() { write(e) }
+	if err := e.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	failOnce(open("other"))
+	if err := e.Sync(); err == nil {
+		t.Fatal("a write made during a good flush, unsynced when a later flush failed, synced fine")
+	}
+
+	// A handle with nothing unsynced sees only the failure of the flush it
+	// waited for.
+	clean := open("clean")
+	failOnce(clean)
+	if err := clean.Sync(); err != nil {
+		t.Fatalf("a handle with nothing unsynced still fails after the failure passed: %v", err)
+	}
+
+	// Written after the failure, or reopened and written again (the log's
+	// resync): fine.
+	b := open("b")
+	write(b)
+	if err := b.Sync(); err != nil {
+		t.Fatalf("a handle written after the failure: %v", err)
+	}
+	d2 := open("d")
+	write(d2)
+	if err := d2.Sync(); err != nil {
+		t.Fatalf("a reopened handle written again: %v", err)
 	}
 }
 

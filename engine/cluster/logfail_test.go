@@ -3,6 +3,8 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +27,13 @@ import (
 // (the engine's start-up resync), so under either the shards stay out,
 // backing off, until the fault clears; with three of them waiting, GET
 // /cluster used to hang.
+//
+// A third fault is the node's shared flush failing with EIO
+// (wal.SharedSyncFS, the default with --sync always): every shard of the
+// node whose log held unsynced writes fails, and each restarts once the
+// flushes succeed again. (Its flush here only fails or not: this test is
+// about availability, and the power-loss test covers what a flush makes
+// durable.)
 func TestClusterLeaderLogWriteFails(t *testing.T) {
 	for _, f := range []struct {
 		name string
@@ -33,16 +42,30 @@ func TestClusterLeaderLogWriteFails(t *testing.T) {
 		{"writes-ENOSPC", func(f *wal.FaultFS) { f.FailWrites(syscall.ENOSPC) }},
 		{"fsyncs-EIO", func(f *wal.FaultFS) { f.FailSyncs(syscall.EIO) }},
 	} {
-		t.Run(f.name, func(t *testing.T) { testLeaderLogFails(t, f.arm) })
+		t.Run(f.name, func(t *testing.T) {
+			ffs := wal.NewFaultFS(wal.OSFS())
+			testLeaderLogFails(t, ffs, func() { f.arm(ffs) }, ffs.Disarm)
+		})
 	}
+	t.Run("shared-flush-EIO", func(t *testing.T) {
+		var failing atomic.Bool
+		shared := wal.NewSharedSync(wal.OSFS(), func() error {
+			if failing.Load() {
+				return &os.PathError{Op: "syncfs", Path: "node 1", Err: syscall.EIO}
+			}
+			return nil
+		})
+		testLeaderLogFails(t, shared, func() { failing.Store(true) }, func() { failing.Store(false) })
+	})
 }
 
-func testLeaderLogFails(t *testing.T, arm func(*wal.FaultFS)) {
+// testLeaderLogFails runs node 1 on fs; arm makes its log fail, disarm
+// heals it.
+func testLeaderLogFails(t *testing.T, fs wal.FS, arm, disarm func()) {
 	const shards = 3
-	ffs := wal.NewFaultFS(wal.OSFS())
 	c := newTestClusterWith(t, 3, shards, func(i int, o *engine.Options) {
 		if i == 0 {
-			o.WAL.FS = ffs
+			o.WAL.FS = fs
 		}
 	})
 	names, sent, _ := c.queuePerShard()
@@ -71,7 +94,7 @@ func testLeaderLogFails(t *testing.T, arm func(*wal.FaultFS)) {
 			eventually(t, "send to "+name, func() error { return sendVia(name, 0, 1, 2) })
 		}
 	}
-	arm(ffs)
+	arm()
 	// Node 1's own replicas answer within a bound: a send routed to them
 	// fails (or succeeds, if it was in before the first failed write), and
 	// never hangs.
@@ -145,7 +168,7 @@ func testLeaderLogFails(t *testing.T, arm func(*wal.FaultFS)) {
 	}
 	// The writes succeed again: node 1 catches up and takes its share,
 	// each shard at its next attempt (up to restartMax away).
-	ffs.Disarm()
+	disarm()
 	eventuallyWithin(t, restartMax+20*time.Second, "node 1's shards restarted", func() error {
 		for sh := range shards {
 			if f := c.nodes[0].shards[sh].failure.Load(); f != nil {
