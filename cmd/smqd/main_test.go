@@ -343,6 +343,11 @@ func TestDaemonBadFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"--sync", "never"}, env(nil), io.Discard, &stderr, nil); code != 2 {
 		t.Fatalf("exit %d", code)
 	}
+	stderr.Reset()
+	cluster := []string{"--no-auth", "--node-id", "1", "--raft-listen", "127.0.0.1:7001", "--cluster-peers", "1=127.0.0.1:7001", "--cluster-flush", "fsync"}
+	if code := run(context.Background(), cluster, env(nil), io.Discard, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "--cluster-flush must be shared or file") {
+		t.Fatalf("--cluster-flush fsync: exit %d: %s", code, stderr.String())
+	}
 	if code := run(context.Background(), []string{"-h"}, env(nil), io.Discard, io.Discard, nil); code != 0 {
 		t.Fatalf("-h exit %d", code)
 	}
