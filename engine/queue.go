@@ -4,6 +4,8 @@ import (
 	"crypto/md5"
 	"sync/atomic"
 	"time"
+
+	"github.com/smqd/smqd/engine/internal/md5x"
 )
 
 // Queue is one message queue. All methods are safe for concurrent use.
@@ -89,6 +91,25 @@ type sendBatch struct {
 	props []byte // scratch: one entry's encoded properties (props.go)
 }
 
+// appendSendMD5s appends a result per entry holding the MD5 of its body,
+// eight bodies at a time where the CPU can (md5x: at batch 16 with 1 KiB
+// bodies, one by one was 8 % of the server's CPU).
+func appendSendMD5s(out []SendResult, entries []SendEntry) []SendResult {
+	var bodies [md5x.Lanes][]byte
+	var sums [md5x.Lanes][md5.Size]byte
+	for i := 0; i < len(entries); i += md5x.Lanes {
+		k := min(md5x.Lanes, len(entries)-i)
+		for j := 0; j < k; j++ {
+			bodies[j] = entries[i+j].Body
+		}
+		md5x.Sum8(&bodies, k, &sums)
+		for j := 0; j < k; j++ {
+			out = append(out, SendResult{MD5: sums[j]})
+		}
+	}
+	return out
+}
+
 // Send stores a batch of 1..16 messages. The whole batch is validated first;
 // an invalid entry fails the call with an *ArgumentError and nothing is
 // stored. In durable mode Send returns after the batch is acknowledged by the
@@ -139,9 +160,7 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 	}
 	defer q.b.sendPool.Put(sb)
 	base := len(out)
-	for i := range entries {
-		out = append(out, SendResult{MD5: md5.Sum(entries[i].Body)})
-	}
+	out = appendSendMD5s(out, entries)
 	res := out[base:]
 
 	st := &q.stripes[int(q.sendRR.Add(1))%len(q.stripes)]
