@@ -32,6 +32,11 @@ func TestClusterMetrics(t *testing.T) {
 			t.Errorf("node %d: smqd_cluster_healthy %v", i+1, v)
 		}
 		forwarded += value(t, m, "smqd_cluster_forwarded_requests_total")
+		// SyncAlways on the OS file system: the shards' logs share their
+		// flushes, and the sends above made some.
+		if v := value(t, m, "smqd_cluster_shared_flushes_total"); v < 1 {
+			t.Errorf("node %d: smqd_cluster_shared_flushes_total %v", i+1, v)
+		}
 		for sh := range 2 {
 			id := fmt.Sprint(sh)
 			roles := 0.0
