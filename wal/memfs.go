@@ -489,13 +489,13 @@ func (m *MemFS) SyncAll() error {
 	for _, f := range files {
 		f.mu.Lock()
 		if p := m.syncFail.Load(); p != nil {
-			f.pending = nil
 			failed = &os.PathError{Op: "syncfs", Path: "memfs", Err: *p}
+		} else {
+			for _, op := range f.pending {
+				f.synced.apply(op)
+			}
 		}
-		for _, op := range f.pending {
-			f.synced.apply(op)
-		}
-		f.pending = nil
+		f.pending = nil // made durable, or lost with the failure
 		f.mu.Unlock()
 	}
 	return failed
