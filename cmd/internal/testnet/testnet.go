@@ -2,32 +2,21 @@
 package testnet
 
 import (
-	"fmt"
-	"math/rand/v2"
-	"net"
 	"testing"
+
+	"github.com/smqd/smqd/engine/cluster/chaos"
 )
 
-// FreeLoopback returns a 127.0.0.1 address that was free a moment ago, for
-// a daemon or node the test starts later. It picks below the kernel's
-// ephemeral range (32768-60999 by default): a port from that range, free
-// when checked, can be taken by a connection's source port or another
-// test's listener before the daemon binds it ("address already in use");
-// engine/cluster/chaos does the same.
+// FreeLoopback returns a 127.0.0.1 address for a daemon or node the test
+// starts later: free a moment ago, below the kernel's range for
+// connections' local ports, and handed to no other test of this run
+// (chaos.FreeAddr, which the fault harness uses too, reserves it across
+// the test processes go test runs at once).
 func FreeLoopback(t testing.TB) string {
 	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
-		if err == nil {
-			addr := ln.Addr().String()
-			ln.Close()
-			return addr
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := chaos.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }

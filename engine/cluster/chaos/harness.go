@@ -29,8 +29,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,28 +93,6 @@ func Build(dir string) (string, error) {
 	return bin, nil
 }
 
-// freeAddr returns a 127.0.0.1 address with a port free right now, chosen
-// below the kernel's range for the local ports of outgoing connections
-// (32768-60999 by default): a port from that range, free when checked, can
-// be taken by a connection before the node binds it (seen once, "bind:
-// address already in use", with a load test running beside the harness).
-func freeAddr() (string, error) {
-	for range 100 {
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+mrand.IntN(12000)))
-		if err == nil {
-			addr := ln.Addr().String()
-			ln.Close()
-			return addr, nil
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // Start starts a cluster and waits until it is healthy.
 func Start(cfg Config) (*Cluster, error) {
 	if cfg.Logf == nil {
@@ -132,8 +108,8 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	for i := 1; i <= cfg.Nodes; i++ {
-		api, err1 := freeAddr()
-		raft, err2 := freeAddr()
+		api, err1 := FreeAddr()
+		raft, err2 := FreeAddr()
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, err
 		}
