@@ -4,46 +4,46 @@ package chaos
 //
 // A port found free is closed again before the process that will use it
 // binds it, so something else can take it in between ("bind: address
-// already in use", seen in make test with cmd/smqd's cluster tests beside
-// this harness). Two things could: a connection's local port, and another
+// already in use", seen once in make test by a cluster node of cmd/smqd's
+// SDK test). Two things could: a connection's local port, and another
 // test's pick. The first is avoided by picking below the kernel's range for
 // local ports (32768-60999 by default). The second is avoided by
 // reservations.
 //
-// Invariant: a port is handed out only after its caller created the file
-// <temp>/smqd-test-ports/<port> with O_EXCL, so no two callers get it
-// within reserveTTL, whether in one process or in the several that go
-// test runs at once (every picker of these tests goes through FreeAddr;
-// cmd/internal/testnet delegates here). A reservation older than
-// reserveTTL is stale (its test is over, or its process died) and is taken
-// over. Reservations are never removed early, since a node keeps its ports
-// across restarts (harness.go, invariant 2); the range holds 12,000 ports,
-// and a make test run uses a few hundred.
+// Invariant: a port is handed out only while its caller's process holds
+// the reservation of it (ports_unix.go: an exclusive lock on the file
+// <temp>/smqd-test-ports/<port>, kept until the process exits), so no two
+// callers get it at once, whether in one process or in the several that
+// go test runs at once. Every picker of these tests goes through FreeAddr
+// (cmd/internal/testnet delegates here). A reservation ends with its
+// process, and with it the nodes that process started (harness.go,
+// invariant 3), which keep their ports across restarts until then
+// (invariant 2).
 
 import (
-	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
+	"sync"
 )
 
-const (
-	portLow, portSpan = 20000, 12000 // picked from 20000..31999
-	reserveTTL        = 2 * time.Hour
-)
+var (
+	// The range picked from: 20000..31999 (variables for tests).
+	portLow, portSpan = 20000, 12000
+	// reserveDir holds the reservations of every process.
+	reserveDir = filepath.Join(os.TempDir(), "smqd-test-ports")
 
-// reserveDir is where the processes' reservations are (a variable for
-// tests).
-var reserveDir = filepath.Join(os.TempDir(), "smqd-test-ports")
+	heldMu sync.Mutex
+	held   []*os.File // guarded by heldMu: this process's reservations, open until it exits
+)
 
 // FreeAddr returns a 127.0.0.1 address whose port is free now, is not in
-// the range of connections' local ports, and was handed to no other caller
-// of FreeAddr within reserveTTL. It looks at the range from a random
-// port on, so that it finds a free one while any is left.
+// the range of connections' local ports, and is reserved for the caller
+// until this process exits. It looks at the range from a random port on,
+// so that it finds a free one while any is left.
 func FreeAddr() (string, error) {
 	if err := os.MkdirAll(reserveDir, 0o777); err != nil {
 		return "", err
@@ -62,29 +62,4 @@ func FreeAddr() (string, error) {
 		return ln.Addr().String(), nil
 	}
 	return "", fmt.Errorf("chaos: every port of %d..%d is reserved or in use", portLow, portLow+portSpan-1)
-}
-
-// reserve claims port for this process: a new reservation file, or a
-// stale one taken over.
-func reserve(port int) bool {
-	name := filepath.Join(reserveDir, strconv.Itoa(port))
-	for range 2 {
-		f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
-		if err == nil {
-			fmt.Fprintf(f, "%d\n", os.Getpid())
-			f.Close()
-			return true
-		}
-		if !errors.Is(err, os.ErrExist) {
-			return false
-		}
-		st, err := os.Stat(name)
-		if err != nil || time.Since(st.ModTime()) < reserveTTL {
-			return false
-		}
-		// Stale: remove it and race the other takers for a new one (O_EXCL
-		// lets one win).
-		os.Remove(name)
-	}
-	return false
 }

@@ -1,3 +1,5 @@
+//go:build unix
+
 package chaos
 
 import (
@@ -6,46 +8,54 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
-	"time"
 )
 
-// FreeAddr hands out only ports nobody holds a fresh reservation of, each
-// once, takes over a stale reservation, and says so when none is left.
-// Every port of the range but four is reserved "by another process" (a
-// fresh file), one of the four by a process long gone (a file older than
-// reserveTTL).
+// FreeAddr hands out only ports whose reservation nobody holds, each once,
+// takes one whose holder is gone, and says so when none is left. The test
+// narrows the range to 16 ports free on this machine now and holds the
+// reservations of 12 of them "as another process" (locks on descriptors of
+// its own, which FreeAddr's cannot take either); one of the other four has
+// a file left by a process that is gone (not locked).
 func TestFreeAddrHandsOutReservedPortsOnce(t *testing.T) {
-	old := reserveDir
+	oldDir, oldLow, oldSpan := reserveDir, portLow, portSpan
+	defer func() { reserveDir, portLow, portSpan = oldDir, oldLow, oldSpan }()
 	reserveDir = t.TempDir()
-	defer func() { reserveDir = old }()
 
-	var want []int // four ports free on this machine now
-	for p := portLow + 17; len(want) < 4 && p < portLow+portSpan; p += 2999 {
-		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
-			ln.Close()
-			want = append(want, p)
+	// 16 consecutive ports free now.
+	portSpan = 16
+	found := false
+	for portLow = 24000 + 16*int(os.Getpid()%100); portLow < 32000-16 && !found; portLow += 16 {
+		free := 0
+		for p := portLow; p < portLow+portSpan; p++ {
+			if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
+				ln.Close()
+				free++
+			}
 		}
+		found = free == portSpan
 	}
-	if len(want) < 4 {
-		t.Skipf("found only %d free ports to test with", len(want))
+	if portLow -= 16; !found {
+		t.Skip("no 16 consecutive free ports in 24000..31999")
 	}
+	want := []int{portLow + 1, portLow + 6, portLow + 11, portLow + 15}
 	for p := portLow; p < portLow+portSpan; p++ {
-		if slices.Contains(want[1:], p) {
-			continue
+		f, err := os.OpenFile(filepath.Join(reserveDir, strconv.Itoa(p)), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(reserveDir, strconv.Itoa(p)), nil, 0o666); err != nil {
+		defer f.Close()
+		if slices.Contains(want, p) {
+			continue // want[*]'s file is there, as a process that is gone leaves it
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			t.Fatal(err)
 		}
 	}
-	stale := filepath.Join(reserveDir, strconv.Itoa(want[0]))
-	long := time.Now().Add(-reserveTTL - time.Minute)
-	if err := os.Chtimes(stale, long, long); err != nil {
-		t.Fatal(err)
-	}
 
 	var got []int
-	for range 4 {
+	for range len(want) {
 		addr, err := FreeAddr()
 		if err != nil {
 			t.Fatalf("after %v: %v", got, err)
@@ -53,7 +63,7 @@ func TestFreeAddrHandsOutReservedPortsOnce(t *testing.T) {
 		_, ps, _ := net.SplitHostPort(addr)
 		p, _ := strconv.Atoi(ps)
 		if !slices.Contains(want, p) || slices.Contains(got, p) {
-			t.Fatalf("FreeAddr gave %s (free and unreserved: %v; given before: %v)", addr, want, got)
+			t.Fatalf("FreeAddr gave %s (unreserved: %v; given before: %v)", addr, want, got)
 		}
 		got = append(got, p)
 	}
