@@ -28,7 +28,11 @@ package cluster
 //     transfer (by a stripe's timer, or a read that catches a stripe up);
 //     their proposals are held and failed as
 //     before (the operation's client gets a 503; either way the old
-//     leader rebuilds its broker).
+//     leader rebuilds its broker). With a steady stream of expiries (a
+//     queue whose messages age out) the broker may never settle, so such
+//     a hand-over waits out settleMax and then rebuilds (read from the
+//     code, not measured). A fix needs the next leader to log the
+//     expiries it made as a follower and the old leader did not log.
 //  3. A transfer that does not happen (its target did not win within an
 //     election timeout, or went away) ends the yield: the leader takes
 //     operations again.
