@@ -69,6 +69,7 @@ func (b *Broker) ApplyCommitted(ents []ReplicaEntry) error {
 		r.unname(info.names) // its changes are in the state now (invariant 6)
 		r.mu.Lock()
 		r.forgetSendsLocked(info.sends) // its sends are in the state now (invariant 4)
+		r.loggedLocked(info.names)      // replica_expiry.go, invariant 1
 		// The checkpointer may have dropped older entries meanwhile: find it again.
 		if k := r.entAt(e.Index); k >= 0 {
 			r.ents[k].applied = true

@@ -522,6 +522,13 @@ func (rb *rebuild) finish() {
 		for i := range rb.lost {
 			recs = append(recs, logRec{typ: recDelete, head: rb.lost[i][:]})
 		}
+		if r := rb.d.repl; r != nil {
+			// A replica's own expire records are void (replica.go,
+			// invariant 1): it logs them once it leads (replica_expiry.go).
+			r.mu.Lock()
+			r.rememberLocked(recs[:len(rb.expired)])
+			r.mu.Unlock()
+		}
 		if err := rb.d.appendInPieces(recs); err != nil {
 			b.storageFailed(err)
 		}

@@ -82,7 +82,10 @@ package engine
 //     counts the admitted operations that have not appended their records
 //     yet (inflight) beside the proposals waiting for their commit. A send
 //     is not admitted; it is refused at its append instead (its messages
-//     are only pending until then).
+//     are only pending until then). A yielding leader's expiries are not
+//     proposed (invariant 11).
+// 11. An expiry a replica makes and does not log (a follower's, a yielding
+//     leader's) is proposed by it once it leads (replica_expiry.go).
 //
 // Owner: mu guards the proposal and entry bookkeeping; the consensus layer
 // calls PersistEntries, ApplyCommitted and the role changes from one
@@ -235,6 +238,9 @@ type replStore struct {
 	hards    []hardMark     // guarded by mu: hard states persisted since the one a checkpoint's meta holds
 	conf     []byte         // guarded by mu: last conf state
 	confIdx  uint64         // guarded by mu
+	// Expiries made and not logged; those not kept (replica_expiry.go).
+	unlogged        map[msgKey][snapLen]byte // guarded by mu
+	unloggedDropped uint64                   // guarded by mu
 	// unapplied: where this replica's log holds the bodies of messages
 	// sent by persisted, not yet applied received entries (position,
 	// size), for the records of later entries that change them
@@ -379,6 +385,7 @@ func (r *replStore) append(recs []logRec) error {
 		// the live state, so the broker is rebuilt from the log (Diverged);
 		// an expiry is not such a change: every replica makes it at the
 		// same time, and the leader logs it.
+		r.rememberLocked(recs) // its expiries: replica_expiry.go
 		for i := range recs {
 			recs[i].pos, recs[i].size = 0, 0
 			if recs[i].typ != recExpire {
@@ -386,6 +393,9 @@ func (r *replStore) append(recs []logRec) error {
 			}
 		}
 		return ErrNotLeader
+	}
+	if r.yield && allExpires(recs) {
+		return r.yieldExpiryLocked(recs) // replica_expiry.go, invariant 3
 	}
 	if r.yield && allSends(recs) {
 		// A send that passed its first check just before the broker

@@ -40,10 +40,13 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 		return ErrDiverged
 	}
 	r.leader, r.term, r.yield = leader, term, false
+	var unlogged []logRec
 	if !leader {
 		for len(r.pending) > 0 {
 			r.resolveLocked(r.pending[0], ErrNotLeader)
 		}
+	} else {
+		unlogged = r.takeUnloggedLocked()
 	}
 	r.mu.Unlock()
 	if !leader {
@@ -74,6 +77,9 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 			}
 		}
 		b.mu.RUnlock()
+		// The expiries it made as a follower that its predecessor did not
+		// log (replica_expiry.go, invariant 2).
+		r.logUnlogged(unlogged)
 	}
 	return nil
 }
@@ -94,8 +100,13 @@ func (b *Broker) Yield(on bool) error {
 		return errors.New("engine: Yield on a broker without replication")
 	}
 	r.mu.Lock()
+	var unlogged []logRec
+	if r.yield && !on && r.leader {
+		unlogged = r.takeUnloggedLocked() // made while yielding: invariant 2 of replica_expiry.go
+	}
 	r.yield = on && r.leader
 	r.mu.Unlock()
+	r.logUnlogged(unlogged)
 	return nil
 }
 

@@ -23,16 +23,14 @@ package cluster
 //     Every other operation is admitted before it changes anything, and
 //     Settled counts the admitted ones still running (engine/replica.go,
 //     invariant 10); a send that passed its first check just before the
-//     yield is refused at its append. Not covered: an operation still
-//     running after settleMax, and a retention expiry logged inside the
-//     transfer (by a stripe's timer, or a read that catches a stripe up);
-//     their proposals are held and failed as
-//     before (the operation's client gets a 503; either way the old
-//     leader rebuilds its broker). With a steady stream of expiries (a
-//     queue whose messages age out) the broker may never settle, so such
-//     a hand-over waits out settleMax and then rebuilds (read from the
-//     code, not measured). A fix needs the next leader to log the
-//     expiries it made as a follower and the old leader did not log.
+//     yield is refused at its append. A retention expiry that the
+//     yielding broker's timers make is not proposed at all: it is made in
+//     the live state as a follower makes it, and the next leader logs it
+//     (engine/replica_expiry.go), so a queue whose messages keep ageing
+//     out no longer keeps the broker from settling. Not covered: an
+//     operation still running after settleMax; its proposal is held and
+//     failed as before (its client gets a 503, and the old leader
+//     rebuilds its broker).
 //  3. A transfer that does not happen (its target did not win within an
 //     election timeout, or went away) ends the yield: the leader takes
 //     operations again.
