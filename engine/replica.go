@@ -82,8 +82,7 @@ package engine
 //     counts the admitted operations that have not appended their records
 //     yet (inflight) beside the proposals waiting for their commit. A send
 //     is not admitted; it is refused at its append instead (its messages
-//     are only pending until then). A yielding leader's expiries are not
-//     proposed (invariant 11).
+//     are only pending until then). Expiries are not proposed (11).
 // 11. An expiry a replica makes and does not log (a follower's, a yielding
 //     leader's) is proposed by it once it leads (replica_expiry.go).
 //
@@ -192,6 +191,7 @@ type pendingProp struct {
 	done       chan struct{}
 	err        error     // set before done is closed
 	start      time.Time // when it was proposed (ReplicaStats.ProposalSeconds)
+	expiries   []logRec  // an expiry-only proposal's records (replica_expiry.go, invariant 3)
 }
 
 // entryInfo is an entry persisted in the local log.
@@ -421,7 +421,7 @@ func (r *replStore) append(recs []logRec) error {
 	data := binary.LittleEndian.AppendUint64(make([]byte, 0, size), id)
 	data = encodeRecords(data, recs)
 	last := &recs[len(recs)-1]
-	p := &pendingProp{id: id, first: recs[0].pos, end: last.pos + uint64(last.size), done: make(chan struct{}), start: time.Now()}
+	p := &pendingProp{id: id, first: recs[0].pos, end: last.pos + uint64(last.size), done: make(chan struct{}), start: time.Now(), expiries: expiryCopy(recs)}
 	r.pending = append(r.pending, p)
 	if err := r.rep.Propose(data); err != nil {
 		r.resolveLocked(p, fmt.Errorf("%w: %w", ErrNotLeader, err))
@@ -469,8 +469,11 @@ func (r *replStore) resolveLocked(p *pendingProp, err error) {
 		// Before done is closed: exportFence waits on done without r.mu
 		// and then reads diverged, and a snapshot holding this failed
 		// change was exported when it read it first (seen once under
-		// load, TestReplicaExportHoldsOnlyCommittedChanges).
-		r.diverged.Store(true)
+		// load, TestReplicaExportHoldsOnlyCommittedChanges). An expiry
+		// is made by every replica: no divergence (replica_expiry.go).
+		if !r.failedExpiryLocked(p) {
+			r.diverged.Store(true)
+		}
 	}
 	close(p.done)
 	for i, q := range r.pending {

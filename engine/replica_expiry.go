@@ -26,7 +26,9 @@ package engine
 //     expiry of a message no longer in its slot changes nothing: apply.go).
 //  3. A yielding leader's expiries are made in its live state, as a
 //     follower's are, and are neither proposed nor counted by Settled; they
-//     never make the broker diverge.
+//     never make the broker diverge. Nor does a leader's expiry-only
+//     proposal that fails at a step-down: it is remembered, as a
+//     follower's expiry is (its broker needs no rebuild for it).
 //  4. At most maxUnlogged expiries are remembered (memory stays bounded
 //     when a follower lags a mass expiry); one left out stays in the
 //     index until a restart of this replica finds it expired again.
@@ -125,6 +127,30 @@ func (r *replStore) yieldExpiryLocked(recs []logRec) error {
 		recs[i].pos, recs[i].size = 0, 0
 	}
 	return ErrNotLeader
+}
+
+// expiryCopy returns a copy of recs if they are expire records only (an
+// expiry-only proposal, kept until it commits: invariant 3), else nil.
+func expiryCopy(recs []logRec) []logRec {
+	if !allExpires(recs) {
+		return nil
+	}
+	cp := make([]logRec, len(recs))
+	for i := range recs {
+		cp[i] = logRec{typ: recExpire, head: append([]byte(nil), recs[i].head...)}
+	}
+	return cp
+}
+
+// failedExpiryLocked remembers the records of a failed expiry-only
+// proposal and reports whether p was one (invariant 3). The caller holds
+// r.mu.
+func (r *replStore) failedExpiryLocked(p *pendingProp) bool {
+	if p.expiries == nil {
+		return false
+	}
+	r.rememberLocked(p.expiries)
+	return true
 }
 
 // allExpires reports whether recs are expire records only.

@@ -196,3 +196,31 @@ func TestReplicaFollowerForgetsExpiryTheLeaderLogged(t *testing.T) {
 		t.Fatalf("the leader leading on proposed %d entries, want 1 with one expiry", len(props))
 	}
 }
+
+// TestReplicaFailedExpiryNeedsNoRebuild (replica_expiry.go, invariant 3):
+// a leader that steps down with an expiry-only proposal in flight has not
+// diverged (every replica makes that expiry), so it needs no rebuild; it
+// remembers the expiry and logs it when it leads again.
+func TestReplicaFailedExpiryNeedsNoRebuild(t *testing.T) {
+	h, _ := newHandShard(t)
+	h.shortQueue()
+	h.clk.Advance(MinRetention + time.Second)
+	if props := takeProps(t, h.leader); len(props) != 1 || expiresIn(t, props[0]) != 1 {
+		t.Fatalf("the leader proposed %d entries, want 1 with its expiry", len(props))
+	}
+	if err := h.leader.SetLeader(false, 0); err != nil { // the proposal fails
+		t.Fatal(err)
+	}
+	if h.leader.Diverged() {
+		t.Fatal("a failed expiry made the broker diverge")
+	}
+	if n := unloggedOf(h.leader); n != 1 {
+		t.Fatalf("the old leader remembers %d expiries, want 1", n)
+	}
+	if err := h.leader.SetLeader(true, 2); err != nil {
+		t.Fatal(err)
+	}
+	if props := takeProps(t, h.leader); len(props) != 1 || expiresIn(t, props[0]) != 1 {
+		t.Fatalf("leading again, it proposed %d entries, want 1 with the expiry", len(props))
+	}
+}
