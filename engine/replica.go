@@ -191,7 +191,7 @@ type pendingProp struct {
 	done       chan struct{}
 	err        error     // set before done is closed
 	start      time.Time // when it was proposed (ReplicaStats.ProposalSeconds)
-	expiries   []logRec  // an expiry-only proposal's records (replica_expiry.go, invariant 3)
+	expiries   []byte    // an expiry-only proposal's snapshots (replica_expiry.go, invariant 3)
 }
 
 // entryInfo is an entry persisted in the local log.

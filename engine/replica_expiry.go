@@ -46,28 +46,34 @@ const unloggedPiece = 256
 // and did not log (invariant 1). The caller holds r.mu.
 func (r *replStore) rememberLocked(recs []logRec) {
 	for i := range recs {
-		if recs[i].typ != recExpire || len(recs[i].head) != snapLen {
-			continue
+		if recs[i].typ == recExpire {
+			r.rememberSnapLocked(recs[i].head)
 		}
-		s, err := decodeSnap(recs[i].head)
-		if err != nil {
-			continue
-		}
-		k := msgKey{s.qid, s.seq}
-		if _, ok := r.unlogged[k]; ok {
-			continue
-		}
-		if len(r.unlogged) >= maxUnlogged {
-			r.unloggedDropped++
-			continue
-		}
-		if r.unlogged == nil {
-			r.unlogged = map[msgKey][snapLen]byte{}
-		}
-		var rec [snapLen]byte
-		copy(rec[:], recs[i].head)
-		r.unlogged[k] = rec
 	}
+}
+
+// rememberSnapLocked keeps one expire record's snapshot. The caller holds
+// r.mu.
+func (r *replStore) rememberSnapLocked(head []byte) {
+	if len(head) != snapLen {
+		return
+	}
+	s, err := decodeSnap(head)
+	if err != nil {
+		return
+	}
+	k := msgKey{s.qid, s.seq}
+	if _, ok := r.unlogged[k]; ok {
+		return
+	}
+	if len(r.unlogged) >= maxUnlogged {
+		r.unloggedDropped++
+		return
+	}
+	if r.unlogged == nil {
+		r.unlogged = map[msgKey][snapLen]byte{}
+	}
+	r.unlogged[k] = [snapLen]byte(head)
 }
 
 // loggedLocked forgets the remembered expiries of the messages an applied
@@ -129,15 +135,19 @@ func (r *replStore) yieldExpiryLocked(recs []logRec) error {
 	return ErrNotLeader
 }
 
-// expiryCopy returns a copy of recs if they are expire records only (an
-// expiry-only proposal, kept until it commits: invariant 3), else nil.
-func expiryCopy(recs []logRec) []logRec {
+// expiryCopy returns the snapshots of recs, one after another, if they are
+// expire records only (an expiry-only proposal, kept until it commits:
+// invariant 3), else nil. At most maxUnlogged are kept: no more could be
+// remembered.
+func expiryCopy(recs []logRec) []byte {
 	if !allExpires(recs) {
 		return nil
 	}
-	cp := make([]logRec, len(recs))
-	for i := range recs {
-		cp[i] = logRec{typ: recExpire, head: append([]byte(nil), recs[i].head...)}
+	cp := make([]byte, 0, min(len(recs), maxUnlogged)*snapLen)
+	for i := range recs[:min(len(recs), maxUnlogged)] {
+		if len(recs[i].head) == snapLen {
+			cp = append(cp, recs[i].head...)
+		}
 	}
 	return cp
 }
@@ -149,7 +159,9 @@ func (r *replStore) failedExpiryLocked(p *pendingProp) bool {
 	if p.expiries == nil {
 		return false
 	}
-	r.rememberLocked(p.expiries)
+	for b := p.expiries; len(b) >= snapLen; b = b[snapLen:] {
+		r.rememberSnapLocked(b[:snapLen])
+	}
 	return true
 }
 
