@@ -475,6 +475,11 @@ type ReplicaStats struct {
 	// Applied is the last entry applied; Pending the proposals in flight.
 	Applied uint64
 	Pending int
+	// UnloggedExpiries: expiries this replica made that no entry has
+	// logged yet (replica_expiry.go); UnloggedDropped: those it had no
+	// room to remember (they stay in the index until a restart).
+	UnloggedExpiries int
+	UnloggedDropped  uint64
 }
 
 // ReplicaStats returns the replication counters (ok false for a broker
@@ -489,7 +494,7 @@ func (b *Broker) ReplicaStats() (st ReplicaStats, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return ReplicaStats{ProposalSeconds: r.propLat.snapshot(), ProposalsFailed: r.propFailed,
-		Applied: r.applied, Pending: len(r.pending)}, true
+		Applied: r.applied, Pending: len(r.pending), UnloggedExpiries: len(r.unlogged), UnloggedDropped: r.unloggedDropped}, true
 }
 
 // latencyHist is a fixed-bucket latency histogram in seconds, recorded

@@ -33,6 +33,7 @@ type clusterCollector struct {
 	elections, proposals, failed, pending              *prometheus.Desc
 	proposalSeconds, rebuilds, rebuildsSkips, restarts *prometheus.Desc
 	silences, silenceMax                               *prometheus.Desc
+	unlogged, unloggedDropped                          *prometheus.Desc
 }
 
 func newClusterCollector(c *cluster.Node) *clusterCollector {
@@ -66,6 +67,8 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.restarts = desc("smqd_cluster_shard_restarts_total", "Times the shard restarted in place after its log failed (a full disk, a failing device).", "shard")
 	cc.silences = desc("smqd_cluster_shard_leader_silences_total", "Times this node, leading the shard, went over half the election timeout without a message of any follower (a leader steps down after a whole one).", "shard")
 	cc.silenceMax = desc("smqd_cluster_shard_leader_silence_max_seconds", "The longest this node, leading the shard, went without a message of any follower.", "shard")
+	cc.unlogged = desc("smqd_cluster_shard_unlogged_expiries", "Retention expiries this node's replica made that no log entry holds yet (the shard's next leader logs them).", "shard")
+	cc.unloggedDropped = desc("smqd_cluster_shard_unlogged_expiries_dropped_total", "Expiries this node's replica made and had no room to remember: those messages stay in its index until a restart.", "shard")
 	return cc
 }
 
@@ -131,5 +134,7 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(cc.rebuilds, float64(sh.Rebuilds), id)
 		counter(cc.rebuildsSkips, float64(sh.RebuildsSkipped), id)
 		counter(cc.restarts, float64(sh.Restarts), id)
+		gauge(cc.unlogged, float64(sh.UnloggedExpiries), id)
+		counter(cc.unloggedDropped, float64(sh.UnloggedExpiriesDropped), id)
 	}
 }

@@ -52,6 +52,8 @@ func TestClusterMetrics(t *testing.T) {
 			value(t, m, "smqd_cluster_shard_apply_lag", "shard", id)
 			value(t, m, "smqd_cluster_shard_elections_total", "shard", id)
 			value(t, m, "smqd_cluster_shard_rebuilds_total", "shard", id)
+			value(t, m, "smqd_cluster_shard_unlogged_expiries", "shard", id)
+			value(t, m, "smqd_cluster_shard_unlogged_expiries_dropped_total", "shard", id)
 			if value(t, m, "smqd_cluster_shard_role", "shard", id, "role", "leader") == 1 {
 				leaders[id]++
 				for _, f := range []int{1, 2, 3} {

@@ -96,6 +96,7 @@ type shard struct {
 	// (retire), so that the metrics stay monotonic across rebuilds.
 	statsMu       sync.Mutex
 	retiredFailed uint64        // guarded by statsMu
+	retiredDrops  uint64        // guarded by statsMu: ReplicaStats.UnloggedDropped
 	retiredLat    wal.Histogram // guarded by statsMu
 	installing    *install      // run: a snapshot being prepared off the loop (snapshot.go)
 	readSeq       atomic.Uint64 // read barrier ids (read.go)
@@ -654,6 +655,7 @@ func (s *shard) retire(b *engine.Broker) {
 	}
 	s.statsMu.Lock()
 	s.retiredFailed += rs.ProposalsFailed
+	s.retiredDrops += rs.UnloggedDropped
 	s.retiredLat.Add(rs.ProposalSeconds)
 	s.statsMu.Unlock()
 }

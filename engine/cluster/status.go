@@ -81,6 +81,11 @@ type ShardStatus struct {
 	ProposalSum      float64   `json:"-"`
 	ProposalsFailed  uint64    `json:"proposals_failed"`
 	ProposalsPending int       `json:"proposals_pending"`
+	// UnloggedExpiries: expiries this replica made that no entry has
+	// logged yet (engine/replica_expiry.go: the next leader logs them);
+	// UnloggedExpiriesDropped: those it had no room to remember.
+	UnloggedExpiries        int    `json:"unlogged_expiries"`
+	UnloggedExpiriesDropped uint64 `json:"unlogged_expiries_dropped"`
 }
 
 // FollowerStatus is one follower's progress on its leader.
@@ -161,12 +166,15 @@ func (n *Node) Status() Status {
 		var lat wal.Histogram
 		lat.Add(s.retiredLat)
 		ss.ProposalsFailed = s.retiredFailed
+		ss.UnloggedExpiriesDropped = s.retiredDrops
 		s.statsMu.Unlock()
 		if b := s.broker(); b != nil {
 			if rs, ok := b.ReplicaStats(); ok {
 				lat.Add(rs.ProposalSeconds)
 				ss.ProposalsFailed += rs.ProposalsFailed
 				ss.ProposalsPending = rs.Pending
+				ss.UnloggedExpiries = rs.UnloggedExpiries
+				ss.UnloggedExpiriesDropped += rs.UnloggedDropped
 				if ss.Applied == 0 {
 					ss.Applied = rs.Applied
 				}

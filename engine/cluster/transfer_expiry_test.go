@@ -99,6 +99,12 @@ func TestClusterHandOverWhileMessagesExpire(t *testing.T) {
 	// before it, the new leader's expiries included.
 	send("last")
 	holds(1)
+	// Every replica has seen every expiry it made logged: it remembers none.
+	for i := range c.nodes {
+		if sh := c.nodes[i].Status().Shards[0]; sh.UnloggedExpiries != 0 || sh.UnloggedExpiriesDropped != 0 {
+			t.Fatalf("node %d remembers %d unlogged expiries (%d dropped), want 0", i+1, sh.UnloggedExpiries, sh.UnloggedExpiriesDropped)
+		}
+	}
 	for i := range c.nodes {
 		c.stop(i)
 		c.start(i)
