@@ -29,7 +29,10 @@ package engine
 //     follower's are, and are neither proposed nor counted by Settled; they
 //     never make the broker diverge. Nor does a leader's expiry-only
 //     proposal that fails at a step-down: it is remembered, as a
-//     follower's expiry is (its broker needs no rebuild for it).
+//     follower's expiry is (its broker needs no rebuild for it). Its
+//     records stay void here; should Raft commit its entry after all,
+//     this replica's checkpoints skip them, and the message stays in its
+//     index until a restart finds it expired (as a follower's would).
 //  4. At most maxUnlogged expiries are remembered (memory stays bounded
 //     when a follower lags a mass expiry); one left out stays in the
 //     index until a restart of this replica finds it expired again.
