@@ -39,8 +39,8 @@ package engine
 //
 // Owner: replStore.mu guards unlogged.
 
-// maxUnlogged bounds the expiries a replica remembers (invariant 4): about
-// 100 bytes each.
+// maxUnlogged bounds the expiries a replica remembers (invariant 4): 80
+// bytes of key and record each, plus the map's own.
 const maxUnlogged = 1 << 16
 
 // unloggedPiece is how many remembered expiries one proposal carries.
