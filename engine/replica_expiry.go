@@ -19,8 +19,9 @@ package engine
 //     are void: replica.go invariant 1) remembers the expire record
 //     (unlogged), and forgets it once an entry naming that message is
 //     applied here (the leader logged the expiry, or still held the
-//     message and will); importing a snapshot forgets them all (the
-//     imported state decides, and its timers expire what is due).
+//     message and will). A snapshot is installed into a new broker
+//     (engine/cluster/snapshot.go), which remembers none: the imported
+//     state decides, and its timers expire what is due.
 //  2. A replica that starts to lead (SetLeader(true)), or a yielding leader
 //     that leads on (Yield(false)), proposes every expiry it remembers
 //     before it answers; proposing one twice is harmless (applying an

@@ -192,7 +192,6 @@ func (b *Broker) ImportState(rd io.Reader, index, term uint64, conf []byte) erro
 	r.marks = append(r.marks[:0], appliedMark{index, term, uint64(r.wal.End())})
 	r.state.SnapIndex, r.state.SnapTerm = index, term
 	r.state.Applied, r.state.AppliedTerm = index, term
-	r.unlogged = nil // the imported state decides what is left (replica_expiry.go)
 	r.mu.Unlock()
 	if err := b.PersistConfState(index, conf); err != nil {
 		return err
