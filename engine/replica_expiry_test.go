@@ -63,6 +63,21 @@ func expiresIn(t *testing.T, prop []byte) int {
 	return n
 }
 
+// leadsProposingNothing makes b lead in term and checks that it proposes
+// nothing (what, if it does), then makes it follow again.
+func leadsProposingNothing(t *testing.T, b *Broker, term uint64, what string) {
+	t.Helper()
+	if err := b.SetLeader(true, term); err != nil {
+		t.Fatal(err)
+	}
+	if props := takeProps(t, b); len(props) != 0 {
+		t.Fatalf("%s: %d entries", what, len(props))
+	}
+	if err := b.SetLeader(false, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func unloggedOf(b *Broker) int {
 	r := b.store.(*replStore)
 	r.mu.Lock()
@@ -133,15 +148,7 @@ func TestReplicaYieldingLeaderLeavesExpiryToTheNext(t *testing.T) {
 			if err := h.follower.SetLeader(false, 0); err != nil {
 				t.Fatal(err)
 			}
-			if err := h.follower.SetLeader(true, 3); err != nil {
-				t.Fatal(err)
-			}
-			if props := takeProps(t, h.follower); len(props) != 0 {
-				t.Fatalf("an expiry logged already was proposed again: %d entries", len(props))
-			}
-			if err := h.follower.SetLeader(false, 0); err != nil {
-				t.Fatal(err)
-			}
+			leadsProposingNothing(t, h.follower, 3, "an expiry logged already was proposed again")
 			h.restartFollower()
 			if got := h.follower.Recovery().Expired; got != 0 {
 				t.Fatalf("a restart found %d expired messages the log never expired, want 0", got)
@@ -165,15 +172,7 @@ func TestReplicaFollowerForgetsExpiryTheLeaderLogged(t *testing.T) {
 	if n := unloggedOf(h.follower); n != 0 {
 		t.Fatalf("the follower remembers %d expiries after applying the leader's, want 0", n)
 	}
-	if err := h.follower.SetLeader(true, 2); err != nil {
-		t.Fatal(err)
-	}
-	if props := takeProps(t, h.follower); len(props) != 0 {
-		t.Fatalf("the follower, leading, proposed %d entries for an expiry logged already", len(props))
-	}
-	if err := h.follower.SetLeader(false, 0); err != nil {
-		t.Fatal(err)
-	}
+	leadsProposingNothing(t, h.follower, 2, "the follower, leading, proposed an expiry logged already")
 
 	// A yield that ends with this leader leading on: it logs its expiry.
 	q, err := h.leader.Queue("short")
