@@ -429,31 +429,6 @@ func (r *replStore) append(recs []logRec) error {
 	return nil
 }
 
-// waitDurable waits until the proposal holding pos is committed.
-func (r *replStore) waitDurable(pos uint64) error {
-	r.mu.Lock()
-	i := sort.Search(len(r.pending), func(i int) bool { return r.pending[i].end > pos })
-	if i == len(r.pending) || r.pending[i].first > pos {
-		// Settled already: committed, unless its proposal failed. A
-		// leader that steps down settles every pending proposal with
-		// ErrNotLeader (SetLeader), maybe after an operation appended its
-		// records and before it came here to wait: its records then lie
-		// in a void span, and it must not be acknowledged.
-		for _, v := range r.void {
-			if pos >= v.from && pos < v.to {
-				r.mu.Unlock()
-				return ErrNotLeader
-			}
-		}
-		r.mu.Unlock()
-		return nil
-	}
-	p := r.pending[i]
-	r.mu.Unlock()
-	<-p.done
-	return p.err
-}
-
 // resolveLocked settles p and removes it from pending.
 func (r *replStore) resolveLocked(p *pendingProp, err error) {
 	select {

@@ -181,6 +181,7 @@ func (r *replStore) exportFence() error {
 		default:
 		}
 		if timeout == nil {
+			r.urge() // replica_hold.go, invariant 1
 			t := time.NewTimer(exportSettleTimeout)
 			defer t.Stop()
 			timeout = t.C

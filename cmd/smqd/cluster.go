@@ -40,6 +40,7 @@ type clusterConfig struct {
 	leaderWait  time.Duration
 	clockOffset time.Duration
 	flush       string
+	hold        time.Duration
 }
 
 func (c *clusterConfig) addFlags(fs *flag.FlagSet) {
@@ -52,6 +53,7 @@ func (c *clusterConfig) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.tick, "raft-tick", 50*time.Millisecond, "cluster mode: Raft's tick; a leader is presumed lost after 10 ticks without hearing from it (sooner when its connection drops)")
 	fs.DurationVar(&c.clockOffset, "clock-offset", 0, "fault tests only: run the broker's clock this far from the system's (a node whose clock is wrong)")
 	fs.StringVar(&c.flush, "cluster-flush", "shared", "cluster mode, --sync always: \"shared\": the shards' logs share one flush of the data directory's file system (syncfs; every file on it is flushed, so give the data directory a file system of its own); \"file\": each log flushes its own files (fdatasync)")
+	fs.DurationVar(&c.hold, "cluster-proposal-hold", cluster.DefaultProposalHold, "cluster mode: how long a shard's leader may hold a change nobody waits for (a receive, an expiry) so that it is replicated with the next one in one round; 0: none")
 	fs.DurationVar(&c.leaderWait, "cluster-leader-wait", 2*time.Second, "cluster mode: how long a request for a shard without a leader waits for one before it is answered 503 ServiceUnavailable")
 }
 
@@ -100,6 +102,9 @@ func (c *config) validateCluster() error {
 	}
 	if cc.flush != "shared" && cc.flush != "file" {
 		return errors.New("--cluster-flush must be shared or file")
+	}
+	if cc.hold < 0 || cc.hold > time.Second {
+		return errors.New("--cluster-proposal-hold must be between 0 and 1s")
 	}
 	if cc.leaderWait <= 0 {
 		return errors.New("--cluster-leader-wait must be positive")
@@ -185,7 +190,7 @@ func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *sl
 	return cluster.Start(cluster.Config{
 		NodeID: cc.nodeID, RaftListen: cc.raftListen, Peers: peers, Join: cc.join,
 		APIAddr: apiAddr, Shards: cc.shards, Dir: cfg.dataDir, Key: key, Engine: eopts,
-		SyncAlways: cfg.sync == "always", FileFlush: cc.flush == "file", Tick: cc.tick, Logger: log.With("component", "cluster"),
+		SyncAlways: cfg.sync == "always", FileFlush: cc.flush == "file", ProposalHold: proposalHold(cc.hold), Tick: cc.tick, Logger: log.With("component", "cluster"),
 	})
 }
 
@@ -222,4 +227,12 @@ func activity(requests func() uint64, node *cluster.Node) func() uint64 {
 		return requests
 	}
 	return func() uint64 { return requests() + node.Activity() }
+}
+
+// proposalHold maps the flag (0: none) to cluster.Config's (negative: none).
+func proposalHold(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

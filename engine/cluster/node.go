@@ -54,7 +54,11 @@ type Config struct {
 	// file system, the node's logs share one flush of the file system
 	// holding Dir (syncfs; wal.SharedSyncFS): the flushes its shards ask
 	// for at the same time are one.
-	FileFlush     bool
+	FileFlush bool
+	// ProposalHold is how long a leader may hold a proposal nobody waits
+	// for (a receive's records, an expiry) so that it goes to Raft with the
+	// next one (hold.go); default DefaultProposalHold, negative: none.
+	ProposalHold  time.Duration
 	Tick          time.Duration // Raft tick; default 50 ms
 	ElectionTicks int           // ticks without a leader before an election; default 10
 	Logger        *slog.Logger
@@ -111,6 +115,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.Shards > 1024 {
 		return nil, errors.New("cluster: at most 1024 shards")
+	}
+	if cfg.ProposalHold == 0 {
+		cfg.ProposalHold = DefaultProposalHold
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = 50 * time.Millisecond

@@ -68,6 +68,7 @@ type shard struct {
 	props    [][]byte
 	control  []func()      // run these in the loop (peer down, conf changes)
 	selfMsgs []*pb.Message // responses of the append worker to this member (append.go)
+	held     holding       // guarded by pmu: props held for company (hold.go)
 	app      *appender
 	wake     chan struct{}
 	inbox    chan *pb.Message
@@ -115,14 +116,15 @@ type shard struct {
 	silenceMax atomic.Int64
 }
 
-// Propose implements engine.Replica: it only queues.
+// Propose implements engine.Replica: it only queues, and the loop hands
+// the proposal to Raft at once or, held, with the next (hold.go).
 func (s *shard) Propose(data []byte) error {
 	s.pmu.Lock()
 	s.props = append(s.props, data)
+	wake := s.holdLocked()
 	s.pmu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if wake {
+		s.wakeLoop()
 	}
 	return nil
 }
@@ -329,8 +331,12 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 		case <-s.wake:
 		}
 		s.pmu.Lock()
-		props, ctl, self := s.props, s.control, s.selfMsgs
-		s.props, s.control, s.selfMsgs = nil, nil, nil
+		ctl, self := s.control, s.selfMsgs
+		s.control, s.selfMsgs = nil, nil
+		var props [][]byte
+		if s.releaseLocked() { // hold.go
+			props, s.props = s.props, nil
+		}
 		s.pmu.Unlock()
 		for _, m := range self {
 			s.step(m)
