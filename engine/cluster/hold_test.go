@@ -124,7 +124,8 @@ func TestClusterHeldReceiveGoesAfterTheHold(t *testing.T) {
 // holds to Raft at once, so its broker settles: the receive commits, the
 // next leader has the message taken, and the old leader keeps its broker
 // (no rebuild). Were it held through the hand-over, its proposal would
-// fail at the step-down, and the old leader would rebuild.
+// fail at the step-down and the receive would be undone: the message
+// active again everywhere (seen so, with the release removed).
 func TestClusterHandOverReleasesHeldProposals(t *testing.T) {
 	c, li := holdCluster(t, time.Hour)
 	ls := c.nodes[li].shards[0]
