@@ -32,7 +32,7 @@ type clusterCollector struct {
 	commit, applied, applyLag, followerLag             *prometheus.Desc
 	elections, proposals, failed, pending              *prometheus.Desc
 	proposalSeconds, rebuilds, rebuildsSkips, restarts *prometheus.Desc
-	silences, silenceMax                               *prometheus.Desc
+	silences, silenceMax, fastCampaigns                *prometheus.Desc
 	unlogged, unloggedDropped                          *prometheus.Desc
 }
 
@@ -65,6 +65,7 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.rebuilds = desc("smqd_cluster_shard_rebuilds_total", "Times the shard's broker was reopened from the log (a step-down left uncommitted changes in it).", "shard")
 	cc.rebuildsSkips = desc("smqd_cluster_shard_rebuilds_skipped_total", "Step-downs that left no uncommitted change: the broker went on as a follower.", "shard")
 	cc.restarts = desc("smqd_cluster_shard_restarts_total", "Times the shard restarted in place after its log failed (a full disk, a failing device).", "shard")
+	cc.fastCampaigns = desc("smqd_cluster_shard_fast_campaigns_total", "Campaigns this node made for the shard because its leader's connection closed and no leader followed (the survivors take turns for up to an election timeout).", "shard")
 	cc.silences = desc("smqd_cluster_shard_leader_silences_total", "Times this node, leading the shard, went over half the election timeout without a message of any follower (a leader steps down after a whole one).", "shard")
 	cc.silenceMax = desc("smqd_cluster_shard_leader_silence_max_seconds", "The longest this node, leading the shard, went without a message of any follower.", "shard")
 	cc.unlogged = desc("smqd_cluster_shard_unlogged_expiries", "Retention expiries this node's replica made that no log entry holds yet (the shard's next leader logs them).", "shard")
@@ -126,6 +127,7 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(cc.elections, float64(sh.Elections), id)
 		counter(cc.silences, float64(sh.Silences), id)
+		counter(cc.fastCampaigns, float64(sh.FastCampaigns), id)
 		gauge(cc.silenceMax, sh.SilenceMax, id)
 		counter(cc.proposals, float64(sh.Proposals), id)
 		counter(cc.failed, float64(sh.ProposalsFailed), id)

@@ -69,6 +69,7 @@ func TestClusterMetrics(t *testing.T) {
 				// some (a leader elected a moment ago, by the balancer's
 				// hand-over, gets its first answer within a tick or two).
 				value(t, m, "smqd_cluster_shard_leader_silences_total", "shard", id)
+				value(t, m, "smqd_cluster_shard_fast_campaigns_total", "shard", id)
 				silence := value(t, m, "smqd_cluster_shard_leader_silence_max_seconds", "shard", id)
 				for try := 0; silence <= 0 && try < 40; try++ {
 					time.Sleep(50 * time.Millisecond)

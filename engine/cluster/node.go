@@ -325,7 +325,12 @@ func (s *shard) snapshotLost(peer uint64) {
 // was forgets that leader at once, and the lowest surviving member calls
 // an election: a closed connection is a faster signal than missed
 // heartbeats (the leader was killed, or its host went away).
+// If no leader follows at once, the survivors campaign again in turn
+// (failover.go).
 func (n *Node) peerDown(peer uint64) {
+	if h := testHookPeerDown.Load(); h != nil {
+		(*h)(n.cfg.NodeID, peer)
+	}
 	for _, s := range n.shards {
 		s.do(func() {
 			s.rn.ReportUnreachable(peer)
@@ -335,15 +340,7 @@ func (n *Node) peerDown(peer uint64) {
 				return
 			}
 			s.rn.ForgetLeader()
-			lowest := n.cfg.NodeID
-			for _, id := range s.st.votersNow() {
-				if id != peer && id < lowest {
-					lowest = id
-				}
-			}
-			if lowest == n.cfg.NodeID {
-				s.rn.Campaign()
-			}
+			s.leaderLost(peer)
 		})
 	}
 }

@@ -114,6 +114,11 @@ type shard struct {
 	quietSince time.Time
 	silences   atomic.Int64
 	silenceMax atomic.Int64
+
+	fast          fastElect    // run: campaigns while leaderless after a leader's loss (failover.go)
+	fastCampaigns atomic.Int64 // campaigns fast made
+	ticks         atomic.Int64 // Raft ticks so far
+	preVotes      atomic.Int64 // pre-vote requests stepped (tests)
 }
 
 // Propose implements engine.Replica: it only queues, and the loop hands
@@ -313,6 +318,8 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			return
 		case <-tick:
 			s.rn.Tick()
+			s.ticks.Add(1)
+			s.fastElectTick() // failover.go
 		case m := <-s.inbox:
 			s.step(m)
 			// A few more, then the Ready: every step may queue appends (entries
@@ -412,6 +419,8 @@ func (s *shard) step(m *pb.Message) {
 		}
 	}
 	switch m.GetType() {
+	case pb.MsgPreVote:
+		s.preVotes.Add(1)
 	case pb.MsgSnap:
 		if s.diskCritical() {
 			return

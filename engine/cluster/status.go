@@ -58,6 +58,9 @@ type ShardStatus struct {
 	Applied   uint64   `json:"applied_index"`
 	Voters    []uint64 `json:"voters"`
 	Elections int64    `json:"elections"` // leader changes this node saw
+	// FastCampaigns: campaigns this member made because its leader's
+	// connection closed and no leader followed (failover.go).
+	FastCampaigns int64 `json:"fast_campaigns"`
 	// Silences: times this node, leading the shard, went over half the
 	// election timeout without a message of any follower (it steps down
 	// after a whole one); SilenceMax: the longest it went, in seconds.
@@ -135,7 +138,7 @@ func (n *Node) Status() Status {
 	defer t.Stop()
 	for i, s := range n.shards {
 		ss := ShardStatus{Shard: s.id, Leader: s.lead.Load(), Term: s.term.Load(), Ready: s.ready.Load(),
-			Role: "unknown", Voters: s.st.votersNow(), Elections: s.elections.Load(), Proposals: s.proposals.Load(),
+			Role: "unknown", Voters: s.st.votersNow(), Elections: s.elections.Load(), FastCampaigns: s.fastCampaigns.Load(), Proposals: s.proposals.Load(),
 			Silences: s.silences.Load(), SilenceMax: time.Duration(s.silenceMax.Load()).Seconds(),
 			Rebuilds: s.rebuilds.Load(), RebuildsSkipped: s.rebuildsSkipped.Load(), Restarts: s.restarts.Load()}
 		if f := s.failure.Load(); f != nil {

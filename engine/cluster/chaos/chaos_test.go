@@ -78,7 +78,13 @@ func startCluster(t *testing.T, nodes, shards int) *Cluster {
 	logf := func(format string, args ...any) {
 		t.Logf("%s "+format, append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 	}
-	c, err := Start(Config{Binary: smqd(t), Dir: dir, Nodes: nodes, Shards: shards, Logf: logf})
+	// SMQD_CHAOS_NODE_ARGS: more smqd flags for every node, split at
+	// spaces (an A/B of a setting by hand, say "--cluster-proposal-hold 0").
+	extra := strings.Fields(os.Getenv("SMQD_CHAOS_NODE_ARGS"))
+	if len(extra) > 0 {
+		t.Logf("every node also gets %q", extra)
+	}
+	c, err := Start(Config{Binary: smqd(t), Dir: dir, Nodes: nodes, Shards: shards, Args: extra, Logf: logf})
 	if err != nil {
 		t.Fatal(err)
 	}

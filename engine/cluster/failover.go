@@ -1,0 +1,105 @@
+package cluster
+
+// Fast elections after a leader's connection closes.
+//
+// A killed leader's connections close at once, and every surviving member
+// learns it then (peerDown, node.go): it forgets that leader, and the
+// lowest surviving voter campaigns at once. That alone left two races to
+// an election timeout (10-20 ticks, 0.5-1 s at the default 50 ms tick),
+// found in the nodes' debug logs of the failover measurement (5 to 7 kills
+// of 20 took 0.5-0.9 s; docs/chaos.md):
+//
+//   - the other survivor steps the campaigner's pre-vote before its own
+//     peerDown has run: it still holds the leader's lease and ignores it;
+//   - the campaigner's log is behind the other survivor's, which refuses
+//     it, and only its own election timeout makes the other campaign.
+//
+// So a member that forgot its leader in peerDown stays "leaderless" for up
+// to one election timeout, and while no leader is known every surviving
+// voter campaigns again in turn: the voter of rank r among the survivors
+// (ordered by id, the lowest 0) at the ticks t with
+// t mod (fastEvery × k) = fastEvery × r, k survivors; rank 0 also at t = 0
+// (peerDown itself).
+//
+// Invariants:
+//  1. Only a member with no known leader that is not leading campaigns
+//     here, and only within ElectionTicks ticks of the loss; after that
+//     Raft's own randomized election timeout takes over, as before.
+//  2. Every campaign is a pre-vote (PreVote is on): it changes no term
+//     until a majority would grant it, so a campaign that comes while
+//     another member already won disturbs nobody (that leader and its
+//     followers ignore it: CheckQuorum's lease).
+//  3. Survivors campaign one at a time (fastEvery ticks apart), so that
+//     their pre-votes do not split a three-member group's votes.
+//
+// Owner: the shard's loop (run) owns fast; ticks is atomic for the tests.
+
+import (
+	"slices"
+	"sync/atomic"
+
+	"go.etcd.io/raft/v3"
+)
+
+// testHookPeerDown, when set (tests), runs at the start of every
+// peerDown of node, before any shard learns of it; it may block.
+var testHookPeerDown atomic.Pointer[func(node, peer uint64)]
+
+// fastEvery is the ticks between two survivors' campaigns (100 ms at the
+// default tick: several round trips on a LAN).
+const fastEvery = 2
+
+// fastElect is a member's leaderless state after peerDown forgot its
+// leader (the loop).
+type fastElect struct {
+	armed bool
+	ticks int // ticks since the loss
+	rank  int // this member among the surviving voters, lowest id 0
+	of    int // surviving voters
+}
+
+// leaderLost (the loop) arms the fast election after the connection to
+// peer, this member's leader, ended, and campaigns at once if this member
+// is the lowest surviving voter.
+func (s *shard) leaderLost(peer uint64) {
+	var survivors []uint64
+	for _, id := range s.st.votersNow() {
+		if id != peer {
+			survivors = append(survivors, id)
+		}
+	}
+	slices.Sort(survivors)
+	rank := slices.Index(survivors, s.n.cfg.NodeID)
+	if rank < 0 {
+		return // not a voter (a learner, or removed): it campaigns for nothing
+	}
+	s.fast = fastElect{armed: true, rank: rank, of: len(survivors)}
+	if rank == 0 {
+		s.campaignFast()
+	}
+}
+
+// fastElectTick (the loop, at every tick) campaigns on this member's turn
+// while the shard has no leader, for at most an election timeout.
+func (s *shard) fastElectTick() {
+	f := &s.fast
+	if !f.armed {
+		return
+	}
+	f.ticks++
+	st := s.rn.BasicStatus()
+	if st.Lead != raft.None || st.RaftState == raft.StateLeader || f.ticks >= s.n.cfg.ElectionTicks {
+		f.armed = false // invariant 1
+		return
+	}
+	if f.ticks%(fastEvery*f.of) == fastEvery*f.rank {
+		s.campaignFast()
+	}
+}
+
+func (s *shard) campaignFast() {
+	s.fastCampaigns.Add(1)
+	if err := s.rn.Campaign(); err != nil {
+		s.log.Debug("campaign", "err", err)
+	}
+}

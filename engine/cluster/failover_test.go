@@ -1,0 +1,87 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3"
+)
+
+// TestClusterSurvivorsCampaignAgainAfterALostPreVote (failover.go): the
+// leader's node stops; the lower survivor campaigns at once, but the
+// higher one steps that pre-vote before it learns of the loss (its
+// peerDown is held here until it has), so it ignores it (the leader's
+// lease). Before failover.go nobody campaigned again until an election
+// timeout (10-20 ticks) had passed; now the survivors take turns while no
+// leader is known, and one leads within a few ticks.
+//
+// Counted in Raft ticks, not time: an election timeout is a number of
+// ticks however slowly they come.
+func TestClusterSurvivorsCampaignAgainAfterALostPreVote(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	li, _ := c.leaderQueue("q")
+	low, high := (li+1)%3, (li+2)%3
+	if low > high {
+		low, high = high, low
+	}
+	lowS, highS := c.nodes[low].shards[0], c.nodes[high].shards[0]
+	dead := uint64(li + 1)
+
+	release := make(chan struct{})
+	hook := func(node, peer uint64) {
+		if node == uint64(high+1) && peer == dead {
+			<-release
+		}
+	}
+	testHookPeerDown.Store(&hook)
+	defer testHookPeerDown.Store(nil)
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+
+	preVotes := highS.preVotes.Load()
+	lowTicks, highTicks := lowS.ticks.Load(), highS.ticks.Load()
+	c.stop(li)
+	eventually(t, "the higher survivor steps the lower one's pre-vote", func() error {
+		if highS.preVotes.Load() == preVotes {
+			return errors.New("no pre-vote yet")
+		}
+		return nil
+	})
+	close(release)
+	var leader uint64
+	eventually(t, "a survivor leads", func() error {
+		for _, s := range []*shard{lowS, highS} {
+			ch := make(chan raft.BasicStatus, 1)
+			s.do(func() { ch <- s.rn.BasicStatus() })
+			var st raft.BasicStatus
+			select {
+			case st = <-ch:
+			case <-time.After(10 * time.Second): // a bound, not a timing assertion
+				return errors.New("the shard's loop did not answer")
+			}
+			if st.RaftState == raft.StateLeader {
+				leader = st.ID
+				return nil
+			}
+		}
+		return errors.New("no leader yet")
+	})
+	took := max(lowS.ticks.Load()-lowTicks, highS.ticks.Load()-highTicks)
+	t.Logf("node %d leads %d ticks after node %d stopped; fast campaigns: node %d %d, node %d %d",
+		leader, took, dead, low+1, lowS.fastCampaigns.Load(), high+1, highS.fastCampaigns.Load())
+	// An election timeout is at least ElectionTicks (10) ticks after the
+	// last heartbeat, one tick before the stop at most.
+	if limit := int64(c.config(0).ElectionTicks) - 2; took > limit {
+		t.Fatalf("a survivor led only %d ticks after the leader stopped, want at most %d: nobody campaigned again after the lost pre-vote", took, limit)
+	}
+	if n := lowS.fastCampaigns.Load() + highS.fastCampaigns.Load(); n < 2 {
+		t.Fatal(fmt.Sprintf("%d fast campaigns, want the first and at least one more", n))
+	}
+}
