@@ -4,15 +4,17 @@ package cluster
 //
 // A killed leader's connections close at once, and every surviving member
 // learns it then (peerDown, node.go): it forgets that leader, and the
-// lowest surviving voter campaigns at once. That alone left two races to
-// an election timeout (10-20 ticks, 0.5-1 s at the default 50 ms tick),
-// found in the nodes' debug logs of the failover measurement (5 to 7 kills
-// of 20 took 0.5-0.9 s; docs/chaos.md):
+// lowest surviving voter campaigns at once. That alone left the shard to
+// an election timeout (10-20 ticks, 0.5-1 s at the default 50 ms tick)
+// when its one campaign failed (4 to 9 kills of 20 took 0.5-0.9 s in the
+// failover measurement; docs/chaos.md):
 //
 //   - the other survivor steps the campaigner's pre-vote before its own
-//     peerDown has run: it still holds the leader's lease and ignores it;
+//     peerDown has run: it still holds the leader's lease and ignores it
+//     (seen in the nodes' debug logs of a slow kill);
 //   - the campaigner's log is behind the other survivor's, which refuses
-//     it, and only its own election timeout makes the other campaign.
+//     it, and only its own election timeout makes the other campaign
+//     (possible whenever the leader reached one follower first).
 //
 // So a member that forgot its leader in peerDown stays "leaderless" for up
 // to one election timeout, and while no leader is known every surviving
