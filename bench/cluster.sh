@@ -242,15 +242,29 @@ run_one() { # system scenario repeat
 	rabbitmq3) args+=(--target rabbitmq --addr "127.0.0.1:$(rmq_port r1),127.0.0.1:$(rmq_port r2),127.0.0.1:$(rmq_port r3)"
 		--server-pid "$(rmq_pid r1),$(rmq_pid r2),$(rmq_pid r3)") ;;
 	esac
-	local before after
+	local before after dbefore dafter
 	[ "$sys" = cluster ] && before=$(flush_counts)
+	dbefore=$(dev_counts)
 	timeout 300 "$SMQBENCH" "${args[@]}" >/dev/null 2>>"$OUT/smqbench.log" || log "run failed: $s $sys (see $OUT/smqbench.log)"
+	dafter=$(dev_counts)
 	if [ "$sys" = cluster ]; then
 		after=$(flush_counts)
 		# The whole run, warm-up included: log flushes (each log's waits)
 		# and the file-system flushes they shared, summed over the nodes.
 		echo "$s|$sys|$r $before $after" | awk '{print $1, "wal_fsyncs", $4-$2, "shared_flushes", $5-$3}' >>"$OUT/flushes.txt"
 	fi
+	# The data directory's block device over the same span, every system:
+	# write requests, KiB written, flush requests (docs/cluster-benchmarks.md,
+	# "What a flush costs on this disk"). Other programs count too.
+	echo "$s|$sys|$r $dbefore $dafter" | awk '{d = ($4 == "-" || $7 == "-") ? "-" : $7-$4
+		print $1, "device_writes", $5-$2, "device_kib", $6-$3, "device_flushes", d}' >>"$OUT/flushes.txt"
+}
+# dev_counts prints the block device holding the work directory: write
+# requests, KiB written and flush requests so far (/proc/diskstats; flush
+# counts since linux 5.5, "-" before), or "0 0 -" when it is not found.
+DEV=$(basename "$(df --output=source "$WORK" 2>/dev/null | tail -1)")
+dev_counts() {
+	awk -v d="$DEV" '$3 == d {print $8, int($10 / 2), (NF >= 20 ? $19 : "-"); f = 1} END {if (!f) print "0 0 -"}' /proc/diskstats
 }
 # flush_counts prints the cluster's smqd_wal_fsyncs_total and
 # smqd_cluster_shared_flushes_total, each summed over the three nodes.
