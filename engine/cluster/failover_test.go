@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -82,6 +81,6 @@ func TestClusterSurvivorsCampaignAgainAfterALostPreVote(t *testing.T) {
 		t.Fatalf("a survivor led only %d ticks after the leader stopped, want at most %d: nobody campaigned again after the lost pre-vote", took, limit)
 	}
 	if n := lowS.fastCampaigns.Load() + highS.fastCampaigns.Load(); n < 2 {
-		t.Fatal(fmt.Sprintf("%d fast campaigns, want the first and at least one more", n))
+		t.Fatalf("%d fast campaigns, want the first and at least one more", n)
 	}
 }
