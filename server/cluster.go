@@ -267,7 +267,10 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) 
 		wctx = s.base
 	}
 	var err error
-	f.in, err = s.c.Forward(wctx, leader, f.out, f.in[:0], timeout)
+	// Cut short if the shard's lead moves away from leader, which then
+	// does not answer (engine/cluster/forward_moved.go): a leader cut off
+	// from the cluster held such a request for the whole timeout.
+	f.in, err = s.c.ForwardShard(wctx, s.c.ShardOf(string(st.name)), leader, f.out, f.in[:0], timeout)
 	if err != nil {
 		return err
 	}

@@ -86,6 +86,19 @@ func (n *Node) SetForwardHandler(base context.Context, h ForwardHandler) {
 // node cuts its forwarded long polls short). See the file comment for what
 // an error means.
 func (n *Node) Forward(ctx context.Context, leader uint64, req, dst []byte, timeout time.Duration) ([]byte, error) {
+	return n.forward(ctx, -1, leader, req, dst, timeout)
+}
+
+// ForwardShard is Forward for a request of shard: once this node learns
+// that the shard's lead moved away from leader, the wait is cut short
+// (forward_moved.go: ErrLeaderMoved, the request may have run).
+func (n *Node) ForwardShard(ctx context.Context, shard int, leader uint64, req, dst []byte, timeout time.Duration) ([]byte, error) {
+	return n.forward(ctx, shard, leader, req, dst, timeout)
+}
+
+// forward is Forward, watched for its shard's leader moving when shard
+// is one of the node's.
+func (n *Node) forward(ctx context.Context, shard int, leader uint64, req, dst []byte, timeout time.Duration) ([]byte, error) {
 	if leader == n.cfg.NodeID {
 		return dst, fmt.Errorf("%w: forwarding to itself", ErrNotSent)
 	}
@@ -110,32 +123,51 @@ func (n *Node) Forward(ctx context.Context, leader uint64, req, dst []byte, time
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
 	}
-	if _, err := io.ReadFull(c, hdr[:]); err != nil {
-		stop()
-		n.fwdDrop(leader, c)
-		if ctx.Err() != nil {
-			return dst, fmt.Errorf("cluster: forwarded request to node %d: %w (%w)", leader, ErrCanceled, ctx.Err())
+	var fc *fwdCall
+	if shard >= 0 && shard < len(n.shards) {
+		fc = n.watchForward(shard, leader, c)
+	}
+	// unwatch ends the watch once, and reports whether the leader moved
+	// under the wait (its connection must not be reused then).
+	unwatch := func() bool {
+		if fc == nil {
+			return false
 		}
-		return dst, fmt.Errorf("cluster: forwarded request to node %d: no answer: %w", leader, err)
+		cut := n.unwatchForward(fc)
+		fc = nil
+		return cut
+	}
+	fail := func(what string, err error) error {
+		stop()
+		moved := unwatch()
+		n.fwdDrop(leader, c)
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("cluster: forwarded request to node %d: %w (%w)", leader, ErrCanceled, ctx.Err())
+		case moved:
+			return fmt.Errorf("cluster: forwarded request to node %d: %s: %w (%v)", leader, what, ErrLeaderMoved, err)
+		}
+		return fmt.Errorf("cluster: forwarded request to node %d: %s: %w", leader, what, err)
+	}
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		return dst, fail("no answer", err)
 	}
 	size := int(binary.LittleEndian.Uint32(hdr[:]))
 	if size == 0 || size > maxForwardBytes {
+		stop()
+		unwatch()
 		n.fwdDrop(leader, c)
 		return dst, fmt.Errorf("cluster: forwarded request to node %d: an answer of %d bytes", leader, size)
 	}
 	dst = slices.Grow(dst, size)
 	if _, err := io.ReadFull(c, dst[len(dst):len(dst)+size]); err != nil {
-		stop()
-		n.fwdDrop(leader, c)
-		if ctx.Err() != nil {
-			return dst, fmt.Errorf("cluster: forwarded request to node %d: %w (%w)", leader, ErrCanceled, ctx.Err())
-		}
-		return dst, fmt.Errorf("cluster: forwarded request to node %d: answer cut short: %w", leader, err)
+		return dst, fail("answer cut short", err)
 	}
-	if stop() {
+	if stop() && !unwatch() {
 		c.SetDeadline(time.Time{})
 		n.fwdPut(leader, c)
 	} else {
+		unwatch()
 		n.fwdDrop(leader, c) // the deadline may be moved under it yet
 	}
 	n.forwarded.Add(1)

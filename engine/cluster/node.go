@@ -83,6 +83,7 @@ type Node struct {
 	forwarded atomic.Int64 // requests forwarded to a leader and answered
 
 	fwd        fwdPool
+	fwdWatch   fwdWatch // forwards under way, cut short when their shard's lead moves (forward_moved.go)
 	fwdHandler atomic.Pointer[fwdHandler]
 
 	ackMu    sync.Mutex

@@ -628,7 +628,9 @@ func (s *shard) handleSoftState(ss *raft.SoftState) error {
 		s.elections.Add(1)
 	}
 	s.lastLead = lead
-	s.lead.Store(lead)
+	if s.lead.Swap(lead) != lead {
+		s.n.leaderMoved(s.id, lead) // forward_moved.go
+	}
 	s.term.Store(s.rn.BasicStatus().GetTerm())
 	switch {
 	case ss.RaftState == raft.StateLeader && s.leaderOf == 0:

@@ -15,6 +15,10 @@ import (
 //
 //	SMQD_CHAOS_FAILOVER=20 go test -run TestFailover -v ./engine/cluster/chaos
 //
+// or, with SMQD_CHAOS_FAILOVER_FAULT=isolate, cuts it off instead (a host
+// that vanishes: no connection closes, the survivors wait out an election
+// timeout).
+//
 // Each repetition kills (SIGKILL) the leader of a queue's shard while
 // producers and consumers run through every node, and measures the time
 // from the kill to the first successful send to that queue, through a
@@ -25,6 +29,13 @@ func TestFailover(t *testing.T) {
 	reps, _ := strconv.Atoi(os.Getenv("SMQD_CHAOS_FAILOVER"))
 	if reps <= 0 {
 		t.Skip("a measurement run by hand: SMQD_CHAOS_FAILOVER=20 (repetitions)")
+	}
+	// SMQD_CHAOS_FAILOVER_FAULT=isolate cuts the leader's links both ways
+	// (a host that vanishes: no connection closes) instead of killing it.
+	isolate := os.Getenv("SMQD_CHAOS_FAILOVER_FAULT") == "isolate"
+	verb := "killed"
+	if isolate {
+		verb = "isolated"
 	}
 	const shards = 3
 	c := startCluster(t, 3, shards)
@@ -57,7 +68,11 @@ func TestFailover(t *testing.T) {
 		via := leader%len(c.Nodes) + 1 // a survivor
 		cl := NewClient(c.Nodes[via-1].API, c.AccessID, c.Secret, 15*time.Second)
 		start := time.Now()
-		c.Kill(leader)
+		if isolate {
+			c.Isolate(leader, true, true)
+		} else {
+			c.Kill(leader)
+		}
 		var d time.Duration
 		for k := 0; d == 0 && time.Since(start) < 60*time.Second; k++ {
 			op := probe.Invoke(Op{Process: -2, Kind: OpSend, Node: via, Queue: q, Body: fmt.Sprintf("probe-%d-%d", rep, k)})
@@ -71,11 +86,13 @@ func TestFailover(t *testing.T) {
 		}
 		cl.Close()
 		if d == 0 {
-			t.Fatalf("repetition %d: no send through node %d succeeded within 60 s of killing node %d", rep, via, leader)
+			t.Fatalf("repetition %d: no send through node %d succeeded within 60 s after node %d was %s", rep, via, leader, verb)
 		}
 		took = append(took, d)
-		t.Logf("repetition %d: killed node %d (leader of %s's shard); first send through node %d after %v", rep+1, leader, q, via, d.Round(time.Millisecond))
-		if err := c.StartNode(leader); err != nil {
+		t.Logf("repetition %d: %s node %d (leader of %s's shard); first send through node %d after %v", rep+1, verb, leader, q, via, d.Round(time.Millisecond))
+		if isolate {
+			c.Heal()
+		} else if err := c.StartNode(leader); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,8 +104,8 @@ func TestFailover(t *testing.T) {
 	for _, d := range took {
 		ms = append(ms, fmt.Sprint(d.Milliseconds()))
 	}
-	t.Logf("failover: %d kills of a shard leader; time to the first successful send through a survivor: p50 %v, max %v (all, ms: %s)",
-		len(took), took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), strings.Join(ms, " "))
+	t.Logf("failover: %d faults (%s) of a shard leader; time to the first successful send through a survivor: p50 %v, max %v (all, ms: %s)",
+		len(took), verb, took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), strings.Join(ms, " "))
 	if r.TimedOut > 0 {
 		t.Errorf("%d requests ran into their client timeout (15 s)", r.TimedOut)
 	}

@@ -1,0 +1,111 @@
+package cluster
+
+// Forwards cut short when their shard's leader moves.
+//
+// A forwarded request waits for the leader's answer up to its timeout (10
+// s for anything but a long poll, server/cluster.go). A leader cut off from
+// the cluster without its connections closing (a partition, a host that
+// vanished) never answers, and such a request waited out the whole timeout
+// although the other members had elected a new leader within an election
+// timeout: every send through a survivor after the leader was isolated took
+// 10.0 s (20 of 20, docs/chaos.md).
+//
+// Invariants:
+//  1. Once this node's view of a shard's leader is no longer L (the shard's
+//     loop, handleSoftState: another leader, or none), every forward to L
+//     for that shard still waiting gets fwdMovedGrace more to be answered,
+//     then fails with ErrLeaderMoved. A leader that handed its lead over
+//     answers within the grace (a long poll it held is answered "not run"
+//     at its step-down, and the forwarding node routes it again), so
+//     planned moves cost nothing; one that is gone does not.
+//  2. ErrLeaderMoved is an outcome unknown: the old leader may have run
+//     the request (its change commits only if a majority had it, and then
+//     the new leader has it too). The server answers 503, and the client
+//     retries.
+//  3. A forward registered while the leader moves sees the move: it
+//     checks the shard's leader after it registered, and the loop stores
+//     the new leader before it looks at the registered forwards.
+//  4. Only forwards under way are registered: each unregisters, under the
+//     same lock the cut takes, before its connection goes back to the pool,
+//     and a cut connection never goes back (its deadline was moved).
+//
+// Owner: fwdWatch.mu guards the registry and each call's cut flag.
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// fwdMovedGrace is how long a forward to a shard's former leader may still
+// wait for its answer after this node learned that the lead moved.
+const fwdMovedGrace = time.Second
+
+// ErrLeaderMoved: the shard's lead moved away from the node a forwarded
+// request waited on, which did not answer within fwdMovedGrace; the
+// request may have run there.
+var ErrLeaderMoved = errors.New("cluster: the shard's lead moved while the request waited for its former leader's answer")
+
+type fwdWatch struct {
+	mu    sync.Mutex
+	calls map[*fwdCall]struct{} // guarded by mu
+	pool  sync.Pool
+}
+
+// fwdCall is a forward waiting for its answer.
+type fwdCall struct {
+	shard  int
+	leader uint64
+	c      net.Conn
+	cut    bool // guarded by fwdWatch.mu
+}
+
+// watchForward registers a forward to leader for shard that waits on c
+// (invariant 3).
+func (n *Node) watchForward(shard int, leader uint64, c net.Conn) *fwdCall {
+	w := &n.fwdWatch
+	fc, _ := w.pool.Get().(*fwdCall)
+	if fc == nil {
+		fc = new(fwdCall)
+	}
+	*fc = fwdCall{shard: shard, leader: leader, c: c}
+	w.mu.Lock()
+	if w.calls == nil {
+		w.calls = map[*fwdCall]struct{}{}
+	}
+	w.calls[fc] = struct{}{}
+	w.mu.Unlock()
+	if lead := n.shards[shard].lead.Load(); lead != leader {
+		n.leaderMoved(shard, lead)
+	}
+	return fc
+}
+
+// unwatchForward unregisters fc and reports whether it was cut (invariant
+// 4: its connection must not be reused).
+func (n *Node) unwatchForward(fc *fwdCall) bool {
+	w := &n.fwdWatch
+	w.mu.Lock()
+	delete(w.calls, fc)
+	cut := fc.cut
+	w.mu.Unlock()
+	*fc = fwdCall{}
+	w.pool.Put(fc)
+	return cut
+}
+
+// leaderMoved (a shard's loop, after it stored lead as the shard's leader)
+// gives the forwards waiting on another node for shard their grace
+// (invariant 1).
+func (n *Node) leaderMoved(shard int, lead uint64) {
+	w := &n.fwdWatch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for fc := range w.calls {
+		if fc.shard == shard && fc.leader != lead && !fc.cut {
+			fc.cut = true
+			fc.c.SetReadDeadline(time.Now().Add(fwdMovedGrace))
+		}
+	}
+}

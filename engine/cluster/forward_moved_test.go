@@ -1,0 +1,81 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// A forward to a shard's leader that never answers (a leader cut off from
+// the cluster without its connections closing) ends once the forwarding
+// node learns that the lead moved, with ErrLeaderMoved, not at its own
+// timeout (forward_moved.go). Here the old leader stays up, but its
+// handler holds the request; the lead is handed to the forwarding node's
+// peer. Without the watch the forward ends at its 20 s timeout with a
+// plain i/o timeout, and the test fails on the error's kind, not on time.
+//
+// A forward answered within the grace after the move still succeeds (the
+// second half).
+func TestForwardEndsWhenTheShardsLeadMoves(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	li, _ := c.leaderQueue("q")
+	fi, to := (li+1)%3, (li+2)%3
+	leader := uint64(li + 1)
+	release := make(chan struct{})
+	defer close(release)
+	held := make(chan struct{}, 1)
+	c.nodes[li].SetForwardHandler(context.Background(), func(_ context.Context, from uint64, req, dst []byte) []byte {
+		if string(req) != "held" {
+			return append(dst, "answered"...)
+		}
+		held <- struct{}{}
+		<-release
+		return dst
+	})
+	s := c.nodes[fi].shards[0]
+
+	// The first forward: never answered.
+	type result struct {
+		got []byte
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		got, err := c.nodes[fi].ForwardShard(context.Background(), 0, leader, []byte("held"), nil, 20*time.Second)
+		first <- result{got, err}
+	}()
+	<-held
+	c.nodes[li].shards[0].do(func() { c.nodes[li].shards[0].rn.TransferLeader(uint64(to + 1)) })
+	eventually(t, "the forwarding node sees the new leader", func() error {
+		if l := s.lead.Load(); l != uint64(to+1) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	select {
+	case r := <-first:
+		if !errors.Is(r.err, ErrLeaderMoved) {
+			t.Fatalf("a forward to the former leader ended with %q, %v; want ErrLeaderMoved", r.got, r.err)
+		}
+	case <-time.After(60 * time.Second): // a bound, not a timing assertion
+		t.Fatal("a forward to the former leader did not end")
+	}
+
+	// The second, to the former leader again, is registered after the
+	// move: it gets the grace at once, and its answer, which comes at
+	// once, is taken.
+	second := make(chan result, 1)
+	go func() {
+		got, err := c.nodes[fi].ForwardShard(context.Background(), 0, leader, []byte("answered in time"), nil, 20*time.Second)
+		second <- result{got, err}
+	}()
+	select {
+	case r := <-second:
+		if r.err != nil || string(r.got) != "answered" {
+			t.Fatalf("a forward answered within the grace: %q, %v", r.got, r.err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("a forward answered within the grace did not end")
+	}
+}
