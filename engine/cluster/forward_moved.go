@@ -42,6 +42,13 @@ import (
 // wait for its answer after this node learned that the lead moved.
 const fwdMovedGrace = time.Second
 
+// fwdHandshake bounds the handshake of a new forward connection. A
+// forward whose connection cannot be made is ErrNotSent (nothing ran) and
+// the server routes it again, so a short bound costs nothing; with the
+// transport's 5 s, the first request after a leader was cut off that
+// needed a new connection to it waited 5 s (docs/chaos.md).
+const fwdHandshake = time.Second
+
 // ErrLeaderMoved: the shard's lead moved away from the node a forwarded
 // request waited on, which did not answer within fwdMovedGrace; the
 // request may have run there.

@@ -401,7 +401,11 @@ func (t *transport) dial(addr string, kind byte) (net.Conn, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	hs := 5 * time.Second
+	if kind == kindForward {
+		hs = fwdHandshake
+	}
+	c.SetDeadline(time.Now().Add(hs))
 	ni := make([]byte, 16)
 	rand.Read(ni)
 	hello := append([]byte(handshakeMagic), kind)
