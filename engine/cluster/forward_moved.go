@@ -17,7 +17,11 @@ package cluster
 //     then fails with ErrLeaderMoved. A leader that handed its lead over
 //     answers within the grace (a long poll it held is answered "not run"
 //     at its step-down, and the forwarding node routes it again), so
-//     planned moves cost nothing; one that is gone does not.
+//     planned moves cost nothing; one that is gone does not. If this
+//     member has heard nothing of L for fwdSilentTicks ticks (the loop's
+//     record of every member's messages; a leader sends one every tick),
+//     L is taken as gone and the forward fails at once: the lead usually
+//     moves because L went silent for a whole election timeout.
 //  2. ErrLeaderMoved is an outcome unknown: the old leader may have run
 //     the request (its change commits only if a majority had it, and then
 //     the new leader has it too). The server answers 503, and the client
@@ -41,6 +45,10 @@ import (
 // fwdMovedGrace is how long a forward to a shard's former leader may still
 // wait for its answer after this node learned that the lead moved.
 const fwdMovedGrace = time.Second
+
+// fwdSilentTicks: a former leader not heard from for this many ticks is
+// taken as gone (invariant 1); a live leader is heard every tick.
+const fwdSilentTicks = 3
 
 // fwdHandshake bounds the handshake of a new forward connection. A
 // forward whose connection cannot be made is ErrNotSent (nothing ran) and
@@ -84,7 +92,7 @@ func (n *Node) watchForward(shard int, leader uint64, c net.Conn) *fwdCall {
 	w.calls[fc] = struct{}{}
 	w.mu.Unlock()
 	if lead := n.shards[shard].lead.Load(); lead != leader {
-		n.leaderMoved(shard, lead)
+		n.leaderMoved(shard, lead, nil) // not the loop: its record is not ours to read
 	}
 	return fc
 }
@@ -102,17 +110,29 @@ func (n *Node) unwatchForward(fc *fwdCall) bool {
 	return cut
 }
 
-// leaderMoved (a shard's loop, after it stored lead as the shard's leader)
-// gives the forwards waiting on another node for shard their grace
-// (invariant 1).
-func (n *Node) leaderMoved(shard int, lead uint64) {
+// leaderMoved (after lead was stored as the shard's leader) gives the
+// forwards waiting on another node for shard their grace, or none for a
+// node silent reports gone (invariant 1; nil: none is).
+func (n *Node) leaderMoved(shard int, lead uint64, silent func(id uint64) bool) {
 	w := &n.fwdWatch
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	now := time.Now()
 	for fc := range w.calls {
 		if fc.shard == shard && fc.leader != lead && !fc.cut {
 			fc.cut = true
-			fc.c.SetReadDeadline(time.Now().Add(fwdMovedGrace))
+			until := now.Add(fwdMovedGrace)
+			if silent != nil && silent(fc.leader) {
+				until = now
+			}
+			fc.c.SetReadDeadline(until)
 		}
 	}
+}
+
+// silent (the loop) reports whether this member has heard nothing of
+// member id for fwdSilentTicks ticks.
+func (s *shard) silent(id uint64) bool {
+	t, ok := s.heard[id]
+	return !ok || time.Since(t) > fwdSilentTicks*s.n.cfg.Tick
 }

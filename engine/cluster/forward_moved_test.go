@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 )
@@ -77,5 +78,42 @@ func TestForwardEndsWhenTheShardsLeadMoves(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("a forward answered within the grace did not end")
+	}
+}
+
+// deadlineConn records the read deadlines set on it.
+type deadlineConn struct {
+	net.Conn
+	read []time.Time
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.read = append(c.read, t)
+	return nil
+}
+
+// A former leader this member has not heard from for fwdSilentTicks is
+// taken as gone: its forwards end at once, not after the grace (a leader
+// cut off from the cluster is why the lead moved); one heard from a moment
+// ago gets the grace (a planned hand-over).
+func TestForwardToASilentFormerLeaderEndsAtOnce(t *testing.T) {
+	n := &Node{cfg: Config{Tick: 50 * time.Millisecond}}
+	s := &shard{n: n, heard: map[uint64]time.Time{2: time.Now(), 3: time.Now().Add(-time.Minute)}}
+	n.shards = []*shard{s}
+	s.lead.Store(2)
+	live, gone := &deadlineConn{}, &deadlineConn{}
+	fcLive := n.watchForward(0, 2, live)
+	s.lead.Store(3)
+	n.leaderMoved(0, 3, s.silent)
+	fcGone := n.watchForward(0, 3, gone)
+	s.lead.Store(1)
+	n.leaderMoved(0, 1, s.silent)
+	n.unwatchForward(fcLive)
+	n.unwatchForward(fcGone)
+	if len(live.read) != 1 || time.Until(live.read[0]) < fwdMovedGrace/2 {
+		t.Fatalf("a forward to a former leader heard a moment ago: read deadlines %v, want one about %v ahead", live.read, fwdMovedGrace)
+	}
+	if len(gone.read) != 1 || time.Until(gone.read[0]) > fwdMovedGrace/2 {
+		t.Fatalf("a forward to a former leader silent for a minute: read deadlines %v, want one now", gone.read)
 	}
 }

@@ -629,7 +629,7 @@ func (s *shard) handleSoftState(ss *raft.SoftState) error {
 	}
 	s.lastLead = lead
 	if s.lead.Swap(lead) != lead {
-		s.n.leaderMoved(s.id, lead) // forward_moved.go
+		s.n.leaderMoved(s.id, lead, s.silent) // forward_moved.go
 	}
 	s.term.Store(s.rn.BasicStatus().GetTerm())
 	switch {
