@@ -106,7 +106,8 @@ func (n *Node) forward(ctx context.Context, shard int, leader uint64, req, dst [
 	if err != nil {
 		return dst, err
 	}
-	c.SetDeadline(time.Now().Add(timeout))
+	deadline := time.Now().Add(timeout)
+	c.SetDeadline(deadline)
 	var hdr [4]byte
 	binary.LittleEndian.PutUint32(hdr[:], uint32(len(req)))
 	bufs := net.Buffers{hdr[:], req}
@@ -125,7 +126,7 @@ func (n *Node) forward(ctx context.Context, shard int, leader uint64, req, dst [
 	}
 	var fc *fwdCall
 	if shard >= 0 && shard < len(n.shards) {
-		fc = n.watchForward(shard, leader, c)
+		fc = n.watchForward(shard, leader, c, deadline)
 	}
 	// unwatch ends the watch once, and reports whether the leader moved
 	// under the wait (its connection must not be reused then).

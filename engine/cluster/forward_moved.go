@@ -73,18 +73,19 @@ type fwdCall struct {
 	shard  int
 	leader uint64
 	c      net.Conn
-	cut    bool // guarded by fwdWatch.mu
+	until  time.Time // the forward's own deadline: a move never extends it
+	cut    bool      // guarded by fwdWatch.mu
 }
 
 // watchForward registers a forward to leader for shard that waits on c
 // (invariant 3).
-func (n *Node) watchForward(shard int, leader uint64, c net.Conn) *fwdCall {
+func (n *Node) watchForward(shard int, leader uint64, c net.Conn, until time.Time) *fwdCall {
 	w := &n.fwdWatch
 	fc, _ := w.pool.Get().(*fwdCall)
 	if fc == nil {
 		fc = new(fwdCall)
 	}
-	*fc = fwdCall{shard: shard, leader: leader, c: c}
+	*fc = fwdCall{shard: shard, leader: leader, c: c, until: until}
 	w.mu.Lock()
 	if w.calls == nil {
 		w.calls = map[*fwdCall]struct{}{}
@@ -124,6 +125,9 @@ func (n *Node) leaderMoved(shard int, lead uint64, silent func(id uint64) bool) 
 			until := now.Add(fwdMovedGrace)
 			if silent != nil && silent(fc.leader) {
 				until = now
+			}
+			if !fc.until.IsZero() && fc.until.Before(until) {
+				until = fc.until
 			}
 			fc.c.SetReadDeadline(until)
 		}

@@ -102,14 +102,25 @@ func TestForwardToASilentFormerLeaderEndsAtOnce(t *testing.T) {
 	n.shards = []*shard{s}
 	s.lead.Store(2)
 	live, gone := &deadlineConn{}, &deadlineConn{}
-	fcLive := n.watchForward(0, 2, live)
+	fcLive := n.watchForward(0, 2, live, time.Time{})
 	s.lead.Store(3)
 	n.leaderMoved(0, 3, s.silent)
-	fcGone := n.watchForward(0, 3, gone)
+	fcGone := n.watchForward(0, 3, gone, time.Time{})
 	s.lead.Store(1)
 	n.leaderMoved(0, 1, s.silent)
+	soon := &deadlineConn{}
+	own := time.Now().Add(fwdMovedGrace / 10)
+	s.lead.Store(1)
+	fcSoon := n.watchForward(0, 1, soon, own)
+	s.heard[1] = time.Now()
+	s.lead.Store(2)
+	n.leaderMoved(0, 2, s.silent)
+	n.unwatchForward(fcSoon)
 	n.unwatchForward(fcLive)
 	n.unwatchForward(fcGone)
+	if len(soon.read) != 1 || !soon.read[0].Equal(own) {
+		t.Fatalf("a forward whose own deadline comes before the grace ends: read deadlines %v, want its own %v", soon.read, own)
+	}
 	if len(live.read) != 1 || time.Until(live.read[0]) < fwdMovedGrace/2 {
 		t.Fatalf("a forward to a former leader heard a moment ago: read deadlines %v, want one about %v ahead", live.read, fwdMovedGrace)
 	}
