@@ -191,6 +191,11 @@ func (d *durableStore) writable() error { return nil }
 func (d *durableStore) enter() error    { return nil }
 func (d *durableStore) leave()          {}
 
+// A single node's state is never behind another leader's
+// (replica_confirm.go, invariant 3).
+func (d *durableStore) leading() uint64          { return 0 }
+func (d *durableStore) confirmLead(uint64) error { return nil }
+
 func (d *durableStore) topicSupport() error { return nil }
 
 func (d *durableStore) append(recs []logRec) error {

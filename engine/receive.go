@@ -144,13 +144,22 @@ func retryWait(err error, b *Broker, deadline int64) error {
 
 // receiveNow is tryReceive admitted as an operation that changes state
 // (storage.enter: a replica handing its lead over refuses it before it
-// takes anything).
+// takes anything). A replica's leader answers what it took only once its
+// lead is confirmed (replica_confirm.go).
 func (q *Queue) receiveNow(max int, dst []Message) ([]Message, error) {
 	if err := q.b.store.enter(); err != nil {
 		return dst, err
 	}
-	defer q.b.store.leave()
-	return q.tryReceive(max, dst, retryDamaged)
+	term := q.b.store.leading()
+	base := len(dst)
+	dst, err := q.tryReceive(max, dst, retryDamaged)
+	q.b.store.leave()
+	if len(dst) > base {
+		if cerr := q.b.store.confirmLead(term); cerr != nil {
+			return dst[:base], cerr
+		}
+	}
+	return dst, err
 }
 
 // tryReceive takes up to max Active messages without waiting. If every
@@ -467,7 +476,15 @@ func (q *Queue) Peek(max int, dst []Message) ([]Message, error) {
 	if max < 1 || max > MaxBatch {
 		return dst, rangeErr("numOfMessages", 1, MaxBatch, "messages")
 	}
-	return q.peek(max, dst, retryDamaged)
+	term := q.b.store.leading()
+	base := len(dst)
+	dst, err := q.peek(max, dst, retryDamaged)
+	if len(dst) > base {
+		if cerr := q.b.store.confirmLead(term); cerr != nil {
+			return dst[:base], cerr // replica_confirm.go
+		}
+	}
+	return dst, err
 }
 
 // retryDamaged bounds how often a receive or peek whose every message was

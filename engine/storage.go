@@ -137,6 +137,13 @@ type storage interface {
 	// changed anything. Broker.Settled waits for the admitted ones.
 	enter() error
 	leave()
+	// leading is the term this replica leads, 0 if it does not lead or the
+	// backend does not replicate; confirmLead(term) holds an answer read
+	// from the state (a receive's messages, a peek's) until the replica is
+	// known to have led term since before the read: nil, or ErrNotLeader.
+	// Term 0 confirms nothing (replica_confirm.go).
+	leading() uint64
+	confirmLead(term uint64) error
 	// topicSupport reports whether the backend keeps topics: nil, or
 	// ErrTopicsUnsupported (a replicated shard: its log carries queues only).
 	topicSupport() error

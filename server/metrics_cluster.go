@@ -33,6 +33,7 @@ type clusterCollector struct {
 	elections, proposals, failed, pending              *prometheus.Desc
 	proposalSeconds, rebuilds, rebuildsSkips, restarts *prometheus.Desc
 	silences, silenceMax, fastCampaigns                *prometheus.Desc
+	leadConfirms, leadUnconfirmed                      *prometheus.Desc
 	unlogged, unloggedDropped                          *prometheus.Desc
 }
 
@@ -66,6 +67,8 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.rebuildsSkips = desc("smqd_cluster_shard_rebuilds_skipped_total", "Step-downs that left no uncommitted change: the broker went on as a follower.", "shard")
 	cc.restarts = desc("smqd_cluster_shard_restarts_total", "Times the shard restarted in place after its log failed (a full disk, a failing device).", "shard")
 	cc.fastCampaigns = desc("smqd_cluster_shard_fast_campaigns_total", "Campaigns this node made for the shard because its leader's connection closed and no leader followed (the survivors take turns for up to an election timeout).", "shard")
+	cc.leadConfirms = desc("smqd_cluster_shard_lead_confirm_rounds_total", "Heartbeat rounds this node, leading the shard, ran to confirm its lead before answering receives and peeks (one round serves every receive waiting).", "shard")
+	cc.leadUnconfirmed = desc("smqd_cluster_shard_lead_confirms_failed_total", "Receives and peeks this node withheld because a majority did not confirm its lead (it was cut off, or stepped down meanwhile); the messages they took come back after their visibility timeout.", "shard")
 	cc.silences = desc("smqd_cluster_shard_leader_silences_total", "Times this node, leading the shard, went over half the election timeout without a message of any follower (a leader steps down after a whole one).", "shard")
 	cc.silenceMax = desc("smqd_cluster_shard_leader_silence_max_seconds", "The longest this node, leading the shard, went without a message of any follower.", "shard")
 	cc.unlogged = desc("smqd_cluster_shard_unlogged_expiries", "Retention expiries this node's replica made that no log entry holds yet (the shard's next leader logs them).", "shard")
@@ -128,6 +131,8 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(cc.elections, float64(sh.Elections), id)
 		counter(cc.silences, float64(sh.Silences), id)
 		counter(cc.fastCampaigns, float64(sh.FastCampaigns), id)
+		counter(cc.leadConfirms, float64(sh.LeadConfirms), id)
+		counter(cc.leadUnconfirmed, float64(sh.LeadUnconfirmed), id)
 		gauge(cc.silenceMax, sh.SilenceMax, id)
 		counter(cc.proposals, float64(sh.Proposals), id)
 		counter(cc.failed, float64(sh.ProposalsFailed), id)

@@ -70,6 +70,8 @@ func TestClusterMetrics(t *testing.T) {
 				// hand-over, gets its first answer within a tick or two).
 				value(t, m, "smqd_cluster_shard_leader_silences_total", "shard", id)
 				value(t, m, "smqd_cluster_shard_fast_campaigns_total", "shard", id)
+				value(t, m, "smqd_cluster_shard_lead_confirm_rounds_total", "shard", id)
+				value(t, m, "smqd_cluster_shard_lead_confirms_failed_total", "shard", id)
 				silence := value(t, m, "smqd_cluster_shard_leader_silence_max_seconds", "shard", id)
 				for try := 0; silence <= 0 && try < 40; try++ {
 					time.Sleep(50 * time.Millisecond)

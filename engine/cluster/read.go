@@ -92,6 +92,10 @@ wait:
 // deliverReads (the loop) hands Raft's answers to the barriers waiting.
 func (s *shard) deliverReads(states []raft.ReadState) {
 	for _, rs := range states {
+		if id, ok := confirmCtx(rs.RequestCtx); ok {
+			s.confirmed(id) // confirm.go
+			continue
+		}
 		if len(rs.RequestCtx) != 8 {
 			continue
 		}

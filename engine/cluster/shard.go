@@ -51,6 +51,10 @@ import (
 	"github.com/smqd/smqd/wal"
 )
 
+// testHookTick, when set (tests), lets a node's shards tick only while it
+// reports true for the node: a node whose time stands still.
+var testHookTick atomic.Pointer[func(node uint64) bool]
+
 type shard struct {
 	bootstrapped bool // start made a new log (a new cluster's first start)
 
@@ -119,6 +123,11 @@ type shard struct {
 	fastCampaigns atomic.Int64 // campaigns fast made
 	ticks         atomic.Int64 // Raft ticks so far
 	preVotes      atomic.Int64 // pre-vote requests stepped (tests)
+
+	confirmMu      sync.Mutex
+	conf           confirms     // guarded by confirmMu: receives waiting for their lead's confirmation (confirm.go)
+	confirmRounds  atomic.Int64 // confirmation rounds begun
+	confirmsFailed atomic.Int64 // confirmations that failed (answers withheld)
 }
 
 // Propose implements engine.Replica: it only queues, and the loop hands
@@ -317,9 +326,13 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-tick:
+			if h := testHookTick.Load(); h != nil && !(*h)(s.n.cfg.NodeID) {
+				continue
+			}
 			s.rn.Tick()
 			s.ticks.Add(1)
 			s.fastElectTick() // failover.go
+			s.confirmTick()   // confirm.go
 		case m := <-s.inbox:
 			s.step(m)
 			// A few more, then the Ready: every step may queue appends (entries
@@ -379,6 +392,7 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			}
 			s.proposals.Add(1)
 		}
+		s.beginConfirms() // confirm.go
 		err := s.app.failed()
 		if err == nil {
 			err = s.rebuildIfDiverged()
@@ -641,6 +655,7 @@ func (s *shard) handleSoftState(ss *raft.SoftState) error {
 		wasReady := s.ready.Swap(false)
 		s.noteSilence(time.Now()) // a step-down for a lost quorum ends one
 		s.leaderOf, s.firstOurs = 0, 0
+		s.failConfirms() // confirm.go
 		b := s.broker()
 		if err := b.SetLeader(false, 0); err != nil {
 			return err

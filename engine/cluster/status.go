@@ -61,6 +61,12 @@ type ShardStatus struct {
 	// FastCampaigns: campaigns this member made because its leader's
 	// connection closed and no leader followed (failover.go).
 	FastCampaigns int64 `json:"fast_campaigns"`
+	// LeadConfirms: rounds this member, leading, ran to confirm its lead
+	// before answering receives and peeks (confirm.go); LeadUnconfirmed:
+	// answers it withheld because no majority confirmed it in time or it
+	// stepped down meanwhile.
+	LeadConfirms    int64 `json:"lead_confirm_rounds"`
+	LeadUnconfirmed int64 `json:"lead_confirms_failed"`
 	// Silences: times this node, leading the shard, went over half the
 	// election timeout without a message of any follower (it steps down
 	// after a whole one); SilenceMax: the longest it went, in seconds.
@@ -139,6 +145,7 @@ func (n *Node) Status() Status {
 	for i, s := range n.shards {
 		ss := ShardStatus{Shard: s.id, Leader: s.lead.Load(), Term: s.term.Load(), Ready: s.ready.Load(),
 			Role: "unknown", Voters: s.st.votersNow(), Elections: s.elections.Load(), FastCampaigns: s.fastCampaigns.Load(), Proposals: s.proposals.Load(),
+			LeadConfirms: s.confirmRounds.Load(), LeadUnconfirmed: s.confirmsFailed.Load(),
 			Silences: s.silences.Load(), SilenceMax: time.Duration(s.silenceMax.Load()).Seconds(),
 			Rebuilds: s.rebuilds.Load(), RebuildsSkipped: s.rebuildsSkipped.Load(), Restarts: s.restarts.Load()}
 		if f := s.failure.Load(); f != nil {

@@ -38,6 +38,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -186,8 +187,15 @@ func (t *transport) peerAPI(id uint64) (string, bool) {
 }
 
 // send queues messages of shard for their destinations.
+// testHookDrop, when set (tests), drops every Raft message it reports
+// true for, as a cut link would (the connections stay up).
+var testHookDrop atomic.Pointer[func(m *pb.Message) bool]
+
 func (t *transport) send(shard int, msgs []*pb.Message) {
 	for _, m := range msgs {
+		if h := testHookDrop.Load(); h != nil && (*h)(m) {
+			continue
+		}
 		// Marshalled straight into the frame: entries are not copied twice.
 		frame, err := proto.MarshalOptions{}.MarshalAppend(make([]byte, 6, 6+proto.Size(m)), m)
 		if err != nil {

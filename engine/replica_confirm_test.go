@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// confirmReplica is a handReplica whose ConfirmLead answers err and notes
+// the terms it was asked for.
+type confirmReplica struct {
+	*handReplica
+	mu    sync.Mutex
+	err   error
+	terms []uint64
+}
+
+func (c *confirmReplica) ConfirmLead(term uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.terms = append(c.terms, term)
+	return c.err
+}
+
+func (c *confirmReplica) set(err error) {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+}
+
+func (c *confirmReplica) asked() []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.terms)
+}
+
+// A leader's receive and peek answer what they read only once the replica
+// confirmed the lead of the term they read it in (replica_confirm.go): an
+// unconfirmed one answers ErrNotLeader and no message; a receive that
+// found nothing asks for no confirmation.
+func TestReplicaAnswersReadsOnlyOnceTheLeadIsConfirmed(t *testing.T) {
+	hr := &handReplica{kick: make(chan struct{}, 1)}
+	cr := &confirmReplica{handReplica: hr}
+	h := &handShard{t: t, rep: hr, clk: NewFakeClock(t0), next: 1}
+	h.leader = h.open(t.TempDir(), cr)
+	h.fdir = t.TempDir()
+	h.follower = h.open(h.fdir, &handReplica{kick: make(chan struct{}, 1)})
+	t.Cleanup(func() { h.leader.Close(); h.follower.Close() })
+	if err := h.leader.SetLeader(true, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.do(func() error { _, err := h.leader.CreateQueue("q", DefaultQueueConfig()); return err })
+	q, err := h.leader.Queue("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.do(func() error {
+		_, err := q.Send([]SendEntry{{Body: []byte("a")}, {Body: []byte("b")}}, nil)
+		return err
+	})
+
+	cr.set(fmt.Errorf("%w: not confirmed (test)", ErrNotLeader))
+	if got, err := q.Peek(16, nil); len(got) != 0 || !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("unconfirmed peek: %d messages, %v", len(got), err)
+	}
+	if got, err := q.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil); len(got) != 0 || !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("unconfirmed receive: %d messages, %v", len(got), err)
+	}
+	cr.set(nil)
+	got, err := q.Receive(context.Background(), ReceiveOptions{Max: 16, HasWait: true}, nil)
+	if err != nil || len(got) != 1 {
+		// The unconfirmed receive took the other one: it comes back after
+		// its visibility timeout, as any message whose answer was lost.
+		t.Fatalf("confirmed receive: %d messages, %v", len(got), err)
+	}
+	if _, err := q.Receive(context.Background(), ReceiveOptions{Max: 16, HasWait: true}, nil); !errors.Is(err, ErrMessageNotExist) {
+		t.Fatalf("empty receive: %v", err)
+	}
+	if asked := cr.asked(); !slices.Equal(asked, []uint64{1, 1, 1}) {
+		t.Fatalf("confirmations asked for terms %v, want [1 1 1]", asked)
+	}
+	info, err := q.Attributes()
+	if err != nil || info.Active != 0 || info.Inactive != 2 {
+		t.Fatalf("after the receives: %+v, %v; want both Inactive", info, err)
+	}
+}
