@@ -145,15 +145,17 @@ func retryWait(err error, b *Broker, deadline int64) error {
 // receiveNow is tryReceive admitted as an operation that changes state
 // (storage.enter: a replica handing its lead over refuses it before it
 // takes anything). A replica's leader answers what it took only once its
-// lead is confirmed (replica_confirm.go).
+// lead is confirmed (replica_confirm.go), and the receive stays admitted
+// until then: a hand-over waits for it (Settled), so that the lead does
+// not move between the take and the answer.
 func (q *Queue) receiveNow(max int, dst []Message) ([]Message, error) {
 	if err := q.b.store.enter(); err != nil {
 		return dst, err
 	}
+	defer q.b.store.leave()
 	term := q.b.store.leading()
 	base := len(dst)
 	dst, err := q.tryReceive(max, dst, retryDamaged)
-	q.b.store.leave()
 	if len(dst) > base {
 		if cerr := q.b.store.confirmLead(term); cerr != nil {
 			return dst[:base], cerr

@@ -35,6 +35,10 @@ package engine
 //  3. A backend that does not replicate, and a replica that does not lead,
 //     confirm nothing (term 0): the first has no other leader, the second
 //     answers no receive (enter refuses it).
+//  4. A receive stays admitted (enter, replica.go invariant 10) until its
+//     confirmation ends, so a planned hand-over of the lead (Yield, then
+//     Settled) waits for it and does not make it fail: its messages reach
+//     its client, not the visibility timeout.
 
 // ReplicaConfirmer is a Replica that can confirm that this member still
 // leads its shard (engine/cluster does, with Raft's ReadIndex). ConfirmLead

@@ -186,12 +186,13 @@ func (s *shard) confirmed(id uint64) {
 	s.confirmMu.Unlock()
 }
 
-// failConfirms (the loop, at a step-down) fails every waiter (invariant 1).
+// failConfirms (the loop at a step-down, or Node.Close) fails every waiter
+// (invariant 1).
 func (s *shard) failConfirms() {
 	s.confirmMu.Lock()
 	for _, l := range [][]*confirmWait{s.conf.fresh, s.conf.waiting} {
 		for _, w := range l {
-			w.ch <- fmt.Errorf("%w: this member stepped down from term %d", engine.ErrNotLeader, w.term)
+			w.ch <- fmt.Errorf("%w: this member stepped down from term %d, or stopped", engine.ErrNotLeader, w.term)
 		}
 	}
 	clear(s.conf.fresh)

@@ -483,10 +483,11 @@ func (n *Node) Close() error {
 	close(n.stop)
 	n.wg.Wait()
 	// No loop commits anything now: fail the operations still waiting for
-	// a commit (ErrNotLeader, retryable) and wake the long polls, so that
+	// a commit or a confirmation (ErrNotLeader, retryable) and wake the long polls, so that
 	// the requests other nodes forwarded here end, and with them the
 	// transport's connections, which tr.close waits for.
 	for _, s := range n.shards {
+		s.failConfirms() // receives waiting for their lead's confirmation (confirm.go)
 		if b := s.broker(); b != nil {
 			b.SetLeader(false, 0)
 		}
