@@ -42,21 +42,11 @@ func (c *confirmReplica) asked() []uint64 {
 // unconfirmed one answers ErrNotLeader and no message; a receive that
 // found nothing asks for no confirmation.
 func TestReplicaAnswersReadsOnlyOnceTheLeadIsConfirmed(t *testing.T) {
-	hr := &handReplica{kick: make(chan struct{}, 1)}
-	cr := &confirmReplica{handReplica: hr}
-	h := &handShard{t: t, rep: hr, clk: NewFakeClock(t0), next: 1}
-	h.leader = h.open(t.TempDir(), cr)
-	h.fdir = t.TempDir()
-	h.follower = h.open(h.fdir, &handReplica{kick: make(chan struct{}, 1)})
-	t.Cleanup(func() { h.leader.Close(); h.follower.Close() })
-	if err := h.leader.SetLeader(true, 1); err != nil {
-		t.Fatal(err)
-	}
-	h.do(func() error { _, err := h.leader.CreateQueue("q", DefaultQueueConfig()); return err })
-	q, err := h.leader.Queue("q")
-	if err != nil {
-		t.Fatal(err)
-	}
+	var cr *confirmReplica
+	h, q := newHandShardWith(t, func(hr *handReplica) Replica {
+		cr = &confirmReplica{handReplica: hr}
+		return cr
+	})
 	h.do(func() error {
 		_, err := q.Send([]SendEntry{{Body: []byte("a")}, {Body: []byte("b")}}, nil)
 		return err

@@ -11,8 +11,19 @@ import (
 // (docs/chaos.md, "Open findings": acknowledged deletes came back).
 func newHandShard(t *testing.T) (*handShard, *Queue) {
 	t.Helper()
+	return newHandShardWith(t, nil)
+}
+
+// newHandShardWith is newHandShard with the leader's replica made by wrap
+// from the shard's handReplica (nil: the handReplica itself).
+func newHandShardWith(t *testing.T, wrap func(*handReplica) Replica) (*handShard, *Queue) {
+	t.Helper()
 	h := &handShard{t: t, rep: &handReplica{kick: make(chan struct{}, 1)}, clk: NewFakeClock(t0), next: 1}
-	h.leader = h.open(t.TempDir(), h.rep)
+	var rep Replica = h.rep
+	if wrap != nil {
+		rep = wrap(h.rep)
+	}
+	h.leader = h.open(t.TempDir(), rep)
 	h.fdir = t.TempDir()
 	h.follower = h.open(h.fdir, &handReplica{kick: make(chan struct{}, 1)})
 	t.Cleanup(func() { h.leader.Close(); h.follower.Close() })

@@ -200,6 +200,24 @@ func eventuallyWithin(t *testing.T, within time.Duration, what string, cond func
 	t.Fatalf("%s: %v", what, err)
 }
 
+// converged waits until every node's replica of queue holds active
+// Active and inactive Inactive messages.
+func (c *testCluster) converged(queue string, active, inactive int64) {
+	c.t.Helper()
+	for i := range c.nodes {
+		eventually(c.t, fmt.Sprintf("node %d's replica of %s", i+1, queue), func() error {
+			info, err := c.counts(i, queue)
+			if err != nil {
+				return err
+			}
+			if info.Active != active || info.Inactive != inactive {
+				return fmt.Errorf("active %d inactive %d, want %d and %d", info.Active, info.Inactive, active, inactive)
+			}
+			return nil
+		})
+	}
+}
+
 // counts returns a queue's Active/Inactive/Delayed on a node's replica.
 func (c *testCluster) counts(i int, queue string) (engine.QueueInfo, error) {
 	n := c.nodes[i]
@@ -237,18 +255,7 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every replica converges: 40 Active, 8 Inactive.
-	for i := range c.nodes {
-		eventually(t, fmt.Sprintf("node %d replica", i+1), func() error {
-			info, err := c.counts(i, "orders")
-			if err != nil {
-				return err
-			}
-			if info.Active != 40 || info.Inactive != 8 {
-				return fmt.Errorf("active %d inactive %d", info.Active, info.Inactive)
-			}
-			return nil
-		})
-	}
+	c.converged("orders", 40, 8)
 	// A follower refuses changes.
 	fi := (li + 1) % 3
 	fq, _ := c.nodes[fi].Broker(c.nodes[fi].ShardOf("orders")).Queue("orders")

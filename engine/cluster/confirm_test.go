@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -66,18 +65,7 @@ func TestCutOffLeaderHandsOutNoDeletedMessage(t *testing.T) {
 	if _, err := q.Send([]engine.SendEntry{{Body: []byte("once")}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	for i := range c.nodes {
-		eventually(t, fmt.Sprintf("node %d holds the message", i+1), func() error {
-			info, err := c.counts(i, "q")
-			if err != nil {
-				return err
-			}
-			if info.Active != 1 {
-				return fmt.Errorf("active %d", info.Active)
-			}
-			return nil
-		})
-	}
+	c.converged("q", 1, 0)
 	heal := isolate(t, uint64(li+1))
 	ni, nq := c.otherLeader("q", li)
 	got, err := nq.Receive(context.Background(), engine.ReceiveOptions{Max: 1, HasWait: true}, nil)
@@ -108,18 +96,7 @@ func TestCutOffLeaderHandsOutNoDeletedMessage(t *testing.T) {
 
 	// Healed, the old leader follows, and every replica has the delete.
 	heal()
-	for i := range c.nodes {
-		eventually(t, fmt.Sprintf("node %d has the delete", i+1), func() error {
-			info, err := c.counts(i, "q")
-			if err != nil {
-				return err
-			}
-			if info.Active != 0 || info.Inactive != 0 {
-				return fmt.Errorf("active %d inactive %d", info.Active, info.Inactive)
-			}
-			return nil
-		})
-	}
+	c.converged("q", 0, 0)
 }
 
 // TestLeadConfirmationAsksAgainAfterALostRound (confirm.go, invariant 3):
