@@ -153,15 +153,9 @@ func (q *Queue) receiveNow(max int, dst []Message) ([]Message, error) {
 		return dst, err
 	}
 	defer q.b.store.leave()
-	term := q.b.store.leading()
-	base := len(dst)
+	term, base := q.b.store.leading(), len(dst)
 	dst, err := q.tryReceive(max, dst, retryDamaged)
-	if len(dst) > base {
-		if cerr := q.b.store.confirmLead(term); cerr != nil {
-			return dst[:base], cerr
-		}
-	}
-	return dst, err
+	return q.b.confirmRead(term, dst, base, err)
 }
 
 // tryReceive takes up to max Active messages without waiting. If every
@@ -478,15 +472,9 @@ func (q *Queue) Peek(max int, dst []Message) ([]Message, error) {
 	if max < 1 || max > MaxBatch {
 		return dst, rangeErr("numOfMessages", 1, MaxBatch, "messages")
 	}
-	term := q.b.store.leading()
-	base := len(dst)
+	term, base := q.b.store.leading(), len(dst)
 	dst, err := q.peek(max, dst, retryDamaged)
-	if len(dst) > base {
-		if cerr := q.b.store.confirmLead(term); cerr != nil {
-			return dst[:base], cerr // replica_confirm.go
-		}
-	}
-	return dst, err
+	return q.b.confirmRead(term, dst, base, err)
 }
 
 // retryDamaged bounds how often a receive or peek whose every message was

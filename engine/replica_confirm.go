@@ -78,3 +78,16 @@ func (r *replStore) confirmLead(term uint64) error {
 	}
 	return c.ConfirmLead(term)
 }
+
+// confirmRead answers a read of messages (dst beyond base, with err) made
+// while the store led term: unchanged once the lead is confirmed, or
+// without those messages and with the confirmation's error (invariants 1
+// and 2). A read that found nothing confirms nothing.
+func (b *Broker) confirmRead(term uint64, dst []Message, base int, err error) ([]Message, error) {
+	if len(dst) > base {
+		if cerr := b.store.confirmLead(term); cerr != nil {
+			return dst[:base], cerr
+		}
+	}
+	return dst, err
+}

@@ -186,11 +186,11 @@ func (t *transport) peerAPI(id uint64) (string, bool) {
 	return a, ok
 }
 
-// send queues messages of shard for their destinations.
 // testHookDrop, when set (tests), drops every Raft message it reports
 // true for, as a cut link would (the connections stay up).
 var testHookDrop atomic.Pointer[func(m *pb.Message) bool]
 
+// send queues messages of shard for their destinations.
 func (t *transport) send(shard int, msgs []*pb.Message) {
 	for _, m := range msgs {
 		if h := testHookDrop.Load(); h != nil && (*h)(m) {
