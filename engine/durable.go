@@ -193,8 +193,9 @@ func (d *durableStore) leave()          {}
 
 // A single node's state is never behind another leader's
 // (replica_confirm.go, invariant 3).
-func (d *durableStore) leading() uint64          { return 0 }
-func (d *durableStore) confirmLead(uint64) error { return nil }
+func (d *durableStore) enterLeading() (uint64, error) { return 0, nil }
+func (d *durableStore) leading() uint64               { return 0 }
+func (d *durableStore) confirmLead(uint64) error      { return nil }
 
 func (d *durableStore) topicSupport() error { return nil }
 

@@ -149,12 +149,13 @@ func retryWait(err error, b *Broker, deadline int64) error {
 // until then: a hand-over waits for it (Settled), so that the lead does
 // not move between the take and the answer.
 func (q *Queue) receiveNow(max int, dst []Message) ([]Message, error) {
-	if err := q.b.store.enter(); err != nil {
+	term, err := q.b.store.enterLeading()
+	if err != nil {
 		return dst, err
 	}
 	defer q.b.store.leave()
-	term, base := q.b.store.leading(), len(dst)
-	dst, err := q.tryReceive(max, dst, retryDamaged)
+	base := len(dst)
+	dst, err = q.tryReceive(max, dst, retryDamaged)
 	return q.b.confirmRead(term, dst, base, err)
 }
 

@@ -23,7 +23,9 @@ package engine
 // Invariants:
 //  1. A receive or peek of a replicated broker that leads answers messages
 //     only after ConfirmLead(term) returned nil, term being the term it led
-//     before it read its state. A majority that acknowledged term after
+//     before it read its state: a receive's is read with its admission
+//     (enterLeading), under the same lock, so that a step-down between the
+//     two cannot leave it unconfirmed. A majority that acknowledged term after
 //     the read had not moved to a later term at the read, so no later
 //     leader existed then, and nothing acknowledged before the read is
 //     missing from the state read (a leader holds every committed entry).
@@ -34,7 +36,8 @@ package engine
 //     never got the change. Nothing is lost; a message may come late.
 //  3. A backend that does not replicate, and a replica that does not lead,
 //     confirm nothing (term 0): the first has no other leader, the second
-//     answers no receive (enter refuses it).
+//     answers no receive (enter refuses it), and its peeks read its
+//     replica's state as it is, as a follower's reads always did.
 //  4. A receive stays admitted (enter, replica.go invariant 10) until its
 //     confirmation ends, so a planned hand-over of the lead (Yield, then
 //     Settled) waits for it and does not make it fail: its messages reach

@@ -77,3 +77,39 @@ func TestReplicaAnswersReadsOnlyOnceTheLeadIsConfirmed(t *testing.T) {
 		t.Fatalf("after the receives: %+v, %v; want both Inactive", info, err)
 	}
 }
+
+// A leader that steps down between a receive's admission and its read
+// still has the read confirmed for the term it was admitted in (and so
+// refused), never answered unconfirmed: the term is read with the
+// admission, not after it (replica_confirm.go, invariant 1).
+func TestReplicaReceiveAdmittedJustBeforeAStepDownIsConfirmed(t *testing.T) {
+	var cr *confirmReplica
+	h, q := newHandShardWith(t, func(hr *handReplica) Replica {
+		cr = &confirmReplica{handReplica: hr}
+		return cr
+	})
+	h.do(func() error {
+		_, err := q.Send([]SendEntry{{Body: []byte("a")}}, nil)
+		return err
+	})
+	cr.set(fmt.Errorf("%w: stepped down (test)", ErrNotLeader))
+	r := h.leader.store.(*replStore)
+	r.enterHook = func(admitted bool) {
+		if admitted {
+			r.enterHook = nil
+			if err := h.leader.SetLeader(false, 0); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	got, err := q.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil)
+	if len(got) != 0 {
+		t.Fatalf("a receive admitted just before the step-down answered %d messages unconfirmed (err %v)", len(got), err)
+	}
+	if !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("receive: %v, want ErrNotLeader", err)
+	}
+	if asked := cr.asked(); !slices.Equal(asked, []uint64{1}) {
+		t.Fatalf("confirmations asked for terms %v, want [1]", asked)
+	}
+}

@@ -201,20 +201,39 @@ func (r *replStore) exportFence() error {
 // enter admits an operation (replica.go, invariant 10): refused before it changed
 // anything on a replica that does not lead or is yielding.
 func (r *replStore) enter() error {
+	_, err := r.admit()
+	return err
+}
+
+// enterLeading is enter for a receive: it also returns the term the
+// replica leads, read under the admission's lock so that no step-down
+// falls between them (replica_confirm.go, invariant 1); 0 when the
+// replica confirms nothing.
+func (r *replStore) enterLeading() (uint64, error) {
+	term, err := r.admit()
+	if _, ok := r.rep.(ReplicaConfirmer); !ok {
+		term = 0
+	}
+	return term, err
+}
+
+// admit is enter, returning the term it admitted the operation in.
+func (r *replStore) admit() (uint64, error) {
 	if h := r.enterHook; h != nil {
 		h(false)
 	}
 	r.mu.Lock()
 	if !r.leader || r.yield {
 		r.mu.Unlock()
-		return ErrRetryOnLeader
+		return 0, ErrRetryOnLeader
 	}
 	r.inflight++
+	term := r.term
 	r.mu.Unlock()
 	if h := r.enterHook; h != nil {
 		h(true)
 	}
-	return nil
+	return term, nil
 }
 
 func (r *replStore) leave() {

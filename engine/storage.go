@@ -137,11 +137,14 @@ type storage interface {
 	// changed anything. Broker.Settled waits for the admitted ones.
 	enter() error
 	leave()
-	// leading is the term this replica leads, 0 if it does not lead or the
-	// backend does not replicate; confirmLead(term) holds an answer read
-	// from the state (a receive's messages, a peek's) until the replica is
-	// known to have led term since before the read: nil, or ErrNotLeader.
-	// Term 0 confirms nothing (replica_confirm.go).
+	// enterLeading is enter for a receive, and also returns the term this
+	// replica leads, read with the admission (0 if the backend confirms
+	// nothing). leading is that term without an admission (a peek), 0
+	// also when the replica does not lead. confirmLead(term) holds an
+	// answer read from the state (a receive's messages, a peek's) until
+	// the replica is known to have led term since before the read: nil,
+	// or ErrNotLeader. Term 0 confirms nothing (replica_confirm.go).
+	enterLeading() (term uint64, err error)
 	leading() uint64
 	confirmLead(term uint64) error
 	// topicSupport reports whether the backend keeps topics: nil, or

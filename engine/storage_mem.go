@@ -95,14 +95,15 @@ func (m *memStore) moveRecord(rec *logRec, _ []byte, qid uint64, stripeIdx uint8
 
 func (m *memStore) changeRecord(*stripe, uint8, uint32) {}
 
-func (m *memStore) acceptNew() error         { return nil }
-func (m *memStore) diskState() (bool, bool)  { return false, false }
-func (m *memStore) topicSupport() error      { return nil }
-func (m *memStore) writable() error          { return nil }
-func (m *memStore) enter() error             { return nil }
-func (m *memStore) leave()                   {}
-func (m *memStore) leading() uint64          { return 0 }
-func (m *memStore) confirmLead(uint64) error { return nil }
+func (m *memStore) acceptNew() error              { return nil }
+func (m *memStore) diskState() (bool, bool)       { return false, false }
+func (m *memStore) topicSupport() error           { return nil }
+func (m *memStore) writable() error               { return nil }
+func (m *memStore) enter() error                  { return nil }
+func (m *memStore) leave()                        {}
+func (m *memStore) enterLeading() (uint64, error) { return 0, nil }
+func (m *memStore) leading() uint64               { return 0 }
+func (m *memStore) confirmLead(uint64) error      { return nil }
 
 func (m *memStore) adminRecord(uint8, []byte) error {
 	m.mu.Lock()
