@@ -34,6 +34,7 @@ type clusterCollector struct {
 	proposalSeconds, rebuilds, rebuildsSkips, restarts *prometheus.Desc
 	silences, silenceMax, fastCampaigns                *prometheus.Desc
 	leadConfirms, leadUnconfirmed                      *prometheus.Desc
+	leaseReads, votesDeferred                          *prometheus.Desc
 	unlogged, unloggedDropped                          *prometheus.Desc
 }
 
@@ -69,6 +70,8 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.fastCampaigns = desc("smqd_cluster_shard_fast_campaigns_total", "Campaigns this node made for the shard because its leader's connection closed and no leader followed (the survivors take turns for up to an election timeout).", "shard")
 	cc.leadConfirms = desc("smqd_cluster_shard_lead_confirm_rounds_total", "Heartbeat rounds this node, leading the shard, ran to confirm its lead before answering receives and peeks (one round serves every receive waiting).", "shard")
 	cc.leadUnconfirmed = desc("smqd_cluster_shard_lead_confirms_failed_total", "Receives and peeks this node withheld because a majority did not confirm its lead (it was cut off, or stepped down meanwhile); the messages they took come back after their visibility timeout.", "shard")
+	cc.leaseReads = desc("smqd_cluster_shard_lease_reads_total", "Receives and peeks this node, leading the shard, answered from its read lease, with no round of heartbeats.", "shard")
+	cc.votesDeferred = desc("smqd_cluster_shard_votes_deferred_total", "Vote requests this node held until its promise to its last leader's read lease ended.", "shard")
 	cc.silences = desc("smqd_cluster_shard_leader_silences_total", "Times this node, leading the shard, went over half the election timeout without a message of any follower (a leader steps down after a whole one).", "shard")
 	cc.silenceMax = desc("smqd_cluster_shard_leader_silence_max_seconds", "The longest this node, leading the shard, went without a message of any follower.", "shard")
 	cc.unlogged = desc("smqd_cluster_shard_unlogged_expiries", "Retention expiries this node's replica made that no log entry holds yet (the shard's next leader logs them).", "shard")
@@ -133,6 +136,8 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(cc.fastCampaigns, float64(sh.FastCampaigns), id)
 		counter(cc.leadConfirms, float64(sh.LeadConfirms), id)
 		counter(cc.leadUnconfirmed, float64(sh.LeadUnconfirmed), id)
+		counter(cc.leaseReads, float64(sh.LeaseReads), id)
+		counter(cc.votesDeferred, float64(sh.VotesDeferred), id)
 		gauge(cc.silenceMax, sh.SilenceMax, id)
 		counter(cc.proposals, float64(sh.Proposals), id)
 		counter(cc.failed, float64(sh.ProposalsFailed), id)

@@ -7,6 +7,7 @@ package main
 // "Running a cluster").
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,6 +42,7 @@ type clusterConfig struct {
 	clockOffset time.Duration
 	flush       string
 	hold        time.Duration
+	leaseTicks  int
 }
 
 func (c *clusterConfig) addFlags(fs *flag.FlagSet) {
@@ -54,6 +56,7 @@ func (c *clusterConfig) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.clockOffset, "clock-offset", 0, "fault tests only: run the broker's clock this far from the system's (a node whose clock is wrong)")
 	fs.StringVar(&c.flush, "cluster-flush", "shared", "cluster mode, --sync always: \"shared\": the shards' logs share one flush of the data directory's file system (syncfs; every file on it is flushed, so give the data directory a file system of its own); \"file\": each log flushes its own files (fdatasync)")
 	fs.DurationVar(&c.hold, "cluster-proposal-hold", cluster.DefaultProposalHold, "cluster mode: how long a shard's leader may hold a change nobody waits for (a receive, an expiry) so that it is replicated with the next one in one round; 0: none")
+	fs.IntVar(&c.leaseTicks, "cluster-read-lease-ticks", cluster.DefaultReadLeaseTicks, "cluster mode: ticks a member helps nobody else lead after it last heard from its leader, so that a leader answers receives for two thirds of that after a round of heartbeats without another (a read lease; a fast failover waits for it to end); 0: no lease, a round before every receive; at most 5")
 	fs.DurationVar(&c.leaderWait, "cluster-leader-wait", 2*time.Second, "cluster mode: how long a request for a shard without a leader waits for one before it is answered 503 ServiceUnavailable")
 }
 
@@ -105,6 +108,9 @@ func (c *config) validateCluster() error {
 	}
 	if cc.hold < 0 || cc.hold > time.Second {
 		return errors.New("--cluster-proposal-hold must be between 0 and 1s")
+	}
+	if cc.leaseTicks < 0 || cc.leaseTicks > 5 {
+		return errors.New("--cluster-read-lease-ticks must be between 0 and 5 (half the election timeout)")
 	}
 	if cc.leaderWait <= 0 {
 		return errors.New("--cluster-leader-wait must be positive")
@@ -190,7 +196,7 @@ func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *sl
 	return cluster.Start(cluster.Config{
 		NodeID: cc.nodeID, RaftListen: cc.raftListen, Peers: peers, Join: cc.join,
 		APIAddr: apiAddr, Shards: cc.shards, Dir: cfg.dataDir, Key: key, Engine: eopts,
-		SyncAlways: cfg.sync == "always", FileFlush: cc.flush == "file", ProposalHold: proposalHold(cc.hold), Tick: cc.tick, Logger: log.With("component", "cluster"),
+		SyncAlways: cfg.sync == "always", FileFlush: cc.flush == "file", ProposalHold: proposalHold(cc.hold), ReadLeaseTicks: cmp.Or(cc.leaseTicks, -1), Tick: cc.tick, Logger: log.With("component", "cluster"),
 	})
 }
 

@@ -31,12 +31,14 @@ type testCluster struct {
 	infoLogs bool
 	// proposalHold: Config.ProposalHold (0: the default)
 	proposalHold time.Duration
-	t            *testing.T
-	dirs         []string
-	addrs        map[uint64]string
-	nodes        []*Node // index i is node id i+1; nil when stopped
-	shards       int
-	lns          map[uint64]net.Listener // held raft listeners, for each node's first start (hold)
+	// leaseTicks: Config.ReadLeaseTicks (0: the default)
+	leaseTicks int
+	t          *testing.T
+	dirs       []string
+	addrs      map[uint64]string
+	nodes      []*Node // index i is node id i+1; nil when stopped
+	shards     int
+	lns        map[uint64]net.Listener // held raft listeners, for each node's first start (hold)
 }
 
 // hold picks node id's raft address and holds its listener until the
@@ -95,7 +97,7 @@ func (c *testCluster) config(i int) Config {
 	}
 	return Config{NodeID: uint64(i + 1), RaftListen: c.addrs[uint64(i+1)], Peers: c.addrs,
 		APIAddr: fmt.Sprintf("api-%d", i+1), Shards: c.shards, Dir: c.dirs[i], Key: testKey, Engine: o,
-		SyncAlways: true, ProposalHold: c.proposalHold, Tick: 20 * time.Millisecond, ElectionTicks: cmp.Or(c.electionTicks, 10),
+		SyncAlways: true, ProposalHold: c.proposalHold, ReadLeaseTicks: c.leaseTicks, Tick: 20 * time.Millisecond, ElectionTicks: cmp.Or(c.electionTicks, 10),
 		Logger: slog.New(slog.NewTextHandler(testWriter{c.t}, &slog.HandlerOptions{Level: level}))}
 }
 

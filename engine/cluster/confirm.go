@@ -26,6 +26,8 @@ package cluster
 //     withheld, never a wrong one.
 //  4. A batch of receives costs one round: every waiter that registered
 //     between two passes of the loop shares it.
+//  5. A round a majority acknowledged also grants a read lease (lease.go):
+//     ConfirmLead answers nil at once while the lease of its term lasts.
 //
 // Owner: confirmMu guards the waiters and their rounds; the loop begins
 // rounds (beginConfirms, confirmTick) and answers them (confirmed); a
@@ -68,13 +70,38 @@ type confirms struct {
 	waiting []*confirmWait // in rounds begun, by round
 	seq     uint64         // the last round begun
 	askedAt int64          // the loop's tick count when it last began a round
+	begun   []roundBegun   // rounds begun and not yet answered, oldest first
+
+	// The read lease (lease.go).
+	leaseTerm  uint64 // the term it is of; 0: none
+	leaseUntil int64  // mono
+	refresh    bool   // a lease-answered receive asked for a round
+	noLease    uint64 // a term whose leader began a transfer: no more leases in it
 }
+
+// roundBegun is when a round began (mono), for its lease.
+type roundBegun struct {
+	seq uint64
+	at  int64
+}
+
+// maxBegun bounds the rounds remembered unanswered (Raft drops some: a
+// lost heartbeat's); a round forgotten grants no lease, nothing else.
+const maxBegun = 64
 
 // ConfirmLead implements engine.ReplicaConfirmer.
 func (s *shard) ConfirmLead(term uint64) error {
+	s.confirmMu.Lock()
+	if ok, wake := s.leaseAnswerLocked(term); ok {
+		s.confirmMu.Unlock()
+		s.leaseReads.Add(1)
+		if wake {
+			s.wakeLoop()
+		}
+		return nil
+	}
 	w := confirmPool.Get().(*confirmWait)
 	w.term, w.round = term, 0
-	s.confirmMu.Lock()
 	s.conf.fresh = append(s.conf.fresh, w)
 	s.confirmMu.Unlock()
 	s.wakeLoop()
@@ -124,6 +151,10 @@ func (c *confirms) remove(w *confirmWait) bool {
 func (s *shard) beginConfirms() {
 	s.confirmMu.Lock()
 	if len(s.conf.fresh) == 0 {
+		if s.conf.refresh && s.leaderOf != 0 && s.conf.leaseTerm == s.leaderOf {
+			s.askConfirmLocked() // a lease-answered receive asked for one
+		}
+		s.conf.refresh = false
 		s.confirmMu.Unlock()
 		return
 	}
@@ -149,6 +180,11 @@ func (s *shard) beginConfirms() {
 func (s *shard) askConfirmLocked() {
 	s.conf.seq++
 	s.conf.askedAt = s.ticks.Load()
+	s.conf.refresh = false
+	if len(s.conf.begun) == maxBegun {
+		s.conf.begun = append(s.conf.begun[:0], s.conf.begun[1:]...)
+	}
+	s.conf.begun = append(s.conf.begun, roundBegun{s.conf.seq, mono()})
 	var ctx [9]byte
 	ctx[0] = confirmTag
 	binary.LittleEndian.PutUint64(ctx[1:], s.conf.seq)
@@ -171,6 +207,19 @@ func (s *shard) confirmTick() {
 func (s *shard) confirmed(id uint64) {
 	s.confirmMu.Lock()
 	n := 0
+	for _, r := range s.conf.begun {
+		if r.seq > id {
+			break
+		}
+		if r.seq == id {
+			s.extendLeaseLocked(r.at) // lease.go
+		}
+		n++
+	}
+	if n > 0 {
+		s.conf.begun = append(s.conf.begun[:0], s.conf.begun[n:]...)
+	}
+	n = 0
 	for _, w := range s.conf.waiting {
 		if w.round > id {
 			break
@@ -198,6 +247,8 @@ func (s *shard) failConfirms() {
 	clear(s.conf.fresh)
 	clear(s.conf.waiting)
 	s.conf.fresh, s.conf.waiting = s.conf.fresh[:0], s.conf.waiting[:0]
+	s.conf.begun = s.conf.begun[:0]
+	s.conf.leaseTerm, s.conf.leaseUntil, s.conf.refresh = 0, 0, false // lease.go, invariant 3
 	s.confirmMu.Unlock()
 }
 

@@ -33,6 +33,11 @@ package cluster
 //     followers ignore it: CheckQuorum's lease).
 //  3. Survivors campaign one at a time (fastEvery ticks apart), so that
 //     their pre-votes do not split a three-member group's votes.
+//  4. No campaign while this member is quiet (lease.go: it promised its
+//     leader's read lease to help nobody lead): a turn that comes then is
+//     skipped, except rank 0's first, which is made at the first tick
+//     after the quiet (the other survivors hold its vote requests until
+//     theirs ends).
 //
 // Owner: the shard's loop (run) owns fast; ticks is atomic for the tests.
 
@@ -55,9 +60,10 @@ const fastEvery = 2
 // leader (the loop).
 type fastElect struct {
 	armed bool
-	ticks int // ticks since the loss
-	rank  int // this member among the surviving voters, lowest id 0
-	of    int // surviving voters
+	owed  bool // rank 0's first campaign waits for the quiet to end
+	ticks int  // ticks since the loss
+	rank  int  // this member among the surviving voters, lowest id 0
+	of    int  // surviving voters
 }
 
 // leaderLost (the loop) arms the fast election after the connection to
@@ -77,7 +83,7 @@ func (s *shard) leaderLost(peer uint64) {
 	}
 	s.fast = fastElect{armed: true, rank: rank, of: len(survivors)}
 	if rank == 0 {
-		s.campaignFast()
+		s.fast.owed = !s.campaignFast()
 	}
 }
 
@@ -94,14 +100,24 @@ func (s *shard) fastElectTick() {
 		f.armed = false // invariant 1
 		return
 	}
+	if f.owed {
+		f.owed = !s.campaignFast()
+		return
+	}
 	if f.ticks%(fastEvery*f.of) == fastEvery*f.rank {
 		s.campaignFast()
 	}
 }
 
-func (s *shard) campaignFast() {
+// campaignFast campaigns unless this member is quiet (invariant 4); false
+// if it did not.
+func (s *shard) campaignFast() bool {
+	if s.quiet() {
+		return false
+	}
 	s.fastCampaigns.Add(1)
 	if err := s.rn.Campaign(); err != nil {
 		s.log.Debug("campaign", "err", err)
 	}
+	return true
 }

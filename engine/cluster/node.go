@@ -58,10 +58,16 @@ type Config struct {
 	// ProposalHold is how long a leader may hold a proposal nobody waits
 	// for (a receive's records, an expiry) so that it goes to Raft with the
 	// next one (hold.go); default DefaultProposalHold, negative: none.
-	ProposalHold  time.Duration
-	Tick          time.Duration // Raft tick; default 50 ms
-	ElectionTicks int           // ticks without a leader before an election; default 10
-	Logger        *slog.Logger
+	ProposalHold time.Duration
+	// ReadLeaseTicks is how many ticks of time a member helps nobody else
+	// lead after it last heard from its leader, and so, by two thirds of
+	// it, how long a confirmed lead answers receives without a new round
+	// (lease.go); default DefaultReadLeaseTicks, negative: no leases (a
+	// round before every receive), at most ElectionTicks/2.
+	ReadLeaseTicks int
+	Tick           time.Duration // Raft tick; default 50 ms
+	ElectionTicks  int           // ticks without a leader before an election; default 10
+	Logger         *slog.Logger
 }
 
 // ErrNoLeader: the queue's shard has no leader this node knows of right
@@ -126,6 +132,14 @@ func Start(cfg Config) (*Node, error) {
 	cfg.Peers = maps.Clone(cfg.Peers) // the caller may change its map
 	if cfg.ElectionTicks <= 0 {
 		cfg.ElectionTicks = 10
+	}
+	if cfg.ReadLeaseTicks == 0 {
+		cfg.ReadLeaseTicks = min(DefaultReadLeaseTicks, cfg.ElectionTicks/2)
+	}
+	if cfg.ReadLeaseTicks > cfg.ElectionTicks/2 {
+		// A natural election comes after ElectionTicks-1 ticks at the
+		// soonest; the quiet must end well before.
+		return nil, fmt.Errorf("cluster: a read lease of %d ticks is more than half the election timeout (%d ticks)", cfg.ReadLeaseTicks, cfg.ElectionTicks)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -128,6 +128,11 @@ type shard struct {
 	conf           confirms     // guarded by confirmMu: receives waiting for their lead's confirmation (confirm.go)
 	confirmRounds  atomic.Int64 // confirmation rounds begun
 	confirmsFailed atomic.Int64 // confirmations that failed (answers withheld)
+	leaseReads     atomic.Int64 // confirmations the read lease answered (lease.go)
+
+	heardLead     int64         // run: mono when the loop last stepped a leader's message, or the shard started (lease.go)
+	deferred      []*pb.Message // run: vote requests held while quiet (lease.go)
+	votesDeferred atomic.Int64  // vote requests held while quiet
 }
 
 // Propose implements engine.Replica: it only queues, and the loop hands
@@ -217,6 +222,7 @@ func shardShare(o engine.Options, shards int) engine.Options {
 
 // start opens the broker and the Raft member.
 func (s *shard) start(voters []uint64) error {
+	s.heardLead = mono() // lease.go: quiet after a (re)start
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return err
 	}
@@ -333,6 +339,7 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			s.ticks.Add(1)
 			s.fastElectTick() // failover.go
 			s.confirmTick()   // confirm.go
+			s.stepVotesHeld() // lease.go
 		case m := <-s.inbox:
 			s.step(m)
 			// A few more, then the Ready: every step may queue appends (entries
@@ -431,6 +438,10 @@ func (s *shard) step(m *pb.Message) {
 		if last, _ := s.st.LastIndex(); m.GetCommit() > last {
 			m.Commit = proto.Uint64(last)
 		}
+	}
+	s.noteLeaderMessage(m) // lease.go
+	if s.deferVote(m) {
+		return
 	}
 	switch m.GetType() {
 	case pb.MsgPreVote:
@@ -531,6 +542,9 @@ func (s *shard) handleReady(rd raft.Ready) error {
 			}
 			s.st.compact(s.rn.BasicStatus().Applied)
 		default:
+			if m.GetType() == pb.MsgTimeoutNow {
+				s.endLease() // lease.go, invariant 2: before it leaves
+			}
 			if t := m.GetType(); (t == pb.MsgPreVote || t == pb.MsgVote) && s.diskCritical() {
 				// A member whose disk takes no entries must not lead: it
 				// would append its term's first entry into the full disk

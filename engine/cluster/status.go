@@ -67,6 +67,11 @@ type ShardStatus struct {
 	// stepped down meanwhile.
 	LeadConfirms    int64 `json:"lead_confirm_rounds"`
 	LeadUnconfirmed int64 `json:"lead_confirms_failed"`
+	// LeaseReads: receives and peeks this member, leading, answered from
+	// its read lease, with no round (lease.go); VotesDeferred: vote
+	// requests it held because it had heard from its leader too recently.
+	LeaseReads    int64 `json:"lease_reads"`
+	VotesDeferred int64 `json:"votes_deferred"`
 	// Silences: times this node, leading the shard, went over half the
 	// election timeout without a message of any follower (it steps down
 	// after a whole one); SilenceMax: the longest it went, in seconds.
@@ -146,6 +151,7 @@ func (n *Node) Status() Status {
 		ss := ShardStatus{Shard: s.id, Leader: s.lead.Load(), Term: s.term.Load(), Ready: s.ready.Load(),
 			Role: "unknown", Voters: s.st.votersNow(), Elections: s.elections.Load(), FastCampaigns: s.fastCampaigns.Load(), Proposals: s.proposals.Load(),
 			LeadConfirms: s.confirmRounds.Load(), LeadUnconfirmed: s.confirmsFailed.Load(),
+			LeaseReads: s.leaseReads.Load(), VotesDeferred: s.votesDeferred.Load(),
 			Silences: s.silences.Load(), SilenceMax: time.Duration(s.silenceMax.Load()).Seconds(),
 			Rebuilds: s.rebuilds.Load(), RebuildsSkipped: s.rebuildsSkipped.Load(), Restarts: s.restarts.Load()}
 		if f := s.failure.Load(); f != nil {
