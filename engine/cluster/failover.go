@@ -35,9 +35,8 @@ package cluster
 //     their pre-votes do not split a three-member group's votes.
 //  4. No campaign while this member is quiet (lease.go: it promised its
 //     leader's read lease to help nobody lead): a turn that comes then is
-//     skipped, except rank 0's first, which is made at the first tick
-//     after the quiet (the other survivors hold its vote requests until
-//     theirs ends).
+//     skipped, except rank 0's first, which is made as soon as the quiet
+//     ends (the other survivors hold its vote requests until theirs ends).
 //
 // Owner: the shard's loop (run) owns fast; ticks is atomic for the tests.
 
@@ -82,8 +81,9 @@ func (s *shard) leaderLost(peer uint64) {
 		return // not a voter (a learner, or removed): it campaigns for nothing
 	}
 	s.fast = fastElect{armed: true, rank: rank, of: len(survivors)}
-	if rank == 0 {
-		s.fast.owed = !s.campaignFast()
+	if rank == 0 && !s.campaignFast() {
+		s.fast.owed = true
+		s.wakeAfterQuiet()
 	}
 }
 
@@ -101,8 +101,7 @@ func (s *shard) fastElectTick() {
 		return
 	}
 	if f.owed {
-		f.owed = !s.campaignFast()
-		return
+		return // afterQuiet (lease.go) makes it
 	}
 	if f.ticks%(fastEvery*f.of) == fastEvery*f.rank {
 		s.campaignFast()

@@ -52,6 +52,7 @@ package cluster
 import (
 	"time"
 
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
@@ -95,14 +96,17 @@ func (s *shard) noteLeaderMessage(m *pb.Message) {
 const campaignTransfer = "CampaignTransfer"
 
 // deferVote (the loop) holds a vote request that comes while this member
-// is quiet; stepVotesHeld steps it once the quiet ends. One per sender:
-// a later request replaces an earlier one.
+// is quiet; afterQuiet steps it once the quiet ends. One per sender: a
+// later request replaces an earlier one.
 func (s *shard) deferVote(m *pb.Message) bool {
 	t := m.GetType()
 	if (t != pb.MsgPreVote && t != pb.MsgVote) || m.GetFrom() == s.n.cfg.NodeID || string(m.GetContext()) == campaignTransfer || !s.quiet() {
 		return false
 	}
 	s.votesDeferred.Add(1)
+	if len(s.deferred) == 0 {
+		s.wakeAfterQuiet()
+	}
 	for i, o := range s.deferred {
 		if o.GetFrom() == m.GetFrom() {
 			s.deferred[i] = m
@@ -113,16 +117,29 @@ func (s *shard) deferVote(m *pb.Message) bool {
 	return true
 }
 
-// stepVotesHeld (the loop, at every tick) steps the held vote requests
-// once the quiet has ended.
-func (s *shard) stepVotesHeld() {
-	if len(s.deferred) == 0 || s.quiet() {
+// afterQuiet (the loop, at every pass) steps the held vote requests and
+// makes the fast election's owed campaign (failover.go) once the quiet
+// has ended; wakeAfterQuiet wakes the loop then.
+func (s *shard) afterQuiet() {
+	if (len(s.deferred) == 0 && !s.fast.owed) || s.quiet() {
 		return
+	}
+	if s.fast.owed {
+		s.fast.owed = false
+		if s.fast.armed && s.rn.BasicStatus().Lead == raft.None {
+			s.campaignFast()
+		}
 	}
 	held := s.deferred
 	s.deferred = nil
 	for _, m := range held {
 		s.step(m)
+	}
+}
+
+func (s *shard) wakeAfterQuiet() {
+	if d := s.heardLead + s.quietFor() - mono(); d > 0 {
+		time.AfterFunc(time.Duration(d), s.wakeLoop)
 	}
 }
 

@@ -339,7 +339,6 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			s.ticks.Add(1)
 			s.fastElectTick() // failover.go
 			s.confirmTick()   // confirm.go
-			s.stepVotesHeld() // lease.go
 		case m := <-s.inbox:
 			s.step(m)
 			// A few more, then the Ready: every step may queue appends (entries
@@ -399,6 +398,7 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			}
 			s.proposals.Add(1)
 		}
+		s.afterQuiet()    // lease.go
 		s.beginConfirms() // confirm.go
 		err := s.app.failed()
 		if err == nil {
