@@ -133,6 +133,7 @@ type shard struct {
 	heardLead     int64         // run: mono when the loop last stepped a leader's message, or the shard started (lease.go)
 	deferred      []*pb.Message // run: vote requests held while quiet (lease.go)
 	votesDeferred atomic.Int64  // vote requests held while quiet
+	bumpsDropped  atomic.Int64  // empty appends that only bumped a follower's commit index, not sent (bump.go)
 }
 
 // Propose implements engine.Replica: it only queues, and the loop hands
@@ -544,6 +545,9 @@ func (s *shard) handleReady(rd raft.Ready) error {
 		default:
 			if m.GetType() == pb.MsgTimeoutNow {
 				s.endLease() // lease.go, invariant 2: before it leaves
+			}
+			if s.pureBump(m) { // bump.go
+				continue
 			}
 			if t := m.GetType(); (t == pb.MsgPreVote || t == pb.MsgVote) && s.diskCritical() {
 				// A member whose disk takes no entries must not lead: it

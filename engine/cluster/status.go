@@ -72,6 +72,10 @@ type ShardStatus struct {
 	// requests it held because it had heard from its leader too recently.
 	LeaseReads    int64 `json:"lease_reads"`
 	VotesDeferred int64 `json:"votes_deferred"`
+	// BumpsDropped: empty appends this member, leading, did not send
+	// because their only news was a commit index the follower learns with
+	// the next append or heartbeat (bump.go).
+	BumpsDropped int64 `json:"commit_bumps_dropped"`
 	// Silences: times this node, leading the shard, went over half the
 	// election timeout without a message of any follower (it steps down
 	// after a whole one); SilenceMax: the longest it went, in seconds.
@@ -151,7 +155,7 @@ func (n *Node) Status() Status {
 		ss := ShardStatus{Shard: s.id, Leader: s.lead.Load(), Term: s.term.Load(), Ready: s.ready.Load(),
 			Role: "unknown", Voters: s.st.votersNow(), Elections: s.elections.Load(), FastCampaigns: s.fastCampaigns.Load(), Proposals: s.proposals.Load(),
 			LeadConfirms: s.confirmRounds.Load(), LeadUnconfirmed: s.confirmsFailed.Load(),
-			LeaseReads: s.leaseReads.Load(), VotesDeferred: s.votesDeferred.Load(),
+			LeaseReads: s.leaseReads.Load(), VotesDeferred: s.votesDeferred.Load(), BumpsDropped: s.bumpsDropped.Load(),
 			Silences: s.silences.Load(), SilenceMax: time.Duration(s.silenceMax.Load()).Seconds(),
 			Rebuilds: s.rebuilds.Load(), RebuildsSkipped: s.rebuildsSkipped.Load(), Restarts: s.restarts.Load()}
 		if f := s.failure.Load(); f != nil {
