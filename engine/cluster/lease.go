@@ -119,7 +119,7 @@ func (s *shard) deferVote(m *pb.Message) bool {
 
 // afterQuiet (the loop, at every pass) steps the held vote requests and
 // makes the fast election's owed campaign (failover.go) once the quiet
-// has ended; wakeAfterQuiet wakes the loop then.
+// has ended.
 func (s *shard) afterQuiet() {
 	if (len(s.deferred) == 0 && !s.fast.owed) || s.quiet() {
 		return
@@ -137,13 +137,14 @@ func (s *shard) afterQuiet() {
 	}
 }
 
+// wakeAfterQuiet (the loop) wakes the loop when the quiet ends.
 func (s *shard) wakeAfterQuiet() {
 	if d := s.heardLead + s.quietFor() - mono(); d > 0 {
 		time.AfterFunc(time.Duration(d), s.wakeLoop)
 	}
 }
 
-// leaseAnswer (ConfirmLead, confirmMu held) answers from the lease: true
+// leaseAnswerLocked (ConfirmLead, confirmMu held) answers from the lease: true
 // if this member holds a lease of term now. wake: the caller must wake the
 // loop to refresh it.
 func (s *shard) leaseAnswerLocked(term uint64) (ok, wake bool) {
