@@ -21,7 +21,8 @@ package cluster
 // voter campaigns again in turn: the voter of rank r among the survivors
 // (ordered by id, the lowest 0) at the ticks t with
 // t mod (fastEvery × k) = fastEvery × r, k survivors; rank 0 also at t = 0
-// (peerDown itself).
+// (peerDown itself). With read leases, t counts from the end of the
+// member's quiet (invariant 4).
 //
 // Invariants:
 //  1. Only a member with no known leader that is not leading campaigns
@@ -34,9 +35,10 @@ package cluster
 //  3. Survivors campaign one at a time (fastEvery ticks apart), so that
 //     their pre-votes do not split a three-member group's votes.
 //  4. No campaign while this member is quiet (lease.go: it promised its
-//     leader's read lease to help nobody lead): a turn that comes then is
-//     skipped, except rank 0's first, which is made as soon as the quiet
-//     ends (the other survivors hold its vote requests until theirs ends).
+//     leader's read lease to help nobody lead): rank 0's first campaign
+//     is made as soon as the quiet ends (the other survivors hold its
+//     vote requests until theirs ends), and the turns above count ticks
+//     from then, not from the loss.
 //
 // Owner: the shard's loop (run) owns fast; ticks is atomic for the tests.
 
@@ -61,6 +63,7 @@ type fastElect struct {
 	armed bool
 	owed  bool // rank 0's first campaign waits for the quiet to end
 	ticks int  // ticks since the loss
+	turn  int  // ticks since the quiet ended
 	rank  int  // this member among the surviving voters, lowest id 0
 	of    int  // surviving voters
 }
@@ -100,10 +103,11 @@ func (s *shard) fastElectTick() {
 		f.armed = false // invariant 1
 		return
 	}
-	if f.owed {
-		return // afterQuiet (lease.go) makes it
+	if f.owed || s.quiet() {
+		return // afterQuiet (lease.go) makes rank 0's first campaign
 	}
-	if f.ticks%(fastEvery*f.of) == fastEvery*f.rank {
+	f.turn++ // the turns count from the quiet's end (invariant 4)
+	if f.turn%(fastEvery*f.of) == fastEvery*f.rank {
 		s.campaignFast()
 	}
 }
