@@ -113,3 +113,57 @@ func TestReplicaReceiveAdmittedJustBeforeAStepDownIsConfirmed(t *testing.T) {
 		t.Fatalf("confirmations asked for terms %v, want [1]", asked)
 	}
 }
+
+// blockingConfirm is a handReplica whose ConfirmLead tells asked and
+// waits for release's answer.
+type blockingConfirm struct {
+	*handReplica
+	asked   chan struct{}
+	release chan error
+}
+
+func (c *blockingConfirm) ConfirmLead(term uint64) error {
+	c.asked <- struct{}{}
+	return <-c.release
+}
+
+// A receive waiting for its lead's confirmation stays admitted
+// (replica_confirm.go, invariant 4): a hand-over (Yield, then Settled)
+// waits for it even once its records are committed, so that the lead does
+// not move between its take and its answer.
+func TestReplicaHandOverWaitsForAConfirmingReceive(t *testing.T) {
+	var bc *blockingConfirm
+	h, q := newHandShardWith(t, func(hr *handReplica) Replica {
+		bc = &blockingConfirm{handReplica: hr, asked: make(chan struct{}), release: make(chan error)}
+		return bc
+	})
+	h.do(func() error {
+		_, err := q.Send([]SendEntry{{Body: []byte("a")}}, nil)
+		return err
+	})
+	got := make(chan error, 1)
+	go func() {
+		msgs, err := q.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil)
+		if err == nil && len(msgs) != 1 {
+			err = fmt.Errorf("%d messages, want 1", len(msgs))
+		}
+		got <- err
+	}()
+	<-bc.asked
+	h.waitProposals(1)
+	h.pump() // the receive's records commit: only its answer is left
+	if err := h.leader.Yield(true); err != nil {
+		t.Fatal(err)
+	}
+	if h.leader.Settled() {
+		t.Fatal("settled while a receive waits for its lead's confirmation: a hand-over would move the lead between its take and its answer")
+	}
+	bc.release <- nil
+	if err := <-got; err != nil {
+		t.Fatalf("the confirmed receive: %v", err)
+	}
+	h.pump()
+	if !h.leader.Settled() {
+		t.Fatal("not settled once the receive answered")
+	}
+}
