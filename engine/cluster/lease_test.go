@@ -20,8 +20,20 @@ func newLeaseCluster(t *testing.T) *testCluster {
 	return startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, electionTicks: 50, leaseTicks: 25})
 }
 
+// oneMessage creates queue q through its leader, sends it one message
+// ("once") and waits until every replica holds it.
+func oneMessage(c *testCluster) (int, *engine.Queue) {
+	c.t.Helper()
+	li, q := c.leaderQueue("q")
+	if _, err := q.Send([]engine.SendEntry{{Body: []byte("once")}}, nil); err != nil {
+		c.t.Fatal(err)
+	}
+	c.converged("q", 1, 0)
+	return li, q
+}
+
 // freshLease has leader li's shard confirm its lead with a round, so that
-// it holds a lease from now, and returns when that round began.
+// it holds a lease from now.
 func freshLease(t *testing.T, c *testCluster, li int, q *engine.Queue) {
 	t.Helper()
 	s := c.nodes[li].shards[0]
@@ -75,11 +87,7 @@ func oldLeaderSeesNothing(t *testing.T, q *engine.Queue, li, ni int) {
 // the old leader answers the deleted message from its lease.
 func TestReadLeaseSurvivesAForgottenLeader(t *testing.T) {
 	c := newLeaseCluster(t)
-	li, q := c.leaderQueue("q")
-	if _, err := q.Send([]engine.SendEntry{{Body: []byte("once")}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	c.converged("q", 1, 0)
+	li, q := oneMessage(c)
 	freshLease(t, c, li, q)
 	heal := isolate(t, uint64(li+1))
 	for i, n := range c.nodes {
@@ -109,11 +117,7 @@ func TestReadLeaseSurvivesAForgottenLeader(t *testing.T) {
 // deleted.
 func TestTransferEndsTheReadLease(t *testing.T) {
 	c := newLeaseCluster(t)
-	li, q := c.leaderQueue("q")
-	if _, err := q.Send([]engine.SendEntry{{Body: []byte("once")}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	c.converged("q", 1, 0)
+	li, q := oneMessage(c)
 	old := uint64(li + 1)
 	s := c.nodes[li].shards[0]
 	term := s.term.Load()
