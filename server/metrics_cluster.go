@@ -35,6 +35,7 @@ type clusterCollector struct {
 	silences, silenceMax, fastCampaigns                *prometheus.Desc
 	leadConfirms, leadUnconfirmed                      *prometheus.Desc
 	leaseReads, votesDeferred, bumpsDropped            *prometheus.Desc
+	beatsDropped                                       *prometheus.Desc
 	unlogged, unloggedDropped                          *prometheus.Desc
 }
 
@@ -73,6 +74,7 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.leaseReads = desc("smqd_cluster_shard_lease_reads_total", "Receives and peeks this node, leading the shard, answered from its read lease, with no round of heartbeats.", "shard")
 	cc.votesDeferred = desc("smqd_cluster_shard_votes_deferred_total", "Vote requests this node held until its promise to its last leader's read lease ended.", "shard")
 	cc.bumpsDropped = desc("smqd_cluster_shard_commit_bumps_dropped_total", "Empty appends this node, leading the shard, did not send because their only news was a commit index the follower learns with the next append or heartbeat.", "shard")
+	cc.beatsDropped = desc("smqd_cluster_shard_heartbeats_dropped_total", "Heartbeats this node, leading the shard, did not send to a caught-up follower it had sent an append within the tick (the append does what the heartbeat would).", "shard")
 	cc.silences = desc("smqd_cluster_shard_leader_silences_total", "Times this node, leading the shard, went over half the election timeout without a message of any follower (a leader steps down after a whole one).", "shard")
 	cc.silenceMax = desc("smqd_cluster_shard_leader_silence_max_seconds", "The longest this node, leading the shard, went without a message of any follower.", "shard")
 	cc.unlogged = desc("smqd_cluster_shard_unlogged_expiries", "Retention expiries this node's replica made that no log entry holds yet (the shard's next leader logs them).", "shard")
@@ -140,6 +142,7 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(cc.leaseReads, float64(sh.LeaseReads), id)
 		counter(cc.votesDeferred, float64(sh.VotesDeferred), id)
 		counter(cc.bumpsDropped, float64(sh.BumpsDropped), id)
+		counter(cc.beatsDropped, float64(sh.BeatsDropped), id)
 		gauge(cc.silenceMax, sh.SilenceMax, id)
 		counter(cc.proposals, float64(sh.Proposals), id)
 		counter(cc.failed, float64(sh.ProposalsFailed), id)

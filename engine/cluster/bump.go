@@ -1,6 +1,7 @@
 package cluster
 
-// Commit bumps a follower learns of later.
+// Commit bumps a follower learns of later, and heartbeats a busy
+// follower does not need.
 //
 // etcd raft's leader answers every advance of its commit index with an
 // append to each follower (bcastAppend): with new entries if it has any,
@@ -33,9 +34,30 @@ package cluster
 //  4. Dropping is what a lossy link may do anyway: Raft's safety does not
 //     depend on any message arriving.
 //
-// Owner: the shard's loop (handleReady).
+// Heartbeats. etcd raft's leader sends every follower a heartbeat each
+// tick, appends or not. Under load the appends already do what a
+// heartbeat does: the follower steps a message of its leader (its
+// election timer and its read-lease promise start again, lease.go), and
+// the leader hears back from it (CheckQuorum). So the loop drops a tick's
+// heartbeat to a follower in StateReplicate, not throttled, that it sent
+// an append within the last tick (invariants 1 and 2 hold for heartbeats
+// too: a heartbeat's answer is how a probed or throttled follower is sent
+// its next append). Entries in flight do not keep it: were they lost, the
+// next append shows the gap (the follower rejects it), and on a shard
+// gone idle so does the heartbeat of invariant 6, whose answer is
+// followed by an append.
+//  5. A heartbeat carrying a read's context (a confirmation round,
+//     confirm.go; a read barrier, read.go) is never dropped: it is the
+//     round.
+//  6. A follower goes at most two ticks without a leader's message while
+//     this member leads: a tick with no append sends the heartbeat. Its
+//     commit index then trails by at most that much on an idle shard.
+//
+// Owner: the shard's loop (handleReady), and appSent.
 
 import (
+	"time"
+
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
@@ -47,14 +69,50 @@ func (s *shard) pureBump(m *pb.Message) bool {
 	if m.GetType() != pb.MsgApp || len(m.Entries) != 0 || s.leaderOf == 0 {
 		return false
 	}
-	to, pure := m.GetTo(), false
-	s.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
-		if id == to && typ == raft.ProgressTypePeer {
-			pure = pr.State == tracker.StateReplicate && !pr.MsgAppFlowPaused && pr.Match+1 == pr.Next
-		}
-	})
+	flowing, acked := s.flowing(m.GetTo())
+	pure := flowing && acked
 	if pure {
 		s.bumpsDropped.Add(1)
 	}
 	return pure
+}
+
+// flowing (the loop) reports whether follower to is replicating and not
+// throttled, and whether it acknowledged every entry sent to it.
+func (s *shard) flowing(to uint64) (flowing, acked bool) {
+	s.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
+		if id == to && typ == raft.ProgressTypePeer {
+			flowing = pr.State == tracker.StateReplicate && !pr.MsgAppFlowPaused
+			acked = pr.Match+1 == pr.Next
+		}
+	})
+	return flowing, acked
+}
+
+// needlessBeat (the loop) reports whether m, a message to another member,
+// is a heartbeat that follower does not need (invariants 5 and 6), and
+// notes the appends that leave.
+func (s *shard) needlessBeat(m *pb.Message, now time.Time) bool {
+	switch m.GetType() {
+	case pb.MsgApp:
+		if s.appSent == nil {
+			s.appSent = map[uint64]time.Time{}
+		}
+		s.appSent[m.GetTo()] = now
+		return false
+	case pb.MsgHeartbeat:
+		if s.leaderOf == 0 || len(m.Context) > 0 {
+			return false
+		}
+		sent, ok := s.appSent[m.GetTo()]
+		if !ok || now.Sub(sent) >= s.n.cfg.Tick {
+			return false
+		}
+		if flowing, _ := s.flowing(m.GetTo()); !flowing {
+			return false
+		}
+		s.beatsDropped.Add(1)
+		return true
+	}
+	return false
 }

@@ -1,9 +1,14 @@
 package cluster
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/smqd/smqd/engine"
@@ -43,4 +48,96 @@ func TestDroppedCommitBumpsLeaveNoFollowerBehind(t *testing.T) {
 		t.Fatal("no append to the follower was lost")
 	}
 	c.converged("q", 21, 0)
+}
+
+// TestBusyFollowersSkipHeartbeatsIdleOnesGetThem (bump.go, invariant 6):
+// while sends keep appends flowing, the leader drops tick heartbeats to
+// its followers; once the shard goes idle a heartbeat goes again within
+// two ticks, and it is what tells the follower that acknowledged first
+// the commit index of the last entry (its commit bump is dropped), so
+// every replica applies everything the leader did.
+func TestBusyFollowersSkipHeartbeatsIdleOnesGetThem(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	li, q := c.leaderQueue("q")
+	s := c.nodes[li].shards[0]
+	const n = 300
+	for i := 0; i < n && s.beatsDropped.Load() < 3; i++ {
+		if _, err := q.Send([]engine.SendEntry{{Body: []byte("m")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.beatsDropped.Load() == 0 {
+		t.Fatalf("the leader dropped no heartbeat over %d sends", n)
+	}
+	if _, err := q.Send([]engine.SendEntry{{Body: []byte("last")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sent, _ := c.counts(li, "q")
+	c.converged("q", sent.Active, 0)
+	term := s.term.Load()
+	status := func(s *shard) (raft.BasicStatus, error) {
+		ch := make(chan raft.BasicStatus, 1)
+		s.do(func() { ch <- s.rn.BasicStatus() })
+		select {
+		case st := <-ch:
+			return st, nil
+		case <-time.After(10 * time.Second): // a bound, not a timing assertion
+			return raft.BasicStatus{}, errors.New("the shard's loop did not answer")
+		}
+	}
+	eventually(t, "every replica applied what the leader did", func() error {
+		lead, err := status(s)
+		if err != nil {
+			return err
+		}
+		for i, n := range c.nodes {
+			st, err := status(n.shards[0])
+			if err != nil {
+				return err
+			}
+			if st.Applied < lead.Applied {
+				return fmt.Errorf("node %d applied %d, the leader %d", i+1, st.Applied, lead.Applied)
+			}
+		}
+		return nil
+	})
+	// Idle for more than an election timeout: the heartbeats that go
+	// keep the leader (CheckQuorum steps down a leader that hears from no
+	// follower for that long).
+	for i := 0; i < 2*c.config(li).ElectionTicks; i++ {
+		before := s.ticks.Load()
+		eventually(t, "a tick", func() error {
+			if s.ticks.Load() == before {
+				return errors.New("no tick yet")
+			}
+			return nil
+		})
+	}
+	if lead, err := status(s); err != nil || lead.RaftState != raft.StateLeader || s.term.Load() != term {
+		t.Fatalf("after the shard went idle: %v, state %v, term %d (was %d)", err, lead.RaftState, s.term.Load(), term)
+	}
+}
+
+// TestConfirmRoundsKeepTheirHeartbeats (bump.go, invariant 5): with read
+// leases off, a receive right after a send (an append left within the
+// tick) is confirmed by one round: the round's heartbeats carry its
+// context and are never dropped (were they, the round would be asked
+// again two ticks later).
+func TestConfirmRoundsKeepTheirHeartbeats(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, leaseTicks: -1})
+	li, q := c.leaderQueue("q")
+	s := c.nodes[li].shards[0]
+	for i := 0; i < 20; i++ {
+		if _, err := q.Send([]engine.SendEntry{{Body: []byte("m")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		before := s.confirmRounds.Load()
+		got, err := q.Receive(context.Background(), engine.ReceiveOptions{Max: 1}, nil)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("receive %d: %v, %d messages", i, err, len(got))
+		}
+		if n := s.confirmRounds.Load() - before; n != 1 {
+			t.Fatalf("receive %d took %d confirmation rounds, want 1", i, n)
+		}
+	}
 }

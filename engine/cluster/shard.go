@@ -130,10 +130,12 @@ type shard struct {
 	confirmsFailed atomic.Int64 // confirmations that failed (answers withheld)
 	leaseReads     atomic.Int64 // confirmations the read lease answered (lease.go)
 
-	heardLead     int64         // run: mono when the loop last stepped a leader's message, or the shard started (lease.go)
-	deferred      []*pb.Message // run: vote requests held while quiet (lease.go)
-	votesDeferred atomic.Int64  // vote requests held while quiet
-	bumpsDropped  atomic.Int64  // empty appends that only bumped a follower's commit index, not sent (bump.go)
+	heardLead     int64                // run: mono when the loop last stepped a leader's message, or the shard started (lease.go)
+	deferred      []*pb.Message        // run: vote requests held while quiet (lease.go)
+	votesDeferred atomic.Int64         // vote requests held while quiet
+	bumpsDropped  atomic.Int64         // empty appends that only bumped a follower's commit index, not sent (bump.go)
+	beatsDropped  atomic.Int64         // heartbeats to a follower sent an append within the tick, not sent (bump.go)
+	appSent       map[uint64]time.Time // run: when an append last left for each follower (bump.go)
 }
 
 // Propose implements engine.Replica: it only queues, and the loop hands
@@ -521,6 +523,7 @@ func (s *shard) handleReady(rd raft.Ready) error {
 		s.deliverReads(rd.ReadStates) // read.go
 	}
 	var net []*pb.Message
+	now := time.Now()
 	for _, m := range rd.Messages {
 		switch m.GetTo() {
 		case raft.LocalAppendThread:
@@ -546,7 +549,7 @@ func (s *shard) handleReady(rd raft.Ready) error {
 			if m.GetType() == pb.MsgTimeoutNow {
 				s.endLease() // lease.go, invariant 2: before it leaves
 			}
-			if s.pureBump(m) { // bump.go
+			if s.pureBump(m) || s.needlessBeat(m, now) { // bump.go
 				continue
 			}
 			if t := m.GetType(); (t == pb.MsgPreVote || t == pb.MsgVote) && s.diskCritical() {

@@ -76,6 +76,9 @@ type ShardStatus struct {
 	// because their only news was a commit index the follower learns with
 	// the next append or heartbeat (bump.go).
 	BumpsDropped int64 `json:"commit_bumps_dropped"`
+	// BeatsDropped: heartbeats this member, leading, did not send to a
+	// caught-up follower it had sent an append within the tick (bump.go).
+	BeatsDropped int64 `json:"heartbeats_dropped"`
 	// Silences: times this node, leading the shard, went over half the
 	// election timeout without a message of any follower (it steps down
 	// after a whole one); SilenceMax: the longest it went, in seconds.
@@ -156,7 +159,8 @@ func (n *Node) Status() Status {
 			Role: "unknown", Voters: s.st.votersNow(), Elections: s.elections.Load(), FastCampaigns: s.fastCampaigns.Load(), Proposals: s.proposals.Load(),
 			LeadConfirms: s.confirmRounds.Load(), LeadUnconfirmed: s.confirmsFailed.Load(),
 			LeaseReads: s.leaseReads.Load(), VotesDeferred: s.votesDeferred.Load(), BumpsDropped: s.bumpsDropped.Load(),
-			Silences: s.silences.Load(), SilenceMax: time.Duration(s.silenceMax.Load()).Seconds(),
+			BeatsDropped: s.beatsDropped.Load(),
+			Silences:     s.silences.Load(), SilenceMax: time.Duration(s.silenceMax.Load()).Seconds(),
 			Rebuilds: s.rebuilds.Load(), RebuildsSkipped: s.rebuildsSkipped.Load(), Restarts: s.restarts.Load()}
 		if f := s.failure.Load(); f != nil {
 			ss.Failure = f.err.Error()
