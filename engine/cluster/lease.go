@@ -46,10 +46,29 @@ package cluster
 //     between leaseFor and quietFor covers clock rates (NTP slews by at
 //     most 0.05 %).
 //
-// Owner: the loop owns heardLead and deferred; the lease is part of the
-// confirmation state, guarded by confirmMu (confirm.go).
+// Appends renew the lease too. A follower that acknowledges an index L
+// whose entry is of this leader's term holds that entry, which only this
+// leader sent, and no sooner than the Ready that made it: stepping that
+// append started the follower's quiet again. So once a majority (this
+// leader counts) acknowledged entries made at or after t, the lease lasts
+// until t + leaseFor, as after a round begun at t. Under load the appends
+// keep the lease fresh and receives need no round of their own
+// (docs/cluster-benchmarks.md, "Appends renew the read lease").
+//  5. A mark (index, time) is taken in the Ready that hands this term's
+//     entries to the append worker, before any of them leaves, so the
+//     time is no later than any follower's step of them. An
+//     acknowledgement counts only in the term the marks were taken in,
+//     and only for an index at or above a mark of that term (an entry of
+//     an earlier term may have come from an earlier leader). A joint
+//     configuration grants no lease from appends.
+//
+// Owner: the loop owns heardLead, deferred and the append marks; the
+// lease is part of the confirmation state, guarded by confirmMu
+// (confirm.go).
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -186,4 +205,84 @@ func (s *shard) endLease() {
 	s.conf.leaseTerm, s.conf.leaseUntil = 0, 0
 	s.conf.noLease = s.leaderOf
 	s.confirmMu.Unlock()
+}
+
+// appendMark: the entries of this term up to index were made at at
+// (mono), in the loop's Ready.
+type appendMark struct {
+	index uint64
+	at    int64
+}
+
+// maxAppendMarks bounds the marks kept: an acknowledgement older than
+// all of them renews nothing (it only shortens a lease).
+const maxAppendMarks = 64
+
+// markAppend (the loop, in the Ready that hands this term's entries up
+// to last to the append worker) takes a mark (invariant 5).
+func (s *shard) markAppend(last uint64) {
+	if s.leaseFor() <= 0 || s.leaderOf == 0 {
+		return
+	}
+	if s.markTerm != s.leaderOf {
+		s.marks = s.marks[:0]
+		clear(s.ackedAt)
+		s.markTerm = s.leaderOf
+	}
+	if len(s.marks) == maxAppendMarks {
+		s.marks = append(s.marks[:0], s.marks[maxAppendMarks/2:]...)
+	}
+	s.marks = append(s.marks, appendMark{last, mono()})
+}
+
+// noteAppendAck (the loop, stepping m) renews the lease with a
+// follower's acknowledgement of this term's entries (invariant 5).
+func (s *shard) noteAppendAck(m *pb.Message) {
+	from := m.GetFrom()
+	if m.GetType() != pb.MsgAppResp || m.GetReject() || s.leaderOf == 0 || m.GetTerm() != s.leaderOf ||
+		s.markTerm != s.leaderOf || from == s.n.cfg.NodeID {
+		return
+	}
+	at := int64(-1)
+	for i := len(s.marks) - 1; i >= 0; i-- {
+		if s.marks[i].index <= m.GetIndex() {
+			at = s.marks[i].at
+			break
+		}
+	}
+	if at < 0 || at <= s.ackedAt[from] {
+		return
+	}
+	if s.ackedAt == nil {
+		s.ackedAt = map[uint64]int64{}
+	}
+	s.ackedAt[from] = at
+	var buf [8]uint64
+	voters, joint := s.st.leaseVoters(buf[:0])
+	if joint {
+		return
+	}
+	// The times at which each other voter held this term's entries,
+	// newest first; this leader and the newest need-1 others make a
+	// majority.
+	var times [8]int64
+	others := times[:0]
+	self := false
+	for _, v := range voters {
+		if v == s.n.cfg.NodeID {
+			self = true
+		} else {
+			others = append(others, s.ackedAt[v])
+		}
+	}
+	need := len(voters)/2 + 1 - 1
+	if !self || need <= 0 || need > len(others) {
+		return
+	}
+	slices.SortFunc(others, func(a, b int64) int { return cmp.Compare(b, a) })
+	if t := others[need-1]; t > 0 {
+		s.confirmMu.Lock()
+		s.extendLeaseLocked(t)
+		s.confirmMu.Unlock()
+	}
 }

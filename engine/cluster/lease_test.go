@@ -234,3 +234,72 @@ func TestReadLeaseAnswersWithoutARound(t *testing.T) {
 		return
 	}
 }
+
+// appendLease clears leader li's lease, sends one more message ("fresh")
+// and checks that the send's acknowledged append alone gave the leader a
+// lease (lease.go, invariant 5), with no round.
+func appendLease(t *testing.T, c *testCluster, li int, q *engine.Queue) {
+	t.Helper()
+	s := c.nodes[li].shards[0]
+	s.confirmMu.Lock()
+	s.conf.leaseTerm, s.conf.leaseUntil = 0, 0
+	s.confirmMu.Unlock()
+	rounds := s.confirmRounds.Load()
+	if _, err := q.Send([]engine.SendEntry{{Body: []byte("fresh")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a lease from the send's append", func() error {
+		s.confirmMu.Lock()
+		held := s.conf.leaseTerm != 0 && s.conf.leaseUntil > mono()
+		s.confirmMu.Unlock()
+		if !held {
+			return errors.New("no lease")
+		}
+		return nil
+	})
+	if n := s.confirmRounds.Load() - rounds; n != 0 {
+		t.Fatalf("%d rounds began; the lease must come from the append", n)
+	}
+}
+
+// TestAppendsRenewTheReadLease (lease.go, invariant 5): a send's append,
+// acknowledged by a majority, renews the leader's lease, and a receive
+// after it is answered from the lease with no round of its own.
+func TestAppendsRenewTheReadLease(t *testing.T) {
+	c := newLeaseCluster(t)
+	li, q := oneMessage(c)
+	appendLease(t, c, li, q)
+	s := c.nodes[li].shards[0]
+	rounds, reads := s.confirmRounds.Load(), s.leaseReads.Load()
+	got, err := q.Receive(context.Background(), engine.ReceiveOptions{Max: 1}, nil)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("receive: %d messages, %v", len(got), err)
+	}
+	if r, l := s.confirmRounds.Load()-rounds, s.leaseReads.Load()-reads; r != 0 || l != 1 {
+		t.Fatalf("the receive took %d rounds and %d lease answers, want 0 and 1", r, l)
+	}
+}
+
+// TestAppendLeaseSurvivesAForgottenLeader (lease.go, invariants 1 and 5):
+// TestReadLeaseSurvivesAForgottenLeader with the leader's lease taken
+// from a send's append instead of a round. The followers' quiet started
+// when they stepped that append, after the leader marked it, so the lease
+// has ended before the survivors elect another leader, and the old leader
+// answers nothing after the new one deleted the messages.
+func TestAppendLeaseSurvivesAForgottenLeader(t *testing.T) {
+	c := newLeaseCluster(t)
+	li, q := oneMessage(c)
+	appendLease(t, c, li, q)
+	heal := isolate(t, uint64(li+1))
+	for i, n := range c.nodes {
+		if i != li {
+			n.peerDown(uint64(li + 1))
+		}
+	}
+	ni, nq := c.otherLeader("q", li)
+	handOutAndDelete(t, nq, ni)
+	handOutAndDelete(t, nq, ni)
+	oldLeaderSeesNothing(t, q, li, ni)
+	heal()
+	c.converged("q", 0, 0)
+}

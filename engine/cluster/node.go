@@ -527,6 +527,14 @@ func (st *raftStorage) votersNow() []uint64 {
 	return append([]uint64(nil), st.cs.GetVoters()...)
 }
 
+// leaseVoters appends the voters to dst, and reports whether the
+// configuration is joint (lease.go: no lease from appends then).
+func (st *raftStorage) leaseVoters(dst []uint64) ([]uint64, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return append(dst, st.cs.GetVoters()...), len(st.cs.GetVotersOutgoing()) > 0
+}
+
 // replacePrefix marks the context of a removal that is half of a
 // replacement: the leader adds the member back once it is applied.
 const replacePrefix = "replace:"

@@ -136,6 +136,9 @@ type shard struct {
 	bumpsDropped  atomic.Int64         // empty appends that only bumped a follower's commit index, not sent (bump.go)
 	beatsDropped  atomic.Int64         // heartbeats to a follower sent an append within the tick, not sent (bump.go)
 	appSent       map[uint64]time.Time // run: when an append last left for each follower (bump.go)
+	marks         []appendMark         // run: when this term's entries were made (lease.go)
+	markTerm      uint64               // run: the term of marks
+	ackedAt       map[uint64]int64     // run: per follower, the newest mark it acknowledged (lease.go)
 }
 
 // Propose implements engine.Replica: it only queues, and the loop hands
@@ -443,6 +446,7 @@ func (s *shard) step(m *pb.Message) {
 		}
 	}
 	s.noteLeaderMessage(m) // lease.go
+	s.noteAppendAck(m)     // lease.go
 	if s.deferVote(m) {
 		return
 	}
@@ -531,6 +535,9 @@ func (s *shard) handleReady(rd raft.Ready) error {
 				if s.leaderOf != 0 && s.firstOurs == 0 && e.GetTerm() == s.leaderOf {
 					s.firstOurs = e.GetIndex()
 				}
+			}
+			if n := len(m.Entries); n > 0 && s.leaderOf != 0 && m.Entries[n-1].GetTerm() == s.leaderOf {
+				s.markAppend(m.Entries[n-1].GetIndex()) // lease.go
 			}
 			s.app.push(m)
 		case raft.LocalApplyThread:
