@@ -46,7 +46,8 @@ type Log struct {
 	opts Options // with defaults applied
 	log  *slog.Logger
 
-	maxPayload int // min(MaxPayload, SegmentBytes-12)
+	maxPayload  int  // min(MaxPayload, SegmentBytes-12)
+	deferWrites bool // Options.DeferWrites, in SyncAlways
 
 	// ring holds the most recent log bytes; see ring.go for who may touch
 	// which part of it.
@@ -206,13 +207,15 @@ func (l *Log) Append(recs []Record) error {
 	}
 	l.mu.records += uint64(len(recs))
 	l.endPos.Store(uint64(l.mu.end))
+	unwritten := uint64(l.mu.end) - l.written.Load()
 	l.mu.Unlock()
 
-	// Wake the writer. The channel has room for one token: if one is
-	// already there, the writer will see these records on its next pass.
-	select {
-	case l.kick <- struct{}{}:
-	default:
+	// Wake the writer, unless its writes are deferred (Options.DeferWrites)
+	// and the ring has room to spare. The channel has room for one token:
+	// if one is already there, the writer will see these records on its
+	// next pass.
+	if !l.deferWrites || unwritten >= uint64(l.ring.size()/4) {
+		l.kickWriter()
 	}
 	l.stats.records.Add(uint64(len(recs)))
 	l.stats.payloadBytes.Add(uint64(payload))
@@ -243,6 +246,7 @@ func (l *Log) waitRoomLocked(total int) error {
 			stalled = true
 			l.stats.stalls.Add(1)
 		}
+		l.kickWriter() // the room comes from the writer (DeferWrites: it may not know)
 		l.mu.stalled++
 		l.spaceCond.Wait()
 		l.mu.stalled--
@@ -367,6 +371,16 @@ func (l *Log) WaitDurable(p Pos) error {
 	return l.waitFor(&l.written, &l.ack.written, p)
 }
 
+// kickWriter wakes the writer: everything appended is to be written. The
+// channel has room for one token: if one is already there, the writer
+// will see everything on its next pass.
+func (l *Log) kickWriter() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
 // WaitWritten returns when the record at p and everything before it is
 // written to its segment file (not necessarily fsynced), whatever the
 // SyncMode; errors as WaitDurable. A Reader may then read up to there.
@@ -376,6 +390,9 @@ func (l *Log) WaitWritten(p Pos) error {
 	}
 	if l.written.Load() > uint64(p) {
 		return nil
+	}
+	if l.deferWrites {
+		l.kickWriter()
 	}
 	// Counted before waitFor looks at written, while the writer stores
 	// written before it looks at the count: one of the two sees the other.

@@ -98,6 +98,16 @@ type Options struct {
 	// in older segments (not scanned) surfaces as *CorruptionError on read.
 	// A torn tail is cut either way.
 	Repair bool
+	// DeferWrites (SyncAlways only; ignored otherwise): Append does not
+	// wake the writer. What it appended is written with the next write
+	// someone waits for (Sync, WaitDurable, WaitWritten, an Append that
+	// needs room), or once a quarter of the ring is unwritten. For a log
+	// whose appends are each followed soon by a wait: a cluster replica's,
+	// where a leader's records go to the log before the entry header that
+	// its append worker writes and syncs, and both then take one write
+	// instead of two. Records nobody ever waits for stay in memory until
+	// then (they are not durable before it anyway).
+	DeferWrites bool
 	// Logger receives lifecycle and recovery messages; nil discards them.
 	Logger *slog.Logger
 

@@ -73,18 +73,19 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	opts = opts.withDefaults()
 	l := &Log{
-		dir:        filepath.Clean(dir),
-		fs:         opts.FS,
-		opts:       opts,
-		log:        opts.Logger.With("wal", filepath.Clean(dir)),
-		maxPayload: int(min(int64(MaxPayload), opts.SegmentBytes-headerSize)),
-		kick:       make(chan struct{}, 1),
-		stop:       make(chan struct{}),
-		writerDone: make(chan struct{}),
-		spares:     make(chan spareFile),
-		spareNote:  make(chan struct{}, 1),
-		spareStop:  make(chan struct{}),
-		spareDone:  make(chan struct{}),
+		dir:         filepath.Clean(dir),
+		fs:          opts.FS,
+		opts:        opts,
+		log:         opts.Logger.With("wal", filepath.Clean(dir)),
+		maxPayload:  int(min(int64(MaxPayload), opts.SegmentBytes-headerSize)),
+		deferWrites: opts.DeferWrites && opts.Sync == SyncAlways,
+		kick:        make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+		writerDone:  make(chan struct{}),
+		spares:      make(chan spareFile),
+		spareNote:   make(chan struct{}, 1),
+		spareStop:   make(chan struct{}),
+		spareDone:   make(chan struct{}),
 	}
 	l.spaceCond = sync.NewCond(&l.mu)
 	l.ack.written.L = &l.ack.Mutex

@@ -175,6 +175,9 @@ func (s *shard) openBroker() (*engine.Broker, error) { return s.openBrokerAt(s.d
 func (s *shard) openBrokerAt(dir string) (*engine.Broker, error) {
 	o := shardShare(s.n.cfg.Engine, len(s.n.shards))
 	o.Dir = dir
+	// A leader's records are written with the entry header its append
+	// worker writes and syncs: one write per round, not two.
+	o.WAL.DeferWrites = true
 	o.Replica = s
 	o.HandleSecret = s.n.handleSecret(s.id)
 	o.Logger = s.log
