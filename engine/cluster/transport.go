@@ -18,7 +18,10 @@ package cluster
 // also tells each node the other's client API address (for forwarding).
 //
 // Frames (kind 0): length u32 | shard u16 | a marshalled raftpb.Message;
-// a writer sends all queued frames in one write. A lost connection drops
+// frames are marshalled straight into the peer's queue, one buffer, and a
+// writer sends all queued frames in one write; it and the queue swap two
+// buffers, so a frame costs no allocation, and the reader reuses one
+// buffer per connection (Unmarshal copies what it keeps). A lost connection drops
 // the queued frames (Raft retransmits) and tells the node, which treats a
 // leader it can no longer reach as gone at once (node.go: fast failover).
 //
@@ -88,10 +91,13 @@ type peer struct {
 	id   uint64
 	addr string
 	mu   sync.Mutex
-	q    [][]byte // guarded by mu: frames to send
-	qlen int      // guarded by mu
+	q    []byte // guarded by mu: the frames to send, back to back
 	kick chan struct{}
 }
+
+// maxKeptBuffer bounds a frame buffer kept for reuse (a catch-up's big
+// batches are not held on to).
+const maxKeptBuffer = 4 << 20
 
 func newTransport(self uint64, key []byte, apiAddr string, ln net.Listener, log *slog.Logger) *transport {
 	return &transport{self: self, key: key, apiAddr: apiAddr, ln: ln, log: log,
@@ -165,7 +171,7 @@ func (t *transport) removePeer(id uint64) {
 	t.mu.Unlock()
 	if p != nil {
 		p.mu.Lock()
-		p.q, p.qlen = nil, 0
+		p.q = nil
 		p.addr = ""
 		p.mu.Unlock()
 		select {
@@ -196,27 +202,31 @@ func (t *transport) send(shard int, msgs []*pb.Message) {
 		if h := testHookDrop.Load(); h != nil && (*h)(m) {
 			continue
 		}
-		// Marshalled straight into the frame: entries are not copied twice.
-		frame, err := proto.MarshalOptions{}.MarshalAppend(make([]byte, 6, 6+proto.Size(m)), m)
-		if err != nil {
-			t.log.Error("marshal raft message", "err", err)
-			continue
-		}
-		binary.LittleEndian.PutUint32(frame, uint32(len(frame)-4))
-		binary.LittleEndian.PutUint16(frame[4:], uint16(shard))
 		t.mu.Lock()
 		p := t.peers[m.GetTo()]
 		t.mu.Unlock()
 		if p == nil {
 			continue
 		}
+		// Marshalled straight into the queue (no lock is held across I/O:
+		// the writer holds p.mu only to swap buffers).
+		size := proto.Size(m)
 		p.mu.Lock()
-		if p.qlen+len(frame) > maxQueued {
+		start := len(p.q)
+		if start+6+size > maxQueued {
 			p.mu.Unlock()
 			continue // Raft resends what is lost
 		}
-		p.q = append(p.q, frame)
-		p.qlen += len(frame)
+		q, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(append(p.q, 0, 0, 0, 0, 0, 0), m)
+		if err != nil {
+			p.q = p.q[:start]
+			p.mu.Unlock()
+			t.log.Error("marshal raft message", "err", err)
+			continue
+		}
+		binary.LittleEndian.PutUint32(q[start:], uint32(len(q)-start-4))
+		binary.LittleEndian.PutUint16(q[start+4:], uint16(shard))
+		p.q = q
 		p.mu.Unlock()
 		select {
 		case p.kick <- struct{}{}:
@@ -263,7 +273,7 @@ func (t *transport) writeLoop(p *peer) {
 }
 
 func (t *transport) writeFrames(p *peer, c net.Conn) error {
-	w := bufio.NewWriterSize(c, 256<<10)
+	var spare []byte // the buffer last written, the queue's next
 	// Notice the other end going away even while idle: a reader that sees
 	// EOF ends the connection.
 	closed := make(chan struct{})
@@ -280,21 +290,22 @@ func (t *transport) writeFrames(p *peer, c net.Conn) error {
 		case <-p.kick:
 		}
 		p.mu.Lock()
-		q := p.q
-		p.q, p.qlen = nil, 0
+		out := p.q
+		p.q = spare[:0]
 		addr := p.addr
 		p.mu.Unlock()
 		if addr == "" {
 			return nil
 		}
-		for _, f := range q {
-			if _, err := w.Write(f); err != nil {
+		if len(out) > 0 {
+			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Write(out); err != nil {
 				return err
 			}
 		}
-		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		if err := w.Flush(); err != nil {
-			return err
+		spare = nil
+		if cap(out) <= maxKeptBuffer {
+			spare = out
 		}
 	}
 }
@@ -337,6 +348,7 @@ func (t *transport) serveConn(c net.Conn) {
 	case kindRaft:
 		r := bufio.NewReaderSize(c, 256<<10)
 		var hdr [6]byte
+		var buf []byte // reused: Unmarshal copies what it keeps
 		for {
 			if _, err := io.ReadFull(r, hdr[:]); err != nil {
 				t.peerDown(from)
@@ -348,7 +360,10 @@ func (t *transport) serveConn(c net.Conn) {
 				t.peerDown(from)
 				return
 			}
-			buf := make([]byte, n-2)
+			if cap(buf) < int(n-2) || cap(buf) > maxKeptBuffer {
+				buf = make([]byte, n-2)
+			}
+			buf = buf[:n-2]
 			if _, err := io.ReadFull(r, buf); err != nil {
 				t.peerDown(from)
 				return
