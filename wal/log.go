@@ -409,10 +409,7 @@ func (l *Log) wantSync(end uint64) {
 			break
 		}
 	}
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
+	l.kickWriter()
 }
 
 // waitFor blocks until *v > p (a record at p is covered once the end passed

@@ -320,10 +320,7 @@ func (l *Log) SkipTo(p Pos) (Pos, error) {
 	end := l.mu.end
 	l.mu.Unlock()
 	if appended > 0 {
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
+		l.kickWriter()
 		l.stats.bytes.Add(uint64(appended))
 		l.log.Warn("wal skipped positions to move its end", "to", uint64(p), "end", uint64(end), "bytes", appended)
 	}

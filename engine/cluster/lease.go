@@ -53,7 +53,7 @@ package cluster
 // leader counts) acknowledged entries made at or after t, the lease lasts
 // until t + leaseFor, as after a round begun at t. Under load the appends
 // keep the lease fresh and receives need no round of their own
-// (docs/cluster-benchmarks.md, "Appends renew the read lease").
+// (docs/cluster-benchmarks.md, "Frames a busy shard does without").
 //  5. A mark (index, time) is taken in the Ready that hands this term's
 //     entries to the append worker, before any of them leaves, so the
 //     time is no later than any follower's step of them. An
