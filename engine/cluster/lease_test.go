@@ -64,6 +64,21 @@ func handOutAndDelete(t *testing.T, q *engine.Queue, who int) {
 	}
 }
 
+// cutOffAndForget cuts leader li off, has the survivors run peerDown for
+// it (they forget it and call the fast election), and returns the heal,
+// the new leader and its queue q.
+func cutOffAndForget(t *testing.T, c *testCluster, li int) (func(), int, *engine.Queue) {
+	t.Helper()
+	heal := isolate(t, uint64(li+1))
+	for i, n := range c.nodes {
+		if i != li {
+			n.peerDown(uint64(li + 1))
+		}
+	}
+	ni, nq := c.otherLeader("q", li)
+	return heal, ni, nq
+}
+
 // oldLeaderSeesNothing: the deposed leader li, which has not heard of the
 // new term, must answer no message.
 func oldLeaderSeesNothing(t *testing.T, q *engine.Queue, li, ni int) {
@@ -89,13 +104,7 @@ func TestReadLeaseSurvivesAForgottenLeader(t *testing.T) {
 	c := newLeaseCluster(t)
 	li, q := oneMessage(c)
 	freshLease(t, c, li, q)
-	heal := isolate(t, uint64(li+1))
-	for i, n := range c.nodes {
-		if i != li {
-			n.peerDown(uint64(li + 1))
-		}
-	}
-	ni, nq := c.otherLeader("q", li)
+	heal, ni, nq := cutOffAndForget(t, c, li)
 	handOutAndDelete(t, nq, ni)
 	oldLeaderSeesNothing(t, q, li, ni)
 	var deferred int64
@@ -290,13 +299,7 @@ func TestAppendLeaseSurvivesAForgottenLeader(t *testing.T) {
 	c := newLeaseCluster(t)
 	li, q := oneMessage(c)
 	appendLease(t, c, li, q)
-	heal := isolate(t, uint64(li+1))
-	for i, n := range c.nodes {
-		if i != li {
-			n.peerDown(uint64(li + 1))
-		}
-	}
-	ni, nq := c.otherLeader("q", li)
+	heal, ni, nq := cutOffAndForget(t, c, li)
 	handOutAndDelete(t, nq, ni)
 	handOutAndDelete(t, nq, ni)
 	oldLeaderSeesNothing(t, q, li, ni)
