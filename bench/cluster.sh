@@ -242,11 +242,24 @@ run_one() { # system scenario repeat
 	rabbitmq3) args+=(--target rabbitmq --addr "127.0.0.1:$(rmq_port r1),127.0.0.1:$(rmq_port r2),127.0.0.1:$(rmq_port r3)"
 		--server-pid "$(rmq_pid r1),$(rmq_pid r2),$(rmq_pid r3)") ;;
 	esac
-	local before after dbefore dafter
+	local before after dbefore dafter pids pbefore pafter
+	case $sys in
+	single) pids=$SINGLE_PID ;;
+	cluster) pids="${NPID[1]} ${NPID[2]} ${NPID[3]}" ;;
+	rabbitmq3) pids="$(rmq_pid r1) $(rmq_pid r2) $(rmq_pid r3)" ;;
+	esac
 	[ "$sys" = cluster ] && before=$(flush_counts)
 	dbefore=$(dev_counts)
+	# shellcheck disable=SC2086 # pids is a list
+	pbefore=$(proc_counts $pids)
 	timeout 300 "$SMQBENCH" "${args[@]}" >/dev/null 2>>"$OUT/smqbench.log" || log "run failed: $s $sys (see $OUT/smqbench.log)"
+	# shellcheck disable=SC2086
+	pafter=$(proc_counts $pids)
 	dafter=$(dev_counts)
+	# The servers' system calls and context switches over the same span
+	# (docs/cluster-benchmarks.md, "Frames a busy shard does without": the
+	# counts judge a change that the throughput's spread hides).
+	echo "$s|$sys|$r $pbefore $pafter" | awk '{print $1, "syscalls_read", $5-$2, "syscalls_write", $6-$3, "context_switches", $7-$4}' >>"$OUT/flushes.txt"
 	if [ "$sys" = cluster ]; then
 		after=$(flush_counts)
 		# The whole run, warm-up included: log flushes (each log's waits)
@@ -265,6 +278,19 @@ run_one() { # system scenario repeat
 DEV=$(basename "$(df --output=source "$WORK" 2>/dev/null | tail -1)")
 dev_counts() {
 	awk -v d="$DEV" '$3 == d {print $8, int($10 / 2), (NF >= 20 ? $19 : "-"); f = 1} END {if (!f) print "0 0 -"}' /proc/diskstats
+}
+# proc_counts PID... prints the read and write system calls (/proc/PID/io
+# syscr and syscw: sockets and files) and the context switches (voluntary
+# and not, of every thread alive at the time) of the processes, summed.
+proc_counts() {
+	local p r=0 w=0 c=0
+	for p in "$@"; do
+		[ -r "/proc/$p/io" ] || continue
+		r=$((r + $(awk '$1=="syscr:"{print $2}' "/proc/$p/io")))
+		w=$((w + $(awk '$1=="syscw:"{print $2}' "/proc/$p/io")))
+		c=$((c + $(cat "/proc/$p"/task/*/status 2>/dev/null | awk '/ctxt_switches/{n+=$2} END{printf "%d", n+0}')))
+	done
+	echo "$r $w $c"
 }
 # flush_counts prints the cluster's smqd_wal_fsyncs_total and
 # smqd_cluster_shared_flushes_total, each summed over the three nodes.
