@@ -52,6 +52,13 @@ package cluster
 //  6. A follower goes at most two ticks without a leader's message while
 //     this member leads: a tick with no append sends the heartbeat. Its
 //     commit index then trails by at most that much on an idle shard.
+//  7. A heartbeat to a follower this member has not heard from within the
+//     tick is never dropped. A follower answers an append only once it is
+//     durable, a heartbeat at once: while a follower's flushes are slow (a
+//     busy disk, a catch-up writing a gigabyte), its heartbeat answers
+//     are what CheckQuorum counts, and without them its leader stepped
+//     down (measured: docs/cluster-benchmarks.md, "Frames a busy shard
+//     does without").
 //
 // Owner: the shard's loop (handleReady), and appSent.
 
@@ -90,7 +97,7 @@ func (s *shard) flowing(to uint64) (flowing, acked bool) {
 }
 
 // needlessBeat (the loop) reports whether m, a message to another member,
-// is a heartbeat that follower does not need (invariants 5 and 6), and
+// is a heartbeat that follower does not need (invariants 5 to 7), and
 // notes the appends that leave.
 func (s *shard) needlessBeat(m *pb.Message, now time.Time) bool {
 	switch m.GetType() {
@@ -104,11 +111,15 @@ func (s *shard) needlessBeat(m *pb.Message, now time.Time) bool {
 		if s.leaderOf == 0 || len(m.Context) > 0 {
 			return false
 		}
-		sent, ok := s.appSent[m.GetTo()]
+		to := m.GetTo()
+		sent, ok := s.appSent[to]
 		if !ok || now.Sub(sent) >= s.n.cfg.Tick {
 			return false
 		}
-		if flowing, _ := s.flowing(m.GetTo()); !flowing {
+		if heard, ok := s.heard[to]; !ok || now.Sub(heard) >= s.n.cfg.Tick {
+			return false // invariant 7
+		}
+		if flowing, _ := s.flowing(to); !flowing {
 			return false
 		}
 		s.beatsDropped.Add(1)
