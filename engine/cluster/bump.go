@@ -55,10 +55,7 @@ package cluster
 //  7. A heartbeat to a follower this member has not heard from within the
 //     tick is never dropped. A follower answers an append only once it is
 //     durable, a heartbeat at once: while a follower's flushes are slow (a
-//     busy disk, a catch-up writing a gigabyte), its heartbeat answers
-//     are what CheckQuorum counts, and without them its leader stepped
-//     down (measured: docs/cluster-benchmarks.md, "Frames a busy shard
-//     does without").
+//     busy disk), its heartbeat answers are what CheckQuorum can count.
 //
 // Owner: the shard's loop (handleReady), and appSent.
 

@@ -162,10 +162,7 @@ func settledLeaderQueue(c *testCluster) (int, *engine.Queue) {
 // within the tick is dropped only if the leader heard from that follower
 // within the tick too. A follower answers an append only once it is
 // durable and a heartbeat at once, so while its flushes are slow its
-// heartbeat answers are what CheckQuorum counts: in a catch-up of a
-// million 1 KiB messages, dropping them let leaders go up to 1.08 s
-// without a follower's message and step down
-// (docs/cluster-benchmarks.md, "Frames a busy shard does without").
+// heartbeat answers are what CheckQuorum can count.
 func TestHeartbeatGoesToAFollowerNotHeardFrom(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
 	li, _ := settledLeaderQueue(c)

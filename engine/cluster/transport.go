@@ -18,10 +18,13 @@ package cluster
 // also tells each node the other's client API address (for forwarding).
 //
 // Frames (kind 0): length u32 | shard u16 | a marshalled raftpb.Message;
-// frames are marshalled straight into the peer's queue, one buffer, and a
-// writer sends all queued frames in one write; it and the queue swap two
-// buffers, so a frame costs no allocation, and the reader reuses one
-// buffer per connection (Unmarshal copies what it keeps). A lost connection drops
+// frames are marshalled straight into the peer's queue, chunks of up to
+// chunkBytes filled back to back (a larger frame gets a chunk of its own),
+// and a writer sends all queued chunks in one write (writev); written
+// chunks go back to the peer's free list, so a frame costs no allocation
+// and no chunk is ever copied to grow, whatever the queue holds (a
+// catch-up queues megabytes). The reader reuses one buffer per connection
+// (Unmarshal copies what it keeps). A lost connection drops
 // the queued frames (Raft retransmits) and tells the node, which treats a
 // leader it can no longer reach as gone at once (node.go: fast failover).
 //
@@ -91,13 +94,19 @@ type peer struct {
 	id   uint64
 	addr string
 	mu   sync.Mutex
-	q    []byte // guarded by mu: the frames to send, back to back
+	q    [][]byte // guarded by mu: chunks of frames to send; the last one is filled next
+	qlen int      // guarded by mu: bytes in q
+	free [][]byte // guarded by mu: written chunks of chunkBytes, for reuse
 	kick chan struct{}
 }
 
-// maxKeptBuffer bounds a frame buffer kept for reuse (a catch-up's big
-// batches are not held on to).
-const maxKeptBuffer = 4 << 20
+const (
+	chunkBytes = 256 << 10 // a chunk of a peer's queue
+	maxFree    = 8         // chunks a peer keeps for reuse
+	// maxKeptBuffer bounds the buffer a reader keeps for the next frame
+	// (a catch-up's big frames are not held on to).
+	maxKeptBuffer = 4 << 20
+)
 
 func newTransport(self uint64, key []byte, apiAddr string, ln net.Listener, log *slog.Logger) *transport {
 	return &transport{self: self, key: key, apiAddr: apiAddr, ln: ln, log: log,
@@ -171,7 +180,7 @@ func (t *transport) removePeer(id uint64) {
 	t.mu.Unlock()
 	if p != nil {
 		p.mu.Lock()
-		p.q = nil
+		p.q, p.qlen, p.free = nil, 0, nil
 		p.addr = ""
 		p.mu.Unlock()
 		select {
@@ -208,25 +217,42 @@ func (t *transport) send(shard int, msgs []*pb.Message) {
 		if p == nil {
 			continue
 		}
-		// Marshalled straight into the queue (no lock is held across I/O:
-		// the writer holds p.mu only to swap buffers).
+		// Marshalled straight into the queue's last chunk, which has room
+		// for it (no lock is held across I/O: the writer holds p.mu only
+		// to take the chunks and to give written ones back).
 		size := proto.Size(m)
+		need := 6 + size
 		p.mu.Lock()
-		start := len(p.q)
-		if start+6+size > maxQueued {
+		if p.qlen+need > maxQueued {
 			p.mu.Unlock()
 			continue // Raft resends what is lost
 		}
-		q, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(append(p.q, 0, 0, 0, 0, 0, 0), m)
+		n := len(p.q)
+		if n == 0 || cap(p.q[n-1])-len(p.q[n-1]) < need {
+			var c []byte
+			switch k := len(p.free); {
+			case need > chunkBytes:
+				c = make([]byte, 0, need)
+			case k > 0:
+				c, p.free = p.free[k-1], p.free[:k-1]
+			default:
+				c = make([]byte, 0, chunkBytes)
+			}
+			p.q = append(p.q, c)
+			n++
+		}
+		c := p.q[n-1]
+		start := len(c)
+		c, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(append(c, 0, 0, 0, 0, 0, 0), m)
 		if err != nil {
-			p.q = p.q[:start]
 			p.mu.Unlock()
 			t.log.Error("marshal raft message", "err", err)
 			continue
 		}
-		binary.LittleEndian.PutUint32(q[start:], uint32(len(q)-start-4))
-		binary.LittleEndian.PutUint16(q[start+4:], uint16(shard))
-		p.q = q
+		binary.LittleEndian.PutUint32(c[start:], uint32(len(c)-start-4))
+		binary.LittleEndian.PutUint16(c[start+4:], uint16(shard))
+		p.q[n-1] = c
+		p.qlen += len(c) - start
 		p.mu.Unlock()
 		select {
 		case p.kick <- struct{}{}:
@@ -273,7 +299,7 @@ func (t *transport) writeLoop(p *peer) {
 }
 
 func (t *transport) writeFrames(p *peer, c net.Conn) error {
-	var spare []byte // the buffer last written, the queue's next
+	var chunks, iov [][]byte
 	// Notice the other end going away even while idle: a reader that sees
 	// EOF ends the connection.
 	closed := make(chan struct{})
@@ -290,23 +316,31 @@ func (t *transport) writeFrames(p *peer, c net.Conn) error {
 		case <-p.kick:
 		}
 		p.mu.Lock()
-		out := p.q
-		p.q = spare[:0]
+		chunks = append(chunks[:0], p.q...)
+		clear(p.q)
+		p.q, p.qlen = p.q[:0], 0
 		addr := p.addr
 		p.mu.Unlock()
 		if addr == "" {
 			return nil
 		}
-		if len(out) > 0 {
+		if len(chunks) > 0 {
 			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			if _, err := c.Write(out); err != nil {
+			iov = append(iov[:0], chunks...) // WriteTo consumes its slice
+			bufs := net.Buffers(iov)
+			if _, err := bufs.WriteTo(c); err != nil {
 				return err
 			}
 		}
-		spare = nil
-		if cap(out) <= maxKeptBuffer {
-			spare = out
+		p.mu.Lock()
+		for _, ch := range chunks {
+			if cap(ch) == chunkBytes && len(p.free) < maxFree {
+				p.free = append(p.free, ch[:0])
+			}
 		}
+		p.mu.Unlock()
+		clear(chunks)
+		clear(iov)
 	}
 }
 
