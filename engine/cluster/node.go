@@ -354,6 +354,17 @@ func (n *Node) peerDown(peer uint64) {
 			if st.Lead != peer || st.RaftState == raft.StateLeader {
 				return
 			}
+			// What peer sent before its connection ended is in the inbox
+			// already (its reader delivers, then calls this); stepped after
+			// the forget, its last append or heartbeat would make it this
+			// member's leader again, and the shard would wait a whole
+			// election timeout for a dead leader (failover.go).
+			for k := len(s.inbox); k > 0; k-- {
+				s.step(<-s.inbox)
+			}
+			if st := s.rn.BasicStatus(); st.Lead != peer || st.RaftState == raft.StateLeader {
+				return
+			}
 			s.rn.ForgetLeader()
 			s.leaderLost(peer)
 		})
