@@ -264,7 +264,12 @@ run_one() { # system scenario repeat
 		after=$(flush_counts)
 		# The whole run, warm-up included: log flushes (each log's waits)
 		# and the file-system flushes they shared, summed over the nodes.
-		echo "$s|$sys|$r $before $after" | awk '{print $1, "wal_fsyncs", $4-$2, "shared_flushes", $5-$3}' >>"$OUT/flushes.txt"
+		echo "$s|$sys|$r $before $after" | awk '{print $1, "wal_fsyncs", $7-$2, "shared_flushes", $8-$3}' >>"$OUT/flushes.txt"
+		# Where an operation's time goes: the mean wait of a log's Sync
+		# and the mean time from a proposal to its commit, in µs
+		# (docs/cluster-benchmarks.md, "Where a send's time goes").
+		echo "$s|$sys|$r $before $after" | awk '{printf "%s log_sync_wait_us %d proposal_to_commit_us %d\n", $1,
+			($7 > $2) ? ($9-$4)/($7-$2) : 0, ($11 > $6) ? ($10-$5)/($11-$6) : 0}' >>"$OUT/flushes.txt"
 	fi
 	# The data directory's block device over the same span, every system:
 	# write requests, KiB written, flush requests (docs/cluster-benchmarks.md,
@@ -293,15 +298,21 @@ proc_counts() {
 	echo "$r $w $c"
 }
 # flush_counts prints the cluster's smqd_wal_fsyncs_total and
-# smqd_cluster_shared_flushes_total, each summed over the three nodes.
+# smqd_cluster_shared_flushes_total, then the time the logs' Syncs waited
+# (smqd_wal_fsync_duration_seconds_sum, in µs) and the proposals' time
+# to commit (smqd_cluster_shard_proposal_duration_seconds, sum in µs and
+# count, every shard), each summed over the three nodes.
 flush_counts() {
-	local i f=0 sh=0 m
+	local i f=0 sh=0 sw=0 ps=0 pc=0 m
 	for i in 1 2 3; do
 		m=$(curl -s --max-time 5 "http://127.0.0.1:${API[$i]}/metrics" || true)
 		f=$((f + $(echo "$m" | awk '$1=="smqd_wal_fsyncs_total"{v=$2} END{printf "%d", v+0}')))
 		sh=$((sh + $(echo "$m" | awk '$1=="smqd_cluster_shared_flushes_total"{v=$2} END{printf "%d", v+0}')))
+		sw=$((sw + $(echo "$m" | awk '$1=="smqd_wal_fsync_duration_seconds_sum"{v=$2} END{printf "%d", v*1e6}')))
+		ps=$((ps + $(echo "$m" | awk 'index($1, "smqd_cluster_shard_proposal_duration_seconds_sum")==1{v+=$2} END{printf "%d", v*1e6}')))
+		pc=$((pc + $(echo "$m" | awk 'index($1, "smqd_cluster_shard_proposal_duration_seconds_count")==1{v+=$2} END{printf "%d", v}')))
 	done
-	echo "$f $sh"
+	echo "$f $sh $sw $ps $pc"
 }
 for r in $(seq "$REPEAT"); do
 	for s in $SCENARIOS; do
