@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"syscall"
@@ -15,6 +16,12 @@ import (
 // data nor waits. (A read under a deadline in the past cannot tell: Go
 // returns the timeout before it reads.)
 func alive(c net.Conn) bool {
+	if tc, ok := c.(*tls.Conn); ok {
+		// A TLS peer's close sends an alert first: bytes unasked, out of
+		// step; nothing else arrives on an idle connection (no session
+		// tickets, Config.TLS).
+		c = tc.NetConn()
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return true

@@ -33,12 +33,16 @@ type testCluster struct {
 	proposalHold time.Duration
 	// leaseTicks: Config.ReadLeaseTicks (0: the default)
 	leaseTicks int
-	t          *testing.T
-	dirs       []string
-	addrs      map[uint64]string
-	nodes      []*Node // index i is node id i+1; nil when stopped
-	shards     int
-	lns        map[uint64]net.Listener // held raft listeners, for each node's first start (hold)
+	// cfgTweak adjusts node i's Config (TLS); wrapLn wraps a node's Raft
+	// listener when it is bound (a recording of what it receives).
+	cfgTweak func(i int, cfg *Config)
+	wrapLn   func(id uint64, ln net.Listener) net.Listener
+	t        *testing.T
+	dirs     []string
+	addrs    map[uint64]string
+	nodes    []*Node // index i is node id i+1; nil when stopped
+	shards   int
+	lns      map[uint64]net.Listener // held raft listeners, for each node's first start (hold)
 }
 
 // hold picks node id's raft address and holds its listener until the
@@ -51,6 +55,9 @@ func (c *testCluster) hold(id uint64) {
 	}
 	if c.lns == nil {
 		c.lns = map[uint64]net.Listener{}
+	}
+	if c.wrapLn != nil {
+		ln = c.wrapLn(id, ln)
 	}
 	c.addrs[id], c.lns[id] = ln.Addr().String(), ln
 }
@@ -95,10 +102,14 @@ func (c *testCluster) config(i int) Config {
 	if c.infoLogs {
 		level = slog.LevelInfo
 	}
-	return Config{NodeID: uint64(i + 1), RaftListen: c.addrs[uint64(i+1)], Peers: c.addrs,
+	cfg := Config{NodeID: uint64(i + 1), RaftListen: c.addrs[uint64(i+1)], Peers: c.addrs,
 		APIAddr: fmt.Sprintf("api-%d", i+1), Shards: c.shards, Dir: c.dirs[i], Key: testKey, Engine: o,
 		SyncAlways: true, ProposalHold: c.proposalHold, ReadLeaseTicks: c.leaseTicks, Tick: 20 * time.Millisecond, ElectionTicks: cmp.Or(c.electionTicks, 10),
 		Logger: slog.New(slog.NewTextHandler(testWriter{c.t}, &slog.HandlerOptions{Level: level}))}
+	if c.cfgTweak != nil {
+		c.cfgTweak(i, &cfg)
+	}
+	return cfg
 }
 
 type testWriter struct{ t *testing.T }

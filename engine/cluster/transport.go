@@ -17,6 +17,11 @@ package cluster
 // snapshot; nothing it sends is read past the handshake. The handshake
 // also tells each node the other's client API address (for forwarding).
 //
+// TLS (Config.TLS). When set, a connection is a mutual TLS session (1.3,
+// both certificates verified) before the first byte of the handshake
+// above, which runs inside it unchanged: the key and the certificates
+// must both be right, and everything after is encrypted.
+//
 // Frames (kind 0): length u32 | shard u16 | a marshalled raftpb.Message;
 // frames are marshalled straight into the peer's queue, chunks of up to
 // chunkBytes filled back to back (a larger frame gets a chunk of its own),
@@ -37,6 +42,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -70,6 +76,7 @@ type transport struct {
 	apiAddr string
 	log     *slog.Logger
 	ln      net.Listener
+	tls     *tls.Config // mutual TLS on every connection (Config.TLS), or nil
 
 	deliver   func(shard int, m *pb.Message)         // a message for a shard
 	peerDown  func(peer uint64)                      // a connection to or from peer ended
@@ -348,6 +355,17 @@ func (t *transport) writeFrames(p *peer, c net.Conn) error {
 func (t *transport) serveConn(c net.Conn) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if t.tls != nil {
+		tc := tls.Server(c, t.tls)
+		if err := tc.Handshake(); err != nil {
+			t.log.Warn("raft connection refused", "remote", c.RemoteAddr().String(), "err", fmt.Errorf("TLS: %w", err))
+			if t.refused != nil {
+				t.refused()
+			}
+			return
+		}
+		c = tc
+	}
 	kind, from, err := t.accept(c)
 	if err != nil {
 		t.log.Warn("raft connection refused", "remote", c.RemoteAddr().String(), "err", err)
@@ -463,6 +481,19 @@ func (t *transport) dial(addr string, kind byte) (net.Conn, uint64, error) {
 		hs = fwdHandshake
 	}
 	c.SetDeadline(time.Now().Add(hs))
+	if t.tls != nil {
+		cfg := t.tls
+		if cfg.ServerName == "" {
+			cfg = cfg.Clone()
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, 0, fmt.Errorf("cluster: TLS handshake with %s: %w", addr, err)
+		}
+		c = tc
+	}
 	ni := make([]byte, 16)
 	rand.Read(ni)
 	hello := append([]byte(handshakeMagic), kind)
