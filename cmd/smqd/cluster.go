@@ -8,6 +8,8 @@ package main
 
 import (
 	"cmp"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,6 +45,9 @@ type clusterConfig struct {
 	flush       string
 	hold        time.Duration
 	leaseTicks  int
+	tlsCert     string // --cluster-tls-cert: this node's certificate for the links between nodes
+	tlsKey      string
+	tlsCA       string // the CA (PEM) that signs every node's certificate
 }
 
 func (c *clusterConfig) addFlags(fs *flag.FlagSet) {
@@ -57,6 +62,9 @@ func (c *clusterConfig) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.flush, "cluster-flush", "shared", "cluster mode, --sync always: \"shared\": the shards' logs share one flush of the data directory's file system (syncfs; every file on it is flushed, so give the data directory a file system of its own); \"file\": each log flushes its own files (fdatasync)")
 	fs.DurationVar(&c.hold, "cluster-proposal-hold", cluster.DefaultProposalHold, "cluster mode: how long a shard's leader may hold a change nobody waits for (a receive, an expiry) so that it is replicated with the next one in one round; 0: none")
 	fs.IntVar(&c.leaseTicks, "cluster-read-lease-ticks", cluster.DefaultReadLeaseTicks, "cluster mode: ticks a member helps nobody else lead after it last heard from its leader, so that a leader answers receives for two thirds of that after a round of heartbeats without another (a read lease; a fast failover waits for it to end); 0: no lease, a round before every receive; at most 5")
+	fs.StringVar(&c.tlsCert, "cluster-tls-cert", "", "cluster mode: PEM certificate of this node for mutual TLS between the nodes (with --cluster-tls-key and --cluster-tls-ca; re-read on SIGHUP): every link between nodes is then encrypted, and a process needs a certificate of --cluster-tls-ca besides the cluster key. It must name the host of this node's --cluster-peers address (an IP or DNS SAN)")
+	fs.StringVar(&c.tlsKey, "cluster-tls-key", "", "cluster mode: PEM private key of --cluster-tls-cert (keep it 0600)")
+	fs.StringVar(&c.tlsCA, "cluster-tls-ca", "", "cluster mode: PEM certificates of the CA that signs the nodes' certificates (the only one trusted between nodes)")
 	fs.DurationVar(&c.leaderWait, "cluster-leader-wait", 2*time.Second, "cluster mode: how long a request for a shard without a leader waits for one before it is answered 503 ServiceUnavailable")
 }
 
@@ -66,8 +74,8 @@ func (c *config) clustered() bool { return c.cluster.peers != "" || c.cluster.jo
 func (c *config) validateCluster() error {
 	cc := &c.cluster
 	if !c.clustered() {
-		if cc.nodeID != 0 || cc.raftListen != "" {
-			return errors.New("--node-id and --raft-listen need --cluster-peers (or --join)")
+		if cc.nodeID != 0 || cc.raftListen != "" || cc.tlsCert != "" || cc.tlsKey != "" || cc.tlsCA != "" {
+			return errors.New("--node-id, --raft-listen and --cluster-tls-* need --cluster-peers (or --join)")
 		}
 		return nil
 	}
@@ -111,6 +119,9 @@ func (c *config) validateCluster() error {
 	}
 	if cc.leaseTicks < 0 || cc.leaseTicks > 5 {
 		return errors.New("--cluster-read-lease-ticks must be between 0 and 5 (half the election timeout)")
+	}
+	if set := btoi(cc.tlsCert != "") + btoi(cc.tlsKey != "") + btoi(cc.tlsCA != ""); set != 0 && set != 3 {
+		return errors.New("--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca go together")
 	}
 	if cc.leaderWait <= 0 {
 		return errors.New("--cluster-leader-wait must be positive")
@@ -168,16 +179,56 @@ func (c *config) clusterKey() ([]byte, error) {
 	return key, nil
 }
 
+// clusterTLS is the mutual TLS configuration of the links between nodes
+// (--cluster-tls-*), with the reloader of this node's certificate
+// (SIGHUP); nil, nil without the flags.
+func (c *config) clusterTLS(log *slog.Logger) (*tls.Config, *certReloader, error) {
+	cc := &c.cluster
+	if cc.tlsCert == "" {
+		return nil, nil, nil
+	}
+	certs, err := newCertReloader(cc.tlsCert, cc.tlsKey, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--cluster-tls-cert: %w", err)
+	}
+	certs.what = "cluster TLS certificate"
+	pem, err := os.ReadFile(cc.tlsCA)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--cluster-tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("--cluster-tls-ca: no PEM certificate in %s", cc.tlsCA)
+	}
+	warnIfShared(log, cc.tlsKey, "cluster TLS key")
+	return &tls.Config{
+		GetCertificate:       certs.getCertificate,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return certs.cert.Load(), nil },
+		RootCAs:              pool,
+		ClientCAs:            pool,
+		ClientAuth:           tls.RequireAndVerifyClientCert,
+		MinVersion:           tls.VersionTLS13,
+	}, certs, nil
+}
+
 // startClusterNode starts this daemon's cluster node; eopts is every
-// shard broker's template.
-func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *slog.Logger) (*cluster.Node, error) {
+// shard broker's template. certs, when not nil, reloads the node's
+// certificate for the links between nodes (SIGHUP).
+func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *slog.Logger) (node *cluster.Node, certs *certReloader, err error) {
 	cc := &cfg.cluster
 	key, err := cfg.clusterKey()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cc.keyFile != "" {
 		warnIfShared(log, cc.keyFile, "cluster key")
+	}
+	tlsCfg, certs, err := cfg.clusterTLS(log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if host, _, _ := net.SplitHostPort(cc.raftListen); tlsCfg == nil && host != "localhost" && !net.ParseIP(host).IsLoopback() {
+		log.Warn("the links between nodes are authenticated but not encrypted: message bodies and forwarded requests cross them in clear text; give --cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca, or keep --raft-listen on a private network", "raft_listen", cc.raftListen)
 	}
 	peers, _ := parsePeers(cc.peers)
 	ids := make([]uint64, 0, len(peers))
@@ -185,7 +236,7 @@ func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *sl
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	log.Info("cluster mode", "node_id", cc.nodeID, "raft_listen", cc.raftListen, "members", ids, "shards", cc.shards, "join", cc.join)
+	log.Info("cluster mode", "node_id", cc.nodeID, "raft_listen", cc.raftListen, "members", ids, "shards", cc.shards, "join", cc.join, "tls", tlsCfg != nil)
 	if len(peers) > 0 && len(peers)%2 == 0 && !cc.join {
 		log.Warn("an even number of members tolerates no more failures than one fewer: run 3 or 5", "members", len(peers))
 	}
@@ -193,11 +244,12 @@ func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *sl
 		log.Warn("the broker's clock is offset from the system's (--clock-offset): for fault tests only", "offset", cc.clockOffset)
 		eopts.Clock = engine.OffsetClock(cc.clockOffset)
 	}
-	return cluster.Start(cluster.Config{
+	node, err = cluster.Start(cluster.Config{
 		NodeID: cc.nodeID, RaftListen: cc.raftListen, Peers: peers, Join: cc.join,
-		APIAddr: apiAddr, Shards: cc.shards, Dir: cfg.dataDir, Key: key, Engine: eopts,
+		APIAddr: apiAddr, Shards: cc.shards, Dir: cfg.dataDir, Key: key, TLS: tlsCfg, Engine: eopts,
 		SyncAlways: cfg.sync == "always", FileFlush: cc.flush == "file", ProposalHold: proposalHold(cc.hold), ReadLeaseTicks: cmp.Or(cc.leaseTicks, -1), Tick: cc.tick, Logger: log.With("component", "cluster"),
 	})
+	return node, certs, err
 }
 
 // backend is what the daemon runs: one broker, or a cluster node.

@@ -160,8 +160,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	}
 	var broker backend
 	var node *cluster.Node
+	var clusterCerts *certReloader // --cluster-tls-cert, reloaded on SIGHUP
 	if cfg.clustered() {
-		node, err = startClusterNode(cfg, eopts, ln.Addr().String(), log)
+		node, clusterCerts, err = startClusterNode(cfg, eopts, ln.Addr().String(), log)
 		broker = node
 	} else {
 		broker, err = engine.Open(eopts)
@@ -245,11 +246,16 @@ wait:
 			log.Error("listener failed", "err", serveErr)
 			break wait
 		case <-hup:
-			if certs == nil {
-				log.Info("SIGHUP: nothing to reload (no --tls-cert)")
+			if certs == nil && clusterCerts == nil {
+				log.Info("SIGHUP: nothing to reload (no --tls-cert or --cluster-tls-cert)")
 				continue
 			}
-			certs.reload()
+			if certs != nil {
+				certs.reload()
+			}
+			if clusterCerts != nil {
+				clusterCerts.reload()
+			}
 		}
 	}
 	if node != nil && serveErr == nil {

@@ -51,6 +51,9 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		{"--max-conns", "0"},
 		{"--header-timeout", "0s"},
 		{"--tls-cert", "c.pem"},
+		{"--cluster-tls-ca", "ca.pem"}, // not a cluster node
+		{"--node-id", "1", "--raft-listen", "127.0.0.1:7001", "--cluster-peers", "1=127.0.0.1:7001", "--no-auth",
+			"--cluster-tls-cert", "c.pem", "--cluster-tls-key", "k.pem"}, // no --cluster-tls-ca
 		{"--metrics-listen", "127.0.0.1:8080"},
 		{"extra"},
 		{"--nope"},
@@ -58,6 +61,10 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		if _, err := parseConfig(bad, env(nil), io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+	if _, err := parseConfig([]string{"--node-id", "1", "--raft-listen", "127.0.0.1:7001", "--cluster-peers", "1=127.0.0.1:7001", "--no-auth",
+		"--cluster-tls-cert", "c.pem", "--cluster-tls-key", "k.pem"}, env(map[string]string{"SMQD_CLUSTER_KEY": "0123456789abcdef0123"}), io.Discard); err == nil || !strings.Contains(err.Error(), "go together") {
+		t.Errorf("--cluster-tls-cert and -key without -ca: %v", err)
 	}
 	if _, err := parseConfig(nil, env(map[string]string{"SMQD_MAX_LONG_POLLS": "many"}), io.Discard); err == nil || !strings.Contains(err.Error(), "SMQD_MAX_LONG_POLLS") {
 		t.Errorf("bad env: %v", err)

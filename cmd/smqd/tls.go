@@ -12,6 +12,7 @@ import (
 // SIGHUP, so that a renewed certificate takes effect without a restart.
 // A pair that fails to load leaves the previous one in use.
 type certReloader struct {
+	what              string // in the log: "TLS certificate" (--tls-cert) or "cluster TLS certificate"
 	certFile, keyFile string
 	log               *slog.Logger
 	cert              atomic.Pointer[tls.Certificate] // the pair in use; never nil after newCertReloader
@@ -19,7 +20,7 @@ type certReloader struct {
 
 // newCertReloader loads the pair once; an error there stops the daemon.
 func newCertReloader(certFile, keyFile string, log *slog.Logger) (*certReloader, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log}
+	r := &certReloader{what: "TLS certificate", certFile: certFile, keyFile: keyFile, log: log}
 	if err := r.load(); err != nil {
 		return nil, err
 	}
@@ -38,15 +39,15 @@ func (r *certReloader) load() error {
 // reload loads the pair again (on SIGHUP) and logs the outcome.
 func (r *certReloader) reload() {
 	if err := r.load(); err != nil {
-		r.log.Error("TLS certificate not reloaded; the previous one stays in use", "err", err, "cert", r.certFile, "key", r.keyFile)
+		r.log.Error(r.what+" not reloaded; the previous one stays in use", "err", err, "cert", r.certFile, "key", r.keyFile)
 		return
 	}
 	leaf := r.cert.Load().Leaf
 	if leaf != nil {
-		r.log.Info("TLS certificate reloaded", "cert", r.certFile, "subject", leaf.Subject.String(), "not_after", leaf.NotAfter)
+		r.log.Info(r.what+" reloaded", "cert", r.certFile, "subject", leaf.Subject.String(), "not_after", leaf.NotAfter)
 		return
 	}
-	r.log.Info("TLS certificate reloaded", "cert", r.certFile)
+	r.log.Info(r.what+" reloaded", "cert", r.certFile)
 }
 
 func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {

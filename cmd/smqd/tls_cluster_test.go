@@ -1,0 +1,116 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// writeTestPKI writes a CA and, for each name, a certificate for 127.0.0.1
+// signed by it (cert and key files, PEM) into dir; it returns the CA's
+// file and each name's pair.
+func writeTestPKI(t *testing.T, dir string, names ...string) (caFile string, pairs map[string][2]string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test cluster CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	write := func(name, typ string, der []byte) string {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	caFile = write("ca.pem", "CERTIFICATE", caDER)
+	pairs = map[string][2]string{}
+	for i, name := range names {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage:    x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, _ := x509.MarshalECPrivateKey(key)
+		pairs[name] = [2]string{write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "EC PRIVATE KEY", kder)}
+	}
+	return caFile, pairs
+}
+
+// Three daemons with --cluster-tls-*: the cluster forms, a message sent
+// through one node is received through another (Raft and forwarding over
+// TLS), and SIGHUP reloads a node's certificate. The engine's tests
+// (engine/cluster/tls_test.go) show the encryption and the refusals.
+func TestDaemonClusterTLS(t *testing.T) {
+	bin, err := buildDaemon(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	const keyID, secret = "tlsnodes", "tls-between-nodes-secret-0123456789"
+	if err := os.WriteFile(creds, []byte(keyID+" "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca, pairs := writeTestPKI(t, dir, "node1", "node2", "node3")
+	const n = 3
+	raft, api, peers := clusterAddrs(t, n)
+	nodes := make([]*clusterDaemon, n)
+	for i := range n {
+		p := pairs[fmt.Sprint("node", i+1)]
+		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], peers, creds, "--shards", "2",
+			"--cluster-tls-cert", p[0], "--cluster-tls-key", p[1], "--cluster-tls-ca", ca)
+	}
+	waitCluster(t, "the cluster settles", 60*time.Second, func() error { return preferredLeadersReady(api) })
+	do := signedDo(t, keyID, secret)
+	for k := range 4 { // queues on both shards, each led by one node: forwarded from the others
+		q := fmt.Sprintf("tls-%d", k)
+		if st, body := do("PUT", "http://"+api[k%n]+"/queues/"+q, ""); st != 201 {
+			t.Fatalf("create %s: %d %s", q, st, body)
+		}
+		if st, body := do("POST", "http://"+api[(k+1)%n]+"/queues/"+q+"/messages", "<Message><MessageBody>over TLS</MessageBody></Message>"); st != 201 {
+			t.Fatalf("send to %s: %d %s", q, st, body)
+		}
+		st, body := do("GET", "http://"+api[(k+2)%n]+"/queues/"+q+"/messages?waitseconds=1", "")
+		if st != 200 || !strings.Contains(body, "over TLS") {
+			t.Fatalf("receive from %s: %d %s", q, st, body)
+		}
+	}
+	if !strings.Contains(nodes[0].stderr.String(), "tls=true") {
+		t.Errorf("node 1 does not log TLS between nodes:\n%s", tail(nodes[0].stderr.String(), 2000))
+	}
+	nodes[0].cmd.Process.Signal(syscall.SIGHUP)
+	waitCluster(t, "node 1 reloads its cluster certificate", 10*time.Second, func() error {
+		if !strings.Contains(nodes[0].stderr.String(), "cluster TLS certificate reloaded") {
+			return fmt.Errorf("not logged")
+		}
+		return nil
+	})
+	for _, d := range nodes {
+		d.stop(t)
+	}
+}
