@@ -27,6 +27,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -108,10 +109,7 @@ func (n *Node) forward(ctx context.Context, shard int, leader uint64, req, dst [
 	}
 	deadline := time.Now().Add(timeout)
 	c.SetDeadline(deadline)
-	var hdr [4]byte
-	binary.LittleEndian.PutUint32(hdr[:], uint32(len(req)))
-	bufs := net.Buffers{hdr[:], req}
-	if _, err := bufs.WriteTo(c); err != nil {
+	if err := writeFrame(c, req); err != nil {
 		n.fwdDrop(leader, c)
 		// The leader reads a request only whole: a short write ran nothing.
 		return dst, fmt.Errorf("%w: %v", ErrNotSent, err)
@@ -255,7 +253,6 @@ func (n *Node) closeForwards() {
 // serveForward answers the requests of one forward connection from node
 // from until it closes.
 func (n *Node) serveForward(from uint64, c net.Conn) {
-	var hdr [4]byte
 	var buf, resp []byte
 	var ctx connCtx
 	for {
@@ -279,13 +276,38 @@ func (n *Node) serveForward(from uint64, c net.Conn) {
 		if !ctx.stop() {
 			return // the forwarding node went away, or sent bytes unasked
 		}
-		binary.LittleEndian.PutUint32(hdr[:], uint32(len(resp)))
-		bufs := net.Buffers{hdr[:], resp}
-		if _, err := bufs.WriteTo(c); err != nil {
+		if err := writeFrame(c, resp); err != nil {
 			return
 		}
 	}
 }
+
+// writeFrame writes a forward frame (length u32 | payload) in one call:
+// writev on TCP; on TLS, which makes each Write records of its own (a
+// system call each), from one pooled buffer.
+func writeFrame(c net.Conn, payload []byte) error {
+	var hdr [4]byte
+	binary.LittleEndian.PutUint32(hdr[:], uint32(len(payload)))
+	if _, ok := c.(*tls.Conn); ok {
+		bp := tlsFramePool.Get().(*[]byte)
+		b := append(append((*bp)[:0], hdr[:]...), payload...)
+		_, err := c.Write(b)
+		if cap(b) <= maxPooledTLSFrame {
+			*bp = b[:0]
+			tlsFramePool.Put(bp)
+		}
+		return err
+	}
+	bufs := net.Buffers{hdr[:], payload}
+	_, err := bufs.WriteTo(c)
+	return err
+}
+
+// The buffers of writeFrame on TLS; larger frames (big batches) are not
+// kept.
+const maxPooledTLSFrame = 64 << 10
+
+var tlsFramePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // errFrameSize: a forward frame's length is 0 or above maxForwardBytes.
 var errFrameSize = errors.New("a forwarded frame of a bad size")
