@@ -142,6 +142,7 @@ func (m *metrics) init(s *Server) {
 	if s.c != nil {
 		m.reg.MustRegister(newClusterCollector(s.c))
 	}
+	m.reg.MustRegister(s.opts.Collectors...)
 }
 
 func (m *metrics) observe(o op, status int, d time.Duration) {

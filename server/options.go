@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/smqd/smqd/engine"
 )
 
@@ -116,6 +118,9 @@ type Options struct {
 	Reopen func() (*engine.Broker, error)
 	// ReopenBackoff is the first wait before a Reopen. Default 1 s.
 	ReopenBackoff time.Duration
+	// Collectors are more metric collectors served on /metrics with the
+	// server's own (the daemon's certificates' expiry, say).
+	Collectors []prometheus.Collector
 	// Name is the Server response header. Default "smqd".
 	Name string
 	// Now is the time source for the signature date check; nil means time.Now.

@@ -186,6 +186,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	}
 	if certs != nil {
 		sopts.TLS = certs.config()
+		sopts.Collectors = append(sopts.Collectors, certs.expiryGauge("api"))
+	}
+	if clusterCerts != nil {
+		sopts.Collectors = append(sopts.Collectors, clusterCerts.expiryGauge("cluster"))
 	}
 	var srv *server.Server
 	if node != nil {

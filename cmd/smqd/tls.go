@@ -2,9 +2,12 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // certReloader serves the certificate of --tls-cert/--tls-key to every
@@ -58,4 +61,29 @@ func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 // modern defaults (TLS 1.2 minimum, AEAD suites).
 func (r *certReloader) config() *tls.Config {
 	return &tls.Config{GetCertificate: r.getCertificate}
+}
+
+// notAfter is the end of the pair in use's validity, as Unix seconds (0
+// if it cannot be read).
+func (r *certReloader) notAfter() float64 {
+	c := r.cert.Load()
+	leaf := c.Leaf
+	if leaf == nil && len(c.Certificate) > 0 {
+		leaf, _ = x509.ParseCertificate(c.Certificate[0])
+	}
+	if leaf == nil {
+		return 0
+	}
+	return float64(leaf.NotAfter.Unix())
+}
+
+// expiryGauge is smqd_tls_certificate_expiry_timestamp_seconds for the
+// certificates of listener ("api": --tls-cert; "cluster":
+// --cluster-tls-cert), following reloads: alert on it before it passes.
+func (r *certReloader) expiryGauge(listener string) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "smqd_tls_certificate_expiry_timestamp_seconds",
+		Help:        "When the TLS certificate in use stops being valid (its NotAfter, Unix seconds), by listener: api (--tls-cert) or cluster (--cluster-tls-cert).",
+		ConstLabels: prometheus.Labels{"listener": listener},
+	}, r.notAfter)
 }

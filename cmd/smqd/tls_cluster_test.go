@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -16,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // writeTestPKI writes a CA and, for each name, a certificate for 127.0.0.1
@@ -63,7 +67,8 @@ func writeTestPKI(t *testing.T, dir string, names ...string) (caFile string, pai
 
 // Three daemons with --cluster-tls-*: the cluster forms, a message sent
 // through one node is received through another (Raft and forwarding over
-// TLS), and SIGHUP reloads a node's certificate. The engine's tests
+// TLS), /metrics shows when the certificate expires, and SIGHUP reloads
+// it. The engine's tests
 // (engine/cluster/tls_test.go) show the encryption and the refusals.
 func TestDaemonClusterTLS(t *testing.T) {
 	bin, err := buildDaemon(t.TempDir())
@@ -100,6 +105,16 @@ func TestDaemonClusterTLS(t *testing.T) {
 			t.Fatalf("receive from %s: %d %s", q, st, body)
 		}
 	}
+	// The certificate's expiry on /metrics (an hour from now, as issued).
+	var notAfter float64
+	for _, line := range strings.Split(httpGet(t, "http://"+api[0]+"/metrics"), "\n") {
+		if strings.HasPrefix(line, `smqd_tls_certificate_expiry_timestamp_seconds{listener="cluster"}`) {
+			fmt.Sscan(strings.Fields(line)[1], &notAfter)
+		}
+	}
+	if d := time.Until(time.Unix(int64(notAfter), 0)); d < 50*time.Minute || d > 70*time.Minute {
+		t.Errorf("smqd_tls_certificate_expiry_timestamp_seconds{listener=\"cluster\"} %v: %v from now, want about an hour", notAfter, d)
+	}
 	if !strings.Contains(nodes[0].stderr.String(), "tls=true") {
 		t.Errorf("node 1 does not log TLS between nodes:\n%s", tail(nodes[0].stderr.String(), 2000))
 	}
@@ -113,4 +128,42 @@ func TestDaemonClusterTLS(t *testing.T) {
 	for _, d := range nodes {
 		d.stop(t)
 	}
+}
+
+// The expiry gauge follows the certificate in use, across a reload (the
+// API's certificate here; the cluster's goes through the same reloader).
+func TestCertExpiryGauge(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeSelfSigned(t, certFile, keyFile, 1) // valid for a day
+	r, err := newCertReloader(certFile, keyFile, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := r.expiryGauge("api")
+	day := time.Until(time.Unix(int64(gaugeValue(t, g)), 0))
+	if day < 23*time.Hour || day > 25*time.Hour {
+		t.Fatalf("expiry %v from now, want about a day", day)
+	}
+	_, pairs := writeTestPKI(t, dir, "short") // valid for an hour
+	if err := os.Rename(pairs["short"][0], certFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(pairs["short"][1], keyFile); err != nil {
+		t.Fatal(err)
+	}
+	r.reload()
+	if hour := time.Until(time.Unix(int64(gaugeValue(t, g)), 0)); hour < 50*time.Minute || hour > 70*time.Minute {
+		t.Fatalf("after the reload, expiry %v from now, want about an hour", hour)
+	}
+}
+
+// gaugeValue reads a GaugeFunc.
+func gaugeValue(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
 }
