@@ -2,9 +2,18 @@ package chaos
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"maps"
+	"math/big"
+	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -64,7 +73,7 @@ func queuesOnShards(shards int) []string {
 
 // startCluster starts a harness cluster for t and stops it on cleanup;
 // when t fails, the nodes' last log lines are logged.
-func startCluster(t *testing.T, nodes, shards int) *Cluster {
+func startCluster(t *testing.T, nodes, shards int, args ...string) *Cluster {
 	t.Helper()
 	dir := t.TempDir()
 	if keep := os.Getenv("SMQD_CHAOS_KEEP"); keep != "" {
@@ -80,7 +89,7 @@ func startCluster(t *testing.T, nodes, shards int) *Cluster {
 	}
 	// SMQD_CHAOS_NODE_ARGS: more smqd flags for every node, split at
 	// spaces (an A/B of a setting by hand, say "--cluster-proposal-hold 0").
-	extra := strings.Fields(os.Getenv("SMQD_CHAOS_NODE_ARGS"))
+	extra := append(args, strings.Fields(os.Getenv("SMQD_CHAOS_NODE_ARGS"))...)
 	if len(extra) > 0 {
 		t.Logf("every node also gets %q", extra)
 	}
@@ -203,9 +212,64 @@ func TestChaosFiveNodes(t *testing.T) {
 	runChaos(t, 5, n)
 }
 
-func runChaos(t *testing.T, nodes, n int) {
+// TestChaosTLS: the fault cycles with mutual TLS between the nodes
+// (--cluster-tls-*): every cut, kill and restart breaks TLS sessions that
+// the nodes must make again (20 cycles with -tags long, 3 otherwise; not
+// with -short).
+func TestChaosTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("TLS between the nodes: not with -short")
+	}
+	n := 3
+	if chaosLong {
+		n = 20
+	}
+	cert, key, ca := writeNodePKI(t, t.TempDir())
+	runChaos(t, 3, n, "--cluster-tls-cert", cert, "--cluster-tls-key", key, "--cluster-tls-ca", ca)
+}
+
+// writeNodePKI writes a CA and one node certificate for 127.0.0.1 (every
+// harness node's address, its proxies' too), for both TLS uses, into dir.
+func writeNodePKI(t *testing.T, dir string) (cert, key, ca string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validity := func(c *x509.Certificate) *x509.Certificate {
+		c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+		return c
+	}
+	caTmpl := validity(&x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chaos CA"},
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign})
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	nodeKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := validity(&x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "chaos node"},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}})
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &nodeKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(nodeKey)
+	write := func(name, typ string, b []byte) string {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	return write("node.pem", "CERTIFICATE", der), write("node-key.pem", "EC PRIVATE KEY", kder), write("ca.pem", "CERTIFICATE", caDER)
+}
+
+func runChaos(t *testing.T, nodes, n int, args ...string) {
 	const shards = 3
-	c := startCluster(t, nodes, shards)
+	c := startCluster(t, nodes, shards, args...)
 	queues := queuesOnShards(shards)
 	w := newWorkload(c, queues)
 	if err := w.CreateQueues(30 * time.Second); err != nil {
