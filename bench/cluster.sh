@@ -9,7 +9,7 @@
 #                    [--queues Q] [--shards S] [--queue-prefix P]
 #                    [--catchup-messages N] [--catchup-body B] [--no-catchup]
 #                    [--backlog-messages N] [--backlog-body B] [--no-backlog]
-#                    [--node-flags "FLAGS"] [--out DIR] [--no-install] [--keep]
+#                    [--node-flags "FLAGS"] [--tls] [--out DIR] [--no-install] [--keep]
 #
 # Systems (all started once, up front, and left running for the whole run,
 # so that every run of every system shares the machine the same way):
@@ -49,6 +49,9 @@
 # Everything binds 127.0.0.1, lives in a temp dir and is stopped by PID on
 # exit (trap); every run is bounded in time (timeout). --node-flags adds
 # flags to the cluster nodes' command lines (an A/B of a node option).
+# --tls puts the links between the cluster's nodes on mutual TLS
+# (--cluster-tls-*, a CA and a certificate per node made with openssl in
+# the temp dir; docs/operations.md, "TLS between nodes").
 set -euo pipefail
 
 REPEAT=3
@@ -59,6 +62,7 @@ SYSTEMS="single cluster rabbitmq3"
 QUEUES=8
 SHARDS=8
 NODE_FLAGS=""
+TLS=0
 # c768-0 .. c768-7 hash (xxhash64 modulo 8, engine/cluster/node.go) onto
 # the 8 shards one each, so that with the defaults every shard, and so
 # every node's leaders, carries one queue.
@@ -86,6 +90,7 @@ while [ $# -gt 0 ]; do
 	--queues) QUEUES=$2; shift 2 ;;
 	--shards) SHARDS=$2; shift 2 ;;
 	--node-flags) NODE_FLAGS=$2; shift 2 ;;
+	--tls) TLS=1; shift ;;
 	--queue-prefix) PREFIX=$2; shift 2 ;;
 	--catchup-messages) CATCHUP_MESSAGES=$2; shift 2 ;;
 	--catchup-body) CATCHUP_BODY=$2; shift 2 ;;
@@ -96,7 +101,7 @@ while [ $# -gt 0 ]; do
 	--out) OUT=$2; shift 2 ;;
 	--no-install) INSTALL=0; shift ;;
 	--keep) KEEP=1; shift ;;
-	-h|--help) sed -n '2,49p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,54p' "$0"; exit 0 ;;
 	*) echo "cluster.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -118,7 +123,7 @@ cleanup() {
 			wait "$pid" 2>/dev/null || true
 		fi
 	done
-	if [ "$KEEP" = 0 ]; then rm -rf "$WORK/data" "$WORK/bin"; fi
+	if [ "$KEEP" = 0 ]; then rm -rf "$WORK/data" "$WORK/bin" "$WORK/pki"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -159,7 +164,7 @@ SMQBENCH="$WORK/bin/smqbench"
 	echo "memory: $(free -g | awk '/^Mem:/{print $2" GiB total, "$7" GiB available"}')"
 	echo "kernel: $(uname -r)"
 	echo "data fs: $(df -T "$WORK" | awk 'NR==2{print $2" on "$1}')"
-	echo "queues: $QUEUES ($PREFIX-0 ..), shards: $SHARDS"
+	echo "queues: $QUEUES ($PREFIX-0 ..), shards: $SHARDS, cluster TLS: $TLS"
 } | tee "$OUT/versions.txt" >&2
 
 # --- servers -----------------------------------------------------------------
@@ -190,11 +195,29 @@ start_single() {
 
 declare -A API RAFT NPID
 PEERS=""
+# make_pki makes the cluster's CA and a certificate for 127.0.0.1 per node
+# (--tls), as docs/operations.md's recipe does.
+make_pki() {
+	local i d="$WORK/pki"
+	mkdir -p "$d"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+		-subj "/CN=bench cluster CA" -keyout "$d/ca-key.pem" -out "$d/ca.pem" 2>/dev/null
+	printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=digitalSignature\n' >"$d/ext"
+	for i in 1 2 3; do
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=node$i" \
+			-keyout "$d/node$i-key.pem" -out "$d/node$i.csr" 2>/dev/null
+		openssl x509 -req -in "$d/node$i.csr" -CA "$d/ca.pem" -CAkey "$d/ca-key.pem" -CAcreateserial \
+			-days 2 -out "$d/node$i.pem" -extfile "$d/ext" 2>/dev/null
+	done
+	chmod 600 "$d"/*-key.pem
+}
+[ "$TLS" = 0 ] || make_pki
 start_node() { # id
-	local i=$1
+	local i=$1 tls=()
+	[ "$TLS" = 0 ] || tls=(--cluster-tls-cert "$WORK/pki/node$i.pem" --cluster-tls-key "$WORK/pki/node$i-key.pem" --cluster-tls-ca "$WORK/pki/ca.pem")
 	"$SMQD" --node-id "$i" --raft-listen "127.0.0.1:${RAFT[$i]}" --cluster-peers "$PEERS" --shards "$SHARDS" \
 		--listen "127.0.0.1:${API[$i]}" --data-dir "$WORK/data/node$i" --sync always \
-		--credentials-file "$CREDS" ${NODE_FLAGS:-} >>"$OUT/smqd-node$i.log" 2>&1 &
+		--credentials-file "$CREDS" "${tls[@]}" ${NODE_FLAGS:-} >>"$OUT/smqd-node$i.log" 2>&1 &
 	NPID[$i]=$!; PIDS+=("$!")
 }
 start_cluster() {
