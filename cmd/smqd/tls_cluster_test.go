@@ -1,16 +1,8 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,50 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-)
 
-// writeTestPKI writes a CA and, for each name, a certificate for 127.0.0.1
-// signed by it (cert and key files, PEM) into dir; it returns the CA's
-// file and each name's pair.
-func writeTestPKI(t *testing.T, dir string, names ...string) (caFile string, pairs map[string][2]string) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test cluster CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	write := func(name, typ string, der []byte) string {
-		f := filepath.Join(dir, name)
-		if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	caFile = write("ca.pem", "CERTIFICATE", caDER)
-	pairs = map[string][2]string{}
-	for i, name := range names {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage:    x509.KeyUsageDigitalSignature,
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, _ := x509.MarshalECPrivateKey(key)
-		pairs[name] = [2]string{write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "EC PRIVATE KEY", kder)}
-	}
-	return caFile, pairs
-}
+	"github.com/smqd/smqd/engine/cluster/chaos"
+)
 
 // Three daemons with --cluster-tls-*: the cluster forms, a message sent
 // through one node is received through another (Raft and forwarding over
@@ -81,7 +32,10 @@ func TestDaemonClusterTLS(t *testing.T) {
 	if err := os.WriteFile(creds, []byte(keyID+" "+secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ca, pairs := writeTestPKI(t, dir, "node1", "node2", "node3")
+	ca, pairs, err := chaos.WriteTestPKI(dir, time.Hour, "node1", "node2", "node3")
+	if err != nil {
+		t.Fatal(err)
+	}
 	const n = 3
 	raft, api, peers := clusterAddrs(t, n)
 	nodes := make([]*clusterDaemon, n)
@@ -145,7 +99,10 @@ func TestCertExpiryGauge(t *testing.T) {
 	if day < 23*time.Hour || day > 25*time.Hour {
 		t.Fatalf("expiry %v from now, want about a day", day)
 	}
-	_, pairs := writeTestPKI(t, dir, "short") // valid for an hour
+	_, pairs, err := chaos.WriteTestPKI(dir, time.Hour, "short")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Rename(pairs["short"][0], certFile); err != nil {
 		t.Fatal(err)
 	}

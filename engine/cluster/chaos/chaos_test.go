@@ -2,18 +2,9 @@ package chaos
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"maps"
-	"math/big"
-	"net"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -201,70 +192,31 @@ func TestChaos(t *testing.T) { runChaos(t, 3, cycles(t)) }
 
 // TestChaosFiveNodes: the same with five nodes (20 cycles with -tags long,
 // 3 otherwise; not with -short).
-func TestChaosFiveNodes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("five nodes: not with -short")
-	}
-	n := 3
-	if chaosLong {
-		n = 20
-	}
-	runChaos(t, 5, n)
-}
+func TestChaosFiveNodes(t *testing.T) { runChaos(t, 5, longCycles(t, "five nodes")) }
 
 // TestChaosTLS: the fault cycles with mutual TLS between the nodes
 // (--cluster-tls-*): every cut, kill and restart breaks TLS sessions that
 // the nodes must make again (20 cycles with -tags long, 3 otherwise; not
 // with -short).
 func TestChaosTLS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("TLS between the nodes: not with -short")
+	ca, pairs, err := WriteTestPKI(t.TempDir(), 24*time.Hour, "node") // one certificate serves every node
+	if err != nil {
+		t.Fatal(err)
 	}
-	n := 3
-	if chaosLong {
-		n = 20
-	}
-	cert, key, ca := writeNodePKI(t, t.TempDir())
-	runChaos(t, 3, n, "--cluster-tls-cert", cert, "--cluster-tls-key", key, "--cluster-tls-ca", ca)
+	runChaos(t, 3, longCycles(t, "TLS between the nodes"),
+		"--cluster-tls-cert", pairs["node"][0], "--cluster-tls-key", pairs["node"][1], "--cluster-tls-ca", ca)
 }
 
-// writeNodePKI writes a CA and one node certificate for 127.0.0.1 (every
-// harness node's address, its proxies' too), for both TLS uses, into dir.
-func writeNodePKI(t *testing.T, dir string) (cert, key, ca string) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+// longCycles is the cycle count of a variant of TestChaos: 20 with -tags
+// long, 3 otherwise; the test is skipped with -short.
+func longCycles(t *testing.T, what string) int {
+	if testing.Short() {
+		t.Skip(what + ": not with -short")
 	}
-	validity := func(c *x509.Certificate) *x509.Certificate {
-		c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
-		return c
+	if chaosLong {
+		return 20
 	}
-	caTmpl := validity(&x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chaos CA"},
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign})
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	nodeKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := validity(&x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "chaos node"},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}})
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &nodeKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(nodeKey)
-	write := func(name, typ string, b []byte) string {
-		f := filepath.Join(dir, name)
-		if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	return write("node.pem", "CERTIFICATE", der), write("node-key.pem", "EC PRIVATE KEY", kder), write("ca.pem", "CERTIFICATE", caDER)
+	return 3
 }
 
 func runChaos(t *testing.T, nodes, n int, args ...string) {
