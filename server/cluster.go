@@ -19,7 +19,11 @@ package server
 // for a shard it does not lead (leadership moved meanwhile) answers at
 // once that it did not run it (hdrNotRun) when it knows the new leader,
 // and the forwarding node routes it again within its wait; with no leader
-// known it waits like any request and then answers 503. A request whose
+// known it waits like any request and then answers 503, unless it is
+// shutting down: then it answers not-run at once, as it does for an
+// operation its yielding broker refused (its leads were just handed over,
+// and the forwarding node, which is not stopping, waits for the next
+// leader). A request whose
 // forwarding failed before it left this node (no connection to the
 // leader) is routed again within the wait; one that may have run on the
 // leader (the connection broke while waiting for the answer) is answered
@@ -128,6 +132,10 @@ func (s *Server) serveClusterQueue(ctx *fasthttp.RequestCtx, st *reqState, op op
 			// The leader wait starts again after the poll's own wait.
 			deadline = time.Now().Add(s.opts.ClusterLeaderWait)
 		}
+		if errors.Is(err, engine.ErrRetryOnLeader) && st.fw != nil && s.closing.Load() {
+			s.answerNotRun(ctx, st) // the forwarding node runs it on the next leader
+			return
+		}
 		if !errors.Is(err, engine.ErrRetryOnLeader) || s.closing.Load() || time.Now().After(deadline) {
 			if rw != nil || (st.waitCapped && errors.Is(err, engine.ErrRetryOnLeader)) {
 				err = engine.ErrMessageNotExist // as a long poll at a step-down
@@ -177,16 +185,12 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline *
 			st.b = b
 			return true
 		}
-		if err == nil && st.fw != nil {
+		if st.fw != nil && (err == nil || s.closing.Load()) {
 			// Forwarded here, and the shard is led elsewhere now (the lead
-			// moved while the request was on its way): nothing ran, and
-			// the forwarding node routes it again. Not counted as an
-			// error: no client sees this answer.
-			ctx.Response.Header.Set(hdrNotRun, "1")
-			if st.waitCapped {
-				ctx.Response.Header.Set(hdrWaitMs, strconv.FormatInt(st.waitLeft.Milliseconds(), 10))
-			}
-			s.writeErrorDoc(ctx, st, codeServiceUnavailable, "this node does not lead the queue's shard (its lead moved); retry")
+			// moved while the request was on its way), or this node is
+			// shutting down and knows no leader: nothing ran, and the
+			// forwarding node routes it again within its own wait.
+			s.answerNotRun(ctx, st)
 			return false
 		}
 		if err == nil {
@@ -227,6 +231,17 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline *
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// answerNotRun answers a forwarded request that did not run here: the
+// forwarding node routes it again. Not counted as an error: no client
+// sees this answer.
+func (s *Server) answerNotRun(ctx *fasthttp.RequestCtx, st *reqState) {
+	ctx.Response.Header.Set(hdrNotRun, "1")
+	if st.waitCapped {
+		ctx.Response.Header.Set(hdrWaitMs, strconv.FormatInt(st.waitLeft.Milliseconds(), 10))
+	}
+	s.writeErrorDoc(ctx, st, codeServiceUnavailable, "this node does not lead the queue's shard (its lead moved, or it is shutting down); retry")
 }
 
 // forward sends the request to leader and writes its answer into ctx.

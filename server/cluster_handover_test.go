@@ -235,3 +235,33 @@ func TestClusterForwardedPollKeepsItsRemainingWait(t *testing.T) {
 		t.Fatal("the forwarded poll waited its whole wait, not what was left of it")
 	}
 }
+
+// A node that has begun to shut down (its leads handed over) answers a
+// request forwarded to it that finds no leader there with the not-run
+// mark at once, so that the forwarding node, which is not stopping, runs
+// it on the next leader; it used to answer 503, which reached the client
+// (smqd's SIGTERM hand-over, cmd/smqd TestDaemonClusterSIGTERMHandsLeadsOver).
+func TestClusterClosingNodeAnswersForwardedNotRun(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/closing", ""), 201)
+	c.stop(1)
+	c.stop(2)
+	clusterEventually(t, "node 1 knows no leader", func() error {
+		if _, lead, err := c.nodes[0].Route("closing"); err == nil {
+			return fmt.Errorf("routed to node %d", lead)
+		}
+		return nil
+	})
+	srv := c.envs[0].srv
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw := "\x00" + c.envs[0].client().build(req{method: "POST", target: "/queues/closing/messages", body: sendBody("x", "")})
+	out := string(srv.serveForwarded(context.Background(), 2, []byte(raw), nil))
+	if !strings.Contains(out, hdrNotRun+": 1") {
+		t.Fatalf("a closing node without a leader answered a forwarded request without the not-run mark: %q", out)
+	}
+}

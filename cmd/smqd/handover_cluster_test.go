@@ -60,11 +60,13 @@ func TestDaemonClusterSIGTERMHandsLeadsOver(t *testing.T) {
 			defer wg.Done()
 			for k := 0; !stop.Load() && k < 100000; k++ {
 				q := queues[(w+k)%len(queues)]
+				began := time.Now()
 				st, body := do("POST", "http://"+via+"/queues/"+q+"/messages", "<Message><MessageBody>x</MessageBody></Message>")
 				sends.Add(1)
 				if st != 201 {
 					mu.Lock()
-					failures = append(failures, fmt.Sprintf("send to %s via %s: %d %s", q, via, st, body))
+					failures = append(failures, fmt.Sprintf("send to %s via %s (at %s, took %s): %d %s",
+						q, via, began.UTC().Format("15:04:05.000"), time.Since(began).Round(time.Millisecond), st, body))
 					mu.Unlock()
 				}
 			}
@@ -88,6 +90,9 @@ func TestDaemonClusterSIGTERMHandsLeadsOver(t *testing.T) {
 		t.Errorf("node 1 did not hand its leads over:\n%s", tail(nodes[0].stderr.String(), 3000))
 	}
 	if len(failures) > 0 {
+		for _, d := range nodes {
+			t.Logf("node %d's log:\n%s", d.id, tail(d.stderr.String(), 60))
+		}
 		t.Fatalf("%d sends failed while node 1 stopped, first: %v", len(failures), failures[0])
 	}
 	// The others lead every shard.

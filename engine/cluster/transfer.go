@@ -107,7 +107,7 @@ func (s *shard) stepTransfer() {
 }
 
 // HandOverLeads hands every shard this node leads to another member and
-// waits until it leads none, or ctx ends (the error then says how many it
+// waits until it leads none and knows each one's new leader, or ctx ends (the error then says how many it
 // still leads). From then on this node asks the others not to hand it any
 // lead (a node-state frame, as a full disk does), and its own balancer
 // hands over any lead it wins again. Requests keep working throughout:
@@ -123,10 +123,22 @@ func (n *Node) HandOverLeads(ctx context.Context) error {
 	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
+	// A shard this node led is handed over once this node knows its new
+	// leader: until then a request forwarded here for it finds no leader
+	// to go to (the step-down leaves the lead unknown until the winner's
+	// first message), and a node that has begun to shut down answers it
+	// not-run at once (server/cluster.go).
+	// It waits for that at most an election timeout after its last lead
+	// went: a leader that lost its quorum (the others are down) steps
+	// down with no successor to learn of.
+	was := make([]bool, len(n.shards))
+	var noneSince time.Time
 	for round := 0; ; round++ {
-		led, stuck := 0, 0
-		for _, s := range n.shards {
-			if s.ready.Load() || s.lead.Load() == n.cfg.NodeID {
+		led, stuck, unknown := 0, 0, 0
+		for i, s := range n.shards {
+			lead := s.lead.Load()
+			if s.ready.Load() || lead == n.cfg.NodeID {
+				was[i] = true
 				led++
 				if s.noHeir.Load() {
 					stuck++
@@ -134,12 +146,19 @@ func (n *Node) HandOverLeads(ctx context.Context) error {
 				if round%25 == 0 { // at start, then every half second: a transfer Raft gave up is tried again
 					s.do(s.handOverForShutdown)
 				}
+			} else if was[i] && lead == 0 {
+				unknown++
 			}
 		}
 		if led == 0 {
-			return nil
+			if noneSince.IsZero() {
+				noneSince = time.Now()
+			}
+			if unknown == 0 || time.Since(noneSince) > n.cfg.Tick*time.Duration(n.cfg.ElectionTicks) {
+				return nil
+			}
 		}
-		if round > 0 && stuck == led {
+		if round > 0 && led > 0 && stuck == led {
 			// Every other member is gone or leaving too (the whole
 			// cluster stops): nobody to hand to, so no reason to wait.
 			return fmt.Errorf("cluster: no member to hand %d shards to (the others are down or shutting down)", led)
