@@ -107,10 +107,10 @@ func (s *shard) stepTransfer() {
 }
 
 // HandOverLeads hands every shard this node leads to another member and
-// waits until it leads none and knows each one's new leader, or ctx ends (the error then says how many it
-// still leads). From then on this node asks the others not to hand it any
-// lead (a node-state frame, as a full disk does), and its own balancer
-// hands over any lead it wins again. Requests keep working throughout:
+// waits until it leads none and knows each one's new leader, or ctx ends
+// (the error then says how many it still leads). From then on this node
+// asks the others not to hand it any lead (a node-state frame, as a full
+// disk does), and its own balancer hands over any lead it wins again. Requests keep working throughout:
 // those this node receives are forwarded to the new leaders.
 //
 // For a clean shutdown (smqd calls it on SIGTERM before it stops serving):
@@ -127,10 +127,10 @@ func (n *Node) HandOverLeads(ctx context.Context) error {
 	// leader: until then a request forwarded here for it finds no leader
 	// to go to (the step-down leaves the lead unknown until the winner's
 	// first message), and a node that has begun to shut down answers it
-	// not-run at once (server/cluster.go).
-	// It waits for that at most an election timeout after its last lead
-	// went: a leader that lost its quorum (the others are down) steps
-	// down with no successor to learn of.
+	// not-run at once (server/cluster.go). It waits for that at most an
+	// election timeout after its last lead went: a leader that lost its
+	// quorum (the others are down) steps down with no successor to learn
+	// of.
 	was := make([]bool, len(n.shards))
 	var noneSince time.Time
 	for round := 0; ; round++ {
@@ -165,6 +165,9 @@ func (n *Node) HandOverLeads(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			if led == 0 {
+				return fmt.Errorf("cluster: this node does not know the new leader of %d shards: %w", unknown, ctx.Err())
+			}
 			return fmt.Errorf("cluster: this node still leads %d shards: %w", led, ctx.Err())
 		case <-n.stop:
 			return ErrClosed
