@@ -265,3 +265,36 @@ func TestClusterClosingNodeAnswersForwardedNotRun(t *testing.T) {
 		t.Fatalf("a closing node without a leader answered a forwarded request without the not-run mark: %q", out)
 	}
 }
+
+// The same for a request forwarded to a stopping node whose broker still
+// yields (its hand-over under way): the refusal (engine.ErrRetryOnLeader)
+// comes back not-run, and the send does not run there.
+func TestClusterClosingYieldingLeaderAnswersForwardedNotRun(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/yielding", ""), 201)
+	lead := c.leaderOf("yielding")
+	b := c.nodes[lead].Broker(0)
+	if err := b.Yield(true); err != nil {
+		t.Fatal(err)
+	}
+	srv := c.envs[lead].srv
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	from := uint64((lead+1)%3 + 1)
+	raw := "\x00" + c.envs[lead].client().build(req{method: "POST", target: "/queues/yielding/messages", body: sendBody("x", "")})
+	out := string(srv.serveForwarded(context.Background(), from, []byte(raw), nil))
+	if !strings.Contains(out, hdrNotRun+": 1") {
+		t.Fatalf("a closing, yielding leader answered a forwarded request without the not-run mark: %q", out)
+	}
+	q, err := b.Queue("yielding")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := q.Attributes(); err != nil || info.Active != 0 {
+		t.Fatalf("the not-run request ran: %+v %v", info, err)
+	}
+}

@@ -150,13 +150,13 @@ func (n *Node) HandOverLeads(ctx context.Context) error {
 				unknown++
 			}
 		}
-		if led == 0 {
-			if noneSince.IsZero() {
-				noneSince = time.Now()
-			}
-			if unknown == 0 || time.Since(noneSince) > n.cfg.Tick*time.Duration(n.cfg.ElectionTicks) {
-				return nil
-			}
+		if led > 0 {
+			noneSince = time.Time{} // a lead won again: its step-down starts the wait anew
+		} else if noneSince.IsZero() {
+			noneSince = time.Now()
+		}
+		if led == 0 && (unknown == 0 || time.Since(noneSince) > n.cfg.Tick*time.Duration(n.cfg.ElectionTicks)) {
+			return nil
 		}
 		if round > 0 && led > 0 && stuck == led {
 			// Every other member is gone or leaving too (the whole
