@@ -30,7 +30,11 @@ package server
 // 503 without a retry, since a retried receive or send would run twice.
 // An operation the leader refused before it changed anything
 // (engine.ErrRetryOnLeader: it is handing its lead over) is routed and
-// run again too (serveClusterQueue).
+// run again too (serveClusterQueue). A client's own request does all this
+// while its node shuts down as well: the node hands its leads over first
+// (smqd on SIGTERM), and a request that meets the hand-over waits for the
+// next leader and is forwarded there (the shutdown waits for it), instead
+// of being answered 503.
 //
 // Reads that span shards (ListQueue) are served from this node's replicas
 // of every shard: what they show may trail the leaders by the replication
@@ -136,7 +140,12 @@ func (s *Server) serveClusterQueue(ctx *fasthttp.RequestCtx, st *reqState, op op
 			s.answerNotRun(ctx, st) // the forwarding node runs it on the next leader
 			return
 		}
-		if !errors.Is(err, engine.ErrRetryOnLeader) || s.closing.Load() || time.Now().After(deadline) {
+		// A client's own request is routed again even while this node
+		// shuts down: its leads were handed over, and routeCluster
+		// forwards it to the new leader if one is known (or answers 503
+		// at once if none is). A long poll that waited here ends, as
+		// every long poll does at shutdown.
+		if !errors.Is(err, engine.ErrRetryOnLeader) || (rw != nil && s.closing.Load()) || time.Now().After(deadline) {
 			if rw != nil || (st.waitCapped && errors.Is(err, engine.ErrRetryOnLeader)) {
 				err = engine.ErrMessageNotExist // as a long poll at a step-down
 			}
@@ -144,6 +153,7 @@ func (s *Server) serveClusterQueue(ctx *fasthttp.RequestCtx, st *reqState, op op
 			return
 		}
 		st.b = nil
+		s.rerouted.Add(1)
 		time.Sleep(5 * time.Millisecond) // the hand-over's commits and election
 	}
 }
@@ -206,6 +216,9 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline *
 				s.fail(ctx, st, engine.ErrMessageNotExist)
 				return false
 			}
+			if errors.Is(ferr, errNotRun) {
+				s.rerouted.Add(1)
+			}
 			if errors.Is(ferr, errNotRun) && st.waitCapped {
 				// A long poll that waited there: the leader wait starts
 				// again after its wait.
@@ -218,7 +231,10 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline *
 			}
 			err = ferr
 		}
-		if s.closing.Load() || time.Now().After(*deadline) {
+		// A client's own request waits for a leader even while this node
+		// shuts down: during a hand-over of its leads the new leader is
+		// unknown here until it is elected.
+		if time.Now().After(*deadline) {
 			if st.waitCapped {
 				s.fail(ctx, st, engine.ErrMessageNotExist) // as a long poll at a step-down
 				return false

@@ -298,3 +298,94 @@ func TestClusterClosingYieldingLeaderAnswersForwardedNotRun(t *testing.T) {
 		t.Fatalf("the not-run request ran: %+v %v", info, err)
 	}
 }
+
+// A client's own request on a leader whose server is shutting down,
+// refused by its yielding broker (its lead is being handed over), runs on
+// the shard's next leader: the client sees one ordinary answer, not 503.
+// The request is held at the server's door until the broker yields and
+// the shutdown has begun, so that it meets both.
+func TestClusterClosingLeaderRunsItsClientsRequestOnTheNextLeader(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/direct", ""), 201)
+	lead := c.leaderOf("direct")
+	srv := c.envs[lead].srv
+	entered, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hook := func(o op) {
+		if o == opSendMessage {
+			once.Do(func() { close(entered); <-gate })
+		}
+	}
+	srv.testHook.Store(&hook)
+	res := make(chan *response, 1)
+	cl := c.envs[lead].client()
+	go func() { res <- cl.post("/queues/direct/messages", sendBody("direct", "")) }()
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the send never reached the leader's server")
+	}
+	srv.testHook.Store(nil)
+	// Held at the door, the request has not read the wait yet (gate
+	// orders this write before its read): long enough for the hand-over
+	// below on a loaded machine.
+	srv.opts.ClusterLeaderWait = 20 * time.Second
+	if err := c.nodes[lead].Broker(0).Yield(true); err != nil {
+		t.Fatal(err)
+	}
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		shut <- srv.Shutdown(ctx)
+	}()
+	clusterEventually(t, "the leader's shutdown begun", func() error {
+		if !srv.closing.Load() {
+			return fmt.Errorf("not closing yet")
+		}
+		return nil
+	})
+	close(gate)
+	var early *response
+	clusterEventually(t, "the send refused by the yielding broker", func() error {
+		select {
+		case early = <-res:
+			return nil
+		default:
+		}
+		if srv.rerouted.Load() == 0 {
+			return fmt.Errorf("not refused yet")
+		}
+		return nil
+	})
+	if early != nil {
+		t.Fatalf("a client's send on a closing, yielding leader was answered before the lead moved: %d %s", early.status, early.body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.nodes[lead].HandOverLeads(ctx); err != nil {
+		t.Fatalf("node %d hands its lead over: %v", lead+1, err)
+	}
+	var r *response
+	select {
+	case r = <-res:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the send was never answered")
+	}
+	wantStatus(t, r, 201)
+	if err := <-shut; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	// It ran once, on the new leader.
+	other := c.envs[(lead+1)%3].client()
+	got := other.get("/queues/direct/messages?waitseconds=1")
+	wantStatus(t, got, 200)
+	var m xMessage
+	decode(t, got, &m)
+	if m.MessageBody != "direct" {
+		t.Fatalf("received %q, want the send's body", m.MessageBody)
+	}
+	wantStatus(t, other.del("/queues/direct/messages?ReceiptHandle="+m.ReceiptHandle, ""), 204)
+	wantStatus(t, other.get("/queues/direct/messages?waitseconds=0"), 404)
+}

@@ -140,7 +140,11 @@ func (m *metrics) init(s *Server) {
 		newBrokerCollector(s),
 	)
 	if s.c != nil {
-		m.reg.MustRegister(newClusterCollector(s.c))
+		rerouted := prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "smqd_cluster_rerouted_requests_total",
+			Help: "Client requests this node ran again where their shard is led now: the leader they reached was handing its lead over, or no longer led the shard, and nothing of them had run.",
+		}, func() float64 { return float64(s.rerouted.Load()) })
+		m.reg.MustRegister(newClusterCollector(s.c), rerouted)
 	}
 	m.reg.MustRegister(s.opts.Collectors...)
 }

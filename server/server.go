@@ -58,6 +58,7 @@ type Server struct {
 	testHook atomic.Pointer[func(op)] // tests: called before an operation runs
 
 	reopens    atomic.Int64  // broker reopens after a storage failure (reopen.go)
+	rerouted   atomic.Int64  // cluster requests run again on a shard's new leader (cluster.go)
 	keeperDone chan struct{} // closed when keepStorage ends; nil if it never ran
 }
 
