@@ -142,9 +142,9 @@ func (s *Server) serveClusterQueue(ctx *fasthttp.RequestCtx, st *reqState, op op
 		}
 		// A client's own request is routed again even while this node
 		// shuts down: its leads were handed over, and routeCluster
-		// forwards it to the new leader if one is known (or answers 503
-		// at once if none is). A long poll that waited here ends, as
-		// every long poll does at shutdown.
+		// forwards it to the new leader once one is known, within the
+		// leader wait. A long poll that waited here ends, as every long
+		// poll does at shutdown.
 		if !errors.Is(err, engine.ErrRetryOnLeader) || (rw != nil && s.closing.Load()) || time.Now().After(deadline) {
 			if rw != nil || (st.waitCapped && errors.Is(err, engine.ErrRetryOnLeader)) {
 				err = engine.ErrMessageNotExist // as a long poll at a step-down
@@ -153,7 +153,7 @@ func (s *Server) serveClusterQueue(ctx *fasthttp.RequestCtx, st *reqState, op op
 			return
 		}
 		st.b = nil
-		s.rerouted.Add(1)
+		s.noteRerouted(st)
 		time.Sleep(5 * time.Millisecond) // the hand-over's commits and election
 	}
 }
@@ -217,7 +217,7 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline *
 				return false
 			}
 			if errors.Is(ferr, errNotRun) {
-				s.rerouted.Add(1)
+				s.noteRerouted(st)
 			}
 			if errors.Is(ferr, errNotRun) && st.waitCapped {
 				// A long poll that waited there: the leader wait starts
@@ -246,6 +246,15 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline *
 			return false
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// noteRerouted counts a request run again on its shard's next leader,
+// once however often it was.
+func (s *Server) noteRerouted(st *reqState) {
+	if !st.rerouted {
+		st.rerouted = true
+		s.rerouted.Add(1)
 	}
 }
 

@@ -291,12 +291,13 @@ type reqState struct {
 	// the old one (engine.RetryWaitError): what remains of its wait.
 	waitLeft   time.Duration
 	waitCapped bool
+	rerouted   bool // counted in Server.rerouted (cluster.go)
 }
 
 // release drops references to request memory before the state is pooled.
 func (st *reqState) release() {
 	st.b, st.fw = nil, nil
-	st.waitLeft, st.waitCapped = 0, false
+	st.waitLeft, st.waitCapped, st.rerouted = 0, false, false
 	st.query = queryParams{}
 	clear(st.auth.headers[:cap(st.auth.headers)])
 	st.auth.headers = st.auth.headers[:0]
