@@ -256,4 +256,10 @@ func runChaos(t *testing.T, nodes, n int, args ...string) {
 	<-done
 	r := finish(t, c, w)
 	t.Logf("%d nodes, %d fault cycles: %d acknowledged sends, %d lost, %d duplicate deliveries", nodes, n, r.SendsOk, len(r.Lost), r.Duplicates)
+	// A graceful stop shows the clients of the other nodes no error.
+	bad, checked := DuringStops(w.H.Ops(), c.Stops())
+	t.Logf("%d graceful stops: %d operations through the other nodes meanwhile, %d of them failed", len(c.Stops()), checked, len(bad))
+	for _, b := range bad {
+		t.Errorf("a graceful stop failed another node's client: %s", b)
+	}
 }

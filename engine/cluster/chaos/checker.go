@@ -215,3 +215,29 @@ func Trace(ops []Op, body string) string {
 	}
 	return b.String()
 }
+
+// DuringStops checks the promise of a graceful stop (an operator's
+// SIGTERM: the node hands its leads over, then lets the requests in flight
+// finish): no client of another node sees an error from it. It returns
+// the operations sent to a node other than the one stopping, invoked while
+// it stopped, whose outcome is Unknown (a 5xx, a timeout or a broken
+// connection), and how many such operations there were in all. A Fail (a
+// 4xx, or a receipt handle that had expired) is the request's own and
+// not counted; nor is anything sent to the stopping node itself, whose
+// clients see its connections close.
+func DuringStops(ops []Op, stops []StopWindow) (bad []string, checked int) {
+	for _, w := range stops {
+		for i := range ops {
+			op := &ops[i]
+			if op.Node == w.Node || op.Invoke.Before(w.Start) || op.Invoke.After(w.End) {
+				continue
+			}
+			checked++
+			if op.Outcome == Unknown {
+				bad = append(bad, fmt.Sprintf("%s through node %d during node %d's stop (%s..%s): %s",
+					op.Kind, op.Node, w.Node, w.Start.Format("15:04:05.000"), w.End.Format("15:04:05.000"), op.Err))
+			}
+		}
+	}
+	return bad, checked
+}

@@ -120,3 +120,24 @@ func TestCheckerCounts(t *testing.T) {
 		t.Fatalf("counts %v, want %v: %s", got, want, r.String())
 	}
 }
+
+// DuringStops reports an Unknown outcome through a surviving node while
+// another stops, and nothing else: not the stopping node's own, not a
+// Fail, not one invoked outside the stop.
+func TestDuringStops(t *testing.T) {
+	at := func(s int) time.Time { return time.Time{}.Add(time.Duration(s) * time.Second) }
+	ops := []Op{
+		{Kind: OpSend, Node: 1, Invoke: at(5), Outcome: Unknown, Err: "503 on the stopping node"},
+		{Kind: OpSend, Node: 2, Invoke: at(5), Outcome: Ok},
+		{Kind: OpDelete, Node: 3, Invoke: at(6), Outcome: Fail, Err: "404"},
+		{Kind: OpReceive, Node: 2, Invoke: at(7), Outcome: Unknown, Err: "503 ServiceUnavailable"},
+		{Kind: OpSend, Node: 3, Invoke: at(12), Outcome: Unknown, Err: "after the stop"},
+	}
+	bad, checked := DuringStops(ops, []StopWindow{{Node: 1, Start: at(4), End: at(10)}})
+	if checked != 3 || len(bad) != 1 || !strings.Contains(bad[0], "receive through node 2 during node 1's stop") {
+		t.Fatalf("checked %d, bad %q", checked, bad)
+	}
+	if bad, _ := DuringStops(ops, nil); len(bad) != 0 {
+		t.Fatalf("no stop, yet %q", bad)
+	}
+}

@@ -77,7 +77,22 @@ type Cluster struct {
 	clients  map[int]*Client  // status clients, one per node
 	mu       sync.Mutex       // guards the nodes' processes
 	extra    map[int][]string // extra flags of a node's next starts (clock offset)
+	stops    []StopWindow     // guarded by mu: every graceful stop so far
 	statusTO time.Duration
+}
+
+// StopWindow is a graceful stop (Stop): node Node was sent SIGTERM at
+// Start and had exited by End.
+type StopWindow struct {
+	Node       int
+	Start, End time.Time
+}
+
+// Stops returns the graceful stops so far.
+func (c *Cluster) Stops() []StopWindow {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.stops)
 }
 
 type link struct{ from, to int }
@@ -255,6 +270,7 @@ func (c *Cluster) Stop(i int, bound time.Duration) error {
 		err = fmt.Errorf("node %d still ran %v after SIGTERM (killed; goroutine dump in its log)", i, bound)
 	}
 	n.cmd, n.done = nil, nil
+	c.stops = append(c.stops, StopWindow{Node: i, Start: start, End: time.Now()})
 	c.cfg.Logf("chaos: node %d stopped (SIGTERM) in %v", i, time.Since(start).Round(time.Millisecond))
 	return err
 }
