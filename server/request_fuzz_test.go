@@ -29,15 +29,19 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/smqd/smqd/engine"
 )
 
 // Flags of a fuzzed request.
 const (
-	fzSign       = 1 // sign it as the SDKs do
-	fzWithHandle = 2 // put the live receipt handle where the input says HANDLE
-	fzTopics     = 4 // a path under /topics, not /queues
+	fzSign       = 1  // sign it as the SDKs do
+	fzWithHandle = 2  // put the live receipt handle where the input says HANDLE
+	fzTopics     = 4  // a path under /topics, not /queues
+	fzBadMD5     = 8  // a Content-MD5 that is not the body's (signed as sent)
+	fzNoVersion  = 16 // no x-mns-version header
+	fzOldDate    = 32 // a Date 20 minutes old (signed as sent)
 )
 
 // requestSeeds are FuzzRequests' seed inputs; TestClusterRefusedRequests
@@ -70,6 +74,9 @@ var requestSeeds = []struct {
 	{1, "/q/messages", "ReceiptHandle=HANDLE&VisibilityTimeout=-1", "", fzSign | fzWithHandle},
 	{0, "/q", "", "", 0}, // unsigned
 	{2, "/q/messages", "", "<Message><MessageBody>&bogus;</MessageBody></Message>", fzSign},
+	{2, "/q/messages", "", sendBody("x", ""), fzSign | fzBadMD5},
+	{3, "/q/messages", "ReceiptHandle=HANDLE", "", fzSign | fzWithHandle | fzNoVersion},
+	{3, "/q", "", "", fzSign | fzOldDate},
 	// Topics.
 	{0, "", "", "", fzSign | fzTopics}, // ListTopic
 	{0, "/t", "", "", fzSign | fzTopics},
@@ -131,8 +138,19 @@ func checkRequest(t *testing.T, c, state *client, method, path, query string, bo
 		target = strings.ReplaceAll(target, "HANDLE", handle)
 		body = bytes.ReplaceAll(body, []byte("HANDLE"), []byte(handle))
 	}
+	rq := req{method: method, target: target, body: string(body), noSign: flags&fzSign == 0, headers: map[string]string{}}
+	if flags&fzBadMD5 != 0 {
+		rq.headers["Content-MD5"] = hexMD5b64(string(body) + "x")
+	}
+	if flags&fzNoVersion != 0 {
+		rq.headers["x-mns-version"] = "\x00" // deleted (client.format)
+	}
+	if flags&fzOldDate != 0 {
+		d := c.env.now().Add(-20 * time.Minute)
+		rq.date = &d
+	}
 	before := fuzzState(t, state, topics)
-	r, err := c.doErr(req{method: method, target: target, body: string(body), noSign: flags&fzSign == 0})
+	r, err := c.doErr(rq)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, target, err)
 	}
