@@ -219,9 +219,11 @@ func Trace(ops []Op, body string) string {
 // DuringStops checks the promise of a graceful stop (an operator's
 // SIGTERM: the node hands its leads over, then lets the requests in flight
 // finish): no client of another node sees an error from it. It returns
-// the operations sent to a node other than the one stopping, invoked while
-// it stopped, whose outcome is Unknown (a 5xx, a timeout or a broken
-// connection), and how many such operations there were in all. A Fail (a
+// the operations sent to a node other than the one stopping that ran while
+// it stopped (invoked before it had exited, completed after its SIGTERM:
+// a long poll already waiting counts), whose outcome is Unknown (a 5xx, a
+// timeout or a broken connection), and how many such operations there
+// were in all. A Fail (a
 // 4xx, or a receipt handle that had expired) is the request's own and
 // not counted; nor is anything sent to the stopping node itself, whose
 // clients see its connections close.
@@ -229,7 +231,7 @@ func DuringStops(ops []Op, stops []StopWindow) (bad []string, checked int) {
 	for _, w := range stops {
 		for i := range ops {
 			op := &ops[i]
-			if op.Node == w.Node || op.Invoke.Before(w.Start) || op.Invoke.After(w.End) {
+			if op.Node == w.Node || op.Invoke.After(w.End) || (!op.Complete.IsZero() && op.Complete.Before(w.Start)) {
 				continue
 			}
 			checked++

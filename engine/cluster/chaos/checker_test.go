@@ -122,8 +122,9 @@ func TestCheckerCounts(t *testing.T) {
 }
 
 // DuringStops reports an Unknown outcome through a surviving node while
-// another stops, and nothing else: not the stopping node's own, not a
-// Fail, not one invoked outside the stop.
+// another stops, a long poll already waiting at the SIGTERM included, and
+// nothing else: not the stopping node's own, not a Fail, not one that ran
+// wholly before or after the stop.
 func TestDuringStops(t *testing.T) {
 	at := func(s int) time.Time { return time.Time{}.Add(time.Duration(s) * time.Second) }
 	ops := []Op{
@@ -131,10 +132,13 @@ func TestDuringStops(t *testing.T) {
 		{Kind: OpSend, Node: 2, Invoke: at(5), Outcome: Ok},
 		{Kind: OpDelete, Node: 3, Invoke: at(6), Outcome: Fail, Err: "404"},
 		{Kind: OpReceive, Node: 2, Invoke: at(7), Outcome: Unknown, Err: "503 ServiceUnavailable"},
-		{Kind: OpSend, Node: 3, Invoke: at(12), Outcome: Unknown, Err: "after the stop"},
+		{Kind: OpSend, Node: 3, Invoke: at(12), Complete: at(13), Outcome: Unknown, Err: "after the stop"},
+		{Kind: OpSend, Node: 3, Invoke: at(1), Complete: at(2), Outcome: Unknown, Err: "before the stop"},
+		{Kind: OpReceive, Node: 3, Invoke: at(3), Complete: at(5), Outcome: Unknown, Err: "a long poll waiting at the SIGTERM"},
 	}
 	bad, checked := DuringStops(ops, []StopWindow{{Node: 1, Start: at(4), End: at(10)}})
-	if checked != 3 || len(bad) != 1 || !strings.Contains(bad[0], "receive through node 2 during node 1's stop") {
+	if checked != 4 || len(bad) != 2 || !strings.Contains(bad[0], "receive through node 2 during node 1's stop") ||
+		!strings.Contains(bad[1], "a long poll waiting") {
 		t.Fatalf("checked %d, bad %q", checked, bad)
 	}
 	if bad, _ := DuringStops(ops, nil); len(bad) != 0 {
