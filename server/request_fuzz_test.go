@@ -1,9 +1,11 @@
 package server
 
 // FuzzRequests drives whole requests (method, path, query, headers and
-// body) through the server's real handler, signed as an SDK signs them,
-// against queues and topics in a known state, and checks what every answer
-// must hold whatever the input:
+// body) through the server's real handler, signed as an SDK signs them
+// (or, where the input's flags say, unsigned, with a Content-MD5 that is
+// not the body's, without x-mns-version or with a stale Date), against
+// queues and topics in a known state, and checks what every answer must
+// hold whatever the input:
 //
 //  1. no answer is a 500, and every answer carries the common headers;
 //  2. every refusal is an MNS error document: root Error (or Errors, the
@@ -97,6 +99,11 @@ var requestSeeds = []struct {
 	{2, "/t/messages", "", pubBody("x", "<MessageTag>"+strings.Repeat("a", 17)+"</MessageTag>"), fzSign | fzTopics},
 }
 
+// fuzzMethods are the methods a fuzzed request may have. No HEAD: the
+// test's client reads a body of the answer's Content-Length, which a HEAD
+// answer does not carry (and no queue or topic path takes HEAD).
+var fuzzMethods = []string{"GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"}
+
 func FuzzRequests(f *testing.F) {
 	for _, s := range requestSeeds {
 		f.Add(s.method, s.path, s.query, []byte(s.body), s.flags)
@@ -109,14 +116,11 @@ func FuzzRequests(f *testing.F) {
 		},
 		serverOpts: func(o *Options) { o.Logger = quiet }})
 	c := env.client()
-	// No HEAD: the test's client reads a body of the answer's
-	// Content-Length, which a HEAD answer does not carry.
-	methods := []string{"GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"}
 
 	f.Fuzz(func(t *testing.T, m byte, path, query string, body []byte, flags byte) {
 		env.t = t // failures and logs go to this input
 		handle := resetFuzzState(t, c, true)
-		checkRequest(t, c, c, methods[int(m)%len(methods)], path, query, body, flags, handle, true)
+		checkRequest(t, c, c, fuzzMethods[int(m)%len(fuzzMethods)], path, query, body, flags, handle, true)
 	})
 }
 
@@ -299,7 +303,6 @@ func checkErrorDocument(t *testing.T, r *response) (whole bool) {
 func TestClusterRefusedRequests(t *testing.T) {
 	c := startCluster(t, 3, 1)
 	c.ready()
-	methods := []string{"GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"}
 	outer := t
 	for i, s := range requestSeeds {
 		if s.flags&fzTopics != 0 {
@@ -307,17 +310,22 @@ func TestClusterRefusedRequests(t *testing.T) {
 		}
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			c.t = t
-			defer func() { c.t = outer }()
-			lead := c.leaderOf("q")
-			via := (lead + 1) % len(c.envs)
 			for _, e := range c.envs {
 				e.t = t
 			}
+			defer func() {
+				c.t = outer
+				for _, e := range c.envs {
+					e.t = outer
+				}
+			}()
+			lead := c.leaderOf("q")
+			via := (lead + 1) % len(c.envs)
 			leader, other := c.envs[lead].client(), c.envs[via].client()
 			defer leader.close()
 			defer other.close()
 			handle := resetFuzzState(t, leader, false)
-			checkRequest(t, other, leader, methods[int(s.method)%len(methods)], s.path, s.query, []byte(s.body), s.flags, handle, false)
+			checkRequest(t, other, leader, fuzzMethods[int(s.method)%len(fuzzMethods)], s.path, s.query, []byte(s.body), s.flags, handle, false)
 		})
 	}
 	var fw int64
