@@ -442,12 +442,20 @@ func wantError(t testing.TB, r *response, status int, code string) *xError {
 	if !strings.Contains(string(r.body), `<Error xmlns="http://mns.aliyuncs.com/doc/v1">`) {
 		t.Fatalf("error root/namespace wrong: %s", r.body)
 	}
-	var e xError
-	decode(t, r, &e)
+	e := errorDocument(t, r)
 	if e.Code != code {
 		t.Fatalf("code %q, want %q: %s", e.Code, code, r.body)
 	}
-	if e.Message == "" || e.RequestId == "" || !strings.HasPrefix(e.HostId, "http://") {
+	return e
+}
+
+// errorDocument decodes an Error document and checks that it has all four
+// elements, its RequestId the answer's x-mns-request-id.
+func errorDocument(t testing.TB, r *response) *xError {
+	t.Helper()
+	var e xError
+	decode(t, r, &e)
+	if e.Code == "" || e.Message == "" || e.RequestId == "" || !strings.HasPrefix(e.HostId, "http://") {
 		t.Fatalf("error lacks an element: %s", r.body)
 	}
 	if e.RequestId != r.header.Get("x-mns-request-id") {
