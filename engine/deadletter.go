@@ -41,7 +41,9 @@ package engine
 // A policy whose target queue no longer exists (it was deleted after the
 // policy was set) is inert: messages are received as if there were none,
 // and the policy applies again once a queue of that name exists. A target
-// must be a queue of the same broker: in cluster mode, of the same shard.
+// held by another broker (a cluster's other shards) is reached through the
+// broker's DeadLetterRouter, in two steps instead of one record
+// (deadletter_elsewhere.go).
 //
 // Owner: the stripes' mutexes, as for every message change.
 
@@ -63,8 +65,9 @@ type moveLoc struct {
 // messages received maxRecv times (tryReceive makes one only for a queue
 // with a live policy).
 type moves struct {
-	target  *Queue
-	maxRecv uint32
+	target    *Queue
+	elsewhere string // the target's name when a router holds it (deadletter_elsewhere.go); target is nil then
+	maxRecv   uint32
 	locs    [MaxBatch]moveLoc
 	n       int
 }
@@ -90,6 +93,12 @@ func (b *Broker) checkDeadLetterTarget(name string, cfg QueueConfig) error {
 		return nil
 	case cfg.DeadLetterQueue == name:
 		return argErr("DeadLetterTargetQueue", "must be another queue than %s itself", name)
+	}
+	if r := b.opts.DeadLetterRouter; r != nil && r.Elsewhere(cfg.DeadLetterQueue) {
+		if !r.Exists(cfg.DeadLetterQueue) {
+			return argErr("DeadLetterTargetQueue", "names queue %s, which does not exist", cfg.DeadLetterQueue)
+		}
+		return nil
 	}
 	if _, err := b.Queue(cfg.DeadLetterQueue); err != nil {
 		if errors.Is(err, ErrQueueNotExist) {
@@ -132,6 +141,9 @@ func (st *stripe) hideForMoveLocked(idx uint32, now, visMs int64, mv *moves) {
 // becomes visible again at the end of its visibility timeout. It fails
 // only on a storage failure.
 func (q *Queue) deadLetter(mv *moves) error {
+	if mv.target == nil {
+		return q.moveElsewhere(mv)
+	}
 	r := q.b.getReader()
 	defer q.b.putReader(r)
 	var msg Message

@@ -79,6 +79,10 @@ type Options struct {
 	// its source queue (deadletter.go). Default "acs:mns:local:0" (region
 	// "local", account "0").
 	ARNPrefix string
+	// DeadLetterRouter reaches the dead-letter queues this broker does not
+	// hold (deadletter_elsewhere.go): engine/cluster sets it on each
+	// shard's broker. Nil: a policy's target is a queue of this broker.
+	DeadLetterRouter DeadLetterRouter
 
 	// Push configures the delivery of topic notifications to HTTP
 	// endpoints (push.go): where pushes may go, how many run at once, and

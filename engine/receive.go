@@ -177,6 +177,8 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 	if m := q.meta(); m.maxRecv != 0 {
 		if t := q.deadLetterTarget(m); t != nil {
 			mv = &moves{target: t, maxRecv: m.maxRecv}
+		} else if name := q.deadLetterElsewhere(m); name != "" {
+			mv = &moves{elsewhere: name, maxRecv: m.maxRecv}
 		}
 	}
 	S := len(q.stripes)

@@ -1,0 +1,280 @@
+package engine
+
+// Dead-letter queues held by another broker: a cluster keeps each shard's
+// queues in a broker of its own, and a queue's policy may name a queue of
+// another shard. A move inside one broker is one log record
+// (deadletter.go); a move to another broker cannot be, so it is two steps
+// in order, the copy first.
+//
+// The broker's DeadLetterRouter (Options) says which queue names are held
+// elsewhere and carries messages there.
+//
+// How (moveElsewhere), never holding a lock across the hop:
+//
+//  1. a receive that finds a message due for the move hides it for one
+//     visibility timeout without counting a dequeue (hideForMoveLocked, as
+//     for a local move; a state record), and gets the handle of that hide;
+//  2. the messages' bodies and properties are read and made into the
+//     messages as they enter the target: the DLQ system properties, the
+//     source's EnqueueTime, expiry and priority (MovedMessage);
+//  3. the router stores them in the target queue, durably, as one batch
+//     (Queue.AcceptMoved on the broker that holds it);
+//  4. only then are the sources deleted with the handles of step 1, durably,
+//     as DeleteMessage deletes.
+//
+// Invariants:
+//  1. No message is lost: a source is deleted only after the target
+//     acknowledged its copy durable (step 4 after step 3).
+//  2. At least once: a crash, a change of leader or a lost answer between
+//     steps 3 and 4 leaves a message in both queues. It becomes visible in
+//     the source when its hide ends and is moved again; the copies carry
+//     the same DLQOriginMessageId.
+//  3. A hop that fails (the target gone, no leader, the network) leaves
+//     the messages hidden in the source, visible again when the hide ends,
+//     as a local move that cannot proceed does. The receive does not fail
+//     for it.
+//  4. A policy whose target does not exist where the router looks is
+//     inert, as a local one is (deadletter.go).
+//
+// Owner: the stripes' mutexes, as for every message change; the router
+// owns the hop.
+
+import (
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// DeadLetterRouter carries dead-lettered messages to queues a broker does
+// not hold (Options.DeadLetterRouter). engine/cluster gives each shard's
+// broker one, so that a policy may name a queue of another shard.
+type DeadLetterRouter interface {
+	// Elsewhere reports whether the queue named name is held by another
+	// broker, which Move reaches.
+	Elsewhere(name string) bool
+	// Exists reports whether the queue named name exists there. It is
+	// asked when a policy is set and before each move; the answer may
+	// trail the target's own by a replication lag.
+	Exists(name string) bool
+	// Move stores ms (1..MaxBatch messages) in the queue named target with
+	// Queue.AcceptMoved, and returns nil only once they are durable there.
+	// An error means they may or may not have been stored.
+	Move(ctx context.Context, target string, ms []MovedMessage) error
+}
+
+// A MovedMessage is a dead-lettered message on its way to a queue of
+// another broker (DeadLetterRouter).
+type MovedMessage struct {
+	Body []byte
+	// Props is its properties block, the DLQ system properties included,
+	// in the log's encoding: opaque outside the engine, checked by
+	// AcceptMoved.
+	Props     []byte
+	EnqueueMs int64 // its EnqueueTime where it was first sent, Unix ms
+	ExpireMs  int64 // when it expires, Unix ms: a move keeps the retention
+	Priority  int
+}
+
+// moveTimeout bounds one hop of moveElsewhere: a receive waits for it.
+const moveTimeout = 5 * time.Second
+
+// deadLetterElsewhere returns the name of m's dead-letter target when a
+// router holds it and it exists, else "".
+func (q *Queue) deadLetterElsewhere(m *queueMeta) string {
+	r := q.b.opts.DeadLetterRouter
+	name := m.cfg.DeadLetterQueue
+	if r == nil || name == "" || !r.Elsewhere(name) || !r.Exists(name) {
+		return ""
+	}
+	return name
+}
+
+// moveElsewhere moves the messages hidden in mv to the queue mv.elsewhere
+// names, through the broker's router. Messages it cannot move stay hidden
+// (invariant 3). It fails only on a storage failure of the source.
+func (q *Queue) moveElsewhere(mv *moves) error {
+	r := q.b.getReader()
+	defer q.b.putReader(r)
+	var msg Message
+	var batch [MaxBatch]MovedMessage
+	var handles [MaxBatch]ReceiptHandle
+	n := 0
+	now := q.b.nowMs()
+	for i := 0; i < mv.n; i++ {
+		ml := &mv.locs[i]
+		loc := ml.loc
+		ok, err := q.readBody(r, &msg, &loc)
+		switch {
+		case errors.Is(err, errDamaged):
+			q.dropUnreadable(&loc, err)
+			continue
+		case err != nil:
+			q.b.log.Error("message body could not be read; the message is not moved to its dead-letter queue", "queue", q.name,
+				"message_id", makeMessageID(q.id, loc.seq).String(), "err", err)
+			continue
+		case !ok || ml.expMs <= now:
+			continue // gone meanwhile, or it expires where it is
+		}
+		batch[n] = MovedMessage{
+			Body:      append([]byte(nil), msg.Body...),
+			Props:     q.deadLetterProps(&msg, loc.seq),
+			EnqueueMs: ml.enqMs,
+			ExpireMs:  ml.expMs,
+			Priority:  ml.prio,
+		}
+		handles[n] = q.key.issue(loc.stripe, loc.slot, loc.seq, ml.gen)
+		n++
+	}
+	mv.n = 0
+	if n == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), moveTimeout)
+	err := q.b.opts.DeadLetterRouter.Move(ctx, mv.elsewhere, batch[:n])
+	cancel()
+	if err != nil {
+		q.b.log.Warn("messages not moved to their dead-letter queue on another shard; they stay hidden until their visibility timeout ends",
+			"queue", q.name, "dead_letter_queue", mv.elsewhere, "messages", n, "err", err)
+		return nil
+	}
+	var errs [MaxBatch]error
+	if _, err := q.delete(handles[:n], errs[:n], true); err != nil {
+		if errors.Is(err, ErrRetryOnLeader) || errors.Is(err, ErrQueueNotExist) || errors.Is(err, ErrClosed) {
+			return nil // the copies stay (invariant 2)
+		}
+		return err
+	}
+	moved := 0
+	for _, e := range errs[:n] {
+		if e == nil {
+			moved++
+		}
+	}
+	q.deadLettered.Add(int64(moved))
+	return nil
+}
+
+// AcceptMoved stores messages another broker's dead-letter policy moves
+// here (DeadLetterRouter): each enters as a new message, visible now, with
+// the EnqueueTime, expiry, priority and properties it carries and
+// DequeueCount 0. The whole batch is checked first; a bad entry fails the
+// call with an *ArgumentError and nothing is stored. AcceptMoved returns
+// once the batch is durable, as Send does.
+func (q *Queue) AcceptMoved(ms []MovedMessage) error {
+	if err := q.b.usable(); err != nil {
+		return err
+	}
+	if len(ms) < 1 || len(ms) > MaxBatch {
+		return argErr("Messages", "must hold between 1 and %d messages", MaxBatch)
+	}
+	now := q.b.nowMs()
+	var scratch []Property
+	for i := range ms {
+		m := &ms[i]
+		var err error
+		switch {
+		case len(m.Body) == 0 || len(m.Body) > MaxMessageBytes:
+			err = argErr("MessageBody", "is %d bytes, not between 1 and %d", len(m.Body), MaxMessageBytes)
+		case m.Priority < MinPriority || m.Priority > MaxPriority:
+			err = rangeErr("Priority", MinPriority, MaxPriority, "")
+		case m.ExpireMs <= now:
+			err = argErr("ExpireTime", "has passed: the message expired on its way")
+		case m.EnqueueMs <= 0 || m.EnqueueMs > now+int64(time.Hour/time.Millisecond) ||
+			m.ExpireMs-m.EnqueueMs > math.MaxUint32 || now-m.EnqueueMs > math.MaxUint32:
+			err = argErr("EnqueueTime", "%d is not a time this broker can hold with expiry %d", m.EnqueueMs, m.ExpireMs)
+		}
+		if err == nil && len(m.Props) > 0 {
+			if scratch, err = decodeProps(m.Props, scratch); err != nil {
+				err = argErr("Properties", "are not a valid properties block: %v", err)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("moved message %d: %w", i, err)
+		}
+	}
+	if err := q.b.store.acceptNew(); err != nil {
+		return err
+	}
+	var recs [MaxBatch]logRec
+	var heads [MaxBatch][bodyHeadLen]byte
+	var slots [MaxBatch]uint32
+	n := len(ms)
+	st := &q.stripes[int(q.sendRR.Add(1))%len(q.stripes)]
+	store := q.b.store
+	st.mu.Lock()
+	if st.dead {
+		st.mu.Unlock()
+		return q.goneErr()
+	}
+	for i := range ms {
+		m := &ms[i]
+		idx, ok := st.slab.alloc()
+		if !ok {
+			for j := 0; j < i; j++ {
+				st.slab.release(slots[j])
+			}
+			st.mu.Unlock()
+			return argErr("Messages", "stripe is full")
+		}
+		s := st.slab.at(idx)
+		s.seq = q.seq.Add(1)
+		s.setMeta(m.EnqueueMs, m.Priority, stPending)
+		s.visOff = uint32(max(now-m.EnqueueMs, 0))
+		s.expOff = uint32(m.ExpireMs - m.EnqueueMs)
+		s.tnext, s.tprev, s.next, s.prev = nilSlot, nilSlot, nilSlot, nilSlot
+		slots[i] = idx
+		sum := md5.Sum(m.Body)
+		store.bodyRecord(&recs[i], &heads[i], q.id, st.idx, idx, s, &sum, m.Props, m.Body, false)
+	}
+	st.mu.Unlock()
+
+	err := store.waitRoom()
+	if err == nil {
+		err = store.append(recs[:n])
+	}
+	if err == nil {
+		if err = store.waitDurable(recs[n-1].pos); err != nil {
+			for i := range recs[:n] {
+				store.addLive(recs[i].pos, -int64(recs[i].size))
+			}
+		}
+	}
+	if err != nil {
+		q.b.storageFailed(err)
+		st.mu.Lock()
+		if !st.dead {
+			for _, idx := range slots[:n] {
+				st.slab.release(idx)
+			}
+		}
+		st.mu.Unlock()
+		return err
+	}
+
+	now = q.b.nowMs()
+	activated := 0
+	st.mu.Lock()
+	if st.dead {
+		st.mu.Unlock()
+		for i := range recs[:n] {
+			store.addLive(recs[i].pos, -int64(recs[i].size))
+		}
+		return q.goneErr()
+	}
+	for i, idx := range slots[:n] {
+		s := st.slab.at(idx)
+		s.bodyPos, s.recSize = recs[i].pos, recs[i].size
+		activated += st.activateLocked(idx)
+	}
+	st.scheduleLocked(now)
+	st.flushLocked()
+	st.mu.Unlock()
+	q.sent.Add(int64(n))
+	if activated > 0 {
+		q.waiters.wake(activated)
+	}
+	return nil
+}
