@@ -68,8 +68,8 @@ type moves struct {
 	target    *Queue
 	elsewhere string // the target's name when a router holds it (deadletter_elsewhere.go); target is nil then
 	maxRecv   uint32
-	locs    [MaxBatch]moveLoc
-	n       int
+	locs      [MaxBatch]moveLoc
+	n         int
 }
 
 // deadLetterTarget returns the queue a policy of m moves messages to, or
