@@ -31,6 +31,7 @@ type Broker struct {
 	// including their log writes; the hot path never takes it.
 	adminMu     sync.Mutex
 	nextQueueID uint64 // guarded by adminMu
+	idSpace     uint64 // Options.MessageIDSpace << 48 (message.go)
 
 	mu     sync.RWMutex
 	queues map[string]*Queue // guarded by mu
@@ -58,6 +59,9 @@ type Broker struct {
 // Open starts a broker. With opts.Dir empty it runs in memory.
 func Open(opts Options) (*Broker, error) {
 	o := opts.withDefaults()
+	if o.MessageIDSpace > 0x7fff {
+		return nil, fmt.Errorf("engine: MessageIDSpace %d is over 32767", o.MessageIDSpace)
+	}
 	b := &Broker{
 		opts:         o,
 		clock:        o.Clock,
@@ -66,6 +70,7 @@ func Open(opts Options) (*Broker, error) {
 		queues:       make(map[string]*Queue),
 		byID:         make(map[uint64]*Queue),
 		nextQueueID:  1,
+		idSpace:      uint64(o.MessageIDSpace) << 48,
 		compactWatch: make(map[uint64]*compactWatch),
 		compactFrom:  make(map[uint64]uint64),
 	}

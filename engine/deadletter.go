@@ -170,7 +170,7 @@ func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message, sub 
 		return false, nil
 	case err != nil:
 		q.b.log.Error("message body could not be read; the message is not moved to its dead-letter queue", "queue", q.name,
-			"message_id", makeMessageID(q.id, loc.seq).String(), "err", err)
+			"message_id", q.messageID(loc.seq).String(), "err", err)
 		return false, nil
 	case !ok:
 		return false, nil // gone meanwhile
@@ -320,7 +320,7 @@ const dlqTypeQueue = "QUEUE"
 // earlier move, then DLQMessageType, DLQSourceArn (this queue) and
 // DLQOriginMessageId (the id it had where it was first dead-lettered from).
 func (q *Queue) deadLetterProps(msg *Message, seq uint64) []byte {
-	origin := makeMessageID(q.id, seq).AppendText(nil)
+	origin := q.messageID(seq).AppendText(nil)
 	ps := make([]Property, 0, len(msg.Properties)+3)
 	for _, p := range msg.Properties {
 		if p.System {

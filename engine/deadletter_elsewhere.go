@@ -113,7 +113,7 @@ func (q *Queue) moveElsewhere(mv *moves) error {
 			continue
 		case err != nil:
 			q.b.log.Error("message body could not be read; the message is not moved to its dead-letter queue", "queue", q.name,
-				"message_id", makeMessageID(q.id, loc.seq).String(), "err", err)
+				"message_id", q.messageID(loc.seq).String(), "err", err)
 			continue
 		case !ok || ml.expMs <= now:
 			continue // gone meanwhile, or it expires where it is

@@ -38,6 +38,17 @@ func (s MessageState) String() string {
 // queue's broker-unique id followed by the message's sequence number.
 type MessageID [16]byte
 
+// messageID is the id of message seq of queue qid: its queue half carries
+// the broker's MessageIDSpace (Options) in bits 48-62, so that the brokers
+// of a cluster's shards, whose queue ids each count from 1, never give two
+// messages one id.
+func (b *Broker) messageID(qid, seq uint64) MessageID {
+	return makeMessageID(qid|b.idSpace, seq)
+}
+
+// messageID is the id of q's message seq.
+func (q *Queue) messageID(seq uint64) MessageID { return q.b.messageID(q.id, seq) }
+
 func makeMessageID(queueID, seq uint64) MessageID {
 	var id MessageID
 	binary.BigEndian.PutUint64(id[0:8], queueID)

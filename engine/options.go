@@ -79,6 +79,11 @@ type Options struct {
 	// its source queue (deadletter.go). Default "acs:mns:local:0" (region
 	// "local", account "0").
 	ARNPrefix string
+	// MessageIDSpace, 0..32767, goes into every message id this broker
+	// makes (bits 48-62 of its queue half): brokers whose messages one
+	// client sees side by side (engine/cluster: shard+1) give them distinct
+	// ids. Default 0: the ids of a single broker.
+	MessageIDSpace uint16
 	// DeadLetterRouter reaches the dead-letter queues this broker does not
 	// hold (deadletter_elsewhere.go): engine/cluster sets it on each
 	// shard's broker. Nil: a policy's target is a queue of this broker.

@@ -60,6 +60,6 @@ func (q *Queue) dropUnreadable(loc *bodyLoc, err error) bool {
 	q.unreadable.Add(1)
 	q.b.unreadable.Add(1)
 	q.b.log.Error("message body unreadable (damaged on disk); the message is dropped", "queue", q.name,
-		"message_id", makeMessageID(q.id, loc.seq).String(), "pos", loc.pos, "err", err)
+		"message_id", q.messageID(loc.seq).String(), "pos", loc.pos, "err", err)
 	return true
 }

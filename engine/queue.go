@@ -200,7 +200,7 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 		s.next, s.prev = nilSlot, nilSlot
 		sb.slots[i] = idx
 		sb.delay[i] = delay
-		res[i].ID = makeMessageID(q.id, s.seq)
+		res[i].ID = q.messageID(s.seq)
 		var props []byte
 		if len(e.Properties) > 0 {
 			props = appendProps(sb.props[:0], e.Properties)

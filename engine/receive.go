@@ -296,7 +296,7 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 
 		var m *Message
 		dst, m = nextMessage(dst)
-		m.ID = makeMessageID(q.id, s.seq)
+		m.ID = q.messageID(s.seq)
 		m.Handle = q.key.issue(st.idx, idx, s.seq, s.gen)
 		m.EnqueueTime = time.UnixMilli(enq)
 		m.FirstDequeueTime = time.UnixMilli(s.firstDequeueMs())
@@ -379,7 +379,7 @@ func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) (out []Messa
 		}
 		if err != nil {
 			q.b.log.Error("message body could not be read; the message is not delivered", "queue", q.name,
-				"message_id", makeMessageID(q.id, locs[i].seq).String(), "pos", locs[i].pos, "err", err)
+				"message_id", q.messageID(locs[i].seq).String(), "pos", locs[i].pos, "err", err)
 			if firstErr == nil {
 				firstErr = err
 			}
@@ -540,7 +540,7 @@ func (q *Queue) peek(max int, dst []Message, again int) ([]Message, error) {
 		c := &cands[i]
 		var m *Message
 		dst, m = nextMessage(dst)
-		m.ID = makeMessageID(q.id, c.loc.seq)
+		m.ID = q.messageID(c.loc.seq)
 		m.EnqueueTime = time.UnixMilli(c.enq)
 		m.FirstDequeueTime = time.UnixMilli(c.first)
 		m.DequeueCount = int(c.dequeues)

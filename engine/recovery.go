@@ -392,7 +392,7 @@ func (rb *rebuild) install(val []byte) {
 		rb.lost = append(rb.lost, e)
 		rb.rs.changed = true
 		rb.rs.report.LostMessages = append(rb.rs.report.LostMessages, reportedLoss{
-			MessageID: makeMessageID(s.qid, s.seq).String(), Queue: q.name, QueueID: s.qid, BodyPos: s.bodyPos})
+			MessageID: rb.b.messageID(s.qid, s.seq).String(), Queue: q.name, QueueID: s.qid, BodyPos: s.bodyPos})
 		return
 	}
 	st := &q.stripes[s.stripe]
@@ -461,7 +461,7 @@ func (rb *rebuild) install(val []byte) {
 	if w := rb.rs.watch; w != nil {
 		for _, i := range w[s.qid] {
 			qs := &rb.rs.report.Queues[i]
-			qs.Messages = append(qs.Messages, makeMessageID(s.qid, s.seq).String())
+			qs.Messages = append(qs.Messages, rb.b.messageID(s.qid, s.seq).String())
 		}
 	}
 }

@@ -501,31 +501,6 @@ func (s *Server) diskFull() bool {
 }
 
 // serveClusterStatus answers GET /cluster: the node's view as JSON.
-// checkDeadLetterShard refuses, in a cluster, a dead-letter target on
-// another shard than the queue: a move is one record in one shard's log
-// (engine/deadletter.go), and the shard's broker would only say that the
-// target does not exist, though it does.
-func (s *Server) checkDeadLetterShard(name string, p engine.ConfigPatch) error {
-	if s.c == nil || p.DeadLetterQueue == nil || *p.DeadLetterQueue == "" {
-		return nil
-	}
-	target := *p.DeadLetterQueue
-	from, to := s.c.ShardOf(name), s.c.ShardOf(target)
-	if from == to {
-		return nil
-	}
-	hint := ""
-	for k := 1; k <= 1000; k++ { // a name on the right shard, to suggest
-		if alt := fmt.Sprintf("%s-%d", target, k); len(alt) <= engine.MaxQueueNameLen && s.c.ShardOf(alt) == from {
-			hint = "; " + alt + ", for example, would be"
-			break
-		}
-	}
-	return argError("DeadLetterTargetQueue", fmt.Sprintf(
-		"in a cluster a dead-letter queue must be on its queue's shard: %s is on shard %d, %s on shard %d "+
-			"(queues are placed by a hash of their name%s)", name, from, target, to, hint))
-}
-
 func (s *Server) serveClusterStatus(ctx *fasthttp.RequestCtx, st *reqState) {
 	if s.c == nil {
 		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "this server is a single node, not a cluster member (start smqd with --cluster-peers)"))

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -477,51 +476,80 @@ func TestClusterListQueueWithoutMajorityAnswers503(t *testing.T) {
 	})
 }
 
-// In a cluster a dead-letter queue must be on its queue's shard (a move is
-// one record in one shard's log). A target on another shard is refused
-// with a message that says so, not "does not exist"; one on the same
-// shard works, through any node.
-func TestClusterDeadLetterTargetOnAnotherShard(t *testing.T) {
+// A dead-letter queue on another shard than its source: the policy is
+// accepted when the target exists (refused, changing nothing, when it does
+// not), and a message received MaxReceiveCount times moves there through
+// the target shard's leader, here another node than the source's, with the
+// DLQ properties, read back through a third node; the source keeps none.
+func TestClusterDeadLetterAcrossShards(t *testing.T) {
 	c := startCluster(t, 3, 4)
 	c.ready()
 	n := c.nodes[0]
 	src := "orders"
-	var same, other string
-	for k := 0; same == "" || other == ""; k++ {
+	srcLead := c.leaderOf(src)
+	var far string
+	for k := 0; far == ""; k++ {
 		name := fmt.Sprintf("dlq-%d", k)
-		if n.ShardOf(name) == n.ShardOf(src) {
-			same = cmp.Or(same, name)
-		} else {
-			other = cmp.Or(other, name)
+		if n.ShardOf(name) != n.ShardOf(src) && c.leaderOf(name) != srcLead {
+			far = name
+		}
+		if k > 1000 {
+			t.Fatal("no queue name whose shard another node leads")
 		}
 	}
-	cl := c.envs[1].client()
-	for _, q := range []string{src, same, other} {
-		wantStatus(t, cl.put("/queues/"+q, ""), 201)
-	}
+	cl := c.envs[(srcLead+1)%3].client()
+	other := c.envs[(srcLead+2)%3].client()
 	policy := func(target string) string {
-		return "<Queue><DeadLetterTargetQueue>" + target + "</DeadLetterTargetQueue><MaxReceiveCount>2</MaxReceiveCount></Queue>"
+		return "<Queue><VisibilityTimeout>1</VisibilityTimeout><DeadLetterTargetQueue>" + target +
+			"</DeadLetterTargetQueue><MaxReceiveCount>2</MaxReceiveCount></Queue>"
 	}
-	e := wantError(t, cl.put("/queues/"+src+"?metaoverride=true", policy(other)), 400, "InvalidArgument")
-	if !strings.Contains(e.Message, "must be on its queue's shard") {
-		t.Fatalf("set a target on another shard: %q", e.Message)
+	// The target must exist.
+	e := wantError(t, cl.put("/queues/"+src, policy(far)), 400, "InvalidArgument")
+	if !strings.Contains(e.Message, "does not exist") {
+		t.Fatalf("a target on another shard that does not exist: %q", e.Message)
 	}
-	newSrc := same + "-src"
-	for n.ShardOf(newSrc) == n.ShardOf(other) {
-		newSrc += "x"
+	wantError(t, cl.get("/queues/"+src), 404, "QueueNotExist")
+	wantStatus(t, cl.put("/queues/"+far, ""), 201)
+	clusterEventually(t, "the target seen by the source's leader", func() error {
+		if r := cl.put("/queues/"+src, policy(far)); r.status != 201 {
+			return fmt.Errorf("create: %s", r)
+		}
+		return nil
+	})
+
+	sent := cl.mustSend(src, "poison", `<UserProperties><PropertyValue><Name>k</Name><Value>v</Value><Type>STRING</Type></PropertyValue></UserProperties>`)
+	for i := 1; i <= 2; i++ {
+		r := cl.get("/queues/" + src + "/messages?waitseconds=5")
+		wantStatus(t, r, 200)
+		var m xMessage
+		decode(t, r, &m)
+		if m.DequeueCount != i {
+			t.Fatalf("receive %d: %+v", i, m)
+		}
 	}
-	e = wantError(t, cl.put("/queues/"+newSrc, policy(other)), 400, "InvalidArgument")
-	if !strings.Contains(e.Message, "must be on its queue's shard") {
-		t.Fatalf("create with a target on another shard: %q", e.Message)
+	// The third receive moves it, and finds nothing else.
+	wantError(t, cl.get("/queues/"+src+"/messages?waitseconds=3"), 404, "MessageNotExist")
+	r := other.get("/queues/" + far + "/messages")
+	wantStatus(t, r, 200)
+	var m xPropMessage
+	decode(t, r, &m)
+	if m.MessageBody != "poison" || m.MessageId == sent.MessageId {
+		t.Fatalf("dead-lettered: %+v", m)
 	}
-	wantError(t, cl.get("/queues/"+newSrc), 404, "QueueNotExist")
-	wantStatus(t, cl.put("/queues/"+src+"?metaoverride=true", policy(same)), 204)
-	// The refusal suggests a name on the right shard, which works.
-	_, after, _ := strings.Cut(e.Message, "; ")
-	hint, _, ok := strings.Cut(after, ", for example")
-	if !ok {
-		t.Fatalf("no name suggested: %q", e.Message)
+	if len(m.UserProperties) != 1 || m.UserProperties[0] != (xProp{"k", "v", "STRING"}) {
+		t.Fatalf("user properties %+v", m.UserProperties)
 	}
-	wantStatus(t, cl.put("/queues/"+hint, ""), 201)
-	wantStatus(t, cl.put("/queues/"+newSrc, policy(hint)), 201)
+	want := []xProp{
+		{"DLQMessageType", "QUEUE", "STRING"},
+		{"DLQSourceArn", "acs:mns:local:0:/queues/" + src, "STRING"},
+		{"DLQOriginMessageId", sent.MessageId, "STRING"},
+	}
+	if !slices.Equal(m.SystemProperties, want) {
+		t.Fatalf("system properties %+v, want %+v", m.SystemProperties, want)
+	}
+	var sq xQueue
+	decode(t, other.get("/queues/"+src), &sq)
+	if sq.ActiveMessages+sq.InactiveMessages+sq.DelayMessages != 0 {
+		t.Fatalf("the source still holds %+v", sq)
+	}
 }

@@ -34,9 +34,6 @@ func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
 		return err
 	}
 	name := string(st.name)
-	if err := s.checkDeadLetterShard(name, p); err != nil {
-		return err
-	}
 	created, err := st.b.CreateQueue(name, cfg)
 	if err != nil {
 		return err
@@ -54,9 +51,6 @@ func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
 func (s *Server) setQueueAttributes(ctx *fasthttp.RequestCtx, st *reqState) error {
 	p, err := decodeQueueAttrs(&st.doc, st.body)
 	if err != nil {
-		return err
-	}
-	if err := s.checkDeadLetterShard(string(st.name), p); err != nil {
 		return err
 	}
 	if err := st.b.SetQueueAttributes(string(st.name), p); err != nil {

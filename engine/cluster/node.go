@@ -197,6 +197,7 @@ func Start(cfg Config) (*Node, error) {
 	n.tr.refused = func() { n.refused.Add(1) }
 	n.tr.forward = n.serveForward
 	n.tr.member = n.serveMember
+	n.tr.move = n.serveMove
 	n.fwd.idle, n.fwd.open = map[uint64][]net.Conn{}, map[uint64]int{}
 	if n.book, err = loadMembers(cfg.Dir); err != nil {
 		ln.Close()

@@ -93,6 +93,7 @@ func TestClusterRefusesPeersWithoutTheKey(t *testing.T) {
 		{"replace a member without a key", kindRejoin, nil, binary.LittleEndian.AppendUint32(nil, 0)},
 		{"snapshot with a wrong key", kindSnapshot, wrong, []byte{0, 0, 0, 0}},
 		{"forward with a wrong key", kindForward, wrong, append(binary.LittleEndian.AppendUint32(nil, 20), "\x00GET /queues HTTP/1.1"...)},
+		{"move a dead letter with a wrong key", kindMove, wrong, moveFrame(t, "guarded")},
 	}
 	for _, a := range attempts {
 		refused := c.nodes[0].refused.Load()
@@ -142,6 +143,16 @@ func TestClusterRefusesPeersWithoutTheKey(t *testing.T) {
 	if k := strings.Count(logs.String(), "raft connection refused"); k < len(attempts)+1 {
 		t.Errorf("%d refusals logged, want %d:\n%s", k, len(attempts)+1, logs.String())
 	}
+}
+
+// moveFrame is a dead-letter move of one message into queue, framed.
+func moveFrame(t *testing.T, queue string) []byte {
+	now := time.Now().UnixMilli()
+	req := appendMove(nil, queue, []engine.MovedMessage{{Body: []byte("forged"), EnqueueMs: now, ExpireMs: now + 60_000, Priority: 8}})
+	if _, _, err := parseMove(req); err != nil {
+		t.Fatal(err)
+	}
+	return append(binary.LittleEndian.AppendUint32(nil, uint32(len(req))), req...)
 }
 
 // intrude plays the initiator's side of the handshake with key (nil: a

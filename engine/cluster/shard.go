@@ -180,6 +180,8 @@ func (s *shard) openBrokerAt(dir string) (*engine.Broker, error) {
 	o.WAL.DeferWrites = true
 	o.Replica = s
 	o.HandleSecret = s.n.handleSecret(s.id)
+	o.DeadLetterRouter = deadLetterRouter{s.n, s.id}
+	o.MessageIDSpace = uint16(s.id + 1) // ids unique over the shards
 	o.Logger = s.log
 	if s.n.flushFS != nil {
 		o.WAL.FS = s.n.flushFS

@@ -86,6 +86,7 @@ type transport struct {
 	refused   func()                                 // a handshake failed (metrics)
 	forward   func(from uint64, c net.Conn)          // serve a forward connection (forward.go)
 	member    func(from uint64, c net.Conn)          // serve a membership request (members.go)
+	move      func(from uint64, c net.Conn)          // serve a dead-letter move (deadletter.go)
 
 	mu    sync.Mutex
 	peers map[uint64]*peer  // guarded by mu
@@ -382,6 +383,9 @@ func (t *transport) serveConn(c net.Conn) {
 	case kindMember:
 		t.member(from, c)
 		return
+	case kindMove:
+		t.move(from, c)
+		return
 	case kindRejoin:
 		t.serveRejoin(from, c)
 		return
@@ -566,7 +570,7 @@ func (t *transport) accept(c net.Conn) (kind byte, from uint64, err error) {
 	if !hmac.Equal(mi[:], t.mac('I', na, ni, from, t.self)) {
 		return 0, 0, fmt.Errorf("%w: node %d", ErrAuth, from)
 	}
-	if kind > kindMember {
+	if kind > kindMove {
 		return 0, 0, fmt.Errorf("unknown connection kind %d", kind)
 	}
 	t.mu.Lock()
