@@ -157,6 +157,9 @@ func (n *Node) serveMove(from uint64, c net.Conn) {
 		n.log.Warn("a bad dead-letter move; closing", "peer", from, "err", err)
 		return
 	}
+	if n.testDropMoves.Add(-1) >= 0 {
+		return // a test's fault: a leader lost before it stored anything
+	}
 	status, text := moveStored, ""
 	b, _, rerr := n.Route(target)
 	switch {
@@ -174,6 +177,9 @@ func (n *Node) serveMove(from uint64, c net.Conn) {
 			status, text = moveRefused, err.Error()
 			n.log.Warn("dead-letter move refused", "peer", from, "queue", target, "messages", len(ms), "err", err)
 		}
+	}
+	if status == moveStored && n.testMuteMoves.Add(-1) >= 0 {
+		return // a test's fault: stored, and the answer lost
 	}
 	writeFrame(c, append([]byte{byte(status)}, text...))
 }

@@ -2,7 +2,13 @@ package cluster
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/smqd/smqd/engine"
 )
@@ -27,4 +33,206 @@ func FuzzParseMove(f *testing.F) {
 			t.Fatalf("accepted %x, which encodes back as %x", b, again)
 		}
 	})
+}
+
+// Dead-letter moves between shards while the leaders of both shards are
+// lost under them: every poison message ends in the dead-letter queue at
+// least once, nothing else appears there, and the source ends empty. The
+// source's leader is stopped while its receivers move messages (between a
+// hop and the source's delete, the move must leave a copy, never none), and
+// the target shard's leader while hops run to it.
+func TestClusterDeadLetterMovesSurviveLeaderLoss(t *testing.T) {
+	c := newTestCluster(t, 3, 4)
+	const src, n = "poison-src", 3200
+	si, _ := c.leader(src)
+	dlq := ""
+	for k := 0; dlq == ""; k++ {
+		name := fmt.Sprintf("poison-dlq-%d", k)
+		if c.nodes[si].ShardOf(name) != c.nodes[si].ShardOf(src) {
+			if li, _ := c.leader(name); li != si {
+				dlq = name
+			}
+		}
+	}
+	c.onLeader(dlq, func(b *engine.Broker) error {
+		_, err := b.CreateQueue(dlq, engine.DefaultQueueConfig())
+		return err
+	})
+	cfg := engine.DefaultQueueConfig()
+	cfg.VisibilityTimeout = time.Second
+	cfg.DeadLetterQueue, cfg.MaxReceiveCount = dlq, 1
+	eventually(t, "the policy set once the source's leader sees the target", func() error {
+		_, b := c.leader(src)
+		_, err := b.CreateQueue(src, cfg)
+		return err
+	})
+	for i := 0; i < n; i += engine.MaxBatch {
+		var batch []engine.SendEntry
+		for j := i; j < i+engine.MaxBatch; j++ {
+			batch = append(batch, engine.SendEntry{Body: fmt.Appendf(nil, "poison-%d", j)})
+		}
+		c.onLeader(src, func(b *engine.Broker) error {
+			q, err := b.Queue(src)
+			if err == nil {
+				_, err = q.Send(batch, nil)
+			}
+			return err
+		})
+	}
+
+	// Every message received once: each is hidden for 1 s, and its next
+	// receive moves it.
+	for got := 0; got < n; {
+		_, b := c.leader(src)
+		q, err := b.Queue(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := q.Receive(context.Background(), engine.ReceiveOptions{Max: engine.MaxBatch}, nil)
+		if err != nil && !errors.Is(err, engine.ErrRetryOnLeader) {
+			t.Fatalf("first receives, %d of %d: %v", got, n, err)
+		}
+		got += len(ms)
+	}
+	// Receivers on the source's leader (wherever it is), each moving up to
+	// 16 due messages per 100 ms (about 5 s for all), while the leaders of
+	// both shards are stopped in turn. The receivers see the nodes
+	// through a copy the test renews after each stop and start.
+	var mu sync.Mutex
+	nodes := slices.Clone(c.nodes)
+	renew := func() {
+		mu.Lock()
+		nodes = slices.Clone(c.nodes)
+		mu.Unlock()
+	}
+	// The first hops fail: the target's leader drops four requests
+	// unread (as if it were lost before storing them) and stores four
+	// without answering (as if it were lost after).
+	for _, nd := range c.nodes {
+		nd.testDropMoves.Store(4)
+		nd.testMuteMoves.Store(4)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				mu.Lock()
+				ns := nodes
+				mu.Unlock()
+				for _, n := range ns {
+					if n == nil {
+						continue
+					}
+					if b, _, err := n.Route(src); err == nil && b != nil {
+						if q, err := b.Queue(src); err == nil {
+							q.Receive(context.Background(), engine.ReceiveOptions{Max: 4}, nil)
+						}
+						break
+					}
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+	}
+	// fault stops the leader of whose once the dead-letter queue holds at
+	// least moved messages, and starts it again half a second later.
+	fault := func(moved int64, whose string) {
+		eventually(t, "moves under way", func() error {
+			_, b := c.leader(dlq)
+			q, err := b.Queue(dlq)
+			if err != nil {
+				return err
+			}
+			if info, _ := q.Attributes(); info.Active < moved {
+				return fmt.Errorf("%d moved", info.Active)
+			}
+			return nil
+		})
+		i, _ := c.leader(whose)
+		t.Logf("moving: source %s, dead-letter queue %s; stopping node %d, the leader of %s", c.left(src), c.left(dlq), i+1, whose)
+		c.stop(i)
+		renew()
+		time.Sleep(500 * time.Millisecond)
+		c.start(i)
+		renew()
+	}
+	fault(n/5, dlq)
+	fault(n/2, src)
+	close(stop)
+	wg.Wait()
+
+	// Then without faults until the source is empty.
+	eventuallyWithin(t, 60*time.Second, "the source emptied", func() error {
+		_, b := c.leader(src)
+		q, err := b.Queue(src)
+		if err != nil {
+			return err
+		}
+		q.Receive(context.Background(), engine.ReceiveOptions{Max: engine.MaxBatch}, nil)
+		info, err := q.Attributes()
+		if err != nil {
+			return err
+		}
+		if left := info.Active + info.Inactive + info.Delayed; left != 0 {
+			return fmt.Errorf("%d messages left", left)
+		}
+		return nil
+	})
+
+	// The dead-letter queue holds each message at least once.
+	seen := map[string]int{}
+	_, b := c.leader(dlq)
+	q, err := b.Queue(dlq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ms, err := q.Receive(context.Background(), engine.ReceiveOptions{Max: engine.MaxBatch}, nil)
+		if errors.Is(err, engine.ErrMessageNotExist) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ms {
+			seen[string(ms[i].Body)]++
+		}
+	}
+	dups := 0
+	for j := 0; j < n; j++ {
+		body := fmt.Sprintf("poison-%d", j)
+		switch k := seen[body]; {
+		case k == 0:
+			t.Errorf("%s lost: in neither queue", body)
+		case k > 1:
+			dups += k - 1
+		}
+		delete(seen, body)
+	}
+	if len(seen) != 0 {
+		t.Errorf("the dead-letter queue holds what was never sent: %v", seen)
+	}
+	t.Logf("%d messages moved, %d duplicates", n, dups)
+}
+
+// left describes what the leader of queue's shard holds.
+func (c *testCluster) left(queue string) string {
+	_, b := c.leader(queue)
+	q, err := b.Queue(queue)
+	if err != nil {
+		return err.Error()
+	}
+	info, err := q.Attributes()
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%d active, %d inactive", info.Active, info.Inactive)
 }
