@@ -62,6 +62,23 @@ func queuesOnShards(shards int) []string {
 	return out
 }
 
+// deadLettersOnOtherShards names, for each queue of queuesOnShards, a
+// dead-letter queue on the next shard: every move crosses shards.
+func deadLettersOnOtherShards(queues []string) map[string]string {
+	shards := len(queues)
+	out := map[string]string{}
+	for sh, q := range queues {
+		for i := 0; i < 100000; i++ {
+			name := fmt.Sprintf("chaos-dlq-%d", i)
+			if int(xxhash.Sum64String(name)%uint64(shards)) == (sh+1)%shards && !slices.Contains(slices.Collect(maps.Values(out)), name) {
+				out[q] = name
+				break
+			}
+		}
+	}
+	return out
+}
+
 // startCluster starts a harness cluster for t and stops it on cleanup;
 // when t fails, the nodes' last log lines are logged.
 func startCluster(t *testing.T, nodes, shards int, args ...string) *Cluster {
@@ -137,7 +154,7 @@ func finish(t *testing.T, c *Cluster, w *Workload) Result {
 		t.Fatal(err)
 	}
 	ops := w.H.Ops()
-	r := Check(ops)
+	r := CheckWith(ops, w.DeadLetters)
 	t.Logf("history: %s", r.String())
 	t.Logf("errors (kind, outcome, message: count):\n%s", errorSummary(ops))
 	if !r.Valid() {
@@ -145,7 +162,7 @@ func finish(t *testing.T, c *Cluster, w *Workload) Result {
 		// DequeueCounts included (docs/chaos.md: fixed, and 160 cycles
 		// without one since).
 		t.Errorf("the history violates the queue's guarantees:\n%s", r.String())
-		for _, l := range [][]string{r.Lost, r.Resurrected, r.Decreased, r.Phantom, r.Identity} {
+		for _, l := range [][]string{r.Lost, r.Resurrected, r.Decreased, r.Phantom, r.Identity, r.Misplaced} {
 			for _, v := range l[:min(3, len(l))] {
 				body, _, _ := strings.Cut(v, " ")
 				body = strings.TrimSuffix(body, ":")
@@ -224,6 +241,9 @@ func runChaos(t *testing.T, nodes, n int, args ...string) {
 	c := startCluster(t, nodes, shards, args...)
 	queues := queuesOnShards(shards)
 	w := newWorkload(c, queues)
+	// Every eighth message is poison: never deleted, moved after two
+	// receives to a dead-letter queue on another shard.
+	w.DeadLetters, w.MaxReceive = deadLettersOnOtherShards(queues), 2
 	if err := w.CreateQueues(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +275,11 @@ func runChaos(t *testing.T, nodes, n int, args ...string) {
 	cancel()
 	<-done
 	r := finish(t, c, w)
-	t.Logf("%d nodes, %d fault cycles: %d acknowledged sends, %d lost, %d duplicate deliveries", nodes, n, r.SendsOk, len(r.Lost), r.Duplicates)
+	t.Logf("%d nodes, %d fault cycles: %d acknowledged sends, %d lost, %d duplicate deliveries, %d messages dead-lettered across shards (%d extra copies)",
+		nodes, n, r.SendsOk, len(r.Lost), r.Duplicates, r.DeadLettered, r.DeadLetterCopies)
+	if r.DeadLettered == 0 {
+		t.Errorf("no message was dead-lettered: %s", r.String())
+	}
 	// A graceful stop shows the clients of the other nodes no error.
 	bad, checked := DuringStops(w.H.Ops(), c.Stops())
 	t.Logf("%d graceful stops: %d operations through the other nodes meanwhile, %d of them failed", len(c.Stops()), checked, len(bad))

@@ -21,7 +21,15 @@ package chaos
 //     was killed — is undone, and the next leader hands the message out
 //     again with the same count, as a single node does after a crash.)
 //  6. Identity: a message keeps one MessageId: the one its Ok send was
-//     given, in every receive.
+//     given, in every receive from the queue it was sent to.
+//  7. Misplaced: a message is received only from the queue it was sent
+//     to, or from that queue's dead-letter queue (CheckWith).
+//
+// Dead letters (CheckWith): a message moved to its queue's dead-letter
+// queue is a new message there (another MessageId, DequeueCount from 1);
+// a move is at least once, so there may be several copies. Rules 4 and 5
+// hold for each copy (its queue and MessageId); rule 1 is met by a
+// delivery from either queue.
 //
 // Counted, not violations: duplicates (deliveries of a message after its
 // first: at-least-once), sends of unknown outcome and whether they showed
@@ -39,8 +47,10 @@ type Result struct {
 	Sends, SendsOk, SendsFailed, SendsUnknown int
 	UnknownSeen                               int // unknown sends that were received
 	Receives, Deliveries, Distinct            int // Ok receives; messages they returned; distinct messages
-	Duplicates                                int // deliveries beyond each message's first
+	Duplicates                                int // deliveries beyond each message's first (each copy's, for a moved one)
 	DuplicatedMessages                        int // messages delivered more than once
+	DeadLettered                              int // messages received from a dead-letter queue
+	DeadLetterCopies                          int // their copies beyond one each
 	DeletesOk                                 int
 	TimedOut                                  int // operations whose client timed out
 	Slowest                                   time.Duration
@@ -52,11 +62,12 @@ type Result struct {
 	Resurrected []string
 	Decreased   []string
 	Identity    []string
+	Misplaced   []string
 }
 
 // Valid reports whether no rule was violated.
 func (r *Result) Valid() bool {
-	return len(r.Lost)+len(r.Unexpected)+len(r.Phantom)+len(r.Resurrected)+len(r.Decreased)+len(r.Identity) == 0
+	return len(r.Lost)+len(r.Unexpected)+len(r.Phantom)+len(r.Resurrected)+len(r.Decreased)+len(r.Identity)+len(r.Misplaced) == 0
 }
 
 // String summarises the result.
@@ -65,11 +76,14 @@ func (r *Result) String() string {
 	fmt.Fprintf(&b, "sends %d (ok %d, failed %d, unknown %d of which %d seen); receives %d: %d deliveries of %d messages, %d duplicates (%d messages); deletes ok %d; client timeouts %d; slowest %v (%s)",
 		r.Sends, r.SendsOk, r.SendsFailed, r.SendsUnknown, r.UnknownSeen, r.Receives, r.Deliveries, r.Distinct,
 		r.Duplicates, r.DuplicatedMessages, r.DeletesOk, r.TimedOut, r.Slowest.Round(time.Millisecond), r.SlowestOp)
+	if r.DeadLettered > 0 {
+		fmt.Fprintf(&b, "; dead-lettered %d messages (%d extra copies)", r.DeadLettered, r.DeadLetterCopies)
+	}
 	for _, v := range []struct {
 		name string
 		l    []string
 	}{{"LOST", r.Lost}, {"UNEXPECTED", r.Unexpected}, {"PHANTOM", r.Phantom}, {"RESURRECTED", r.Resurrected},
-		{"DEQUEUECOUNT DECREASED", r.Decreased}, {"IDENTITY", r.Identity}} {
+		{"DEQUEUECOUNT DECREASED", r.Decreased}, {"IDENTITY", r.Identity}, {"MISPLACED", r.Misplaced}} {
 		if len(v.l) > 0 {
 			l := v.l
 			if len(l) > 20 {
@@ -87,11 +101,16 @@ type delivery struct {
 	msg Received
 }
 
-// Check checks a history (see the file comment).
-func Check(ops []Op) Result {
+// Check checks a history (see the file comment) of queues without
+// dead-letter policies.
+func Check(ops []Op) Result { return CheckWith(ops, nil) }
+
+// CheckWith checks a history whose queues move messages to the dead-letter
+// queues deadLetters names (a queue's name → its dead-letter queue's).
+func CheckWith(ops []Op, deadLetters map[string]string) Result {
 	var r Result
 	sends := map[string]*Op{}     // body → its send
-	deletes := map[string][]*Op{} // body → its Ok deletes
+	deletes := map[string][]*Op{} // queue NUL body, and queue NUL MessageId → its Ok deletes
 	var deliveries []delivery
 	for i := range ops {
 		op := &ops[i]
@@ -125,7 +144,8 @@ func Check(ops []Op) Result {
 		case OpDelete:
 			if op.Outcome == Ok {
 				r.DeletesOk++
-				deletes[op.Body] = append(deletes[op.Body], op)
+				deletes[op.Queue+"\x00"+op.Body] = append(deletes[op.Queue+"\x00"+op.Body], op)
+				deletes[op.Queue+"\x00"+op.MessageID] = append(deletes[op.Queue+"\x00"+op.MessageID], op)
 			}
 		}
 	}
@@ -151,27 +171,42 @@ func Check(ops []Op) Result {
 		case s.Outcome != Ok:
 			r.UnknownSeen++
 		}
-		if len(ds) > 1 {
-			r.Duplicates += len(ds) - 1
-			r.DuplicatedMessages++
-		}
 		sort.Slice(ds, func(i, j int) bool { return ds[i].op.Invoke.Before(ds[j].op.Invoke) })
+		home, dlq := s.Queue, deadLetters[s.Queue]
 		id := ds[0].msg.MessageID
 		if s.Outcome == Ok {
 			id = s.MessageID
 		}
+		copies := map[string]bool{} // MessageIds in the dead-letter queue
+		homeN, dlqN := 0, 0         // deliveries from either queue
 		for i, d := range ds {
-			if d.msg.MessageID != id {
-				r.Identity = append(r.Identity, fmt.Sprintf("%s: id %s, received as %s (receive %d)", body, id, d.msg.MessageID, d.op.ID))
+			var dels []*Op
+			switch q := d.op.Queue; {
+			case q == home:
+				if d.msg.MessageID != id {
+					r.Identity = append(r.Identity, fmt.Sprintf("%s: id %s, received as %s (receive %d)", body, id, d.msg.MessageID, d.op.ID))
+				}
+				dels = deletes[q+"\x00"+body]
+				homeN++
+			case dlq != "" && q == dlq:
+				dels = deletes[q+"\x00"+d.msg.MessageID]
+				copies[d.msg.MessageID] = true
+				dlqN++
+			default:
+				r.Misplaced = append(r.Misplaced, fmt.Sprintf("%s: sent to %s, received from %s (receive %d, id %s)", body, home, q, d.op.ID, d.msg.MessageID))
+				continue
 			}
 			for _, prev := range ds[:i] {
+				if prev.op.Queue != d.op.Queue || (d.op.Queue != home && prev.msg.MessageID != d.msg.MessageID) {
+					continue // another copy
+				}
 				if d.op.Invoke.After(prev.op.Complete) && d.msg.DequeueCount < prev.msg.DequeueCount {
 					r.Decreased = append(r.Decreased, fmt.Sprintf("%s: DequeueCount %d (receive %d, node %d, %s) after %d (receive %d, node %d, %s)",
 						body, d.msg.DequeueCount, d.op.ID, d.op.Node, stamp(d.op.Invoke), prev.msg.DequeueCount, prev.op.ID, prev.op.Node, stamp(prev.op.Complete)))
 					break
 				}
 			}
-			for _, del := range deletes[body] {
+			for _, del := range dels {
 				if d.op.Invoke.After(del.Complete) {
 					r.Resurrected = append(r.Resurrected, fmt.Sprintf("%s: deleted (op %d, node %d, done %s), then received (op %d, node %d, invoked %s, DequeueCount %d)",
 						body, del.ID, del.Node, stamp(del.Complete), d.op.ID, d.op.Node, stamp(d.op.Invoke), d.msg.DequeueCount))
@@ -179,8 +214,20 @@ func Check(ops []Op) Result {
 				}
 			}
 		}
+		extra := homeN - 1 // deliveries beyond the first
+		if len(copies) > 0 {
+			// Its receives in its own queue were the way there, not
+			// duplicates: count its copies' beyond one each.
+			r.DeadLettered++
+			r.DeadLetterCopies += len(copies) - 1
+			extra = dlqN - len(copies)
+		}
+		if extra > 0 {
+			r.Duplicates += extra
+			r.DuplicatedMessages++
+		}
 	}
-	for _, l := range [][]string{r.Lost, r.Unexpected, r.Phantom, r.Resurrected, r.Decreased, r.Identity} {
+	for _, l := range [][]string{r.Lost, r.Unexpected, r.Phantom, r.Resurrected, r.Decreased, r.Identity, r.Misplaced} {
 		sort.Strings(l)
 	}
 	return r

@@ -105,6 +105,56 @@ func TestCheckerRules(t *testing.T) {
 	}
 }
 
+// in puts the last op on queue q.
+func (h *hist) in(q string) *hist { h.ops[len(h.ops)-1].Queue = q; return h }
+
+// Dead letters: a message of queue q moved to its dead-letter queue d is a
+// new message there (another id, a count from 1), maybe more than once;
+// each copy keeps rules 4 and 5, and a message shows up in no other queue.
+func TestCheckerDeadLetters(t *testing.T) {
+	dl := map[string]string{"q": "d"}
+	moved := func() *hist {
+		return new(hist).send("a", "1", Ok).in("q").recv(Ok, msg("a", "1", 1)).in("q").recv(Ok, msg("a", "1", 2)).in("q").
+			recv(Ok, msg("a", "9", 1)).in("d")
+	}
+	for _, tc := range []struct {
+		name  string
+		h     *hist
+		valid bool
+		want  func(r *Result) int // a count that must be exactly 1
+	}{
+		{"moved: a new id and count in the dead-letter queue", moved().del("a", "9", Ok).in("d"), true,
+			func(r *Result) int { return r.DeadLettered + r.Duplicates }},
+		{"moved twice: a second copy", moved().recv(Ok, msg("a", "10", 1)).in("d"), true,
+			func(r *Result) int { return r.DeadLetterCopies }},
+		{"a copy received twice is a duplicate", moved().recv(Ok, msg("a", "9", 2)).in("d"), true,
+			func(r *Result) int { return r.Duplicates }},
+		{"another copy after a copy's delete is no resurrection", moved().del("a", "9", Ok).in("d").recv(Ok, msg("a", "10", 1)).in("d"), true, nil},
+		{"resurrected: a copy received after its delete", moved().del("a", "9", Ok).in("d").recv(Ok, msg("a", "9", 2)).in("d"), false,
+			func(r *Result) int { return len(r.Resurrected) }},
+		{"a copy's DequeueCount decreased", moved().recv(Ok, msg("a", "9", 3)).in("d").recv(Ok, msg("a", "9", 2)).in("d"), false,
+			func(r *Result) int { return len(r.Decreased) }},
+		{"misplaced: received from a queue it was not sent to", moved().recv(Ok, msg("a", "11", 1)).in("e"), false,
+			func(r *Result) int { return len(r.Misplaced) }},
+		{"identity still holds in its own queue", moved().recv(Ok, msg("a", "2", 3)).in("q"), false,
+			func(r *Result) int { return len(r.Identity) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := CheckWith(tc.h.ops, dl)
+			if r.Valid() != tc.valid {
+				t.Fatalf("valid %v, want %v:\n%s", r.Valid(), tc.valid, r.String())
+			}
+			if tc.want != nil && tc.want(&r) != 1 {
+				t.Fatalf("want exactly one:\n%s", r.String())
+			}
+		})
+	}
+	// Without the policy, the dead-letter queue's delivery is misplaced.
+	if r := Check(moved().ops); len(r.Misplaced) != 1 {
+		t.Fatalf("a move checked without its policy: %s", r.String())
+	}
+}
+
 func TestCheckerCounts(t *testing.T) {
 	h := new(hist).send("a", "1", Ok).send("b", "", Unknown).send("c", "", Fail).
 		recv(Ok, msg("a", "1", 1), msg("b", "2", 1)).recv(Ok, msg("a", "1", 2)).recv(Ok, msg("a", "1", 3)).

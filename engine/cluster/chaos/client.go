@@ -136,7 +136,17 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte) (in
 
 // CreateQueue creates a queue with a visibility timeout (seconds).
 func (c *Client) CreateQueue(ctx context.Context, name string, visibility int) error {
-	body := fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><Queue xmlns="http://mns.aliyuncs.com/doc/v1/"><VisibilityTimeout>%d</VisibilityTimeout></Queue>`, visibility)
+	return c.CreateQueueWith(ctx, name, visibility, "", 0)
+}
+
+// CreateQueueWith creates a queue with a dead-letter policy (none when
+// deadLetter is empty).
+func (c *Client) CreateQueueWith(ctx context.Context, name string, visibility int, deadLetter string, maxReceive int) error {
+	policy := ""
+	if deadLetter != "" {
+		policy = fmt.Sprintf("<DeadLetterTargetQueue>%s</DeadLetterTargetQueue><MaxReceiveCount>%d</MaxReceiveCount>", deadLetter, maxReceive)
+	}
+	body := fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><Queue xmlns="http://mns.aliyuncs.com/doc/v1/"><VisibilityTimeout>%d</VisibilityTimeout>%s</Queue>`, visibility, policy)
 	_, _, err := c.do(ctx, "PUT", "/queues/"+name, []byte(body))
 	return err
 }

@@ -11,11 +11,18 @@ package chaos
 //  2. A body is used by one send only (process and sequence number), so
 //     the checker can tell messages apart by body.
 //  3. Run returns only after every producer and consumer goroutine ended.
+//
+// Dead letters (DeadLetters set): every eighth send's body starts with
+// "poison-", and consumers receive such messages but never delete them, so
+// that each is moved to its queue's dead-letter queue after MaxReceive
+// receives. The dead-letter queues are drained at the end with the rest.
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -30,6 +37,23 @@ type Workload struct {
 	Timeout    time.Duration // each request's bound
 	Visibility int           // the queues' VisibilityTimeout, seconds
 	SendPause  time.Duration // between a producer's sends
+
+	DeadLetters map[string]string // a queue's dead-letter queue, if any
+	MaxReceive  int               // their MaxReceiveCount
+}
+
+// poisonPrefix starts the bodies consumers never delete.
+const poisonPrefix = "poison-"
+
+// allQueues lists the queues and then their dead-letter queues.
+func (w *Workload) allQueues() []string {
+	out := slices.Clone(w.Queues)
+	for _, q := range w.Queues {
+		if d := w.DeadLetters[q]; d != "" && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // clients returns one client per node for a process.
@@ -53,11 +77,14 @@ func (w *Workload) CreateQueues(timeout time.Duration) error {
 	cls := w.clients()
 	defer closeAll(cls)
 	deadline := time.Now().Add(timeout)
-	for _, q := range w.Queues {
+	// The dead-letter queues first: a policy names an existing queue.
+	queues := w.allQueues()
+	queues = append(queues[len(w.Queues):], w.Queues...)
+	for _, q := range queues {
 		var err error
 		for k := 0; ; k++ {
 			ctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
-			err = cls[k%len(cls)+1].CreateQueue(ctx, q, w.Visibility)
+			err = cls[k%len(cls)+1].CreateQueueWith(ctx, q, w.Visibility, w.DeadLetters[q], w.MaxReceive)
 			cancel()
 			if err == nil || time.Now().After(deadline) {
 				break
@@ -107,7 +134,11 @@ func (w *Workload) produce(ctx context.Context, p int) {
 	for seq := 0; ctx.Err() == nil; seq++ {
 		node := (p+seq)%len(cls) + 1
 		q := w.Queues[rand.IntN(len(w.Queues))]
-		op := w.H.Invoke(Op{Process: p, Kind: OpSend, Node: node, Queue: q, Body: fmt.Sprintf("p%d-%d", p, seq)})
+		body := fmt.Sprintf("p%d-%d", p, seq)
+		if w.DeadLetters[q] != "" && seq%8 == 7 {
+			body = poisonPrefix + body
+		}
+		op := w.H.Invoke(Op{Process: p, Kind: OpSend, Node: node, Queue: q, Body: body})
 		rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
 		id, err := cls[node].Send(rctx, q, op.Body)
 		cancel()
@@ -138,6 +169,9 @@ func (w *Workload) consume(ctx context.Context, p int) {
 			continue
 		}
 		for i, m := range ms {
+			if strings.HasPrefix(m.Body, poisonPrefix) {
+				continue // never deleted: moved to the dead-letter queue
+			}
 			dn := (node+i)%len(cls) + 1
 			d := w.H.Invoke(Op{Process: p, Kind: OpDelete, Node: dn, Queue: q, Body: m.Body, MessageID: m.MessageID, Handle: m.Handle})
 			rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
@@ -157,12 +191,13 @@ func (w *Workload) Drain(quiet, timeout time.Duration) error {
 	defer closeAll(cls)
 	deadline := time.Now().Add(timeout)
 	lastSeen := time.Now()
+	queues := w.allQueues()
 	for k := 0; ; k++ {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("drain: queues not quiet after %v", timeout)
 		}
 		node := k%len(cls) + 1
-		q := w.Queues[(k/len(cls))%len(w.Queues)]
+		q := queues[(k/len(cls))%len(queues)]
 		op := w.H.Invoke(Op{Process: -1, Kind: OpReceive, Node: node, Queue: q})
 		rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
 		ms, err := cls[node].Receive(rctx, q, 16, 0)
