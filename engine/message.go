@@ -35,7 +35,9 @@ func (s MessageState) String() string {
 }
 
 // MessageID identifies a message uniquely within its queue, forever: the
-// queue's broker-unique id followed by the message's sequence number.
+// queue's broker-unique id (with the broker's Options.MessageIDSpace in
+// bits 48-62, so that a cluster's shards never share one) followed by the
+// message's sequence number.
 type MessageID [16]byte
 
 // messageID is the id of message seq of queue qid: its queue half carries

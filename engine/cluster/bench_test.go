@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -74,3 +76,95 @@ func newBenchCluster(b *testing.B, n, shards int) *testCluster {
 }
 
 var sendNS atomic.Int64
+
+// BenchmarkClusterDeadLetterMove: receives that move messages to the
+// dead-letter queue (MaxReceiveCount 1, every message received once
+// before the timer starts) through the source shard's leader of an
+// in-process 3-node cluster, 8 receivers; the target on the same shard (one
+// record per move) or on a shard another node leads (a hop per batch).
+// ns/op is per message moved.
+func BenchmarkClusterDeadLetterMove(b *testing.B) {
+	for _, where := range []string{"same-shard", "other-shard"} {
+		b.Run(where, func(b *testing.B) {
+			c := newBenchCluster(b, 3, 4)
+			defer func() {
+				for i := range c.nodes {
+					c.stop(i)
+				}
+			}()
+			const src = "bench-src"
+			si, br := c.leader(src)
+			dlq := ""
+			for k := 0; dlq == ""; k++ {
+				name := fmt.Sprintf("bench-dlq-%d", k)
+				same := c.nodes[si].ShardOf(name) == c.nodes[si].ShardOf(src)
+				if li, _ := c.leader(name); same == (where == "same-shard") && (same || li != si) {
+					dlq = name
+				}
+			}
+			_, bd := c.leader(dlq)
+			if _, err := bd.CreateQueue(dlq, engine.DefaultQueueConfig()); err != nil {
+				b.Fatal(err)
+			}
+			cfg := engine.DefaultQueueConfig()
+			cfg.VisibilityTimeout = time.Second
+			cfg.DeadLetterQueue, cfg.MaxReceiveCount = dlq, 1
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				_, err := br.CreateQueue(src, cfg)
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatal(err)
+				}
+				time.Sleep(10 * time.Millisecond) // the target not replicated here yet
+			}
+			q, _ := br.Queue(src)
+			body := make([]byte, 1024)
+			ents := make([]engine.SendEntry, engine.MaxBatch)
+			for i := range ents {
+				ents[i].Body = body
+			}
+			n := (b.N + engine.MaxBatch - 1) / engine.MaxBatch * engine.MaxBatch
+			for i := 0; i < n; i += engine.MaxBatch {
+				if _, err := q.Send(ents, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for got := 0; got < n; {
+				ms, err := q.Receive(context.Background(), engine.ReceiveOptions{Max: engine.MaxBatch}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				got += len(ms)
+			}
+			time.Sleep(1100 * time.Millisecond) // every hide over
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for w := 0; w < 8; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						_, err := q.Receive(context.Background(), engine.ReceiveOptions{Max: engine.MaxBatch}, nil)
+						if errors.Is(err, engine.ErrMessageNotExist) {
+							return
+						}
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			info, _ := q.Attributes()
+			if left := info.Active + info.Inactive; left != 0 {
+				b.Fatalf("%d messages not moved", left)
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "moves/s")
+		})
+	}
+}
