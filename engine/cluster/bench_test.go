@@ -149,7 +149,12 @@ func BenchmarkClusterDeadLetterMove(b *testing.B) {
 					for {
 						_, err := q.Receive(context.Background(), engine.ReceiveOptions{Max: engine.MaxBatch}, nil)
 						if errors.Is(err, engine.ErrMessageNotExist) {
-							return
+							// A receive that moved all it took and found
+							// no more within its tries answers empty.
+							if info, _ := q.Attributes(); info.Active+info.Inactive == 0 {
+								return
+							}
+							continue
 						}
 						if err != nil {
 							b.Error(err)
