@@ -23,8 +23,9 @@ package engine
 //     dead-letter record (record.go type 23: the source's snapshot, then the
 //     message as it enters the target, its body and properties plus the
 //     three DLQ system properties) and free the source slot;
-//  4. wait until the record is durable (as a send does), then make the new
-//     message Active in the target.
+//  4. wait until the record is durable (as a send does; once for all the
+//     moves of a receive, finishMoves), then make the new message Active
+//     in the target.
 //
 // Invariants:
 //  1. A move is one log record. Replay (fold.go, apply.go) applies both of
@@ -147,21 +148,92 @@ func (q *Queue) deadLetter(mv *moves) error {
 	r := q.b.getReader()
 	defer q.b.putReader(r)
 	var msg Message
-	for i := 0; i < mv.n; i++ {
-		if _, err := q.moveOne(mv.target, &mv.locs[i], r, &msg, nil); err != nil {
-			return err
+	var pend [MaxBatch]pendingMove
+	n := 0
+	var err error
+	for i := 0; i < mv.n && err == nil; i++ {
+		var moved bool
+		if moved, err = q.moveOne(mv.target, &mv.locs[i], r, &msg, nil, &pend[n]); moved {
+			n++
 		}
 	}
 	mv.n = 0
+	// The moves appended so far are finished (made durable and active)
+	// even when a later one failed: their sources are gone.
+	if ferr := q.finishMoves(pend[:n]); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// pendingMove is a move whose record is appended (moveOne) but not yet
+// known durable: its target slot is still pending (finishMoves).
+type pendingMove struct {
+	t    *Queue
+	tst  *stripe
+	tidx uint32
+	rec  logRec
+}
+
+// finishMoves waits until the last of ps's records is durable, then makes
+// each moved message Active in its target (step 4). On a storage failure
+// the target slots stay pending, as a send's do: the broker has failed.
+func (q *Queue) finishMoves(ps []pendingMove) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	last := uint64(0)
+	for i := range ps {
+		last = max(last, ps[i].rec.pos)
+	}
+	if err := q.b.store.waitDurable(last); err != nil {
+		q.b.storageFailed(err)
+		for i := range ps {
+			q.b.store.addLive(ps[i].rec.pos, -int64(ps[i].rec.size))
+			ps[i].release()
+		}
+		return err
+	}
+	now := q.b.nowMs()
+	for i := range ps {
+		p := &ps[i]
+		p.tst.mu.Lock()
+		if p.tst.dead {
+			p.tst.mu.Unlock()
+			q.b.store.addLive(p.rec.pos, -int64(p.rec.size))
+			continue // the target was deleted meanwhile, and the message with it
+		}
+		ts := p.tst.slab.at(p.tidx)
+		ts.bodyPos, ts.recSize = p.rec.pos, p.rec.size
+		woken := p.tst.activateLocked(p.tidx)
+		p.tst.scheduleLocked(now)
+		p.tst.flushLocked()
+		p.tst.mu.Unlock()
+		p.t.sent.Add(1)
+		if woken > 0 {
+			p.t.waiters.wake(woken)
+		}
+	}
 	return nil
 }
 
-// moveOne moves one hidden message to t; moved is false when it stays
-// where it is (gone, unreadable, expiring, no room in t). sub is the
-// subscription of a push queue (push.go), whose notifications enter t as
-// their rendering with the topic's DLQ properties; nil for a queue's own
-// policy.
-func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message, sub *subscription) (moved bool, err error) {
+// release frees p's pending target slot.
+func (p *pendingMove) release() {
+	p.tst.mu.Lock()
+	if !p.tst.dead {
+		p.tst.slab.release(p.tidx)
+	}
+	p.tst.mu.Unlock()
+}
+
+// moveOne moves one hidden message to t, steps 1 to 3: its record is
+// appended and the source freed, and pend describes the target slot that
+// finishMoves makes Active once the record is durable. moved is false when
+// it stays where it is (gone, unreadable, expiring, no room in t). sub is
+// the subscription of a push queue (push.go), whose notifications enter t
+// as their rendering with the topic's DLQ properties; nil for a queue's
+// own policy.
+func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message, sub *subscription, pend *pendingMove) (moved bool, err error) {
 	loc := ml.loc
 	ok, err := q.readBody(r, msg, &loc)
 	switch {
@@ -213,13 +285,8 @@ func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message, sub 
 	ts.tnext, ts.tprev, ts.next, ts.prev = nilSlot, nilSlot, nilSlot, nilSlot
 	tslot := *ts
 	tst.mu.Unlock()
-	release := func() {
-		tst.mu.Lock()
-		if !tst.dead {
-			tst.slab.release(tidx)
-		}
-		tst.mu.Unlock()
-	}
+	*pend = pendingMove{t: t, tst: tst, tidx: tidx}
+	release := pend.release
 
 	// 3. The move record, under the source's lock (invariants 1, 2).
 	st := &q.stripes[loc.stripe]
@@ -262,32 +329,8 @@ func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message, sub 
 	st.flushLocked()
 	st.mu.Unlock()
 	q.deadLettered.Add(1)
-
-	// 4. Durable, then Active in the target.
-	if err := q.b.store.waitDurable(rec[0].pos); err != nil {
-		q.b.storageFailed(err)
-		q.b.store.addLive(rec[0].pos, -int64(rec[0].size))
-		release()
-		return false, err
-	}
-	now = q.b.nowMs()
-	tst.mu.Lock()
-	if tst.dead {
-		tst.mu.Unlock()
-		q.b.store.addLive(rec[0].pos, -int64(rec[0].size))
-		return true, nil // the target was deleted meanwhile, and the message with it
-	}
-	ts = tst.slab.at(tidx)
-	ts.bodyPos, ts.recSize = rec[0].pos, rec[0].size
-	woken := tst.activateLocked(tidx)
-	tst.scheduleLocked(now)
-	tst.flushLocked()
-	tst.mu.Unlock()
-	t.sent.Add(1)
-	if woken > 0 {
-		t.waiters.wake(woken)
-	}
-	return true, nil
+	pend.rec = rec[0]
+	return true, nil // step 4: finishMoves
 }
 
 // splitMoveLocked is the move done wrong, for the crash test to catch
@@ -403,5 +446,12 @@ func (q *Queue) deadLetterHandle(h ReceiptHandle, t *Queue, sub *subscription) (
 	r := q.b.getReader()
 	defer q.b.putReader(r)
 	var msg Message
-	return q.moveOne(t, &ml, r, &msg, sub)
+	var pend [1]pendingMove
+	if moved, err = q.moveOne(t, &ml, r, &msg, sub, &pend[0]); !moved || err != nil {
+		return moved, err
+	}
+	if err := q.finishMoves(pend[:]); err != nil {
+		return false, err
+	}
+	return true, nil
 }

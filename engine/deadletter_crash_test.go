@@ -108,14 +108,18 @@ func runMoveCrashes(t *testing.T, n int, split bool) ([]string, int) {
 			ids[string(entries[i+k].Body)] = res[k].ID.String()
 		}
 	}
+	// One message received per millisecond, so that their hides end one
+	// per millisecond too: the moves below then come one per receive, each
+	// with an fsync of its own (a receive waits once for all it moves).
 	for got := 0; got < n; {
-		msgs, err := src.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, nil)
+		msgs, err := src.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got += len(msgs)
+		clk.Advance(time.Millisecond)
 	}
-	clk.Advance(10 * time.Second)
+	clk.Advance(10*time.Second - time.Duration(n+1)*time.Millisecond) // a millisecond before the first hide ends
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +127,10 @@ func runMoveCrashes(t *testing.T, n int, split bool) ([]string, int) {
 	capturing = true
 	images = append(images, mem.CrashClone(nil)) // before any move
 	mu.Unlock()
-	// Receives with one or two messages each: many moves, many fsyncs.
+	// Receives a millisecond apart, each moving the one message whose hide
+	// just ended: many moves, many fsyncs.
 	for i := 0; i < 4*n; i++ {
+		clk.Advance(time.Millisecond)
 		_, err := src.Receive(context.Background(), ReceiveOptions{Max: 1 + i%2, HasWait: true}, nil)
 		if err != nil && err != ErrMessageNotExist {
 			t.Fatal(err)
