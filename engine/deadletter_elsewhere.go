@@ -11,9 +11,10 @@ package engine
 //
 // How (moveElsewhere), never holding a lock across the hop:
 //
-//  1. a receive that finds a message due for the move hides it for one
-//     visibility timeout without counting a dequeue (hideForMoveLocked, as
-//     for a local move; a state record), and gets the handle of that hide;
+//  1. a receive that finds a message due for the move hides it without
+//     counting a dequeue (hideForMoveLocked, as for a local move; a state
+//     record), for its visibility timeout or twice moveTimeout if longer,
+//     so that the hide outlasts the hop, and gets the handle of that hide;
 //  2. the messages' bodies and properties are read and made into the
 //     messages as they enter the target: the DLQ system properties, the
 //     source's EnqueueTime, expiry and priority (MovedMessage);
@@ -30,9 +31,9 @@ package engine
 //     the source when its hide ends and is moved again; the copies carry
 //     the same DLQOriginMessageId.
 //  3. A hop that fails (the target gone, no leader, the network) leaves
-//     the messages hidden in the source, visible again when the hide ends,
-//     as a local move that cannot proceed does. The receive does not fail
-//     for it.
+//     the messages hidden in the source, visible again when the hide ends
+//     (at least 10 s), as a local move that cannot proceed does. The
+//     receive does not fail for it.
 //  4. A policy whose target does not exist where the router looks is
 //     inert, as a local one is (deadletter.go).
 //

@@ -272,7 +272,13 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 			if mv.n == len(mv.locs) {
 				break
 			}
-			st.hideForMoveLocked(idx, now, visMs, mv)
+			hide := visMs
+			if mv.target == nil {
+				// A hop to another broker may take up to moveTimeout: a
+				// hide that ended first would leave a second copy.
+				hide = max(visMs, 2*moveTimeout.Milliseconds())
+			}
+			st.hideForMoveLocked(idx, now, hide, mv)
 			k--
 			continue
 		}
