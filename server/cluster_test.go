@@ -531,22 +531,7 @@ func TestClusterDeadLetterAcrossShards(t *testing.T) {
 	wantError(t, cl.get("/queues/"+src+"/messages?waitseconds=3"), 404, "MessageNotExist")
 	r := other.get("/queues/" + far + "/messages")
 	wantStatus(t, r, 200)
-	var m xPropMessage
-	decode(t, r, &m)
-	if m.MessageBody != "poison" || m.MessageId == sent.MessageId {
-		t.Fatalf("dead-lettered: %+v", m)
-	}
-	if len(m.UserProperties) != 1 || m.UserProperties[0] != (xProp{"k", "v", "STRING"}) {
-		t.Fatalf("user properties %+v", m.UserProperties)
-	}
-	want := []xProp{
-		{"DLQMessageType", "QUEUE", "STRING"},
-		{"DLQSourceArn", "acs:mns:local:0:/queues/" + src, "STRING"},
-		{"DLQOriginMessageId", sent.MessageId, "STRING"},
-	}
-	if !slices.Equal(m.SystemProperties, want) {
-		t.Fatalf("system properties %+v, want %+v", m.SystemProperties, want)
-	}
+	checkDeadLettered(t, r, sent.MessageId, src)
 	var sq xQueue
 	decode(t, other.get("/queues/"+src), &sq)
 	if sq.ActiveMessages+sq.InactiveMessages+sq.DelayMessages != 0 {

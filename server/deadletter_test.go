@@ -7,6 +7,7 @@ package server
 // the target and carries the three DLQ system properties.
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,27 +121,7 @@ func TestDeadLetterMoveOverTheWire(t *testing.T) {
 	r := c.get("/queues/dlq/messages")
 	wantStatus(t, r, 200)
 	wantChildren(t, checkDocument(t, r, "Message"), append(receivedElems[:len(receivedElems):len(receivedElems)], "UserProperties", "SystemProperties")...)
-	var m xPropMessage
-	decode(t, r, &m)
-	if m.MessageBody != "poison" || m.MessageId == sent.MessageId {
-		t.Fatalf("dead-lettered: %+v", m)
-	}
-	if len(m.UserProperties) != 1 || m.UserProperties[0] != (xProp{"k", "v", "STRING"}) {
-		t.Fatalf("user properties %+v", m.UserProperties)
-	}
-	want := []xProp{
-		{"DLQMessageType", "QUEUE", "STRING"},
-		{"DLQSourceArn", "acs:mns:local:0:/queues/src", "STRING"},
-		{"DLQOriginMessageId", sent.MessageId, "STRING"},
-	}
-	if len(m.SystemProperties) != len(want) {
-		t.Fatalf("system properties %+v", m.SystemProperties)
-	}
-	for i := range want {
-		if m.SystemProperties[i] != want[i] {
-			t.Fatalf("system property %d: %+v, want %+v", i, m.SystemProperties[i], want[i])
-		}
-	}
+	checkDeadLettered(t, r, sent.MessageId, "src")
 	var dq xQueue
 	decode(t, c.get("/queues/dlq"), &dq)
 	if dq.InactiveMessages != 1 {
@@ -152,5 +133,29 @@ func TestDeadLetterMoveOverTheWire(t *testing.T) {
 	}
 	if v := value(t, m2, "smqd_queue_dead_lettered_total", "queue", "dlq"); v != 0 {
 		t.Fatalf("smqd_queue_dead_lettered_total{queue=dlq} = %v", v)
+	}
+}
+
+// checkDeadLettered checks a receive's answer: the message "poison" sent
+// (as id) to queue src with the user property k=v, moved to its
+// dead-letter queue: a new MessageId, the property kept, and the three DLQ
+// system properties.
+func checkDeadLettered(t *testing.T, r *response, id, src string) {
+	t.Helper()
+	var m xPropMessage
+	decode(t, r, &m)
+	if m.MessageBody != "poison" || m.MessageId == id {
+		t.Fatalf("dead-lettered: %+v", m)
+	}
+	if len(m.UserProperties) != 1 || m.UserProperties[0] != (xProp{"k", "v", "STRING"}) {
+		t.Fatalf("user properties %+v", m.UserProperties)
+	}
+	want := []xProp{
+		{"DLQMessageType", "QUEUE", "STRING"},
+		{"DLQSourceArn", "acs:mns:local:0:/queues/" + src, "STRING"},
+		{"DLQOriginMessageId", id, "STRING"},
+	}
+	if !slices.Equal(m.SystemProperties, want) {
+		t.Fatalf("system properties %+v, want %+v", m.SystemProperties, want)
 	}
 }
