@@ -114,6 +114,11 @@ func TestClusterDeadLetterMovesSurviveLeaderLoss(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }); wg.Wait() }
+	// A failure below (a Fatal) must stop the receivers before the test
+	// ends: their nodes log through t, which panics once the test is over.
+	defer halt()
 	for range 4 {
 		wg.Add(1)
 		go func() {
@@ -166,8 +171,7 @@ func TestClusterDeadLetterMovesSurviveLeaderLoss(t *testing.T) {
 	}
 	fault(n/5, dlq)
 	fault(n/2, src)
-	close(stop)
-	wg.Wait()
+	halt()
 
 	// Then without faults until the source is empty.
 	eventuallyWithin(t, 60*time.Second, "the source emptied", func() error {
