@@ -137,7 +137,7 @@ func (q *Queue) moveElsewhere(mv *moves) error {
 	err := q.b.opts.DeadLetterRouter.Move(ctx, mv.elsewhere, batch[:n])
 	cancel()
 	if err != nil {
-		q.b.log.Warn("messages not moved to their dead-letter queue on another shard; they stay hidden until their visibility timeout ends",
+		q.b.log.Warn("messages not moved to their dead-letter queue on another shard; they stay hidden for their visibility timeout (10 s at least), then a later receive moves them",
 			"queue", q.name, "dead_letter_queue", mv.elsewhere, "messages", n, "err", err)
 		return nil
 	}
