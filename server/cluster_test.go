@@ -532,6 +532,15 @@ func TestClusterDeadLetterAcrossShards(t *testing.T) {
 	r := other.get("/queues/" + far + "/messages")
 	wantStatus(t, r, 200)
 	checkDeadLettered(t, r, sent.MessageId, src)
+	var stored, failed float64
+	for _, e := range c.envs {
+		m := scrape(t, e.client())
+		stored += value(t, m, "smqd_cluster_dead_letter_hops_total", "outcome", "stored")
+		failed += value(t, m, "smqd_cluster_dead_letter_hops_total", "outcome", "failed")
+	}
+	if stored != 1 || failed != 0 {
+		t.Errorf("smqd_cluster_dead_letter_hops_total: %v stored, %v failed; want 1 and 0", stored, failed)
+	}
 	var sq xQueue
 	decode(t, other.get("/queues/"+src), &sq)
 	if sq.ActiveMessages+sq.InactiveMessages+sq.DelayMessages != 0 {

@@ -27,7 +27,7 @@ type clusterCollector struct {
 	descs []*prometheus.Desc
 
 	healthy, forwarded, refused, snapshots             *prometheus.Desc
-	handoffs, sharedFlushes                            *prometheus.Desc
+	handoffs, sharedFlushes, hops                      *prometheus.Desc
 	role, ready, leader, term                          *prometheus.Desc
 	commit, applied, applyLag, followerLag             *prometheus.Desc
 	elections, proposals, failed, pending              *prometheus.Desc
@@ -51,6 +51,7 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.refused = desc("smqd_cluster_refused_handshakes_total", "Inter-node connections refused for a wrong or missing cluster key.")
 	cc.snapshots = desc("smqd_cluster_snapshots_installed_total", "Shard snapshots this node installed (it was too far behind, new or wiped).")
 	cc.handoffs = desc("smqd_cluster_disk_full_handoffs_total", "Leadership transfers this node started because its disk was full (the shards went to members with room).")
+	cc.hops = desc("smqd_cluster_dead_letter_hops_total", "Batches of dead letters this node's shard leaders handed to a queue of another shard: stored, or failed (the hop gave up; the messages stay hidden and a later receive moves them, or they were stored and the answer lost).", "outcome")
 	cc.sharedFlushes = desc("smqd_cluster_shared_flushes_total", "Flushes of the data directory's file system (syncfs) the node's shard logs made together (--cluster-flush shared); each log's waits for them count in smqd_wal_fsyncs_total.")
 	cc.role = desc("smqd_cluster_shard_role", "This node's Raft role in the shard: 1 for the current role.", "shard", "role")
 	cc.ready = desc("smqd_cluster_shard_ready", "1 if this node leads the shard and takes changes.", "shard")
@@ -105,6 +106,8 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(cc.refused, float64(st.RefusedHandshakes))
 	counter(cc.snapshots, float64(st.SnapshotsInstalled))
 	counter(cc.handoffs, float64(st.DiskFullHandoffs))
+	counter(cc.hops, float64(st.DeadLetterHops), "stored")
+	counter(cc.hops, float64(st.DeadLetterHopsFailed), "failed")
 	if st.SharedFlushes != nil {
 		counter(cc.sharedFlushes, float64(*st.SharedFlushes))
 	}

@@ -72,7 +72,13 @@ func (r deadLetterRouter) Exists(name string) bool {
 }
 
 func (r deadLetterRouter) Move(ctx context.Context, target string, ms []engine.MovedMessage) error {
-	return r.n.moveDeadLetter(ctx, target, ms)
+	err := r.n.moveDeadLetter(ctx, target, ms)
+	if err != nil {
+		r.n.hopsFailed.Add(1)
+	} else {
+		r.n.hopsStored.Add(1)
+	}
+	return err
 }
 
 // moveDeadLetter stores ms in the queue named target, on this node when it

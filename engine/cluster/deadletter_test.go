@@ -161,6 +161,18 @@ func TestClusterDeadLetterMovesSurviveLeaderLoss(t *testing.T) {
 			}
 			return nil
 		})
+		if whose == dlq {
+			// No node stopped yet: every hop that met an injected fault
+			// was counted failed by the node that sent it.
+			var failed, faults int64
+			for _, nd := range c.nodes {
+				failed += nd.Status().DeadLetterHopsFailed
+				faults += int64(8 - max(nd.testDropMoves.Load(), 0) - max(nd.testMuteMoves.Load(), 0))
+			}
+			if failed != faults {
+				t.Errorf("%d hops counted failed, %d met a fault", failed, faults)
+			}
+		}
 		i, _ := c.leader(whose)
 		t.Logf("moving: source %s, dead-letter queue %s; stopping node %d, the leader of %s", c.left(src), c.left(dlq), i+1, whose)
 		c.stop(i)

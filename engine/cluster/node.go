@@ -95,14 +95,17 @@ type Node struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 
-	refused atomic.Int64 // handshakes refused (wrong or missing key)
+	refused   atomic.Int64 // handshakes refused (wrong or missing key)
+	snapshots atomic.Int64 // snapshots installed on this node
+	forwarded atomic.Int64 // requests forwarded to a leader and answered
+	// Dead-letter hops this node's leaders made to other shards
+	// (deadletter.go): batches stored, and batches the hop gave up on.
+	hopsStored, hopsFailed atomic.Int64
 
 	// Faults the tests inject into dead-letter moves served here
 	// (deadletter.go): so many requests are dropped unread, or stored and
 	// then left unanswered.
 	testDropMoves, testMuteMoves atomic.Int32
-	snapshots                    atomic.Int64 // snapshots installed on this node
-	forwarded                    atomic.Int64 // requests forwarded to a leader and answered
 
 	fwd        fwdPool
 	fwdWatch   fwdWatch // forwards under way, cut short when their shard's lead moves (forward_moved.go)

@@ -26,6 +26,12 @@ type Status struct {
 	// RefusedHandshakes: connections refused for a wrong or missing key.
 	RefusedHandshakes  int64 `json:"refused_handshakes"`
 	SnapshotsInstalled int64 `json:"snapshots_installed"`
+	// DeadLetterHops: batches of dead letters this node's leaders handed
+	// to another shard's queue and saw stored; DeadLetterHopsFailed: those
+	// whose hop gave up (the messages stay hidden and are moved later, or
+	// were stored and their answer lost).
+	DeadLetterHops       int64 `json:"dead_letter_hops"`
+	DeadLetterHopsFailed int64 `json:"dead_letter_hops_failed"`
 	// DiskFull: this node's disk is below the free-space reserve, so it
 	// hands the shards it leads to members with room (DiskFullHandoffs
 	// counts the transfers it started).
@@ -123,7 +129,8 @@ type FollowerStatus struct {
 func (n *Node) Status() Status {
 	st := Status{NodeID: n.cfg.NodeID, API: n.cfg.APIAddr,
 		Forwarded: n.forwarded.Load(), RefusedHandshakes: n.refused.Load(), SnapshotsInstalled: n.snapshots.Load(),
-		DiskFull: n.diskFull.Load(), DiskFullHandoffs: n.handoffs.Load()}
+		DiskFull: n.diskFull.Load(), DiskFullHandoffs: n.handoffs.Load(),
+		DeadLetterHops: n.hopsStored.Load(), DeadLetterHopsFailed: n.hopsFailed.Load()}
 	if n.flushFS != nil {
 		f := n.flushFS.Flushes()
 		st.SharedFlushes = &f
