@@ -160,10 +160,27 @@ func (q *Queue) deadLetter(mv *moves) error {
 	mv.n = 0
 	// The moves appended so far are finished (made durable and active)
 	// even when a later one failed: their sources are gone.
-	if ferr := q.finishMoves(pend[:n]); err == nil {
+	if _, ferr := q.finishMoves(pend[:n]); err == nil {
 		err = ferr
 	}
 	return err
+}
+
+// readForMove reads a message hidden for a move into msg. false: it is
+// not moved (gone meanwhile; damaged, and dropped; unreadable for now, and
+// logged).
+func (q *Queue) readForMove(r *bodyReader, msg *Message, loc *bodyLoc) bool {
+	ok, err := q.readBody(r, msg, loc)
+	switch {
+	case errors.Is(err, errDamaged):
+		q.dropUnreadable(loc, err)
+		return false
+	case err != nil:
+		q.b.log.Error("message body could not be read; the message is not moved to its dead-letter queue", "queue", q.name,
+			"message_id", q.messageID(loc.seq).String(), "err", err)
+		return false
+	}
+	return ok
 }
 
 // pendingMove is a move whose record is appended (moveOne) but not yet
@@ -176,11 +193,12 @@ type pendingMove struct {
 }
 
 // finishMoves waits until the last of ps's records is durable, then makes
-// each moved message Active in its target (step 4). On a storage failure
-// the target slots stay pending, as a send's do: the broker has failed.
-func (q *Queue) finishMoves(ps []pendingMove) error {
+// each moved message Active in its target (step 4); gone counts those
+// whose target was deleted meanwhile (the message went with it). On a
+// storage failure the target slots are freed: the broker has failed.
+func (q *Queue) finishMoves(ps []pendingMove) (gone int, err error) {
 	if len(ps) == 0 {
-		return nil
+		return 0, nil
 	}
 	last := uint64(0)
 	for i := range ps {
@@ -192,7 +210,7 @@ func (q *Queue) finishMoves(ps []pendingMove) error {
 			q.b.store.addLive(ps[i].rec.pos, -int64(ps[i].rec.size))
 			ps[i].release()
 		}
-		return err
+		return 0, err
 	}
 	now := q.b.nowMs()
 	for i := range ps {
@@ -201,6 +219,7 @@ func (q *Queue) finishMoves(ps []pendingMove) error {
 		if p.tst.dead {
 			p.tst.mu.Unlock()
 			q.b.store.addLive(p.rec.pos, -int64(p.rec.size))
+			gone++
 			continue // the target was deleted meanwhile, and the message with it
 		}
 		ts := p.tst.slab.at(p.tidx)
@@ -214,7 +233,7 @@ func (q *Queue) finishMoves(ps []pendingMove) error {
 			p.t.waiters.wake(woken)
 		}
 	}
-	return nil
+	return gone, nil
 }
 
 // release frees p's pending target slot.
@@ -235,17 +254,8 @@ func (p *pendingMove) release() {
 // own policy.
 func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message, sub *subscription, pend *pendingMove) (moved bool, err error) {
 	loc := ml.loc
-	ok, err := q.readBody(r, msg, &loc)
-	switch {
-	case errors.Is(err, errDamaged):
-		q.dropUnreadable(&loc, err)
+	if !q.readForMove(r, msg, &loc) {
 		return false, nil
-	case err != nil:
-		q.b.log.Error("message body could not be read; the message is not moved to its dead-letter queue", "queue", q.name,
-			"message_id", q.messageID(loc.seq).String(), "err", err)
-		return false, nil
-	case !ok:
-		return false, nil // gone meanwhile
 	}
 	body, sum, props, expMs := msg.Body, &msg.MD5, []byte(nil), ml.expMs
 	if sub != nil {
@@ -450,7 +460,7 @@ func (q *Queue) deadLetterHandle(h ReceiptHandle, t *Queue, sub *subscription) (
 	if moved, err = q.moveOne(t, &ml, r, &msg, sub, &pend[0]); !moved || err != nil {
 		return moved, err
 	}
-	if err := q.finishMoves(pend[:]); err != nil {
+	if _, err := q.finishMoves(pend[:]); err != nil {
 		return false, err
 	}
 	return true, nil

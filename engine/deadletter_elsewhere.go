@@ -107,17 +107,8 @@ func (q *Queue) moveElsewhere(mv *moves) error {
 	for i := 0; i < mv.n; i++ {
 		ml := &mv.locs[i]
 		loc := ml.loc
-		ok, err := q.readBody(r, &msg, &loc)
-		switch {
-		case errors.Is(err, errDamaged):
-			q.dropUnreadable(&loc, err)
-			continue
-		case err != nil:
-			q.b.log.Error("message body could not be read; the message is not moved to its dead-letter queue", "queue", q.name,
-				"message_id", q.messageID(loc.seq).String(), "err", err)
-			continue
-		case !ok || ml.expMs <= now:
-			continue // gone meanwhile, or it expires where it is
+		if !q.readForMove(r, &msg, &loc) || ml.expMs <= now {
+			continue // not readable now, or it expires where it is
 		}
 		batch[n] = MovedMessage{
 			Body:      append([]byte(nil), msg.Body...),
@@ -236,13 +227,6 @@ func (q *Queue) AcceptMoved(ms []MovedMessage) error {
 	if err == nil {
 		err = store.append(recs[:n])
 	}
-	if err == nil {
-		if err = store.waitDurable(recs[n-1].pos); err != nil {
-			for i := range recs[:n] {
-				store.addLive(recs[i].pos, -int64(recs[i].size))
-			}
-		}
-	}
 	if err != nil {
 		q.b.storageFailed(err)
 		st.mu.Lock()
@@ -254,28 +238,14 @@ func (q *Queue) AcceptMoved(ms []MovedMessage) error {
 		st.mu.Unlock()
 		return err
 	}
-
-	now = q.b.nowMs()
-	activated := 0
-	st.mu.Lock()
-	if st.dead {
-		st.mu.Unlock()
-		for i := range recs[:n] {
-			store.addLive(recs[i].pos, -int64(recs[i].size))
-		}
-		return q.goneErr()
+	// Durable, then Active: as a local move's target (finishMoves).
+	var ps [MaxBatch]pendingMove
+	for i := range n {
+		ps[i] = pendingMove{t: q, tst: st, tidx: slots[i], rec: recs[i]}
 	}
-	for i, idx := range slots[:n] {
-		s := st.slab.at(idx)
-		s.bodyPos, s.recSize = recs[i].pos, recs[i].size
-		activated += st.activateLocked(idx)
+	gone, err := q.finishMoves(ps[:n])
+	if err == nil && gone > 0 {
+		err = q.goneErr() // deleted meanwhile: the source keeps its messages
 	}
-	st.scheduleLocked(now)
-	st.flushLocked()
-	st.mu.Unlock()
-	q.sent.Add(int64(n))
-	if activated > 0 {
-		q.waiters.wake(activated)
-	}
-	return nil
+	return err
 }
