@@ -120,7 +120,7 @@ func (b *Broker) applyRecord(pos uint64, size uint32, typ uint8, payload []byte)
 		b.applyQueueDelete(binary.LittleEndian.Uint64(payload))
 		return nil
 	case recTopic, recTopicDelete, recSubscription, recUnsubscribe, recPublish:
-		return applyTopicRecord(typ, pos)
+		return b.applyTopicRecord(typ, pos, payload)
 	case recSend, recState, recDelete, recExpire, recSendProps:
 	default:
 		return fmt.Errorf("%w: unknown record type %d at %d", errBadRecord, typ, pos)

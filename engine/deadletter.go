@@ -186,10 +186,11 @@ func (q *Queue) readForMove(r *bodyReader, msg *Message, loc *bodyLoc) bool {
 // pendingMove is a move whose record is appended (moveOne) but not yet
 // known durable: its target slot is still pending (finishMoves).
 type pendingMove struct {
-	t    *Queue
-	tst  *stripe
-	tidx uint32
-	rec  logRec
+	t       *Queue
+	tst     *stripe
+	tidx    uint32
+	rec     logRec
+	delayed bool // a topic's delivery to a queue with DelaySeconds (AcceptMoved)
 }
 
 // finishMoves waits until the last of ps's records is durable, then makes
@@ -224,7 +225,14 @@ func (q *Queue) finishMoves(ps []pendingMove) (gone int, err error) {
 		}
 		ts := p.tst.slab.at(p.tidx)
 		ts.bodyPos, ts.recSize = p.rec.pos, p.rec.size
-		woken := p.tst.activateLocked(p.tidx)
+		var woken int
+		if p.delayed {
+			ts.setState(stDelayed)
+			p.tst.nDelayed++
+			woken = p.tst.armLocked(p.tidx, now)
+		} else {
+			woken = p.tst.activateLocked(p.tidx)
+		}
 		p.tst.scheduleLocked(now)
 		p.tst.flushLocked()
 		p.tst.mu.Unlock()

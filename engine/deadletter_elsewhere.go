@@ -79,6 +79,17 @@ type MovedMessage struct {
 	Priority  int
 }
 
+// A MovedMessage with EnqueueMs and ExpireMs 0 is a topic's delivery to a
+// queue of another broker (topic_relay.go): it enters as a new message,
+// as a publish's delivery does on one broker (publish.go invariant 5):
+// sent now, delayed by the queue's DelaySeconds, kept for its retention,
+// and no larger than its MaximumMessageSize.
+func (m *MovedMessage) delivery() bool { return m.EnqueueMs == 0 && m.ExpireMs == 0 }
+
+// Delivery reports whether m is a topic's delivery (EnqueueMs and
+// ExpireMs 0), not a dead letter: for a router's counters.
+func (m *MovedMessage) Delivery() bool { return m.delivery() }
+
 // moveTimeout bounds one hop of moveElsewhere: a receive waits for it.
 const moveTimeout = 5 * time.Second
 
@@ -152,9 +163,11 @@ func (q *Queue) moveElsewhere(mv *moves) error {
 // AcceptMoved stores messages another broker's dead-letter policy moves
 // here (DeadLetterRouter): each enters as a new message, visible now, with
 // the EnqueueTime, expiry, priority and properties it carries and
-// DequeueCount 0. The whole batch is checked first; a bad entry fails the
-// call with an *ArgumentError and nothing is stored. AcceptMoved returns
-// once the batch is durable, as Send does.
+// DequeueCount 0. A topic's delivery (EnqueueMs and ExpireMs 0) enters as
+// a new message of this queue instead (MovedMessage). The whole batch is
+// checked first; a bad entry fails the call with an *ArgumentError and
+// nothing is stored. AcceptMoved returns once the batch is durable, as
+// Send does.
 func (q *Queue) AcceptMoved(ms []MovedMessage) error {
 	if err := q.b.usable(); err != nil {
 		return err
@@ -163,6 +176,7 @@ func (q *Queue) AcceptMoved(ms []MovedMessage) error {
 		return argErr("Messages", "must hold between 1 and %d messages", MaxBatch)
 	}
 	now := q.b.nowMs()
+	meta := q.meta()
 	var scratch []Property
 	for i := range ms {
 		m := &ms[i]
@@ -172,6 +186,10 @@ func (q *Queue) AcceptMoved(ms []MovedMessage) error {
 			err = argErr("MessageBody", "is %d bytes, not between 1 and %d", len(m.Body), MaxMessageBytes)
 		case m.Priority < MinPriority || m.Priority > MaxPriority:
 			err = rangeErr("Priority", MinPriority, MaxPriority, "")
+		case m.delivery():
+			if len(m.Body) > meta.maxBody {
+				err = argErr("MessageBody", "is %d bytes, more than the queue's MaximumMessageSize of %d", len(m.Body), meta.maxBody)
+			}
 		case m.ExpireMs <= now:
 			err = argErr("ExpireTime", "has passed: the message expired on its way")
 		case m.EnqueueMs <= 0 || m.EnqueueMs > now+int64(time.Hour/time.Millisecond) ||
@@ -213,9 +231,15 @@ func (q *Queue) AcceptMoved(ms []MovedMessage) error {
 		}
 		s := st.slab.at(idx)
 		s.seq = q.seq.Add(1)
-		s.setMeta(m.EnqueueMs, m.Priority, stPending)
-		s.visOff = uint32(max(now-m.EnqueueMs, 0))
-		s.expOff = uint32(m.ExpireMs - m.EnqueueMs)
+		if m.delivery() {
+			s.setMeta(now, m.Priority, stPending)
+			s.visOff = uint32(meta.delayMs)
+			s.expOff = uint32(meta.retainMs)
+		} else {
+			s.setMeta(m.EnqueueMs, m.Priority, stPending)
+			s.visOff = uint32(max(now-m.EnqueueMs, 0))
+			s.expOff = uint32(m.ExpireMs - m.EnqueueMs)
+		}
 		s.tnext, s.tprev, s.next, s.prev = nilSlot, nilSlot, nilSlot, nilSlot
 		slots[i] = idx
 		sum := md5.Sum(m.Body)
@@ -241,7 +265,7 @@ func (q *Queue) AcceptMoved(ms []MovedMessage) error {
 	// Durable, then Active: as a local move's target (finishMoves).
 	var ps [MaxBatch]pendingMove
 	for i := range n {
-		ps[i] = pendingMove{t: q, tst: st, tidx: slots[i], rec: recs[i]}
+		ps[i] = pendingMove{t: q, tst: st, tidx: slots[i], rec: recs[i], delayed: ms[i].delivery() && meta.delayMs > 0}
 	}
 	gone, err := q.finishMoves(ps[:n])
 	if err == nil && gone > 0 {

@@ -197,8 +197,6 @@ func (d *durableStore) enterLeading() (uint64, error) { return 0, nil }
 func (d *durableStore) leading() uint64               { return 0 }
 func (d *durableStore) confirmLead(uint64) error      { return nil }
 
-func (d *durableStore) topicSupport() error { return nil }
-
 func (d *durableStore) append(recs []logRec) error {
 	var arr [MaxBatch]wal.Record
 	wr := arr[:0]

@@ -68,9 +68,6 @@ var (
 	// endpoint whose queue is missing or too small, or a form smqd does not
 	// deliver to yet (HTTP). The concrete error is an *EndpointError.
 	ErrEndpointInvalid = errors.New("engine: invalid subscription endpoint")
-	// ErrTopicsUnsupported: topics are not available on this broker (a
-	// shard of a replicated cluster: its log carries queue records only).
-	ErrTopicsUnsupported = errors.New("engine: topics are not supported by a replicated broker")
 )
 
 // EndpointError says why a subscription endpoint is refused. It matches

@@ -78,7 +78,7 @@ type PublishResult struct {
 	ID        MessageID // the topic message's id
 	MD5       [16]byte  // MD5 of the published body
 	Delivered int       // queue messages stored, one per matching queue subscription
-	Pushes    int       // notifications stored for matching HTTP subscriptions (push_queue.go)
+	Pushes    int       // notifications stored for matching HTTP subscriptions and queues of other brokers (push_queue.go)
 	Skipped   int       // matching subscriptions whose queue (or push queue) does not exist
 }
 
@@ -104,7 +104,7 @@ type pubTarget struct {
 // whose queue was deleted is skipped.
 func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, error) {
 	var res PublishResult
-	if err := b.topicsUsable(); err != nil {
+	if err := b.usable(); err != nil {
 		return res, err
 	}
 	t, err := b.topicByName(topicName)
@@ -143,19 +143,19 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 
 	res.MD5 = md5.Sum(in.Body)
 	seq := t.seq.Add(1)
-	res.ID = makeMessageID(topicIDBit|t.id, seq)
+	res.ID = b.messageID(topicIDBit|t.id, seq)
 	now := b.nowMs()
 	n := notification{owner: in.Owner, topic: t.name, id: res.ID, md5: res.MD5, body: in.Body, tag: in.Tag, ms: now}
 	targets := make([]pubTarget, 0, len(subs))
 	for _, s := range subs {
-		if s.kind == endpointHTTP {
+		if s.pushed() {
 			if q := b.internalQueue(pushQueueName(s.id)); q != nil {
 				targets = append(targets, pubTarget{q: q, push: true, body: appendPushEnvelope(nil, &n, n.render(s))})
 			} else {
 				// Only after a start-up that could not restore it (a full
 				// disk, push_queue.go reconcilePush), which it logged.
 				res.Skipped++
-				b.log.Warn("publish skips an HTTP subscription without a push queue", "topic", t.name, "subscription", s.name)
+				b.log.Warn("publish skips a pushed subscription without a push queue", "topic", t.name, "subscription", s.name)
 			}
 			continue
 		}

@@ -258,16 +258,6 @@ func TestTopicsDurable(t *testing.T) {
 	b.Close()
 }
 
-// TestTopicsRefusedReplicated: a replicated shard refuses topics.
-func TestTopicsRefusedReplicated(t *testing.T) {
-	if err := (&replStore{}).topicSupport(); err != ErrTopicsUnsupported {
-		t.Fatalf("replicated backend: %v", err)
-	}
-	if err := applyTopicRecord(recPublish, 8); !errors.Is(err, ErrTopicsUnsupported) {
-		t.Fatalf("apply: %v", err)
-	}
-}
-
 // TestPublishLargerThanTheLogBuffer: a fan-out whose group does not fit the
 // log's write buffer is refused with InvalidArgument, nothing is delivered,
 // and the broker stays healthy (it is not a storage failure).

@@ -133,6 +133,10 @@ type pusher struct {
 	mu   sync.Mutex
 	subs map[uint64]*pushSub      // guarded by mu
 	sems map[string]chan struct{} // guarded by mu: per endpoint (invariant 3)
+	// following: a replica that does not lead its shard starts no worker
+	// (topic_replica.go); gen counts its role changes. Guarded by mu.
+	following bool
+	gen       uint64
 
 	reqSeq                             atomic.Uint64
 	delivered, failed, dead, discarded atomic.Int64
@@ -293,8 +297,9 @@ func (b *Broker) startPush() error {
 	if err := b.pusher.init(b); err != nil {
 		return err
 	}
-	if b.store.topicSupport() != nil {
-		return nil // no topics in this mode
+	if _, ok := b.store.(*replStore); ok {
+		b.pusher.following = true // until it leads (topic_replica.go)
+		return nil
 	}
 	subs, err := b.reconcilePush()
 	if err != nil {
@@ -315,29 +320,45 @@ func (p *pusher) start(s *subscription, q *Queue) {
 	if p.opts.Disabled {
 		return
 	}
-	u, err := parsePushURL(s.cfg.Endpoint)
-	if err != nil {
-		p.b.log.Error("subscription endpoint is not a URL; not pushed", "topic", s.topic, "subscription", s.name, "err", err)
-		return
+	ps := &pushSub{p: p, q: q, client: p.restricted}
+	workers := p.opts.Concurrency
+	if s.relay {
+		workers = relayWorkers // topic_relay.go
+	} else {
+		u, err := parsePushURL(s.cfg.Endpoint)
+		if err != nil {
+			p.b.log.Error("subscription endpoint is not a URL; not pushed", "topic", s.topic, "subscription", s.name, "err", err)
+			return
+		}
+		ps.u = u
+		if p.hosts[u.host] {
+			ps.client = p.byName
+		}
 	}
 	ctx, cancel := context.WithCancel(p.ctx)
-	ps := &pushSub{p: p, q: q, u: u, cancel: cancel, client: p.restricted}
-	if p.hosts[u.host] {
-		ps.client = p.byName
-	}
+	ps.cancel = cancel
 	ps.sub.Store(s)
 	p.mu.Lock()
+	if p.following {
+		// A replica that does not lead its shard: its leader pushes
+		// (topic_replica.go).
+		p.mu.Unlock()
+		cancel()
+		return
+	}
 	if old := p.subs[s.id]; old != nil {
 		old.cancel()
 	}
 	p.subs[s.id] = ps
-	ps.sem = p.sems[u.key]
-	if ps.sem == nil {
-		ps.sem = make(chan struct{}, p.opts.Concurrency)
-		p.sems[u.key] = ps.sem
+	if ps.u != nil {
+		ps.sem = p.sems[ps.u.key]
+		if ps.sem == nil {
+			ps.sem = make(chan struct{}, p.opts.Concurrency)
+			p.sems[ps.u.key] = ps.sem
+		}
 	}
 	p.mu.Unlock()
-	for range p.opts.Concurrency {
+	for range workers {
 		p.wg.Add(1)
 		go ps.work(ctx)
 	}
@@ -371,6 +392,9 @@ func (p *pusher) stop() {
 	if p.cancel == nil {
 		return
 	}
+	p.mu.Lock()
+	p.following = true // no worker starts after this
+	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
 }
@@ -408,9 +432,13 @@ func (ps *pushSub) work(ctx context.Context) {
 		switch {
 		case err == nil:
 			done = done[:0]
-			for i := range dst {
-				if ps.deliver(ctx, &dst[i]) {
-					done = append(done, dst[i].Handle)
+			if ps.sub.Load().relay {
+				done = ps.relay(ctx, dst, done) // topic_relay.go
+			} else {
+				for i := range dst {
+					if ps.deliver(ctx, &dst[i]) {
+						done = append(done, dst[i].Handle)
+					}
 				}
 			}
 			if len(done) > 0 {
@@ -441,7 +469,7 @@ func (ps *pushSub) work(ctx context.Context) {
 // deliver makes one attempt at m and settles it (the table above), except
 // that it returns true for the caller to delete m after a 2xx answer.
 func (ps *pushSub) deliver(ctx context.Context, m *Message) (delivered bool) {
-	p, q, b := ps.p, ps.q, ps.p.b
+	p, b := ps.p, ps.p.b
 	sub := ps.sub.Load()
 	if ctx.Err() != nil {
 		return false // stopping: the message reappears after its lease
@@ -457,9 +485,18 @@ func (ps *pushSub) deliver(ctx context.Context, m *Message) (delivered bool) {
 		p.delivered.Add(1)
 		return true
 	}
+	ps.attemptFailed(ctx, m, &env, sub)
+	return false
+}
+
+// attemptFailed settles a message whose delivery attempt failed: a retry
+// after its strategy's delay, or, with none left, its dead-letter queue
+// or the bin (the table at the top of the file).
+func (ps *pushSub) attemptFailed(ctx context.Context, m *Message, env *pushEnvelope, sub *subscription) {
+	p, q, b := ps.p, ps.q, ps.p.b
 	p.failed.Add(1)
 	if ctx.Err() != nil {
-		return false // stopping: the message reappears after its lease
+		return // stopping: the message reappears after its lease
 	}
 	now := b.nowMs()
 	delay, more := retryDelay(sub.cfg.Strategy, m.DequeueCount, mrand.Float64)
@@ -467,7 +504,7 @@ func (ps *pushSub) deliver(ctx context.Context, m *Message) (delivered bool) {
 		if _, _, err := q.ChangeVisibility(m.Handle, delay); err != nil {
 			b.log.Debug("push retry not scheduled; the message reappears after its lease", "subscription", sub.name, "err", err)
 		}
-		return false
+		return
 	}
 	// No retry left (spec §3.3): dead-letter or discard.
 	if dlq := sub.cfg.DeadLetterQueue; dlq != "" {
@@ -475,17 +512,16 @@ func (ps *pushSub) deliver(ctx context.Context, m *Message) (delivered bool) {
 			moved, err := q.deadLetterHandle(m.Handle, t, sub)
 			if err != nil || !moved {
 				b.log.Warn("notification not moved to its dead-letter queue yet; tried again after its lease", "subscription", sub.name, "queue", dlq, "err", err)
-				return false
+				return
 			}
 			p.dead.Add(1)
-			return false
+			return
 		}
 	}
 	b.log.Info("notification discarded: no retry left and no dead-letter queue", "topic", sub.topic, "subscription", sub.name,
 		"message_id", env.id.String(), "attempts", m.DequeueCount)
 	ps.settleDelete(m)
 	p.discarded.Add(1)
-	return false
 }
 
 func (ps *pushSub) settleDelete(m *Message) {

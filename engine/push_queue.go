@@ -127,7 +127,7 @@ func (b *Broker) reconcilePush() ([]*subscription, error) {
 	b.topics.mu.RLock()
 	for _, t := range b.topics.byID {
 		for _, s := range t.subs {
-			if s.kind == endpointHTTP {
+			if s.pushed() {
 				subs = append(subs, s)
 				live[s.id] = true
 			}
@@ -288,6 +288,9 @@ func (b *Broker) checkSubDeadLetter(dlq, own string) error {
 	if dlq == own {
 		return argErr("DeadLetterTargetQueue", "must be another queue than the subscription's own queue %s", own)
 	}
+	if b.relayed(dlq) {
+		return argErr("DeadLetterTargetQueue", "names queue %s, which is on another shard than the topic: a subscription's dead-letter queue must be on its topic's shard", dlq)
+	}
 	if _, err := b.Queue(dlq); err != nil {
 		if errors.Is(err, ErrQueueNotExist) {
 			return argErr("DeadLetterTargetQueue", "names queue %s, which does not exist", dlq)
@@ -301,7 +304,7 @@ func (b *Broker) checkSubDeadLetter(dlq, own string) error {
 // deletes its push queue (adminMu held). A crash before the queue's delete
 // record leaves an orphan that the next start deletes.
 func (b *Broker) dropPushLocked(s *subscription) error {
-	if s.kind != endpointHTTP {
+	if !s.pushed() {
 		return nil
 	}
 	b.pusher.remove(s.id)

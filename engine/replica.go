@@ -346,9 +346,6 @@ func (r *replStore) seqBase() uint64 {
 }
 
 // acceptNew refuses changes on a replica that does not lead the shard.
-// topicSupport refuses topics: a shard's replicated log carries queue
-// records only (topic_record.go applyTopicRecord).
-func (r *replStore) topicSupport() error { return ErrTopicsUnsupported }
 
 func (r *replStore) acceptNew() error {
 	if err := r.writable(); err != nil {

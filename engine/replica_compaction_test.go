@@ -39,7 +39,8 @@ type handShard struct {
 	next     uint64         // the next entry index
 	held     []ReplicaEntry // committed, not yet applied on the follower
 	hold     bool
-	keep     int // ReplicaKeepEntries (0: the default)
+	keep     int            // ReplicaKeepEntries (0: the default)
+	mod      func(*Options) // if set, changes the options of each broker opened
 }
 
 func (h *handShard) open(dir string, rep Replica) *Broker {
@@ -48,6 +49,9 @@ func (h *handShard) open(dir string, rep Replica) *Broker {
 	o.WAL.SegmentBytes = 64 << 10
 	o.ReplicaKeepEntries = h.keep
 	o.CheckpointInterval, o.CheckpointRecords, o.CheckpointBytes = time.Hour, 1<<40, 1<<40
+	if h.mod != nil {
+		h.mod(&o)
+	}
 	b, err := Open(o)
 	if err != nil {
 		h.t.Fatal(err)

@@ -39,6 +39,7 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 		r.mu.Unlock()
 		return ErrDiverged
 	}
+	again := leader && r.leader && r.term == term
 	r.leader, r.term, r.yield = leader, term, false
 	var unlogged []logRec
 	if !leader {
@@ -50,6 +51,7 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 	}
 	r.mu.Unlock()
 	if !leader {
+		b.pusher.follow() // topic_replica.go
 		// Long polls waiting here would take messages a follower applies.
 		b.mu.RLock()
 		for _, q := range b.queues {
@@ -77,6 +79,9 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 			}
 		}
 		b.mu.RUnlock()
+		if !again {
+			b.leadTopics(term) // topic_replica.go
+		}
 		// The expiries it made as a follower that its predecessor did not
 		// log (replica_expiry.go, invariant 2).
 		r.logUnlogged(unlogged)

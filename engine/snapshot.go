@@ -3,8 +3,8 @@ package engine
 // State transfer between replicas of a shard (engine/cluster): a replica
 // too far behind its leader's log gets the leader's whole state instead.
 //
-// ExportState writes every queue and every message, each as the record that
-// would create it (the replicated log's record encoding: type, length,
+// ExportState writes every queue, topic, subscription and message, each as
+// the record that would create it (the replicated log's record encoding: type, length,
 // payload), then an end mark. It is fuzzy: stripes are read one after the
 // other while the leader goes on, so the stream is no single instant.
 // That is enough because the follower then replays the log from the
@@ -45,6 +45,11 @@ func (b *Broker) ExportState(w io.Writer) error {
 	for n := range b.names.all() {
 		qs = append(qs, b.queues[n])
 	}
+	for n, q := range b.queues {
+		if isInternalQueue(n) {
+			qs = append(qs, q) // push queues (push_queue.go)
+		}
+	}
 	b.mu.RUnlock()
 	put := func(typ uint8, head, body []byte) error {
 		var h [5]byte
@@ -63,6 +68,41 @@ func (b *Broker) ExportState(w io.Writer) error {
 		v := q.value()
 		if err := put(recQueueCreate, v.encode(), nil); err != nil {
 			return err
+		}
+	}
+	// The topics, then their subscriptions (topic_replica.go), then the
+	// highest ids used, as deletes of ids no longer live (topic_replica.go
+	// invariant 2): topic id 0 is never used.
+	var tvals, svals, marks [][]byte
+	b.adminMu.Lock()
+	lastTopic, lastSub := b.topics.nextTopicID-1, b.topics.nextSubID-1
+	b.adminMu.Unlock()
+	b.topics.mu.RLock()
+	liveSub := false
+	for _, t := range b.topics.byID {
+		m := t.meta.Load()
+		v := topicVal{id: t.id, createMs: m.createMs, modifyMs: m.modifyMs, cfg: m.cfg, name: t.name}
+		tvals = append(tvals, v.encode())
+		for _, s := range t.subs {
+			svals = append(svals, encodeSub(s))
+			liveSub = liveSub || s.id == lastSub
+		}
+	}
+	if lastTopic > 0 && b.topics.byID[lastTopic] == nil {
+		marks = append(marks, encodeTopicDelete(lastTopic, nil))
+	}
+	if lastSub > 0 && !liveSub {
+		marks = append(marks, encodeTopicDelete(0, []uint64{lastSub}))
+	}
+	b.topics.mu.RUnlock()
+	for _, vals := range []struct {
+		typ  uint8
+		vals [][]byte
+	}{{recTopic, tvals}, {recSubscription, svals}, {recTopicDelete, marks}} {
+		for _, v := range vals.vals {
+			if err := put(vals.typ, v, nil); err != nil {
+				return err
+			}
 		}
 	}
 	r := b.getReader()
@@ -160,7 +200,7 @@ func (b *Broker) ImportState(rd io.Reader, index, term uint64, conf []byte) erro
 		if _, err := io.ReadFull(br, payload); err != nil {
 			return fmt.Errorf("engine: snapshot stream: %w", err)
 		}
-		if typ != recQueueCreate && !isSendRec(typ) {
+		if typ != recQueueCreate && typ != recTopic && typ != recSubscription && typ != recTopicDelete && !isSendRec(typ) {
 			return fmt.Errorf("%w: snapshot record of type %d", errBadRecord, typ)
 		}
 		recs := [1]logRec{{typ: typ, head: payload, live: isSendRec(typ)}}

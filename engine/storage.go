@@ -147,9 +147,6 @@ type storage interface {
 	enterLeading() (term uint64, err error)
 	leading() uint64
 	confirmLead(term uint64) error
-	// topicSupport reports whether the backend keeps topics: nil, or
-	// ErrTopicsUnsupported (a replicated shard: its log carries queues only).
-	topicSupport() error
 	// acceptNew reports whether new messages and queues may be stored now:
 	// nil, or ErrDiskFull while free space is below the reserve (space.go).
 	acceptNew() error

@@ -97,7 +97,6 @@ func (m *memStore) changeRecord(*stripe, uint8, uint32) {}
 
 func (m *memStore) acceptNew() error              { return nil }
 func (m *memStore) diskState() (bool, bool)       { return false, false }
-func (m *memStore) topicSupport() error           { return nil }
 func (m *memStore) writable() error               { return nil }
 func (m *memStore) enter() error                  { return nil }
 func (m *memStore) leave()                        {}

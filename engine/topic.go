@@ -323,7 +323,17 @@ type subscription struct {
 	kind               endpointKind
 	queue              string // the queue of a queue endpoint
 	topic              string // the topic's name (for pushes)
+	// relay: a queue endpoint whose queue another broker holds
+	// (Options.DeadLetterRouter; a queue on another shard of a cluster).
+	// Its deliveries go through a push queue, as an HTTP endpoint's do,
+	// and the pusher carries them there (topic_relay.go). Not stored: the
+	// router's answer for a name never changes.
+	relay bool
 }
+
+// pushed reports whether s's deliveries go through a push queue: an HTTP
+// endpoint, or a queue another broker holds.
+func (s *subscription) pushed() bool { return s.kind == endpointHTTP || s.relay }
 
 func newTopic(id uint64, name string, m topicMeta) *topic {
 	t := &topic{id: id, name: name, subs: map[string]*subscription{}}
@@ -378,14 +388,6 @@ func (w *countWindow) total(nowMs int64) int64 {
 	return n
 }
 
-// topicsUsable is usable() plus the backend's support for topics.
-func (b *Broker) topicsUsable() error {
-	if err := b.usable(); err != nil {
-		return err
-	}
-	return b.store.topicSupport()
-}
-
 // topicByName returns the named topic or ErrTopicNotExist.
 func (b *Broker) topicByName(name string) (*topic, error) {
 	b.topics.mu.RLock()
@@ -404,7 +406,7 @@ func (b *Broker) topicByName(name string) (*topic, error) {
 // attributes it returns created=false and no error; with other attributes
 // ErrTopicAlreadyExist. The topic is durable when CreateTopic returns.
 func (b *Broker) CreateTopic(name string, cfg TopicConfig) (created bool, err error) {
-	if err := b.topicsUsable(); err != nil {
+	if err := b.usable(); err != nil {
 		return false, err
 	}
 	if err := validateTopicName(name, ErrTopicNameLength, ErrInvalidTopicName); err != nil {
@@ -416,6 +418,10 @@ func (b *Broker) CreateTopic(name string, cfg TopicConfig) (created bool, err er
 	if err := b.store.acceptNew(); err != nil {
 		return false, err
 	}
+	if err := b.store.enter(); err != nil {
+		return false, err
+	}
+	defer b.store.leave()
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	if t, _ := b.topicByName(name); t != nil {
@@ -440,9 +446,13 @@ func (b *Broker) CreateTopic(name string, cfg TopicConfig) (created bool, err er
 
 // SetTopicAttributes changes the attributes named by p.
 func (b *Broker) SetTopicAttributes(name string, p TopicPatch) error {
-	if err := b.topicsUsable(); err != nil {
+	if err := b.usable(); err != nil {
 		return err
 	}
+	if err := b.store.enter(); err != nil {
+		return err
+	}
+	defer b.store.leave()
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(name)
@@ -481,9 +491,13 @@ func (b *Broker) GetTopicAttributes(name string) (TopicInfo, error) {
 // there is none; the wire answers that with 204 all the same). Messages
 // already delivered to queues stay there.
 func (b *Broker) DeleteTopic(name string) error {
-	if err := b.topicsUsable(); err != nil {
+	if err := b.usable(); err != nil {
 		return err
 	}
+	if err := b.store.enter(); err != nil {
+		return err
+	}
+	defer b.store.leave()
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(name)
@@ -543,12 +557,20 @@ func (b *Broker) checkSubscription(t *topic, cfg SubscriptionConfig) (endpointKi
 		return 0, "", err
 	}
 	if kind == endpointQueue {
-		q, err := b.Queue(qname)
-		if err != nil {
-			return 0, "", &EndpointError{Endpoint: cfg.Endpoint, Msg: "its queue " + qname + " does not exist"}
-		}
-		if q.meta().maxBody < t.meta.Load().cfg.MaxMessageBytes {
-			return 0, "", &EndpointError{Endpoint: cfg.Endpoint, Msg: "its queue's MaximumMessageSize is smaller than the topic's"}
+		if b.relayed(qname) {
+			// Its MaximumMessageSize is checked at each delivery there
+			// (Queue.AcceptMoved), which refuses a larger message.
+			if !b.opts.DeadLetterRouter.Exists(qname) {
+				return 0, "", &EndpointError{Endpoint: cfg.Endpoint, Msg: "its queue " + qname + " does not exist"}
+			}
+		} else {
+			q, err := b.Queue(qname)
+			if err != nil {
+				return 0, "", &EndpointError{Endpoint: cfg.Endpoint, Msg: "its queue " + qname + " does not exist"}
+			}
+			if q.meta().maxBody < t.meta.Load().cfg.MaxMessageBytes {
+				return 0, "", &EndpointError{Endpoint: cfg.Endpoint, Msg: "its queue's MaximumMessageSize is smaller than the topic's"}
+			}
 		}
 	}
 	if kind == endpointHTTP {
@@ -567,13 +589,17 @@ func (b *Broker) checkSubscription(t *topic, cfg SubscriptionConfig) (endpointKi
 // attributes ErrSubscriptionAlreadyExist. It is durable when Subscribe
 // returns; messages published afterwards are delivered to it.
 func (b *Broker) Subscribe(topicName, name string, cfg SubscriptionConfig) (created bool, err error) {
-	if err := b.topicsUsable(); err != nil {
+	if err := b.usable(); err != nil {
 		return false, err
 	}
 	if err := validateTopicName(name, ErrSubscriptionNameLength, ErrInvalidSubscriptionName); err != nil {
 		return false, err
 	}
 	cfg = cfg.withDefaults()
+	if err := b.store.enter(); err != nil {
+		return false, err
+	}
+	defer b.store.leave()
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(topicName)
@@ -598,9 +624,10 @@ func (b *Broker) Subscribe(topicName, name string, cfg SubscriptionConfig) (crea
 	}
 	now := b.nowMs()
 	s := &subscription{id: b.topics.nextSubID, topicID: t.id, name: name, cfg: cfg, createMs: now, modifyMs: now, kind: kind, queue: qname, topic: t.name}
+	s.relay = kind == endpointQueue && b.relayed(qname)
 	b.topics.nextSubID++ // burnt if a write below fails: ids are never reused
 	var pq *Queue
-	if kind == endpointHTTP {
+	if s.pushed() {
 		// The push queue first: a crash before the subscription's record
 		// leaves an orphan, which the next start deletes (push_queue.go
 		// invariant 2).
@@ -634,9 +661,13 @@ func (b *Broker) subByName(t *topic, name string) (*subscription, error) {
 // SetSubscriptionAttributes changes the NotifyStrategy and FilterTag named
 // by p (the endpoint and the content format never change).
 func (b *Broker) SetSubscriptionAttributes(topicName, name string, p SubscriptionPatch) error {
-	if err := b.topicsUsable(); err != nil {
+	if err := b.usable(); err != nil {
 		return err
 	}
+	if err := b.store.enter(); err != nil {
+		return err
+	}
+	defer b.store.leave()
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(topicName)
@@ -698,9 +729,13 @@ func (b *Broker) GetSubscriptionAttributes(topicName, name string) (Subscription
 // ErrSubscriptionNotExist for a missing subscription (the wire answers
 // that with 204 all the same).
 func (b *Broker) Unsubscribe(topicName, name string) error {
-	if err := b.topicsUsable(); err != nil {
+	if err := b.usable(); err != nil {
 		return err
 	}
+	if err := b.store.enter(); err != nil {
+		return err
+	}
+	defer b.store.leave()
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(topicName)

@@ -233,8 +233,10 @@ func (ft *foldTopics) apply(typ uint8, payload []byte) error {
 			return err
 		}
 		foldDel(ft.topics, id)
+		ft.maxTopic = max(ft.maxTopic, id) // an id used is never used again
 		for _, s := range subs {
 			foldDel(ft.subs, s)
+			ft.maxSub = max(ft.maxSub, s)
 		}
 	case recSubscription:
 		s, err := decodeSub(payload)
@@ -247,7 +249,9 @@ func (ft *foldTopics) apply(typ uint8, payload []byte) error {
 		if len(payload) < 8 {
 			return fmt.Errorf("%w: unsubscribe of %d bytes", errBadRecord, len(payload))
 		}
-		foldDel(ft.subs, binary.LittleEndian.Uint64(payload))
+		id := binary.LittleEndian.Uint64(payload)
+		foldDel(ft.subs, id)
+		ft.maxSub = max(ft.maxSub, id)
 	}
 	return nil
 }
@@ -350,14 +354,8 @@ func (d *durableStore) loadTopics(b *Broker, ft *foldTopics) error {
 			continue
 		}
 		s.topic = t.name
+		s.relay = s.kind == endpointQueue && b.relayed(s.queue)
 		t.putSubLocked(s)
 	}
 	return nil
-}
-
-// applyTopicRecord is a replica's apply of a topic record: replicated
-// brokers refuse topics (ErrTopicsUnsupported), so a leader never logs one;
-// finding one means the log was written by something else.
-func applyTopicRecord(typ uint8, pos uint64) error {
-	return fmt.Errorf("%w: record type %d at %d", ErrTopicsUnsupported, typ, pos)
 }

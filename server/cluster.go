@@ -383,19 +383,30 @@ func (s *Server) serveForwarded(ctx context.Context, from uint64, req, dst []byt
 // one, merged; the page is the first limit of them and the marker the one
 // after.
 func (s *Server) listQueueNames(prefix, marker string, limit int) ([]string, string, error) {
+	return s.listNames(prefix, marker, limit, (*engine.Broker).ListQueues)
+}
+
+// listTopicNames is listQueueNames for topics (ListTopic).
+func (s *Server) listTopicNames(prefix, marker string, limit int) ([]string, string, error) {
+	return s.listNames(prefix, marker, limit, (*engine.Broker).ListTopics)
+}
+
+// listNames pages through the names list gives of every broker this
+// server serves, merged in byte order.
+func (s *Server) listNames(prefix, marker string, limit int, list func(*engine.Broker, string, string, int) ([]string, string, error)) ([]string, string, error) {
 	if s.c == nil {
 		b := s.broker()
 		if b == nil {
 			return nil, "", errReopening
 		}
-		return b.ListQueues(prefix, marker, limit)
+		return list(b, prefix, marker, limit)
 	}
 	var all []string
 	for i, b := range s.c.Brokers() {
 		if b == nil {
 			return nil, "", newAPIError(codeServiceUnavailable, fmt.Sprintf("shard %d is being reopened on this node; retry", i))
 		}
-		names, next, err := b.ListQueues(prefix, marker, limit)
+		names, next, err := list(b, prefix, marker, limit)
 		if err != nil {
 			return nil, "", err
 		}
@@ -409,6 +420,36 @@ func (s *Server) listQueueNames(prefix, marker string, limit int) ([]string, str
 		return all[:limit], all[limit], nil
 	}
 	return all, "", nil
+}
+
+// clusterReadBarrier lets this node's replicas apply what every shard's
+// leader has committed before a list is read from them
+// (engine/cluster/read.go), so that a queue or topic made through another
+// node a moment ago is in it. A single node has nothing to wait for.
+func (s *Server) clusterReadBarrier() error {
+	if s.c == nil {
+		return nil
+	}
+	bctx, cancel := context.WithTimeout(s.base, s.opts.ClusterLeaderWait)
+	err := s.c.ReadBarrier(bctx)
+	cancel()
+	if err != nil {
+		return newAPIError(codeServiceUnavailable, "a shard's leader did not answer (an election or a failover is under way); retry: "+err.Error())
+	}
+	return nil
+}
+
+// topicInfo returns a topic's attributes from this node's replica of its
+// shard (ListTopic with metadata).
+func (s *Server) topicInfo(name string) (engine.TopicInfo, error) {
+	b := s.broker()
+	if s.c != nil {
+		b = s.c.Brokers()[s.c.ShardOf(name)]
+	}
+	if b == nil {
+		return engine.TopicInfo{}, engine.ErrTopicNotExist
+	}
+	return b.GetTopicAttributes(name)
 }
 
 // queueInfo returns a queue's attributes from this node's replica of its
@@ -444,7 +485,7 @@ type brokerStats struct {
 	Queues    []engine.QueueStats
 	LongPolls int64
 	Storage   []engine.StorageStats
-	Push      engine.PushStats // single node only: topics are not clustered
+	Push      engine.PushStats // summed over the brokers
 }
 
 func (s *Server) metricStats() brokerStats {
@@ -459,9 +500,15 @@ func (s *Server) metricStats() brokerStats {
 			out.Queues = append(out.Queues, st.Queues...)
 			out.LongPolls += st.LongPolls
 		}
-		if s.c == nil {
-			out.Push = st.Push
-		}
+		// Each broker counts the pushes it made while it led its shard,
+		// and the backlog of the subscriptions it pushes now: a sum over
+		// the nodes counts each once.
+		out.Push.Subscriptions += st.Push.Subscriptions
+		out.Push.Backlog += st.Push.Backlog
+		out.Push.Delivered += st.Push.Delivered
+		out.Push.Failed += st.Push.Failed
+		out.Push.DeadLettered += st.Push.DeadLettered
+		out.Push.Discarded += st.Push.Discarded
 	}
 	return out
 }

@@ -150,9 +150,6 @@ var engineErrors = [...]struct {
 	{engine.ErrInvalidSubscriptionName, codeSubscriptionNameInvalid, "subscription names are letters, digits and '-', starting with a letter or digit"},
 	{engine.ErrSubscriptionNameLength, codeSubscriptionNameLengthError, "subscription names are 1 to 256 characters long"},
 	{engine.ErrEndpointInvalid, codeEndpointInvalid, "the subscription endpoint is not valid"},
-	// Replicated (cluster) brokers refuse topics; the server answers topic
-	// calls in cluster mode itself (topics.go), so this is a fallback.
-	{engine.ErrTopicsUnsupported, codeInvalidRequestURL, "topics are not supported in cluster mode"},
 	// Only engine.Open returns it; listed so that the table stays complete.
 	{engine.ErrLocked, codeInternalError, "the data directory is used by another broker"},
 }

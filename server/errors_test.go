@@ -42,7 +42,6 @@ var engineErrorValues = map[string]error{
 	"ErrInvalidSubscriptionName":  engine.ErrInvalidSubscriptionName,
 	"ErrSubscriptionNameLength":   engine.ErrSubscriptionNameLength,
 	"ErrEndpointInvalid":          engine.ErrEndpointInvalid,
-	"ErrTopicsUnsupported":        engine.ErrTopicsUnsupported,
 }
 
 // Every exported engine.Err* has a row in the error table (STYLE §5). The

@@ -5,7 +5,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 
 	"github.com/smqd/smqd/engine"
 	"github.com/valyala/fasthttp"
@@ -126,16 +125,8 @@ func (s *Server) listQueues(ctx *fasthttp.RequestCtx, st *reqState) error {
 	}
 	prefix := string(bytes.TrimSpace(h.Peek("X-Mns-Prefix")))
 	marker := string(bytes.TrimSpace(h.Peek("X-Mns-Marker")))
-	if s.c != nil {
-		// The list comes from this node's replicas: first let them apply
-		// what every shard's leader has committed (engine/cluster/read.go),
-		// so that a queue made through another node a moment ago is in it.
-		bctx, cancel := context.WithTimeout(s.base, s.opts.ClusterLeaderWait)
-		err := s.c.ReadBarrier(bctx)
-		cancel()
-		if err != nil {
-			return newAPIError(codeServiceUnavailable, "a shard's leader did not answer (an election or a failover is under way); retry: "+err.Error())
-		}
+	if err := s.clusterReadBarrier(); err != nil {
+		return err
 	}
 	names, next, err := s.listQueueNames(prefix, marker, limit)
 	if err != nil {

@@ -436,6 +436,9 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 // dispatch runs a routed request on st.b (or, for ListQueue, on every
 // broker), writing its answer, or returns the error to answer.
 func (s *Server) dispatch(ctx *fasthttp.RequestCtx, st *reqState, op op) (err error) {
+	if op.isTopic() {
+		return s.dispatchTopic(ctx, st, op) // topics.go
+	}
 	switch op {
 	case opListQueue:
 		err = s.listQueues(ctx, st)

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/smqd/smqd/engine"
 )
 
 type xTopic struct {
@@ -391,16 +389,6 @@ func TestPublishToQueues(t *testing.T) {
 	}
 }
 
-// TestTopicsRefusedReplicated: the engine's refusal has a clear answer.
-func TestTopicsRefusedReplicated(t *testing.T) {
-	for _, err := range []error{engine.ErrTopicsUnsupported} {
-		code, msg, known := classify(err)
-		if !known || code != codeInvalidRequestURL || !strings.Contains(msg, "cluster") {
-			t.Fatalf("classify: %v %q %v", code, msg, known)
-		}
-	}
-}
-
 func TestRouteTopics(t *testing.T) {
 	for _, c := range []struct {
 		method, path string
@@ -426,26 +414,6 @@ func TestRouteTopics(t *testing.T) {
 		r := route([]byte(c.method), []byte(c.path))
 		if r.op != c.want || (c.want != opUnknown && (string(r.queue) != c.name || string(r.sub) != c.sub)) {
 			t.Errorf("%s %s: %v %q %q", c.method, c.path, r.op, r.queue, r.sub)
-		}
-	}
-}
-
-// TestClusterRefusesTopics: in cluster mode every topic call is answered
-// with a clear InvalidRequestURL, and nothing is created.
-func TestClusterRefusesTopics(t *testing.T) {
-	c := startCluster(t, 1, 1)
-	c.ready()
-	cl := c.envs[0].client()
-	for _, r := range []*response{
-		cl.put("/topics/t", ""),
-		cl.get("/topics"),
-		cl.get("/topics/t"),
-		cl.post("/topics/t/messages", pubBody("x", "")),
-		cl.put("/topics/t/subscriptions/s", subBody(qep("q"), "")),
-	} {
-		e := wantError(t, r, 400, "InvalidRequestURL")
-		if !strings.Contains(e.Message, "cluster") {
-			t.Fatalf("message %q does not say why", e.Message)
 		}
 	}
 }

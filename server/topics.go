@@ -7,9 +7,10 @@ package server
 // by local name, any namespace or order, unknown elements ignored; answers
 // use the spec's status codes, element order and errors.
 //
-// A cluster (NewCluster) answers every topic call with InvalidRequestURL:
-// topics live in one broker's log, and a cluster's shards replicate queue
-// records only (engine.ErrTopicsUnsupported).
+// A cluster (NewCluster) places each topic on a shard by its name, as it
+// places queues (engine/topic_replica.go): a topic call runs on that
+// shard's leader, here or forwarded, as a queue call does (cluster.go).
+// ListTopic merges the shards from this node's replicas, as ListQueue.
 
 import (
 	"bytes"
@@ -22,12 +23,6 @@ import (
 
 // serveTopic decodes the names of a topic operation and runs it.
 func (s *Server) serveTopic(ctx *fasthttp.RequestCtx, st *reqState, r routed) error {
-	if s.c != nil {
-		return newAPIError(codeInvalidRequestURL, "topics are not supported in cluster mode: run a single-node smqd for topics")
-	}
-	if st.b = s.broker(); st.b == nil {
-		return errReopening
-	}
 	var err error
 	if r.queue != nil {
 		st.name, err = decodeName(st.name[:0], r.queue, engine.ErrTopicNameLength, engine.ErrInvalidTopicName, codeTopicNameInvalid)
@@ -41,8 +36,28 @@ func (s *Server) serveTopic(ctx *fasthttp.RequestCtx, st *reqState, r routed) er
 			return err
 		}
 	}
+	switch {
+	case s.c == nil:
+		if st.b = s.broker(); st.b == nil {
+			return errReopening
+		}
+	case r.op == opListTopic:
+		if err := s.clusterReadBarrier(); err != nil {
+			return err
+		}
+	default:
+		s.serveClusterQueue(ctx, st, r.op) // the topic's shard's leader: cluster.go
+		return nil
+	}
+	return s.dispatchTopic(ctx, st, r.op)
+}
+
+// dispatchTopic runs a topic operation on st.b (ListTopic: on every
+// broker this server serves), writing its answer, or returns the error to
+// answer.
+func (s *Server) dispatchTopic(ctx *fasthttp.RequestCtx, st *reqState, op op) error {
 	set := st.query.metaOverride.present && isTrue(st.query.metaOverride.val)
-	switch r.op {
+	switch op {
 	case opListTopic:
 		return s.listTopics(ctx, st)
 	case opCreateTopic:
@@ -355,7 +370,7 @@ func (s *Server) listTopics(ctx *fasthttp.RequestCtx, st *reqState) error {
 	if err != nil {
 		return err
 	}
-	names, next, err := st.b.ListTopics(prefix, marker, limit)
+	names, next, err := s.listTopicNames(prefix, marker, limit)
 	if err != nil {
 		return err
 	}
@@ -369,7 +384,7 @@ func (s *Server) listTopics(ctx *fasthttp.RequestCtx, st *reqState) error {
 	for _, name := range names {
 		var info engine.TopicInfo
 		if withMeta {
-			if info, err = st.b.GetTopicAttributes(name); err != nil {
+			if info, err = s.topicInfo(name); err != nil {
 				continue // deleted meanwhile
 			}
 		}

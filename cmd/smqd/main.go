@@ -151,13 +151,13 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		defer stop()
 	}
 	var pushSigner *server.PushSigner
-	if !cfg.clustered() { // topics are single-node only
-		if pushSigner, err = cfg.push.signer(cfg); err != nil {
-			ln.Close()
-			return err
-		}
-		eopts.Push = cfg.push.options(pushSigner, ln.Addr().String(), certs != nil, log)
+	// Every node signs the pushes of the shards it leads with its own key,
+	// and names its own address for the certificate.
+	if pushSigner, err = cfg.push.signer(cfg); err != nil {
+		ln.Close()
+		return err
 	}
+	eopts.Push = cfg.push.options(pushSigner, ln.Addr().String(), certs != nil, log)
 	var broker backend
 	var node *cluster.Node
 	var clusterCerts *certReloader // --cluster-tls-cert, reloaded on SIGHUP

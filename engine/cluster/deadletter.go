@@ -71,12 +71,18 @@ func (r deadLetterRouter) Exists(name string) bool {
 	return err == nil
 }
 
+// Move carries dead letters, and a topic's deliveries to a queue of
+// another shard (engine/topic_relay.go), each batch counted by its kind.
 func (r deadLetterRouter) Move(ctx context.Context, target string, ms []engine.MovedMessage) error {
 	err := r.n.moveDeadLetter(ctx, target, ms)
+	stored, failed := &r.n.hopsStored, &r.n.hopsFailed
+	if len(ms) > 0 && ms[0].Delivery() {
+		stored, failed = &r.n.relaysStored, &r.n.relaysFailed
+	}
 	if err != nil {
-		r.n.hopsFailed.Add(1)
+		failed.Add(1)
 	} else {
-		r.n.hopsStored.Add(1)
+		stored.Add(1)
 	}
 	return err
 }

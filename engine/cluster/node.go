@@ -100,7 +100,8 @@ type Node struct {
 	forwarded atomic.Int64 // requests forwarded to a leader and answered
 	// Dead-letter hops this node's leaders made to other shards
 	// (deadletter.go): batches stored, and batches the hop gave up on.
-	hopsStored, hopsFailed atomic.Int64
+	hopsStored, hopsFailed     atomic.Int64
+	relaysStored, relaysFailed atomic.Int64 // topic deliveries (deadletter.go Move)
 
 	// Faults the tests inject into dead-letter moves served here
 	// (deadletter.go): so many requests are dropped unread, or stored and

@@ -32,6 +32,11 @@ type Status struct {
 	// were stored and their answer lost).
 	DeadLetterHops       int64 `json:"dead_letter_hops"`
 	DeadLetterHopsFailed int64 `json:"dead_letter_hops_failed"`
+	// TopicRelayHops and TopicRelayHopsFailed count the same for batches
+	// of a topic's deliveries to a queue of another shard (failed: retried
+	// after the subscription's NotifyStrategy delay).
+	TopicRelayHops       int64 `json:"topic_relay_hops"`
+	TopicRelayHopsFailed int64 `json:"topic_relay_hops_failed"`
 	// DiskFull: this node's disk is below the free-space reserve, so it
 	// hands the shards it leads to members with room (DiskFullHandoffs
 	// counts the transfers it started).
@@ -130,7 +135,8 @@ func (n *Node) Status() Status {
 	st := Status{NodeID: n.cfg.NodeID, API: n.cfg.APIAddr,
 		Forwarded: n.forwarded.Load(), RefusedHandshakes: n.refused.Load(), SnapshotsInstalled: n.snapshots.Load(),
 		DiskFull: n.diskFull.Load(), DiskFullHandoffs: n.handoffs.Load(),
-		DeadLetterHops: n.hopsStored.Load(), DeadLetterHopsFailed: n.hopsFailed.Load()}
+		DeadLetterHops: n.hopsStored.Load(), DeadLetterHopsFailed: n.hopsFailed.Load(),
+		TopicRelayHops: n.relaysStored.Load(), TopicRelayHopsFailed: n.relaysFailed.Load()}
 	if n.flushFS != nil {
 		f := n.flushFS.Flushes()
 		st.SharedFlushes = &f

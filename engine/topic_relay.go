@@ -1,0 +1,97 @@
+package engine
+
+// Relayed subscriptions: a queue endpoint whose queue another broker holds
+// (a queue on another shard of a cluster: Options.DeadLetterRouter says
+// which names are held elsewhere and carries messages there).
+//
+// A publish cannot store into another broker's queue in its own atomic
+// group (publish.go invariant 1), so such a subscription gets a push queue,
+// as an HTTP endpoint does: the publish stores the delivery there, in the
+// group, and is acknowledged once that is durable. The pusher's workers
+// for it (relayWorkers) then receive batches from the push queue and hand
+// each batch to the router, which stores it in the target queue durably
+// (Queue.AcceptMoved, as a new message: now, the queue's DelaySeconds and
+// retention, the default priority; the publish's properties). Only then
+// are the deliveries deleted from the push queue.
+//
+// Invariants:
+//  1. At least once, as a push (push.go invariant 1): a delivery leaves
+//     its push queue only after the target acknowledged it durable, or
+//     when its retries are exhausted (the subscription's NotifyStrategy,
+//     as for an HTTP endpoint). A lost answer, a crash or a change of
+//     leader between the store and the delete delivers it twice.
+//  2. A delivery whose target queue no longer exists is dropped, as a
+//     publish skips a deleted queue on one broker.
+//  3. What the target holds is what a local delivery would have stored:
+//     the same body (the NotifyContentFormat rendering) and properties.
+
+import (
+	"context"
+)
+
+// relayWorkers is the number of workers of a relayed subscription: each
+// carries a batch per hop.
+const relayWorkers = 4
+
+// relayed reports whether the queue named name is held by another broker.
+func (b *Broker) relayed(name string) bool {
+	r := b.opts.DeadLetterRouter
+	return r != nil && r.Elsewhere(name)
+}
+
+// relay carries ms, received from a relayed subscription's push queue, to
+// its queue in one hop, and appends the handles to delete to done.
+func (ps *pushSub) relay(ctx context.Context, ms []Message, done []ReceiptHandle) []ReceiptHandle {
+	p, b := ps.p, ps.p.b
+	sub := ps.sub.Load()
+	router := b.opts.DeadLetterRouter
+	if !router.Exists(sub.queue) {
+		// Invariant 2.
+		b.log.Debug("relayed deliveries dropped: their queue is gone", "topic", sub.topic, "subscription", sub.name, "queue", sub.queue, "messages", len(ms))
+		for i := range ms {
+			ps.settleDelete(&ms[i])
+		}
+		p.discarded.Add(int64(len(ms)))
+		return done
+	}
+	var batch [MaxBatch]MovedMessage
+	var envs [MaxBatch]pushEnvelope
+	var at [MaxBatch]int
+	n := 0
+	for i := range ms {
+		env, err := decodePushEnvelope(ms[i].Body)
+		if err != nil {
+			b.log.Error("discarding a push queue message that is no notification", "topic", sub.topic, "subscription", sub.name, "err", err)
+			ps.settleDelete(&ms[i])
+			p.discarded.Add(1)
+			continue
+		}
+		var props []byte
+		if len(ms[i].Properties) > 0 {
+			props = appendProps(nil, ms[i].Properties)
+		}
+		// EnqueueMs 0: a new message of the target (AcceptMoved).
+		batch[n] = MovedMessage{Body: env.body, Props: props, Priority: DefaultPriority}
+		envs[n], at[n] = env, i
+		n++
+	}
+	if n == 0 {
+		return done
+	}
+	hctx, cancel := context.WithTimeout(ctx, moveTimeout)
+	err := router.Move(hctx, sub.queue, batch[:n])
+	cancel()
+	if err == nil {
+		p.delivered.Add(int64(n))
+		for k := range n {
+			done = append(done, ms[at[k]].Handle)
+		}
+		return done
+	}
+	b.log.Debug("relayed deliveries not stored; retried after their strategy's delay", "topic", sub.topic, "subscription", sub.name,
+		"queue", sub.queue, "messages", n, "err", err)
+	for k := range n {
+		ps.attemptFailed(ctx, &ms[at[k]], &envs[k], sub)
+	}
+	return done
+}

@@ -1,0 +1,210 @@
+package engine
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+// waitUntil polls cond every millisecond for at most 30 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30 s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A queue subscription whose queue another broker holds (topic_relay.go)
+// gets what a local one gets: the same rendering and properties, as a new
+// message of its queue (its DelaySeconds applies), at least once. A
+// refused hop is retried after the strategy's delay; a lost answer
+// delivers twice, never none; a publish survives a restart in between; a
+// target queue deleted meanwhile drops its deliveries.
+func TestTopicRelay(t *testing.T) {
+	bothModes(t, func(t *testing.T) {
+		clk := NewFakeClock(t0)
+		far, err := Open(Options{Clock: clk, Logger: testLogger(t), Stripes: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer far.Close()
+		farQ := mustQueue(t, far, "far-q", DefaultQueueConfig())
+		dcfg := DefaultQueueConfig()
+		dcfg.Delay = 5 * time.Second
+		farD := mustQueue(t, far, "far-delayed", dcfg)
+		router := &twoBrokers{target: far}
+		durable := t.Name() == "TestTopicRelay/durable"
+		dir := t.TempDir()
+		open := func() *Broker {
+			if durable {
+				return openDurableTest(t, dir, clk, func(o *Options) { o.DeadLetterRouter = router; o.Push = pushOptions() })
+			}
+			b, err := Open(Options{Clock: clk, Logger: testLogger(t), Stripes: 2, DeadLetterRouter: router, Push: pushOptions()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		b := open()
+		defer func() { b.Close() }()
+		near := mustQueue(t, b, "near", DefaultQueueConfig())
+		if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Subscribe("t", "missing", SubscriptionConfig{Endpoint: "acs:mns:cn-hangzhou:1:queues/far-none"}); !errors.Is(err, ErrEndpointInvalid) {
+			t.Fatalf("a relayed queue that does not exist: %v", err)
+		}
+		if _, err := b.Subscribe("t", "dlq", SubscriptionConfig{Endpoint: "acs:mns:cn-hangzhou:1:queues/near", DeadLetterQueue: "far-q"}); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("a subscription's dead-letter queue held elsewhere: %v", err)
+		}
+		for name, ep := range map[string]string{"to-near": "near", "to-far": "far-q"} {
+			// SIMPLIFIED: the body as published, so that the copies compare.
+			if _, err := b.Subscribe("t", name, SubscriptionConfig{Endpoint: "acs:mns:cn-hangzhou:1:queues/" + ep, Format: FormatSimplified}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := b.Subscribe("t", "to-delayed", SubscriptionConfig{Endpoint: "acs:mns:cn-hangzhou:1:queues/far-delayed", FilterTag: "d"}); err != nil {
+			t.Fatal(err)
+		}
+		// Nothing reaches the far broker until the restart below (durable)
+		// or the clock moves on (memory): every hop is refused first.
+		router.mu.Lock()
+		router.refuse = 1 << 30
+		router.mu.Unlock()
+		props := testProps(7)
+		ins := []PublishInput{{Body: []byte("m0"), Owner: "1", Properties: props}, {Body: []byte("m1"), Tag: "d", Owner: "1"}, {Body: []byte("m2"), Owner: "1"}}
+		for _, in := range ins {
+			res, err := b.Publish("t", in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 2
+			if in.Tag == "d" {
+				want = 3
+			}
+			if res.Delivered != 1 || res.Pushes != want-1 || res.Skipped != 0 {
+				t.Fatalf("publish %s: %+v", in.Body, res)
+			}
+		}
+		waitUntil(t, "a refused hop", func() bool { router.mu.Lock(); defer router.mu.Unlock(); return router.hops > 0 })
+		if durable {
+			b.Close()
+			b = open()
+			near, _ = b.Queue("near")
+		}
+		router.mu.Lock()
+		router.refuse, router.loseNext = 0, 1
+		router.mu.Unlock()
+		// The refused deliveries are hidden until their retry (10-20 s),
+		// those a hop had in flight at the restart for the push lease.
+		for k := 0; ; k++ {
+			a, _, _ := farQ.counts()
+			da, di, dl := farD.counts()
+			if a >= 3 && da+di+dl >= 1 {
+				break
+			}
+			if k == 3000 {
+				t.Fatalf("relayed: far-q %d, far-delayed %d", a, da+di+dl)
+			}
+			if k%100 == 0 {
+				clk.Advance(21 * time.Second)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		// The delivery whose answer was lost is retried after its delay.
+		for k := 0; b.PushStats().Backlog != 0; k++ {
+			if k == 3000 {
+				t.Fatalf("push queues not emptied: %+v", b.PushStats())
+			}
+			if k%100 == 99 {
+				clk.Advance(21 * time.Second)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		local := receiveAll(t, near)
+		remote := receiveAll(t, farQ)
+		if len(local) != 3 || len(remote) < 3 {
+			t.Fatalf("near holds %d, far %d", len(local), len(remote))
+		}
+		byBody := map[string]Message{}
+		for _, m := range local {
+			byBody[string(m.Body)] = m
+		}
+		seen := map[string]int{}
+		for _, m := range remote {
+			l, ok := byBody[string(m.Body)]
+			if !ok {
+				t.Fatalf("far holds %q, which no local delivery holds", m.Body)
+			}
+			seen[string(m.Body)]++
+			if m.MD5 != l.MD5 || len(m.Properties) != len(l.Properties) {
+				t.Fatalf("far's copy differs: MD5 %x/%x, properties %v/%v", m.MD5, l.MD5, m.Properties, l.Properties)
+			}
+			for k := range m.Properties {
+				if !slices.Equal(m.Properties[k].Value, l.Properties[k].Value) {
+					t.Fatalf("property %s: %q, want %q", m.Properties[k].Name, m.Properties[k].Value, l.Properties[k].Value)
+				}
+			}
+			if m.DequeueCount != 1 || m.Priority != DefaultPriority {
+				t.Fatalf("far's copy: DequeueCount %d, priority %d", m.DequeueCount, m.Priority)
+			}
+		}
+		if len(seen) != 3 {
+			t.Fatalf("far holds %d distinct deliveries, want 3", len(seen))
+		}
+		t.Logf("far holds %d deliveries of 3 (a lost answer delivers twice)", len(remote))
+		clk.Advance(6 * time.Second)
+		if msgs := receiveAll(t, farD); len(msgs) < 1 {
+			t.Fatal("far-delayed holds nothing after its delay")
+		}
+		// A target deleted meanwhile: its deliveries are dropped.
+		if err := far.DeleteQueue("far-q"); err != nil {
+			t.Fatal(err)
+		}
+		discarded := b.PushStats().Discarded
+		if _, err := b.Publish("t", PublishInput{Body: []byte("m3"), Owner: "1"}); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the delivery to a deleted queue dropped", func() bool {
+			st := b.PushStats()
+			return st.Discarded > discarded && st.Backlog == 0
+		})
+	})
+}
+
+// AcceptMoved stores a topic's delivery as a new message of the queue:
+// delayed by its DelaySeconds, and checked against its MaximumMessageSize
+// (as a local subscription is checked at Subscribe).
+func TestAcceptMovedDeliveryChecksTheQueue(t *testing.T) {
+	b, clk := openTest(t, Options{})
+	cfg := DefaultQueueConfig()
+	cfg.MaxMessageBytes = 1024
+	cfg.Delay = 5 * time.Second
+	q := mustQueue(t, b, "small", cfg)
+	if err := q.AcceptMoved([]MovedMessage{{Body: []byte("d"), Priority: DefaultPriority}}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(5*time.Second - time.Millisecond)
+	if a, i, d := q.counts(); a != 0 || i != 0 || d != 1 {
+		t.Fatalf("before its delay: %d active, %d inactive, %d delayed", a, i, d)
+	}
+	clk.Advance(time.Millisecond)
+	msgs := receiveAll(t, q)
+	if len(msgs) != 1 || string(msgs[0].Body) != "d" || msgs[0].Priority != DefaultPriority {
+		t.Fatalf("after its delay: %+v", msgs)
+	}
+
+	big := make([]byte, 2048)
+	err := q.AcceptMoved([]MovedMessage{{Body: []byte("ok"), Priority: DefaultPriority}, {Body: big, Priority: DefaultPriority}})
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a delivery larger than the queue's MaximumMessageSize: %v", err)
+	}
+	if a, i, d := q.counts(); a+i+d != 1 {
+		t.Fatalf("stored %d of a refused batch", a+i+d-1)
+	}
+}
