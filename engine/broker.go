@@ -221,6 +221,7 @@ func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err er
 	if err := b.store.acceptNew(); err != nil {
 		return false, err
 	}
+	b.catchUp(cfg.DeadLetterQueue)
 	if err := b.store.enter(); err != nil {
 		return false, err
 	}
@@ -287,6 +288,9 @@ func (b *Broker) Queue(name string) (*Queue, error) {
 func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
 	if err := b.usable(); err != nil {
 		return err
+	}
+	if p.DeadLetterQueue != nil {
+		b.catchUp(*p.DeadLetterQueue)
 	}
 	if err := b.store.enter(); err != nil {
 		return err

@@ -57,9 +57,16 @@ type DeadLetterRouter interface {
 	// broker, which Move reaches.
 	Elsewhere(name string) bool
 	// Exists reports whether the queue named name exists there. It is
-	// asked when a policy is set and before each move; the answer may
-	// trail the target's own by a replication lag.
+	// asked when a policy or a subscription names it, before each move,
+	// and after a failed hop; the answer may trail the target's own by a
+	// replication lag.
 	Exists(name string) bool
+	// CatchUp waits, for a bounded time, until Exists's view of the queue
+	// named name includes every change acknowledged before the call, so
+	// that a queue just created through another broker can be named at
+	// once. The engine calls it before a policy or a subscription naming
+	// such a queue is checked, holding no lock.
+	CatchUp(name string)
 	// Move stores ms (1..MaxBatch messages) in the queue named target with
 	// Queue.AcceptMoved, and returns nil only once they are durable there.
 	// An error means they may or may not have been stored.
@@ -89,6 +96,15 @@ func (m *MovedMessage) delivery() bool { return m.EnqueueMs == 0 && m.ExpireMs =
 // Delivery reports whether m is a topic's delivery (EnqueueMs and
 // ExpireMs 0), not a dead letter: for a router's counters.
 func (m *MovedMessage) Delivery() bool { return m.delivery() }
+
+// catchUp readies the router's view of a queue held elsewhere for an
+// admin check (DeadLetterRouter.CatchUp). Never under adminMu or an
+// admission: it may wait for another broker.
+func (b *Broker) catchUp(name string) {
+	if name != "" && b.relayed(name) {
+		b.opts.DeadLetterRouter.CatchUp(name)
+	}
+}
 
 // moveTimeout bounds one hop of moveElsewhere: a receive waits for it.
 const moveTimeout = 5 * time.Second

@@ -28,6 +28,8 @@ func (r *twoBrokers) Exists(name string) bool {
 	return err == nil
 }
 
+func (r *twoBrokers) CatchUp(string) {}
+
 func (r *twoBrokers) Move(ctx context.Context, target string, ms []MovedMessage) error {
 	r.mu.Lock()
 	r.hops++

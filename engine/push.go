@@ -500,6 +500,9 @@ func (ps *pushSub) attemptFailed(ctx context.Context, m *Message, env *pushEnvel
 	}
 	now := b.nowMs()
 	delay, more := retryDelay(sub.cfg.Strategy, m.DequeueCount, mrand.Float64)
+	if sub.relay {
+		delay, more = relayRetryDelay(m.DequeueCount), true // topic_relay.go
+	}
 	if more && now+delay.Milliseconds() < env.publishMs+pushMaxAge.Milliseconds() {
 		if _, _, err := q.ChangeVisibility(m.Handle, delay); err != nil {
 			b.log.Debug("push retry not scheduled; the message reappears after its lease", "subscription", sub.name, "err", err)

@@ -596,6 +596,9 @@ func (b *Broker) Subscribe(topicName, name string, cfg SubscriptionConfig) (crea
 		return false, err
 	}
 	cfg = cfg.withDefaults()
+	if kind, qname, err := parseEndpoint(cfg.Endpoint); err == nil && kind == endpointQueue {
+		b.catchUp(qname)
+	}
 	if err := b.store.enter(); err != nil {
 		return false, err
 	}

@@ -16,22 +16,36 @@ package engine
 //
 // Invariants:
 //  1. At least once, as a push (push.go invariant 1): a delivery leaves
-//     its push queue only after the target acknowledged it durable, or
-//     when its retries are exhausted (the subscription's NotifyStrategy,
-//     as for an HTTP endpoint). A lost answer, a crash or a change of
+//     its push queue only after the target acknowledged it durable, or a
+//     day after its publish (pushMaxAge), as an HTTP push with the longest
+//     strategy does. Hops are retried 1 s after a failure, doubling to
+//     16 s (relayRetryDelay), whatever the subscription's NotifyStrategy:
+//     that strategy is about an endpoint's owner's server, a hop only
+//     about the cluster, whose faults (an election, a partition) outlast
+//     BACKOFF_RETRY's three retries. A lost answer, a crash or a change of
 //     leader between the store and the delete delivers it twice.
 //  2. A delivery whose target queue no longer exists is dropped, as a
-//     publish skips a deleted queue on one broker.
+//     publish skips a deleted queue on one broker: only on the router's
+//     word that it does not exist where it is held (an error matching
+//     ErrQueueNotExist), never on a replica's view.
 //  3. What the target holds is what a local delivery would have stored:
 //     the same body (the NotifyContentFormat rendering) and properties.
 
 import (
 	"context"
+	"errors"
+	"time"
 )
 
 // relayWorkers is the number of workers of a relayed subscription: each
 // carries a batch per hop.
 const relayWorkers = 4
+
+// relayRetryDelay is the wait before the next hop of a delivery after
+// its attempts-th failed (invariant 1).
+func relayRetryDelay(attempts int) time.Duration {
+	return time.Second << min(max(attempts-1, 0), 4)
+}
 
 // relayed reports whether the queue named name is held by another broker.
 func (b *Broker) relayed(name string) bool {
@@ -45,15 +59,6 @@ func (ps *pushSub) relay(ctx context.Context, ms []Message, done []ReceiptHandle
 	p, b := ps.p, ps.p.b
 	sub := ps.sub.Load()
 	router := b.opts.DeadLetterRouter
-	if !router.Exists(sub.queue) {
-		// Invariant 2.
-		b.log.Debug("relayed deliveries dropped: their queue is gone", "topic", sub.topic, "subscription", sub.name, "queue", sub.queue, "messages", len(ms))
-		for i := range ms {
-			ps.settleDelete(&ms[i])
-		}
-		p.discarded.Add(int64(len(ms)))
-		return done
-	}
 	var batch [MaxBatch]MovedMessage
 	var envs [MaxBatch]pushEnvelope
 	var at [MaxBatch]int
@@ -86,6 +91,16 @@ func (ps *pushSub) relay(ctx context.Context, ms []Message, done []ReceiptHandle
 		for k := range n {
 			done = append(done, ms[at[k]].Handle)
 		}
+		return done
+	}
+	if errors.Is(err, ErrQueueNotExist) {
+		// Invariant 2: the target's leader says so (a replica's view
+		// could trail it, or be closed for a rebuild).
+		b.log.Debug("relayed deliveries dropped: their queue is gone", "topic", sub.topic, "subscription", sub.name, "queue", sub.queue, "messages", n)
+		for k := range n {
+			ps.settleDelete(&ms[at[k]])
+		}
+		p.discarded.Add(int64(n))
 		return done
 	}
 	b.log.Debug("relayed deliveries not stored; retried after their strategy's delay", "topic", sub.topic, "subscription", sub.name,

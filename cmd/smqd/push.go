@@ -21,6 +21,7 @@ type pushConfig struct {
 	allow       string
 	concurrency int
 	timeout     time.Duration
+	lease       time.Duration
 	keyFile     string
 	certFile    string
 	certURL     string
@@ -30,6 +31,7 @@ func (p *pushConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.allow, "push-allow", "127.0.0.0/8,::1/128", "comma-separated CIDR prefixes and host names that HTTP subscription endpoints may point at; anything else is refused at Subscribe (400 EndpointInvalid) and at connect time (default: loopback only, so a subscription cannot probe your network)")
 	fs.IntVar(&p.concurrency, "push-concurrency", 16, "pushes in flight to one endpoint (scheme, host and port) at most")
 	fs.DurationVar(&p.timeout, "push-timeout", 5*time.Second, "time an endpoint has to answer a push with 2xx before the attempt counts as failed")
+	fs.DurationVar(&p.lease, "push-lease", 60*time.Second, "how long a notification being pushed (or relayed to a queue on another shard) stays invisible to other workers; after a crash or a change of leader it is pushed again once this ends. At least 2 x --push-timeout and 10s")
 	fs.StringVar(&p.keyFile, "push-key-file", "", "PEM RSA private key that signs pushes (with --push-cert-file; default: generated at the first start and kept in <data-dir>/push-signing.key)")
 	fs.StringVar(&p.certFile, "push-cert-file", "", "PEM certificate of --push-key-file, served at /x509_public_certificate.pem")
 	fs.StringVar(&p.certURL, "push-cert-url", "", "URL receivers fetch the push certificate from, sent in x-mns-signing-cert-url (default: this server's --listen address and the certificate's versioned path)")
@@ -44,6 +46,9 @@ func (p *pushConfig) validate() error {
 	}
 	if p.timeout <= 0 {
 		return errors.New("--push-timeout must be positive")
+	}
+	if p.lease < 2*p.timeout || p.lease < 10*time.Second {
+		return fmt.Errorf("--push-lease %v must be at least 2 x --push-timeout (%v) and 10s: a notification must stay hidden while it is pushed or relayed", p.lease, 2*p.timeout)
 	}
 	for _, a := range p.allowList() {
 		if strings.Contains(a, "/") {
@@ -97,6 +102,7 @@ func (p *pushConfig) options(s *server.PushSigner, addr string, tls bool, log *s
 		Allow:       p.allowList(),
 		Concurrency: p.concurrency,
 		Timeout:     p.timeout,
+		Lease:       p.lease,
 		Signer:      s.Key,
 		CertURL:     url,
 	}

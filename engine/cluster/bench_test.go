@@ -173,3 +173,97 @@ func BenchmarkClusterDeadLetterMove(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClusterPublish: publishes of 1 KiB to a topic through its
+// shard's leader of an in-process 3-node cluster, 8 publishers, sync
+// always. "local": one subscribed queue, on the topic's shard (stored in
+// the publish itself). "local+relayed": a second queue on a shard another
+// node leads, whose copies are relayed (engine/topic_relay.go); the timer
+// runs until every relayed copy is stored there. ns/op is per publish.
+func BenchmarkClusterPublish(b *testing.B) {
+	for _, subs := range []string{"local", "local+relayed"} {
+		b.Run(subs, func(b *testing.B) {
+			c := newBenchCluster(b, 3, 4)
+			defer func() {
+				for i := range c.nodes {
+					c.stop(i)
+				}
+			}()
+			const topic = "bench-topic"
+			ti, bt := c.leader(topic)
+			var near, far string
+			for k := 0; near == "" || far == ""; k++ {
+				name := fmt.Sprintf("bench-sub-%d", k)
+				same := c.nodes[ti].ShardOf(name) == c.nodes[ti].ShardOf(topic)
+				if li, _ := c.leader(name); same && near == "" {
+					near = name
+				} else if !same && li != ti && far == "" {
+					far = name
+				}
+			}
+			queues := []string{near}
+			if subs == "local+relayed" {
+				queues = append(queues, far)
+			}
+			for _, name := range queues {
+				_, bq := c.leader(name)
+				if _, err := bq.CreateQueue(name, engine.DefaultQueueConfig()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := bt.CreateTopic(topic, engine.DefaultTopicConfig()); err != nil {
+				b.Fatal(err)
+			}
+			for _, name := range queues {
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					_, err := bt.Subscribe(topic, "to-"+name, engine.SubscriptionConfig{Endpoint: "acs:mns:bench:1:queues/" + name, Format: engine.FormatSimplified})
+					if err == nil {
+						break
+					}
+					if time.Now().After(deadline) {
+						b.Fatal(err)
+					}
+					time.Sleep(10 * time.Millisecond) // the queue not replicated here yet
+				}
+			}
+			_, bf := c.leader(queues[len(queues)-1])
+			last, err := bf.Queue(queues[len(queues)-1])
+			if err != nil {
+				b.Fatal(err)
+			}
+			body := make([]byte, 1024)
+			var next atomic.Int64
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for w := 0; w < 8; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						if _, err := bt.Publish(topic, engine.PublishInput{Body: body, Owner: "1"}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			published := b.Elapsed()
+			deadline := time.Now().Add(time.Minute)
+			for {
+				info, _ := last.Attributes()
+				if info.Active >= int64(b.N) {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("%d of %d copies in %s after a minute", info.Active, b.N, last.Name())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/published.Seconds(), "publishes/s")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "delivered/s")
+		})
+	}
+}

@@ -15,8 +15,13 @@ package cluster
 //
 // Status: moveStored; moveNotRun (the node does not lead the target's
 // shard, or was handing its lead over, and stored nothing: the sender
-// routes again); moveRefused (the text says why: the queue is gone, the
+// routes again); moveGone (the queue does not exist on the shard's
+// leader: engine.ErrQueueNotExist); moveRefused (the text says why: the
 // batch is bad, a storage failure).
+//
+// The same hop carries a topic's deliveries to a queue of another shard
+// (engine/topic_relay.go): a batch of MovedMessages with EnqueueMs and
+// ExpireMs 0.
 //
 // Trust: a move is taken only over the authenticated transport, as Raft's
 // appends are; it carries no client's signature because no client sent
@@ -45,6 +50,7 @@ const (
 	moveStored  = 0
 	moveNotRun  = 1
 	moveRefused = 2
+	moveGone    = 3
 )
 
 // errMoveNotRun: the node asked did not lead the target's shard and stored
@@ -69,6 +75,16 @@ func (r deadLetterRouter) Exists(name string) bool {
 	}
 	_, err := b.Queue(name)
 	return err == nil
+}
+
+// CatchUp lets this node's replica of the queue's shard apply what the
+// shard's leader had committed (read.go), for at most 2 s.
+func (r deadLetterRouter) CatchUp(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := r.n.shards[r.n.ShardOf(name)].readBarrier(ctx); err != nil {
+		r.n.log.Debug("a queue of another shard named before its shard answered a read barrier", "queue", name, "err", err)
+	}
 }
 
 // Move carries dead letters, and a topic's deliveries to a queue of
@@ -153,6 +169,8 @@ func (n *Node) sendMove(ctx context.Context, leader uint64, req []byte) error {
 		return nil
 	case moveNotRun:
 		return fmt.Errorf("%w (node %d: %s)", errMoveNotRun, leader, ans[1:])
+	case moveGone:
+		return fmt.Errorf("%w (node %d: %s)", engine.ErrQueueNotExist, leader, ans[1:])
 	}
 	return fmt.Errorf("cluster: dead-letter move refused by node %d: %s", leader, ans[1:])
 }
@@ -185,9 +203,11 @@ func (n *Node) serveMove(from uint64, c net.Conn) {
 		switch {
 		case errors.Is(err, engine.ErrRetryOnLeader):
 			status, text = moveNotRun, err.Error()
+		case errors.Is(err, engine.ErrQueueNotExist):
+			status, text = moveGone, err.Error()
 		case err != nil:
 			status, text = moveRefused, err.Error()
-			n.log.Warn("dead-letter move refused", "peer", from, "queue", target, "messages", len(ms), "err", err)
+			n.log.Warn("move to this shard refused", "peer", from, "queue", target, "messages", len(ms), "err", err)
 		}
 	}
 	if status == moveStored && n.testMuteMoves.Add(-1) >= 0 {

@@ -442,12 +442,14 @@ func (n *Node) confChanged(shard int, e *pb.Entry) {
 }
 
 // ShardOf returns the shard a queue lives in.
+// It is the configured count, not the shards opened so far: a shard's
+// broker asks while it opens (engine/topic_relay.go, relayed).
 func (n *Node) ShardOf(queue string) int {
-	return int(xxhash.Sum64String(queue) % uint64(len(n.shards)))
+	return int(xxhash.Sum64String(queue) % uint64(n.cfg.Shards))
 }
 
 // Shards returns the number of shards.
-func (n *Node) Shards() int { return len(n.shards) }
+func (n *Node) Shards() int { return n.cfg.Shards }
 
 // Broker returns this node's broker of a shard (a replica: only the
 // leader's takes changes). Nil while the shard is rebuilt.

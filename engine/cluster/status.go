@@ -34,7 +34,7 @@ type Status struct {
 	DeadLetterHopsFailed int64 `json:"dead_letter_hops_failed"`
 	// TopicRelayHops and TopicRelayHopsFailed count the same for batches
 	// of a topic's deliveries to a queue of another shard (failed: retried
-	// after the subscription's NotifyStrategy delay).
+	// 1 s later, doubling to every 16 s, for up to a day).
 	TopicRelayHops       int64 `json:"topic_relay_hops"`
 	TopicRelayHopsFailed int64 `json:"topic_relay_hops_failed"`
 	// DiskFull: this node's disk is below the free-space reserve, so it

@@ -25,6 +25,13 @@ package chaos
 //  7. Misplaced: a message is received only from the queue it was sent
 //     to, or from that queue's dead-letter queue (CheckWith).
 //
+// Topics (CheckTopics): a published message is a new message in each
+// queue subscribed to its topic (a copy: its own MessageId, DequeueCount
+// from 1), at least once in each, so there may be several copies in one.
+// Rule 1 requires a delivery from every subscribed queue (or its
+// dead-letter queue); rules 4 and 5 hold for each copy; rule 6 does not
+// apply; rule 7 allows the subscribed queues and their dead-letter queues.
+//
 // Dead letters (CheckWith): a message moved to its queue's dead-letter
 // queue is a new message there (another MessageId, DequeueCount from 1);
 // a move is at least once, so there may be several copies. Rules 4 and 5
@@ -51,6 +58,8 @@ type Result struct {
 	DuplicatedMessages                        int // messages delivered more than once
 	DeadLettered                              int // messages received from a dead-letter queue
 	DeadLetterCopies                          int // their copies beyond one each
+	Publishes, PublishesOk                    int // publishes invoked; acknowledged
+	PublishCopies                             int // copies of published messages beyond one per subscribed queue
 	DeletesOk                                 int
 	TimedOut                                  int // operations whose client timed out
 	Slowest                                   time.Duration
@@ -78,6 +87,9 @@ func (r *Result) String() string {
 		r.Duplicates, r.DuplicatedMessages, r.DeletesOk, r.TimedOut, r.Slowest.Round(time.Millisecond), r.SlowestOp)
 	if r.DeadLettered > 0 {
 		fmt.Fprintf(&b, "; dead-lettered %d messages (%d extra copies)", r.DeadLettered, r.DeadLetterCopies)
+	}
+	if r.Publishes > 0 {
+		fmt.Fprintf(&b, "; publishes %d (ok %d), %d extra copies in subscribed queues", r.Publishes, r.PublishesOk, r.PublishCopies)
 	}
 	for _, v := range []struct {
 		name string
@@ -108,6 +120,12 @@ func Check(ops []Op) Result { return CheckWith(ops, nil) }
 // CheckWith checks a history whose queues move messages to the dead-letter
 // queues deadLetters names (a queue's name → its dead-letter queue's).
 func CheckWith(ops []Op, deadLetters map[string]string) Result {
+	return CheckTopics(ops, deadLetters, nil)
+}
+
+// CheckTopics is CheckWith for a history that also publishes to the
+// topics topics names (a topic's name → the queues subscribed to it).
+func CheckTopics(ops []Op, deadLetters map[string]string, topics map[string][]string) Result {
 	var r Result
 	sends := map[string]*Op{}     // body → its send
 	deletes := map[string][]*Op{} // queue NUL body, and queue NUL MessageId → its Ok deletes
@@ -122,6 +140,12 @@ func CheckWith(ops []Op, deadLetters map[string]string) Result {
 			r.SlowestOp = fmt.Sprintf("%s through node %d: %s %s", op.Kind, op.Node, op.Outcome, op.Err)
 		}
 		switch op.Kind {
+		case OpPublish:
+			r.Publishes++
+			sends[op.Body] = op
+			if op.Outcome == Ok {
+				r.PublishesOk++
+			}
 		case OpSend:
 			r.Sends++
 			sends[op.Body] = op
@@ -156,6 +180,9 @@ func CheckWith(ops []Op, deadLetters map[string]string) Result {
 	}
 	r.Distinct = len(byBody)
 	for body, s := range sends {
+		if s.Kind == OpPublish {
+			continue // checkPublished
+		}
 		if s.Outcome == Ok && len(byBody[body]) == 0 {
 			r.Lost = append(r.Lost, fmt.Sprintf("%s (id %s, sent through node %d at %s)", body, s.MessageID, s.Node, stamp(s.Complete)))
 		}
@@ -172,6 +199,10 @@ func CheckWith(ops []Op, deadLetters map[string]string) Result {
 			r.UnknownSeen++
 		}
 		sort.Slice(ds, func(i, j int) bool { return ds[i].op.Invoke.Before(ds[j].op.Invoke) })
+		if s.Kind == OpPublish {
+			r.checkPublished(body, s, ds, deletes, deadLetters, topics[s.Queue])
+			continue
+		}
 		home, dlq := s.Queue, deadLetters[s.Queue]
 		id := ds[0].msg.MessageID
 		if s.Outcome == Ok {
@@ -227,10 +258,76 @@ func CheckWith(ops []Op, deadLetters map[string]string) Result {
 			r.DuplicatedMessages++
 		}
 	}
+	for body, s := range sends {
+		if s.Kind == OpPublish && s.Outcome == Ok && len(byBody[body]) == 0 {
+			r.checkPublished(body, s, nil, deletes, deadLetters, topics[s.Queue])
+		}
+	}
 	for _, l := range [][]string{r.Lost, r.Unexpected, r.Phantom, r.Resurrected, r.Decreased, r.Identity, r.Misplaced} {
 		sort.Strings(l)
 	}
 	return r
+}
+
+// checkPublished checks the deliveries ds (in invocation order) of the
+// message published by s to the queues subs (the file comment, "Topics").
+func (r *Result) checkPublished(body string, s *Op, ds []delivery, deletes map[string][]*Op, deadLetters map[string]string, subs []string) {
+	home := map[string]string{} // a queue a copy may be received from → the subscribed queue it stands for
+	for _, q := range subs {
+		home[q] = q
+		if d := deadLetters[q]; d != "" {
+			home[d] = q
+		}
+	}
+	reached := map[string]bool{}
+	copies := map[string]int{} // queue NUL MessageId → deliveries
+	for i, d := range ds {
+		q := d.op.Queue
+		h, ok := home[q]
+		if !ok {
+			r.Misplaced = append(r.Misplaced, fmt.Sprintf("%s: published to %s, received from %s (receive %d, id %s)", body, s.Queue, q, d.op.ID, d.msg.MessageID))
+			continue
+		}
+		reached[h] = true
+		key := q + "\x00" + d.msg.MessageID
+		copies[key]++
+		for _, prev := range ds[:i] {
+			if prev.op.Queue != q || prev.msg.MessageID != d.msg.MessageID {
+				continue // another copy
+			}
+			if d.op.Invoke.After(prev.op.Complete) && d.msg.DequeueCount < prev.msg.DequeueCount {
+				r.Decreased = append(r.Decreased, fmt.Sprintf("%s: DequeueCount %d (receive %d, node %d, %s) after %d (receive %d, node %d, %s) in %s",
+					body, d.msg.DequeueCount, d.op.ID, d.op.Node, stamp(d.op.Invoke), prev.msg.DequeueCount, prev.op.ID, prev.op.Node, stamp(prev.op.Complete), q))
+				break
+			}
+		}
+		for _, del := range deletes[key] {
+			if d.op.Invoke.After(del.Complete) {
+				r.Resurrected = append(r.Resurrected, fmt.Sprintf("%s: deleted from %s (op %d, node %d, done %s), then received (op %d, node %d, invoked %s, DequeueCount %d)",
+					body, q, del.ID, del.Node, stamp(del.Complete), d.op.ID, d.op.Node, stamp(d.op.Invoke), d.msg.DequeueCount))
+				break
+			}
+		}
+	}
+	if s.Outcome == Ok {
+		for _, q := range subs {
+			if !reached[q] {
+				r.Lost = append(r.Lost, fmt.Sprintf("%s (published to %s through node %d at %s, id %s): no copy in %s", body, s.Queue, s.Node, stamp(s.Complete), s.MessageID, q))
+			}
+		}
+	}
+	perQueue := map[string]int{}
+	for key, n := range copies {
+		q, _, _ := strings.Cut(key, "\x00")
+		perQueue[q]++
+		if n > 1 {
+			r.Duplicates += n - 1
+			r.DuplicatedMessages++
+		}
+	}
+	for _, n := range perQueue {
+		r.PublishCopies += n - 1
+	}
 }
 
 func stamp(t time.Time) string { return t.Format("15:04:05.000") }

@@ -195,3 +195,54 @@ func TestDuringStops(t *testing.T) {
 		t.Fatalf("no stop, yet %q", bad)
 	}
 }
+
+// Topics: a message published to topic t is a new message (its own id, a
+// count from 1) in each subscribed queue, at least once in each; each copy
+// keeps rules 4 and 5, and a copy in no subscribed queue is misplaced.
+func TestCheckerTopics(t *testing.T) {
+	topics := map[string][]string{"t": {"q", "r"}}
+	dl := map[string]string{"r": "d"}
+	pub := func() *hist {
+		h := new(hist).add(Op{Kind: OpPublish, Queue: "t", Body: "a", MessageID: "T1", Outcome: Ok})
+		return h.recv(Ok, msg("a", "1", 1)).in("q").recv(Ok, msg("a", "2", 1)).in("r")
+	}
+	for _, tc := range []struct {
+		name  string
+		h     *hist
+		valid bool
+		want  func(r *Result) int // a count that must be exactly 1
+	}{
+		{"a copy in each subscribed queue", pub().del("a", "1", Ok).in("q").del("a", "2", Ok).in("r"), true,
+			func(r *Result) int { return r.PublishesOk }},
+		{"lost: no copy in one subscribed queue",
+			new(hist).add(Op{Kind: OpPublish, Queue: "t", Body: "a", MessageID: "T1", Outcome: Ok}).recv(Ok, msg("a", "1", 1)).in("q"), false,
+			func(r *Result) int { return len(r.Lost) }},
+		{"lost: no copy anywhere", new(hist).add(Op{Kind: OpPublish, Queue: "t", Body: "a", MessageID: "T1", Outcome: Ok}).recv(Ok), false,
+			func(r *Result) int { return len(r.Lost) - 1 }}, // one per queue
+		{"an unknown publish never seen is fine", new(hist).add(Op{Kind: OpPublish, Queue: "t", Body: "a", Outcome: Unknown}).recv(Ok), true, nil},
+		{"phantom: a failed publish received", new(hist).add(Op{Kind: OpPublish, Queue: "t", Body: "a", Outcome: Fail}).recv(Ok, msg("a", "1", 1)).in("q"), false,
+			func(r *Result) int { return len(r.Phantom) }},
+		{"a second copy in one queue (a relay's lost answer)", pub().recv(Ok, msg("a", "3", 1)).in("r"), true,
+			func(r *Result) int { return r.PublishCopies }},
+		{"a copy received twice is a duplicate", pub().recv(Ok, msg("a", "2", 2)).in("r"), true,
+			func(r *Result) int { return r.Duplicates }},
+		{"a copy in the dead-letter queue of a subscribed queue", pub().recv(Ok, msg("a", "9", 1)).in("d"), true, nil},
+		{"resurrected: a copy received after its delete", pub().del("a", "2", Ok).in("r").recv(Ok, msg("a", "2", 2)).in("r"), false,
+			func(r *Result) int { return len(r.Resurrected) }},
+		{"another queue's copy after a delete is no resurrection", pub().del("a", "2", Ok).in("r").recv(Ok, msg("a", "1", 2)).in("q"), true, nil},
+		{"a copy's DequeueCount decreased", pub().recv(Ok, msg("a", "2", 3)).in("r").recv(Ok, msg("a", "2", 2)).in("r"), false,
+			func(r *Result) int { return len(r.Decreased) }},
+		{"misplaced: a copy in a queue not subscribed", pub().recv(Ok, msg("a", "5", 1)).in("e"), false,
+			func(r *Result) int { return len(r.Misplaced) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := CheckTopics(tc.h.ops, dl, topics)
+			if r.Valid() != tc.valid {
+				t.Fatalf("valid %v, want %v:\n%s", r.Valid(), tc.valid, r.String())
+			}
+			if tc.want != nil && tc.want(&r) != 1 {
+				t.Fatalf("want exactly one:\n%s", r.String())
+			}
+		})
+	}
+}

@@ -170,6 +170,40 @@ func (c *Client) Send(ctx context.Context, queue, body string) (string, error) {
 	return m.MessageID, nil
 }
 
+// CreateTopic creates a topic with the default attributes.
+func (c *Client) CreateTopic(ctx context.Context, name string) error {
+	_, _, err := c.do(ctx, "PUT", "/topics/"+name, []byte(`<?xml version="1.0" encoding="UTF-8"?><Topic xmlns="http://mns.aliyuncs.com/doc/v1/"></Topic>`))
+	return err
+}
+
+// Subscribe subscribes queue to topic as sub, in the SIMPLIFIED format: a
+// delivery's body is the published body.
+func (c *Client) Subscribe(ctx context.Context, topic, sub, queue string) error {
+	body := `<?xml version="1.0" encoding="UTF-8"?><Subscription xmlns="http://mns.aliyuncs.com/doc/v1/"><Endpoint>acs:mns:cn-chaos:1:queues/` +
+		queue + `</Endpoint><NotifyContentFormat>SIMPLIFIED</NotifyContentFormat></Subscription>`
+	_, _, err := c.do(ctx, "PUT", "/topics/"+topic+"/subscriptions/"+sub, []byte(body))
+	return err
+}
+
+// Publish publishes one message to a topic; it returns its MessageId.
+func (c *Client) Publish(ctx context.Context, topic, body string) (string, error) {
+	var b bytes.Buffer
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Message xmlns="http://mns.aliyuncs.com/doc/v1/"><MessageBody>`)
+	xml.EscapeText(&b, []byte(body))
+	b.WriteString(`</MessageBody></Message>`)
+	_, resp, err := c.do(ctx, "POST", "/topics/"+topic+"/messages", b.Bytes())
+	if err != nil {
+		return "", err
+	}
+	var m struct {
+		MessageID string `xml:"MessageId"`
+	}
+	if err := xml.Unmarshal(resp, &m); err != nil || m.MessageID == "" {
+		return "", fmt.Errorf("publish: an answer without a MessageId: %q", resp)
+	}
+	return m.MessageID, nil
+}
+
 // Received is one message of a receive.
 type Received struct {
 	MessageID    string `xml:"MessageId"`

@@ -25,10 +25,11 @@ const (
 	OpSend    Kind = iota + 1 // send one message
 	OpReceive                 // receive up to N messages
 	OpDelete                  // delete one message by its handle
+	OpPublish                 // publish one message to a topic (Queue: the topic)
 )
 
 func (k Kind) String() string {
-	return [...]string{"?", "send", "receive", "delete"}[k]
+	return [...]string{"?", "send", "receive", "delete", "publish"}[k]
 }
 
 // Op is one operation of the history.
@@ -44,8 +45,8 @@ type Op struct {
 	Err      string
 	TimedOut bool // the client gave up waiting (its timeout)
 
-	Body      string     // send: the body; delete: the deleted message's body
-	MessageID string     // send: the id it was given; delete: the message's id
+	Body      string     // send, publish: the body; delete: the deleted message's body
+	MessageID string     // send, publish: the id it was given; delete: the message's id
 	Received  []Received // receive: what it took
 	Handle    string     // delete: the receipt handle
 }

@@ -16,6 +16,12 @@ package chaos
 // "poison-", and consumers receive such messages but never delete them, so
 // that each is moved to its queue's dead-letter queue after MaxReceive
 // receives. The dead-letter queues are drained at the end with the rest.
+//
+// Topics (Topic set): every fourth of a producer's operations publishes to
+// the topic instead of sending, and each queue of Subscribers gets a copy
+// (a new message in each; SIMPLIFIED, so the copy's body is the published
+// one). In a cluster some subscribers are on the topic's shard, the others
+// get their copies through a relay (engine/topic_relay.go).
 
 import (
 	"context"
@@ -40,6 +46,17 @@ type Workload struct {
 
 	DeadLetters map[string]string // a queue's dead-letter queue, if any
 	MaxReceive  int               // their MaxReceiveCount
+
+	Topic       string   // a topic some sends go to instead, if set
+	Subscribers []string // the queues subscribed to it
+}
+
+// Topics returns the topic and its subscribed queues, for the checker.
+func (w *Workload) Topics() map[string][]string {
+	if w.Topic == "" {
+		return nil
+	}
+	return map[string][]string{w.Topic: w.Subscribers}
 }
 
 // poisonPrefix starts the bodies consumers never delete.
@@ -95,6 +112,33 @@ func (w *Workload) CreateQueues(timeout time.Duration) error {
 			return fmt.Errorf("create queue %s: %w", q, err)
 		}
 	}
+	if w.Topic == "" {
+		return nil
+	}
+	retry := func(what string, f func(ctx context.Context, c *Client) error) error {
+		var err error
+		for k := 0; ; k++ {
+			ctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
+			err = f(ctx, cls[k%len(cls)+1])
+			cancel()
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
+	if err := retry("create topic "+w.Topic, func(ctx context.Context, c *Client) error { return c.CreateTopic(ctx, w.Topic) }); err != nil {
+		return err
+	}
+	for _, q := range w.Subscribers {
+		if err := retry("subscribe "+q, func(ctx context.Context, c *Client) error { return c.Subscribe(ctx, w.Topic, "to-"+q, q) }); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -138,9 +182,19 @@ func (w *Workload) produce(ctx context.Context, p int) {
 		if w.DeadLetters[q] != "" && seq%8 == 7 {
 			body = poisonPrefix + body
 		}
-		op := w.H.Invoke(Op{Process: p, Kind: OpSend, Node: node, Queue: q, Body: body})
+		kind := OpSend
+		if w.Topic != "" && seq%4 == 1 {
+			kind, q, body = OpPublish, w.Topic, fmt.Sprintf("t%d-%d", p, seq)
+		}
+		op := w.H.Invoke(Op{Process: p, Kind: kind, Node: node, Queue: q, Body: body})
 		rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
-		id, err := cls[node].Send(rctx, q, op.Body)
+		var id string
+		var err error
+		if kind == OpPublish {
+			id, err = cls[node].Publish(rctx, q, op.Body)
+		} else {
+			id, err = cls[node].Send(rctx, q, op.Body)
+		}
 		cancel()
 		w.H.Done(op, err, func(o *Op) { o.MessageID = id })
 		if err != nil {
