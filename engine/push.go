@@ -511,7 +511,17 @@ func (ps *pushSub) attemptFailed(ctx context.Context, m *Message, env *pushEnvel
 	}
 	// No retry left (spec §3.3): dead-letter or discard.
 	if dlq := sub.cfg.DeadLetterQueue; dlq != "" {
-		if t, err := b.Queue(dlq); err == nil {
+		if b.relayed(dlq) {
+			switch err := ps.deadLetterElsewhere(m, env, sub, dlq); {
+			case err == nil:
+				p.dead.Add(1)
+				return
+			case !errors.Is(err, ErrQueueNotExist):
+				b.log.Warn("notification not moved to its dead-letter queue on another shard yet; tried again after its lease", "subscription", sub.name, "queue", dlq, "err", err)
+				return
+			}
+			// Gone: discarded, as with no dead-letter queue.
+		} else if t, err := b.Queue(dlq); err == nil {
 			moved, err := q.deadLetterHandle(m.Handle, t, sub)
 			if err != nil || !moved {
 				b.log.Warn("notification not moved to its dead-letter queue yet; tried again after its lease", "subscription", sub.name, "queue", dlq, "err", err)

@@ -289,7 +289,12 @@ func (b *Broker) checkSubDeadLetter(dlq, own string) error {
 		return argErr("DeadLetterTargetQueue", "must be another queue than the subscription's own queue %s", own)
 	}
 	if b.relayed(dlq) {
-		return argErr("DeadLetterTargetQueue", "names queue %s, which is on another shard than the topic: a subscription's dead-letter queue must be on its topic's shard", dlq)
+		// Held by another broker (a queue of another shard): the
+		// notification goes there by the router (topic_relay.go).
+		if !b.opts.DeadLetterRouter.Exists(dlq) {
+			return argErr("DeadLetterTargetQueue", "names queue %s, which does not exist", dlq)
+		}
+		return nil
 	}
 	if _, err := b.Queue(dlq); err != nil {
 		if errors.Is(err, ErrQueueNotExist) {

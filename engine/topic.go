@@ -599,6 +599,7 @@ func (b *Broker) Subscribe(topicName, name string, cfg SubscriptionConfig) (crea
 	if kind, qname, err := parseEndpoint(cfg.Endpoint); err == nil && kind == endpointQueue {
 		b.catchUp(qname)
 	}
+	b.catchUp(cfg.DeadLetterQueue)
 	if err := b.store.enter(); err != nil {
 		return false, err
 	}
@@ -666,6 +667,9 @@ func (b *Broker) subByName(t *topic, name string) (*subscription, error) {
 func (b *Broker) SetSubscriptionAttributes(topicName, name string, p SubscriptionPatch) error {
 	if err := b.usable(); err != nil {
 		return err
+	}
+	if p.DeadLetterQueue != nil {
+		b.catchUp(*p.DeadLetterQueue)
 	}
 	if err := b.store.enter(); err != nil {
 		return err

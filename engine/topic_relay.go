@@ -41,6 +41,25 @@ import (
 // carries a batch per hop.
 const relayWorkers = 4
 
+// deadLetterElsewhere moves an exhausted notification m to its
+// subscription's dead-letter queue held by another broker: its rendering,
+// with the topic's DLQ properties, as a new message there (a delivery:
+// sent now), then deletes it from its push queue. Nil once it is there;
+// an error matching ErrQueueNotExist if the queue is gone; otherwise it
+// stays hidden in its push queue for its lease, and its next attempt
+// comes back here.
+func (ps *pushSub) deadLetterElsewhere(m *Message, env *pushEnvelope, sub *subscription, dlq string) error {
+	b := ps.p.b
+	mm := [1]MovedMessage{{Body: env.body, Props: b.topicDeadLetterProps(m, sub.topic, sub.name, env.id), Priority: DefaultPriority}}
+	ctx, cancel := context.WithTimeout(context.Background(), moveTimeout)
+	err := b.opts.DeadLetterRouter.Move(ctx, dlq, mm[:])
+	cancel()
+	if err == nil {
+		ps.settleDelete(m)
+	}
+	return err
+}
+
 // relayRetryDelay is the wait before the next hop of a delivery after
 // its attempts-th failed (invariant 1).
 func relayRetryDelay(attempts int) time.Duration {

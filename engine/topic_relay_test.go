@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -206,5 +207,85 @@ func TestAcceptMovedDeliveryChecksTheQueue(t *testing.T) {
 	}
 	if a, i, d := q.counts(); a+i+d != 1 {
 		t.Fatalf("stored %d of a refused batch", a+i+d-1)
+	}
+}
+
+// A subscription's dead-letter queue held by another broker gets an
+// exhausted notification as a local one would (its rendering, the
+// publish's properties and the topic's DLQ properties); a refused hop
+// leaves it in its push queue until its lease ends, and the next attempt
+// moves it.
+func TestTopicDeadLetterElsewhere(t *testing.T) {
+	router := &twoBrokers{}
+	b, clk := openTest(t, Options{Push: pushOptions(), DeadLetterRouter: router})
+	far, err := Open(Options{Clock: clk, Logger: testLogger(t), Stripes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer far.Close()
+	router.target = far
+	dlq := mustQueue(t, far, "far-dlq", DefaultQueueConfig())
+	done := attempts(b)
+	rcv := newReceiver(t, clk)
+	rcv.setStatus(503)
+	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Subscribe("t", "s", SubscriptionConfig{Endpoint: rcv.url("/"), DeadLetterQueue: "far-none"}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a dead-letter queue elsewhere that does not exist: %v", err)
+	}
+	if _, err := b.Subscribe("t", "s", SubscriptionConfig{Endpoint: rcv.url("/"), Format: FormatJSON, DeadLetterQueue: "far-dlq"}); err != nil {
+		t.Fatal(err)
+	}
+	id := subID(t, b, "t", "s")
+	props := []Property{{Name: []byte("k"), Value: []byte("v"), Type: PropString}}
+	res, err := b.Publish("t", PublishInput{Body: []byte("payload"), Owner: "9", Properties: props})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= backoffRetries; i++ {
+		rcv.next(t)
+		waitAttempt(t, done)
+		vis, _ := pushedMessage(t, b, id)
+		clk.Set(time.UnixMilli(vis))
+	}
+	// The last attempt: its hop to the dead-letter queue is refused.
+	router.mu.Lock()
+	router.refuse = 1
+	router.mu.Unlock()
+	rcv.next(t)
+	waitAttempt(t, done)
+	vis, ok := pushedMessage(t, b, id)
+	if !ok {
+		t.Fatal("a notification whose hop to its dead-letter queue failed left its push queue")
+	}
+	if a, i, d := dlq.counts(); a+i+d != 0 {
+		t.Fatalf("the dead-letter queue holds %d after a refused hop", a+i+d)
+	}
+	clk.Set(time.UnixMilli(vis)) // its lease ends: tried again
+	rcv.next(t)
+	waitAttempt(t, done)
+	if _, ok := pushedMessage(t, b, id); ok {
+		t.Fatal("the exhausted notification is still in its push queue")
+	}
+	msgs := receiveAll(t, dlq)
+	if len(msgs) != 1 {
+		t.Fatalf("the dead-letter queue holds %d messages", len(msgs))
+	}
+	m := msgs[0]
+	if !strings.HasPrefix(string(m.Body), `{"TopicOwner":"9","TopicName":"t","Subscriber":"9","SubscriptionName":"s","MessageId":"`+res.ID.String()) {
+		t.Fatalf("dead-lettered body %s", m.Body)
+	}
+	want := map[string]string{"k": "v", SysDLQMessageType: "TOPIC", SysDLQSourceArn: b.SubscriptionArn("t", "s"), SysDLQOriginMessageID: res.ID.String()}
+	if len(m.Properties) != len(want) {
+		t.Fatalf("properties %v", m.Properties)
+	}
+	for _, p := range m.Properties {
+		if want[string(p.Name)] != string(p.Value) {
+			t.Fatalf("property %s = %q, want %q", p.Name, p.Value, want[string(p.Name)])
+		}
+	}
+	if st := b.PushStats(); st.DeadLettered != 1 || st.Discarded != 0 || st.Backlog != 0 {
+		t.Fatalf("push stats %+v", st)
 	}
 }
