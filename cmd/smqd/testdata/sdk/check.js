@@ -84,7 +84,8 @@ async function rejects(what, p, check) {
 
 // step runs one named group of checks; an unexpected exception fails it.
 // SMQD_SKIP_STEPS, a regular expression: steps whose name matches are
-// skipped, and say so (a cluster serves no topics: sdk_test.go).
+// skipped, and say so (for a run against a server that lacks a feature;
+// no run of sdk_test.go skips any step).
 const SKIP = process.env.SMQD_SKIP_STEPS ? new RegExp(process.env.SMQD_SKIP_STEPS, 'i') : null;
 
 async function step(name, fn) {
@@ -125,6 +126,18 @@ const QUEUE_FIELDS = ['QueueName', 'CreateTime', 'LastModifyTime', 'DelaySeconds
   'MessageRetentionPeriod', 'VisibilityTimeout', 'PollingWaitSeconds', 'ActiveMessages', 'InactiveMessages',
   'DelayMessages', 'LoggingEnabled'];
 
+// CLUSTER lists the endpoints (http://host:port) of every node when the
+// script runs against a cluster (SMQD_CLUSTER_ENDPOINTS, comma-separated:
+// sdk_cluster_test.go), else it is null. A cluster differs from a single
+// node by design in two ways the topic steps see: a queue subscription
+// whose queue is on another shard than the topic gets its delivery relayed
+// after the publish's answer, at least once (so possibly twice), and the
+// topic shard's leader makes the HTTP pushes, signed with its own key and
+// naming its own certificate URL.
+const CLUSTER = process.env.SMQD_CLUSTER_ENDPOINTS
+  ? process.env.SMQD_CLUSTER_ENDPOINTS.split(',').map(s => s.trim()).filter(s => s !== '')
+  : null;
+
 // env returns a required environment variable.
 function env(name) {
   const v = process.env[name];
@@ -136,7 +149,7 @@ function env(name) {
 }
 
 module.exports = {
-  eq, ok, match, between, keys, rejects, step, done, fail, md5Upper, sleep, env, show,
+  eq, ok, match, between, keys, rejects, step, done, fail, md5Upper, sleep, env, show, CLUSTER,
   MESSAGE_ID, MD5, RECEIPT_HANDLE, REQUEST_ID, RECEIVED_FIELDS, PEEKED_FIELDS, QUEUE_FIELDS,
 };
 

@@ -102,13 +102,22 @@ function get(url) {
   });
 }
 
+const xmlEscape = s => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/\r/g, '&#13;');
+const reEscape = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 const certs = new Map(); // certificate URL -> PEM (receivers cache by URL)
 
 // certificate fetches (once per URL) and checks the signing certificate.
+// The URL names the versioned certificate on the node that pushed: smqd's
+// endpoint, or in a cluster (c.CLUSTER) any of its nodes: the topic
+// shard's leader pushes, signing with its own key and naming its own
+// address. The unversioned path of that same node serves it too.
 async function certificate(what, url, endpoint) {
   if (certs.has(url)) return certs.get(url);
-  match(`${what}: x-mns-signing-cert-url names the versioned certificate on smqd`, url,
-    new RegExp('^' + endpoint.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '/x509_public_certificate-[0-9a-f]{16}\\.pem$'));
+  const nodes = c.CLUSTER || [endpoint];
+  match(`${what}: x-mns-signing-cert-url names the versioned certificate on ${c.CLUSTER ? 'a node of the cluster' : 'smqd'}`, url,
+    new RegExp('^(' + nodes.map(reEscape).join('|') + ')/x509_public_certificate-[0-9a-f]{16}\\.pem$'));
+  const node = nodes.find(n => url.startsWith(n + '/'));
   const r = await get(url);
   eq(`${what}: GET of the certificate URL (no credentials): status`, r.status, 200);
   eq(`${what}: certificate Content-Type`, r.headers['content-type'], 'application/x-pem-file');
@@ -116,14 +125,11 @@ async function certificate(what, url, endpoint) {
   const x = new crypto.X509Certificate(r.body);
   eq(`${what}: the certificate's key is RSA`, x.publicKey.asymmetricKeyType, 'rsa');
   eq(`${what}: RSA-2048`, x.publicKey.asymmetricKeyDetails.modulusLength, 2048);
-  const plain = await get(`${endpoint}/x509_public_certificate.pem`);
-  eq(`${what}: /x509_public_certificate.pem serves the same certificate`, plain.body, r.body);
+  const plain = await get(`${node}/x509_public_certificate.pem`);
+  eq(`${what}: /x509_public_certificate.pem of ${node} serves the same certificate`, plain.body, r.body);
   certs.set(url, r.body);
   return r.body;
 }
-
-const xmlEscape = s => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/\r/g, '&#13;');
-const reEscape = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 // checkPush checks one recorded push against w:
 //   format     XML, JSON or SIMPLIFIED
@@ -132,7 +138,8 @@ const reEscape = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 //   tag        the MessageTag, or undefined
 //   topic, sub, owner: names in the notification
 //   lo, hi     Date.now() before and after the publish
-//   endpoint   smqd's endpoint (where the certificate must be served)
+//   endpoint   smqd's endpoint (where the certificate must be served; in
+//              a cluster, any node's: certificate)
 // It returns { requestId, authorization, stringToSign, date }.
 async function checkPush(what, rec, w) {
   eq(`${what}: method`, rec.method, 'POST');
@@ -241,7 +248,8 @@ function messageId(rec, format) {
 
 // scenario is the push test both SDK scripts run, through the SDK calls
 // in sdk:
-//   endpoint                      smqd's endpoint
+//   endpoint                      smqd's endpoint (in a cluster, the node
+//                                 the script talks to; any node may push)
 //   topics                        [push topic, retry topic], both created
 //   subscribe(topic, name, endpoint, strategy, format)   the SDK's subscribe
 //   attrs(topic, name)            the SDK's GetSubscriptionAttributes, as an object
@@ -261,6 +269,7 @@ function messageId(rec, format) {
 // anything more in the next 2 s.
 async function scenario(sdk) {
   const [t, tr] = sdk.topics;
+  if (c.CLUSTER) ok('the endpoint is a node of SMQD_CLUSTER_ENDPOINTS', c.CLUSTER.includes(sdk.endpoint), [sdk.endpoint, c.CLUSTER]);
   const formats = ['XML', 'JSON', 'SIMPLIFIED'];
   const paths = { XML: ['', '/notifications'], JSON: ['/', '/notifications'], SIMPLIFIED: ['/simplified?a=1&b=x%20y', '/simplified?a=1&b=x%20y'] };
   const status = { XML: 204, JSON: 201, SIMPLIFIED: 200 };
