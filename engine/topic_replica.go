@@ -160,8 +160,11 @@ func (b *Broker) leadTopics(term uint64) {
 	// Restoring the push queues writes records, which wait for their
 	// commit: never on the consensus layer's goroutine, which calls this.
 	go func() {
+		if p.ctx.Err() != nil {
+			return // closed meanwhile
+		}
 		subs, err := b.reconcilePush()
-		if err != nil {
+		if err != nil && p.ctx.Err() == nil {
 			b.log.Error("push queues could not all be restored; the subscriptions without one are not pushed until this replica leads again", "err", err)
 		}
 		b.adminMu.Lock()
