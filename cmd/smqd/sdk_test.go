@@ -27,8 +27,9 @@ package main
 //     SIGTERM and requires a clean exit (and no race report);
 //  5. runs the SDK scripts against a 3-node cluster of the same binary,
 //     each through another node, so that most requests are forwarded to
-//     their shard's leader (topic steps skipped: a cluster serves none;
-//     sdk_cluster_test.go), and stops every node with SIGTERM;
+//     their shard's leader, every step included (topics, pushes and
+//     dead-letter queues; the scripts allow what a cluster does otherwise
+//     by design: sdk_cluster_test.go), and stops every node with SIGTERM;
 //  6. starts it again with --tls-cert/--tls-key (a self-signed certificate
 //     the test creates, trusted by Node through NODE_EXTRA_CA_CERTS) and
 //     runs @alicloud/mns, ali-mns (URLs overwritten) and limits.js over
@@ -420,6 +421,11 @@ func runNodeScript(t *testing.T, node, dir, script string, env []string) {
 		t.Fatalf("%s failed after %v (%v); its report:\n%s", script, elapsed, err, tail(report, 80))
 	}
 	lines := strings.Split(strings.TrimSpace(report), "\n")
+	for _, l := range lines {
+		if strings.HasPrefix(l, "SKIP ") {
+			t.Fatalf("%s skipped a step (%s); every run runs every step:\n%s", script, l, tail(report, 40))
+		}
+	}
 	last := lines[len(lines)-1]
 	if !strings.Contains(last, "checks passed") {
 		t.Fatalf("%s exited 0 without its closing line:\n%s", script, tail(report, 40))
