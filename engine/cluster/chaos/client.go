@@ -153,11 +153,17 @@ func (c *Client) CreateQueueWith(ctx context.Context, name string, visibility in
 
 // Send sends one message; it returns its MessageId.
 func (c *Client) Send(ctx context.Context, queue, body string) (string, error) {
+	return c.postMessage(ctx, "/queues/"+queue+"/messages", body)
+}
+
+// postMessage posts a Message document with body to target (a send or a
+// publish) and returns the MessageId of the answer.
+func (c *Client) postMessage(ctx context.Context, target, body string) (string, error) {
 	var b bytes.Buffer
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Message xmlns="http://mns.aliyuncs.com/doc/v1/"><MessageBody>`)
 	xml.EscapeText(&b, []byte(body))
 	b.WriteString(`</MessageBody></Message>`)
-	_, resp, err := c.do(ctx, "POST", "/queues/"+queue+"/messages", b.Bytes())
+	_, resp, err := c.do(ctx, "POST", target, b.Bytes())
 	if err != nil {
 		return "", err
 	}
@@ -165,7 +171,7 @@ func (c *Client) Send(ctx context.Context, queue, body string) (string, error) {
 		MessageID string `xml:"MessageId"`
 	}
 	if err := xml.Unmarshal(resp, &m); err != nil || m.MessageID == "" {
-		return "", fmt.Errorf("send: an answer without a MessageId: %q", resp)
+		return "", fmt.Errorf("POST %s: an answer without a MessageId: %q", target, resp)
 	}
 	return m.MessageID, nil
 }
@@ -187,21 +193,7 @@ func (c *Client) Subscribe(ctx context.Context, topic, sub, queue string) error 
 
 // Publish publishes one message to a topic; it returns its MessageId.
 func (c *Client) Publish(ctx context.Context, topic, body string) (string, error) {
-	var b bytes.Buffer
-	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Message xmlns="http://mns.aliyuncs.com/doc/v1/"><MessageBody>`)
-	xml.EscapeText(&b, []byte(body))
-	b.WriteString(`</MessageBody></Message>`)
-	_, resp, err := c.do(ctx, "POST", "/topics/"+topic+"/messages", b.Bytes())
-	if err != nil {
-		return "", err
-	}
-	var m struct {
-		MessageID string `xml:"MessageId"`
-	}
-	if err := xml.Unmarshal(resp, &m); err != nil || m.MessageID == "" {
-		return "", fmt.Errorf("publish: an answer without a MessageId: %q", resp)
-	}
-	return m.MessageID, nil
+	return c.postMessage(ctx, "/topics/"+topic+"/messages", body)
 }
 
 // Received is one message of a receive.

@@ -88,33 +88,13 @@ func closeAll(m map[int]*Client) {
 	}
 }
 
-// CreateQueues creates the queues, retrying through every node until each
-// is created or the deadline passes.
+// CreateQueues creates the queues, then the topic and its subscriptions,
+// retrying each through every node until it is made or the deadline
+// passes.
 func (w *Workload) CreateQueues(timeout time.Duration) error {
 	cls := w.clients()
 	defer closeAll(cls)
 	deadline := time.Now().Add(timeout)
-	// The dead-letter queues first: a policy names an existing queue.
-	queues := w.allQueues()
-	queues = append(queues[len(w.Queues):], w.Queues...)
-	for _, q := range queues {
-		var err error
-		for k := 0; ; k++ {
-			ctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
-			err = cls[k%len(cls)+1].CreateQueueWith(ctx, q, w.Visibility, w.DeadLetters[q], w.MaxReceive)
-			cancel()
-			if err == nil || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			return fmt.Errorf("create queue %s: %w", q, err)
-		}
-	}
-	if w.Topic == "" {
-		return nil
-	}
 	retry := func(what string, f func(ctx context.Context, c *Client) error) error {
 		var err error
 		for k := 0; ; k++ {
@@ -129,6 +109,19 @@ func (w *Workload) CreateQueues(timeout time.Duration) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
+		return nil
+	}
+	// The dead-letter queues first: a policy names an existing queue.
+	queues := w.allQueues()
+	queues = append(queues[len(w.Queues):], w.Queues...)
+	for _, q := range queues {
+		if err := retry("create queue "+q, func(ctx context.Context, c *Client) error {
+			return c.CreateQueueWith(ctx, q, w.Visibility, w.DeadLetters[q], w.MaxReceive)
+		}); err != nil {
+			return err
+		}
+	}
+	if w.Topic == "" {
 		return nil
 	}
 	if err := retry("create topic "+w.Topic, func(ctx context.Context, c *Client) error { return c.CreateTopic(ctx, w.Topic) }); err != nil {
