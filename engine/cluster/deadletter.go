@@ -7,11 +7,19 @@ package cluster
 // and answers once they are durable there (with --sync always, on a
 // majority of its replicas). Only then does the source delete them.
 //
-// A move connection (kind 5) carries one batch and closes:
+// A move connection (kind 5) carries one batch at a time, request then
+// answer, and stays open for the next (up to moveIdle between batches):
 //
 //	request   length u32 | target queue (u16 length, bytes) | count u8 | per message:
 //	          enqueue ms i64 | expire ms i64 | priority u8 | props (u32 length, bytes) | body (u32 length, bytes)
 //	answer    length u32 | status u8 | text
+//
+// The sender keeps up to maxIdleMoves idle connections per node (a dial
+// is a TCP connect and the cluster handshake, with --cluster-tls-* a TLS
+// handshake too), and takes one only if its other end has not closed it
+// (alive: the serving node's idle timeout, its restart, or a node of an
+// earlier version, which closes after one batch). A connection that
+// breaks after its request was sent fails the hop as a lost answer does.
 //
 // Status: moveStored; moveNotRun (the node does not lead the target's
 // shard, or was handing its lead over, and stored nothing: the sender
@@ -39,6 +47,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/smqd/smqd/engine"
@@ -138,32 +147,108 @@ func (n *Node) moveDeadLetter(ctx context.Context, target string, ms []engine.Mo
 	}
 }
 
+// Idle move connections (the file comment).
+const (
+	maxIdleMoves = 8                // kept per node
+	moveIdle     = 60 * time.Second // a served connection waits this long for its next batch
+)
+
+// movePool is the idle move connections by node.
+type movePool struct {
+	mu   sync.Mutex
+	idle map[uint64][]net.Conn // guarded by mu
+}
+
+// moveConn takes an idle move connection to node id whose other end is
+// still open, or nil.
+func (n *Node) moveConn(id uint64) net.Conn {
+	p := &n.moves
+	for {
+		p.mu.Lock()
+		l := p.idle[id]
+		if len(l) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		c := l[len(l)-1]
+		p.idle[id] = l[:len(l)-1]
+		p.mu.Unlock()
+		if alive(c) {
+			return c
+		}
+		c.Close()
+	}
+}
+
+// movePut keeps c for the next batch to node id, or closes it.
+func (n *Node) movePut(id uint64, c net.Conn) {
+	p := &n.moves
+	p.mu.Lock()
+	if len(p.idle[id]) < maxIdleMoves && !n.closed() {
+		if p.idle == nil {
+			p.idle = map[uint64][]net.Conn{}
+		}
+		p.idle[id] = append(p.idle[id], c)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	c.Close()
+}
+
+// closeMoves closes the idle move connections (Close).
+func (n *Node) closeMoves() {
+	p := &n.moves
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, l := range p.idle {
+		for _, c := range l {
+			c.Close()
+		}
+		delete(p.idle, id)
+	}
+}
+
 // sendMove sends one move request to node leader and reads its answer.
 // errMoveNotRun: nothing was stored (no connection, or the node did not
 // lead the shard); any other error: the batch may have been stored.
 func (n *Node) sendMove(ctx context.Context, leader uint64, req []byte) error {
-	addr := n.tr.peerAddr(leader)
-	if addr == "" {
-		return fmt.Errorf("%w: node %d's address is not known", errMoveNotRun, leader)
+	c := n.moveConn(leader)
+	if c == nil {
+		addr := n.tr.peerAddr(leader)
+		if addr == "" {
+			return fmt.Errorf("%w: node %d's address is not known", errMoveNotRun, leader)
+		}
+		var err error
+		if c, _, err = n.tr.dial(addr, kindMove); err != nil {
+			return fmt.Errorf("%w: %v", errMoveNotRun, err)
+		}
+		n.moveDials.Add(1)
 	}
-	c, _, err := n.tr.dial(addr, kindMove)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errMoveNotRun, err)
-	}
-	defer c.Close()
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(10 * time.Second)
 	}
 	c.SetDeadline(deadline)
 	if err := writeFrame(c, req); err != nil {
+		c.Close()
 		return fmt.Errorf("%w: %v", errMoveNotRun, err) // a node reads a request only whole
 	}
 	ans, size, err := readFrame(c, nil)
 	if err != nil {
-		return fmt.Errorf("cluster: dead-letter move to node %d: no answer: %w", leader, err)
+		c.Close()
+		return fmt.Errorf("cluster: move to node %d: no answer: %w", leader, err)
 	}
-	ans = ans[:size]
+	c.SetDeadline(time.Time{})
+	n.movePut(leader, c)
+	return moveAnswer(leader, ans[:size])
+}
+
+// moveAnswer maps a move's answer to sendMove's result.
+func moveAnswer(leader uint64, ans []byte) error {
+	if len(ans) == 0 {
+		return fmt.Errorf("cluster: move to node %d: an empty answer", leader)
+	}
 	switch ans[0] {
 	case moveStored:
 		return nil
@@ -175,20 +260,34 @@ func (n *Node) sendMove(ctx context.Context, leader uint64, req []byte) error {
 	return fmt.Errorf("cluster: dead-letter move refused by node %d: %s", leader, ans[1:])
 }
 
-// serveMove answers one move request from node from.
+// serveMove answers the move requests of one connection from node from,
+// one at a time, until it closes or stays idle for moveIdle.
 func (n *Node) serveMove(from uint64, c net.Conn) {
-	c.SetDeadline(time.Now().Add(15 * time.Second))
-	req, size, err := readFrame(c, nil)
-	if err != nil {
-		return
+	var buf []byte
+	for {
+		c.SetDeadline(time.Now().Add(moveIdle))
+		req, size, err := readFrame(c, buf[:0])
+		if err != nil {
+			return
+		}
+		buf = req
+		c.SetDeadline(time.Now().Add(15 * time.Second))
+		if !n.serveOneMove(from, c, req[:size]) {
+			return
+		}
 	}
-	target, ms, err := parseMove(req[:size])
+}
+
+// serveOneMove stores one batch and answers it; false: the connection
+// must close (a bad request, or a test's fault).
+func (n *Node) serveOneMove(from uint64, c net.Conn, req []byte) bool {
+	target, ms, err := parseMove(req)
 	if err != nil {
-		n.log.Warn("a bad dead-letter move; closing", "peer", from, "err", err)
-		return
+		n.log.Warn("a bad move request; closing", "peer", from, "err", err)
+		return false
 	}
 	if n.testDropMoves.Add(-1) >= 0 {
-		return // a test's fault: a leader lost before it stored anything
+		return false // a test's fault: a leader lost before it stored anything
 	}
 	status, text := moveStored, ""
 	b, _, rerr := n.Route(target)
@@ -211,9 +310,9 @@ func (n *Node) serveMove(from uint64, c net.Conn) {
 		}
 	}
 	if status == moveStored && n.testMuteMoves.Add(-1) >= 0 {
-		return // a test's fault: stored, and the answer lost
+		return false // a test's fault: stored, and the answer lost
 	}
-	writeFrame(c, append([]byte{byte(status)}, text...))
+	return writeFrame(c, append([]byte{byte(status)}, text...)) == nil
 }
 
 // appendMove encodes a move request.

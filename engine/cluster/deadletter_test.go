@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -251,4 +252,49 @@ func (c *testCluster) left(queue string) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("%d active, %d inactive", info.Active, info.Inactive)
+}
+
+// A move connection carries one batch after another (deadletter.go): hops
+// to one node dial once; once that node restarts, the next hop sees the
+// idle connection closed, dials a new one, and its exchange completes.
+func TestClusterMoveConnectionsReused(t *testing.T) {
+	c := newTestCluster(t, 3, 4)
+	const q = "reuse-target"
+	li, _ := c.leader(q)
+	c.onLeader(q, func(b *engine.Broker) error {
+		_, err := b.CreateQueue(q, engine.DefaultQueueConfig())
+		return err
+	})
+	from := (li + 1) % 3
+	// hop sends one message to node li, leading the queue's shard or not.
+	hop := func(k int) error {
+		ms := []engine.MovedMessage{{Body: fmt.Appendf(nil, "m-%d", k), Priority: engine.DefaultPriority}}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return c.nodes[from].sendMove(ctx, uint64(li+1), appendMove(nil, q, ms))
+	}
+	for k := range 5 {
+		if err := hop(k); err != nil {
+			t.Fatalf("hop %d: %v", k, err)
+		}
+	}
+	if d := c.nodes[from].moveDials.Load(); d != 1 {
+		t.Fatalf("5 hops to one node dialed %d connections, want 1", d)
+	}
+	// Node li restarts: the pooled connection is closed at its other end.
+	c.stop(li)
+	c.start(li)
+	eventually(t, "node "+fmt.Sprint(li+1)+" serving again", func() error {
+		// Stored, or not run because it does not lead the shard (now):
+		// either way the exchange completed.
+		if err := hop(5); err != nil && !errors.Is(err, errMoveNotRun) {
+			t.Fatalf("a hop after the restart: %v", err)
+		} else if err != nil && strings.Contains(err.Error(), "address is not known") {
+			return err
+		}
+		return nil
+	})
+	if d := c.nodes[from].moveDials.Load(); d != 2 {
+		t.Fatalf("a hop after the target's restart: %d dials in all, want 2 (the closed connection reused, or redialed more)", d)
+	}
 }

@@ -107,8 +107,10 @@ type Node struct {
 	// (deadletter.go): so many requests are dropped unread, or stored and
 	// then left unanswered.
 	testDropMoves, testMuteMoves atomic.Int32
+	moveDials                    atomic.Int64 // move connections dialed (deadletter.go), for tests
 
 	fwd        fwdPool
+	moves      movePool // idle move connections (deadletter.go)
 	fwdWatch   fwdWatch // forwards under way, cut short when their shard's lead moves (forward_moved.go)
 	fwdHandler atomic.Pointer[fwdHandler]
 
@@ -553,6 +555,7 @@ func (n *Node) Close() error {
 		}
 	}
 	n.closeForwards()
+	n.closeMoves()
 	n.tr.close()
 	var errs []error
 	for _, s := range n.shards {
