@@ -3,7 +3,10 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -251,6 +254,55 @@ func longCycles(t *testing.T, what string) int {
 	return 3
 }
 
+// pushReceiver is an HTTP endpoint on 127.0.0.1 (inside smqd's default
+// push allow list) that answers every push 204 and counts its bodies.
+type pushReceiver struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got map[string]int // guarded by mu
+}
+
+func newPushReceiver(t *testing.T) *pushReceiver {
+	p := &pushReceiver{got: map[string]int{}}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(500)
+			return
+		}
+		p.mu.Lock()
+		p.got[string(body)]++
+		p.mu.Unlock()
+		w.WriteHeader(204)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *pushReceiver) counts() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.got)
+}
+
+// checkPushes waits (at most a minute) until every acknowledged publish
+// was pushed, then checks the pushes against the history.
+func checkPushes(t *testing.T, w *Workload, rcv *pushReceiver) PushResult {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r := CheckPushes(w.H.Ops(), w.Topic, rcv.counts())
+		if r.Valid() || time.Now().After(deadline) {
+			t.Logf("pushes: %s", r.String())
+			if !r.Valid() {
+				t.Errorf("the pushes violate the topic's guarantees:\n%s", r.String())
+			}
+			return r
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // chaosPushArgs shorten the push lease, so that the drain waits less for
 // a relayed delivery a former leader had taken (finish).
 var chaosPushArgs = []string{"--push-timeout", "2s", "--push-lease", "10s"}
@@ -267,6 +319,10 @@ func runChaos(t *testing.T, nodes, n int, args ...string) {
 	// queue subscribes to: one queue is on the topic's shard, the others
 	// get their copies relayed from it.
 	w.Topic, w.Subscribers = "chaos-topic", queues
+	// And an HTTP endpoint: the topic shard's leader pushes each publish
+	// there, and its successor goes on after a fault.
+	rcv := newPushReceiver(t)
+	w.PushEndpoint = rcv.srv.URL + "/push"
 	if err := w.CreateQueues(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -298,6 +354,8 @@ func runChaos(t *testing.T, nodes, n int, args ...string) {
 	cancel()
 	<-done
 	r := finish(t, c, w)
+	pr := checkPushes(t, w, rcv)
+	t.Logf("%d nodes, %d fault cycles: %d acknowledged publishes pushed to an HTTP endpoint, %d lost, %d duplicate pushes", nodes, n, pr.Published, len(pr.Lost), pr.Duplicates)
 	t.Logf("%d nodes, %d fault cycles: %d acknowledged sends and %d publishes, %d lost, %d duplicate deliveries, %d messages dead-lettered across shards (%d extra copies), %d extra copies of publishes",
 		nodes, n, r.SendsOk, r.PublishesOk, len(r.Lost), r.Duplicates, r.DeadLettered, r.DeadLetterCopies, r.PublishCopies)
 	if r.DeadLettered == 0 {

@@ -332,6 +332,68 @@ func (r *Result) checkPublished(body string, s *Op, ds []delivery, deletes map[s
 
 func stamp(t time.Time) string { return t.Format("15:04:05.000") }
 
+// PushResult is what CheckPushes found.
+type PushResult struct {
+	Published, Pushed, Duplicates int      // acknowledged publishes; distinct bodies pushed; pushes beyond each body's first
+	Lost                          []string // acknowledged publishes never pushed
+	Unexpected                    []string // pushed bodies no publish sent
+	Phantom                       []string // pushed bodies whose publish certainly failed
+}
+
+// Valid reports whether no rule was violated.
+func (r *PushResult) Valid() bool { return len(r.Lost)+len(r.Unexpected)+len(r.Phantom) == 0 }
+
+func (r *PushResult) String() string {
+	s := fmt.Sprintf("%d acknowledged publishes, %d pushed (%d duplicate pushes)", r.Published, r.Pushed, r.Duplicates)
+	for _, v := range []struct {
+		name string
+		l    []string
+	}{{"LOST", r.Lost}, {"UNEXPECTED", r.Unexpected}, {"PHANTOM", r.Phantom}} {
+		if len(v.l) > 0 {
+			s += fmt.Sprintf("\n%s: %d: %s", v.name, len(v.l), strings.Join(v.l[:min(20, len(v.l))], "; "))
+		}
+	}
+	return s
+}
+
+// CheckPushes checks what an HTTP endpoint subscribed to topic was pushed
+// (pushed: a body → how many times; SIMPLIFIED, so the published body)
+// against the history, once the pushes have settled: every acknowledged
+// publish was pushed at least once, and nothing else was pushed but what
+// a publish of unknown outcome may have sent. Duplicates (at least once)
+// are counted.
+func CheckPushes(ops []Op, topic string, pushed map[string]int) PushResult {
+	var r PushResult
+	pubs := map[string]*Op{}
+	for i := range ops {
+		if op := &ops[i]; op.Kind == OpPublish && op.Queue == topic {
+			pubs[op.Body] = op
+			if op.Outcome == Ok {
+				r.Published++
+			}
+		}
+	}
+	for body, op := range pubs {
+		if op.Outcome == Ok && pushed[body] == 0 {
+			r.Lost = append(r.Lost, fmt.Sprintf("%s (published through node %d at %s, id %s)", body, op.Node, stamp(op.Complete), op.MessageID))
+		}
+	}
+	for body, n := range pushed {
+		r.Pushed++
+		r.Duplicates += n - 1
+		switch op := pubs[body]; {
+		case op == nil:
+			r.Unexpected = append(r.Unexpected, body)
+		case op.Outcome == Fail:
+			r.Phantom = append(r.Phantom, fmt.Sprintf("%s (publish failed: %s)", body, op.Err))
+		}
+	}
+	for _, l := range [][]string{r.Lost, r.Unexpected, r.Phantom} {
+		sort.Strings(l)
+	}
+	return r
+}
+
 // Trace lists every operation of a history that touched the message with
 // body: its send, the receives that returned it, its deletes.
 func Trace(ops []Op, body string) string {

@@ -246,3 +246,32 @@ func TestCheckerTopics(t *testing.T) {
 		})
 	}
 }
+
+// Pushes: every acknowledged publish pushed at least once, nothing pushed
+// that was never published or whose publish failed; an unknown publish
+// may or may not be pushed; duplicates are counted.
+func TestCheckPushes(t *testing.T) {
+	h := new(hist).add(Op{Kind: OpPublish, Queue: "t", Body: "a", Outcome: Ok}).
+		add(Op{Kind: OpPublish, Queue: "t", Body: "b", Outcome: Ok}).
+		add(Op{Kind: OpPublish, Queue: "t", Body: "c", Outcome: Unknown}).
+		add(Op{Kind: OpPublish, Queue: "t", Body: "d", Outcome: Fail}).
+		add(Op{Kind: OpPublish, Queue: "u", Body: "e", Outcome: Ok})
+	for _, tc := range []struct {
+		name   string
+		pushed map[string]int
+		check  func(r PushResult) bool
+	}{
+		{"clean, with a duplicate and an unknown pushed", map[string]int{"a": 2, "b": 1, "c": 1},
+			func(r PushResult) bool { return r.Valid() && r.Duplicates == 1 && r.Published == 2 }},
+		{"lost", map[string]int{"a": 1}, func(r PushResult) bool { return len(r.Lost) == 1 && strings.HasPrefix(r.Lost[0], "b ") }},
+		{"unexpected", map[string]int{"a": 1, "b": 1, "x": 1}, func(r PushResult) bool { return len(r.Unexpected) == 1 }},
+		{"another topic's publish is unexpected", map[string]int{"a": 1, "b": 1, "e": 1}, func(r PushResult) bool { return len(r.Unexpected) == 1 }},
+		{"phantom", map[string]int{"a": 1, "b": 1, "d": 1}, func(r PushResult) bool { return len(r.Phantom) == 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if r := CheckPushes(h.ops, "t", tc.pushed); !tc.check(r) {
+				t.Fatal(r.String())
+			}
+		})
+	}
+}

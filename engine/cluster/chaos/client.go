@@ -185,9 +185,21 @@ func (c *Client) CreateTopic(ctx context.Context, name string) error {
 // Subscribe subscribes queue to topic as sub, in the SIMPLIFIED format: a
 // delivery's body is the published body.
 func (c *Client) Subscribe(ctx context.Context, topic, sub, queue string) error {
-	body := `<?xml version="1.0" encoding="UTF-8"?><Subscription xmlns="http://mns.aliyuncs.com/doc/v1/"><Endpoint>acs:mns:cn-chaos:1:queues/` +
-		queue + `</Endpoint><NotifyContentFormat>SIMPLIFIED</NotifyContentFormat></Subscription>`
-	_, _, err := c.do(ctx, "PUT", "/topics/"+topic+"/subscriptions/"+sub, []byte(body))
+	return c.subscribe(ctx, topic, sub, "acs:mns:cn-chaos:1:queues/"+queue)
+}
+
+// SubscribeHTTP subscribes the HTTP endpoint url to topic as sub, in the
+// SIMPLIFIED format: a push's body is the published body.
+func (c *Client) SubscribeHTTP(ctx context.Context, topic, sub, url string) error {
+	return c.subscribe(ctx, topic, sub, url)
+}
+
+func (c *Client) subscribe(ctx context.Context, topic, sub, endpoint string) error {
+	var b bytes.Buffer
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Subscription xmlns="http://mns.aliyuncs.com/doc/v1/"><Endpoint>`)
+	xml.EscapeText(&b, []byte(endpoint))
+	b.WriteString(`</Endpoint><NotifyContentFormat>SIMPLIFIED</NotifyContentFormat></Subscription>`)
+	_, _, err := c.do(ctx, "PUT", "/topics/"+topic+"/subscriptions/"+sub, b.Bytes())
 	return err
 }
 

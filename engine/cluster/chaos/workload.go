@@ -21,7 +21,9 @@ package chaos
 // the topic instead of sending, and each queue of Subscribers gets a copy
 // (a new message in each; SIMPLIFIED, so the copy's body is the published
 // one). In a cluster some subscribers are on the topic's shard, the others
-// get their copies through a relay (engine/topic_relay.go).
+// get their copies through a relay (engine/topic_relay.go). With
+// PushEndpoint set, the topic's leader also pushes each publish there
+// (CheckPushes).
 
 import (
 	"context"
@@ -47,8 +49,9 @@ type Workload struct {
 	DeadLetters map[string]string // a queue's dead-letter queue, if any
 	MaxReceive  int               // their MaxReceiveCount
 
-	Topic       string   // a topic some sends go to instead, if set
-	Subscribers []string // the queues subscribed to it
+	Topic        string   // a topic some sends go to instead, if set
+	Subscribers  []string // the queues subscribed to it
+	PushEndpoint string   // an HTTP endpoint subscribed to it too, if set
 }
 
 // Topics returns the topic and its subscribed queues, for the checker.
@@ -131,6 +134,11 @@ func (w *Workload) CreateQueues(timeout time.Duration) error {
 		if err := retry("subscribe "+q, func(ctx context.Context, c *Client) error { return c.Subscribe(ctx, w.Topic, "to-"+q, q) }); err != nil {
 			return err
 		}
+	}
+	if w.PushEndpoint != "" {
+		return retry("subscribe "+w.PushEndpoint, func(ctx context.Context, c *Client) error {
+			return c.SubscribeHTTP(ctx, w.Topic, "to-web", w.PushEndpoint)
+		})
 	}
 	return nil
 }
