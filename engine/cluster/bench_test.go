@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -63,10 +65,19 @@ func BenchmarkClusterSend(b *testing.B) {
 	}
 }
 
-// newBenchCluster is newTestCluster with production engine options.
+// newBenchCluster is newTestCluster with production engine options; with
+// SMQD_BENCH_CLUSTER_TLS set, with mutual TLS between the nodes.
 func newBenchCluster(b *testing.B, n, shards int) *testCluster {
 	t := &testing.T{}
 	c := &testCluster{t: t, prod: true, addrs: map[uint64]string{}, nodes: make([]*Node, n), shards: shards}
+	if os.Getenv("SMQD_BENCH_CLUSTER_TLS") != "" {
+		ca := newTestCA(t, "bench CA")
+		cfgs := make([]*tls.Config, n)
+		for i := range cfgs {
+			cfgs[i] = ca.config(t, fmt.Sprint("node ", i+1), ca.pool)
+		}
+		c.cfgTweak = func(i int, cfg *Config) { cfg.TLS = cfgs[i] }
+	}
 	for i := 0; i < n; i++ {
 		c.dirs = append(c.dirs, filepath.Join(b.TempDir(), fmt.Sprint(i+1)))
 		c.hold(uint64(i + 1))

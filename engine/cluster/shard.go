@@ -477,6 +477,9 @@ func (s *shard) step(m *pb.Message) {
 		}
 	}
 	s.stepRaft(m)
+	if m.GetType() == pb.MsgAppResp && !m.GetReject() && s.leaderOf != 0 {
+		s.snapshotOutrun(m.GetFrom()) // node.go
+	}
 }
 
 // noteSilence (the loop, leading) ends a silence of the followers at now.
