@@ -60,8 +60,8 @@ func TestTopicRelay(t *testing.T) {
 		if _, err := b.Subscribe("t", "missing", SubscriptionConfig{Endpoint: "acs:mns:cn-hangzhou:1:queues/far-none"}); !errors.Is(err, ErrEndpointInvalid) {
 			t.Fatalf("a relayed queue that does not exist: %v", err)
 		}
-		if _, err := b.Subscribe("t", "dlq", SubscriptionConfig{Endpoint: "acs:mns:cn-hangzhou:1:queues/near", DeadLetterQueue: "far-q"}); !errors.Is(err, ErrInvalidArgument) {
-			t.Fatalf("a subscription's dead-letter queue held elsewhere: %v", err)
+		if _, err := b.Subscribe("t", "dlq", SubscriptionConfig{Endpoint: "acs:mns:cn-hangzhou:1:queues/near", DeadLetterQueue: "far-none"}); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("a subscription's dead-letter queue held elsewhere that does not exist: %v", err)
 		}
 		for name, ep := range map[string]string{"to-near": "near", "to-far": "far-q"} {
 			// SIMPLIFIED: the body as published, so that the copies compare.

@@ -484,6 +484,7 @@ func TestClusterListQueueWithoutMajorityAnswers503(t *testing.T) {
 func TestClusterDeadLetterAcrossShards(t *testing.T) {
 	c := startCluster(t, 3, 4)
 	c.ready()
+	c.settled() // leaders spread: a shard another node leads exists
 	n := c.nodes[0]
 	src := "orders"
 	srcLead := c.leaderOf(src)

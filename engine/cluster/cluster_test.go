@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 var testKey = []byte("0123456789abcdef-test-cluster-key")
@@ -609,5 +611,35 @@ func TestClusterMemberCatchesUpWhenItsSnapshotIsOutrun(t *testing.T) {
 			return fmt.Errorf("active %d", info.Active)
 		}
 		return nil
+	})
+}
+
+// A heartbeat answer with a context etcd raft cannot read (it reads 8
+// bytes of every non-empty one) is dropped, not stepped into the leader,
+// which panicked on one ("index out of range [7] with length 2": a
+// node-state context, 2 bytes, in `make test`). Its heartbeat, which a
+// follower would echo, is dropped too.
+func TestClusterDropsMalformedHeartbeatContexts(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	li, _ := c.leader("q")
+	s := c.nodes[li].shards[0]
+	done := make(chan struct{})
+	s.do(func() {
+		defer close(done)
+		term := s.rn.BasicStatus().Term
+		other := uint64((li+1)%3 + 1)
+		for _, typ := range []pb.MessageType{pb.MsgHeartbeatResp, pb.MsgHeartbeat} {
+			s.step(&pb.Message{Type: typ.Enum(), From: proto.Uint64(other), To: proto.Uint64(uint64(li + 1)),
+				Term: term, Context: []byte{nodeStateV1, 0}})
+		}
+	})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader's loop did not run")
+	}
+	c.onLeader("q", func(b *engine.Broker) error {
+		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
+		return err
 	})
 }
