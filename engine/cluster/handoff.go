@@ -151,3 +151,23 @@ func (s *shard) handOff(active func(uint64) bool, why string) bool {
 	}
 	return false
 }
+
+// diskCritical (the loop) reports whether the shard's disk is too full
+// for replicated entries (handoff.go): the member then drops appends and
+// snapshots, as if they were lost, rather than write until its log meets
+// ENOSPC, which takes the shard on this node out of its group until it
+// restarts (restart.go). Raft resends them; it catches up once there is
+// room.
+func (s *shard) diskCritical() bool {
+	b := s.broker()
+	critical := b != nil && b.DiskCritical()
+	if critical != s.starved {
+		s.starved = critical
+		if critical {
+			s.log.Error("disk space critical: this member takes no replicated entries until space is freed; the others carry on")
+		} else {
+			s.log.Info("disk space no longer critical: this member takes replicated entries again")
+		}
+	}
+	return critical
+}

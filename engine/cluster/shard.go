@@ -430,19 +430,8 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 // step hands a message to Raft; a snapshot is installed first, off the
 // loop (snapshot.go).
 func (s *shard) step(m *pb.Message) {
-	if t := m.GetType(); t == pb.MsgHeartbeat || t == pb.MsgHeartbeatResp {
-		// etcd raft's heartbeat contexts are empty or 8 bytes (its read
-		// position), and a leader reads 8 bytes from every answer's: a
-		// follower echoes a heartbeat's context, so one malformed
-		// heartbeat panics the leader that gets the echo. A node-state
-		// frame (handoff.go) is a heartbeat with a 2-byte context that is
-		// no shard's; one reached a shard once in `make test`
-		// (2026-12-05), and the leader panicked. Whatever the route, such
-		// a message is dropped here.
-		if c := len(m.GetContext()); c != 0 && c != 8 {
-			s.log.Warn("a heartbeat with a malformed context dropped", "from", m.GetFrom(), "type", m.GetType().String(), "context_bytes", c)
-			return
-		}
+	if s.malformedBeat(m) { // bump.go
+		return
 	}
 	if from := m.GetFrom(); from != s.n.cfg.NodeID {
 		if s.heard == nil {
@@ -506,26 +495,6 @@ func (s *shard) noteSilence(now time.Time) {
 	if int64(gap) > s.silenceMax.Load() {
 		s.silenceMax.Store(int64(gap))
 	}
-}
-
-// diskCritical (the loop) reports whether the shard's disk is too full
-// for replicated entries (handoff.go): the member then drops appends and
-// snapshots, as if they were lost, rather than write until its log meets
-// ENOSPC, which takes the shard on this node out of its group until it
-// restarts (restart.go). Raft resends them; it catches up once there is
-// room.
-func (s *shard) diskCritical() bool {
-	b := s.broker()
-	critical := b != nil && b.DiskCritical()
-	if critical != s.starved {
-		s.starved = critical
-		if critical {
-			s.log.Error("disk space critical: this member takes no replicated entries until space is freed; the others carry on")
-		} else {
-			s.log.Info("disk space no longer critical: this member takes replicated entries again")
-		}
-	}
-	return critical
 }
 
 // stepRaft hands m to Raft.
