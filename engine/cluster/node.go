@@ -378,15 +378,26 @@ func (s *shard) snapshotLost(peer uint64) {
 // reported. Reported failed here, Raft probes the member again and sends
 // a newer snapshot. A 5-node chaos run left a wiped member 42,664 entries
 // behind for 90 s (TestClusterMemberCatchesUpWhenItsSnapshotIsOutrun).
+//
+// It runs only for a member this replica sent a snapshot to (snapSent),
+// until that member leaves the snapshot state, not on every append's
+// answer.
 func (s *shard) snapshotOutrun(peer uint64) {
-	outrun := false
+	outrun, waiting := false, false
 	s.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-		if id == peer && pr.State == tracker.StateSnapshot && pr.Match >= pr.PendingSnapshot {
+		if id != peer || pr.State != tracker.StateSnapshot {
+			return
+		}
+		waiting = true
+		if pr.Match >= pr.PendingSnapshot {
 			if first, err := s.st.FirstIndex(); err == nil && pr.Match+1 < first {
 				outrun = true
 			}
 		}
 	})
+	if !waiting || outrun {
+		delete(s.snapSent, peer)
+	}
 	if outrun {
 		s.log.Info("a member installed a snapshot this leader's log has moved past: it is sent a newer one", "member", peer)
 		s.rn.ReportSnapshot(peer, raft.SnapshotFailure)

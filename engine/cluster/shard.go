@@ -111,6 +111,7 @@ type shard struct {
 	handing       *handing               // run: a hand-over of the lead under way (transfer.go)
 	noHeir        atomic.Bool            // the last hand-over for a shutdown found no member to hand to (transfer.go)
 	heard         map[uint64]time.Time   // run: when each other member last sent this member a message (balance.go)
+	snapSent      map[uint64]bool        // run: members sent a snapshot, until they leave the snapshot state (node.go, snapshotOutrun)
 	// While this member leads: when the loop last stepped a message of
 	// any follower (run), and for the metrics how often it went over
 	// half the election timeout without one and the longest it went
@@ -480,7 +481,7 @@ func (s *shard) step(m *pb.Message) {
 		}
 	}
 	s.stepRaft(m)
-	if m.GetType() == pb.MsgAppResp && !m.GetReject() && s.leaderOf != 0 {
+	if m.GetType() == pb.MsgAppResp && !m.GetReject() && s.snapSent[m.GetFrom()] {
 		s.snapshotOutrun(m.GetFrom()) // node.go
 	}
 }
@@ -544,8 +545,14 @@ func (s *shard) handleReady(rd raft.Ready) error {
 			}
 			s.st.compact(s.rn.BasicStatus().Applied)
 		default:
-			if m.GetType() == pb.MsgTimeoutNow {
+			switch m.GetType() {
+			case pb.MsgTimeoutNow:
 				s.endLease() // lease.go, invariant 2: before it leaves
+			case pb.MsgSnap:
+				if s.snapSent == nil {
+					s.snapSent = map[uint64]bool{}
+				}
+				s.snapSent[m.GetTo()] = true // node.go, snapshotOutrun
 			}
 			if s.pureBump(m) || s.needlessBeat(m, now) { // bump.go
 				continue
