@@ -223,6 +223,19 @@ func subID(t *testing.T, b *Broker, topic, sub string) uint64 {
 	return s.id
 }
 
+// failRetries lets a failing receiver take a BACKOFF_RETRY
+// subscription's first attempt and its retries, moving the clock to each
+// retry: the next attempt is the last.
+func failRetries(t *testing.T, b *Broker, clk *FakeClock, rcv *receiver, done chan struct{}, id uint64) {
+	t.Helper()
+	for i := 1; i <= backoffRetries; i++ {
+		rcv.next(t)
+		waitAttempt(t, done)
+		vis, _ := pushedMessage(t, b, id)
+		clk.Set(time.UnixMilli(vis))
+	}
+}
+
 func pushOptions() PushOptions {
 	return PushOptions{Signer: testPushKey(), CertURL: testCertURL, Concurrency: 2}
 }
@@ -421,12 +434,7 @@ func TestPushDeadLetter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= backoffRetries; i++ {
-		rcv.next(t)
-		waitAttempt(t, done)
-		vis, _ := pushedMessage(t, b, id)
-		clk.Set(time.UnixMilli(vis))
-	}
+	failRetries(t, b, clk, rcv, done, id)
 	rcv.next(t)
 	waitAttempt(t, done)
 	if _, ok := pushedMessage(t, b, id); ok {

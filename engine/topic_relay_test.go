@@ -243,12 +243,7 @@ func TestTopicDeadLetterElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= backoffRetries; i++ {
-		rcv.next(t)
-		waitAttempt(t, done)
-		vis, _ := pushedMessage(t, b, id)
-		clk.Set(time.UnixMilli(vis))
-	}
+	failRetries(t, b, clk, rcv, done, id)
 	// The last attempt: its hop to the dead-letter queue is refused.
 	router.mu.Lock()
 	router.refuse = 1

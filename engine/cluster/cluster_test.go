@@ -332,10 +332,17 @@ func (c *testCluster) fillForSnapshots() {
 		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
 		return err
 	})
-	for i := 0; i < 300; i++ {
+	c.sendBatches("w", 300)
+}
+
+// sendBatches sends n batches of 16 messages (bodies prefix<batch>-<k>)
+// to queue q through its shard's leader.
+func (c *testCluster) sendBatches(prefix string, n int) {
+	c.t.Helper()
+	for i := 0; i < n; i++ {
 		entries := make([]engine.SendEntry, 16)
 		for k := range entries {
-			entries[k].Body = []byte(fmt.Sprintf("w%d-%d", i, k))
+			entries[k].Body = []byte(fmt.Sprintf("%s%d-%d", prefix, i, k))
 		}
 		c.onLeader("q", func(b *engine.Broker) error {
 			q, err := b.Queue("q")
@@ -458,12 +465,18 @@ func heldInstall(t *testing.T) (c *testCluster, wi int, release chan struct{}) {
 // caughtUp waits until node wi holds the 300 × 16 messages of heldInstall.
 func (c *testCluster) caughtUp(wi int) {
 	c.t.Helper()
-	eventually(c.t, fmt.Sprintf("node %d catches up", wi+1), func() error {
+	c.holds(wi, 300*16, 20*time.Second)
+}
+
+// holds waits, at most within, until node wi holds want messages in q.
+func (c *testCluster) holds(wi int, want int64, within time.Duration) {
+	c.t.Helper()
+	eventuallyWithin(c.t, within, fmt.Sprintf("node %d catches up", wi+1), func() error {
 		info, err := c.counts(wi, "q")
 		if err != nil {
 			return err
 		}
-		if info.Active != 300*16 {
+		if info.Active != want {
 			return fmt.Errorf("active %d", info.Active)
 		}
 		return nil
@@ -566,19 +579,7 @@ func TestClusterRestartRightAfterTheFirstStart(t *testing.T) {
 // A 5-node chaos run left such a member 42,664 entries behind for 90 s.
 func TestClusterMemberCatchesUpWhenItsSnapshotIsOutrun(t *testing.T) {
 	c, wi, release := heldInstall(t)
-	for i := 0; i < 300; i++ {
-		entries := make([]engine.SendEntry, 16)
-		for k := range entries {
-			entries[k].Body = []byte(fmt.Sprintf("x%d-%d", i, k))
-		}
-		c.onLeader("q", func(b *engine.Broker) error {
-			q, err := b.Queue("q")
-			if err == nil {
-				_, err = q.Send(entries, nil)
-			}
-			return err
-		})
-	}
+	c.sendBatches("x", 300)
 	li, _ := c.leader("q")
 	eventually(t, "the leader's log compacted past the held snapshot", func() error {
 		first, err := c.nodes[li].shards[0].st.FirstIndex()
@@ -602,16 +603,7 @@ func TestClusterMemberCatchesUpWhenItsSnapshotIsOutrun(t *testing.T) {
 		return nil
 	})
 	close(release)
-	eventuallyWithin(t, 60*time.Second, fmt.Sprintf("node %d catches up", wi+1), func() error {
-		info, err := c.counts(wi, "q")
-		if err != nil {
-			return err
-		}
-		if info.Active != 600*16 {
-			return fmt.Errorf("active %d", info.Active)
-		}
-		return nil
-	})
+	c.holds(wi, 600*16, 60*time.Second)
 }
 
 // A heartbeat answer with a context etcd raft cannot read (it reads 8
