@@ -132,8 +132,11 @@ func (s *shard) needlessBeat(m *pb.Message, now time.Time) bool {
 // follower echoes a heartbeat's context, so one malformed heartbeat panics
 // the leader that gets the echo. A node-state frame (handoff.go) is a
 // heartbeat with a 2-byte context that is no shard's; one reached a shard
-// once in `make test` (2026-12-05), and the leader panicked. Whatever the
-// route, such a message stops here.
+// once in `make test` (2026-12-05), and the leader panicked. Its route was
+// a test's (TestPeerDownStepsWhatThePeerSentFirst put the last message it
+// held back into a shard's inbox, and that was once a node-state frame);
+// the transport routes node-state frames away from the shards. Whatever
+// the route, such a message stops here.
 func (s *shard) malformedBeat(m *pb.Message) bool {
 	if t := m.GetType(); t != pb.MsgHeartbeat && t != pb.MsgHeartbeatResp {
 		return false
