@@ -753,7 +753,7 @@ func (b *Broker) Unsubscribe(topicName, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := b.logQueueRecord(recUnsubscribe, encodeID(s.id)); err != nil {
+	if err := b.logQueueRecord(recUnsubscribe, encodeUnsubscribe(s.id, t.id)); err != nil {
 		return err
 	}
 	b.topics.mu.Lock()

@@ -150,6 +150,13 @@ func decodeSub(b []byte) (*subscription, error) {
 
 func encodeID(id uint64) []byte { return binary.LittleEndian.AppendUint64(nil, id) }
 
+// encodeUnsubscribe is an unsubscribe record: the subscription's id, then
+// its topic's, so that a follower finds it without a scan. Records before
+// the topic id was added have the subscription's id alone.
+func encodeUnsubscribe(sub, topic uint64) []byte {
+	return binary.LittleEndian.AppendUint64(encodeID(sub), topic)
+}
+
 func encodeTopicDelete(id uint64, subs []uint64) []byte {
 	le := binary.LittleEndian
 	b := le.AppendUint64(make([]byte, 0, 12+8*len(subs)), id)

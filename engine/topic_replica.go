@@ -118,12 +118,13 @@ func (b *Broker) applyTopicRecord(typ uint8, pos uint64, payload []byte) error {
 		id := binary.LittleEndian.Uint64(payload)
 		ts.nextSubID = max(ts.nextSubID, id+1)
 		ts.mu.Lock()
-		for _, t := range ts.byID {
-			for name, s := range t.subs {
-				if s.id == id {
-					delete(t.subs, name)
-					t.subNames.remove(name)
-				}
+		if len(payload) >= 16 {
+			if t := ts.byID[binary.LittleEndian.Uint64(payload[8:])]; t != nil {
+				t.dropSubLocked(id)
+			}
+		} else { // a record without its topic's id (encodeUnsubscribe)
+			for _, t := range ts.byID {
+				t.dropSubLocked(id)
 			}
 		}
 		ts.mu.Unlock()
@@ -194,5 +195,17 @@ func (p *pusher) follow() {
 	p.mu.Unlock()
 	for _, ps := range subs {
 		ps.cancel()
+	}
+}
+
+// dropSubLocked removes subscription id from t, if t has it. The caller
+// holds topics.mu.
+func (t *topic) dropSubLocked(id uint64) {
+	for name, s := range t.subs {
+		if s.id == id {
+			delete(t.subs, name)
+			t.subNames.remove(name)
+			return
+		}
 	}
 }

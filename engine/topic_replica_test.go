@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -134,6 +135,11 @@ func TestReplicaTopics(t *testing.T) {
 		return L.SetSubscriptionAttributes("t", "to-q", SubscriptionPatch{FilterTag: new("x")})
 	})
 	h.do(func() error { _, err := L.Publish("t", PublishInput{Body: []byte("untagged"), Owner: "1"}); return err })
+	h.do(func() error {
+		_, err := L.Subscribe("t", "dropped", SubscriptionConfig{Endpoint: "http://127.0.0.1:9/dropped"})
+		return err
+	})
+	h.do(func() error { return L.Unsubscribe("t", "dropped") })
 	h.do(func() error { return L.DeleteTopic("gone") })
 	h.clk.Advance(time.Second)
 	want := topicState(t, L, true)
@@ -203,5 +209,17 @@ func TestReplicaTopics(t *testing.T) {
 	F.pusher.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("a replica that stopped leading runs %d push subscriptions", n)
+	}
+
+	// An unsubscribe record written before it carried its topic's id.
+	s, err := F.subByName(tp, "to-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := F.applyTopicRecord(recUnsubscribe, 0, encodeID(s.id)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := F.subByName(tp, "to-q"); !errors.Is(err, ErrSubscriptionNotExist) {
+		t.Fatalf("an unsubscribe of the older form left the subscription: %v", err)
 	}
 }
