@@ -119,7 +119,7 @@ func (b *Broker) applyRecord(pos uint64, size uint32, typ uint8, payload []byte)
 		}
 		b.applyQueueDelete(binary.LittleEndian.Uint64(payload))
 		return nil
-	case recTopic, recTopicDelete, recSubscription, recUnsubscribe, recPublish:
+	case recTopic, recTopicDelete, recSubscription, recUnsubscribe, recPublish, recTopicCount:
 		return b.applyTopicRecord(typ, pos, payload)
 	case recSend, recState, recDelete, recExpire, recSendProps:
 	default:

@@ -120,6 +120,9 @@ func (d *durableStore) checkpointLocked() error {
 	}
 	batch := d.idx.NewBatch()
 	f.ft.write(batch)
+	if err := f.ft.writeCounts(batch, d.idx.TopicCount, d.clock.Now().UnixMilli()); err != nil {
+		return fmt.Errorf("checkpoint: %w", mapErr(err))
+	}
 	for id, fq := range f.queues {
 		if fq.deleted {
 			batch.DeleteQueue(id)

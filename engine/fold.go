@@ -122,6 +122,8 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 		return f.openGroup(pos, payload)
 	case recTopic, recTopicDelete, recSubscription, recUnsubscribe:
 		return f.ft.apply(typ, payload)
+	case recTopicCount:
+		return f.ft.setCount(pos, payload)
 	case recQueueCreate, recQueueConfig:
 		v, err := decodeQueueVal(payload)
 		if err != nil {

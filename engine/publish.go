@@ -347,11 +347,13 @@ func decodePublishHead(b []byte, dst []msgKey) ([]msgKey, error) {
 
 // pubGroup tracks the publish group a fold is inside (invariant 1).
 type pubGroup struct {
-	open bool
-	pos  uint64   // the header's position
-	keys []msgKey // the members, in order
-	seen int      // members folded so far
-	ents []uint32 // their fold entries
+	open  bool
+	pos   uint64 // the header's position
+	topic uint64 // the header's topic and time (topic_count.go)
+	ms    int64
+	keys  []msgKey // the members, in order
+	seen  int      // members folded so far
+	ents  []uint32 // their fold entries
 }
 
 // member reports whether a record is the group's next member.
@@ -384,8 +386,13 @@ func (f *fold) openGroup(pos uint64, payload []byte) error {
 	if err != nil {
 		return err
 	}
+	le := binary.LittleEndian
 	f.grp.keys, f.grp.pos, f.grp.seen, f.grp.ents = keys, pos, 0, f.grp.ents[:0]
+	f.grp.topic, f.grp.ms = le.Uint64(payload), int64(le.Uint64(payload[16:]))
 	f.grp.open = len(keys) > 0
+	if !f.grp.open {
+		f.ft.published(f.grp.topic, pos, f.grp.ms) // no member: committed
+	}
 	return nil
 }
 
@@ -401,6 +408,7 @@ func (f *fold) memberFolded(i uint32) {
 	f.grp.seen++
 	if f.grp.seen == len(f.grp.keys) {
 		f.grp.open = false // committed
+		f.ft.published(f.grp.topic, f.grp.pos, f.grp.ms)
 		f.grp.ents = f.grp.ents[:0]
 	}
 }

@@ -161,6 +161,9 @@ func TestPublishTornGroup(t *testing.T) {
 			if rs := b.Recovery(); cut < end && cut >= group[1].pos && rs.AbortedPublishes != 1 {
 				t.Fatalf("recovery aborted %d publishes, want 1", rs.AbortedPublishes)
 			}
+			if c := messageCount(t, b, "pt"); c != int64(n) {
+				t.Fatalf("MessageCount %d, the publish delivered %d times (topic_count.go invariant 2)", c, n)
+			}
 			complete += n
 			// Later records after the torn group, a clean close (a
 			// checkpoint folds the whole log) and a crash-free restart:
@@ -178,6 +181,9 @@ func TestPublishTornGroup(t *testing.T) {
 			}
 			if got := allOrNone(t, deliveries(t, b, "p2"), "p2"); got != 1 {
 				t.Fatalf("the publish after the cut is in %d", got)
+			}
+			if c := messageCount(t, b, "pt"); c != int64(n)+1 {
+				t.Fatalf("MessageCount %d after a checkpoint, want %d", c, n+1)
 			}
 		})
 	}

@@ -138,6 +138,8 @@ func recordTypeName(t uint8) string {
 		return "unsubscribe"
 	case recPublish:
 		return "publish"
+	case recTopicCount:
+		return "topic-count"
 	case recSendProps:
 		return "send-props"
 	case recRelocateProps:

@@ -4,8 +4,9 @@ package engine
 // too far behind its leader's log gets the leader's whole state instead.
 //
 // ExportState writes every queue, topic, subscription and message, each as
-// the record that would create it (the replicated log's record encoding: type, length,
-// payload), then an end mark. It is fuzzy: stripes are read one after the
+// the record that would create it (the replicated log's record encoding:
+// type, length, payload), and each topic's publish counts as a
+// recTopicCount record (topic_count.go), then an end mark. It is fuzzy: stripes are read one after the
 // other while the leader goes on, so the stream is no single instant.
 // That is enough because the follower then replays the log from the
 // snapshot's index, and records carry full snapshots: replaying a change
@@ -73,7 +74,8 @@ func (b *Broker) ExportState(w io.Writer) error {
 	// The topics, then their subscriptions (topic_replica.go), then the
 	// highest ids used, as deletes of ids no longer live (topic_replica.go
 	// invariant 2): topic id 0 is never used.
-	var tvals, svals, marks [][]byte
+	var tvals, svals, marks, counts [][]byte
+	now := b.nowMs()
 	b.adminMu.Lock()
 	lastTopic, lastSub := b.topics.nextTopicID-1, b.topics.nextSubID-1
 	b.adminMu.Unlock()
@@ -83,6 +85,9 @@ func (b *Broker) ExportState(w io.Writer) error {
 		m := t.meta.Load()
 		v := topicVal{id: t.id, createMs: m.createMs, modifyMs: m.modifyMs, cfg: m.cfg, name: t.name}
 		tvals = append(tvals, v.encode())
+		if cs := t.count.live(now); len(cs) > 0 {
+			counts = append(counts, countVal{buckets: cs}.encode(t.id)) // topic_count.go
+		}
 		for _, s := range t.subs {
 			svals = append(svals, encodeSub(s))
 			liveSub = liveSub || s.id == lastSub
@@ -98,7 +103,7 @@ func (b *Broker) ExportState(w io.Writer) error {
 	for _, vals := range []struct {
 		typ  uint8
 		vals [][]byte
-	}{{recTopic, tvals}, {recSubscription, svals}, {recTopicDelete, marks}} {
+	}{{recTopic, tvals}, {recSubscription, svals}, {recTopicDelete, marks}, {recTopicCount, counts}} {
 		for _, v := range vals.vals {
 			if err := put(vals.typ, v, nil); err != nil {
 				return err
@@ -200,7 +205,7 @@ func (b *Broker) ImportState(rd io.Reader, index, term uint64, conf []byte) erro
 		if _, err := io.ReadFull(br, payload); err != nil {
 			return fmt.Errorf("engine: snapshot stream: %w", err)
 		}
-		if typ != recQueueCreate && typ != recTopic && typ != recSubscription && typ != recTopicDelete && !isSendRec(typ) {
+		if typ != recQueueCreate && typ != recTopic && typ != recSubscription && typ != recTopicDelete && typ != recTopicCount && !isSendRec(typ) {
 			return fmt.Errorf("%w: snapshot record of type %d", errBadRecord, typ)
 		}
 		recs := [1]logRec{{typ: typ, head: payload, live: isSendRec(typ)}}

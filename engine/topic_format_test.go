@@ -24,6 +24,8 @@ func goldenTopicRecords() []goldenRecord {
 		{"rec34-subscription", recSubscription, encodeSub(sub)},
 		{"rec35-unsubscribe", recUnsubscribe, encodeID(0x22)},
 		{"rec36-publish", recPublish, encodePublishHead(0x21, 7<<bootShift|5, 1_764_590_400_123, []msgKey{{0x11, 0x101}, {0x12, 0x102}})},
+		{"rec35-unsubscribe-with-topic", recUnsubscribe, encodeUnsubscribe(0x22, 0x21)},
+		{"rec37-topic-count", recTopicCount, countVal{upto: 0x4000, buckets: []countBucket{{5_881_968, 3}, {5_881_969, 1}}}.encode(0x21)},
 	}
 }
 
@@ -61,5 +63,8 @@ func TestTopicFormatsGolden(t *testing.T) {
 	}
 	if keys, err := decodePublishHead(recs[4].data, nil); err != nil || len(keys) != 2 || keys[1] != (msgKey{0x12, 0x102}) {
 		t.Errorf("publish: %v %v", keys, err)
+	}
+	if id, v, err := decodeCountVal(recs[6].data); err != nil || id != 0x21 || len(v.buckets) != 2 || v.buckets[0] != (countBucket{5_881_968, 3}) {
+		t.Errorf("topic counts: %d %+v %v", id, v, err)
 	}
 }

@@ -1,7 +1,7 @@
 package engine
 
-// FuzzTopicRecords: the decoders of topic, subscription, topic-delete and
-// publish records (topic_record.go, publish.go) never panic on any payload
+// FuzzTopicRecords: the decoders of topic, subscription, topic-delete,
+// publish and topic-count records (topic_record.go, publish.go) never panic on any payload
 // (a record that passed its checksum can still be malformed), whatever they
 // accept re-encodes to the same bytes, and folding any of them either works
 // or fails with errBadRecord.
@@ -20,8 +20,9 @@ func FuzzTopicRecords(f *testing.F) {
 	f.Add(uint8(1), encodeSub(sub))
 	f.Add(uint8(2), encodeTopicDelete(3, []uint64{4, 5}))
 	f.Add(uint8(3), encodePublishHead(3, 7, 8, []msgKey{{1, 2}, {3, 4}}))
+	f.Add(uint8(4), countVal{upto: 9, buckets: []countBucket{{5, 2}, {6, 1}}}.encode(3))
 	f.Fuzz(func(t *testing.T, kind uint8, in []byte) {
-		switch kind % 4 {
+		switch kind % 5 {
 		case 0:
 			if v, err := decodeTopicVal(in); err == nil {
 				if got := v.encode(); !bytes.Equal(got, in[:len(got)]) {
@@ -47,8 +48,14 @@ func FuzzTopicRecords(f *testing.F) {
 					t.Fatalf("publish header %x re-encodes as %x", in, got)
 				}
 			}
+		case 4:
+			if id, v, err := decodeCountVal(in); err == nil {
+				if got := v.encode(id); !bytes.Equal(got, in) {
+					t.Fatalf("topic counts %x re-encode as %x", in, got)
+				}
+			}
 		}
-		typ := []uint8{recTopic, recSubscription, recTopicDelete, recPublish}[kind%4]
+		typ := []uint8{recTopic, recSubscription, recTopicDelete, recPublish, recTopicCount}[kind%5]
 		fd := newFold(0)
 		if err := fd.apply(0, uint32(len(in)), typ, in); err != nil && !errors.Is(err, errBadRecord) {
 			t.Fatalf("fold: %v", err)

@@ -192,6 +192,7 @@ type foldObj struct {
 type foldTopics struct {
 	topics, subs     map[uint64]*foldObj
 	maxTopic, maxSub uint64
+	counts           map[uint64]*foldCount // publishes per topic (topic_count.go)
 }
 
 func (ft *foldTopics) reset() {
@@ -200,6 +201,7 @@ func (ft *foldTopics) reset() {
 	}
 	clear(ft.topics)
 	clear(ft.subs)
+	clear(ft.counts)
 	ft.maxTopic, ft.maxSub = 0, 0
 }
 
@@ -270,6 +272,8 @@ type batcher interface {
 	PutSubscription(id uint64, val []byte)
 	DeleteSubscription(id uint64)
 	PutMeta(name string, val []byte)
+	PutTopicCount(id uint64, val []byte)
+	DeleteTopicCount(id uint64)
 }
 
 // write adds the window's topic changes to a checkpoint batch.
@@ -277,6 +281,7 @@ func (ft *foldTopics) write(batch batcher) {
 	for id, o := range ft.topics {
 		if o.deleted {
 			batch.DeleteTopic(id)
+			batch.DeleteTopicCount(id)
 		} else {
 			batch.PutTopic(id, o.val)
 		}
@@ -363,6 +368,37 @@ func (d *durableStore) loadTopics(b *Broker, ft *foldTopics) error {
 		s.topic = t.name
 		s.relay = s.kind == endpointQueue && b.relayed(s.queue)
 		t.putSubLocked(s)
+	}
+	return d.loadCounts(b, ft)
+}
+
+// loadCounts gives every topic its counts: the index's, and the tail's
+// publishes past them (topic_count.go invariant 3). The caller holds
+// topics.mu.
+func (d *durableStore) loadCounts(b *Broker, ft *foldTopics) error {
+	stored := map[uint64][]byte{}
+	if err := d.idx.TopicCounts(func(id uint64, val []byte) error {
+		if b.topics.byID[id] != nil {
+			stored[id] = slices.Clone(val)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("engine: load topic counts: %w", err)
+	}
+	now := b.nowMs()
+	for id, t := range b.topics.byID {
+		fc := ft.counts[id]
+		if fc == nil {
+			if stored[id] == nil {
+				continue
+			}
+			fc = &foldCount{}
+		}
+		v, err := fc.merged(stored[id], now)
+		if err != nil {
+			return fmt.Errorf("engine: the counts of topic %d: %w", id, err)
+		}
+		t.count.addBuckets(v.buckets)
 	}
 	return nil
 }

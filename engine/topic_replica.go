@@ -58,6 +58,20 @@ func (b *Broker) applyTopicRecord(typ uint8, pos uint64, payload []byte) error {
 		}
 		return nil
 	}
+	if typ == recTopicCount { // a snapshot's (topic_count.go)
+		id, v, err := decodeCountVal(payload)
+		if err != nil {
+			return bad(err)
+		}
+		ts.mu.RLock()
+		t := ts.byID[id]
+		ts.mu.RUnlock()
+		if t != nil {
+			t.count.reset()
+			t.count.addBuckets(v.buckets)
+		}
+		return nil
+	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	switch typ {

@@ -11,9 +11,8 @@ import (
 
 // topicState is what a broker shows of its topics, subscriptions and
 // their deliveries, for comparing replicas.
-// MessageCount is left out unless counted: like a single broker's, it
-// counts the publishes since the broker opened.
-func topicState(t *testing.T, b *Broker, counted bool) string {
+// MessageCount included: it is durable (topic_count.go).
+func topicState(t *testing.T, b *Broker) string {
 	t.Helper()
 	var out bytes.Buffer
 	names, _, err := b.ListTopics("", "", 0)
@@ -26,9 +25,7 @@ func topicState(t *testing.T, b *Broker, counted bool) string {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(&out, "topic %s %+v created %d modified %d\n", n, info.Config, info.CreateTime.UnixMilli(), info.LastModifyTime.UnixMilli())
-		if counted {
-			fmt.Fprintf(&out, "  count %d\n", info.MessageCount)
-		}
+		fmt.Fprintf(&out, "  count %d\n", info.MessageCount)
 		subs, _, err := b.ListSubscriptions(n, "", "", 0)
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +139,7 @@ func TestReplicaTopics(t *testing.T) {
 	h.do(func() error { return L.Unsubscribe("t", "dropped") })
 	h.do(func() error { return L.DeleteTopic("gone") })
 	h.clk.Advance(time.Second)
-	want := topicState(t, L, true)
+	want := topicState(t, L)
 	for _, line := range []string{`"m1"`, "order=1;", `sub to-q`, `sub web`, "push queue", "count 4"} {
 		if !bytes.Contains([]byte(want), []byte(line)) {
 			t.Fatalf("the leader's state lacks %s:\n%s", line, want)
@@ -151,19 +148,19 @@ func TestReplicaTopics(t *testing.T) {
 	if bytes.Contains([]byte(want), []byte("gone")) {
 		t.Fatalf("the deleted topic is still there:\n%s", want)
 	}
-	check := func(what string, b *Broker, counted bool) {
+	check := func(what string, b *Broker) {
 		t.Helper()
-		want := topicState(t, L, counted)
-		if got := topicState(t, b, counted); got != want {
+		want := topicState(t, L)
+		if got := topicState(t, b); got != want {
 			t.Fatalf("%s:\n%s\nthe leader:\n%s", what, got, want)
 		}
 		if b.topics.nextTopicID < L.topics.nextTopicID || b.topics.nextSubID < L.topics.nextSubID {
 			t.Fatalf("%s: next ids %d/%d below the leader's %d/%d", what, b.topics.nextTopicID, b.topics.nextSubID, L.topics.nextTopicID, L.topics.nextSubID)
 		}
 	}
-	check("the follower", h.follower, true)
+	check("the follower", h.follower)
 	h.restartFollower()
-	check("the follower after a restart", h.follower, false)
+	check("the follower after a restart", h.follower)
 
 	// A new member from a snapshot.
 	var snap bytes.Buffer
@@ -175,7 +172,7 @@ func TestReplicaTopics(t *testing.T) {
 	if err := nb.ImportState(&snap, h.next-1, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	check("a member from a snapshot", nb, false)
+	check("a member from a snapshot", nb)
 
 	// The follower pushes only while it leads, and a new term's topic
 	// messages count from the term.

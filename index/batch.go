@@ -15,6 +15,8 @@ const (
 	opDeleteTopic
 	opPutSub
 	opDeleteSub
+	opPutCount
+	opDeleteCount
 )
 
 // String returns the operation's name, for error messages and tests.
@@ -38,6 +40,10 @@ func (k opKind) String() string {
 		return "PutSubscription"
 	case opDeleteSub:
 		return "DeleteSubscription"
+	case opPutCount:
+		return "PutTopicCount"
+	case opDeleteCount:
+		return "DeleteTopicCount"
 	default:
 		return fmt.Sprintf("opKind(%d)", uint8(k))
 	}
@@ -169,6 +175,21 @@ func (b *Batch) DeleteSubscription(id uint64) {
 	off := len(b.arena)
 	b.arena = appendIDKey(b.arena, prefixSub, id)
 	b.ops = append(b.ops, op{off: off, klen: idKeyLen, kind: opDeleteSub})
+}
+
+// PutTopicCount sets topic id's publish counts to a copy of val.
+func (b *Batch) PutTopicCount(id uint64, val []byte) {
+	off := len(b.arena)
+	b.arena = appendIDKey(b.arena, prefixCount, id)
+	b.put(opPutCount, off, val)
+}
+
+// DeleteTopicCount removes topic id's publish counts; deleting absent ones
+// is not an error.
+func (b *Batch) DeleteTopicCount(id uint64) {
+	off := len(b.arena)
+	b.arena = appendIDKey(b.arena, prefixCount, id)
+	b.ops = append(b.ops, op{off: off, klen: idKeyLen, kind: opDeleteCount})
 }
 
 // SetPosition makes Commit write pos as the checkpoint position, after the

@@ -116,9 +116,9 @@ func (s *Store) writeDataLocked(b *Batch) error {
 		}
 		var err error
 		switch o.kind {
-		case opPutMeta, opPutQueue, opPutMessage, opPutTopic, opPutSub:
+		case opPutMeta, opPutQueue, opPutMessage, opPutTopic, opPutSub, opPutCount:
 			err = wb.Set(key, b.value(o))
-		case opDeleteQueue, opDeleteMessage, opDeleteTopic, opDeleteSub:
+		case opDeleteQueue, opDeleteMessage, opDeleteTopic, opDeleteSub, opDeleteCount:
 			err = wb.Delete(key)
 		default:
 			panic(fmt.Sprintf("index: batch holds unknown %v", o.kind))

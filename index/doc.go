@@ -21,10 +21,12 @@
 //	's' + queueID (8) + seq (8)          message (opaque, typically ~60 bytes)
 //	't' + topicID (8)                    topic (opaque)
 //	'u' + subscriptionID (8)             subscription of a topic (opaque)
+//	'c' + topicID (8)                    a topic's publish counts (opaque; not idempotent to
+//	                                     replay: the engine's value says which log it covers)
 //
 // # Invariants
 //
-//  1. Keys have exactly the layout above. A 'q', 's', 't' or 'u' key of another
+//  1. Keys have exactly the layout above. A 'q', 's', 't', 'u' or 'c' key of another
 //     length, or a 'p' value that is not 8 bytes, is reported as ErrCorrupt,
 //     never skipped.
 //  2. The position is written last. Commit writes a batch in two parts: the

@@ -10,6 +10,7 @@ import "encoding/binary"
 //	's' + queueID(8, BE) + seq(8, BE)  message value (opaque)
 //	't' + topicID(8, BE)               topic value (opaque)
 //	'u' + subscriptionID(8, BE)        subscription value (opaque)
+//	'c' + topicID(8, BE)               a topic's publish counts (opaque)
 //
 // Big-endian integers make byte order equal numeric order, so the messages of
 // one queue are contiguous and sorted by seq, and queues are sorted by id.
@@ -20,9 +21,10 @@ const (
 	prefixMessage  byte = 's' // part of the on-disk format; never change
 	prefixTopic    byte = 't' // part of the on-disk format; never change
 	prefixSub      byte = 'u' // part of the on-disk format; never change
+	prefixCount    byte = 'c' // part of the on-disk format; never change
 
 	queueKeyLen   = 1 + 8     // 'q' + queueID
-	idKeyLen      = 1 + 8     // 't' + topicID, 'u' + subscriptionID
+	idKeyLen      = 1 + 8     // 't' + topicID, 'u' + subscriptionID, 'c' + topicID
 	messageKeyLen = 1 + 8 + 8 // 's' + queueID + seq
 	positionLen   = 8         // value of the 'p' key
 )

@@ -187,16 +187,26 @@ func (s *Store) Position() (pos uint64, ok bool, err error) {
 
 // Meta returns a copy of metadata entry name, or nil, nil if it is absent.
 func (s *Store) Meta(name string) ([]byte, error) {
+	if len(name) > MaxMetaNameBytes {
+		return nil, fmt.Errorf("%w: Meta name of %d bytes", ErrKeyTooLarge, len(name))
+	}
+	val, err := s.get(appendMetaKey(nil, name))
+	if err != nil {
+		return nil, fmt.Errorf("index: read meta %q: %w", name, err)
+	}
+	return val, nil
+}
+
+// get returns a copy of key's value: nil if the key is absent, empty but
+// not nil if its value is.
+func (s *Store) get(key []byte) ([]byte, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
 	defer s.mu.RUnlock()
-	if len(name) > MaxMetaNameBytes {
-		return nil, fmt.Errorf("%w: Meta name of %d bytes", ErrKeyTooLarge, len(name))
-	}
 	var val []byte
 	err := s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(appendMetaKey(nil, name))
+		item, err := txn.Get(key)
 		if err != nil {
 			return err
 		}
@@ -207,7 +217,7 @@ func (s *Store) Meta(name string) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("index: read meta %q: %w", name, err)
+		return nil, err
 	}
 	if val == nil {
 		val = []byte{} // present but empty: distinguish from absent
@@ -249,6 +259,29 @@ func (s *Store) Subscriptions(fn func(id uint64, val []byte) error) error {
 		}
 		return fn(id, v)
 	})
+}
+
+// TopicCounts calls fn for every topic's publish counts in id order. val is
+// valid only during the call. An error from fn stops the scan and is
+// returned as is.
+func (s *Store) TopicCounts(fn func(id uint64, val []byte) error) error {
+	return s.scan(prefixCount, func(k, v []byte) error {
+		id, ok := parseIDKey(k, prefixCount)
+		if !ok {
+			return fmt.Errorf("%w: malformed topic count key %x", ErrCorrupt, k)
+		}
+		return fn(id, v)
+	})
+}
+
+// TopicCount returns a copy of topic id's publish counts, or nil if it has
+// none.
+func (s *Store) TopicCount(id uint64) ([]byte, error) {
+	val, err := s.get(appendIDKey(nil, prefixCount, id))
+	if err != nil {
+		return nil, fmt.Errorf("index: read the counts of topic %d: %w", id, err)
+	}
+	return val, nil
 }
 
 // Messages calls fn for every message of every queue in key order (queue id,

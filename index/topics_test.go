@@ -6,7 +6,7 @@ import (
 )
 
 // Topics and subscriptions: put, overwrite, delete, and scans in id order
-// that survive a reopen (the 't' and 'u' key spaces of doc.go).
+// that survive a reopen (the 't', 'u' and 'c' key spaces of doc.go).
 func TestTopicsAndSubscriptions(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir, Options{})
@@ -16,6 +16,8 @@ func TestTopicsAndSubscriptions(t *testing.T) {
 	b.PutTopic(3, []byte("t3"))
 	b.PutSubscription(7, []byte("s7"))
 	b.PutSubscription(5, []byte("s5"))
+	b.PutTopicCount(2, []byte("c2"))
+	b.PutTopicCount(3, []byte("c3"))
 	b.PutQueue(1, []byte("q1")) // another key space: not a topic
 	if err := s.Commit(b); err != nil {
 		t.Fatal(err)
@@ -25,6 +27,8 @@ func TestTopicsAndSubscriptions(t *testing.T) {
 	b.PutTopic(2, []byte("t2'"))
 	b.DeleteSubscription(5)
 	b.DeleteSubscription(99) // absent: not an error
+	b.DeleteTopicCount(3)
+	b.DeleteTopicCount(98) // absent: not an error
 	if err := s.Commit(b); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +50,18 @@ func TestTopicsAndSubscriptions(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(got) != "[1=t1 2=t2' s7=s7]" {
+	if err := s.TopicCounts(func(id uint64, v []byte) error {
+		got = append(got, fmt.Sprintf("c%d=%s", id, v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[uint64]string{2: "c2", 3: ""} {
+		if v, err := s.TopicCount(id); err != nil || string(v) != want || (want == "") != (v == nil) {
+			t.Fatalf("TopicCount(%d) = %q, %v", id, v, err)
+		}
+	}
+	if fmt.Sprint(got) != "[1=t1 2=t2' s7=s7 c2=c2]" {
 		t.Fatalf("got %v", got)
 	}
 	if k, ok := parseIDKey(appendIDKey(nil, prefixTopic, 9), prefixSub); ok {
