@@ -240,35 +240,28 @@ func (s *Store) Queues(fn func(id uint64, val []byte) error) error {
 // Topics calls fn for every topic in id order. val is valid only during the
 // call. An error from fn stops the scan and is returned as is.
 func (s *Store) Topics(fn func(id uint64, val []byte) error) error {
-	return s.scan(prefixTopic, func(k, v []byte) error {
-		id, ok := parseIDKey(k, prefixTopic)
-		if !ok {
-			return fmt.Errorf("%w: malformed topic key %x", ErrCorrupt, k)
-		}
-		return fn(id, v)
-	})
+	return s.scanIDs(prefixTopic, "topic", fn)
 }
 
 // Subscriptions calls fn for every subscription in id order. val is valid
 // only during the call. An error from fn stops the scan and is returned as is.
 func (s *Store) Subscriptions(fn func(id uint64, val []byte) error) error {
-	return s.scan(prefixSub, func(k, v []byte) error {
-		id, ok := parseIDKey(k, prefixSub)
-		if !ok {
-			return fmt.Errorf("%w: malformed subscription key %x", ErrCorrupt, k)
-		}
-		return fn(id, v)
-	})
+	return s.scanIDs(prefixSub, "subscription", fn)
 }
 
 // TopicCounts calls fn for every topic's publish counts in id order. val is
 // valid only during the call. An error from fn stops the scan and is
 // returned as is.
 func (s *Store) TopicCounts(fn func(id uint64, val []byte) error) error {
-	return s.scan(prefixCount, func(k, v []byte) error {
-		id, ok := parseIDKey(k, prefixCount)
+	return s.scanIDs(prefixCount, "topic count", fn)
+}
+
+// scanIDs scans the id key space prefix (what names it in errors).
+func (s *Store) scanIDs(prefix byte, what string, fn func(id uint64, val []byte) error) error {
+	return s.scan(prefix, func(k, v []byte) error {
+		id, ok := parseIDKey(k, prefix)
 		if !ok {
-			return fmt.Errorf("%w: malformed topic count key %x", ErrCorrupt, k)
+			return fmt.Errorf("%w: malformed %s key %x", ErrCorrupt, what, k)
 		}
 		return fn(id, v)
 	})
