@@ -10,12 +10,17 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -106,6 +111,23 @@ func (l *consoleLog) errors() []string {
 	return append([]string(nil), l.errs...)
 }
 
+// errorsBut is errors without the browser's note of each request that a
+// test made fail on purpose: one 400 answer per URL of refused, which
+// must each be there once (a missing one is reported too).
+func (l *consoleLog) errorsBut(refused ...string) []string {
+	const note = "Failed to load resource: the server responded with a status of 400 (Bad Request)"
+	errs := l.errors()
+	for _, u := range refused {
+		i := slices.Index(errs, fmt.Sprintf("error: %s (%s:0)", note, u))
+		if i < 0 {
+			errs = append(errs, "no 400 answer logged for "+u)
+			continue
+		}
+		errs = slices.Delete(errs, i, i+1)
+	}
+	return errs
+}
+
 // step runs browser actions with a deadline and fails the test with what
 // the step was for.
 func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
@@ -144,6 +166,42 @@ func textIs(sel, want string) chromedp.Action[chromedp.Void] {
 	return until(fmt.Sprintf(`(document.querySelector(%q)||{}).textContent === %q`, sel, want))
 }
 
+// shotsDir is where screenshots go: $SMQD_CONSOLE_SCREENSHOTS, else a
+// temporary directory.
+func shotsDir(t *testing.T) string {
+	if d := os.Getenv("SMQD_CONSOLE_SCREENSHOTS"); d != "" {
+		return d
+	}
+	return t.TempDir()
+}
+
+// signIn opens the console at base and signs in with the test key.
+func signIn(t *testing.T, ctx context.Context, base string) {
+	t.Helper()
+	step(t, ctx, "open the console", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#signin")))
+	step(t, ctx, "sign in",
+		chromedp.SendKeys(chromedp.CSS("#access-key-id"), testKeyID),
+		chromedp.SendKeys(chromedp.CSS("#access-key-secret"), testSecret),
+		chromedp.Click(chromedp.CSS("#signin-button")),
+		chromedp.WaitVisible(chromedp.CSS("#create-queue")))
+}
+
+// pageText returns the text of the first element sel selects ("" if none).
+func pageText(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q)||{}).textContent || ''`, sel)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// choose picks a select's option as a user does: the value, then a
+// change event.
+func choose(sel, value string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const s = document.querySelector(%q); s.value = %q; s.dispatchEvent(new Event('change')); })()`, sel, value))
+}
+
 func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -165,10 +223,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	ctx := browser(t)
 	var log consoleLog
 	log.start(ctx)
-	shots := os.Getenv("SMQD_CONSOLE_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
+	shots := shotsDir(t)
 	base := "http://" + env.addr
 
 	step(t, ctx, "open the console", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#signin")))
@@ -252,10 +307,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		until(`document.querySelector('#metric-active .v').textContent === '5'`),
 		until(`document.querySelectorAll('#metrics-chart path').length === 2`)) // two polls drawn
 	screenshot(t, ctx, shots, "console-metrics.png")
-	// The optional pages stay hidden until their APIs exist.
+	// The topics page is offered (a single node serves the topic API);
+	// the cluster page is not.
 	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('a[data-view="topics"]').hidden`))
-	if err != nil || !hidden {
-		t.Errorf("the topics page is offered before the topic API exists (%v)", err)
+	if err != nil || hidden {
+		t.Errorf("a single node hides the topics page (%v)", err)
 	}
 	hidden, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('a[data-view="cluster"]').hidden`))
 	if err != nil || !hidden {
@@ -344,4 +400,208 @@ fetch(%q, {method: 'POST', mode: 'no-cors', body: '<Message><MessageBody>csrf</M
 	// The same requests from a client (no browser headers) work: the
 	// refusal is the browser check, not something else.
 	wantStatus(t, c.post("/queues/victim/messages", sendBody("ok", "")), 201)
+}
+
+// Topics in the browser, checked in the broker: bad input (an invalid
+// topic name, a queue endpoint whose queue does not exist, an over-long
+// tag) shows the API's error and changes nothing; a topic is created with
+// its attributes, a queue made on the Queues page and an HTTP endpoint
+// are subscribed, a message published on the page reaches both (the
+// push carries the MessageId the page shows), then the queue is
+// unsubscribed and the topics are deleted, one from the list and one from
+// its page.
+func TestConsoleTopicsInBrowser(t *testing.T) {
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.Console = true }})
+	b := env.broker
+	// An HTTP endpoint on loopback, where pushes may go by default.
+	pushes := make(chan string, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		select {
+		case pushes <- r.URL.Path + " " + string(body):
+		default:
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(hook.Close)
+	ctx := browser(t)
+	var log consoleLog
+	log.start(ctx)
+	shots := shotsDir(t)
+	api := "http://" + env.addr
+	signIn(t, ctx, api)
+
+	step(t, ctx, "create the queue inbox",
+		chromedp.SendKeys(chromedp.CSS("#new-queue-name"), "inbox"),
+		chromedp.Click(chromedp.CSS("#create-queue-button")),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="inbox"]`)))
+	step(t, ctx, "the topics page is offered and opens",
+		chromedp.Click(chromedp.CSS(`a[data-view="topics"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#create-topic")),
+		textIs("#topic-rows td", "No topics yet."))
+
+	// refused runs a form's actions, waits for its result line (result)
+	// to turn into an error and checks that it is the API's answer.
+	refused := func(what, result, code string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		step(t, ctx, what, append(actions, until(fmt.Sprintf(`document.querySelector(%q).className === 'error'`, result)))...)
+		if got := pageText(t, ctx, result); !strings.Contains(got, code+":") || !strings.Contains(got, "(HTTP 400, request ") {
+			t.Errorf("%s: the page says %q, want the API's %s (HTTP 400) with its request id", what, got, code)
+		}
+	}
+	refused("an invalid topic name", "#create-result", "TopicNameInvalid",
+		chromedp.SendKeys(chromedp.CSS("#new-topic-name"), "-orders"),
+		chromedp.Click(chromedp.CSS("#create-topic-button")))
+	if names, _, err := b.ListTopics("", "", 1000); err != nil || len(names) != 0 {
+		t.Fatalf("topics %q after an invalid name (%v)", names, err)
+	}
+
+	// createTopic fills in the form (size "" leaves it out) and checks
+	// the topic the broker then holds.
+	createTopic := func(name, size string, logging bool, want engine.TopicConfig) engine.TopicInfo {
+		t.Helper()
+		step(t, ctx, "create topic "+name,
+			chromedp.SetValue(chromedp.CSS("#new-topic-name"), name),
+			chromedp.SetValue(chromedp.CSS("#new-topic-size"), size),
+			choose("#new-topic-logging", fmt.Sprint(logging)),
+			chromedp.Click(chromedp.CSS("#create-topic-button")),
+			chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="`+name+`"]`)))
+		info, err := b.GetTopicAttributes(name)
+		if err != nil || info.Config != want {
+			t.Fatalf("%s after the console's create: %+v (%v), want %+v", name, info, err, want)
+		}
+		return info
+	}
+	info := createTopic("orders", "4096", true, engine.TopicConfig{MaxMessageBytes: 4096, LoggingEnabled: true})
+	createTopic("audit", "", false, engine.DefaultTopicConfig())
+
+	step(t, ctx, "open the topic page",
+		chromedp.Click(chromedp.CSS(`tr[data-topic="orders"] a`)),
+		chromedp.WaitVisible(chromedp.CSS("#subscribe-form")),
+		textIs("#topic-max-size", "4,096"),
+		textIs("#topic-logging", "on"),
+		textIs("#topic-retention", "86,400"),
+		textIs("#topic-messages", "0"),
+		textIs("#sub-rows td", "No subscriptions yet."))
+	created := info.CreateTime.UTC().Format("2006-01-02 15:04:05Z")
+	if got := pageText(t, ctx, "#topic-times"); !strings.Contains(got, "Created "+created) {
+		t.Errorf("the page says %q, want the creation time %s", got, created)
+	}
+
+	refused("subscribe a queue that does not exist", "#subscribe-result", "EndpointInvalid",
+		chromedp.SendKeys(chromedp.CSS("#sub-name"), "to-inbox"),
+		chromedp.SendKeys(chromedp.CSS("#sub-queue"), "nosuch"),
+		chromedp.Click(chromedp.CSS("#subscribe")))
+	if names, _, err := b.ListSubscriptions("orders", "", "", 100); err != nil || len(names) != 0 {
+		t.Fatalf("subscriptions %q after a bad endpoint (%v)", names, err)
+	}
+	step(t, ctx, "subscribe the queue",
+		chromedp.SetValue(chromedp.CSS("#sub-queue"), "inbox"),
+		choose("#sub-format", "SIMPLIFIED"),
+		chromedp.Click(chromedp.CSS("#subscribe")),
+		textIs(`tr[data-subscription="to-inbox"] td.endpoint`, "acs:mns:local:0:queues/inbox"))
+	sub, err := b.GetSubscriptionAttributes("orders", "to-inbox")
+	if err != nil || sub.Config.Endpoint != "acs:mns:local:0:queues/inbox" || sub.Config.Format.String() != "SIMPLIFIED" || sub.Config.FilterTag != "" {
+		t.Fatalf("to-inbox after the console's subscribe: %+v (%v)", sub, err)
+	}
+	step(t, ctx, "subscribe the HTTP endpoint",
+		chromedp.SetValue(chromedp.CSS("#sub-name"), "to-hook"),
+		choose("#sub-kind", "http"),
+		chromedp.WaitVisible(chromedp.CSS("#sub-url")),
+		chromedp.WaitNotVisible(chromedp.CSS("#sub-queue")),
+		chromedp.SendKeys(chromedp.CSS("#sub-url"), hook.URL+"/notify"),
+		choose("#sub-strategy", "EXPONENTIAL_DECAY_RETRY"),
+		choose("#sub-format", "JSON"),
+		chromedp.SendKeys(chromedp.CSS("#sub-tag"), "news"),
+		chromedp.Click(chromedp.CSS("#subscribe")),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-subscription="to-hook"]`)))
+	sub, err = b.GetSubscriptionAttributes("orders", "to-hook")
+	if err != nil || sub.Config.Endpoint != hook.URL+"/notify" || sub.Config.Strategy.String() != "EXPONENTIAL_DECAY_RETRY" ||
+		sub.Config.Format.String() != "JSON" || sub.Config.FilterTag != "news" {
+		t.Fatalf("to-hook after the console's subscribe: %+v (%v)", sub, err)
+	}
+
+	inbox, _ := b.Queue("inbox")
+	refused("publish with an over-long tag", "#publish-result", "InvalidArgument",
+		chromedp.SendKeys(chromedp.CSS("#publish-body"), "not sent"),
+		chromedp.SendKeys(chromedp.CSS("#publish-tag"), "seventeen-chars!!"),
+		chromedp.Click(chromedp.CSS("#publish")))
+	if qi, _ := inbox.Attributes(); qi.Active != 0 {
+		t.Fatalf("a refused publish put %d message(s) in the queue", qi.Active)
+	}
+	const body = "hello topic <&>"
+	step(t, ctx, "publish",
+		chromedp.SetValue(chromedp.CSS("#publish-body"), body),
+		chromedp.SetValue(chromedp.CSS("#publish-tag"), "news"),
+		chromedp.Click(chromedp.CSS("#publish")),
+		until(`document.querySelector('#publish-result').className === 'note'`),
+		textIs("#topic-messages", "1"))
+	id := regexp.MustCompile(`message ([0-9A-F]{32}) `).FindStringSubmatch(pageText(t, ctx, "#publish-result"))
+	if id == nil {
+		t.Fatalf("no MessageId in %q", pageText(t, ctx, "#publish-result"))
+	}
+	step(t, ctx, "scroll to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	screenshot(t, ctx, shots, "console-topic.png")
+	// The queue has the message (SIMPLIFIED: the body alone).
+	waitFor(t, "the message in the queue", 10*time.Second, func() bool {
+		qi, _ := inbox.Attributes()
+		return qi.Active == 1
+	})
+	m, err := inbox.ReceiveOne(context.Background(), 0)
+	if err != nil || string(m.Body) != body {
+		t.Fatalf("the queue's message %q (%v), want %q", m.Body, err, body)
+	}
+	// The endpoint has it, with the id the page showed.
+	select {
+	case p := <-pushes:
+		if !strings.HasPrefix(p, "/notify {") || !strings.Contains(p, `"MessageId":"`+id[1]+`"`) || !strings.Contains(p, `"MessageTag":"news"`) {
+			t.Errorf("push %s, want message %s tagged news", p, id[1])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no push reached the HTTP endpoint")
+	}
+
+	step(t, ctx, "unsubscribe the queue",
+		chromedp.Click(chromedp.CSS(`tr[data-subscription="to-inbox"] button.unsubscribe`)),
+		chromedp.Click(chromedp.CSS(`tr[data-subscription="to-inbox"] button.unsubscribe-confirm`)),
+		until(`document.querySelector('tr[data-subscription="to-inbox"]') === null`),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-subscription="to-hook"]`)))
+	if _, err := b.GetSubscriptionAttributes("orders", "to-inbox"); !errors.Is(err, engine.ErrSubscriptionNotExist) {
+		t.Fatalf("to-inbox after the console's unsubscribe: %v", err)
+	}
+
+	step(t, ctx, "the list shows the count",
+		chromedp.Click(chromedp.CSS(`a[data-view="topics"]`)),
+		textIs(`tr[data-topic="orders"] td.messages`, "1"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="audit"]`)))
+	screenshot(t, ctx, shots, "console-topics.png")
+	step(t, ctx, "ask to delete audit",
+		chromedp.Click(chromedp.CSS(`tr[data-topic="audit"] button.delete-topic`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="audit"] button.delete-topic-confirm`)))
+	if _, err := b.GetTopicAttributes("audit"); err != nil {
+		t.Fatalf("the first click deleted audit: %v", err)
+	}
+	step(t, ctx, "delete audit from the list",
+		chromedp.Click(chromedp.CSS(`tr[data-topic="audit"] button.delete-topic-confirm`)),
+		until(`document.querySelector('tr[data-topic="audit"]') === null`))
+	if _, err := b.GetTopicAttributes("audit"); !errors.Is(err, engine.ErrTopicNotExist) {
+		t.Fatalf("audit after the console's delete: %v", err)
+	}
+	step(t, ctx, "delete orders from its page",
+		chromedp.Click(chromedp.CSS(`tr[data-topic="orders"] a`)),
+		chromedp.Click(chromedp.CSS("#delete-topic")),
+		chromedp.Click(chromedp.CSS("#delete-topic-confirm")),
+		until(`location.hash === '#/topics'`),
+		textIs("#topic-rows td", "No topics yet."))
+	if names, _, err := b.ListTopics("", "", 1000); err != nil || len(names) != 0 {
+		t.Fatalf("topics %q after the console's deletes (%v)", names, err)
+	}
+	if _, err := b.Queue("inbox"); err != nil {
+		t.Errorf("deleting the topic took its subscriber's queue: %v", err)
+	}
+
+	// The three refusals above, and nothing else.
+	if errs := log.errorsBut(api+"/topics/-orders", api+"/topics/orders/subscriptions/to-inbox", api+"/topics/orders/messages"); len(errs) > 0 {
+		t.Errorf("the page logged %d error(s):\n%s", len(errs), strings.Join(errs, "\n"))
+	}
 }

@@ -12,7 +12,7 @@ import (
 func TestConsoleHeaders(t *testing.T) {
 	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.Console = true }})
 	c := env.client()
-	for _, p := range []string{"/console/", "/console/index.html", "/console/app.js", "/console/mns.js", "/console/views/queue.js", "/console/style.css", "/console/features.json", "/console/nope.js", "/console"} {
+	for _, p := range []string{"/console/", "/console/index.html", "/console/app.js", "/console/mns.js", "/console/views/queue.js", "/console/views/topics.js", "/console/views/topic.js", "/console/style.css", "/console/features.json", "/console/nope.js", "/console"} {
 		r := c.send("GET", p, "", map[string]string{})
 		csp := r.header.Get("Content-Security-Policy")
 		for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "form-action 'none'", "base-uri 'none'"} {
@@ -64,6 +64,27 @@ func TestConsoleHeaders(t *testing.T) {
 	r = c.send("GET", "/console/", "", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"})
 	if r.status != 200 {
 		t.Errorf("a link from another site: %s", r) // opens the console
+	}
+}
+
+// features.json offers the topics page wherever the topic API is served:
+// on a single node and on a cluster node, which also has the cluster page.
+func TestConsoleFeatures(t *testing.T) {
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.Console = true }})
+	r := env.client().send("GET", "/console/features.json", "", map[string]string{})
+	if ct := r.header.Get("Content-Type"); r.status != 200 || ct != "application/json" {
+		t.Errorf("features.json: status %d, Content-Type %q", r.status, ct)
+	}
+	if got, want := string(r.body), `{"topics":true,"cluster":false}`; got != want {
+		t.Errorf("a single node's features.json %s, want %s", got, want)
+	}
+	// NewCluster passes Cluster; the topic API is there too (topics.go).
+	a, err := loadConsole(consoleFeatures{Cluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(a.files["features.json"].body), `{"topics":true,"cluster":true}`; got != want {
+		t.Errorf("a cluster node's features.json %s, want %s", got, want)
 	}
 }
 

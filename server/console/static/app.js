@@ -7,13 +7,14 @@
 // <main>. Polling is per view: leaving a view stops its timers.
 
 import { Client, MNSError } from './mns.js';
-import { h, replace } from './dom.js';
+import { h, replace, say } from './dom.js';
 import { signinView } from './views/signin.js';
 import { queuesView } from './views/queues.js';
 import { queueView } from './views/queue.js';
 import { metricsView } from './views/metrics.js';
 import { clusterView } from './views/cluster.js';
-import { placeholderView } from './views/placeholder.js';
+import { topicsView } from './views/topics.js';
+import { topicView } from './views/topic.js';
 
 const SESSION = 'smqd.session';
 const POLL_MS = 1500;
@@ -84,13 +85,23 @@ export function describe(e) {
   return String(e && e.message ? e.message : e);
 }
 
+// attempt runs an action of the page (async fn); if it fails, note says
+// "what failed: " and why.
+async function attempt(note, what, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    say(note, false, `${what} failed: ${describe(e)}`);
+  }
+}
+
 function route() {
   stopTimers();
   const hash = location.hash || '#/queues';
   const s = session();
   const [, view, ...rest] = hash.split('/');
   for (const a of nav.querySelectorAll('a')) {
-    a.classList.toggle('active', a.dataset.view === view || (view === 'queue' && a.dataset.view === 'queues'));
+    a.classList.toggle('active', a.dataset.view === view || a.dataset.view === view + 's'); // queue: Queues, topic: Topics
     if (a.dataset.feature) a.hidden = !features[a.dataset.feature];
   }
   if (!s || view === 'signin') {
@@ -110,7 +121,7 @@ function route() {
     replace(main, h('p', { class: 'error' }, describe(e)));
     return;
   }
-  const ctx = { client, main, describe, every: (fn, onError) => every(POLL_MS, fn, onError), features };
+  const ctx = { client, main, describe, attempt, every: (fn, onError) => every(POLL_MS, fn, onError), features };
   switch (view) {
     case 'queue':
       queueView(ctx, decodeURIComponent(rest.join('/')));
@@ -122,7 +133,10 @@ function route() {
       clusterView(ctx);
       break;
     case 'topics':
-      placeholderView(ctx, view);
+      topicsView(ctx);
+      break;
+    case 'topic':
+      topicView(ctx, decodeURIComponent(rest.join('/')));
       break;
     default:
       queuesView(ctx);

@@ -35,6 +35,38 @@ export function replace(el, ...children) {
   return el;
 }
 
+// tile returns a figure's box, el, and its value's element, v (id id),
+// which shows '–' until filled.
+export function tile(id, label) {
+  const v = h('div', { class: 'v', id }, '–');
+  return { el: h('div', { class: 'tile' }, v, h('div', { class: 'k' }, label)), v };
+}
+
+// say writes a result line: ok in the note style, else as an error.
+export function say(el, ok, text) {
+  el.className = ok ? 'note' : 'error';
+  el.textContent = text;
+}
+
+// confirmed returns a danger button that asks once more: its first click
+// shows a second button, really, whose click runs run. cls names both
+// (cls and cls-confirm), as id does when given. armed, a Set shared across
+// redraws, keeps which keys are asking, so that a poll redrawing a table
+// does not take the question back.
+export function confirmed({ cls, id, label, really, run, key = '', armed = new Set() }) {
+  const yes = h('button', { type: 'button', class: `danger ${cls}-confirm`, id: id && id + '-confirm', hidden: !armed.has(key) }, really);
+  const ask = h('button', { type: 'button', class: `danger ${cls}`, id }, label);
+  listen(ask, 'click', () => {
+    armed.add(key);
+    yes.hidden = false;
+  });
+  listen(yes, 'click', () => {
+    armed.delete(key);
+    run();
+  });
+  return h('span', { class: 'confirm' }, ask, ' ', yes);
+}
+
 // fmt formats a count.
 export function fmt(n) {
   return n === undefined || n === null || Number.isNaN(n) ? '–' : Number(n).toLocaleString('en-US');

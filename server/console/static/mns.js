@@ -1,7 +1,8 @@
-// A client of the MNS queue API (signature version 2), as the SDKs are:
-// every request is signed in the browser with WebCrypto's HMAC-SHA1 under
-// the user's access key secret. The console has no other way in: counts,
-// attributes and messages all come from these signed calls.
+// A client of the MNS queue and topic APIs (signature version 2), as the
+// SDKs are: every request is signed in the browser with WebCrypto's
+// HMAC-SHA1 under the user's access key secret. The console has no other
+// way in: counts, attributes, messages and subscriptions all come from
+// these signed calls.
 //
 // Browsers may not set the Date header, so the date goes in x-mns-date,
 // which the server reads when Date is absent (spec §2.2), and which is
@@ -46,14 +47,35 @@ function all(doc, name) {
   return Array.from(doc.getElementsByTagNameNS('*', name));
 }
 
-const QUEUE_INTS = ['DelaySeconds', 'MaximumMessageSize', 'MessageRetentionPeriod', 'VisibilityTimeout',
-  'PollingWaitSeconds', 'ActiveMessages', 'InactiveMessages', 'DelayMessages', 'CreateTime', 'LastModifyTime'];
+// The numeric elements of the attribute documents (GetQueueAttributes,
+// GetTopicAttributes, GetSubscriptionAttributes and the lists with meta).
+const INTS = ['DelaySeconds', 'MaximumMessageSize', 'MessageRetentionPeriod', 'VisibilityTimeout',
+  'PollingWaitSeconds', 'ActiveMessages', 'InactiveMessages', 'DelayMessages', 'MessageCount', 'CreateTime', 'LastModifyTime'];
 
-function queueInfo(f) {
-  const q = { ...f };
-  for (const k of QUEUE_INTS) if (k in q) q[k] = Number(q[k]);
-  if ('LoggingEnabled' in q) q.LoggingEnabled = /^true$/i.test(q.LoggingEnabled);
-  return q;
+// attrs converts an attribute document's fields: numbers, LoggingEnabled
+// (True/False on the wire) a boolean.
+function attrs(f) {
+  const a = { ...f };
+  for (const k of INTS) if (k in a) a[k] = Number(a[k]);
+  if ('LoggingEnabled' in a) a.LoggingEnabled = /^true$/i.test(a.LoggingEnabled);
+  return a;
+}
+
+// nameFrom returns the last path segment of a resource URL (QueueURL,
+// TopicURL, SubscriptionURL), decoded.
+function nameFrom(url, below) {
+  return decodeURIComponent(url.slice(url.lastIndexOf(below) + below.length));
+}
+
+// doc returns a request document: root with one element per attribute,
+// empty values left out, text escaped.
+function doc(root, elems) {
+  let x = `<?xml version="1.0" encoding="UTF-8"?><${root} xmlns="${NS}">`;
+  for (const [k, v] of Object.entries(elems)) {
+    if (v === '' || v === undefined || v === null) continue;
+    x += `<${k}>${xmlEscape(v)}</${k}>`;
+  }
+  return x + `</${root}>`;
 }
 
 function message(f) {
@@ -118,56 +140,74 @@ export class Client {
     return JSON.parse(text);
   }
 
-  // listQueues returns {queues: [{QueueName, ActiveMessages, ...}], next}:
-  // one page, with every queue's attributes (x-mns-with-meta).
-  async listQueues({ prefix = '', marker = '', limit = 1000 } = {}) {
+  // list returns one page of a List call with every item's attributes
+  // (x-mns-with-meta): {items, next}. item is the element of one entry,
+  // url its URL element and below the path segment before its name, name
+  // the attribute to fill from the URL when the server sent no meta.
+  async list(resource, { item, url, below, name }, { prefix = '', marker = '', limit = 1000 } = {}) {
     const headers = { 'x-mns-with-meta': 'true', 'x-mns-ret-number': String(limit) };
     if (prefix) headers['x-mns-prefix'] = prefix;
     if (marker) headers['x-mns-marker'] = marker;
-    const { doc } = await this.request('GET', '/queues', { headers });
-    const queues = all(doc, 'Queue').map((el) => {
-      const q = queueInfo(fields(el));
-      if (!q.QueueName && q.QueueURL) q.QueueName = decodeURIComponent(q.QueueURL.replace(/^.*\/queues\//, ''));
-      return q;
+    const { doc: d } = await this.request('GET', resource, { headers });
+    const items = all(d, item).map((el) => {
+      const a = attrs(fields(el));
+      if (!a[name] && a[url]) a[name] = nameFrom(a[url], below);
+      return a;
     });
-    const next = all(doc, 'NextMarker')[0];
-    return { queues, next: next ? next.textContent : '' };
+    const next = all(d, 'NextMarker')[0];
+    return { items, next: next ? next.textContent : '' };
   }
 
-  // allQueues follows NextMarker up to max queues.
-  async allQueues(max = 5000) {
+  // follow calls page(marker) from the first page on, following
+  // NextMarker, until the last page or max items.
+  static async follow(page, max = 5000) {
     let out = [], marker = '';
     do {
-      const page = await this.listQueues({ marker });
-      out = out.concat(page.queues);
-      marker = page.next;
+      const p = await page(marker);
+      out = out.concat(p.items);
+      marker = p.next;
     } while (marker && out.length < max);
     return out;
   }
 
-  async getQueue(name) {
-    const { doc } = await this.request('GET', `/queues/${encodeURIComponent(name)}`);
-    return queueInfo(fields(all(doc, 'Queue')[0]));
+  // listQueues returns {items: [{QueueName, ActiveMessages, ...}], next}:
+  // one page of ListQueue.
+  listQueues(opts) {
+    return this.list('/queues', { item: 'Queue', url: 'QueueURL', below: '/queues/', name: 'QueueName' }, opts);
   }
 
-  static queueBody(attrs) {
-    let x = `<?xml version="1.0" encoding="UTF-8"?><Queue xmlns="${NS}">`;
-    for (const [k, v] of Object.entries(attrs)) {
-      if (v === '' || v === undefined || v === null) continue;
-      x += `<${k}>${xmlEscape(v)}</${k}>`;
-    }
-    return x + '</Queue>';
+  // allQueues follows NextMarker up to max queues.
+  allQueues(max) {
+    return Client.follow((marker) => this.listQueues({ marker }), max);
+  }
+
+  // attributes GETs resource (Get*Attributes) and returns the attributes
+  // in its root element.
+  async attributes(resource, root) {
+    const { doc: d } = await this.request('GET', resource);
+    return attrs(fields(all(d, root)[0]));
+  }
+
+  // put sends a root document of attributes a (Create*, Subscribe,
+  // Set*Attributes) and returns true on 201 (created), false on 204 (an
+  // identical one existed, or a Set).
+  async put(resource, root, a) {
+    const { status } = await this.request('PUT', resource, { body: doc(root, a) });
+    return status === 201;
+  }
+
+  getQueue(name) {
+    return this.attributes(`/queues/${encodeURIComponent(name)}`, 'Queue');
   }
 
   // createQueue returns true if the queue was created, false if an
   // identical one existed.
-  async createQueue(name, attrs = {}) {
-    const { status } = await this.request('PUT', `/queues/${encodeURIComponent(name)}`, { body: Client.queueBody(attrs) });
-    return status === 201;
+  createQueue(name, a = {}) {
+    return this.put(`/queues/${encodeURIComponent(name)}`, 'Queue', a);
   }
 
-  async setQueue(name, attrs) {
-    await this.request('PUT', `/queues/${encodeURIComponent(name)}?metaoverride=true`, { body: Client.queueBody(attrs) });
+  async setQueue(name, a) {
+    await this.put(`/queues/${encodeURIComponent(name)}?metaoverride=true`, 'Queue', a);
   }
 
   async deleteQueue(name) {
@@ -176,12 +216,14 @@ export class Client {
 
   // send returns {MessageId, MessageBodyMD5}.
   async send(name, body, { priority, delay } = {}) {
-    let x = `<?xml version="1.0" encoding="UTF-8"?><Message xmlns="${NS}"><MessageBody>${xmlEscape(body)}</MessageBody>`;
-    if (delay !== undefined && delay !== '') x += `<DelaySeconds>${Number(delay)}</DelaySeconds>`;
-    if (priority !== undefined && priority !== '') x += `<Priority>${Number(priority)}</Priority>`;
-    x += '</Message>';
-    const { doc } = await this.request('POST', `/queues/${encodeURIComponent(name)}/messages`, { body: x });
-    return fields(all(doc, 'Message')[0]);
+    return this.post(`/queues/${encodeURIComponent(name)}/messages`, { MessageBody: body, DelaySeconds: delay, Priority: priority });
+  }
+
+  // post sends a Message document (SendMessage, PublishMessage) and
+  // returns the answer's {MessageId, MessageBodyMD5}.
+  async post(resource, message) {
+    const { doc: d } = await this.request('POST', resource, { body: doc('Message', message) });
+    return fields(all(d, 'Message')[0]);
   }
 
   // receive takes up to n messages, waiting up to wait seconds; an empty
@@ -199,8 +241,8 @@ export class Client {
 
   async messages(resource) {
     try {
-      const { doc } = await this.request('GET', resource);
-      return all(doc, 'Message').map((el) => message(fields(el)));
+      const { doc: d } = await this.request('GET', resource);
+      return all(d, 'Message').map((el) => message(fields(el)));
     } catch (e) {
       if (e instanceof MNSError && e.code === 'MessageNotExist') return [];
       throw e;
@@ -213,8 +255,74 @@ export class Client {
 
   // changeVisibility returns {ReceiptHandle, NextVisibleTime}.
   async changeVisibility(name, handle, seconds) {
-    const { doc } = await this.request('PUT',
+    const { doc: d } = await this.request('PUT',
       `/queues/${encodeURIComponent(name)}/messages?ReceiptHandle=${encodeURIComponent(handle)}&VisibilityTimeout=${Number(seconds)}`);
-    return message(fields(all(doc, 'ChangeVisibility')[0]));
+    return message(fields(all(d, 'ChangeVisibility')[0]));
   }
+
+  // Topics (topic spec §2).
+
+  // listTopics returns {items: [{TopicName, MessageCount, ...}], next}:
+  // one page of ListTopic.
+  listTopics(opts) {
+    return this.list('/topics', { item: 'Topic', url: 'TopicURL', below: '/topics/', name: 'TopicName' }, opts);
+  }
+
+  // allTopics follows NextMarker up to max topics.
+  allTopics(max) {
+    return Client.follow((marker) => this.listTopics({ marker }), max);
+  }
+
+  // getTopic returns GetTopicAttributes: TopicName, CreateTime and
+  // LastModifyTime (Unix seconds), MaximumMessageSize,
+  // MessageRetentionPeriod, MessageCount, LoggingEnabled.
+  getTopic(name) {
+    return this.attributes(`/topics/${encodeURIComponent(name)}`, 'Topic');
+  }
+
+  // createTopic returns true if the topic was created, false if an
+  // identical one existed.
+  createTopic(name, a = {}) {
+    return this.put(`/topics/${encodeURIComponent(name)}`, 'Topic', a);
+  }
+
+  async deleteTopic(name) {
+    await this.request('DELETE', `/topics/${encodeURIComponent(name)}`);
+  }
+
+  // listSubscriptions returns {items: [{SubscriptionName, Endpoint,
+  // NotifyStrategy, ...}], next}: one page of ListSubscriptionByTopic.
+  listSubscriptions(topic, opts) {
+    return this.list(`/topics/${encodeURIComponent(topic)}/subscriptions`,
+      { item: 'Subscription', url: 'SubscriptionURL', below: '/subscriptions/', name: 'SubscriptionName' }, opts);
+  }
+
+  // allSubscriptions follows NextMarker (a topic has at most 100).
+  allSubscriptions(topic) {
+    return Client.follow((marker) => this.listSubscriptions(topic, { marker }));
+  }
+
+  // subscribe takes {Endpoint, NotifyStrategy, NotifyContentFormat,
+  // FilterTag}; it returns true if the subscription was created, false
+  // if an identical one existed.
+  subscribe(topic, name, a) {
+    return this.put(`/topics/${encodeURIComponent(topic)}/subscriptions/${encodeURIComponent(name)}`, 'Subscription', a);
+  }
+
+  async unsubscribe(topic, name) {
+    await this.request('DELETE', `/topics/${encodeURIComponent(topic)}/subscriptions/${encodeURIComponent(name)}`);
+  }
+
+  // publish returns {MessageId, MessageBodyMD5}.
+  async publish(topic, body, { tag } = {}) {
+    return this.post(`/topics/${encodeURIComponent(topic)}/messages`, { MessageBody: body, MessageTag: tag });
+  }
+}
+
+// queueEndpoint is the subscription endpoint of a queue of this server:
+// acs:mns:{region}:{account}:queues/{name}. smqd resolves it by the queue
+// name alone (topic spec §0.6); region and account are those of smqd's
+// default resource names (engine Options.ARNPrefix).
+export function queueEndpoint(queue) {
+  return `acs:mns:local:0:queues/${queue}`;
 }

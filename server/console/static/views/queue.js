@@ -2,7 +2,7 @@
 // attributes to edit (SetQueueAttributes), a test message to send, peek,
 // receive, delete by receipt handle, change visibility, delete the queue.
 
-import { h, listen, replace, fmt, fmtTime } from '../dom.js';
+import { h, listen, replace, tile, say, confirmed, fmt, fmtTime } from '../dom.js';
 import { chart, History } from '../chart.js';
 
 const ATTRS = [
@@ -13,12 +13,12 @@ const ATTRS = [
   ['MessageRetentionPeriod', 'Retention (s)', 60, 604800],
 ];
 
-export function queueView({ client, main, every, describe }, name) {
+export function queueView({ client, main, every, describe, attempt }, name) {
   const hist = new History(80);
-  const tiles = {};
-  const tile = (key, label) => {
-    tiles[key] = h('div', { class: 'v', id: 'count-' + key }, '–');
-    return h('div', { class: 'tile' }, tiles[key], h('div', { class: 'k' }, label));
+  const tiles = {
+    active: tile('count-active', 'active'),
+    inactive: tile('count-inactive', 'inactive (received)'),
+    delayed: tile('count-delayed', 'delayed'),
   };
   const status = h('p', { class: 'error', id: 'poll-error', role: 'alert' });
   const graph = h('div', { id: 'queue-chart' });
@@ -54,12 +54,17 @@ export function queueView({ client, main, every, describe }, name) {
   const recvRows = h('tbody', { id: 'received-rows' });
   const msgNote = h('p', { id: 'message-result', role: 'status' });
 
-  const delQ = h('button', { type: 'button', class: 'danger', id: 'delete-queue' }, 'Delete queue…');
-  const delQConfirm = h('button', { type: 'button', class: 'danger', id: 'delete-queue-confirm', hidden: true }, `Really delete ${name} and its messages`);
+  const delQ = confirmed({
+    cls: 'delete-queue', id: 'delete-queue', label: 'Delete queue…', really: `Really delete ${name} and its messages`,
+    run: () => attempt(attrNote, 'Delete', async () => {
+      await client.deleteQueue(name);
+      location.hash = '#/queues';
+    }),
+  });
 
   replace(main,
     h('h1', {}, 'Queue ', h('span', { class: 'mono', id: 'queue-name' }, name)),
-    h('div', { class: 'tiles' }, tile('active', 'active'), tile('inactive', 'inactive (received)'), tile('delayed', 'delayed')),
+    h('div', { class: 'tiles' }, tiles.active.el, tiles.inactive.el, tiles.delayed.el),
     h('div', { class: 'card' }, h('div', { class: 'legend' }, h('span', { class: 'c1' }, 'active'), h('span', { class: 'c2' }, 'inactive')), graph),
     status,
     h('h2', {}, 'Send a test message'), sendForm, sendNote,
@@ -70,7 +75,7 @@ export function queueView({ client, main, every, describe }, name) {
     h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Message id'), h('th', {}, 'Body'), h('th', {}, 'Visible again'),
       h('th', {}, ''))), recvRows),
     h('h2', {}, 'Attributes'), attrForm, attrNote,
-    h('h2', {}, 'Danger zone'), h('div', { class: 'row' }, delQ, ' ', delQConfirm));
+    h('h2', {}, 'Danger zone'), h('div', { class: 'row' }, delQ));
 
   let filled = false;
   function fill(q) {
@@ -82,9 +87,9 @@ export function queueView({ client, main, every, describe }, name) {
   async function refresh() {
     const q = await client.getQueue(name);
     const t = Date.now() / 1000;
-    tiles.active.textContent = fmt(q.ActiveMessages);
-    tiles.inactive.textContent = fmt(q.InactiveMessages);
-    tiles.delayed.textContent = fmt(q.DelayMessages);
+    tiles.active.v.textContent = fmt(q.ActiveMessages);
+    tiles.inactive.v.textContent = fmt(q.InactiveMessages);
+    tiles.delayed.v.textContent = fmt(q.DelayMessages);
     hist.add('a', t, q.ActiveMessages);
     hist.add('i', t, q.InactiveMessages);
     replace(graph, chart([{ points: hist.points('a') }, { points: hist.points('i') }]));
@@ -92,52 +97,41 @@ export function queueView({ client, main, every, describe }, name) {
     status.textContent = '';
   }
 
-  const say = (el, ok, text) => {
-    el.className = ok ? 'note' : 'error';
-    el.textContent = text;
-  };
-
-  listen(attrForm, 'submit', async (ev) => {
+  listen(attrForm, 'submit', (ev) => {
     ev.preventDefault();
     const attrs = {};
     for (const [k] of ATTRS) attrs[k] = inputs[k].value;
     attrs.LoggingEnabled = inputs.LoggingEnabled.value;
-    try {
+    attempt(attrNote, 'Save', async () => {
       await client.setQueue(name, attrs);
       fill(await client.getQueue(name));
       say(attrNote, true, 'Attributes saved.');
-    } catch (e) {
-      say(attrNote, false, 'Save failed: ' + describe(e));
-    }
+    });
   });
 
-  listen(sendForm, 'submit', async (ev) => {
+  listen(sendForm, 'submit', (ev) => {
     ev.preventDefault();
     if (!body.value) {
       say(sendNote, false, 'A message body must not be empty.');
       return;
     }
-    try {
+    attempt(sendNote, 'Send', async () => {
       const r = await client.send(name, body.value, { priority: prio.value, delay: delay.value });
       say(sendNote, true, `Sent: message ${r.MessageId} (body MD5 ${r.MessageBodyMD5}).`);
       await refresh();
-    } catch (e) {
-      say(sendNote, false, 'Send failed: ' + describe(e));
-    }
+    });
   });
 
-  listen(peekForm, 'submit', async (ev) => {
+  listen(peekForm, 'submit', (ev) => {
     ev.preventDefault();
-    try {
+    attempt(msgNote, 'Peek', async () => {
       const msgs = await client.peek(name, Number(peekN.value) || 16);
       replace(peekRows, msgs.length === 0
         ? h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No active message.'))
         : msgs.map((m) => h('tr', { 'data-message': m.MessageId },
           h('td', { class: 'mono' }, m.MessageId), h('td', { class: 'body' }, m.MessageBody),
           h('td', { class: 'num' }, m.Priority), h('td', {}, fmtTime(m.EnqueueTime)), h('td', { class: 'num' }, m.DequeueCount))));
-    } catch (e) {
-      say(msgNote, false, 'Peek failed: ' + describe(e));
-    }
+    });
   });
 
   function receivedRow(m) {
@@ -146,51 +140,31 @@ export function queueView({ client, main, every, describe }, name) {
     const row = h('tr', { 'data-message': m.MessageId },
       h('td', { class: 'mono' }, m.MessageId), h('td', { class: 'body' }, m.MessageBody), visibleAt,
       h('td', {},
-        listen(h('button', { type: 'button', class: 'delete-message' }, 'Delete'), 'click', async () => {
-          try {
-            await client.deleteMessage(name, m.ReceiptHandle);
-            row.remove();
-            say(msgNote, true, `Deleted message ${m.MessageId}.`);
-            await refresh();
-          } catch (e) {
-            say(msgNote, false, 'Delete failed: ' + describe(e));
-          }
-        }),
+        listen(h('button', { type: 'button', class: 'delete-message' }, 'Delete'), 'click', () => attempt(msgNote, 'Delete', async () => {
+          await client.deleteMessage(name, m.ReceiptHandle);
+          row.remove();
+          say(msgNote, true, `Deleted message ${m.MessageId}.`);
+          await refresh();
+        })),
         ' ', vis, ' ',
-        listen(h('button', { type: 'button', class: 'change-visibility' }, 'Set visibility'), 'click', async () => {
-          try {
-            const r = await client.changeVisibility(name, m.ReceiptHandle, vis.value);
-            m.ReceiptHandle = r.ReceiptHandle;
-            visibleAt.textContent = fmtTime(r.NextVisibleTime);
-            say(msgNote, true, `Message ${m.MessageId} visible again at ${fmtTime(r.NextVisibleTime)}.`);
-          } catch (e) {
-            say(msgNote, false, 'Visibility change failed: ' + describe(e));
-          }
-        })));
+        listen(h('button', { type: 'button', class: 'change-visibility' }, 'Set visibility'), 'click', () => attempt(msgNote, 'Visibility change', async () => {
+          const r = await client.changeVisibility(name, m.ReceiptHandle, vis.value);
+          m.ReceiptHandle = r.ReceiptHandle;
+          visibleAt.textContent = fmtTime(r.NextVisibleTime);
+          say(msgNote, true, `Message ${m.MessageId} visible again at ${fmtTime(r.NextVisibleTime)}.`);
+        }))));
     return row;
   }
 
-  listen(recvForm, 'submit', async (ev) => {
+  listen(recvForm, 'submit', (ev) => {
     ev.preventDefault();
-    try {
+    attempt(msgNote, 'Receive', async () => {
       const msgs = await client.receive(name, { n: Number(recvN.value) || 1, wait: Number(recvWait.value) || 0 });
       if (msgs.length === 0) say(msgNote, true, 'No message to receive.');
       else say(msgNote, true, `Received ${msgs.length} message(s); they are invisible to others until deleted or visible again.`);
       for (const m of msgs) recvRows.append(receivedRow(m));
       await refresh();
-    } catch (e) {
-      say(msgNote, false, 'Receive failed: ' + describe(e));
-    }
-  });
-
-  listen(delQ, 'click', () => { delQConfirm.hidden = false; });
-  listen(delQConfirm, 'click', async () => {
-    try {
-      await client.deleteQueue(name);
-      location.hash = '#/queues';
-    } catch (e) {
-      say(attrNote, false, 'Delete failed: ' + describe(e));
-    }
+    });
   });
 
   every(refresh, (e) => { status.textContent = 'Refresh failed: ' + describe(e); });

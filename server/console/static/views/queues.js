@@ -3,12 +3,12 @@
 // the attributes of GetQueueAttributes for each queue); a form to create
 // one.
 
-import { h, listen, replace, fmt, fmtRate } from '../dom.js';
+import { h, listen, replace, say, fmt, fmtRate } from '../dom.js';
 import { chart, sparkline, History } from '../chart.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9-]{0,255}$/;
 
-export function queuesView({ client, main, every, describe }) {
+export function queuesView({ client, main, every, describe, attempt }) {
   const hist = new History(80);
   const name = h('input', { id: 'new-queue-name', placeholder: 'queue name', required: true });
   const vt = h('input', { id: 'new-queue-visibility', type: 'number', min: 1, max: 43200, placeholder: '30' });
@@ -59,25 +59,19 @@ export function queuesView({ client, main, every, describe }) {
     status.textContent = '';
   }
 
-  listen(form, 'submit', async (ev) => {
+  listen(form, 'submit', (ev) => {
     ev.preventDefault();
-    note.className = '';
     const n = name.value.trim();
     if (!NAME.test(n)) {
-      note.className = 'error';
-      note.textContent = 'A queue name is 1 to 256 letters, digits and hyphens, not starting with a hyphen.';
+      say(note, false, 'A queue name is 1 to 256 letters, digits and hyphens, not starting with a hyphen.');
       return;
     }
-    try {
+    attempt(note, 'Create', async () => {
       const created = await client.createQueue(n, vt.value ? { VisibilityTimeout: vt.value } : {});
-      note.className = 'note';
-      note.textContent = created ? `Queue ${n} created.` : `Queue ${n} already exists with these attributes.`;
+      say(note, true, created ? `Queue ${n} created.` : `Queue ${n} already exists with these attributes.`);
       name.value = '';
       await refresh();
-    } catch (e) {
-      note.className = 'error';
-      note.textContent = 'Create failed: ' + describe(e);
-    }
+    });
   });
 
   every(refresh, (e) => { status.textContent = 'Refresh failed: ' + describe(e); });
