@@ -28,9 +28,7 @@ package server
 //
 // features.json tells the console which optional pages to show (topics,
 // cluster status): the seam for those APIs. It is built here so that the
-// server, which knows what it serves, decides. Every server serves the
-// topic API (topics.go), a single node and a cluster node alike, so
-// topics is always on; cluster is on for a cluster node.
+// server, which knows what it serves, decides.
 
 import (
 	"bytes"
@@ -53,7 +51,7 @@ const consoleCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img
 // consoleFeatures are the optional parts of the API this server has, for
 // the console's navigation. A part's page appears once its flag is true.
 type consoleFeatures struct {
-	Topics  bool `json:"topics"`  // the topic API: set by loadConsole, every server has it
+	Topics  bool `json:"topics"`  // the topic API: every server has it (topics.go)
 	Cluster bool `json:"cluster"` // GET /cluster: a cluster node (NewCluster)
 }
 
@@ -106,7 +104,6 @@ func loadConsole(feat consoleFeatures) (*consoleAssets, error) {
 	if a.files["index.html"] == nil {
 		return nil, fmt.Errorf("server: console assets: no index.html")
 	}
-	feat.Topics = true // topics.go serves it on a single node and in a cluster
 	fj, _ := json.Marshal(feat)
 	add("features.json", fj)
 	return a, nil

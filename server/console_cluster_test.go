@@ -23,13 +23,9 @@ func TestConsoleClusterPageInBrowser(t *testing.T) {
 	}
 	base := "http://" + c.envs[0].addr
 
-	step(t, ctx, "open the console", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#signin")))
-	step(t, ctx, "sign in",
-		chromedp.SendKeys(chromedp.CSS("#access-key-id"), testKeyID),
-		chromedp.SendKeys(chromedp.CSS("#access-key-secret"), testSecret),
-		chromedp.Click(chromedp.CSS("#signin-button")),
-		chromedp.WaitVisible(chromedp.CSS("#create-queue")))
+	signIn(t, ctx, base)
 	step(t, ctx, "the cluster page is offered and opens",
+		chromedp.WaitVisible(chromedp.CSS(`a[data-view="topics"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`a[data-view="cluster"]`)),
 		chromedp.Click(chromedp.CSS(`a[data-view="cluster"]`)),
 		textIs("#cluster-health", "serving every shard"),

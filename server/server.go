@@ -88,7 +88,7 @@ func newServer(b *engine.Broker, c *cluster.Node, opts Options) (*Server, error)
 	s.metrics.init(s)
 	if opts.Console {
 		var err error
-		if s.console, err = loadConsole(consoleFeatures{Cluster: c != nil}); err != nil {
+		if s.console, err = loadConsole(consoleFeatures{Topics: true, Cluster: c != nil}); err != nil {
 			return nil, err
 		}
 	}
