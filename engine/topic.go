@@ -357,17 +357,31 @@ func (t *topic) putSubLocked(s *subscription) {
 }
 
 // countWindow counts events in five-minute buckets over TopicRetention.
+// Its buckets are allocated at the first event: a topic never published
+// to costs a pointer, not 4.6 KB (BenchmarkManyTopics).
 type countWindow struct {
 	mu      sync.Mutex
-	buckets [288]struct{ at, n int64 } // guarded by mu: at = bucket number (ms / 5 min)
+	buckets *[countBuckets]countBucket // guarded by mu; nil until the first event
 }
 
-const countBucketMs = 5 * 60 * 1000
+const (
+	countBucketMs = 5 * 60 * 1000
+	countBuckets  = int64(TopicRetention / (countBucketMs * time.Millisecond))
+)
+
+// slot returns the bucket of number k (ms / 5 min), allocating the
+// buckets if need be. The caller holds w.mu.
+func (w *countWindow) slot(k int64) *countBucket {
+	if w.buckets == nil {
+		w.buckets = new([countBuckets]countBucket)
+	}
+	return &w.buckets[k%countBuckets]
+}
 
 func (w *countWindow) add(nowMs int64) {
 	k := nowMs / countBucketMs
 	w.mu.Lock()
-	b := &w.buckets[k%int64(len(w.buckets))]
+	b := w.slot(k)
 	if b.at != k {
 		b.at, b.n = k, 0
 	}
@@ -376,15 +390,10 @@ func (w *countWindow) add(nowMs int64) {
 }
 
 func (w *countWindow) total(nowMs int64) int64 {
-	k := nowMs / countBucketMs
 	var n int64
-	w.mu.Lock()
-	for _, b := range w.buckets {
-		if b.at > k-int64(len(w.buckets)) && b.at <= k {
-			n += b.n
-		}
+	for _, b := range w.live(nowMs) {
+		n += b.n
 	}
-	w.mu.Unlock()
 	return n
 }
 

@@ -68,7 +68,7 @@ func decodeCountVal(b []byte) (id uint64, v countVal, err error) {
 		return 0, v, fmt.Errorf("%w: topic counts of %d bytes", errBadRecord, len(b))
 	}
 	n := int(le.Uint32(b[16:]))
-	if n > len(countWindow{}.buckets) || len(b) != 20+16*n {
+	if int64(n) > countBuckets || len(b) != 20+16*n {
 		return 0, v, fmt.Errorf("%w: topic counts of %d buckets in %d bytes", errBadRecord, n, len(b))
 	}
 	id, v.upto = le.Uint64(b), le.Uint64(b[8:])
@@ -85,9 +85,11 @@ func (w *countWindow) live(nowMs int64) []countBucket {
 	k := nowMs / countBucketMs
 	var out []countBucket
 	w.mu.Lock()
-	for _, b := range w.buckets {
-		if b.n > 0 && b.at > k-int64(len(w.buckets)) && b.at <= k {
-			out = append(out, countBucket{b.at, b.n})
+	if w.buckets != nil {
+		for _, b := range w.buckets {
+			if b.n > 0 && b.at > k-countBuckets && b.at <= k {
+				out = append(out, b)
+			}
 		}
 	}
 	w.mu.Unlock()
@@ -99,7 +101,7 @@ func (w *countWindow) live(nowMs int64) []countBucket {
 func (w *countWindow) addBuckets(cs []countBucket) {
 	w.mu.Lock()
 	for _, c := range cs {
-		b := &w.buckets[c.at%int64(len(w.buckets))]
+		b := w.slot(c.at)
 		switch {
 		case b.at == c.at:
 			b.n += c.n
@@ -113,7 +115,7 @@ func (w *countWindow) addBuckets(cs []countBucket) {
 // reset empties w.
 func (w *countWindow) reset() {
 	w.mu.Lock()
-	clear(w.buckets[:])
+	w.buckets = nil
 	w.mu.Unlock()
 }
 
