@@ -6,9 +6,9 @@ package engine
 // ExportState writes every queue, topic, subscription and message, each as
 // the record that would create it (the replicated log's record encoding:
 // type, length, payload), and each topic's publish counts as a
-// recTopicCount record (topic_count.go), then an end mark. It is fuzzy: stripes are read one after the
-// other while the leader goes on, so the stream is no single instant.
-// That is enough because the follower then replays the log from the
+// recTopicCount record (topic_count.go), then an end mark. It is fuzzy:
+// stripes are read one after the other while the leader goes on, so the
+// stream is no single instant. That is enough because the follower then replays the log from the
 // snapshot's index, and records carry full snapshots: replaying a change
 // over a state that already has it, or a delete of a message the stream
 // lacks, converges to the leader's state (apply.go). It holds committed
