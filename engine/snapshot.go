@@ -8,13 +8,14 @@ package engine
 // type, length, payload), and each topic's publish counts as a
 // recTopicCount record (topic_count.go), then an end mark. It is fuzzy:
 // stripes are read one after the other while the leader goes on, so the
-// stream is no single instant. That is enough because the follower then replays the log from the
-// snapshot's index, and records carry full snapshots: replaying a change
-// over a state that already has it, or a delete of a message the stream
-// lacks, converges to the leader's state (apply.go). It holds committed
-// changes only: a leader's state also holds those of its proposals in
-// flight, so the end mark is written only once they have committed
-// (replStore.exportFence); a stream without it is refused.
+// stream is no single instant. That is enough because the follower then
+// replays the log from the snapshot's index, and records carry full
+// snapshots: replaying a change over a state that already has it, or a
+// delete of a message the stream lacks, converges to the leader's state
+// (apply.go). It holds committed changes only: a leader's state also holds
+// those of its proposals in flight, so the end mark is written only once
+// they have committed (replStore.exportFence); a stream without it is
+// refused.
 //
 // ImportState writes the stream into a new, empty replicated broker as
 // local records, installs them, records the snapshot's index and the
