@@ -191,10 +191,44 @@ func finish(t *testing.T, c *Cluster, w *Workload) Result {
 	if w.Topic != "" && r.PublishesOk == 0 {
 		t.Errorf("no publish succeeded: %s", r.String())
 	}
+	if w.Topic != "" {
+		checkMessageCount(t, c, w.Topic, r)
+	}
 	if ex := c.Exited(); len(ex) > 0 {
 		t.Errorf("nodes %v exited on their own", ex)
 	}
 	return r
+}
+
+// checkMessageCount: the topic's MessageCount, asked of every node (each
+// answers for the topic's leader), counts every acknowledged publish
+// after the faults (engine/topic_count.go: kept by every replica, in the
+// index and in snapshots). It may count a publish whose outcome was
+// unknown, and, after a snapshot install, a few twice: only the lower
+// bound is a rule.
+func checkMessageCount(t *testing.T, c *Cluster, topic string, r Result) {
+	t.Helper()
+	for _, node := range c.Nodes {
+		i := node.ID
+		var n int
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			n, err = c.Client(i).MessageCount(ctx, topic)
+			cancel()
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			t.Errorf("MessageCount through node %d: %v", i, err)
+			continue
+		}
+		t.Logf("MessageCount through node %d: %d (publishes %d, acknowledged %d)", i, n, r.Publishes, r.PublishesOk)
+		if n < r.PublishesOk {
+			t.Errorf("MessageCount %d through node %d, below the %d acknowledged publishes", n, i, r.PublishesOk)
+		}
+	}
 }
 
 // errorSummary counts the failed operations by kind, outcome and error,

@@ -208,6 +208,21 @@ func (c *Client) Publish(ctx context.Context, topic, body string) (string, error
 	return c.postMessage(ctx, "/topics/"+topic+"/messages", body)
 }
 
+// MessageCount returns a topic's MessageCount (GetTopicAttributes).
+func (c *Client) MessageCount(ctx context.Context, topic string) (int, error) {
+	_, resp, err := c.do(ctx, "GET", "/topics/"+topic, nil)
+	if err != nil {
+		return 0, err
+	}
+	var a struct {
+		MessageCount int `xml:"MessageCount"`
+	}
+	if err := xml.Unmarshal(resp, &a); err != nil {
+		return 0, fmt.Errorf("topic attributes: %v: %q", err, resp)
+	}
+	return a.MessageCount, nil
+}
+
 // Received is one message of a receive.
 type Received struct {
 	MessageID    string `xml:"MessageId"`
