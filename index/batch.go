@@ -149,47 +149,49 @@ func (b *Batch) DeleteMessage(queueID, seq uint64) {
 
 // PutTopic sets the value of topic id to a copy of val.
 func (b *Batch) PutTopic(id uint64, val []byte) {
-	off := len(b.arena)
-	b.arena = appendIDKey(b.arena, prefixTopic, id)
-	b.put(opPutTopic, off, val)
+	b.putID(opPutTopic, prefixTopic, id, val)
 }
 
 // DeleteTopic removes topic id (its subscriptions are the caller's to
 // delete: the index does not know which they are).
 func (b *Batch) DeleteTopic(id uint64) {
-	off := len(b.arena)
-	b.arena = appendIDKey(b.arena, prefixTopic, id)
-	b.ops = append(b.ops, op{off: off, klen: idKeyLen, kind: opDeleteTopic})
+	b.deleteID(opDeleteTopic, prefixTopic, id)
 }
 
 // PutSubscription sets the value of subscription id to a copy of val.
 func (b *Batch) PutSubscription(id uint64, val []byte) {
-	off := len(b.arena)
-	b.arena = appendIDKey(b.arena, prefixSub, id)
-	b.put(opPutSub, off, val)
+	b.putID(opPutSub, prefixSub, id, val)
 }
 
 // DeleteSubscription removes subscription id; deleting an absent one is not
 // an error.
 func (b *Batch) DeleteSubscription(id uint64) {
-	off := len(b.arena)
-	b.arena = appendIDKey(b.arena, prefixSub, id)
-	b.ops = append(b.ops, op{off: off, klen: idKeyLen, kind: opDeleteSub})
+	b.deleteID(opDeleteSub, prefixSub, id)
 }
 
 // PutTopicCount sets topic id's publish counts to a copy of val.
 func (b *Batch) PutTopicCount(id uint64, val []byte) {
-	off := len(b.arena)
-	b.arena = appendIDKey(b.arena, prefixCount, id)
-	b.put(opPutCount, off, val)
+	b.putID(opPutCount, prefixCount, id, val)
 }
 
 // DeleteTopicCount removes topic id's publish counts; deleting absent ones
 // is not an error.
 func (b *Batch) DeleteTopicCount(id uint64) {
+	b.deleteID(opDeleteCount, prefixCount, id)
+}
+
+// putID records a put of id's key in the id key space prefix.
+func (b *Batch) putID(kind opKind, prefix byte, id uint64, val []byte) {
 	off := len(b.arena)
-	b.arena = appendIDKey(b.arena, prefixCount, id)
-	b.ops = append(b.ops, op{off: off, klen: idKeyLen, kind: opDeleteCount})
+	b.arena = appendIDKey(b.arena, prefix, id)
+	b.put(kind, off, val)
+}
+
+// deleteID records a delete of id's key in the id key space prefix.
+func (b *Batch) deleteID(kind opKind, prefix byte, id uint64) {
+	off := len(b.arena)
+	b.arena = appendIDKey(b.arena, prefix, id)
+	b.ops = append(b.ops, op{off: off, klen: idKeyLen, kind: kind})
 }
 
 // SetPosition makes Commit write pos as the checkpoint position, after the
