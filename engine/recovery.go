@@ -239,6 +239,9 @@ func (d *durableStore) recover(b *Broker) error {
 	b.topics.mu.Lock()
 	err = d.loadTopics(b, &f.ft)
 	b.topics.mu.Unlock()
+	if err == nil {
+		err = d.loadCounts(b, &f.ft) // topic_count.go
+	}
 	if err != nil {
 		return err
 	}

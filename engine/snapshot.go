@@ -76,7 +76,7 @@ func (b *Broker) ExportState(w io.Writer) error {
 	// highest ids used, as deletes of ids no longer live (topic_replica.go
 	// invariant 2): topic id 0 is never used.
 	var tvals, svals, marks, counts [][]byte
-	now := b.nowMs()
+	var topics []*topic // their counts are read after topicSet.mu (lock order: topic.go)
 	b.adminMu.Lock()
 	lastTopic, lastSub := b.topics.nextTopicID-1, b.topics.nextSubID-1
 	b.adminMu.Unlock()
@@ -86,9 +86,7 @@ func (b *Broker) ExportState(w io.Writer) error {
 		m := t.meta.Load()
 		v := topicVal{id: t.id, createMs: m.createMs, modifyMs: m.modifyMs, cfg: m.cfg, name: t.name}
 		tvals = append(tvals, v.encode())
-		if cs := t.count.live(now); len(cs) > 0 {
-			counts = append(counts, countVal{buckets: cs}.encode(t.id)) // topic_count.go
-		}
+		topics = append(topics, t)
 		for _, s := range t.subs {
 			svals = append(svals, encodeSub(s))
 			liveSub = liveSub || s.id == lastSub
@@ -101,6 +99,12 @@ func (b *Broker) ExportState(w io.Writer) error {
 		marks = append(marks, encodeTopicDelete(0, []uint64{lastSub}))
 	}
 	b.topics.mu.RUnlock()
+	now := b.nowMs()
+	for _, t := range topics {
+		if cs := t.count.live(now); len(cs) > 0 {
+			counts = append(counts, countVal{buckets: cs}.encode(t.id)) // topic_count.go
+		}
+	}
 	for _, vals := range []struct {
 		typ  uint8
 		vals [][]byte

@@ -33,6 +33,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -369,16 +370,20 @@ func (d *durableStore) loadTopics(b *Broker, ft *foldTopics) error {
 		s.relay = s.kind == endpointQueue && b.relayed(s.queue)
 		t.putSubLocked(s)
 	}
-	return d.loadCounts(b, ft)
+	return nil
 }
 
-// loadCounts gives every topic its counts: the index's, and the tail's
-// publishes past them (topic_count.go invariant 3). The caller holds
-// topics.mu.
+// loadCounts gives every topic loaded (loadTopics) its counts: the
+// index's, and the tail's publishes past them (topic_count.go invariant
+// 3). At start-up, after loadTopics; it takes topicSet.mu alone, then
+// each countWindow.mu alone (lock order: topic.go).
 func (d *durableStore) loadCounts(b *Broker, ft *foldTopics) error {
+	b.topics.mu.RLock()
+	topics := maps.Clone(b.topics.byID)
+	b.topics.mu.RUnlock()
 	stored := map[uint64][]byte{}
 	if err := d.idx.TopicCounts(func(id uint64, val []byte) error {
-		if b.topics.byID[id] != nil {
+		if topics[id] != nil {
 			stored[id] = slices.Clone(val)
 		}
 		return nil
@@ -386,7 +391,7 @@ func (d *durableStore) loadCounts(b *Broker, ft *foldTopics) error {
 		return fmt.Errorf("engine: load topic counts: %w", err)
 	}
 	now := b.nowMs()
-	for id, t := range b.topics.byID {
+	for id, t := range topics {
 		fc := ft.counts[id]
 		if fc == nil {
 			if stored[id] == nil {
