@@ -46,6 +46,10 @@ type Broker struct {
 	compactFrom  map[uint64]uint64        // guarded by compactMu: where a pass that ran out of budget stopped in a segment
 	compactor    *job                     // background compaction on the clock (compaction.go)
 	compacted    compactStats             // what compaction did (atomics)
+	backups      atomic.Int32             // backups running: compaction removes no segment (backup.go)
+	// testBackup, set by tests only, runs in Backup before the index copy
+	// and between the index copy and the log copy.
+	testBackup struct{ beforeIndex, beforeLog func() }
 
 	unreadable atomic.Int64 // bodies that could not be read back (corruption)
 	longPolls  atomic.Int64

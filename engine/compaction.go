@@ -139,8 +139,8 @@ func (b *Broker) compactPass(budget int64, settle bool) (removed, relocated int,
 	segs := b.store.segments(nil)
 	limit := b.store.replayStart()
 	for _, s := range segs {
-		if s.active || s.live != 0 || s.end > limit {
-			continue
+		if s.active || s.live != 0 || s.end > limit || b.backups.Load() > 0 {
+			continue // a backup copies every segment (backup.go invariant 1)
 		}
 		ok, err := b.store.removeSegment(s.start)
 		if err != nil {

@@ -22,6 +22,7 @@ func TestImportDirection(t *testing.T) {
 		"bench":            {"server", "wal", "index", "cmd"},
 		"cmd/smqbench/cli": {"server", "index"},
 		"server/mnsauth":   {"engine", "wal", "index", "server", "bench", "cmd"},
+		"engine/archive":   {"engine", "wal", "index", "server", "bench", "cmd"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, mod+pkg).CombinedOutput()

@@ -118,6 +118,10 @@ type Options struct {
 	Reopen func() (*engine.Broker, error)
 	// ReopenBackoff is the first wait before a Reopen. Default 1 s.
 	ReopenBackoff time.Duration
+	// BackupFiles names the files of the broker's data directory that a
+	// backup (GET /backup, backup.go) copies besides the engine's own: the
+	// daemon's generated credentials and push signing key.
+	BackupFiles []string
 	// Collectors are more metric collectors served on /metrics with the
 	// server's own (the daemon's certificates' expiry, say).
 	Collectors []prometheus.Collector

@@ -57,6 +57,7 @@ const (
 	opListSubscriptionByTopic
 	opPublishMessage
 	opPushCert // GET the push signing certificate (pushcert.go), not signed
+	opBackup   // GET /backup, signed (backup.go)
 	numOps
 )
 
@@ -94,6 +95,7 @@ var opNames = [numOps]string{
 	opListSubscriptionByTopic:   "ListSubscriptionByTopic",
 	opPublishMessage:            "PublishMessage",
 	opPushCert:                  "PushCertificate",
+	opBackup:                    "Backup",
 }
 
 func (o op) String() string { return opNames[o] }
@@ -150,6 +152,11 @@ func route(method, path []byte) routed {
 	case "/cluster":
 		if m == "GET" || m == "HEAD" {
 			return routed{op: opCluster}
+		}
+		return routed{}
+	case "/backup":
+		if m == "GET" {
+			return routed{op: opBackup}
 		}
 		return routed{}
 	}

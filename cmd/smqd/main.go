@@ -43,6 +43,9 @@ func main() {
 // run is the daemon; it returns the exit status. ctx ends on a shutdown
 // signal. ready, if not nil, is called with the listening address (tests).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(addr string)) int {
+	if len(args) > 0 && args[0] == "restore" {
+		return runRestore(args[1:], os.Stdin, stdout, stderr)
+	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -182,6 +185,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		MetricsPerQueue:     cfg.metricsPerQueue,
 		Console:             cfg.console,
 		PushSigner:          pushSigner,
+		BackupFiles:         backupFiles,
 		Logger:              log.With("component", "server"),
 	}
 	if certs != nil {

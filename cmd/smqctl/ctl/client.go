@@ -79,15 +79,20 @@ func (c *client) do(ctx context.Context, method, target string, headers map[stri
 		return resp.StatusCode, nil, err
 	}
 	if resp.StatusCode >= 300 {
-		var e struct {
-			Code, Message, RequestId string
-		}
-		if xml.Unmarshal(b, &e) != nil || e.Code == "" {
-			return resp.StatusCode, b, &APIError{Status: resp.StatusCode, Code: "HTTP" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b)), RequestID: resp.Header.Get("x-mns-request-id")}
-		}
-		return resp.StatusCode, b, &APIError{Status: resp.StatusCode, Code: e.Code, Message: e.Message, RequestID: e.RequestId}
+		return resp.StatusCode, b, apiError(resp, b)
 	}
 	return resp.StatusCode, b, nil
+}
+
+// apiError is the *APIError of an error answer with body b.
+func apiError(resp *http.Response, b []byte) error {
+	var e struct {
+		Code, Message, RequestId string
+	}
+	if xml.Unmarshal(b, &e) != nil || e.Code == "" {
+		return &APIError{Status: resp.StatusCode, Code: "HTTP" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b)), RequestID: resp.Header.Get("x-mns-request-id")}
+	}
+	return &APIError{Status: resp.StatusCode, Code: e.Code, Message: e.Message, RequestID: e.RequestId}
 }
 
 // Queue is a queue's attributes as GetQueueAttributes gives them.

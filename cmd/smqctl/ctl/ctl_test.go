@@ -27,9 +27,12 @@ type daemon struct {
 	addr string
 }
 
-func startDaemon(t *testing.T) *daemon {
+func startDaemon(t *testing.T) *daemon { return startDaemonWith(t, engine.Options{}) }
+
+// startDaemonWith starts smqd's engine with eo (Dir: durable).
+func startDaemonWith(t *testing.T, eo engine.Options) *daemon {
 	t.Helper()
-	b, err := engine.Open(engine.Options{})
+	b, err := engine.Open(eo)
 	if err != nil {
 		t.Fatal(err)
 	}

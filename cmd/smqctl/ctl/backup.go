@@ -1,0 +1,173 @@
+package ctl
+
+// smqctl backup: downloads a single node's online backup (GET /backup) and
+// checks every frame of it as it arrives (engine/archive), so that a file
+// it leaves is whole: a backup cut short or damaged on the way is removed
+// and the command fails. Restore it with "smqd restore".
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/smqd/smqd/engine/archive"
+)
+
+func (r *run) backup(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
+	out := fs.String("o", "", "the file to write (required; - writes to stdout); it appears only once the backup is whole")
+	if _, err := r.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if *out == "" {
+		return usagef("backup: give the file to write with -o FILE (or -o - for stdout)")
+	}
+	if *out != "-" {
+		if _, err := os.Stat(r.path(*out)); err == nil {
+			return usagef("backup: %s exists; give a new file", *out)
+		}
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	// The body may take long: no deadline for the whole, but --timeout
+	// without a byte ends it.
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(bctx, "GET", c.base+"/backup", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", "smqctl")
+	c.key.SignHTTP(req)
+	start := time.Now()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return apiError(resp, b)
+	}
+	var dst io.Writer = r.env.Stdout
+	var f *os.File
+	tmp := ""
+	if *out != "-" {
+		tmp = r.path(*out) + ".partial"
+		if f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+			return err
+		}
+		defer func() {
+			if f != nil {
+				f.Close()
+				os.Remove(tmp)
+			}
+		}()
+		dst = f
+	}
+	idle := time.AfterFunc(r.g.timeout, cancel)
+	defer idle.Stop()
+	body := &progressReader{r: resp.Body, idle: idle, timeout: r.g.timeout}
+	cw := &countWriter{w: dst}
+	m, files, err := checkArchive(io.TeeReader(body, cw))
+	if err != nil {
+		if bctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("no byte for %s (--timeout): %w", r.g.timeout, err)
+		}
+		return fmt.Errorf("backup: the server's backup is not whole (nothing kept): %w", err)
+	}
+	if f != nil {
+		err := f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp, r.path(*out))
+		}
+		f = nil
+		if err != nil {
+			os.Remove(tmp)
+			return err
+		}
+		if d, err := os.Open(filepath.Dir(r.path(*out))); err == nil {
+			d.Sync()
+			d.Close()
+		}
+	}
+	took := time.Since(start)
+	if *out == "-" {
+		fmt.Fprintf(r.env.Stderr, "backup of %s: %d bytes, %d files, in %s\n", m.Created.Format(time.RFC3339), cw.n, files, took.Round(time.Millisecond))
+		return nil
+	}
+	if r.g.json {
+		return r.printJSON(map[string]any{"file": *out, "bytes": cw.n, "files": files, "created": m.Created, "took_ms": took.Milliseconds()})
+	}
+	fmt.Fprintf(r.env.Stdout, "backup of %s written to %s: %d bytes, %d files, in %s; restore it with: smqd restore --from %s --data-dir DIR\n",
+		m.Created.Format(time.RFC3339), *out, cw.n, files, took.Round(time.Millisecond), *out)
+	return nil
+}
+
+// checkArchive reads a whole archive, checking every frame, and returns
+// its manifest and file count.
+func checkArchive(rd io.Reader) (archive.Manifest, int, error) {
+	ar, err := archive.NewReader(rd)
+	if err != nil {
+		return archive.Manifest{}, 0, err
+	}
+	files := 0
+	for {
+		_, err := ar.Next()
+		if errors.Is(err, io.EOF) {
+			return ar.Manifest(), files, nil
+		}
+		if err != nil {
+			return ar.Manifest(), files, err
+		}
+		files++
+		if _, err := io.Copy(io.Discard, ar); err != nil {
+			return ar.Manifest(), files, err
+		}
+	}
+}
+
+// path resolves a file name of the command line against Env.Dir.
+func (r *run) path(p string) string {
+	if r.env.Dir != "" && !filepath.IsAbs(p) {
+		return filepath.Join(r.env.Dir, p)
+	}
+	return p
+}
+
+// progressReader pushes the idle timer back at every read that got bytes.
+type progressReader struct {
+	r       io.Reader
+	idle    *time.Timer
+	timeout time.Duration
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.idle.Reset(p.timeout)
+	}
+	return n, err
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/smqd/smqd/engine"
+)
+
+func TestRestoreCommand(t *testing.T) {
+	src := t.TempDir()
+	b, err := engine.Open(engine.Options{Dir: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateQueue("rq", engine.DefaultQueueConfig()); err != nil {
+		t.Fatal(err)
+	}
+	q, err := b.Queue("rq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Send([]engine.SendEntry{{Body: []byte("a")}, {Body: []byte("b")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, defaultCredentialsName), []byte("id secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var ar bytes.Buffer
+	if _, err := b.Backup(&ar, engine.BackupOptions{Files: backupFiles}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	file := filepath.Join(t.TempDir(), "b.smqd")
+	if err := os.WriteFile(file, ar.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	restore := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), append([]string{"restore"}, args...), func(string) string { return "" }, &out, &errb, nil)
+		return code, out.String(), errb.String()
+	}
+	dst := filepath.Join(t.TempDir(), "data")
+	code, out, errs := restore("--from", file, "--data-dir", dst)
+	if code != 0 || !strings.Contains(out, "checked: 1 queues, 2 messages recovered") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if data, err := os.ReadFile(filepath.Join(dst, defaultCredentialsName)); err != nil || string(data) != "id secret\n" {
+		t.Fatalf("credentials: %q %v", data, err)
+	}
+	// Refused: into a directory in use, a missing or damaged backup, no --from.
+	if code, _, errs := restore("--from", file, "--data-dir", dst); code != 1 || !strings.Contains(errs, "not empty") {
+		t.Errorf("into a used directory: exit %d: %s", code, errs)
+	}
+	if code, _, _ := restore("--from", filepath.Join(t.TempDir(), "none"), "--data-dir", filepath.Join(t.TempDir(), "x")); code != 1 {
+		t.Errorf("a missing file: exit %d", code)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.smqd")
+	os.WriteFile(cut, ar.Bytes()[:ar.Len()-3], 0o600)
+	nd := filepath.Join(t.TempDir(), "y")
+	if code, _, errs := restore("--from", cut, "--data-dir", nd); code != 1 || !strings.Contains(errs, "damaged") {
+		t.Errorf("a cut backup: exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(nd); !os.IsNotExist(err) {
+		t.Errorf("a failed restore left its directory: %v", err)
+	}
+	if code, _, _ := restore("--data-dir", nd); code != 2 {
+		t.Errorf("no --from: exit %d", code)
+	}
+}

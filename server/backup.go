@@ -1,0 +1,90 @@
+package server
+
+// GET /backup: an online backup of a single node (engine.Broker.Backup),
+// streamed as the response's body. Not an MNS operation; it is signed as
+// one, so that only a holder of an access key gets the broker's messages
+// and the credentials files (Options.BackupFiles) in it.
+//
+// The status and headers leave before the backup starts, so a failure
+// midway cannot change them: the body then ends without the archive's end
+// frame, and a reader of it (engine.Restore, smqctl backup) refuses it as
+// damaged. The failure is logged. One backup runs at a time; another is
+// answered 503 ServiceUnavailable. Each write of the body gets WriteTimeout
+// afresh, so a backup may take longer than one response may.
+
+import (
+	"bufio"
+	"errors"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/smqd/smqd/engine"
+)
+
+func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
+	if s.c != nil {
+		s.fail(ctx, st, newAPIError(codeInvalidRequestURL,
+			"a cluster node is not backed up on its own: the cluster keeps a copy on every node (docs/operations.md, \"Backups\")"))
+		return
+	}
+	b := s.broker()
+	if b == nil {
+		s.fail(ctx, st, errReopening)
+		return
+	}
+	switch err := b.CanBackup(); {
+	case errors.Is(err, engine.ErrBackupUnsupported):
+		s.fail(ctx, st, newAPIError(codeInvalidRequestURL, "this server keeps its messages in memory (--in-memory): there is nothing durable to back up"))
+		return
+	case err != nil:
+		s.fail(ctx, st, err)
+		return
+	}
+	if !s.backupRunning.CompareAndSwap(false, true) {
+		s.fail(ctx, st, newAPIError(codeServiceUnavailable, "a backup is running already; try again once it is done"))
+		return
+	}
+	reqID := string(st.reqID) // st is recycled once this handler returns
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType("application/octet-stream")
+	ctx.Response.Header.Set("Content-Disposition", `attachment; filename="smqd.backup"`)
+	conn, timeout := ctx.Conn(), s.opts.WriteTimeout
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer s.backupRunning.Store(false)
+		start := time.Now()
+		dw := &deadlineWriter{w: w, conn: conn, timeout: timeout, closing: &s.closing}
+		info, err := b.Backup(dw, engine.BackupOptions{Files: s.opts.BackupFiles})
+		if err == nil {
+			err = w.Flush()
+		}
+		if err != nil {
+			s.log.Error("backup failed: the client got an archive without its end, which a restore refuses", "err", err,
+				"request_id", reqID, "took", time.Since(start))
+			return
+		}
+		s.log.Info("backup sent", "bytes", info.Bytes, "log_end", info.LogEnd, "segments", info.Segments,
+			"files", info.Files, "took", time.Since(start), "request_id", reqID)
+	})
+}
+
+// deadlineWriter extends the connection's write deadline before each write
+// of a streamed body, and stops once the server shuts down.
+type deadlineWriter struct {
+	w       *bufio.Writer
+	conn    interface{ SetWriteDeadline(time.Time) error }
+	timeout time.Duration
+	closing interface{ Load() bool }
+}
+
+var errShuttingDown = errors.New("server: shutting down")
+
+func (dw *deadlineWriter) Write(p []byte) (int, error) {
+	if dw.closing.Load() {
+		return 0, errShuttingDown
+	}
+	if dw.conn != nil && dw.timeout > 0 {
+		_ = dw.conn.SetWriteDeadline(time.Now().Add(dw.timeout))
+	}
+	return dw.w.Write(p)
+}
