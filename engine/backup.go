@@ -39,6 +39,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/smqd/smqd/engine/archive"
 	"github.com/smqd/smqd/index"
@@ -66,6 +67,10 @@ type BackupOptions struct {
 	// credentials a server keeps there. A missing one is skipped. The
 	// index, the log and the LOCK file are not files one may name.
 	Files []string
+	// BytesPerSecond caps the rate the backup writes at, so that the
+	// disk and CPUs it shares with the traffic are not taken over for its
+	// duration; 0 is no cap.
+	BytesPerSecond int64
 }
 
 // BackupInfo says what a backup copied.
@@ -110,7 +115,14 @@ func (b *Broker) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
 	b.compactMu.Unlock()
 	info.Checkpoint = d.cpPos.Load()
 
-	cw := &backupWriter{w: w, closed: &b.closed}
+	if opts.BytesPerSecond < 0 {
+		return info, fmt.Errorf("%w: BytesPerSecond %d is negative", ErrInvalidArgument, opts.BytesPerSecond)
+	}
+	cw := &backupWriter{w: w, closed: &b.closed, rate: opts.BytesPerSecond, now: time.Now, sleep: time.Sleep}
+	if b.testBackup.now != nil {
+		cw.now, cw.sleep = b.testBackup.now, b.testBackup.sleep
+	}
+	cw.start = cw.now()
 	aw, err := archive.NewWriter(cw, archive.Manifest{
 		Format:  BackupFormat,
 		Created: b.clock.Now().UTC(),
@@ -222,15 +234,26 @@ func (b *Broker) backupLog(l *wal.Log, aw *archive.Writer, e wal.Pos, info *Back
 	return nil
 }
 
-// backupWriter counts what a backup wrote and stops it once the broker is
-// closed.
+// backupWriter counts what a backup wrote, keeps it at or under rate
+// bytes a second (if rate > 0) by sleeping before a write that would
+// exceed it, and stops it once the broker is closed.
 type backupWriter struct {
 	w      io.Writer
 	n      int64
 	closed interface{ Load() bool }
+	rate   int64
+	start  time.Time
+	now    func() time.Time
+	sleep  func(time.Duration)
 }
 
 func (cw *backupWriter) Write(p []byte) (int, error) {
+	if cw.rate > 0 {
+		due := cw.start.Add(time.Duration(float64(cw.n) / float64(cw.rate) * float64(time.Second)))
+		if d := due.Sub(cw.now()); d > 0 {
+			cw.sleep(d)
+		}
+	}
 	if cw.closed.Load() {
 		return 0, ErrClosed
 	}

@@ -540,3 +540,35 @@ func TestBackupLogCoversTheIndexCopy(t *testing.T) {
 	}
 	checkRestored(t, b2)
 }
+
+// BackupOptions.BytesPerSecond: the backup sleeps so that it never writes
+// ahead of the rate. The clock is the test's: it moves only when the
+// backup sleeps, so the sleeps must add up to the archive's size over the
+// rate, less the last write (the cap is checked before each write).
+func TestBackupRateCap(t *testing.T) {
+	clk := NewFakeClock(t0)
+	b := openDurableTest(t, t.TempDir(), clk, smallSegments)
+	defer b.Close()
+	q := mustQueue(t, b, "rq", DefaultQueueConfig())
+	for i := range 600 {
+		sendBody(t, q, fmt.Sprintf("r%d %s", i, bytes.Repeat([]byte{'r'}, 2000)))
+	}
+	now := t0
+	var slept time.Duration
+	b.testBackup.now = func() time.Time { return now }
+	b.testBackup.sleep = func(d time.Duration) { slept += d; now = now.Add(d) }
+	const rate = 100 << 10
+	var buf bytes.Buffer
+	info, err := b.Backup(&buf, BackupOptions{BytesPerSecond: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := time.Duration(float64(info.Bytes) / rate * float64(time.Second))
+	least := time.Duration(float64(info.Bytes-archive.MaxData-64) / rate * float64(time.Second))
+	if slept < least || slept > full {
+		t.Fatalf("%d bytes at %d a second: slept %s, want between %s and %s", info.Bytes, rate, slept, least, full)
+	}
+	if _, err := b.Backup(&buf, BackupOptions{BytesPerSecond: -1}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a negative rate: %v", err)
+	}
+}

@@ -47,9 +47,14 @@ type Broker struct {
 	compactor    *job                     // background compaction on the clock (compaction.go)
 	compacted    compactStats             // what compaction did (atomics)
 	backups      atomic.Int32             // backups running: compaction removes no segment (backup.go)
-	// testBackup, set by tests only, runs in Backup before the index copy
-	// and between the index copy and the log copy.
-	testBackup struct{ beforeIndex, beforeLog func() }
+	// testBackup, set by tests only: hooks run in Backup before the index
+	// copy and between the index copy and the log copy; now and sleep (set
+	// together) replace the rate cap's clock.
+	testBackup struct {
+		beforeIndex, beforeLog func()
+		now                    func() time.Time
+		sleep                  func(time.Duration)
+	}
 
 	unreadable atomic.Int64 // bodies that could not be read back (corruption)
 	longPolls  atomic.Int64

@@ -10,11 +10,13 @@ package server
 // frame, and a reader of it (engine.Restore, smqctl backup) refuses it as
 // damaged. The failure is logged. One backup runs at a time; another is
 // answered 503 ServiceUnavailable. Each write of the body gets WriteTimeout
-// afresh, so a backup may take longer than one response may.
+// afresh, so a backup may take longer than one response may. ?rate=N caps
+// it at N bytes a second (engine.BackupOptions.BytesPerSecond).
 
 import (
 	"bufio"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -41,6 +43,15 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 		s.fail(ctx, st, err)
 		return
 	}
+	var rate int64
+	if v := ctx.QueryArgs().Peek("rate"); len(v) > 0 {
+		r, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil || r <= 0 {
+			s.fail(ctx, st, newAPIError(codeInvalidArgument, "rate must be a positive number of bytes a second, not "+strconv.Quote(string(v))))
+			return
+		}
+		rate = r
+	}
 	if !s.backupRunning.CompareAndSwap(false, true) {
 		s.fail(ctx, st, newAPIError(codeServiceUnavailable, "a backup is running already; try again once it is done"))
 		return
@@ -54,7 +65,7 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 		defer s.backupRunning.Store(false)
 		start := time.Now()
 		dw := &deadlineWriter{w: w, conn: conn, timeout: timeout, closing: &s.closing}
-		info, err := b.Backup(dw, engine.BackupOptions{Files: s.opts.BackupFiles})
+		info, err := b.Backup(dw, engine.BackupOptions{Files: s.opts.BackupFiles, BytesPerSecond: rate})
 		if err == nil {
 			err = w.Flush()
 		}

@@ -42,7 +42,9 @@ func TestBackupOverHTTP(t *testing.T) {
 	wantError(t, c.get("/backup"), 503, "ServiceUnavailable")
 	env.srv.backupRunning.Store(false)
 
-	r := c.get("/backup")
+	wantError(t, c.get("/backup?rate=fast"), 400, "InvalidArgument")
+	wantError(t, c.get("/backup?rate=0"), 400, "InvalidArgument")
+	r := c.get("/backup?rate=100000000")
 	if r.status != 200 {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}

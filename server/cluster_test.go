@@ -291,6 +291,8 @@ func TestClusterStatusAndMembership(t *testing.T) {
 	for i := range 20 {
 		cl.mustSend("m", fmt.Sprint(i), "")
 	}
+	// A node is not backed up on its own (backup.go).
+	wantError(t, cl.get("/backup"), 400, "InvalidRequestURL")
 	r := cl.get("/cluster")
 	if r.status != 200 || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("GET /cluster: %d %s", r.status, r.body)

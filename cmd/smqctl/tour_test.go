@@ -98,6 +98,17 @@ func TestReadmeTour(t *testing.T) {
 	if got := ctl("queue", "ls", "--quiet"); got != "demo\n" {
 		t.Errorf("ls: %q", got)
 	}
+	if got := ctl("backup", "-o", "demo.smqd"); !strings.Contains(got, "written to demo.smqd") {
+		t.Errorf("backup: %q", got)
+	}
+	restore := exec.Command(smqd, "restore", "--from", "demo.smqd", "--data-dir", "restored")
+	restore.Dir = work
+	if got, err := restore.CombinedOutput(); err != nil || !strings.Contains(string(got), "checked: 1 queues, 1 messages recovered") {
+		t.Errorf("smqd restore: %v\n%s", err, got)
+	}
+	if _, err := os.Stat(filepath.Join(work, "restored", "credentials")); err != nil {
+		t.Errorf("the restored directory has no credentials: %v", err)
+	}
 	// ... and open the console.
 	resp, err := http.Get(endpoint + "/console/")
 	if err != nil || resp.StatusCode != 200 {

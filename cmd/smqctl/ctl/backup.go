@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/smqd/smqd/engine/archive"
@@ -22,8 +24,17 @@ import (
 func (r *run) backup(ctx context.Context, name string, args []string) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
 	out := fs.String("o", "", "the file to write (required; - writes to stdout); it appears only once the backup is whole")
+	rateS := fs.String("rate", "", "cap the backup at this many bytes a second (K, M, G: binary multiples; 50M is 50 MiB/s), to spare the traffic on the server's disk; default: no cap")
 	if _, err := r.parse(fs, args, 0, 0); err != nil {
 		return err
+	}
+	target := "/backup"
+	if *rateS != "" {
+		rate, err := parseBytes(*rateS)
+		if err != nil || rate <= 0 {
+			return usagef("backup: --rate %q: a positive number of bytes a second, with K, M or G", *rateS)
+		}
+		target += "?rate=" + strconv.FormatInt(rate, 10)
 	}
 	if *out == "" {
 		return usagef("backup: give the file to write with -o FILE (or -o - for stdout)")
@@ -41,7 +52,7 @@ func (r *run) backup(ctx context.Context, name string, args []string) error {
 	// without a byte ends it.
 	bctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, err := http.NewRequestWithContext(bctx, "GET", c.base+"/backup", nil)
+	req, err := http.NewRequestWithContext(bctx, "GET", c.base+target, nil)
 	if err != nil {
 		return err
 	}
@@ -136,6 +147,31 @@ func checkArchive(rd io.Reader) (archive.Manifest, int, error) {
 			return ar.Manifest(), files, err
 		}
 	}
+}
+
+// parseBytes reads a size: digits with an optional K, M or G (powers of
+// 1024; a trailing "iB" or "B" is allowed).
+func parseBytes(v string) (int64, error) {
+	v = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(v), "B"), "i")
+	mul := int64(1)
+	if n := len(v); n > 0 {
+		switch v[n-1] {
+		case 'K', 'k':
+			mul, v = 1<<10, v[:n-1]
+		case 'M', 'm':
+			mul, v = 1<<20, v[:n-1]
+		case 'G', 'g':
+			mul, v = 1<<30, v[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	if n > (1<<62)/mul {
+		return 0, fmt.Errorf("%s is too large", v)
+	}
+	return n * mul, nil
 }
 
 // path resolves a file name of the command line against Env.Dir.

@@ -48,7 +48,16 @@ func TestBackupCommand(t *testing.T) {
 		t.Fatalf("restored queue holds %d active messages, want 3", a.Active)
 	}
 
+	// With a rate cap (high enough not to slow the test).
+	c.ok("backup", "-o", "capped.smqd", "--rate", "1G")
+	for _, v := range []string{"50M", "512KiB", "1g", "4096"} {
+		if n, err := parseBytes(v); err != nil || n <= 0 {
+			t.Errorf("parseBytes(%q) = %d, %v", v, n, err)
+		}
+	}
 	// Bad command lines.
+	c.fail(ExitUsage, "backup", "-o", "r.smqd", "--rate", "fast")
+	c.fail(ExitUsage, "backup", "-o", "r.smqd", "--rate", "0")
 	c.fail(ExitUsage, "backup")
 	c.fail(ExitUsage, "backup", "-o", "b.smqd") // exists
 	c.fail(ExitUsage, "backup", "-o", "x", "extra")
