@@ -104,6 +104,9 @@ func (b *Broker) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
 			return info, fmt.Errorf("%w: a backup cannot name the file %q", ErrInvalidArgument, name)
 		}
 	}
+	if opts.BytesPerSecond < 0 {
+		return info, fmt.Errorf("%w: BytesPerSecond %d is negative", ErrInvalidArgument, opts.BytesPerSecond)
+	}
 	// Invariant 1: no segment goes from here on.
 	b.backups.Add(1)
 	defer func() {
@@ -115,9 +118,6 @@ func (b *Broker) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
 	b.compactMu.Unlock()
 	info.Checkpoint = d.cpPos.Load()
 
-	if opts.BytesPerSecond < 0 {
-		return info, fmt.Errorf("%w: BytesPerSecond %d is negative", ErrInvalidArgument, opts.BytesPerSecond)
-	}
 	cw := &backupWriter{w: w, closed: &b.closed, rate: opts.BytesPerSecond, now: time.Now, sleep: time.Sleep}
 	if b.testBackup.now != nil {
 		cw.now, cw.sleep = b.testBackup.now, b.testBackup.sleep
@@ -145,8 +145,10 @@ func (b *Broker) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
 	if h := b.testBackup.beforeLog; h != nil {
 		h()
 	}
-	// Invariant 2: E after the index copy, and synced.
+	// Invariant 2: E after the index copy, and synced. (A full disk does
+	// not stop a backup: the flush writes nothing new.)
 	if err := d.sync(); err != nil {
+		b.storageFailed(err) // as Sync: a failed fsync is the log's end
 		return info, err
 	}
 	e := d.wal.SyncedEnd()

@@ -572,3 +572,51 @@ func TestBackupRateCap(t *testing.T) {
 		t.Fatalf("a negative rate: %v", err)
 	}
 }
+
+// failingWriter fails every write once n bytes are written.
+type failingWriter struct{ n int }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		k := f.n
+		f.n = 0
+		return k, errors.New("the client went away")
+	}
+	f.n -= len(p)
+	return len(p), nil
+}
+
+// A backup whose writer fails midway (the client disconnects) returns its
+// error and leaves the broker as it was: serving, with compaction free to
+// remove segments again, and the next backup whole.
+func TestBackupWriterFailure(t *testing.T) {
+	clk := NewFakeClock(t0)
+	b := openDurableTest(t, t.TempDir(), clk, smallSegments)
+	defer b.Close()
+	q := mustQueue(t, b, "fq", DefaultQueueConfig())
+	for i := range 300 {
+		sendBody(t, q, fmt.Sprintf("f%d %s", i, bytes.Repeat([]byte{'f'}, 1000)))
+	}
+	takeAll(t, q, func(string) bool { return false })
+	for _, at := range []int{0, 100, 200 << 10} {
+		if _, err := b.Backup(&failingWriter{n: at}, BackupOptions{}); err == nil || err.Error() != "the client went away" {
+			t.Fatalf("failing after %d bytes: %v", at, err)
+		}
+		if n := b.backups.Load(); n != 0 {
+			t.Fatalf("after a failed backup %d backups count as running", n)
+		}
+	}
+	if err := durableOf(b).checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if removed, _, err := b.compactOnce(0); err != nil || removed == 0 {
+		t.Fatalf("compaction after failed backups removed %d segments (%v)", removed, err)
+	}
+	sendBody(t, q, "still serving")
+	b2, _ := restoreAndOpen(t, backupTo(t, b, BackupOptions{}), clk, smallSegments)
+	defer b2.Close()
+	if got := backupBodies(t, b2, clk, "fq"); len(got) != 1 || got["still serving"] != 1 {
+		t.Fatalf("restored %v", got)
+	}
+	checkRestored(t, b2)
+}

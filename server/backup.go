@@ -40,7 +40,7 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 		s.fail(ctx, st, newAPIError(codeInvalidRequestURL, "this server keeps its messages in memory (--in-memory): there is nothing durable to back up"))
 		return
 	case err != nil:
-		s.fail(ctx, st, err)
+		s.fail(ctx, st, err) // closed: 503
 		return
 	}
 	var rate int64

@@ -152,6 +152,8 @@ var engineErrors = [...]struct {
 	{engine.ErrEndpointInvalid, codeEndpointInvalid, "the subscription endpoint is not valid"},
 	// Only engine.Open returns it; listed so that the table stays complete.
 	{engine.ErrLocked, codeInternalError, "the data directory is used by another broker"},
+	// GET /backup on a broker in memory or a cluster node (backup.go).
+	{engine.ErrBackupUnsupported, codeInvalidRequestURL, "this server has nothing it can back up on its own (in memory, or a cluster node)"},
 }
 
 // apiError is an error the server answers with a given code and message.

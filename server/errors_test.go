@@ -42,6 +42,8 @@ var engineErrorValues = map[string]error{
 	"ErrInvalidSubscriptionName":  engine.ErrInvalidSubscriptionName,
 	"ErrSubscriptionNameLength":   engine.ErrSubscriptionNameLength,
 	"ErrEndpointInvalid":          engine.ErrEndpointInvalid,
+	// Backups.
+	"ErrBackupUnsupported": engine.ErrBackupUnsupported,
 }
 
 // Every exported engine.Err* has a row in the error table (STYLE §5). The

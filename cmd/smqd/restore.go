@@ -51,6 +51,7 @@ func runRestore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer f.Close()
 		in = f
 	}
+	privateUmask() // the restored files are as private as the daemon's
 	start := time.Now()
 	info, err := engine.Restore(in, *dir)
 	if err != nil {
