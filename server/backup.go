@@ -17,6 +17,7 @@ import (
 	"bufio"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -52,7 +53,7 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 		}
 		rate = r
 	}
-	if !s.backupRunning.CompareAndSwap(false, true) {
+	if !s.backups.running.CompareAndSwap(false, true) {
 		s.fail(ctx, st, newAPIError(codeServiceUnavailable, "a backup is running already; try again once it is done"))
 		return
 	}
@@ -62,7 +63,7 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 	ctx.Response.Header.Set("Content-Disposition", `attachment; filename="smqd.backup"`)
 	conn, timeout := ctx.Conn(), s.opts.WriteTimeout
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer s.backupRunning.Store(false)
+		defer s.backups.running.Store(false)
 		start := time.Now()
 		dw := &deadlineWriter{w: w, conn: conn, timeout: timeout, closing: &s.closing}
 		info, err := b.Backup(dw, engine.BackupOptions{Files: s.opts.BackupFiles, BytesPerSecond: rate})
@@ -70,13 +71,23 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 			err = w.Flush()
 		}
 		if err != nil {
+			s.backups.failed.Add(1)
 			s.log.Error("backup failed: the client got an archive without its end, which a restore refuses", "err", err,
 				"request_id", reqID, "took", time.Since(start))
 			return
 		}
+		s.backups.ok.Add(1)
+		s.backups.lastOK.Store(time.Now().UnixNano())
 		s.log.Info("backup sent", "bytes", info.Bytes, "log_end", info.LogEnd, "segments", info.Segments,
 			"files", info.Files, "took", time.Since(start), "request_id", reqID)
 	})
+}
+
+// backupStats are the server's backups, for /metrics.
+type backupStats struct {
+	running    atomic.Bool  // one at a time
+	ok, failed atomic.Int64 // ended whole / without the end frame
+	lastOK     atomic.Int64 // Unix nanoseconds of the last whole one
 }
 
 // deadlineWriter extends the connection's write deadline before each write

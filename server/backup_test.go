@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/smqd/smqd/engine"
@@ -38,9 +39,9 @@ func TestBackupOverHTTP(t *testing.T) {
 	bad.close()
 	wantError(t, c.do(req{method: "POST", target: "/backup", body: "<x/>"}), 400, "InvalidRequestURL")
 	// One at a time.
-	env.srv.backupRunning.Store(true)
+	env.srv.backups.running.Store(true)
 	wantError(t, c.get("/backup"), 503, "ServiceUnavailable")
-	env.srv.backupRunning.Store(false)
+	env.srv.backups.running.Store(false)
 
 	wantError(t, c.get("/backup?rate=fast"), 400, "InvalidArgument")
 	wantError(t, c.get("/backup?rate=0"), 400, "InvalidArgument")
@@ -74,8 +75,17 @@ func TestBackupOverHTTP(t *testing.T) {
 	if a, _ := q.Attributes(); a.Active != 2 || a.Inactive != 1 {
 		t.Fatalf("restored queue: %d active, %d inactive; want 2 and 1 (%s received)", a.Active, a.Inactive, m.MessageId)
 	}
-	// The server goes on.
+	// The server goes on, and counts the backup.
 	c.mustSend("bq", "after", "")
+	metrics := string(c.get("/metrics").body)
+	for _, line := range []string{"smqd_backups_total 1", "smqd_backups_failed_total 0"} {
+		if !strings.Contains(metrics, "\n"+line+"\n") {
+			t.Errorf("/metrics lacks %q", line)
+		}
+	}
+	if strings.Contains(metrics, "\nsmqd_backup_last_success_timestamp_seconds 0\n") {
+		t.Error("no last backup time on /metrics")
+	}
 
 	// A cut archive is refused by the restore.
 	if _, err := engine.Restore(bytes.NewReader(r.body[:len(r.body)-1]), filepath.Join(t.TempDir(), "cut")); !errors.Is(err, archive.ErrDamaged) {

@@ -134,7 +134,19 @@ func (m *metrics) init(s *Server) {
 		Name: "smqd_storage_reopens_total",
 		Help: "Times the broker was closed and opened again in place after its storage failed (a failed write or fsync of the log).",
 	}, func() float64 { return float64(s.reopens.Load()) })
-	m.reg.MustRegister(lat, m.classVec, errs, reopens,
+	backups := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "smqd_backups_total",
+		Help: "Backups (GET /backup) sent whole, with their end frame.",
+	}, func() float64 { return float64(s.backups.ok.Load()) })
+	backupsFailed := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "smqd_backups_failed_total",
+		Help: "Backups (GET /backup) that ended without their end frame: the client got an archive a restore refuses.",
+	}, func() float64 { return float64(s.backups.failed.Load()) })
+	lastBackup := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "smqd_backup_last_success_timestamp_seconds",
+		Help: "When the last whole backup ended (Unix seconds); 0 if none since the start. Alert on its age.",
+	}, func() float64 { return float64(s.backups.lastOK.Load()) / 1e9 })
+	m.reg.MustRegister(lat, m.classVec, errs, reopens, backups, backupsFailed, lastBackup,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
 		newBrokerCollector(s),

@@ -57,10 +57,10 @@ type Server struct {
 
 	testHook atomic.Pointer[func(op)] // tests: called before an operation runs
 
-	reopens       atomic.Int64  // broker reopens after a storage failure (reopen.go)
-	backupRunning atomic.Bool   // a GET /backup is streaming (backup.go)
-	rerouted      atomic.Int64  // cluster requests run again on a shard's new leader (cluster.go)
-	keeperDone    chan struct{} // closed when keepStorage ends; nil if it never ran
+	reopens    atomic.Int64  // broker reopens after a storage failure (reopen.go)
+	backups    backupStats   // GET /backup (backup.go)
+	rerouted   atomic.Int64  // cluster requests run again on a shard's new leader (cluster.go)
+	keeperDone chan struct{} // closed when keepStorage ends; nil if it never ran
 }
 
 // New returns a Server for b. It fails only on invalid Options.
