@@ -620,3 +620,36 @@ func TestBackupWriterFailure(t *testing.T) {
 	}
 	checkRestored(t, b2)
 }
+
+// A backup holds topics, their subscriptions and MessageCount, and the
+// copies their publishes put into queues.
+func TestBackupHoldsTopics(t *testing.T) {
+	clk := NewFakeClock(t0)
+	b := openPubDurable(t, t.TempDir(), clk)
+	defer b.Close()
+	setupPubTopic(t, b)
+	publishN(t, b, clk, 3)
+	if err := durableOf(b).checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, b, clk, 2) // in the log past the checkpoint only
+	b2, _ := restoreAndOpen(t, backupTo(t, b, BackupOptions{}), clk, nil)
+	defer b2.Close()
+	if n := messageCount(t, b2, "pt"); n != 5 {
+		t.Errorf("restored MessageCount %d, want 5", n)
+	}
+	subs, _, err := b2.ListSubscriptions("pt", "", "", 0)
+	if err != nil || len(subs) != len(pubSinks) {
+		t.Errorf("restored subscriptions %v (%v), want %d", subs, err, len(pubSinks))
+	}
+	for _, n := range pubSinks {
+		q, err := b2.Queue(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, _ := q.Attributes(); a.Active+a.Delayed+a.Inactive != 5 {
+			t.Errorf("queue %s holds %+v, want 5 copies", n, a)
+		}
+	}
+	checkRestored(t, b2)
+}
