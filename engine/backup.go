@@ -313,7 +313,7 @@ func Restore(r io.Reader, dir string) (info RestoreInfo, err error) {
 	if err := os.Rename(tmp, dir); err != nil {
 		return info, fmt.Errorf("engine: restore: %w", err)
 	}
-	if err := syncDir(parent); err != nil {
+	if err := wal.OSFS().SyncDir(parent); err != nil {
 		return info, fmt.Errorf("engine: restore: %w", err)
 	}
 	return info, nil
@@ -382,7 +382,7 @@ func restoreInto(r io.Reader, dir string) (info RestoreInfo, err error) {
 		return info, fmt.Errorf("%w: the archive holds no index or no log", archive.ErrDamaged)
 	}
 	for _, d := range []string{filepath.Join(dir, "wal"), dir} {
-		if err := syncDir(d); err != nil {
+		if err := wal.OSFS().SyncDir(d); err != nil {
 			return info, fmt.Errorf("engine: restore: %w", err)
 		}
 	}
@@ -427,18 +427,4 @@ func restoreFile(p string, r io.Reader, extendTo int64) (int64, error) {
 		return n, err // the archive's (ErrDamaged)
 	}
 	return n, nil
-}
-
-// syncDir fsyncs a directory, so that the files made in it are found
-// after a crash.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -76,6 +76,18 @@ func restoreAndOpen(t *testing.T, archive []byte, clk *FakeClock, mod func(*Opti
 	return openDurableTest(t, dir, clk, mod), dir
 }
 
+// wantRestored restores ar, opens it and fails t unless queue name holds
+// exactly want (body: copies) and checkRestored passes.
+func wantRestored(t *testing.T, ar []byte, clk *FakeClock, mod func(*Options), name string, want map[string]int) {
+	t.Helper()
+	b2, _ := restoreAndOpen(t, ar, clk, mod)
+	defer b2.Close()
+	if got := backupBodies(t, b2, clk, name); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("restored %d bodies, want %d:\ngot  %.300v\nwant %.300v", len(got), len(want), got, want)
+	}
+	checkRestored(t, b2)
+}
+
 func smallSegments(o *Options) { o.WAL.SegmentBytes = 64 << 10 }
 
 func sendBody(t *testing.T, q *Queue, body string) {
@@ -173,13 +185,7 @@ func TestBackupKeepsSegmentsCompactionWouldRemove(t *testing.T) {
 		t.Fatalf("after the backup compaction removed %d segments (err %v); want some", removed, err)
 	}
 
-	b2, _ := restoreAndOpen(t, ar, clk, smallSegments)
-	defer b2.Close()
-	got := backupBodies(t, b2, clk, "bq")
-	checkRestored(t, b2)
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("restored %d bodies, want %d:\ngot  %.300v\nwant %.300v", len(got), len(want), got, want)
-	}
+	wantRestored(t, ar, clk, smallSegments, "bq", want)
 }
 
 // A backup taken while producers and consumers run holds every message
@@ -503,13 +509,7 @@ func TestBackupHoldsWhatIntervalModeAcknowledged(t *testing.T) {
 		sendBody(t, q, body)
 		want[body] = 1
 	}
-	ar := backupTo(t, b, BackupOptions{})
-	b2, _ := restoreAndOpen(t, ar, clk, mod)
-	defer b2.Close()
-	if got := backupBodies(t, b2, clk, "iq"); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("restored %d of the %d messages sent", len(got), len(want))
-	}
-	checkRestored(t, b2)
+	wantRestored(t, backupTo(t, b, BackupOptions{}), clk, mod, "iq", want)
 }
 
 // Invariant 2 of backup.go: the log copy ends after every record the index
@@ -532,13 +532,7 @@ func TestBackupLogCoversTheIndexCopy(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	ar := backupTo(t, b, BackupOptions{})
-	b2, _ := restoreAndOpen(t, ar, clk, nil)
-	defer b2.Close()
-	if got := backupBodies(t, b2, clk, "cq"); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("restored %v, want %v", got, want)
-	}
-	checkRestored(t, b2)
+	wantRestored(t, backupTo(t, b, BackupOptions{}), clk, nil, "cq", want)
 }
 
 // BackupOptions.BytesPerSecond: the backup sleeps so that it never writes
@@ -613,12 +607,7 @@ func TestBackupWriterFailure(t *testing.T) {
 		t.Fatalf("compaction after failed backups removed %d segments (%v)", removed, err)
 	}
 	sendBody(t, q, "still serving")
-	b2, _ := restoreAndOpen(t, backupTo(t, b, BackupOptions{}), clk, smallSegments)
-	defer b2.Close()
-	if got := backupBodies(t, b2, clk, "fq"); len(got) != 1 || got["still serving"] != 1 {
-		t.Fatalf("restored %v", got)
-	}
-	checkRestored(t, b2)
+	wantRestored(t, backupTo(t, b, BackupOptions{}), clk, smallSegments, "fq", map[string]int{"still serving": 1})
 }
 
 // A backup holds topics, their subscriptions and MessageCount, and the
