@@ -3,7 +3,7 @@ package engine
 // Online backup and restore of a durable broker.
 //
 // A backup is what a start-up would need to come up where the broker was:
-// the index as of one instant (Badger's backup stream), then the log's
+// the index as of one instant (every key and value), then the log's
 // bytes up to a position E taken after that instant, every live segment
 // byte for byte, and the files of the data directory the caller names (a
 // server's credentials). It is written as an engine/archive stream while
@@ -56,7 +56,7 @@ var ErrBackupUnsupported = errors.New("engine: backup is not supported by this b
 
 // The archive's names for the index stream and the log's files.
 const (
-	backupIndexName = "index.badger"
+	backupIndexName = "index.kv"
 	backupWALDir    = "wal/"
 )
 

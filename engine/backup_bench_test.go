@@ -15,6 +15,8 @@ package engine
 // (4 goroutines, each sending, receiving and deleting 16 at a time) while
 // the backup ran, over the same cycle's rate measured just before it.
 // SMQD_BACKUP_RATE caps the backup (BackupOptions.BytesPerSecond).
+// rss-rise-MiB: the process's peak resident set while the backup ran,
+// over its resident set just before.
 
 import (
 	"bytes"
@@ -22,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,6 +109,18 @@ func BenchmarkBackup(b *testing.B) {
 		var cycled int64
 		cycleDone := make(chan struct{})
 		go func() { cycled = cycle(&stop); close(cycleDone) }()
+		rss0 := rssNow()
+		var peak atomic.Int64
+		sampled := make(chan struct{})
+		go func() { // the process's resident set while the backup runs
+			defer close(sampled)
+			for !stop.Load() {
+				if r := rssNow(); r > peak.Load() {
+					peak.Store(r)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
 		cpu0 := cpuTime()
 		start = time.Now()
 		info, err := br.Backup(f, BackupOptions{BytesPerSecond: rate})
@@ -113,6 +128,8 @@ func BenchmarkBackup(b *testing.B) {
 		cpu := cpuTime() - cpu0
 		stop.Store(true)
 		<-cycleDone
+		<-sampled
+		b.ReportMetric(float64(peak.Load()-rss0)/(1<<20), "rss-rise-MiB")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -150,4 +167,18 @@ func BenchmarkBackup(b *testing.B) {
 		}
 		r.Close()
 	}
+}
+
+// rssNow is the process's resident set in bytes (Linux; 0 elsewhere).
+func rssNow() int64 {
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
 }

@@ -460,7 +460,7 @@ func TestBackupRefusals(t *testing.T) {
 	clk := NewFakeClock(t0)
 	dir := t.TempDir()
 	b := openDurableTest(t, dir, clk, nil)
-	for _, name := range []string{"../x", "/etc/passwd", "wal/0000000000000000.wal", "index/MANIFEST", "LOCK", "index.badger", "a b"} {
+	for _, name := range []string{"../x", "/etc/passwd", "wal/0000000000000000.wal", "index/MANIFEST", "LOCK", "index.kv", "a b"} {
 		if _, err := b.Backup(&bytes.Buffer{}, BackupOptions{Files: []string{name}}); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("file %q: %v", name, err)
 		}
