@@ -194,7 +194,7 @@ func TestBackupKeepsSegmentsCompactionWouldRemove(t *testing.T) {
 // never sent, and nothing twice (backup.go invariants 1 to 3). Compaction
 // and checkpoints run all the while.
 func TestBackupUnderLoad(t *testing.T) {
-	for _, mode := range []string{"always", "interval"} {
+	for _, mode := range []string{"always", "interval", "none"} {
 		t.Run(mode, func(t *testing.T) {
 			testBackupUnderLoad(t, mode)
 		})
@@ -205,8 +205,11 @@ func testBackupUnderLoad(t *testing.T, mode string) {
 	clk := NewFakeClock(t0)
 	mod := func(o *Options) {
 		smallSegments(o)
-		if mode == "interval" {
+		switch mode {
+		case "interval":
 			o.WAL.Sync = wal.SyncInterval
+		case "none":
+			o.WAL.Sync = wal.SyncNone
 		}
 	}
 	b := openDurableTest(t, t.TempDir(), clk, mod)
