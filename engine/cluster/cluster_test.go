@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -439,7 +440,7 @@ func heldInstall(t *testing.T) (c *testCluster, wi int, release chan struct{}) {
 	wi = (li + 1) % 3
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	testHookBeforeImport = func(node uint64, shard int) {
+	testHookBeforeImport = func(node uint64, shard int) error {
 		if node == uint64(wi+1) {
 			once.Do(func() { close(held) })
 			select {
@@ -447,6 +448,7 @@ func heldInstall(t *testing.T) (c *testCluster, wi int, release chan struct{}) {
 			case <-time.After(30 * time.Second):
 			}
 		}
+		return nil
 	}
 	t.Cleanup(func() { testHookBeforeImport = nil })
 	c.stop(wi)
@@ -551,6 +553,36 @@ func TestClusterStopDuringASnapshotInstall(t *testing.T) {
 		t.Fatalf("the half-prepared state is still there after the restart: %v", err)
 	}
 	c.caughtUp(wi)
+}
+
+// A member whose snapshot install fails (here its first import) tells the
+// leader, which sends another. etcd raft leaves a member waiting for a
+// snapshot until it is reported, and the connection between them stays
+// up, so nothing else would: a member of an earlier version that refused
+// a newer snapshot's record waited until it was upgraded
+// (docs/operations.md, rolling upgrades).
+func TestClusterMemberRetriesAFailedInstall(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true})
+	c.fillForSnapshots()
+	li, _ := c.leader("q")
+	wi := (li + 1) % 3
+	var imports atomic.Int32
+	testHookBeforeImport = func(node uint64, shard int) error {
+		if node == uint64(wi+1) && imports.Add(1) == 1 {
+			return errors.New("injected: the first import fails")
+		}
+		return nil
+	}
+	t.Cleanup(func() { testHookBeforeImport = nil })
+	c.stop(wi)
+	if err := os.RemoveAll(c.dirs[wi]); err != nil {
+		t.Fatal(err)
+	}
+	c.start(wi)
+	c.caughtUp(wi)
+	if n := imports.Load(); n < 2 {
+		t.Fatalf("%d imports: the failed install was never retried", n)
+	}
 }
 
 // A node stopped right after its first start, before its shards applied

@@ -361,12 +361,19 @@ func (n *Node) deliver(shard int, m *pb.Message) {
 // restarted in the middle of an install was never sent another, and never
 // caught up while that leader led (TestClusterStopDuringASnapshotInstall).
 // Raft probes it again, and sends a new snapshot if it still needs one.
-func (s *shard) snapshotLost(peer uint64) {
+//
+// The same when peer reports that it could not install the snapshot (a
+// MsgSnapStatus with Reject, snapshot.go): its connection stays up then,
+// and without the report this leader sent it no other snapshot while it
+// led (seen with a member of an earlier version that refuses a newer
+// snapshot's records, and the case of any failed install:
+// TestClusterMemberRetriesAFailedInstall).
+func (s *shard) snapshotLost(peer uint64, why string) {
 	if s.rn.BasicStatus().RaftState != raft.StateLeader {
 		return
 	}
 	if pr, ok := s.rn.Status().Progress[peer]; ok && pr.State == tracker.StateSnapshot {
-		s.log.Info("the connection to a member installing a snapshot ended: it will be probed again", "member", peer)
+		s.log.Info(why+": it will be probed again", "member", peer)
 		s.rn.ReportSnapshot(peer, raft.SnapshotFailure)
 	}
 }
@@ -417,7 +424,7 @@ func (n *Node) peerDown(peer uint64) {
 	for _, s := range n.shards {
 		s.do(func() {
 			s.rn.ReportUnreachable(peer)
-			s.snapshotLost(peer)
+			s.snapshotLost(peer, "the connection to a member installing a snapshot ended")
 			st := s.rn.BasicStatus()
 			if st.Lead != peer || st.RaftState == raft.StateLeader {
 				return

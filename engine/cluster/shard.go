@@ -479,6 +479,14 @@ func (s *shard) step(m *pb.Message) {
 		if s.diskCritical() {
 			return // a leadership transfer to a disk that takes no entries
 		}
+	case pb.MsgSnapStatus:
+		// A member's report that its install failed (snapshot.go,
+		// installFailed); a local message type to etcd raft, which
+		// would refuse it from the network.
+		if m.GetReject() && m.GetFrom() != s.n.cfg.NodeID {
+			s.snapshotLost(m.GetFrom(), "a member could not install the snapshot it was sent") // node.go
+		}
+		return
 	}
 	s.stepRaft(m)
 	if m.GetType() == pb.MsgAppResp && !m.GetReject() && s.snapSent[m.GetFrom()] {

@@ -72,7 +72,7 @@ func (s *shard) startInstall(m *pb.Message) {
 	}
 	addr := s.n.tr.peerAddr(m.GetFrom())
 	if addr == "" {
-		s.log.Warn("snapshot not installed; the leader will send it again", "from", m.GetFrom(), "err", "no address")
+		s.installFailed(m.GetFrom(), errors.New("no address"))
 		return
 	}
 	in := &install{m: m, start: time.Now()}
@@ -88,8 +88,8 @@ func (s *shard) startInstall(m *pb.Message) {
 }
 
 // testHookBeforeImport, when set (tests), runs in prepareInstall before
-// the import.
-var testHookBeforeImport func(node uint64, shard int)
+// the import; an error fails the install.
+var testHookBeforeImport func(node uint64, shard int) error
 
 // prepareInstall (a goroutine of its own) fetches the state into a spool
 // file and imports it into a new broker in <shard dir>.new, then closes
@@ -144,7 +144,7 @@ func (s *shard) prepareInstall(addr string, meta *pb.SnapshotMetadata) error {
 	}
 	conf, err := proto.Marshal(meta.GetConfState())
 	if h := testHookBeforeImport; h != nil && err == nil {
-		h(s.n.cfg.NodeID, s.id)
+		err = h(s.n.cfg.NodeID, s.id)
 	}
 	if err == nil {
 		err = b.ImportState(spool, meta.GetIndex(), meta.GetTerm(), conf)
@@ -184,12 +184,23 @@ func (s *shard) finishInstall(in *install, err error) {
 	}
 	if err != nil {
 		s.wipeDir(s.dir + ".new")
-		s.log.Warn("snapshot not installed; the leader will send it again", "from", in.m.GetFrom(), "err", err)
+		s.installFailed(in.m.GetFrom(), err)
 		return
 	}
 	s.n.snapshots.Add(1)
 	s.log.Info("snapshot installed", "index", meta.GetIndex(), "term", meta.GetTerm(), "from", in.m.GetFrom(), "took", time.Since(in.start))
 	s.stepRaft(in.m)
+}
+
+// installFailed (the loop) tells the leader that sent a snapshot that it
+// was not installed, so that it sends another: etcd raft leaves a member
+// waiting for a snapshot until it is reported, and only the leader can
+// report it (node.go, snapshotLost). The report is a MsgSnapStatus with
+// Reject, which the leader's shard takes before Raft (shard.go, step).
+func (s *shard) installFailed(leader uint64, err error) {
+	s.log.Warn("snapshot not installed; the leader will send it again", "from", leader, "err", err)
+	s.n.tr.send(s.id, []*pb.Message{{Type: pb.MsgSnapStatus.Enum(), From: proto.Uint64(s.n.cfg.NodeID),
+		To: proto.Uint64(leader), Term: proto.Uint64(s.rn.BasicStatus().GetTerm()), Reject: proto.Bool(true)}})
 }
 
 // wouldRestore tells whether Raft, stepping the MsgSnap m now, would
