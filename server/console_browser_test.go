@@ -162,6 +162,15 @@ func until(expr string) chromedp.Action[chromedp.Void] {
 })`, expr), chromedp.EvalAwaitPromise)
 }
 
+// press clicks the first element sel selects, once it is there and shown,
+// within one task of the page. A view's poll (every 1.5 s) redraws its
+// tables with new elements: chromedp.Click's node, looked up before its
+// mouse events, may be gone by then ("Could not find node with given id"),
+// or be replaced between the press and the release (no click at all).
+func press(sel string) chromedp.Action[chromedp.Void] {
+	return until(fmt.Sprintf(`(e => e !== null && e.offsetParent !== null && (e.click(), true))(document.querySelector(%q))`, sel))
+}
+
 func textIs(sel, want string) chromedp.Action[chromedp.Void] {
 	return until(fmt.Sprintf(`(document.querySelector(%q)||{}).textContent === %q`, sel, want))
 }
@@ -263,7 +272,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	screenshot(t, ctx, shots, "console-queues.png")
 
 	step(t, ctx, "open the queue page",
-		chromedp.Click(chromedp.CSS(`tr[data-queue="orders"] a`)),
+		press(`tr[data-queue="orders"] a`),
 		chromedp.WaitVisible(chromedp.CSS("#send-form")),
 		textIs("#count-active", "0"))
 	const body = "hello from the console <&>"
@@ -476,7 +485,7 @@ func TestConsoleTopicsInBrowser(t *testing.T) {
 	createTopic("audit", "", false, engine.DefaultTopicConfig())
 
 	step(t, ctx, "open the topic page",
-		chromedp.Click(chromedp.CSS(`tr[data-topic="orders"] a`)),
+		press(`tr[data-topic="orders"] a`),
 		chromedp.WaitVisible(chromedp.CSS("#subscribe-form")),
 		textIs("#topic-max-size", "4,096"),
 		textIs("#topic-logging", "on"),
@@ -562,8 +571,8 @@ func TestConsoleTopicsInBrowser(t *testing.T) {
 	}
 
 	step(t, ctx, "unsubscribe the queue",
-		chromedp.Click(chromedp.CSS(`tr[data-subscription="to-inbox"] button.unsubscribe`)),
-		chromedp.Click(chromedp.CSS(`tr[data-subscription="to-inbox"] button.unsubscribe-confirm`)),
+		press(`tr[data-subscription="to-inbox"] button.unsubscribe`),
+		press(`tr[data-subscription="to-inbox"] button.unsubscribe-confirm`),
 		until(`document.querySelector('tr[data-subscription="to-inbox"]') === null`),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-subscription="to-hook"]`)))
 	if _, err := b.GetSubscriptionAttributes("orders", "to-inbox"); !errors.Is(err, engine.ErrSubscriptionNotExist) {
@@ -576,21 +585,21 @@ func TestConsoleTopicsInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="audit"]`)))
 	screenshot(t, ctx, shots, "console-topics.png")
 	step(t, ctx, "ask to delete audit",
-		chromedp.Click(chromedp.CSS(`tr[data-topic="audit"] button.delete-topic`)),
+		press(`tr[data-topic="audit"] button.delete-topic`),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="audit"] button.delete-topic-confirm`)))
 	if _, err := b.GetTopicAttributes("audit"); err != nil {
 		t.Fatalf("the first click deleted audit: %v", err)
 	}
 	step(t, ctx, "delete audit from the list",
-		chromedp.Click(chromedp.CSS(`tr[data-topic="audit"] button.delete-topic-confirm`)),
+		press(`tr[data-topic="audit"] button.delete-topic-confirm`),
 		until(`document.querySelector('tr[data-topic="audit"]') === null`))
 	if _, err := b.GetTopicAttributes("audit"); !errors.Is(err, engine.ErrTopicNotExist) {
 		t.Fatalf("audit after the console's delete: %v", err)
 	}
 	step(t, ctx, "delete orders from its page",
-		chromedp.Click(chromedp.CSS(`tr[data-topic="orders"] a`)),
-		chromedp.Click(chromedp.CSS("#delete-topic")),
-		chromedp.Click(chromedp.CSS("#delete-topic-confirm")),
+		press(`tr[data-topic="orders"] a`),
+		press("#delete-topic"),
+		press("#delete-topic-confirm"),
 		until(`location.hash === '#/topics'`),
 		textIs("#topic-rows td", "No topics yet."))
 	if names, _, err := b.ListTopics("", "", 1000); err != nil || len(names) != 0 {

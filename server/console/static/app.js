@@ -59,16 +59,34 @@ function every(ms, fn, onError) {
   const tick = async () => {
     if (busy || gen !== generation) return;
     busy = true;
+    const run = (async () => {
+      try {
+        await fn();
+      } catch (e) {
+        if (gen === generation) onError(e);
+      }
+    })();
+    running.add(run);
     try {
-      await fn();
-    } catch (e) {
-      if (gen === generation) onError(e);
+      await run;
     } finally {
+      running.delete(run);
       busy = false;
     }
   };
   tick();
   timers.push(setInterval(tick, ms));
+}
+
+// running holds the refreshes under way.
+const running = new Set();
+
+// quiet stops the current view's refreshes and resolves once none is
+// under way: a view deleting what it shows calls it first, so that no
+// refresh asks for it after it is gone (and gets a 404).
+function quiet() {
+  stopTimers();
+  return Promise.all([...running]);
 }
 
 function stopTimers() {
@@ -121,7 +139,7 @@ function route() {
     replace(main, h('p', { class: 'error' }, describe(e)));
     return;
   }
-  const ctx = { client, main, describe, attempt, every: (fn, onError) => every(POLL_MS, fn, onError), features };
+  const ctx = { client, main, describe, attempt, every: (fn, onError) => every(POLL_MS, fn, onError), quiet, features };
   switch (view) {
     case 'queue':
       queueView(ctx, decodeURIComponent(rest.join('/')));

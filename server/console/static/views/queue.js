@@ -13,7 +13,7 @@ const ATTRS = [
   ['MessageRetentionPeriod', 'Retention (s)', 60, 604800],
 ];
 
-export function queueView({ client, main, every, describe, attempt }, name) {
+export function queueView({ client, main, every, quiet, describe, attempt }, name) {
   const hist = new History(80);
   const tiles = {
     active: tile('count-active', 'active'),
@@ -57,6 +57,7 @@ export function queueView({ client, main, every, describe, attempt }, name) {
   const delQ = confirmed({
     cls: 'delete-queue', id: 'delete-queue', label: 'Delete queue…', really: `Really delete ${name} and its messages`,
     run: () => attempt(attrNote, 'Delete', async () => {
+      await quiet(); // no refresh asks for the queue once it is gone
       await client.deleteQueue(name);
       location.hash = '#/queues';
     }),

@@ -18,7 +18,7 @@ const QUEUE_ENDPOINT = /^acs:mns:[^:]*:[^:]*:queues\/(.+)$/;
 const select = (id, values) => h('select', { id }, values.map((v) => h('option', { value: v }, v)));
 const seconds = (s) => fmtTime(s * 1000);
 
-export function topicView({ client, main, every, describe, attempt }, name) {
+export function topicView({ client, main, every, quiet, describe, attempt }, name) {
   const tiles = {
     messages: tile('topic-messages', 'messages (last day)'),
     size: tile('topic-max-size', 'maximum message size (bytes)'),
@@ -60,6 +60,7 @@ export function topicView({ client, main, every, describe, attempt }, name) {
   const delT = confirmed({
     cls: 'delete-topic', id: 'delete-topic', label: 'Delete topic…', really: `Really delete ${name} and its subscriptions`,
     run: () => attempt(delNote, 'Delete', async () => {
+      await quiet(); // no refresh asks for the topic once it is gone
       await client.deleteTopic(name);
       location.hash = '#/topics';
     }),
