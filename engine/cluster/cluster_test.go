@@ -394,11 +394,7 @@ func TestClusterWipedNodeCatchesUpFromSnapshot(t *testing.T) {
 	c.fillForSnapshots()
 	li, _ := c.leader("q")
 	wi := (li + 1) % 3
-	c.stop(wi)
-	if err := os.RemoveAll(c.dirs[wi]); err != nil {
-		t.Fatal(err)
-	}
-	c.start(wi)
+	c.wipe(wi)
 	c.caughtUp(wi)
 	if c.nodes[wi].snapshots.Load() == 0 {
 		t.Fatal("the wiped node caught up without a snapshot: the test did not test that")
@@ -451,17 +447,24 @@ func heldInstall(t *testing.T) (c *testCluster, wi int, release chan struct{}) {
 		return nil
 	}
 	t.Cleanup(func() { testHookBeforeImport = nil })
-	c.stop(wi)
-	if err := os.RemoveAll(c.dirs[wi]); err != nil {
-		t.Fatal(err)
-	}
-	c.start(wi)
+	c.wipe(wi)
 	select {
 	case <-held:
 	case <-time.After(20 * time.Second):
 		t.Fatal("no snapshot was prepared for the wiped node")
 	}
 	return c, wi, release
+}
+
+// wipe stops node wi, removes its data directory and starts it again, as
+// after a lost disk.
+func (c *testCluster) wipe(wi int) {
+	c.t.Helper()
+	c.stop(wi)
+	if err := os.RemoveAll(c.dirs[wi]); err != nil {
+		c.t.Fatal(err)
+	}
+	c.start(wi)
 }
 
 // caughtUp waits until node wi holds the 300 × 16 messages of heldInstall.
@@ -574,11 +577,7 @@ func TestClusterMemberRetriesAFailedInstall(t *testing.T) {
 		return nil
 	}
 	t.Cleanup(func() { testHookBeforeImport = nil })
-	c.stop(wi)
-	if err := os.RemoveAll(c.dirs[wi]); err != nil {
-		t.Fatal(err)
-	}
-	c.start(wi)
+	c.wipe(wi)
 	c.caughtUp(wi)
 	if n := imports.Load(); n < 2 {
 		t.Fatalf("%d imports: the failed install was never retried", n)
