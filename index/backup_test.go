@@ -52,6 +52,8 @@ func TestBackupRestore(t *testing.T) {
 		"no count": full[:len(full)-2],
 		"trailing": append(bytes.Clone(full), 0),
 		"magic":    append([]byte("SMQDIDX2"), full[8:]...),
+		// Whole pairs, but one fewer than the end says (a pair lost).
+		"count": append([]byte(backupMagic), 1, 'k', 1, 'v', 0, 2),
 	} {
 		err := Restore(filepath.Join(t.TempDir(), "x"), bytes.NewReader(c), testOptions(t))
 		if !errors.Is(err, ErrBadBackup) {
