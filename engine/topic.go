@@ -786,3 +786,11 @@ func (b *Broker) ListSubscriptions(topicName, prefix, marker string, limit int) 
 	defer b.topics.mu.RUnlock()
 	return t.subNames.page(prefix, marker, limit, "subscriptions")
 }
+
+// QueueEndpointName returns the queue a queue endpoint
+// (acs:mns:{region}:{account}:queues/{queue}) names, and whether ep is a
+// valid one.
+func QueueEndpointName(ep string) (string, bool) {
+	kind, name, err := parseEndpoint(ep)
+	return name, err == nil && kind == endpointQueue
+}

@@ -56,11 +56,13 @@ func newAuthenticator(opts *Options) *authenticator {
 type authScratch struct {
 	headers []mnsauth.Header
 	buf     []byte // the string to sign
+	id      []byte // the verified access key id (the request's header bytes); nil until check succeeds
 }
 
 // check authenticates the request whose raw resource (path and query as
 // signed) is given. It returns nil or an *apiError.
 func (a *authenticator) check(h *fasthttp.RequestHeader, resource []byte, s *authScratch) error {
+	s.id = nil
 	version := h.Peek("X-Mns-Version")
 	if len(version) > 0 && string(bytes.TrimSpace(version)) != apiVersion {
 		return newAPIError(codeInvalidVersionHeader, "x-mns-version must be "+apiVersion)
@@ -117,6 +119,7 @@ func (a *authenticator) check(h *fasthttp.RequestHeader, resource []byte, s *aut
 	if !key.Verify(s.buf, sig) {
 		return newAPIError(codeSignatureDoesNotMatch, "the request signature does not match; the server signed "+quoteForMessage(s.buf))
 	}
+	s.id = id
 	return nil
 }
 

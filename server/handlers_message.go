@@ -38,6 +38,9 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, st *reqState) error {
 	if err != nil {
 		return err
 	}
+	if err := s.authorizeSend(st); err != nil {
+		return err
+	}
 	q, err := s.queue(st)
 	if err != nil {
 		return err
@@ -113,16 +116,9 @@ func appendSendResult(b []byte, r *engine.SendResult) []byte {
 // receiveOrPeek serves the four GET .../messages operations.
 func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 	qp := &st.query
-	peek := qp.peekOnly.present && isTrue(qp.peekOnly.val)
+	st.op = receiveKind(qp)
+	peek := st.op == opPeekMessage || st.op == opBatchPeekMessage
 	batch := qp.numOfMessages.present
-	switch {
-	case peek && batch:
-		st.op = opBatchPeekMessage
-	case peek:
-		st.op = opPeekMessage
-	case batch:
-		st.op = opBatchReceiveMessage
-	}
 	max := 1
 	if batch {
 		n, err := intInRange("numOfMessages", qp.numOfMessages.val, 1, engine.MaxBatch, "messages")

@@ -28,6 +28,9 @@ func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
 	if err != nil {
 		return err
 	}
+	if err := s.authorizeDeadLetter(st, &p); err != nil {
+		return err
+	}
 	cfg := p.Apply(engine.DefaultQueueConfig())
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -50,6 +53,9 @@ func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
 func (s *Server) setQueueAttributes(ctx *fasthttp.RequestCtx, st *reqState) error {
 	p, err := decodeQueueAttrs(&st.doc, st.body)
 	if err != nil {
+		return err
+	}
+	if err := s.authorizeDeadLetter(st, &p); err != nil {
 		return err
 	}
 	if err := st.b.SetQueueAttributes(string(st.name), p); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/server/access"
 )
 
 // DefaultMaxRequestBodyBytes is the default request body cap: 2 MiB.
@@ -55,6 +56,10 @@ type Options struct {
 	Credentials map[string]string
 	// NoAuth skips authentication (local development only).
 	NoAuth bool
+	// Policies, when set, decide what each access key may do (authz.go;
+	// build them with ParsePolicies). Nil: every key may do everything.
+	// Server.SetPolicies replaces them while the server runs.
+	Policies *access.Set
 	// MaxRequestBodyBytes caps a request body; a larger one is refused with
 	// 400 InvalidArgument without being buffered. Default
 	// DefaultMaxRequestBodyBytes.
@@ -190,6 +195,9 @@ func (o Options) withDefaults() Options {
 func (o Options) Validate() error {
 	if !o.NoAuth && len(o.Credentials) == 0 {
 		return errors.New("server: no credentials configured and NoAuth not set")
+	}
+	if o.NoAuth && o.Policies != nil {
+		return errors.New("server: policies need authentication: NoAuth and Policies together")
 	}
 	for id, secret := range o.Credentials {
 		if id == "" || secret == "" {

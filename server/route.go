@@ -286,6 +286,7 @@ type reqState struct {
 	doc     xmlDoc
 	out     []byte // response body being encoded (fasthttp's buffer, see respBody)
 	scratch []byte
+	res     []byte // the resource path a policy is checked against (authz.go)
 	entries []engine.SendEntry
 	props   []engine.Property // the send's properties (decodeSend); entries point into it
 	results []engine.SendResult
@@ -306,6 +307,7 @@ func (st *reqState) release() {
 	st.b, st.fw = nil, nil
 	st.waitLeft, st.waitCapped, st.rerouted = 0, false, false
 	st.query = queryParams{}
+	st.auth.id = nil
 	clear(st.auth.headers[:cap(st.auth.headers)])
 	st.auth.headers = st.auth.headers[:0]
 	st.doc.reset()

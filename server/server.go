@@ -16,6 +16,7 @@ import (
 
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/engine/cluster"
+	"github.com/smqd/smqd/server/access"
 	"github.com/smqd/smqd/server/mnsauth"
 	"github.com/valyala/fasthttp"
 )
@@ -32,6 +33,7 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	auth *authenticator
+	pol  atomic.Pointer[access.Set] // nil: every key may do everything (authz.go)
 	srv  *fasthttp.Server
 	ops  *fasthttp.Server // /metrics and /healthz on their own listener (ServeMetrics)
 
@@ -57,6 +59,7 @@ type Server struct {
 
 	testHook atomic.Pointer[func(op)] // tests: called before an operation runs
 
+	denied     deniedLog     // requests refused by policy (authz.go)
 	reopens    atomic.Int64  // broker reopens after a storage failure (reopen.go)
 	backups    backupStats   // GET /backup (backup.go)
 	rerouted   atomic.Int64  // cluster requests run again on a shard's new leader (cluster.go)
@@ -85,6 +88,7 @@ func newServer(b *engine.Broker, c *cluster.Node, opts Options) (*Server, error)
 		opConns: newConnSlots(maxOpsConns),
 	}
 	s.bp.Store(b)
+	s.pol.Store(opts.Policies)
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics.init(s)
 	if opts.Console {
@@ -400,6 +404,11 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 	var err error
 	st.qbuf, err = parseQuery(rawQuery, &st.query, st.qbuf)
 	if err != nil {
+		s.fail(ctx, st, err)
+		return
+	}
+	st.op = refinedOp(r.op, &st.query)
+	if err = s.authorize(st, &r); err != nil {
 		s.fail(ctx, st, err)
 		return
 	}

@@ -412,6 +412,14 @@ func (s *Server) subscribe(ctx *fasthttp.RequestCtx, st *reqState) error {
 	if !sd.hasEndpoint {
 		return argError("Endpoint", "is missing")
 	}
+	if q, ok := engine.QueueEndpointName(sd.cfg.Endpoint); ok {
+		if err := s.authorizeSendTo(st, q, "the subscription's endpoint"); err != nil {
+			return err
+		}
+	}
+	if err := s.authorizeSendTo(st, sd.cfg.DeadLetterQueue, "the subscription's dead-letter queue"); err != nil {
+		return err
+	}
 	topic, sub := string(st.name), string(st.sub)
 	created, err := st.b.Subscribe(topic, sub, sd.cfg)
 	if err != nil {
@@ -442,6 +450,11 @@ func (s *Server) setSubscriptionAttributes(ctx *fasthttp.RequestCtx, st *reqStat
 		p.FilterTag = &sd.cfg.FilterTag
 	}
 	p.DeadLetterQueue = sd.dlq
+	if sd.dlq != nil {
+		if err := s.authorizeSendTo(st, *sd.dlq, "the subscription's dead-letter queue"); err != nil {
+			return err
+		}
+	}
 	if err := st.b.SetSubscriptionAttributes(string(st.name), string(st.sub), p); err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ type config struct {
 	accessKeyID     string
 	accessKeySecret string
 	credentialsFile string
+	policyFile      string
 	noAuth          bool
 	logLevel        string
 	logFormat       string
@@ -82,6 +83,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.accessKeyID, "access-key-id", "", "access key id (with --access-key-secret)")
 	fs.StringVar(&c.accessKeySecret, "access-key-secret", "", "access key secret (prefer the environment variable "+envName("access-key-secret")+")")
 	fs.StringVar(&c.credentialsFile, "credentials-file", "", "file of access keys, one \"<id> <secret>\" per line (default: <data-dir>/credentials, created on first start)")
+	fs.StringVar(&c.policyFile, "policy-file", "", "JSON file of access policies: what each access key may do (docs/operations.md, \"Access policies\"); re-read on SIGHUP. Unset: every key may do everything")
 	fs.BoolVar(&c.noAuth, "no-auth", false, "accept unsigned requests (local development only)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text | json")
@@ -98,7 +100,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	c.push.flags(fs)
 	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's net/http/pprof profiles on this address (off when empty; never expose it: it is not authenticated)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: smqd [flags]\n       smqd restore --from FILE --data-dir DIR   (a backup from smqctl backup; smqd restore --help)\n\nEvery flag can also be set by an environment variable, e.g. --listen by %s.\n\nFlags:\n", envName("listen"))
+		fmt.Fprintf(stderr, "Usage: smqd [flags]\n       smqd restore --from FILE --data-dir DIR   (a backup from smqctl backup; smqd restore --help)\n       smqd policy check --policy-file FILE [--key ID --action A --resource R]   (smqd policy check --help)\n\nEvery flag can also be set by an environment variable, e.g. --listen by %s.\n\nFlags:\n", envName("listen"))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -128,6 +130,9 @@ func (c *config) validate() error {
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
+	}
+	if c.noAuth && c.policyFile != "" {
+		return errors.New("--policy-file needs authentication: not with --no-auth")
 	}
 	if (c.accessKeyID == "") != (c.accessKeySecret == "") {
 		return errors.New("--access-key-id and --access-key-secret go together")
@@ -205,6 +210,7 @@ func (c *config) logAttrs() []any {
 		"access_key_id", c.accessKeyID,
 		"access_key_secret", secret,
 		"credentials_file", c.credentialsFile,
+		"policy_file", c.policyFile,
 		"no_auth", c.noAuth,
 		"log_level", c.logLevel,
 		"log_format", c.logFormat,

@@ -7,7 +7,8 @@
 // first start (0600), reuses it later, and prints the endpoint and the key
 // so that clients can connect. Its files are private: the umask is 077 and
 // the data directory 0700 (perms.go). With --tls-cert/--tls-key it serves
-// HTTPS, and SIGHUP loads the pair again. SIGINT or SIGTERM shut it down
+// HTTPS, and SIGHUP loads the pair again (and --policy-file, the access
+// policies, policy.go). SIGINT or SIGTERM shut it down
 // gracefully: stop accepting, answer waiting long polls, finish requests
 // in flight, then close the broker (which flushes and fsyncs its log).
 package main
@@ -30,6 +31,7 @@ import (
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/engine/cluster"
 	"github.com/smqd/smqd/server"
+	"github.com/smqd/smqd/server/access"
 	"github.com/smqd/smqd/wal"
 )
 
@@ -45,6 +47,9 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(addr string)) int {
 	if len(args) > 0 && args[0] == "restore" {
 		return runRestore(args[1:], os.Stdin, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "policy" {
+		return runPolicy(args[1:], stdout, stderr)
 	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -94,6 +99,13 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		}
 		if credPath != "" {
 			warnIfShared(log, credPath, "credentials file")
+		}
+	}
+	var policies *access.Set
+	if cfg.policyFile != "" {
+		var err error
+		if policies, err = loadPolicies(cfg.policyFile, creds, log); err != nil {
+			return err
 		}
 	}
 	var certs *certReloader
@@ -177,6 +189,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	sopts := server.Options{
 		Credentials:         creds,
 		NoAuth:              cfg.noAuth,
+		Policies:            policies,
 		MaxRequestBodyBytes: cfg.maxBodyBytes,
 		MaxConns:            cfg.maxConns,
 		HeaderTimeout:       cfg.headerTimeout,
@@ -225,6 +238,11 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	if certs == nil && !isLoopback(ln.Addr()) {
 		log.Warn("serving plain HTTP on a non-loopback address: signatures and message bodies cross the network in clear text; serve HTTPS with --tls-cert/--tls-key or put a TLS proxy in front", "addr", addr)
 	}
+	// SIGHUP is caught before anyone can know the daemon is up: its
+	// default action would end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	printBanner(stdout, addr, mln, cfg, creds, src, credPath)
 	if ready != nil {
 		ready(addr)
@@ -236,9 +254,6 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		go func() { served <- srv.ServeMetrics(mln) }()
 	}
 	running := 1 + btoi(mln != nil)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	trimCtx, stopTrim := context.WithCancel(context.Background())
 	defer stopTrim()
 	go trimWhenIdle(trimCtx, activity(srv.Requests, node), broker.ReleaseMemory, time.Second)
@@ -254,9 +269,12 @@ wait:
 			log.Error("listener failed", "err", serveErr)
 			break wait
 		case <-hup:
-			if certs == nil && clusterCerts == nil {
-				log.Info("SIGHUP: nothing to reload (no --tls-cert or --cluster-tls-cert)")
+			if certs == nil && clusterCerts == nil && cfg.policyFile == "" {
+				log.Info("SIGHUP: nothing to reload (no --tls-cert, --cluster-tls-cert or --policy-file)")
 				continue
+			}
+			if cfg.policyFile != "" {
+				reloadPolicies(cfg.policyFile, creds, srv, log)
 			}
 			if certs != nil {
 				certs.reload()

@@ -1,0 +1,428 @@
+// Package access decides which access key may do which operation on which
+// resource: smqd's version of the RAM policies that Alibaba Cloud attaches
+// to the MNS service's users.
+//
+// A policy file names policies and attaches them to access key ids:
+//
+//	{
+//	  "Policies": {
+//	    "orders-worker": {
+//	      "Version": "1",
+//	      "Statement": [
+//	        {"Effect": "Allow",
+//	         "Action": ["mns:ReceiveMessage", "mns:BatchReceiveMessage", "mns:DeleteMessage", "mns:BatchDeleteMessage"],
+//	         "Resource": "acs:mns:*:*:/queues/orders-*/messages"}
+//	      ]
+//	    }
+//	  },
+//	  "Keys": {
+//	    "SMQDOlbqIu7wVnp3otJX": ["AliyunMNSFullAccess"],
+//	    "worker-1": ["orders-worker"]
+//	  }
+//	}
+//
+// Invariants:
+//   - Implicit deny: a key with no attached policy, or no statement that
+//     allows the action on the resource, is refused. An explicit Deny wins
+//     over every Allow.
+//   - Nothing is ignored: an unknown field, effect, action, condition or
+//     resource form is an error when the file is parsed, never a statement
+//     that silently matches more, or less, than it says. An action pattern
+//     must match at least one known action (a typo is an error).
+//   - A decision reads only immutable data: a Set never changes once
+//     built, and a reload builds a new one.
+//   - Check allocates nothing.
+//
+// Resources are the MNS ARNs, acs:mns:REGION:ACCOUNT:/PATH. smqd has no
+// regions or accounts, so a pattern's REGION and ACCOUNT fields are not
+// compared; PATH is matched with * standing for any run of characters,
+// '/' included. Action names are compared without regard to case, PATHs
+// with it.
+package access
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Built-in policies, attachable without defining them (the names of the
+// service's system policies).
+const (
+	// FullAccess allows every action on every resource.
+	FullAccess = "AliyunMNSFullAccess"
+	// ReadOnlyAccess allows the mns:Get* and mns:List* actions: attributes
+	// and listings, never a message.
+	ReadOnlyAccess = "AliyunMNSReadOnlyAccess"
+)
+
+// File is a policy file as written.
+type File struct {
+	Policies map[string]Document `json:"Policies"`
+	Keys     map[string][]string `json:"Keys"`
+}
+
+// Document is one policy.
+type Document struct {
+	Version   string      `json:"Version"`
+	Statement []Statement `json:"Statement"`
+}
+
+// Statement is one rule of a policy. Action and Resource are a string or
+// a list of strings in the file.
+type Statement struct {
+	Effect    string                         `json:"Effect"`
+	Action    strings1                       `json:"Action"`
+	Resource  strings1                       `json:"Resource"`
+	Condition map[string]map[string]strings1 `json:"Condition,omitempty"`
+}
+
+// strings1 is a JSON string or array of strings.
+type strings1 []string
+
+func (s *strings1) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = strings1{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return errors.New("want a string or a list of strings")
+	}
+	*s = many
+	return nil
+}
+
+// Set is a parsed, checked policy file, ready for Check. It is immutable.
+type Set struct {
+	actions []string // the known actions, by index
+	keys    map[string]*grants
+}
+
+// grants is what one key may do: per action index, the statements that
+// name the action.
+type grants struct {
+	byAction [][]*rule
+}
+
+// rule is a compiled statement.
+type rule struct {
+	deny      bool
+	any       bool     // Resource "*" (or a pattern whose path is "*")
+	paths     [][]byte // path patterns
+	secure    int8     // acs:SecureTransport: -1 either, 0 false, 1 true
+	policy    string   // for Explain
+	statement int
+}
+
+// Parse reads a policy file. actions lists every action the caller will
+// ask about, as "service:Name" (for example "mns:SendMessage"); an action
+// pattern in the file that matches none of them is an error.
+func Parse(data []byte, actions []string) (*Set, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("policy file: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("policy file: more than one JSON value")
+	}
+	return Build(&f, actions)
+}
+
+// Build checks f and compiles it.
+func Build(f *File, actions []string) (*Set, error) {
+	s := &Set{actions: slices.Clone(actions), keys: make(map[string]*grants, len(f.Keys))}
+	compiled := make(map[string][]*compiledStatement, len(f.Policies)+2)
+	for name, doc := range f.Policies {
+		if name == FullAccess || name == ReadOnlyAccess {
+			return nil, fmt.Errorf("policy %q: the name of a built-in policy", name)
+		}
+		cs, err := compileDocument(name, &doc, actions)
+		if err != nil {
+			return nil, err
+		}
+		compiled[name] = cs
+	}
+	for _, b := range builtins() {
+		cs, err := compileDocument(b.name, &b.doc, actions)
+		if err != nil {
+			return nil, err
+		}
+		compiled[b.name] = cs
+	}
+	for id, names := range f.Keys {
+		if id == "" {
+			return nil, errors.New("an empty access key id under Keys")
+		}
+		g := &grants{byAction: make([][]*rule, len(actions))}
+		for _, name := range names {
+			cs, ok := compiled[name]
+			if !ok {
+				return nil, fmt.Errorf("key %q: no policy named %q (define it under Policies, or use %s or %s)", id, name, FullAccess, ReadOnlyAccess)
+			}
+			for _, c := range cs {
+				for _, a := range c.actions {
+					g.byAction[a] = append(g.byAction[a], c.rule)
+				}
+			}
+		}
+		s.keys[id] = g
+	}
+	return s, nil
+}
+
+type compiledStatement struct {
+	actions []int
+	rule    *rule
+}
+
+func compileDocument(name string, doc *Document, actions []string) ([]*compiledStatement, error) {
+	if name == "" {
+		return nil, errors.New("an empty policy name under Policies")
+	}
+	if doc.Version != "" && doc.Version != "1" {
+		return nil, fmt.Errorf("policy %q: Version %q (only \"1\")", name, doc.Version)
+	}
+	if len(doc.Statement) == 0 {
+		return nil, fmt.Errorf("policy %q: no Statement", name)
+	}
+	out := make([]*compiledStatement, 0, len(doc.Statement))
+	for i := range doc.Statement {
+		c, err := compileStatement(&doc.Statement[i], actions)
+		if err != nil {
+			return nil, fmt.Errorf("policy %q, statement %d: %w", name, i+1, err)
+		}
+		c.rule.policy, c.rule.statement = name, i+1
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func compileStatement(st *Statement, actions []string) (*compiledStatement, error) {
+	r := &rule{secure: -1}
+	switch st.Effect {
+	case "Allow":
+	case "Deny":
+		r.deny = true
+	default:
+		return nil, fmt.Errorf("the Effect %q is neither Allow nor Deny", st.Effect)
+	}
+	if len(st.Action) == 0 {
+		return nil, errors.New("no Action")
+	}
+	seen := make([]bool, len(actions))
+	var idx []int
+	for _, p := range st.Action {
+		n := 0
+		lp := strings.ToLower(p)
+		for i, a := range actions {
+			if Match([]byte(lp), []byte(strings.ToLower(a))) {
+				n++
+				if !seen[i] {
+					seen[i] = true
+					idx = append(idx, i)
+				}
+			}
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("the Action %q matches no action smqd knows (%s)", p, knownActions(actions))
+		}
+	}
+	sort.Ints(idx)
+	if len(st.Resource) == 0 {
+		return nil, errors.New("no Resource")
+	}
+	for _, res := range st.Resource {
+		p, err := resourcePath(res)
+		if err != nil {
+			return nil, err
+		}
+		if p == "*" {
+			r.any = true
+			continue
+		}
+		r.paths = append(r.paths, []byte(p))
+	}
+	if r.any {
+		r.paths = nil
+	}
+	for op, keys := range st.Condition {
+		if op != "Bool" {
+			return nil, fmt.Errorf("the Condition operator %q is not supported (only Bool with acs:SecureTransport)", op)
+		}
+		for k, vals := range keys {
+			if !strings.EqualFold(k, "acs:SecureTransport") {
+				return nil, fmt.Errorf("the Condition key %q is not supported (only acs:SecureTransport)", k)
+			}
+			if len(vals) != 1 {
+				return nil, errors.New("the Condition acs:SecureTransport takes one value, \"true\" or \"false\"")
+			}
+			switch strings.ToLower(vals[0]) {
+			case "true":
+				r.secure = 1
+			case "false":
+				r.secure = 0
+			default:
+				return nil, fmt.Errorf("the Condition acs:SecureTransport %q is neither of (\"true\" or \"false\")", vals[0])
+			}
+		}
+	}
+	return &compiledStatement{actions: idx, rule: r}, nil
+}
+
+// resourcePath returns the path pattern of a Resource: "*", or the part
+// after the fourth colon of acs:mns:REGION:ACCOUNT:/PATH.
+func resourcePath(res string) (string, error) {
+	if res == "*" {
+		return "*", nil
+	}
+	parts := strings.SplitN(res, ":", 5)
+	if len(parts) != 5 || parts[0] != "acs" || parts[1] != "mns" {
+		return "", fmt.Errorf("the Resource %q: want \"*\" or acs:mns:REGION:ACCOUNT:/PATH", res)
+	}
+	p := parts[4]
+	if p == "*" {
+		return "*", nil
+	}
+	if !strings.HasPrefix(p, "/") {
+		return "", fmt.Errorf("the Resource %q: the path must start with / (for example acs:mns:*:*:/queues/orders)", res)
+	}
+	return p, nil
+}
+
+func knownActions(actions []string) string {
+	if len(actions) <= 6 {
+		return strings.Join(actions, ", ")
+	}
+	return strings.Join(actions[:6], ", ") + ", ..."
+}
+
+// Keys returns the access key ids the set names, sorted.
+func (s *Set) Keys() []string {
+	ids := make([]string, 0, len(s.keys))
+	for id := range s.keys {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Has reports whether the set names key id (a key it does not name is
+// refused everything).
+func (s *Set) Has(id string) bool { _, ok := s.keys[id]; return ok }
+
+// Check reports whether key id may do actions[action] on the resource
+// whose path is path (for example /queues/orders/messages), over a secure
+// transport or not.
+func (s *Set) Check(id []byte, action int, path []byte, secure bool) bool {
+	g := s.keys[string(id)]
+	if g == nil || action < 0 || action >= len(g.byAction) {
+		return false
+	}
+	allowed := false
+	for _, r := range g.byAction[action] {
+		if !r.applies(path, secure) {
+			continue
+		}
+		if r.deny {
+			return false
+		}
+		allowed = true
+	}
+	return allowed
+}
+
+// Explain says which statement decided Check's answer, for a log line.
+func (s *Set) Explain(id []byte, action int, path []byte, secure bool) string {
+	g := s.keys[string(id)]
+	if g == nil {
+		return "no policy is attached to the key"
+	}
+	if action < 0 || action >= len(g.byAction) {
+		return "unknown action"
+	}
+	var allow *rule
+	for _, r := range g.byAction[action] {
+		if !r.applies(path, secure) {
+			continue
+		}
+		if r.deny {
+			return fmt.Sprintf("denied by policy %q, statement %d", r.policy, r.statement)
+		}
+		if allow == nil {
+			allow = r
+		}
+	}
+	if allow != nil {
+		return fmt.Sprintf("allowed by policy %q, statement %d", allow.policy, allow.statement)
+	}
+	return "no statement allows it"
+}
+
+func (r *rule) applies(path []byte, secure bool) bool {
+	if r.secure >= 0 && (r.secure == 1) != secure {
+		return false
+	}
+	if r.any {
+		return true
+	}
+	for _, p := range r.paths {
+		if Match(p, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// Match reports whether s matches pattern, where * in the pattern stands
+// for any run of bytes (empty included) and every other byte for itself.
+// It runs in O(len(pattern) × len(s)) at worst and allocates nothing.
+func Match(pattern, s []byte) bool {
+	// The classic greedy matcher: on a mismatch, go back to the last *
+	// and let it take one more byte.
+	p, i := 0, 0
+	star, mark := -1, 0
+	for i < len(s) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, i
+			p++
+		case p < len(pattern) && pattern[p] == s[i]:
+			p++
+			i++
+		case star >= 0:
+			p = star + 1
+			mark++
+			i = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
+
+type builtin struct {
+	name string
+	doc  Document
+}
+
+func builtins() []builtin {
+	return []builtin{
+		{FullAccess, Document{Version: "1", Statement: []Statement{
+			{Effect: "Allow", Action: strings1{"*"}, Resource: strings1{"*"}},
+		}}},
+		{ReadOnlyAccess, Document{Version: "1", Statement: []Statement{
+			{Effect: "Allow", Action: strings1{"mns:Get*", "mns:List*"}, Resource: strings1{"*"}},
+		}}},
+	}
+}

@@ -1,0 +1,377 @@
+package access
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var testActions = []string{
+	"mns:CreateQueue", "mns:DeleteQueue", "mns:GetQueueAttributes", "mns:ListQueue",
+	"mns:SendMessage", "mns:BatchSendMessage", "mns:ReceiveMessage", "mns:BatchReceiveMessage",
+	"mns:DeleteMessage", "mns:PublishMessage", "smqd:Backup",
+}
+
+func action(t testing.TB, name string) int {
+	for i, a := range testActions {
+		if a == name {
+			return i
+		}
+	}
+	t.Fatalf("no action %q", name)
+	return -1
+}
+
+func mustParse(t testing.TB, doc string) *Set {
+	t.Helper()
+	s, err := Parse([]byte(doc), testActions)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return s
+}
+
+func TestParseRefuses(t *testing.T) {
+	for _, c := range []struct{ name, doc, want string }{
+		{"not json", `{`, "policy file"},
+		{"unknown top-level field", `{"Policy": {}}`, "unknown field"},
+		{"unknown statement field", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Principal": "x"}]}}}`, "unknown field"},
+		{"two values", `{} {}`, "more than one"},
+		{"effect", `{"Policies": {"p": {"Statement": [{"Effect": "allow", "Action": "*", "Resource": "*"}]}}}`, "Effect"},
+		{"version", `{"Policies": {"p": {"Version": "2", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}}}`, "Version"},
+		{"no statement", `{"Policies": {"p": {"Version": "1"}}}`, "no Statement"},
+		{"no action", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Resource": "*"}]}}}`, "no Action"},
+		{"typo in action", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "mns:SendMesage", "Resource": "*"}]}}}`, "matches no action"},
+		{"action of another service", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "oss:*", "Resource": "*"}]}}}`, "matches no action"},
+		{"action not a string", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": 3, "Resource": "*"}]}}}`, "string"},
+		{"no resource", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*"}]}}}`, "no Resource"},
+		{"resource of another service", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "acs:oss:*:*:/b"}]}}}`, "acs:mns"},
+		{"resource path without slash", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "acs:mns:*:*:queues/q"}]}}}`, "start with /"},
+		{"resource too short", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "acs:mns:*:/queues/q"}]}}}`, "acs:mns"},
+		{"condition operator", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"IpAddress": {"acs:SourceIp": "10.0.0.0/8"}}}]}}}`, "not supported"},
+		{"condition key", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"Bool": {"acs:MFAPresent": "true"}}}]}}}`, "not supported"},
+		{"condition value", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"Bool": {"acs:SecureTransport": "yes"}}}]}}}`, "SecureTransport"},
+		{"condition two values", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"Bool": {"acs:SecureTransport": ["true", "false"]}}}]}}}`, "one value"},
+		{"undefined policy", `{"Keys": {"k": ["nope"]}}`, "no policy named"},
+		{"built-in name redefined", `{"Policies": {"AliyunMNSFullAccess": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}}}`, "built-in"},
+		{"empty key id", `{"Keys": {"": ["AliyunMNSFullAccess"]}}`, "empty access key id"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.doc), testActions)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Parse: %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	s := mustParse(t, `{
+	  "Policies": {
+	    "worker": {"Version": "1", "Statement": [
+	      {"Effect": "Allow", "Action": ["mns:receive*", "MNS:DeleteMessage"], "Resource": "acs:mns:cn-hangzhou:1234:/queues/orders-*/messages"},
+	      {"Effect": "Allow", "Action": "mns:SendMessage", "Resource": ["acs:mns:*:*:/queues/audit/messages", "acs:mns:*:*:/queues/orders-1/messages"]}
+	    ]},
+	    "admin-but": {"Statement": [
+	      {"Effect": "Allow", "Action": "*", "Resource": "*"},
+	      {"Effect": "Deny", "Action": "mns:DeleteQueue", "Resource": "acs:mns:*:*:/queues/keep-*"}
+	    ]},
+	    "tls-only": {"Statement": [
+	      {"Effect": "Allow", "Action": "mns:*", "Resource": "*"},
+	      {"Effect": "Deny", "Action": "mns:*", "Resource": "*", "Condition": {"Bool": {"acs:SecureTransport": "false"}}}
+	    ]}
+	  },
+	  "Keys": {
+	    "w": ["worker"],
+	    "a": ["admin-but"],
+	    "r": ["AliyunMNSReadOnlyAccess"],
+	    "f": ["AliyunMNSFullAccess"],
+	    "t": ["tls-only"],
+	    "none": []
+	  }
+	}`)
+	for _, c := range []struct {
+		key, action, path string
+		secure, want      bool
+	}{
+		{"w", "mns:ReceiveMessage", "/queues/orders-7/messages", false, true},
+		{"w", "mns:BatchReceiveMessage", "/queues/orders-7/messages", false, false}, // "receive*" is a prefix: BatchReceive is not
+		{"w", "mns:DeleteMessage", "/queues/orders-/messages", false, true},
+		{"w", "mns:DeleteMessage", "/queues/orders-7", false, false},
+		{"w", "mns:DeleteMessage", "/queues/payments/messages", false, false},
+		{"w", "mns:SendMessage", "/queues/orders-7/messages", false, false},
+		{"w", "mns:SendMessage", "/queues/orders-1/messages", false, true},
+		{"w", "mns:SendMessage", "/queues/audit/messages", false, true},
+		{"w", "mns:SendMessage", "/queues/audit/messagesx", false, false},
+		{"w", "mns:ListQueue", "/queues", false, false},
+		{"a", "mns:DeleteQueue", "/queues/keep-1", false, false},
+		{"a", "mns:DeleteQueue", "/queues/kee", false, true},
+		{"a", "mns:SendMessage", "/queues/keep-1/messages", false, true},
+		{"a", "smqd:Backup", "/backup", false, true},
+		{"r", "mns:ListQueue", "/queues", false, true},
+		{"r", "mns:GetQueueAttributes", "/queues/q", false, true},
+		{"r", "mns:ReceiveMessage", "/queues/q/messages", false, false},
+		{"r", "smqd:Backup", "/backup", false, false},
+		{"f", "smqd:Backup", "/backup", false, true},
+		{"f", "mns:DeleteQueue", "/queues/anything", false, true},
+		{"t", "mns:SendMessage", "/queues/q/messages", true, true},
+		{"t", "mns:SendMessage", "/queues/q/messages", false, false},
+		{"t", "smqd:Backup", "/backup", true, false},
+		{"none", "mns:ListQueue", "/queues", true, false},
+		{"stranger", "mns:ListQueue", "/queues", true, false},
+	} {
+		if got := s.Check([]byte(c.key), action(t, c.action), []byte(c.path), c.secure); got != c.want {
+			t.Errorf("Check(%s, %s, %s, secure %v) = %v, want %v (%s)", c.key, c.action, c.path, c.secure, got, c.want,
+				s.Explain([]byte(c.key), action(t, c.action), []byte(c.path), c.secure))
+		}
+	}
+	if got := s.Explain([]byte("a"), action(t, "mns:DeleteQueue"), []byte("/queues/keep-1"), false); !strings.Contains(got, `"admin-but", statement 2`) {
+		t.Errorf("Explain = %q", got)
+	}
+	if s.Check([]byte("f"), -1, []byte("/queues"), true) || s.Check([]byte("f"), len(testActions), []byte("/queues"), true) {
+		t.Error("an action out of range is allowed")
+	}
+	if !s.Has("none") || s.Has("stranger") {
+		t.Error("Has")
+	}
+}
+
+// TestCheckAgainstModel compares Check with a direct reading of the
+// policy rules (regular expressions over the written strings) on random
+// policies and requests, driven by seeds.
+func TestCheckAgainstModel(t *testing.T) {
+	seeds := 300
+	if testing.Short() {
+		seeds = 60
+	}
+	for seed := range uint64(seeds) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		f := randomFile(r)
+		data, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Parse(data, testActions)
+		if err != nil {
+			continue // an action pattern that matched nothing, say
+		}
+		for range 200 {
+			key := fmt.Sprintf("k%d", r.IntN(4))
+			a := r.IntN(len(testActions))
+			path := randomPath(r)
+			secure := r.IntN(2) == 0
+			want := modelCheck(f, key, testActions[a], path, secure)
+			if got := s.Check([]byte(key), a, []byte(path), secure); got != want {
+				t.Fatalf("seed %d: Check(%s, %s, %s, %v) = %v, model %v\npolicy file: %s", seed, key, testActions[a], path, secure, got, want, data)
+			}
+		}
+	}
+}
+
+var pathWords = []string{"queues", "topics", "messages", "q", "qq", "orders-1", "orders-2", "backup", "subscriptions", "s"}
+
+func randomPath(r *rand.Rand) string {
+	n := 1 + r.IntN(4)
+	var b strings.Builder
+	for range n {
+		b.WriteByte('/')
+		b.WriteString(pathWords[r.IntN(len(pathWords))])
+	}
+	return b.String()
+}
+
+func randomPattern(r *rand.Rand) string {
+	if r.IntN(8) == 0 {
+		return "*"
+	}
+	p := randomPath(r)
+	// Replace a few runs with *.
+	for range r.IntN(3) {
+		i := r.IntN(len(p) + 1)
+		j := i + r.IntN(len(p)-i+1)
+		p = p[:i] + "*" + p[j:]
+	}
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	return "acs:mns:*:*:" + p
+}
+
+var actionPatterns = []string{"*", "mns:*", "smqd:*", "mns:SendMessage", "mns:send*", "MNS:*Message", "mns:Batch*", "mns:*Queue*", "smqd:Backup", "mns:ListQueue"}
+
+func randomFile(r *rand.Rand) *File {
+	f := &File{Policies: map[string]Document{}, Keys: map[string][]string{}}
+	np := 1 + r.IntN(3)
+	for i := range np {
+		var d Document
+		for range 1 + r.IntN(4) {
+			st := Statement{Effect: "Allow"}
+			if r.IntN(3) == 0 {
+				st.Effect = "Deny"
+			}
+			for range 1 + r.IntN(2) {
+				st.Action = append(st.Action, actionPatterns[r.IntN(len(actionPatterns))])
+			}
+			for range 1 + r.IntN(2) {
+				st.Resource = append(st.Resource, randomPattern(r))
+			}
+			if r.IntN(4) == 0 {
+				st.Condition = map[string]map[string]strings1{"Bool": {"acs:SecureTransport": {[]string{"true", "false"}[r.IntN(2)]}}}
+			}
+			d.Statement = append(d.Statement, st)
+		}
+		f.Policies[fmt.Sprintf("p%d", i)] = d
+	}
+	names := []string{FullAccess, ReadOnlyAccess}
+	for n := range f.Policies {
+		names = append(names, n)
+	}
+	for k := range 3 { // k3 stays unnamed
+		var att []string
+		for range r.IntN(3) {
+			att = append(att, names[r.IntN(len(names))])
+		}
+		f.Keys[fmt.Sprintf("k%d", k)] = att
+	}
+	return f
+}
+
+// globRegexp is the model of Match: * is .*, everything else literal.
+func globRegexp(p string, fold bool) *regexp.Regexp {
+	parts := strings.Split(p, "*")
+	for i := range parts {
+		parts[i] = regexp.QuoteMeta(parts[i])
+	}
+	expr := "^" + strings.Join(parts, "(?s:.*)") + "$"
+	if fold {
+		expr = "(?i)" + expr
+	}
+	return regexp.MustCompile(expr)
+}
+
+func modelCheck(f *File, key, act, path string, secure bool) bool {
+	names, ok := f.Keys[key]
+	if !ok {
+		return false
+	}
+	allowed := false
+	for _, n := range names {
+		var doc Document
+		switch n {
+		case FullAccess, ReadOnlyAccess:
+			for _, b := range builtins() {
+				if b.name == n {
+					doc = b.doc
+				}
+			}
+		default:
+			doc = f.Policies[n]
+		}
+		for _, st := range doc.Statement {
+			if c, ok := st.Condition["Bool"]["acs:SecureTransport"]; ok && (c[0] == "true") != secure {
+				continue
+			}
+			actOK := false
+			for _, a := range st.Action {
+				if globRegexp(a, true).MatchString(act) {
+					actOK = true
+				}
+			}
+			resOK := false
+			for _, res := range st.Resource {
+				p := res
+				if res != "*" {
+					p = strings.SplitN(res, ":", 5)[4]
+				}
+				if globRegexp(p, false).MatchString(path) {
+					resOK = true
+				}
+			}
+			if !actOK || !resOK {
+				continue
+			}
+			if st.Effect == "Deny" {
+				return false
+			}
+			allowed = true
+		}
+	}
+	return allowed
+}
+
+func TestMatch(t *testing.T) {
+	for _, c := range []struct {
+		p, s string
+		want bool
+	}{
+		{"", "", true}, {"", "a", false}, {"*", "", true}, {"*", "/a/b", true},
+		{"/queues/*", "/queues/", true}, {"/queues/*", "/queues", false},
+		{"/queues/*/messages", "/queues/a/b/messages", true},
+		{"/queues/*/messages", "/queues/a/messagesx", false},
+		{"a*b*c", "aXbYbZc", true}, {"a*b*c", "acb", false}, {"**", "x", true},
+		{"*a", "bbbbba", true}, {"*a", "bbbbab", false},
+	} {
+		if got := Match([]byte(c.p), []byte(c.s)); got != c.want {
+			t.Errorf("Match(%q, %q) = %v", c.p, c.s, got)
+		}
+	}
+}
+
+func FuzzMatch(f *testing.F) {
+	f.Add("/queues/*/messages", "/queues/a/messages")
+	f.Add("a*b*c", "aXbYbZc")
+	f.Add("*", "")
+	f.Fuzz(func(t *testing.T, p, s string) {
+		if len(p) > 64 || len(s) > 256 {
+			return
+		}
+		if got, want := Match([]byte(p), []byte(s)), globRegexp(p, false).MatchString(s); got != want {
+			t.Fatalf("Match(%q, %q) = %v, model %v", p, s, got, want)
+		}
+	})
+}
+
+// FuzzParse: a policy file never panics the parser, and what it accepts
+// never panics Check.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"Policies": {"p": {"Version": "1", "Statement": [{"Effect": "Deny", "Action": ["mns:*"], "Resource": "acs:mns:*:*:/queues/*", "Condition": {"Bool": {"acs:SecureTransport": "false"}}}]}}, "Keys": {"k": ["p", "AliyunMNSFullAccess"]}}`))
+	f.Add([]byte(`{"Keys": {"k": ["AliyunMNSReadOnlyAccess"]}}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data, testActions)
+		if err != nil {
+			return
+		}
+		for _, id := range s.Keys() {
+			for a := range testActions {
+				s.Check([]byte(id), a, []byte("/queues/q/messages"), a%2 == 0)
+				s.Explain([]byte(id), a, []byte("/queues/q/messages"), a%2 == 0)
+			}
+		}
+	})
+}
+
+func TestCheckAllocatesNothing(t *testing.T) {
+	s := mustParse(t, `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "mns:*", "Resource": ["acs:mns:*:*:/queues/a*", "acs:mns:*:*:/queues/orders-*/messages"]}]}}, "Keys": {"k": ["p"]}}`)
+	id, path, a := []byte("k"), []byte("/queues/orders-9/messages"), action(t, "mns:SendMessage")
+	if n := testing.AllocsPerRun(100, func() {
+		if !s.Check(id, a, path, false) {
+			t.Fatal("refused")
+		}
+	}); n != 0 {
+		t.Fatalf("Check allocates %v times", n)
+	}
+}
+
+func BenchmarkCheck(b *testing.B) {
+	s := mustParse(b, `{"Policies": {"p": {"Statement": [
+	  {"Effect": "Allow", "Action": "mns:*", "Resource": ["acs:mns:*:*:/queues/a*", "acs:mns:*:*:/queues/orders-*/messages"]},
+	  {"Effect": "Deny", "Action": "mns:DeleteQueue", "Resource": "acs:mns:*:*:/queues/keep-*"}]}}, "Keys": {"k": ["p"]}}`)
+	id, path, a := []byte("k"), []byte("/queues/orders-9/messages"), action(b, "mns:SendMessage")
+	for b.Loop() {
+		s.Check(id, a, path, false)
+	}
+}

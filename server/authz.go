@@ -1,0 +1,258 @@
+package server
+
+// Authorization: what an authenticated access key may do (package access
+// holds the policies and the matching; this file maps requests to
+// actions and resources).
+//
+// Invariants:
+//   - A request is authorized after its signature is verified and before
+//     it changes anything: a refused request is answered 403 AccessDenied
+//     and has no effect.
+//   - The action is the operation as the service names it in RAM
+//     (mns:BatchReceiveMessage, not mns:ReceiveMessage, for a batch), so a
+//     policy written for the service means the same here. The one
+//     operation whose name only its body tells, a single or a batch send,
+//     is checked in send once the body is parsed; every other one in
+//     serve, before it is routed to a shard's leader.
+//   - The resource is the request's path with its names percent-decoded,
+//     so that an escape cannot slip past a Deny written for the plain
+//     name.
+//   - A request that makes smqd write to a queue the request does not name
+//     (a subscription whose endpoint is a queue, a dead-letter queue) also
+//     needs mns:SendMessage on that queue: a key cannot use a topic or a
+//     dead-letter policy to send where it may not.
+//   - In a cluster, the node a request reaches and the shard's leader
+//     each authorize it with their own policies: give every node the same
+//     file.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/server/access"
+)
+
+// actionOf maps an operation to its index in policyActions; -1 for the
+// unsigned ones (health, metrics, console, status, push certificate),
+// which no policy governs.
+var actionOf [numOps]int
+
+// policyActions names every action a policy may grant: "mns:" and the
+// service's operation name, and "smqd:" for smqd's own signed operations.
+var policyActions []string
+
+func init() {
+	for o := range numOps {
+		actionOf[o] = -1
+		var service string
+		switch {
+		case o >= opCreateQueue && o <= opChangeMessageVisibility, o.isTopic():
+			service = "mns:"
+		case o == opBackup, o == opClusterAddNode, o == opClusterRemoveNode:
+			service = "smqd:"
+		default:
+			continue
+		}
+		actionOf[o] = len(policyActions)
+		policyActions = append(policyActions, service+o.String())
+	}
+}
+
+// PolicyActions returns the actions a policy file may name, in a fixed
+// order.
+func PolicyActions() []string { return append([]string(nil), policyActions...) }
+
+// ParsePolicies parses a policy file (package access) against the
+// actions of this server.
+func ParsePolicies(data []byte) (*access.Set, error) { return access.Parse(data, policyActions) }
+
+// LoadPolicies reads and parses the policy file at path.
+func LoadPolicies(path string) (*access.Set, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePolicies(data)
+}
+
+// SetPolicies replaces the policies of a running server (a reload): the
+// requests authorized after it returns use p. Nil allows every key
+// everything. It fails on a server without authentication.
+func (s *Server) SetPolicies(p *access.Set) error {
+	if p != nil && s.opts.NoAuth {
+		return errors.New("server: policies need authentication")
+	}
+	s.pol.Store(p)
+	return nil
+}
+
+// refinedOp is the operation a request routed as o performs, where its
+// query tells (the body decides only a single or batch send). The
+// handlers reach the same answers from the same parameters.
+func refinedOp(o op, qp *queryParams) op {
+	set := qp.metaOverride.present && isTrue(qp.metaOverride.val)
+	switch o {
+	case opCreateQueue:
+		if set {
+			return opSetQueueAttributes
+		}
+	case opCreateTopic:
+		if set {
+			return opSetTopicAttributes
+		}
+	case opSubscribe:
+		if set {
+			return opSetSubscriptionAttributes
+		}
+	case opReceiveMessage:
+		return receiveKind(qp)
+	case opDeleteMessage:
+		if !qp.receiptHandle.present {
+			return opBatchDeleteMessage
+		}
+	}
+	return o
+}
+
+// receiveKind tells the four GET .../messages operations apart.
+func receiveKind(qp *queryParams) op {
+	peek := qp.peekOnly.present && isTrue(qp.peekOnly.val)
+	batch := qp.numOfMessages.present
+	switch {
+	case peek && batch:
+		return opBatchPeekMessage
+	case peek:
+		return opPeekMessage
+	case batch:
+		return opBatchReceiveMessage
+	}
+	return opReceiveMessage
+}
+
+// authorize checks st.op on the request's resource against the
+// policies; a send waits for its body (authorizeSend).
+func (s *Server) authorize(st *reqState, r *routed) error {
+	p := s.pol.Load()
+	if p == nil || st.op == opSendMessage {
+		return nil
+	}
+	st.res = appendResource(st.res[:0], st.op, r.queue, r.sub)
+	return s.check(p, st, st.op, st.res)
+}
+
+// authorizeSend checks a send once its body has told single from batch.
+func (s *Server) authorizeSend(st *reqState) error {
+	p := s.pol.Load()
+	if p == nil {
+		return nil
+	}
+	st.res = appendQueuePath(st.res[:0], st.name)
+	st.res = append(st.res, "/messages"...)
+	return s.check(p, st, st.op, st.res)
+}
+
+// authorizeSendTo checks that the request's key may send to queue, which
+// the request makes smqd write to on its behalf (a queue endpoint, a
+// dead-letter queue).
+func (s *Server) authorizeSendTo(st *reqState, queue string, why string) error {
+	p := s.pol.Load()
+	if p == nil || queue == "" {
+		return nil
+	}
+	st.res = append(append(append(st.res[:0], "/queues/"...), queue...), "/messages"...)
+	if err := s.check(p, st, opSendMessage, st.res); err != nil {
+		return newAPIError(codeAccessDenied, fmt.Sprintf("%s: the access key may not send to queue %q (mns:SendMessage on acs:mns:*:*:%s)", why, queue, st.res))
+	}
+	return nil
+}
+
+// authorizeDeadLetter checks a queue's new dead-letter queue, if the
+// request sets one.
+func (s *Server) authorizeDeadLetter(st *reqState, p *engine.ConfigPatch) error {
+	if p.DeadLetterQueue == nil {
+		return nil
+	}
+	return s.authorizeSendTo(st, *p.DeadLetterQueue, "the queue's dead-letter queue")
+}
+
+// check answers AccessDenied unless the key may do o on the resource.
+func (s *Server) check(p *access.Set, st *reqState, o op, res []byte) error {
+	a := actionOf[o]
+	if a < 0 || p.Check(st.auth.id, a, res, st.tls) {
+		return nil
+	}
+	s.denied.log(s, p, st, a, res)
+	return newAPIError(codeAccessDenied, fmt.Sprintf("the access key %s is not allowed %s on acs:mns:*:*:%s", st.auth.id, policyActions[a], res))
+}
+
+// appendResource appends the path a policy names the resource of o by:
+// /queues, /queues/{q}, /queues/{q}/messages, /topics, /topics/{t},
+// /topics/{t}/messages, /topics/{t}/subscriptions,
+// /topics/{t}/subscriptions/{s}, /backup, /cluster/nodes/{id}.
+func appendResource(b []byte, o op, name, sub []byte) []byte {
+	switch o {
+	case opListQueue:
+		return append(b, "/queues"...)
+	case opListTopic:
+		return append(b, "/topics"...)
+	case opBackup:
+		return append(b, "/backup"...)
+	case opClusterAddNode, opClusterRemoveNode:
+		return append(append(b, "/cluster/nodes/"...), name...)
+	case opCreateQueue, opSetQueueAttributes, opGetQueueAttributes, opDeleteQueue:
+		return appendQueuePath(b, name)
+	}
+	if o.isTopic() {
+		b = append(b, "/topics/"...)
+		b = appendDecodedOrRaw(b, name)
+		switch o {
+		case opPublishMessage:
+			b = append(b, "/messages"...)
+		case opListSubscriptionByTopic:
+			b = append(b, "/subscriptions"...)
+		case opSubscribe, opSetSubscriptionAttributes, opGetSubscriptionAttributes, opUnsubscribe:
+			b = append(b, "/subscriptions/"...)
+			b = appendDecodedOrRaw(b, sub)
+		}
+		return b
+	}
+	return append(appendQueuePath(b, name), "/messages"...)
+}
+
+func appendQueuePath(b, name []byte) []byte {
+	return appendDecodedOrRaw(append(b, "/queues/"...), name)
+}
+
+// appendDecodedOrRaw appends seg percent-decoded; a malformed escape
+// appends it raw (such a name is refused by the operation anyway).
+func appendDecodedOrRaw(b, seg []byte) []byte {
+	n := len(b)
+	b, ok := appendPercentDecoded(b, seg)
+	if !ok {
+		return append(b[:n], seg...)
+	}
+	return b
+}
+
+// deniedLog logs refused requests, at most one line a second; the lines
+// a second suppresses are counted in the next.
+type deniedLog struct {
+	last       atomic.Int64 // unix nanoseconds of the last line
+	suppressed atomic.Int64
+}
+
+func (d *deniedLog) log(s *Server, p *access.Set, st *reqState, a int, res []byte) {
+	now := time.Now().UnixNano()
+	last := d.last.Load()
+	if now-last < int64(time.Second) || !d.last.CompareAndSwap(last, now) {
+		d.suppressed.Add(1)
+		return
+	}
+	s.log.Warn("request refused by policy", "access_key_id", string(st.auth.id), "action", policyActions[a],
+		"resource", "acs:mns:*:*:"+string(res), "why", p.Explain(st.auth.id, a, res, st.tls),
+		"request_id", string(st.reqID), "suppressed_since_last", d.suppressed.Swap(0))
+}
