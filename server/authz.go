@@ -10,10 +10,11 @@ package server
 //     and has no effect.
 //   - The action is the operation as the service names it in RAM
 //     (mns:BatchReceiveMessage, not mns:ReceiveMessage, for a batch), so a
-//     policy written for the service means the same here. The one
-//     operation whose name only its body tells, a single or a batch send,
-//     is checked in send once the body is parsed; every other one in
-//     serve, before it is routed to a shard's leader.
+//     policy written for the service means the same here. Every operation
+//     is checked in serve, before it is routed to a shard's leader, except
+//     the one whose name only its body tells: a send is refused there only
+//     if its key may do neither form, and its form is checked in send,
+//     once the body is parsed.
 //   - The resource is the request's path with its names percent-decoded,
 //     so that an escape cannot slip past a Deny written for the plain
 //     name.
@@ -22,8 +23,11 @@ package server
 //     needs mns:SendMessage on that queue: a key cannot use a topic or a
 //     dead-letter policy to send where it may not.
 //   - In a cluster, the node a request reaches and the shard's leader
-//     each authorize it with their own policies: give every node the same
-//     file.
+//     each authorize it with their own policies (a forwarded request runs
+//     serve again on the leader), so both must allow it; except that the
+//     checks made where the operation runs (a send's form, the queue
+//     endpoint and dead-letter queue) are the leader's alone. Give every
+//     node the same file.
 
 import (
 	"errors"
@@ -134,13 +138,18 @@ func receiveKind(qp *queryParams) op {
 }
 
 // authorize checks st.op on the request's resource against the
-// policies; a send waits for its body (authorizeSend).
+// policies. A send's form (single or batch) is known only once its body
+// is parsed, where the send runs (authorizeSend); here a key that may do
+// neither is refused, before its body is parsed or forwarded.
 func (s *Server) authorize(st *reqState, r *routed) error {
 	p := s.pol.Load()
-	if p == nil || st.op == opSendMessage {
+	if p == nil {
 		return nil
 	}
 	st.res = appendResource(st.res[:0], st.op, r.queue, r.sub)
+	if st.op == opSendMessage && p.Check(st.auth.id, actionOf[opBatchSendMessage], st.res, st.tls) {
+		return nil // and mns:SendMessage is checked if it is a single send
+	}
 	return s.check(p, st, st.op, st.res)
 }
 

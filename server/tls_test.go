@@ -55,22 +55,7 @@ func TestTLS(t *testing.T) {
 	key := mnsauth.NewKey(testKeyID, testSecret)
 	do := func(method, path, body string) *http.Response {
 		t.Helper()
-		r, err := http.NewRequest(method, "https://"+env.addr+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if body != "" {
-			r.Header.Set("Content-Type", "text/xml")
-			r.Header.Set("Content-MD5", string(mnsauth.AppendContentMD5(nil, []byte(body))))
-		}
-		key.SignHTTP(r)
-		resp, err := hc.Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
+		return doHTTPS(t, hc, key, method, "https://"+env.addr+path, body)
 	}
 	if resp := do("PUT", "/queues/q", ""); resp.StatusCode != 201 || resp.Header.Get("Location") != "https://"+env.addr+"/queues/q" {
 		t.Fatalf("create over TLS: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
@@ -126,4 +111,26 @@ func TestTLSMinimumVersion(t *testing.T) {
 		t.Fatalf("TLS 1.2: %v", err)
 	}
 	c.Close()
+}
+
+// doHTTPS sends a request signed with key through hc, reads its body
+// away and returns the response.
+func doHTTPS(t testing.TB, hc *http.Client, key *mnsauth.Key, method, url, body string) *http.Response {
+	t.Helper()
+	r, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		r.Header.Set("Content-Type", "text/xml")
+		r.Header.Set("Content-MD5", string(mnsauth.AppendContentMD5(nil, []byte(body))))
+	}
+	key.SignHTTP(r)
+	resp, err := hc.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }

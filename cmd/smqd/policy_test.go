@@ -119,7 +119,7 @@ func TestPolicyCheckCommand(t *testing.T) {
 	if err := os.WriteFile(pol, []byte(`{"Policies": {"w": {"Statement": [
 	  {"Effect": "Allow", "Action": "mns:*Message", "Resource": "acs:mns:*:*:/queues/orders-*/messages"},
 	  {"Effect": "Deny", "Action": "mns:DeleteMessage", "Resource": "acs:mns:*:*:/queues/orders-keep/messages"}]}},
-	  "Keys": {"worker": ["w"], "admin": ["AliyunMNSFullAccess"]}}`), 0o600); err != nil {
+	  "Keys": {"worker": ["w"], "admin": ["SmqdAdministratorAccess"], "app": ["AliyunMNSFullAccess"]}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.json")
@@ -131,12 +131,14 @@ func TestPolicyCheckCommand(t *testing.T) {
 		code int
 		out  string
 	}{
-		{[]string{"check", "--policy-file", pol}, 0, "valid; keys: admin, worker"},
+		{[]string{"check", "--policy-file", pol}, 0, "valid; keys: admin, app, worker"},
 		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:sendmessage", "--resource", "acs:mns:cn-hangzhou:1:/queues/orders-1/messages"}, 0, `allowed by policy "w", statement 1`},
 		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:DeleteMessage", "--resource", "/queues/orders-keep/messages"}, 4, `denied by policy "w", statement 2`},
 		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:DeleteQueue", "--resource", "/queues/orders-1"}, 4, "denied: no statement allows it"},
 		{[]string{"check", "--policy-file", pol, "--key", "nobody", "--action", "mns:ListQueue", "--resource", "/queues"}, 4, "no policy is attached"},
-		{[]string{"check", "--policy-file", pol, "--key", "admin", "--action", "smqd:Backup", "--resource", "/backup"}, 0, "AliyunMNSFullAccess"},
+		{[]string{"check", "--policy-file", pol, "--key", "admin", "--action", "smqd:Backup", "--resource", "/backup"}, 0, "SmqdAdministratorAccess"},
+		{[]string{"check", "--policy-file", pol, "--key", "app", "--action", "smqd:Backup", "--resource", "acs:mns:*:*:/backup"}, 4, "denied"},
+		{[]string{"check", "--policy-file", pol, "--key", "app", "--action", "mns:DeleteQueue", "--resource", "acs:mns:*:*:/queues/x"}, 0, "AliyunMNSFullAccess"},
 		{[]string{"check", "--policy-file", pol, "--key", "admin", "--action", "mns:Fly", "--resource", "/backup"}, 2, "no action"},
 		{[]string{"check", "--policy-file", pol, "--key", "admin"}, 2, "usage"},
 		{[]string{"check", "--policy-file", bad}, 1, `no policy named \"w\"`},

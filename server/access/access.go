@@ -16,7 +16,7 @@
 //	    }
 //	  },
 //	  "Keys": {
-//	    "SMQDOlbqIu7wVnp3otJX": ["AliyunMNSFullAccess"],
+//	    "SMQDOlbqIu7wVnp3otJX": ["SmqdAdministratorAccess"],
 //	    "worker-1": ["orders-worker"]
 //	  }
 //	}
@@ -50,14 +50,19 @@ import (
 	"strings"
 )
 
-// Built-in policies, attachable without defining them (the names of the
-// service's system policies).
+// Built-in policies, attachable without defining them (the first two
+// are the service's system policies).
 const (
-	// FullAccess allows every action on every resource.
+	// FullAccess allows every mns: action on every resource: all of the
+	// MNS API, as the service's policy of that name does, and none of
+	// smqd's own operations (a backup holds every key's secret).
 	FullAccess = "AliyunMNSFullAccess"
 	// ReadOnlyAccess allows the mns:Get* and mns:List* actions: attributes
 	// and listings, never a message.
 	ReadOnlyAccess = "AliyunMNSReadOnlyAccess"
+	// AdministratorAccess allows every action, smqd's own included
+	// (smqd:Backup, smqd:ClusterAddNode, smqd:ClusterRemoveNode).
+	AdministratorAccess = "SmqdAdministratorAccess"
 )
 
 // File is a policy file as written.
@@ -141,7 +146,7 @@ func Build(f *File, actions []string) (*Set, error) {
 	s := &Set{actions: slices.Clone(actions), keys: make(map[string]*grants, len(f.Keys))}
 	compiled := make(map[string][]*compiledStatement, len(f.Policies)+2)
 	for name, doc := range f.Policies {
-		if name == FullAccess || name == ReadOnlyAccess {
+		if slices.ContainsFunc(builtins(), func(b builtin) bool { return b.name == name }) {
 			return nil, fmt.Errorf("policy %q: the name of a built-in policy", name)
 		}
 		cs, err := compileDocument(name, &doc, actions)
@@ -165,7 +170,7 @@ func Build(f *File, actions []string) (*Set, error) {
 		for _, name := range names {
 			cs, ok := compiled[name]
 			if !ok {
-				return nil, fmt.Errorf("key %q: no policy named %q (define it under Policies, or use %s or %s)", id, name, FullAccess, ReadOnlyAccess)
+				return nil, fmt.Errorf("key %q: no policy named %q (define it under Policies, or use %s, %s or %s)", id, name, AdministratorAccess, FullAccess, ReadOnlyAccess)
 			}
 			for _, c := range cs {
 				for _, a := range c.actions {
@@ -418,8 +423,11 @@ type builtin struct {
 
 func builtins() []builtin {
 	return []builtin{
-		{FullAccess, Document{Version: "1", Statement: []Statement{
+		{AdministratorAccess, Document{Version: "1", Statement: []Statement{
 			{Effect: "Allow", Action: strings1{"*"}, Resource: strings1{"*"}},
+		}}},
+		{FullAccess, Document{Version: "1", Statement: []Statement{
+			{Effect: "Allow", Action: strings1{"mns:*"}, Resource: strings1{"*"}},
 		}}},
 		{ReadOnlyAccess, Document{Version: "1", Statement: []Statement{
 			{Effect: "Allow", Action: strings1{"mns:Get*", "mns:List*"}, Resource: strings1{"*"}},

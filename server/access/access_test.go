@@ -89,6 +89,7 @@ func TestCheck(t *testing.T) {
 	    "a": ["admin-but"],
 	    "r": ["AliyunMNSReadOnlyAccess"],
 	    "f": ["AliyunMNSFullAccess"],
+	    "adm": ["SmqdAdministratorAccess"],
 	    "t": ["tls-only"],
 	    "none": []
 	  }
@@ -115,7 +116,9 @@ func TestCheck(t *testing.T) {
 		{"r", "mns:GetQueueAttributes", "/queues/q", false, true},
 		{"r", "mns:ReceiveMessage", "/queues/q/messages", false, false},
 		{"r", "smqd:Backup", "/backup", false, false},
-		{"f", "smqd:Backup", "/backup", false, true},
+		{"f", "smqd:Backup", "/backup", false, false}, // mns:* only, as the service's
+		{"adm", "smqd:Backup", "/backup", false, true},
+		{"adm", "mns:DeleteQueue", "/queues/x", false, true},
 		{"f", "mns:DeleteQueue", "/queues/anything", false, true},
 		{"t", "mns:SendMessage", "/queues/q/messages", true, true},
 		{"t", "mns:SendMessage", "/queues/q/messages", false, false},
@@ -225,7 +228,7 @@ func randomFile(r *rand.Rand) *File {
 		}
 		f.Policies[fmt.Sprintf("p%d", i)] = d
 	}
-	names := []string{FullAccess, ReadOnlyAccess}
+	names := []string{AdministratorAccess, FullAccess, ReadOnlyAccess}
 	for n := range f.Policies {
 		names = append(names, n)
 	}
@@ -259,16 +262,14 @@ func modelCheck(f *File, key, act, path string, secure bool) bool {
 	}
 	allowed := false
 	for _, n := range names {
-		var doc Document
-		switch n {
-		case FullAccess, ReadOnlyAccess:
-			for _, b := range builtins() {
-				if b.name == n {
-					doc = b.doc
-				}
+		doc, ok := f.Policies[n]
+		for _, b := range builtins() {
+			if b.name == n {
+				doc, ok = b.doc, true
 			}
-		default:
-			doc = f.Policies[n]
+		}
+		if !ok {
+			panic("undefined policy " + n)
 		}
 		for _, st := range doc.Statement {
 			if c, ok := st.Condition["Bool"]["acs:SecureTransport"]; ok && (c[0] == "true") != secure {

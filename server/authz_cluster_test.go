@@ -1,0 +1,107 @@
+package server
+
+// Access policies in a cluster (authz.go): the node a request reaches and
+// the shard's leader each authorize it with their own policies; a send's
+// form only the leader checks.
+
+import (
+	"testing"
+)
+
+// authzClusterDeny allows testid everything but changing or reading the
+// messages of queue "locked" and deleting it.
+const authzClusterDeny = `{"Policies": {"p": {"Statement": [
+	{"Effect": "Allow", "Action": "*", "Resource": "*"},
+	{"Effect": "Deny", "Action": ["mns:SendMessage", "mns:BatchSendMessage", "mns:ReceiveMessage", "mns:DeleteQueue", "mns:SetQueueAttributes"],
+	 "Resource": ["acs:mns:*:*:/queues/locked", "acs:mns:*:*:/queues/locked/messages"]}]}},
+ "Keys": {"testid": ["p"]}}`
+
+func TestAuthzCluster(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	lead := c.leaderOf("locked")
+	entry := (lead + 1) % 3
+	t.Logf("shard led by node %d; requests enter at node %d", lead+1, entry+1)
+	viaEntry, viaLead := c.envs[entry].client(), c.envs[lead].client()
+	defer viaEntry.close()
+	defer viaLead.close()
+	wantStatus(t, viaLead.put("/queues/locked", ""), 201)
+	viaLead.mustSend("locked", "before", "")
+	deny := authzPolicies(t, authzClusterDeny)
+	setPolicies := func(entryP, leadP bool) {
+		t.Helper()
+		for i, e := range c.envs {
+			on := (i == entry && entryP) || (i == lead && leadP)
+			p := deny
+			if !on {
+				p = nil
+			}
+			if err := e.srv.SetPolicies(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	forwarded := func() int64 { return c.nodes[entry].Status().Forwarded }
+	unchanged := func(t *testing.T) {
+		t.Helper()
+		q := authzQueue(t, viaLead, "locked")
+		if q.ActiveMessages != 1 || q.InactiveMessages != 0 || q.VisibilityTimeout != 30 {
+			t.Fatalf("a refused request had an effect: %+v", q)
+		}
+	}
+	refusedOps := []req{
+		{method: "DELETE", target: "/queues/locked"},
+		{method: "PUT", target: "/queues/locked?metaoverride=true", body: `<Queue><VisibilityTimeout>60</VisibilityTimeout></Queue>`},
+		{method: "GET", target: "/queues/locked/messages"},
+	}
+
+	// The entry node's policy refuses: answered there, not forwarded.
+	t.Run("entry refuses", func(t *testing.T) {
+		setPolicies(true, false)
+		before := forwarded()
+		for _, r := range refusedOps {
+			authzDenied(t, viaEntry.do(r))
+		}
+		if n := forwarded() - before; n != 0 {
+			t.Errorf("%d refused requests were forwarded to the leader", n)
+		}
+		unchanged(t)
+		// Allowed ones still go to the leader.
+		wantStatus(t, viaEntry.get("/queues/locked"), 200)
+		if forwarded() == before {
+			t.Error("GetQueueAttributes was not forwarded: this test does not exercise forwarding")
+		}
+	})
+
+	// A forwarded request is checked again on the leader, by its policy.
+	t.Run("leader refuses forwarded", func(t *testing.T) {
+		setPolicies(false, true)
+		before := forwarded()
+		for _, r := range append(refusedOps,
+			req{method: "POST", target: "/queues/locked/messages", body: sendBody("x", "")},
+			req{method: "POST", target: "/queues/locked/messages", body: batchBody(2, func(int) string { return "<MessageBody>x</MessageBody>" })},
+		) {
+			authzDenied(t, viaEntry.do(r))
+		}
+		if forwarded() == before {
+			t.Fatal("nothing was forwarded: the refusals were not the leader's")
+		}
+		setPolicies(false, false)
+		unchanged(t)
+	})
+
+	// A send's form is known only once its body is parsed, on the leader;
+	// the entry node refuses a send whose key may do neither form, and
+	// does not forward it.
+	t.Run("entry refuses send", func(t *testing.T) {
+		setPolicies(true, false)
+		before := forwarded()
+		authzDenied(t, viaEntry.post("/queues/locked/messages", sendBody("x", "")))
+		authzDenied(t, viaEntry.post("/queues/locked/messages", batchBody(2, func(int) string { return "<MessageBody>x</MessageBody>" })))
+		if n := forwarded() - before; n != 0 {
+			t.Errorf("%d refused sends were forwarded to the leader", n)
+		}
+		setPolicies(false, false)
+		unchanged(t)
+	})
+}
