@@ -23,6 +23,8 @@ package server
 
 import (
 	"bytes"
+	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/smqd/smqd/server/mnsauth"
@@ -34,22 +36,45 @@ const apiVersion = mnsauth.APIVersion
 // authenticator checks request headers and signatures.
 type authenticator struct {
 	noAuth bool
-	keys   map[string]*mnsauth.Key // access key id -> key; read-only after New
-	skew   time.Duration
-	now    func() time.Time
+	// keys maps access key ids to keys. A map is never changed once
+	// stored: SetCredentials stores a new one.
+	keys atomic.Pointer[map[string]*mnsauth.Key]
+	skew time.Duration
+	now  func() time.Time
 }
 
 func newAuthenticator(opts *Options) *authenticator {
 	a := &authenticator{
 		noAuth: opts.NoAuth,
-		keys:   make(map[string]*mnsauth.Key, len(opts.Credentials)),
 		skew:   opts.MaxClockSkew,
 		now:    opts.Now,
 	}
-	for id, secret := range opts.Credentials {
-		a.keys[id] = mnsauth.NewKey(id, secret)
-	}
+	a.setKeys(opts.Credentials)
 	return a
+}
+
+func (a *authenticator) setKeys(creds map[string]string) {
+	keys := make(map[string]*mnsauth.Key, len(creds))
+	for id, secret := range creds {
+		keys[id] = mnsauth.NewKey(id, secret)
+	}
+	a.keys.Store(&keys)
+}
+
+// SetCredentials replaces the access keys of a running server (a
+// reload, to add, rotate or revoke keys): requests authenticated after it
+// returns are checked against creds alone. Requests already authenticated
+// go on. creds follows Options.Credentials' rules and must not be empty;
+// it fails on a server without authentication.
+func (s *Server) SetCredentials(creds map[string]string) error {
+	if s.opts.NoAuth {
+		return errors.New("server: no authentication, so no credentials to replace")
+	}
+	if err := (Options{Credentials: creds}).Validate(); err != nil {
+		return err
+	}
+	s.auth.setKeys(creds)
+	return nil
 }
 
 // authScratch is per-request scratch space for check.
@@ -96,7 +121,7 @@ func (a *authenticator) check(h *fasthttp.RequestHeader, resource []byte, s *aut
 	if d := now.Sub(t); d > a.skew || d < -a.skew {
 		return newAPIError(codeTimeExpired, "the request date differs from the server time by more than "+a.skew.String())
 	}
-	key := a.keys[string(id)]
+	key := (*a.keys.Load())[string(id)]
 	if key == nil {
 		return newAPIError(codeInvalidAccessKeyId, "unknown access key id")
 	}

@@ -149,3 +149,35 @@ func TestNoAuth(t *testing.T) {
 		t.Fatalf("New without credentials or NoAuth: %v", err)
 	}
 }
+
+// SetCredentials: the next request is checked against the new keys alone,
+// on a connection already open; a bad set is refused and changes nothing.
+func TestSetCredentials(t *testing.T) {
+	env := startEnv(t, envConfig{})
+	c := env.client()
+	defer c.close()
+	wantStatus(t, c.get("/queues"), 200)
+	for _, bad := range []map[string]string{nil, {}, {"": "s"}, {"id": ""}, {"a:b": "s"}, {"a b": "s"}} {
+		if err := env.srv.SetCredentials(bad); err == nil {
+			t.Fatalf("SetCredentials(%q) accepted", bad)
+		}
+	}
+	wantStatus(t, c.get("/queues"), 200) // the refused sets changed nothing
+	if err := env.srv.SetCredentials(map[string]string{"new": "newsecret", testKeyID: "rotated"}); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, c.get("/queues"), 403, "SignatureDoesNotMatch")
+	c.secret = "rotated"
+	wantStatus(t, c.get("/queues"), 200)
+	other := env.client()
+	defer other.close()
+	other.id, other.secret = "other", "othersecret"
+	wantError(t, other.get("/queues"), 403, "InvalidAccessKeyId")
+	other.id, other.secret = "new", "newsecret"
+	wantStatus(t, other.get("/queues"), 200)
+
+	noAuth := startEnv(t, envConfig{serverOpts: func(o *Options) { o.NoAuth, o.Credentials = true, nil }})
+	if err := noAuth.srv.SetCredentials(map[string]string{"k": "s"}); err == nil {
+		t.Fatal("SetCredentials on a server without authentication")
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 
 	"github.com/smqd/smqd/cmd/internal/credfile"
+	"github.com/smqd/smqd/server"
 )
 
 // defaultCredentialsName is the key file created in the data directory.
@@ -111,4 +113,34 @@ func loadCredentials(path string) (map[string]string, error) {
 func worldReadable(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().Perm()&0o077 != 0
+}
+
+// reloadCredentials reads the credentials file again (SIGHUP) and gives
+// its keys to the server; it returns the keys in force, which stay the
+// old ones if the file cannot be read or holds no key.
+func reloadCredentials(path string, old map[string]string, srv *server.Server, log *slog.Logger) map[string]string {
+	m, err := loadCredentials(path)
+	if err == nil {
+		err = srv.SetCredentials(m)
+	}
+	if err != nil {
+		log.Error("credentials not reloaded: the previous keys stay in force", "path", path, "err", err)
+		return old
+	}
+	added, removed, changed := 0, 0, 0
+	for id, secret := range m {
+		if was, ok := old[id]; !ok {
+			added++
+		} else if was != secret {
+			changed++
+		}
+	}
+	for id := range old {
+		if _, ok := m[id]; !ok {
+			removed++
+		}
+	}
+	log.Info("credentials reloaded", "path", path, "keys", len(m), "added", added, "removed", removed, "secret_changed", changed)
+	warnIfShared(log, path, "credentials file")
+	return m
 }

@@ -7,8 +7,8 @@
 // first start (0600), reuses it later, and prints the endpoint and the key
 // so that clients can connect. Its files are private: the umask is 077 and
 // the data directory 0700 (perms.go). With --tls-cert/--tls-key it serves
-// HTTPS, and SIGHUP loads the pair again (and --policy-file, the access
-// policies, policy.go). SIGINT or SIGTERM shut it down
+// HTTPS, and SIGHUP loads the pair again (and the credentials file and
+// --policy-file, the access keys and their policies). SIGINT or SIGTERM shut it down
 // gracefully: stop accepting, answer waiting long polls, finish requests
 // in flight, then close the broker (which flushes and fsyncs its log).
 package main
@@ -269,9 +269,12 @@ wait:
 			log.Error("listener failed", "err", serveErr)
 			break wait
 		case <-hup:
-			if certs == nil && clusterCerts == nil && cfg.policyFile == "" {
-				log.Info("SIGHUP: nothing to reload (no --tls-cert, --cluster-tls-cert or --policy-file)")
+			if certs == nil && clusterCerts == nil && cfg.policyFile == "" && credPath == "" {
+				log.Info("SIGHUP: nothing to reload (keys from flags, and no --tls-cert, --cluster-tls-cert or --policy-file)")
 				continue
+			}
+			if credPath != "" {
+				creds = reloadCredentials(credPath, creds, srv, log)
 			}
 			if cfg.policyFile != "" {
 				reloadPolicies(cfg.policyFile, creds, srv, log)

@@ -151,3 +151,72 @@ func TestPolicyCheckCommand(t *testing.T) {
 		}
 	}
 }
+
+// SIGHUP reads the credentials file again: a key added works, a key
+// removed is refused at once, a changed secret is the only one accepted;
+// a file that holds no key changes nothing.
+func TestDaemonCredentialsReload(t *testing.T) {
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(creds, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a asecret\nb bsecret\n")
+	addr, _, stderr, _ := startDaemon(t, "--data-dir", filepath.Join(dir, "data"), "--credentials-file", creds)
+	list := func(id, secret string) (int, string) {
+		t.Helper()
+		resp := signedRequest(t, "GET", "http://"+addr+"/queues", id, secret)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := list("b", "bsecret"); code != http.StatusOK {
+		t.Fatalf("key b before the reload: %d %s", code, body)
+	}
+	write("a anewsecret\nc csecret\n")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if code, _ := list("c", "csecret"); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the added key was not accepted after SIGHUP:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(stderr.String(), "credentials reloaded") || !strings.Contains(stderr.String(), "added=1 removed=1 secret_changed=1") {
+		t.Fatalf("the reload was not logged as it was:\n%s", stderr.String())
+	}
+	for _, c := range []struct{ id, secret, code string }{
+		{"b", "bsecret", "InvalidAccessKeyId"},
+		{"a", "asecret", "SignatureDoesNotMatch"},
+	} {
+		if code, body := list(c.id, c.secret); code != http.StatusForbidden || !strings.Contains(body, "<Code>"+c.code+"</Code>") {
+			t.Fatalf("key %s with %s after the reload: %d %s", c.id, c.secret, code, body)
+		}
+	}
+	if code, body := list("a", "anewsecret"); code != http.StatusOK {
+		t.Fatalf("key a with its new secret: %d %s", code, body)
+	}
+
+	write("# every key removed by mistake\n")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(stderr.String(), "credentials not reloaded") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload failure logged:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, body := list("c", "csecret"); code != http.StatusOK {
+		t.Fatalf("a failed reload changed the keys in force: %d %s", code, body)
+	}
+}
