@@ -10,7 +10,8 @@ import (
 // although it may not list queues (AccessDenied comes after the signature
 // is checked), the queue list says what it may not do, and on a queue it
 // may use it sends, and is refused what its policy does not allow, with
-// the action named on the page.
+// the action named on the page; a refused delete leaves the queue's page
+// refreshing.
 func TestConsoleRestrictedKeyInBrowser(t *testing.T) {
 	p := authzPolicies(t, `{"Policies": {"orders": {"Statement": [
 	  {"Effect": "Allow", "Action": "mns:GetQueueAttributes", "Resource": "acs:mns:*:*:/queues/orders"},
@@ -42,6 +43,14 @@ func TestConsoleRestrictedKeyInBrowser(t *testing.T) {
 	if got := authzQueue(t, admin, "orders").ActiveMessages; got != 1 {
 		t.Fatalf("orders holds %d messages, want the 1 sent", got)
 	}
+	// A refused delete leaves the page showing the queue, refreshed: a
+	// message sent behind its back shows up.
+	step(t, ctx, "delete the queue, which its policy does not allow",
+		press("#delete-queue"),
+		press("#delete-queue-confirm"),
+		until(`(document.querySelector('#attrs-result')||{}).textContent.includes('mns:DeleteQueue')`))
+	admin.mustSend("orders", "behind its back", "")
+	step(t, ctx, "the page goes on refreshing", textIs("#count-active", "2"))
 	// A wrong secret is still refused at sign-in.
 	step(t, ctx, "sign in with a wrong secret",
 		chromedp.Navigate(base+"/console/#/signin"),

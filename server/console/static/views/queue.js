@@ -58,7 +58,12 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
     cls: 'delete-queue', id: 'delete-queue', label: 'Delete queue…', really: `Really delete ${name} and its messages`,
     run: () => attempt(attrNote, 'Delete', async () => {
       await quiet(); // no refresh asks for the queue once it is gone
-      await client.deleteQueue(name);
+      try {
+        await client.deleteQueue(name);
+      } catch (e) {
+        poll(); // still there (refused, say): keep showing it
+        throw e;
+      }
       location.hash = '#/queues';
     }),
   });
@@ -168,5 +173,8 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
     });
   });
 
-  every(refresh, (e) => { status.textContent = 'Refresh failed: ' + describe(e); });
+  function poll() {
+    every(refresh, (e) => { status.textContent = 'Refresh failed: ' + describe(e); });
+  }
+  poll();
 }

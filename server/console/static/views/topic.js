@@ -61,7 +61,12 @@ export function topicView({ client, main, every, quiet, describe, attempt }, nam
     cls: 'delete-topic', id: 'delete-topic', label: 'Delete topic…', really: `Really delete ${name} and its subscriptions`,
     run: () => attempt(delNote, 'Delete', async () => {
       await quiet(); // no refresh asks for the topic once it is gone
-      await client.deleteTopic(name);
+      try {
+        await client.deleteTopic(name);
+      } catch (e) {
+        poll(); // still there (refused, say): keep showing it
+        throw e;
+      }
       location.hash = '#/topics';
     }),
   });
@@ -160,5 +165,8 @@ export function topicView({ client, main, every, quiet, describe, attempt }, nam
     });
   });
 
-  every(refresh, (e) => { status.textContent = 'Refresh failed: ' + describe(e); });
+  function poll() {
+    every(refresh, (e) => { status.textContent = 'Refresh failed: ' + describe(e); });
+  }
+  poll();
 }
