@@ -115,17 +115,17 @@ func worldReadable(path string) bool {
 	return err == nil && st.Mode().Perm()&0o077 != 0
 }
 
-// reloadCredentials reads the credentials file again (SIGHUP) and gives
+// rereadCredentials reads the credentials file again (SIGHUP) and gives
 // its keys to the server; it returns the keys in force, which stay the
 // old ones if the file cannot be read or holds no key.
-func reloadCredentials(path string, old map[string]string, srv *server.Server, log *slog.Logger) map[string]string {
+func rereadCredentials(path string, old map[string]string, srv *server.Server, log *slog.Logger) (map[string]string, error) {
 	m, err := loadCredentials(path)
 	if err == nil {
 		err = srv.SetCredentials(m)
 	}
 	if err != nil {
 		log.Error("credentials not reloaded: the previous keys stay in force", "path", path, "err", err)
-		return old
+		return old, err
 	}
 	added, removed, changed := 0, 0, 0
 	for id, secret := range m {
@@ -142,5 +142,5 @@ func reloadCredentials(path string, old map[string]string, srv *server.Server, l
 	}
 	log.Info("credentials reloaded", "path", path, "keys", len(m), "added", added, "removed", removed, "secret_changed", changed)
 	warnIfShared(log, path, "credentials file")
-	return m
+	return m, nil
 }

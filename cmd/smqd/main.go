@@ -208,6 +208,13 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	if clusterCerts != nil {
 		sopts.Collectors = append(sopts.Collectors, clusterCerts.expiryGauge("cluster"))
 	}
+	var rl reloads // what SIGHUP reloads; the start is the first load
+	for what, on := range [numReloaded]bool{credPath != "", cfg.policyFile != "", certs != nil, clusterCerts != nil} {
+		if on {
+			rl.loaded(what, nil)
+		}
+	}
+	sopts.Collectors = append(sopts.Collectors, rl.collectors()...)
 	var srv *server.Server
 	if node != nil {
 		sopts.ClusterLeaderWait = cfg.cluster.leaderWait
@@ -274,16 +281,18 @@ wait:
 				continue
 			}
 			if credPath != "" {
-				creds = reloadCredentials(credPath, creds, srv, log)
+				var err error
+				creds, err = rereadCredentials(credPath, creds, srv, log)
+				rl.loaded(fileCredentials, err)
 			}
 			if cfg.policyFile != "" {
-				reloadPolicies(cfg.policyFile, creds, srv, log)
+				rl.loaded(filePolicies, reloadPolicies(cfg.policyFile, creds, srv, log))
 			}
 			if certs != nil {
-				certs.reload()
+				rl.loaded(fileTLS, certs.reload())
 			}
 			if clusterCerts != nil {
-				clusterCerts.reload()
+				rl.loaded(fileClusterTLS, clusterCerts.reload())
 			}
 		}
 	}

@@ -45,7 +45,7 @@ func loadPolicies(path string, creds map[string]string, log *slog.Logger) (*acce
 
 // reloadPolicies reads the policy file again (SIGHUP); on failure the
 // policies in force stay.
-func reloadPolicies(path string, creds map[string]string, srv *server.Server, log *slog.Logger) {
+func reloadPolicies(path string, creds map[string]string, srv *server.Server, log *slog.Logger) error {
 	p, err := loadPolicies(path, creds, log)
 	if err == nil {
 		err = srv.SetPolicies(p)
@@ -53,6 +53,7 @@ func reloadPolicies(path string, creds map[string]string, srv *server.Server, lo
 	if err != nil {
 		log.Error("access policies not reloaded: the previous ones stay in force", "err", err)
 	}
+	return err
 }
 
 // runPolicy is "smqd policy check": it reads a policy file as the daemon

@@ -95,6 +95,25 @@ func TestDaemonPolicyFileAndReload(t *testing.T) {
 	if code, _ := status("PUT", "/queues/other", "app"); code != http.StatusForbidden {
 		t.Fatalf("a failed reload widened the policies: %d", code)
 	}
+	// The metrics say which file's last reload failed.
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`smqd_config_last_reload_successful{file="policies"} 0`,
+		`smqd_config_last_reload_successful{file="credentials"} 1`,
+		`smqd_config_last_reload_success_timestamp_seconds{file="policies"}`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("no %s in /metrics", want)
+		}
+	}
+	if strings.Contains(string(metrics), `file="tls"`) {
+		t.Error("a reload series for TLS, which this daemon does not serve")
+	}
 }
 
 func TestDaemonPolicyFileRefused(t *testing.T) {

@@ -40,17 +40,18 @@ func (r *certReloader) load() error {
 }
 
 // reload loads the pair again (on SIGHUP) and logs the outcome.
-func (r *certReloader) reload() {
+func (r *certReloader) reload() error {
 	if err := r.load(); err != nil {
 		r.log.Error(r.what+" not reloaded; the previous one stays in use", "err", err, "cert", r.certFile, "key", r.keyFile)
-		return
+		return err
 	}
 	leaf := r.cert.Load().Leaf
 	if leaf != nil {
 		r.log.Info(r.what+" reloaded", "cert", r.certFile, "subject", leaf.Subject.String(), "not_after", leaf.NotAfter)
-		return
+		return nil
 	}
 	r.log.Info(r.what+" reloaded", "cert", r.certFile)
+	return nil
 }
 
 func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
