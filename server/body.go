@@ -194,6 +194,16 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 	} else {
 		err = s.checkHeaders(ctx, st, target)
 	}
+	if err == nil && s.pol.Load() != nil {
+		// A request its key's policies refuse is refused before its body
+		// is sent (a send: if the key may do neither form; authz.go).
+		_, rawQuery, _ := splitTarget(target)
+		if st.qbuf, err = parseQuery(rawQuery, &st.query, st.qbuf); err == nil {
+			st.op = refinedOp(r.op, &st.query)
+			st.tls = ctx.IsTLS()
+			err = s.authorize(st, &r)
+		}
+	}
 	if err == nil {
 		return fasthttp.StatusContinue
 	}

@@ -111,22 +111,37 @@ func TestSilentBodyAnswered(t *testing.T) {
 // once, without 100 Continue, so its body is never sent; one that passes
 // gets 100 Continue.
 func TestExpectContinueChecksHeadersFirst(t *testing.T) {
-	env := startEnv(t, envConfig{})
+	// "other" may send to q alone (and never delete it).
+	p, err := ParsePolicies([]byte(`{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "mns:SendMessage", "Resource": "acs:mns:*:*:/queues/q/messages"}]}},
+	 "Keys": {"testid": ["AliyunMNSFullAccess"], "other": ["p"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.Policies = p }})
 	c := env.client()
 	c.mustCreate("q")
+	c.mustCreate("r")
 	body := sendBody("java", "")
 	bigLen := fmt.Sprint(DefaultMaxRequestBodyBytes + 1)
 	for _, tc := range []struct {
 		name   string
 		r      req
+		other  bool // signed by "other"
 		status int
 		code   string
 	}{
-		{"unauthenticated", req{method: "POST", target: "/queues/q/messages", body: body, noSign: true}, 400, "MissingAuthorizationHeader"},
-		{"over the cap", req{method: "POST", target: "/queues/q/messages", body: body, headers: map[string]string{"Content-Length": bigLen}}, 400, "InvalidArgument"},
-		{"within the cap", req{method: "POST", target: "/queues/q/messages", body: body}, 100, ""},
+		{"unauthenticated", req{method: "POST", target: "/queues/q/messages", body: body, noSign: true}, false, 400, "MissingAuthorizationHeader"},
+		{"over the cap", req{method: "POST", target: "/queues/q/messages", body: body, headers: map[string]string{"Content-Length": bigLen}}, false, 400, "InvalidArgument"},
+		{"within the cap", req{method: "POST", target: "/queues/q/messages", body: body}, false, 100, ""},
+		{"refused by policy", req{method: "POST", target: "/queues/r/messages", body: body}, true, 403, "AccessDenied"},
+		{"refused by policy, not a send", req{method: "PUT", target: "/queues/q?metaoverride=true", body: "<Queue><DelaySeconds>1</DelaySeconds></Queue>"}, true, 403, "AccessDenied"},
+		{"allowed by policy", req{method: "POST", target: "/queues/q/messages", body: body}, true, 100, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			c := env.client()
+			if tc.other {
+				c.id, c.secret = "other", "othersecret"
+			}
 			h := map[string]string{"Expect": "100-continue"}
 			for k, v := range tc.r.headers {
 				h[k] = v
