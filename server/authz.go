@@ -159,8 +159,7 @@ func (s *Server) authorizeSend(st *reqState) error {
 	if p == nil {
 		return nil
 	}
-	st.res = appendQueuePath(st.res[:0], st.name)
-	st.res = append(st.res, "/messages"...)
+	st.res = append(append(append(st.res[:0], "/queues/"...), st.name...), "/messages"...) // st.name is decoded
 	return s.check(p, st, st.op, st.res)
 }
 
