@@ -32,12 +32,14 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/server/access"
+	"github.com/valyala/fasthttp"
 )
 
 // actionOf maps an operation to its index in policyActions; -1 for the
@@ -137,6 +139,47 @@ func receiveKind(qp *queryParams) op {
 	return opReceiveMessage
 }
 
+func policyContext(st *reqState) access.Context {
+	return access.Context{Secure: st.tls, SourceIP: st.src}
+}
+
+// hdrClientIP carries the client's address on a forwarded request, for
+// the leader's acs:SourceIp conditions. Only forwarded requests are read
+// for it (a client's own is replaced when forwarded, and ignored when
+// sent directly).
+const hdrClientIP = "X-Smqd-Client-Ip"
+
+// noteSource finds the client's address when the policies have an
+// acs:SourceIp condition: the connection's peer, or for a forwarded
+// request what the first node saw (not known if it did not say: an older
+// node).
+func (s *Server) noteSource(ctx *fasthttp.RequestCtx, st *reqState) {
+	st.src = netip.Addr{}
+	if p := s.pol.Load(); p == nil || !p.UsesSourceIP() {
+		return
+	}
+	if st.fw != nil {
+		if v := ctx.Request.Header.Peek(hdrClientIP); len(v) > 0 {
+			if a, err := netip.ParseAddr(string(v)); err == nil {
+				st.src = a.Unmap()
+			}
+		}
+		return
+	}
+	if a, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {
+		st.src = a.Unmap()
+	}
+}
+
+// appendClientIP appends the address of the client of a request this
+// node received itself (for hdrClientIP).
+func appendClientIP(b []byte, ctx *fasthttp.RequestCtx) []byte {
+	if a, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {
+		return a.Unmap().AppendTo(b)
+	}
+	return b
+}
+
 // authorize checks st.op on the request's resource against the
 // policies. A send's form (single or batch) is known only once its body
 // is parsed, where the send runs (authorizeSend); here a key that may do
@@ -147,7 +190,7 @@ func (s *Server) authorize(st *reqState, r *routed) error {
 		return nil
 	}
 	st.res = appendResource(st.res[:0], st.op, r.queue, r.sub)
-	if st.op == opSendMessage && p.Check(st.auth.id, actionOf[opBatchSendMessage], st.res, st.tls) {
+	if st.op == opSendMessage && p.Check(st.auth.id, actionOf[opBatchSendMessage], st.res, policyContext(st)) {
 		return nil // and mns:SendMessage is checked if it is a single send
 	}
 	return s.check(p, st, st.op, st.res)
@@ -190,7 +233,7 @@ func (s *Server) authorizeDeadLetter(st *reqState, p *engine.ConfigPatch) error 
 // check answers AccessDenied unless the key may do o on the resource.
 func (s *Server) check(p *access.Set, st *reqState, o op, res []byte) error {
 	a := actionOf[o]
-	if a < 0 || p.Check(st.auth.id, a, res, st.tls) {
+	if a < 0 || p.Check(st.auth.id, a, res, policyContext(st)) {
 		return nil
 	}
 	s.denied.log(s, p, st, a, res)
@@ -261,6 +304,6 @@ func (d *deniedLog) log(s *Server, p *access.Set, st *reqState, a int, res []byt
 		return
 	}
 	s.log.Warn("request refused by policy", "access_key_id", string(st.auth.id), "action", policyActions[a],
-		"resource", "acs:mns:*:*:"+string(res), "why", p.Explain(st.auth.id, a, res, st.tls),
+		"resource", "acs:mns:*:*:"+string(res), "source_ip", st.src, "why", p.Explain(st.auth.id, a, res, policyContext(st)),
 		"request_id", string(st.reqID), "suppressed_since_last", d.suppressed.Swap(0))
 }

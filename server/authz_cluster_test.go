@@ -105,3 +105,43 @@ func TestAuthzCluster(t *testing.T) {
 		unchanged(t)
 	})
 }
+
+// acs:SourceIp in a cluster: the first node tells the leader the client's
+// address, and replaces any the client sent.
+func TestAuthzClusterSourceIP(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	lead := c.leaderOf("q")
+	entry := (lead + 1) % 3
+	viaEntry, viaLead := c.envs[entry].client(), c.envs[lead].client()
+	defer viaEntry.close()
+	defer viaLead.close()
+	wantStatus(t, viaLead.put("/queues/q", ""), 201)
+	// Only the leader has a policy: testid may do anything from
+	// loopback, or from 10/8.
+	leaderPolicy := func(prefix string) {
+		t.Helper()
+		p := authzPolicies(t, `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*",
+			"Condition": {"IpAddress": {"acs:SourceIp": "`+prefix+`"}}}]}}, "Keys": {"testid": ["p"]}}`)
+		if err := c.envs[lead].srv.SetPolicies(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forwarded := func() int64 { return c.nodes[entry].Status().Forwarded }
+	leaderPolicy("127.0.0.0/8")
+	before := forwarded()
+	viaEntry.mustSend("q", "forwarded from loopback", "")
+	if forwarded() == before {
+		t.Fatal("the send was not forwarded: this test does not exercise forwarding")
+	}
+	leaderPolicy("10.0.0.0/8")
+	authzDenied(t, viaEntry.post("/queues/q/messages", sendBody("x", "")))
+	authzDenied(t, viaEntry.do(req{method: "POST", target: "/queues/q/messages", body: sendBody("spoofed", ""),
+		headers: map[string]string{hdrClientIP: "10.1.2.3"}}))
+	if err := c.envs[lead].srv.SetPolicies(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := authzQueue(t, viaLead, "q").ActiveMessages; got != 1 {
+		t.Fatalf("q holds %d messages, want the 1 allowed", got)
+	}
+}

@@ -894,3 +894,30 @@ func BenchmarkHandlerPolicy(b *testing.B) {
 		}
 	}
 }
+
+// acs:SourceIp: the connection's peer is the source; a client cannot
+// claim another with the forwarding header.
+func TestAuthzSourceIPCondition(t *testing.T) {
+	from := func(prefix string) *access.Set {
+		return authzPolicies(t, authzDoc(`{"Effect": "Allow", "Action": "mns:*", "Resource": "*",
+			"Condition": {"IpAddress": {"acs:SourceIp": "`+prefix+`"}}}`))
+	}
+	env, admin, other := authzEnv(t, from("127.0.0.0/8"))
+	admin.mustCreate("q")
+	other.mustSend("q", "from loopback", "")
+	if err := env.srv.SetPolicies(from("10.0.0.0/8")); err != nil {
+		t.Fatal(err)
+	}
+	authzDenied(t, other.post("/queues/q/messages", sendBody("from elsewhere", "")))
+	authzDenied(t, other.do(req{method: "POST", target: "/queues/q/messages", body: sendBody("spoofed", ""),
+		headers: map[string]string{hdrClientIP: "10.1.2.3"}}))
+	if got := authzQueue(t, admin, "q").ActiveMessages; got != 1 {
+		t.Fatalf("q holds %d messages, want 1", got)
+	}
+	// NotIpAddress in a Deny: loopback is outside 10/8, so refused.
+	if err := env.srv.SetPolicies(authzPolicies(t, authzDoc(`{"Effect": "Allow", "Action": "mns:*", "Resource": "*"},
+		{"Effect": "Deny", "Action": "mns:*", "Resource": "*", "Condition": {"NotIpAddress": {"acs:SourceIp": ["10.0.0.0/8", "::1"]}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	authzDenied(t, other.get("/queues/q"))
+}

@@ -201,6 +201,7 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 		if st.qbuf, err = parseQuery(rawQuery, &st.query, st.qbuf); err == nil {
 			st.op = refinedOp(r.op, &st.query)
 			st.tls = ctx.IsTLS()
+			s.noteSource(ctx, st)
 			err = s.authorize(st, &r)
 		}
 	}

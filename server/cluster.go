@@ -87,6 +87,7 @@ type forwardedFrom struct {
 // fwdOut is the scratch space of forwarding one request.
 type fwdOut struct {
 	h   fasthttp.RequestHeader
+	ip  []byte // the client's address, for hdrClientIP
 	out []byte
 	in  []byte
 	rd  bytes.Reader
@@ -287,6 +288,12 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) 
 	ctx.Request.Header.CopyTo(&f.h)
 	f.h.Del("Expect")
 	f.h.Del(hdrWaitMs)
+	f.ip = appendClientIP(f.ip[:0], ctx)
+	if len(f.ip) > 0 {
+		f.h.SetBytesV(hdrClientIP, f.ip)
+	} else {
+		f.h.Del(hdrClientIP)
+	}
 	if st.waitCapped {
 		f.h.Set(hdrWaitMs, strconv.FormatInt(st.waitLeft.Milliseconds(), 10))
 	}

@@ -15,6 +15,7 @@ package server
 
 import (
 	"bytes"
+	"net/netip"
 	"time"
 
 	"github.com/smqd/smqd/engine"
@@ -275,6 +276,7 @@ type reqState struct {
 	b       *engine.Broker // the broker of the request's queue
 	fw      *forwardedFrom // set when another node forwarded the request
 	tls     bool           // the client's connection is TLS (its own or, forwarded, the first node's)
+	src     netip.Addr     // the client's address, found only for policies that ask (authz.go); zero: not known
 	reqID   []byte
 	name    []byte // decoded queue (or topic) name
 	sub     []byte // decoded subscription name
@@ -308,6 +310,7 @@ func (st *reqState) release() {
 	st.waitLeft, st.waitCapped, st.rerouted = 0, false, false
 	st.query = queryParams{}
 	st.auth.id = nil
+	st.src = netip.Addr{}
 	clear(st.auth.headers[:cap(st.auth.headers)])
 	st.auth.headers = st.auth.headers[:0]
 	st.doc.reset()

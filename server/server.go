@@ -408,6 +408,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		return
 	}
 	st.op = refinedOp(r.op, &st.query)
+	s.noteSource(ctx, st)
 	if err = s.authorize(st, &r); err != nil {
 		s.fail(ctx, st, err)
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -68,8 +69,9 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	act := fs.String("action", "", "an action, for example mns:SendMessage")
 	res := fs.String("resource", "", "a resource, acs:mns:*:*:/queues/NAME/messages or just /queues/NAME/messages")
 	tls := fs.Bool("tls", false, "the request comes over TLS (for acs:SecureTransport)")
+	source := fs.String("source-ip", "", "the client's address (for acs:SourceIp; unset: not known)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: smqd policy check --policy-file FILE [--key ID --action ACTION --resource RESOURCE [--tls]]\n\nChecks a policy file (--policy-file) as smqd reads it; with a key, an action and a resource, says whether smqd would allow the request and which statement decides.")
+		fmt.Fprintln(stderr, "usage: smqd policy check --policy-file FILE [--key ID --action ACTION --resource RESOURCE [--tls] [--source-ip ADDR]]\n\nChecks a policy file (--policy-file) as smqd reads it; with a key, an action and a resource, says whether smqd would allow the request and which statement decides.")
 		fs.PrintDefaults()
 	}
 	if len(args) == 0 || args[0] != "check" {
@@ -110,8 +112,17 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 		}
 		path = parts[4]
 	}
-	why := p.Explain([]byte(*key), a, []byte(path), *tls)
-	if p.Check([]byte(*key), a, []byte(path), *tls) {
+	c := access.Context{Secure: *tls}
+	if *source != "" {
+		ip, err := netip.ParseAddr(*source)
+		if err != nil {
+			fmt.Fprintf(stderr, "smqd policy check: --source-ip: %v\n", err)
+			return 2
+		}
+		c.SourceIP = ip.Unmap()
+	}
+	why := p.Explain([]byte(*key), a, []byte(path), c)
+	if p.Check([]byte(*key), a, []byte(path), c) {
 		fmt.Fprintln(stdout, why) // "allowed by policy ..."
 		return 0
 	}

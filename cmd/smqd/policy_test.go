@@ -137,7 +137,8 @@ func TestPolicyCheckCommand(t *testing.T) {
 	pol := filepath.Join(t.TempDir(), "policy.json")
 	if err := os.WriteFile(pol, []byte(`{"Policies": {"w": {"Statement": [
 	  {"Effect": "Allow", "Action": "mns:*Message", "Resource": "acs:mns:*:*:/queues/orders-*/messages"},
-	  {"Effect": "Deny", "Action": "mns:DeleteMessage", "Resource": "acs:mns:*:*:/queues/orders-keep/messages"}]}},
+	  {"Effect": "Deny", "Action": "mns:DeleteMessage", "Resource": "acs:mns:*:*:/queues/orders-keep/messages"},
+	  {"Effect": "Deny", "Action": "mns:*", "Resource": "*", "Condition": {"NotIpAddress": {"acs:SourceIp": "10.0.0.0/8"}}}]}},
 	  "Keys": {"worker": ["w"], "admin": ["SmqdAdministratorAccess"], "app": ["AliyunMNSFullAccess"]}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -151,9 +152,12 @@ func TestPolicyCheckCommand(t *testing.T) {
 		out  string
 	}{
 		{[]string{"check", "--policy-file", pol}, 0, "valid; keys: admin, app, worker"},
-		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:sendmessage", "--resource", "acs:mns:cn-hangzhou:1:/queues/orders-1/messages"}, 0, `allowed by policy "w", statement 1`},
-		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:DeleteMessage", "--resource", "/queues/orders-keep/messages"}, 4, `denied by policy "w", statement 2`},
-		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:DeleteQueue", "--resource", "/queues/orders-1"}, 4, "denied: no statement allows it"},
+		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:sendmessage", "--resource", "acs:mns:cn-hangzhou:1:/queues/orders-1/messages", "--source-ip", "10.1.2.3"}, 0, `allowed by policy "w", statement 1`},
+		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:sendmessage", "--resource", "/queues/orders-1/messages", "--source-ip", "11.1.2.3"}, 4, `denied by policy "w", statement 3`},
+		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:sendmessage", "--resource", "/queues/orders-1/messages"}, 4, `denied by policy "w", statement 3`},
+		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:sendmessage", "--resource", "/queues/orders-1/messages", "--source-ip", "nope"}, 2, "--source-ip"},
+		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:DeleteMessage", "--resource", "/queues/orders-keep/messages", "--source-ip", "10.0.0.9"}, 4, `denied by policy "w", statement 2`},
+		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:DeleteQueue", "--resource", "/queues/orders-1", "--source-ip", "10.0.0.9"}, 4, "denied: no statement allows it"},
 		{[]string{"check", "--policy-file", pol, "--key", "nobody", "--action", "mns:ListQueue", "--resource", "/queues"}, 4, "no policy is attached"},
 		{[]string{"check", "--policy-file", pol, "--key", "admin", "--action", "smqd:Backup", "--resource", "/backup"}, 0, "SmqdAdministratorAccess"},
 		{[]string{"check", "--policy-file", pol, "--key", "app", "--action", "smqd:Backup", "--resource", "acs:mns:*:*:/backup"}, 4, "denied"},

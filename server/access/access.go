@@ -33,6 +33,12 @@
 //     built, and a reload builds a new one.
 //   - Check allocates nothing.
 //
+// Conditions: Bool on acs:SecureTransport, and IpAddress and NotIpAddress
+// on acs:SourceIp (addresses and CIDR prefixes). Several operators in a
+// statement must all hold; several values of one, any. A request whose
+// source address is not known matches no IpAddress and every
+// NotIpAddress condition.
+//
 // Resources are the MNS ARNs, acs:mns:REGION:ACCOUNT:/PATH. smqd has no
 // regions or accounts, so a pattern's REGION and ACCOUNT fields are not
 // compared; PATH is matched with * standing for any run of characters,
@@ -45,6 +51,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -105,8 +112,9 @@ func (s *strings1) UnmarshalJSON(b []byte) error {
 
 // Set is a parsed, checked policy file, ready for Check. It is immutable.
 type Set struct {
-	actions []string // the known actions, by index
-	keys    map[string]*grants
+	actions  []string // the known actions, by index
+	keys     map[string]*grants
+	sourceIP bool // a statement has an acs:SourceIp condition
 }
 
 // grants is what one key may do: per action index, the statements that
@@ -118,10 +126,12 @@ type grants struct {
 // rule is a compiled statement.
 type rule struct {
 	deny      bool
-	any       bool     // Resource "*" (or a pattern whose path is "*")
-	paths     [][]byte // path patterns
-	secure    int8     // acs:SecureTransport: -1 either, 0 false, 1 true
-	policy    string   // for Explain
+	any       bool           // Resource "*" (or a pattern whose path is "*")
+	paths     [][]byte       // path patterns
+	secure    int8           // acs:SecureTransport: -1 either, 0 false, 1 true
+	ipIn      []netip.Prefix // IpAddress acs:SourceIp: the source must be in one (nil: no such condition)
+	ipNotIn   []netip.Prefix // NotIpAddress acs:SourceIp: the source must be in none
+	policy    string         // for Explain
 	statement int
 }
 
@@ -176,6 +186,7 @@ func Build(f *File, actions []string) (*Set, error) {
 				for _, a := range c.actions {
 					g.byAction[a] = append(g.byAction[a], c.rule)
 				}
+				s.sourceIP = s.sourceIP || c.rule.ipIn != nil || c.rule.ipNotIn != nil
 			}
 		}
 		s.keys[id] = g
@@ -259,8 +270,15 @@ func compileStatement(st *Statement, actions []string) (*compiledStatement, erro
 		r.paths = nil
 	}
 	for op, keys := range st.Condition {
-		if op != "Bool" {
-			return nil, fmt.Errorf("the Condition operator %q is not supported (only Bool with acs:SecureTransport)", op)
+		switch op {
+		case "Bool":
+		case "IpAddress", "NotIpAddress":
+			if err := r.compileSourceIP(op, keys); err != nil {
+				return nil, err
+			}
+			continue
+		default:
+			return nil, fmt.Errorf("the Condition operator %q is not supported (only Bool with acs:SecureTransport, IpAddress and NotIpAddress with acs:SourceIp)", op)
 		}
 		for k, vals := range keys {
 			if !strings.EqualFold(k, "acs:SecureTransport") {
@@ -280,6 +298,43 @@ func compileStatement(st *Statement, actions []string) (*compiledStatement, erro
 		}
 	}
 	return &compiledStatement{actions: idx, rule: r}, nil
+}
+
+// compileSourceIP reads an IpAddress or NotIpAddress condition on
+// acs:SourceIp: addresses and CIDR prefixes.
+func (r *rule) compileSourceIP(op string, keys map[string]strings1) error {
+	for k, vals := range keys {
+		if !strings.EqualFold(k, "acs:SourceIp") {
+			return fmt.Errorf("the Condition key %q of %s is not supported (only acs:SourceIp)", k, op)
+		}
+		if len(vals) == 0 {
+			return fmt.Errorf("the Condition %s acs:SourceIp has no address", op)
+		}
+		ps := make([]netip.Prefix, 0, len(vals))
+		for _, v := range vals {
+			p, err := netip.ParsePrefix(v)
+			if err != nil {
+				a, aerr := netip.ParseAddr(v)
+				if aerr != nil || a.Zone() != "" {
+					return fmt.Errorf("the Condition %s acs:SourceIp %q is neither an address nor a CIDR prefix", op, v)
+				}
+				p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+			}
+			if p.Addr().Is4In6() {
+				if p.Bits() < 96 {
+					return fmt.Errorf("the Condition %s acs:SourceIp %q spans IPv4-mapped and other IPv6 addresses", op, v)
+				}
+				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			}
+			ps = append(ps, p.Masked())
+		}
+		if op == "IpAddress" {
+			r.ipIn = append(r.ipIn, ps...)
+		} else {
+			r.ipNotIn = append(r.ipNotIn, ps...)
+		}
+	}
+	return nil
 }
 
 // resourcePath returns the path pattern of a Resource: "*", or the part
@@ -323,17 +378,30 @@ func (s *Set) Keys() []string {
 // refused everything).
 func (s *Set) Has(id string) bool { _, ok := s.keys[id]; return ok }
 
+// Context is what a request's conditions are checked against.
+type Context struct {
+	// Secure: the client's connection is TLS (acs:SecureTransport).
+	Secure bool
+	// SourceIP is the client's address (acs:SourceIp); the zero Addr when
+	// it is not known, which no IpAddress condition matches and every
+	// NotIpAddress condition does.
+	SourceIP netip.Addr
+}
+
+// UsesSourceIP reports whether a statement of the set has an
+// acs:SourceIp condition (a caller need not find the address otherwise).
+func (s *Set) UsesSourceIP() bool { return s.sourceIP }
+
 // Check reports whether key id may do actions[action] on the resource
-// whose path is path (for example /queues/orders/messages), over a secure
-// transport or not.
-func (s *Set) Check(id []byte, action int, path []byte, secure bool) bool {
+// whose path is path (for example /queues/orders/messages), in context c.
+func (s *Set) Check(id []byte, action int, path []byte, c Context) bool {
 	g := s.keys[string(id)]
 	if g == nil || action < 0 || action >= len(g.byAction) {
 		return false
 	}
 	allowed := false
 	for _, r := range g.byAction[action] {
-		if !r.applies(path, secure) {
+		if !r.applies(path, c) {
 			continue
 		}
 		if r.deny {
@@ -345,7 +413,7 @@ func (s *Set) Check(id []byte, action int, path []byte, secure bool) bool {
 }
 
 // Explain says which statement decided Check's answer, for a log line.
-func (s *Set) Explain(id []byte, action int, path []byte, secure bool) string {
+func (s *Set) Explain(id []byte, action int, path []byte, c Context) string {
 	g := s.keys[string(id)]
 	if g == nil {
 		return "no policy is attached to the key"
@@ -355,7 +423,7 @@ func (s *Set) Explain(id []byte, action int, path []byte, secure bool) string {
 	}
 	var allow *rule
 	for _, r := range g.byAction[action] {
-		if !r.applies(path, secure) {
+		if !r.applies(path, c) {
 			continue
 		}
 		if r.deny {
@@ -371,8 +439,14 @@ func (s *Set) Explain(id []byte, action int, path []byte, secure bool) string {
 	return "no statement allows it"
 }
 
-func (r *rule) applies(path []byte, secure bool) bool {
-	if r.secure >= 0 && (r.secure == 1) != secure {
+func (r *rule) applies(path []byte, c Context) bool {
+	if r.secure >= 0 && (r.secure == 1) != c.Secure {
+		return false
+	}
+	if r.ipIn != nil && !inAny(r.ipIn, c.SourceIP) {
+		return false
+	}
+	if r.ipNotIn != nil && inAny(r.ipNotIn, c.SourceIP) {
 		return false
 	}
 	if r.any {
@@ -380,6 +454,21 @@ func (r *rule) applies(path []byte, secure bool) bool {
 	}
 	for _, p := range r.paths {
 		if Match(p, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// inAny reports whether a is in one of ps; an invalid (unknown) a is in
+// none.
+func inAny(ps []netip.Prefix, a netip.Addr) bool {
+	if !a.IsValid() {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range ps {
+		if p.Contains(a) {
 			return true
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -50,7 +52,12 @@ func TestParseRefuses(t *testing.T) {
 		{"resource of another service", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "acs:oss:*:*:/b"}]}}}`, "acs:mns"},
 		{"resource path without slash", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "acs:mns:*:*:queues/q"}]}}}`, "start with /"},
 		{"resource too short", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "acs:mns:*:/queues/q"}]}}}`, "acs:mns"},
-		{"condition operator", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"IpAddress": {"acs:SourceIp": "10.0.0.0/8"}}}]}}}`, "not supported"},
+		{"condition operator", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"StringEquals": {"mns:PushType": "http"}}}]}}}`, "not supported"},
+		{"ip condition key", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"IpAddress": {"acs:SourceVpc": "vpc-1"}}}]}}}`, "not supported"},
+		{"ip condition value", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"IpAddress": {"acs:SourceIp": ["10.0.0.0/8", "10.0.0.300"]}}}]}}}`, "neither an address nor a CIDR"},
+		{"ip condition empty", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"NotIpAddress": {"acs:SourceIp": []}}}]}}}`, "no address"},
+		{"ip condition zone", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"IpAddress": {"acs:SourceIp": "fe80::1%eth0"}}}]}}}`, "neither an address nor a CIDR"},
+		{"ip condition mapped span", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"IpAddress": {"acs:SourceIp": "::ffff:0.0.0.0/80"}}}]}}}`, "IPv4-mapped"},
 		{"condition key", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"Bool": {"acs:MFAPresent": "true"}}}]}}}`, "not supported"},
 		{"condition value", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"Bool": {"acs:SecureTransport": "yes"}}}]}}}`, "SecureTransport"},
 		{"condition two values", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"Bool": {"acs:SecureTransport": ["true", "false"]}}}]}}}`, "one value"},
@@ -125,15 +132,16 @@ func TestCheck(t *testing.T) {
 		{"none", "mns:ListQueue", "/queues", true, false},
 		{"stranger", "mns:ListQueue", "/queues", true, false},
 	} {
-		if got := s.Check([]byte(c.key), action(t, c.action), []byte(c.path), c.secure); got != c.want {
+		ctx := Context{Secure: c.secure}
+		if got := s.Check([]byte(c.key), action(t, c.action), []byte(c.path), ctx); got != c.want {
 			t.Errorf("Check(%s, %s, %s, secure %v) = %v, want %v (%s)", c.key, c.action, c.path, c.secure, got, c.want,
-				s.Explain([]byte(c.key), action(t, c.action), []byte(c.path), c.secure))
+				s.Explain([]byte(c.key), action(t, c.action), []byte(c.path), ctx))
 		}
 	}
-	if got := s.Explain([]byte("a"), action(t, "mns:DeleteQueue"), []byte("/queues/keep-1"), false); !strings.Contains(got, `"admin-but", statement 2`) {
+	if got := s.Explain([]byte("a"), action(t, "mns:DeleteQueue"), []byte("/queues/keep-1"), Context{}); !strings.Contains(got, `"admin-but", statement 2`) {
 		t.Errorf("Explain = %q", got)
 	}
-	if s.Check([]byte("f"), -1, []byte("/queues"), true) || s.Check([]byte("f"), len(testActions), []byte("/queues"), true) {
+	if s.Check([]byte("f"), -1, []byte("/queues"), Context{}) || s.Check([]byte("f"), len(testActions), []byte("/queues"), Context{}) {
 		t.Error("an action out of range is allowed")
 	}
 	if !s.Has("none") || s.Has("stranger") {
@@ -165,13 +173,24 @@ func TestCheckAgainstModel(t *testing.T) {
 			a := r.IntN(len(testActions))
 			path := randomPath(r)
 			secure := r.IntN(2) == 0
-			want := modelCheck(f, key, testActions[a], path, secure)
-			if got := s.Check([]byte(key), a, []byte(path), secure); got != want {
-				t.Fatalf("seed %d: Check(%s, %s, %s, %v) = %v, model %v\npolicy file: %s", seed, key, testActions[a], path, secure, got, want, data)
+			src := sourceIPs[r.IntN(len(sourceIPs))]
+			want := modelCheck(f, key, testActions[a], path, secure, src)
+			var addr netip.Addr // the zero Addr: not known
+			if src != "" {
+				addr = netip.MustParseAddr(src)
+			}
+			if got := s.Check([]byte(key), a, []byte(path), Context{Secure: secure, SourceIP: addr}); got != want {
+				t.Fatalf("seed %d: Check(%s, %s, %s, secure %v, from %q) = %v, model %v\npolicy file: %s", seed, key, testActions[a], path, secure, src, got, want, data)
 			}
 		}
 	}
 }
+
+// sourceIPs are the request sources the model test draws from; "" is
+// not known.
+var sourceIPs = []string{"", "10.0.0.1", "10.1.2.3", "192.168.1.7", "172.16.0.1", "::1", "2001:db8::5", "::ffff:10.0.0.1"}
+
+var ipConditions = []string{"10.0.0.0/8", "10.0.0.1", "192.168.0.0/16", "::1", "2001:db8::/32", "::ffff:10.0.0.0/104", "0.0.0.0/0"}
 
 var pathWords = []string{"queues", "topics", "messages", "q", "qq", "orders-1", "orders-2", "backup", "subscriptions", "s"}
 
@@ -223,6 +242,17 @@ func randomFile(r *rand.Rand) *File {
 			if r.IntN(4) == 0 {
 				st.Condition = map[string]map[string]strings1{"Bool": {"acs:SecureTransport": {[]string{"true", "false"}[r.IntN(2)]}}}
 			}
+			if r.IntN(3) == 0 {
+				if st.Condition == nil {
+					st.Condition = map[string]map[string]strings1{}
+				}
+				op := []string{"IpAddress", "NotIpAddress"}[r.IntN(2)]
+				var vals strings1
+				for range 1 + r.IntN(2) {
+					vals = append(vals, ipConditions[r.IntN(len(ipConditions))])
+				}
+				st.Condition[op] = map[string]strings1{"acs:SourceIp": vals}
+			}
 			d.Statement = append(d.Statement, st)
 		}
 		f.Policies[fmt.Sprintf("p%d", i)] = d
@@ -266,7 +296,32 @@ func modelMatch(p, str string, fold bool) bool {
 	return m[len(p)][len(str)]
 }
 
-func modelCheck(f *File, key, act, path string, secure bool) bool {
+// modelInCIDRs reads an acs:SourceIp condition with package net: whether
+// src (an address; "" not known) is in one of the values.
+func modelInCIDRs(vals []string, src string) bool {
+	ip := net.ParseIP(src)
+	if ip == nil {
+		return false
+	}
+	for _, v := range vals {
+		if !strings.Contains(v, "/") {
+			if net.ParseIP(v).Equal(ip) {
+				return true
+			}
+			continue
+		}
+		_, n, err := net.ParseCIDR(v)
+		if err != nil {
+			panic(err)
+		}
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func modelCheck(f *File, key, act, path string, secure bool, src string) bool {
 	names, ok := f.Keys[key]
 	if !ok {
 		return false
@@ -284,6 +339,12 @@ func modelCheck(f *File, key, act, path string, secure bool) bool {
 		}
 		for _, st := range doc.Statement {
 			if c, ok := st.Condition["Bool"]["acs:SecureTransport"]; ok && (c[0] == "true") != secure {
+				continue
+			}
+			if c, ok := st.Condition["IpAddress"]["acs:SourceIp"]; ok && !modelInCIDRs(c, src) {
+				continue
+			}
+			if c, ok := st.Condition["NotIpAddress"]["acs:SourceIp"]; ok && modelInCIDRs(c, src) {
 				continue
 			}
 			actOK := false
@@ -312,6 +373,46 @@ func modelCheck(f *File, key, act, path string, secure bool) bool {
 		}
 	}
 	return allowed
+}
+
+func TestSourceIPCondition(t *testing.T) {
+	s := mustParse(t, `{"Policies": {
+	  "office": {"Statement": [
+	    {"Effect": "Allow", "Action": "mns:*", "Resource": "*", "Condition": {"IpAddress": {"acs:SourceIp": ["10.0.0.0/8", "192.168.1.7", "2001:db8::/32"]}}}]},
+	  "not-lab": {"Statement": [
+	    {"Effect": "Allow", "Action": "mns:*", "Resource": "*"},
+	    {"Effect": "Deny", "Action": "mns:*", "Resource": "*", "Condition": {"NotIpAddress": {"acs:SourceIp": "10.0.0.0/8"}, "Bool": {"acs:SecureTransport": "false"}}}]}},
+	 "Keys": {"o": ["office"], "n": ["not-lab"], "f": ["AliyunMNSFullAccess"]}}`)
+	if !s.UsesSourceIP() || mustParse(t, `{"Keys": {"f": ["AliyunMNSFullAccess"]}}`).UsesSourceIP() {
+		t.Fatal("UsesSourceIP")
+	}
+	a := action(t, "mns:SendMessage")
+	for _, c := range []struct {
+		key, src string
+		secure   bool
+		want     bool
+	}{
+		{"o", "10.9.8.7", false, true},
+		{"o", "::ffff:10.9.8.7", false, true}, // an IPv4-mapped source is its IPv4 address
+		{"o", "192.168.1.7", false, true},
+		{"o", "192.168.1.8", false, false},
+		{"o", "2001:db8::1", false, true},
+		{"o", "2001:db9::1", false, false},
+		{"o", "", false, false}, // not known: no IpAddress matches
+		{"n", "10.0.0.1", false, true},
+		{"n", "11.0.0.1", false, false}, // outside, over plain HTTP: denied
+		{"n", "11.0.0.1", true, true},   // both conditions must hold for the Deny
+		{"n", "", false, false},         // not known: every NotIpAddress matches
+		{"f", "", false, true},
+	} {
+		var src netip.Addr
+		if c.src != "" {
+			src = netip.MustParseAddr(c.src)
+		}
+		if got := s.Check([]byte(c.key), a, []byte("/queues/q/messages"), Context{Secure: c.secure, SourceIP: src}); got != c.want {
+			t.Errorf("key %s from %q (TLS %v): %v, want %v", c.key, c.src, c.secure, got, c.want)
+		}
+	}
 }
 
 func TestMatch(t *testing.T) {
@@ -359,8 +460,9 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, id := range s.Keys() {
 			for a := range testActions {
-				s.Check([]byte(id), a, []byte("/queues/q/messages"), a%2 == 0)
-				s.Explain([]byte(id), a, []byte("/queues/q/messages"), a%2 == 0)
+				c := Context{Secure: a%2 == 0, SourceIP: netip.AddrFrom4([4]byte{10, 0, 0, byte(a)})}
+				s.Check([]byte(id), a, []byte("/queues/q/messages"), c)
+				s.Explain([]byte(id), a, []byte("/queues/q/messages"), c)
 			}
 		}
 	})
@@ -370,7 +472,7 @@ func TestCheckAllocatesNothing(t *testing.T) {
 	s := mustParse(t, `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "mns:*", "Resource": ["acs:mns:*:*:/queues/a*", "acs:mns:*:*:/queues/orders-*/messages"]}]}}, "Keys": {"k": ["p"]}}`)
 	id, path, a := []byte("k"), []byte("/queues/orders-9/messages"), action(t, "mns:SendMessage")
 	if n := testing.AllocsPerRun(100, func() {
-		if !s.Check(id, a, path, false) {
+		if !s.Check(id, a, path, Context{SourceIP: netip.AddrFrom4([4]byte{10, 1, 2, 3})}) {
 			t.Fatal("refused")
 		}
 	}); n != 0 {
@@ -384,6 +486,6 @@ func BenchmarkCheck(b *testing.B) {
 	  {"Effect": "Deny", "Action": "mns:DeleteQueue", "Resource": "acs:mns:*:*:/queues/keep-*"}]}}, "Keys": {"k": ["p"]}}`)
 	id, path, a := []byte("k"), []byte("/queues/orders-9/messages"), action(b, "mns:SendMessage")
 	for b.Loop() {
-		s.Check(id, a, path, false)
+		s.Check(id, a, path, Context{})
 	}
 }
