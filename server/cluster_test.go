@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -27,6 +28,7 @@ type clusterEnv struct {
 	dirs  []string
 	nodes []*cluster.Node
 	envs  []*testEnv
+	logTo io.Writer // if set, every node's Info log goes there too
 }
 
 // hold picks node id's raft address and holds its listener for the node's
@@ -42,8 +44,11 @@ func (c *clusterEnv) hold(id uint64) string {
 	return c.raft[id]
 }
 
-func startCluster(t *testing.T, n, shards int) *clusterEnv {
+func startCluster(t *testing.T, n, shards int, opts ...func(*clusterEnv)) *clusterEnv {
 	c := &clusterEnv{t: t, raft: map[uint64]string{}, lns: map[uint64]net.Listener{}}
+	for _, o := range opts {
+		o(c)
+	}
 	for i := range n {
 		c.hold(uint64(i + 1))
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprint(i+1)))
@@ -101,6 +106,9 @@ func (c *clusterEnv) startWith(i, shards int, join bool, rl net.Listener) error 
 	eo := engine.Options{Stripes: 2, FreeSpaceReserve: -1}
 	eo.WAL.SegmentBytes, eo.WAL.BufferBytes = 256<<10, 256<<10
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if c.logTo != nil {
+		log = slog.New(slog.NewTextHandler(c.logTo, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", i+1)
+	}
 	node, err := cluster.Start(cluster.Config{NodeID: uint64(i + 1), RaftListen: c.raft[uint64(i+1)], RaftListener: rl, Peers: c.raft, Join: join,
 		APIAddr: ln.Addr().String(), Shards: shards, Dir: c.dirs[i], Key: clusterTestKey, Engine: eo, SyncAlways: true,
 		Tick: 20 * time.Millisecond, ElectionTicks: 10, Logger: log})

@@ -302,12 +302,13 @@ type reqState struct {
 	waitLeft   time.Duration
 	waitCapped bool
 	rerouted   bool // counted in Server.rerouted (cluster.go)
+	ran        bool // the operation ran here (dispatched, or a backup or membership change): audit.go
 }
 
 // release drops references to request memory before the state is pooled.
 func (st *reqState) release() {
 	st.b, st.fw = nil, nil
-	st.waitLeft, st.waitCapped, st.rerouted = 0, false, false
+	st.waitLeft, st.waitCapped, st.rerouted, st.ran = 0, false, false, false
 	st.query = queryParams{}
 	st.auth.id = nil
 	st.src = netip.Addr{}

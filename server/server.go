@@ -310,6 +310,7 @@ func (s *Server) run(ctx *fasthttp.RequestCtx, fw *forwardedFrom) {
 			s.writeError(ctx, st, codeInternalError, "internal error")
 		}
 		s.metrics.observe(st.op, ctx.Response.StatusCode(), time.Since(start))
+		s.audit(ctx, st)
 		st.release()
 		s.states.Put(st)
 	}()
@@ -414,10 +415,12 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		return
 	}
 	if r.op == opClusterAddNode || r.op == opClusterRemoveNode {
+		st.ran, st.name = true, append(st.name[:0], r.queue...)
 		s.changeMembers(ctx, st, r.queue)
 		return
 	}
 	if r.op == opBackup {
+		st.ran = true
 		s.serveBackup(ctx, st)
 		return
 	}
@@ -451,6 +454,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 // dispatch runs a routed request on st.b (or, for ListQueue, on every
 // broker), writing its answer, or returns the error to answer.
 func (s *Server) dispatch(ctx *fasthttp.RequestCtx, st *reqState, op op) (err error) {
+	st.ran = true
 	if op.isTopic() {
 		return s.dispatchTopic(ctx, st, op) // topics.go
 	}

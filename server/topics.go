@@ -56,6 +56,7 @@ func (s *Server) serveTopic(ctx *fasthttp.RequestCtx, st *reqState, r routed) er
 // broker this server serves), writing its answer, or returns the error to
 // answer.
 func (s *Server) dispatchTopic(ctx *fasthttp.RequestCtx, st *reqState, op op) error {
+	st.ran = true
 	set := st.query.metaOverride.present && isTrue(st.query.metaOverride.val)
 	switch op {
 	case opListTopic:
