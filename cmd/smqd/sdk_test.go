@@ -155,6 +155,9 @@ func TestSDKCompatibility(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	dt.stop(t)
+
+	// Access policies through a real SDK (sdk_policy_test.go).
+	t.Run("sdk-policy", func(t *testing.T) { runSDKPolicy(t, node, dir, bin) })
 }
 
 // nodeRun is one SDK script run: a name, the script and extra environment.
@@ -285,6 +288,7 @@ func buildDaemon(dir string) (string, error) {
 // daemon is a running smqd binary.
 type daemon struct {
 	cmd      *exec.Cmd
+	dataDir  string
 	endpoint string
 	keyID    string
 	secret   string
@@ -303,7 +307,7 @@ func startBinary(t testing.TB, bin string, extra ...string) *daemon {
 	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--data-dir", dataDir, "--sync", "always"}, extra...)...)
 	cmd.Env = daemonEnv()
 	orphanProof(cmd)
-	d := &daemon{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	d := &daemon{cmd: cmd, dataDir: dataDir, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = d.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
