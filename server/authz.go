@@ -92,6 +92,9 @@ func (s *Server) SetPolicies(p *access.Set) error {
 	if p != nil && s.opts.NoAuth {
 		return errors.New("server: policies need authentication")
 	}
+	if p != nil {
+		p = p.Inheriting(s.pol.Load()) // a key's limiter outlives a reload that keeps its limit
+	}
 	s.pol.Store(p)
 	return nil
 }
@@ -194,6 +197,22 @@ func (s *Server) authorize(st *reqState, r *routed) error {
 		return nil // and mns:SendMessage is checked if it is a single send
 	}
 	return s.check(p, st, st.op, st.res)
+}
+
+// rateLimit answers QpsLimitExceeded if the request's key is over its rate
+// (the policy file's Limits). A forwarded request was counted by the node
+// that forwarded it; limits are per node.
+func (s *Server) rateLimit(st *reqState) error {
+	p := s.pol.Load()
+	if p == nil || st.fw != nil {
+		return nil
+	}
+	l := p.Limiter(st.auth.id)
+	if l == nil || l.Allow(s.opts.Now().UnixNano()) {
+		return nil
+	}
+	lim := l.Limit()
+	return newAPIError(codeQpsLimitExceeded, fmt.Sprintf("the access key %s is over its request rate (%g a second, bursts of %d); retry later", st.auth.id, lim.RequestsPerSecond, lim.Burst))
 }
 
 // authorizeSend checks a send once its body has told single from batch.

@@ -145,3 +145,25 @@ func TestAuthzClusterSourceIP(t *testing.T) {
 		t.Fatalf("q holds %d messages, want the 1 allowed", got)
 	}
 }
+
+// Limits are per node: the node a request reaches counts it, and the
+// leader it is forwarded to does not count it again.
+func TestAuthzClusterRateLimit(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	lead := c.leaderOf("q")
+	entry := (lead + 1) % 3
+	viaEntry, viaLead := c.envs[entry].client(), c.envs[lead].client()
+	defer viaEntry.close()
+	defer viaLead.close()
+	wantStatus(t, viaLead.put("/queues/q", ""), 201)
+	p := authzPolicies(t, `{"Keys": {"testid": ["AliyunMNSFullAccess"]}, "Limits": {"testid": {"RequestsPerSecond": 0.001, "Burst": 1}}}`)
+	if err := c.envs[lead].srv.SetPolicies(p); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		wantStatus(t, viaEntry.get("/queues/q"), 200) // forwarded: not counted by the leader
+	}
+	wantStatus(t, viaLead.get("/queues/q"), 200)
+	wantError(t, viaLead.get("/queues/q"), 400, "QpsLimitExceeded")
+}

@@ -921,3 +921,47 @@ func TestAuthzSourceIPCondition(t *testing.T) {
 	}
 	authzDenied(t, other.get("/queues/q"))
 }
+
+// Limits: a key over its rate gets 400 QpsLimitExceeded and its request
+// changes nothing; the rate comes back with time (a fake clock); other
+// keys are not held back; a reload that keeps the limit keeps the state.
+func TestAuthzRateLimit(t *testing.T) {
+	doc := func(rate string) *access.Set {
+		return authzPolicies(t, `{"Keys": {"testid": ["AliyunMNSFullAccess"], "other": ["AliyunMNSFullAccess"]},
+		  "Limits": {"other": {"RequestsPerSecond": `+rate+`, "Burst": 2}}}`)
+	}
+	env := startEnv(t, envConfig{fakeClock: true, serverOpts: func(o *Options) { o.Policies = doc("1") }})
+	admin, other := env.client(), env.client()
+	other.id, other.secret = "other", "othersecret"
+	defer admin.close()
+	defer other.close()
+	admin.mustCreate("q")
+	other.mustSend("q", "1", "")
+	other.mustSend("q", "2", "")
+	wantError(t, other.post("/queues/q/messages", sendBody("3", "")), 400, "QpsLimitExceeded")
+	wantError(t, other.get("/queues/q"), 400, "QpsLimitExceeded") // every request counts
+	for range 10 {
+		wantStatus(t, admin.get("/queues/q"), 200) // no limit for testid
+	}
+	if got := authzQueue(t, admin, "q").ActiveMessages; got != 2 {
+		t.Fatalf("q holds %d messages, want the 2 allowed", got)
+	}
+	// A reload with the same limit: still over it.
+	if err := env.srv.SetPolicies(doc("1")); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, other.get("/queues/q"), 400, "QpsLimitExceeded")
+	env.clock.Advance(time.Second)
+	other.mustSend("q", "3", "")
+	wantError(t, other.post("/queues/q/messages", sendBody("4", "")), 400, "QpsLimitExceeded")
+	// A new limit starts afresh.
+	if err := env.srv.SetPolicies(doc("5")); err != nil {
+		t.Fatal(err)
+	}
+	other.mustSend("q", "4", "")
+	other.mustSend("q", "5", "")
+	wantError(t, other.post("/queues/q/messages", sendBody("6", "")), 400, "QpsLimitExceeded")
+	if got := authzQueue(t, admin, "q").ActiveMessages; got != 5 {
+		t.Fatalf("q holds %d messages, want the 5 allowed", got)
+	}
+}

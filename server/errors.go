@@ -54,13 +54,14 @@ const (
 	codeSubscriptionNameInvalid
 	codeSubscriptionNameLengthError
 	codeEndpointInvalid
+	codeQpsLimitExceeded
 	numCodes
 )
 
 // codes is the table of MNS error codes: name and HTTP status (spec §5.2).
-// Codes the spec lists that smqd never emits (QpsLimitExceeded,
-// QueueDeletedRecently) have no row; AccessDenied answers cross-site
-// browser requests (console.go).
+// Codes the spec lists that smqd never emits (QueueDeletedRecently) have
+// no row; AccessDenied answers cross-site browser requests (console.go)
+// and requests a key's policies refuse (authz.go).
 var codes = [numCodes]struct {
 	name   string
 	status int
@@ -108,6 +109,8 @@ var codes = [numCodes]struct {
 	codeSubscriptionNameInvalid:     {"SubscriptionNameInvalid", 400},
 	codeSubscriptionNameLengthError: {"SubscriptionNameLengthError", 400},
 	codeEndpointInvalid:             {"EndpointInvalid", 400},
+	// A key over its request rate (authz.go; the service's code and status).
+	codeQpsLimitExceeded: {"QpsLimitExceeded", 400},
 }
 
 func (c errCode) String() string { return codes[c].name }

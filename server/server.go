@@ -414,6 +414,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		s.fail(ctx, st, err)
 		return
 	}
+	if err = s.rateLimit(st); err != nil {
+		s.fail(ctx, st, err)
+		return
+	}
 	if r.op == opClusterAddNode || r.op == opClusterRemoveNode {
 		st.ran, st.name = true, append(st.name[:0], r.queue...)
 		s.changeMembers(ctx, st, r.queue)

@@ -31,7 +31,8 @@
 //     must match at least one known action (a typo is an error).
 //   - A decision reads only immutable data: a Set never changes once
 //     built, and a reload builds a new one.
-//   - Check allocates nothing.
+//   - Check allocates nothing, and neither does a Limiter's Allow (one
+//     compare-and-swap).
 //
 // Conditions: Bool on acs:SecureTransport, and IpAddress and NotIpAddress
 // on acs:SourceIp (addresses and CIDR prefixes). Several operators in a
@@ -51,10 +52,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"time"
 )
 
 // Built-in policies, attachable without defining them (the first two
@@ -76,6 +80,17 @@ const (
 type File struct {
 	Policies map[string]Document `json:"Policies"`
 	Keys     map[string][]string `json:"Keys"`
+	// Limits caps each key's request rate; the key "*" gives the limit of
+	// every key of Keys without its own.
+	Limits map[string]Limit `json:"Limits,omitempty"`
+}
+
+// Limit is a key's request rate: RequestsPerSecond on average, with
+// bursts of up to Burst requests (default: one second's worth, at least
+// 1). A batch is one request.
+type Limit struct {
+	RequestsPerSecond float64 `json:"RequestsPerSecond"`
+	Burst             int     `json:"Burst,omitempty"`
 }
 
 // Document is one policy.
@@ -118,9 +133,10 @@ type Set struct {
 }
 
 // grants is what one key may do: per action index, the statements that
-// name the action.
+// name the action; and how often (nil: no limit).
 type grants struct {
 	byAction [][]*rule
+	limiter  *Limiter
 }
 
 // rule is a compiled statement.
@@ -190,6 +206,23 @@ func Build(f *File, actions []string) (*Set, error) {
 			}
 		}
 		s.keys[id] = g
+	}
+	for id, l := range f.Limits {
+		if _, named := f.Keys[id]; id != "*" && !named {
+			return nil, fmt.Errorf("the limit of key %q: the key is not under Keys", id)
+		}
+		if !(l.RequestsPerSecond > 0 && l.RequestsPerSecond <= 1e9) || l.Burst < 0 || l.Burst > 1e9 {
+			return nil, fmt.Errorf("the limit of key %q: RequestsPerSecond must be above 0 (at most 1e9), and Burst 0 (one second's worth) or more", id)
+		}
+	}
+	for id, g := range s.keys {
+		l, ok := f.Limits[id]
+		if !ok {
+			l, ok = f.Limits["*"]
+		}
+		if ok {
+			g.limiter = newLimiter(l)
+		}
 	}
 	return s, nil
 }
@@ -522,4 +555,66 @@ func builtins() []builtin {
 			{Effect: "Allow", Action: strings1{"mns:Get*", "mns:List*"}, Resource: strings1{"*"}},
 		}}},
 	}
+}
+
+// Limiter holds a key to its Limit: the generic cell rate algorithm, one
+// compare-and-swap per request. Safe for concurrent use.
+type Limiter struct {
+	limit     Limit
+	interval  int64 // nanoseconds between requests at the rate
+	tolerance int64 // how far ahead of now the schedule may run: the burst
+	tat       atomic.Int64
+}
+
+func newLimiter(l Limit) *Limiter {
+	if l.Burst == 0 {
+		l.Burst = max(1, int(math.Ceil(l.RequestsPerSecond)))
+	}
+	interval := max(1, int64(float64(time.Second)/l.RequestsPerSecond))
+	return &Limiter{limit: l, interval: interval, tolerance: int64(l.Burst-1) * interval}
+}
+
+// Allow reports whether a request at now (Unix nanoseconds) is within the
+// limit, and counts it if it is.
+func (l *Limiter) Allow(now int64) bool {
+	for {
+		tat := l.tat.Load()
+		t := max(tat, now)
+		if t-now > l.tolerance {
+			return false
+		}
+		if l.tat.CompareAndSwap(tat, t+l.interval) {
+			return true
+		}
+	}
+}
+
+// Limit returns the limit l enforces (Burst filled in).
+func (l *Limiter) Limit() Limit { return l.limit }
+
+// Limiter returns key id's limiter; nil if its requests are not limited.
+func (s *Set) Limiter(id []byte) *Limiter {
+	if g := s.keys[string(id)]; g != nil {
+		return g.limiter
+	}
+	return nil
+}
+
+// Inheriting returns s with the limiters of old for the keys whose limit
+// did not change, so that a reload does not hand every key a fresh burst.
+// s is not changed (it may be in use).
+func (s *Set) Inheriting(old *Set) *Set {
+	if old == nil {
+		return s
+	}
+	out := &Set{actions: s.actions, keys: make(map[string]*grants, len(s.keys)), sourceIP: s.sourceIP}
+	for id, g := range s.keys {
+		if o := old.keys[id]; o != nil && o.limiter != nil && g.limiter != nil && o.limiter.limit == g.limiter.limit {
+			g2 := *g
+			g2.limiter = o.limiter
+			g = &g2
+		}
+		out.keys[id] = g
+	}
+	return out
 }

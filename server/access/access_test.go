@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -487,5 +489,125 @@ func BenchmarkCheck(b *testing.B) {
 	id, path, a := []byte("k"), []byte("/queues/orders-9/messages"), action(b, "mns:SendMessage")
 	for b.Loop() {
 		s.Check(id, a, path, Context{})
+	}
+}
+
+func TestLimitsParse(t *testing.T) {
+	for _, c := range []struct{ name, doc, want string }{
+		{"key not under Keys", `{"Keys": {"a": ["AliyunMNSFullAccess"]}, "Limits": {"b": {"RequestsPerSecond": 1}}}`, "not under Keys"},
+		{"zero rate", `{"Keys": {"a": ["AliyunMNSFullAccess"]}, "Limits": {"a": {"RequestsPerSecond": 0}}}`, "RequestsPerSecond"},
+		{"negative burst", `{"Keys": {"a": ["AliyunMNSFullAccess"]}, "Limits": {"*": {"RequestsPerSecond": 5, "Burst": -1}}}`, "Burst"},
+		{"unknown field", `{"Keys": {"a": ["AliyunMNSFullAccess"]}, "Limits": {"a": {"RequestsPerMinute": 5}}}`, "unknown field"},
+	} {
+		if _, err := Parse([]byte(c.doc), testActions); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+	s := mustParse(t, `{"Keys": {"a": ["AliyunMNSFullAccess"], "b": [], "c": ["AliyunMNSReadOnlyAccess"]},
+	  "Limits": {"a": {"RequestsPerSecond": 0.5, "Burst": 3}, "*": {"RequestsPerSecond": 100}}}`)
+	if l := s.Limiter([]byte("a")); l == nil || l.Limit() != (Limit{0.5, 3}) {
+		t.Errorf("a's limit: %+v", l)
+	}
+	if l := s.Limiter([]byte("c")); l == nil || l.Limit() != (Limit{100, 100}) { // "*", a second's worth of burst
+		t.Errorf("c's limit: %+v", l)
+	}
+	if s.Limiter([]byte("c")) == s.Limiter([]byte("b")) {
+		t.Error("two keys share the default's limiter")
+	}
+	if s.Limiter([]byte("stranger")) != nil || mustParse(t, `{"Keys": {"a": []}}`).Limiter([]byte("a")) != nil {
+		t.Error("a limiter where no limit applies")
+	}
+}
+
+// The limiter: a burst at once, then one per interval; a refused request
+// is not counted.
+func TestLimiter(t *testing.T) {
+	l := newLimiter(Limit{RequestsPerSecond: 2, Burst: 3}) // one every 500 ms
+	now := int64(1_000_000_000_000)
+	for i := range 3 {
+		if !l.Allow(now) {
+			t.Fatalf("request %d of the burst refused", i+1)
+		}
+	}
+	for range 5 {
+		if l.Allow(now) {
+			t.Fatal("a fourth request at once allowed")
+		}
+	}
+	if l.Allow(now + 499_000_000) {
+		t.Fatal("allowed 499 ms later")
+	}
+	if !l.Allow(now + 500_000_000) {
+		t.Fatal("refused 500 ms later")
+	}
+	if l.Allow(now + 500_000_000) {
+		t.Fatal("two allowed 500 ms later")
+	}
+	// After a long pause the burst is back, not more.
+	later := now + 3_600_000_000_000
+	n := 0
+	for l.Allow(later) {
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("%d allowed after an hour, want the burst of 3", n)
+	}
+}
+
+// Concurrent requests at one instant: exactly the burst is allowed.
+func TestLimiterConcurrent(t *testing.T) {
+	l := newLimiter(Limit{RequestsPerSecond: 1, Burst: 100})
+	now := int64(5_000_000_000)
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				if l.Allow(now) {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := allowed.Load(); n != 100 {
+		t.Fatalf("%d of 1600 allowed at one instant, want the burst of 100", n)
+	}
+}
+
+// A reload keeps the limiter of a key whose limit did not change.
+func TestLimiterInheriting(t *testing.T) {
+	doc := func(rate string) *Set {
+		return mustParse(t, `{"Keys": {"a": ["AliyunMNSFullAccess"], "b": ["AliyunMNSFullAccess"]},
+		  "Limits": {"a": {"RequestsPerSecond": 1, "Burst": 1}, "b": {"RequestsPerSecond": `+rate+`, "Burst": 1}}}`)
+	}
+	old := doc("1")
+	now := int64(7_000_000_000)
+	old.Limiter([]byte("a")).Allow(now)
+	old.Limiter([]byte("b")).Allow(now)
+	fresh := doc("2")
+	s := fresh.Inheriting(old)
+	if s.Limiter([]byte("a")).Allow(now) {
+		t.Error("a's burst was spent before the reload, and its limit is the same: refused")
+	}
+	if !s.Limiter([]byte("b")).Allow(now) {
+		t.Error("b's limit changed: a fresh limiter")
+	}
+	if fresh.Limiter([]byte("a")) == old.Limiter([]byte("a")) {
+		t.Error("Inheriting changed the set it was called on")
+	}
+	if !s.Check([]byte("a"), action(t, "mns:SendMessage"), []byte("/queues/q/messages"), Context{}) {
+		t.Error("the inheriting set lost its grants")
+	}
+}
+
+func BenchmarkLimiterAllow(b *testing.B) {
+	l := newLimiter(Limit{RequestsPerSecond: 1e9, Burst: 1 << 30})
+	var now int64
+	for b.Loop() {
+		now++
+		l.Allow(now)
 	}
 }
