@@ -18,7 +18,8 @@
 //	  "Keys": {
 //	    "SMQDOlbqIu7wVnp3otJX": ["SmqdAdministratorAccess"],
 //	    "worker-1": ["orders-worker"]
-//	  }
+//	  },
+//	  "Limits": {"worker-1": {"RequestsPerSecond": 500, "Burst": 1000}}
 //	}
 //
 // Invariants:
@@ -29,8 +30,10 @@
 //     resource form is an error when the file is parsed, never a statement
 //     that silently matches more, or less, than it says. An action pattern
 //     must match at least one known action (a typo is an error).
-//   - A decision reads only immutable data: a Set never changes once
-//     built, and a reload builds a new one.
+//   - A decision reads only immutable data: a Set's rules never change
+//     once built, and a reload builds a new one. What moves is a key's
+//     Limiter (its request rate, the file's "Limits"), which a reload
+//     hands on to the new Set while the key's limit stays the same.
 //   - Check allocates nothing, and neither does a Limiter's Allow (one
 //     compare-and-swap).
 //
