@@ -212,6 +212,11 @@ func (s *Server) rateLimit(st *reqState) error {
 		return nil
 	}
 	lim := l.Limit()
+	if s.overRate.due() {
+		s.log.Warn("request over its key's rate", "access_key_id", string(st.auth.id), "op", st.op.String(),
+			"requests_per_second", lim.RequestsPerSecond, "burst", lim.Burst, "request_id", string(st.reqID),
+			"suppressed_since_last", s.overRate.suppressed.Swap(0))
+	}
 	return newAPIError(codeQpsLimitExceeded, fmt.Sprintf("the access key %s is over its request rate (%g a second, bursts of %d); retry later", st.auth.id, lim.RequestsPerSecond, lim.Burst))
 }
 
@@ -308,18 +313,29 @@ func appendDecodedOrRaw(b, seg []byte) []byte {
 	return b
 }
 
-// deniedLog logs refused requests, at most one line a second; the lines
-// a second suppresses are counted in the next.
-type deniedLog struct {
+// everySecond lets a kind of log line through at most once a second; the
+// lines it holds back are counted for the next.
+type everySecond struct {
 	last       atomic.Int64 // unix nanoseconds of the last line
 	suppressed atomic.Int64
 }
 
-func (d *deniedLog) log(s *Server, p *access.Set, st *reqState, a int, res []byte) {
+// due reports whether a line may be logged now; if not, it is counted.
+func (e *everySecond) due() bool {
 	now := time.Now().UnixNano()
-	last := d.last.Load()
-	if now-last < int64(time.Second) || !d.last.CompareAndSwap(last, now) {
-		d.suppressed.Add(1)
+	last := e.last.Load()
+	if now-last < int64(time.Second) || !e.last.CompareAndSwap(last, now) {
+		e.suppressed.Add(1)
+		return false
+	}
+	return true
+}
+
+// deniedLog logs requests refused by policy, at most one line a second.
+type deniedLog struct{ everySecond }
+
+func (d *deniedLog) log(s *Server, p *access.Set, st *reqState, a int, res []byte) {
+	if !d.due() {
 		return
 	}
 	s.log.Warn("request refused by policy", "access_key_id", string(st.auth.id), "action", policyActions[a],

@@ -12,6 +12,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -930,7 +931,11 @@ func TestAuthzRateLimit(t *testing.T) {
 		return authzPolicies(t, `{"Keys": {"testid": ["AliyunMNSFullAccess"], "other": ["AliyunMNSFullAccess"]},
 		  "Limits": {"other": {"RequestsPerSecond": `+rate+`, "Burst": 2}}}`)
 	}
-	env := startEnv(t, envConfig{fakeClock: true, serverOpts: func(o *Options) { o.Policies = doc("1") }})
+	var logs lockedBuffer
+	env := startEnv(t, envConfig{fakeClock: true, serverOpts: func(o *Options) {
+		o.Policies = doc("1")
+		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}})
 	admin, other := env.client(), env.client()
 	other.id, other.secret = "other", "othersecret"
 	defer admin.close()
@@ -945,6 +950,10 @@ func TestAuthzRateLimit(t *testing.T) {
 	}
 	if got := authzQueue(t, admin, "q").ActiveMessages; got != 2 {
 		t.Fatalf("q holds %d messages, want the 2 allowed", got)
+	}
+	// Logged once (at most a line a second), with the key.
+	if got := logs.lines(`"request over its key's rate"`); len(got) != 1 || !strings.Contains(got[0], "access_key_id=other") {
+		t.Errorf("the log of requests over the rate: %q", got)
 	}
 	// A reload with the same limit: still over it.
 	if err := env.srv.SetPolicies(doc("1")); err != nil {

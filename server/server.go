@@ -60,6 +60,7 @@ type Server struct {
 	testHook atomic.Pointer[func(op)] // tests: called before an operation runs
 
 	denied     deniedLog     // requests refused by policy (authz.go)
+	overRate   everySecond   // the log of requests over their key's rate (authz.go)
 	reopens    atomic.Int64  // broker reopens after a storage failure (reopen.go)
 	backups    backupStats   // GET /backup (backup.go)
 	rerouted   atomic.Int64  // cluster requests run again on a shard's new leader (cluster.go)
