@@ -17,15 +17,7 @@ const authzClusterDeny = `{"Policies": {"p": {"Statement": [
  "Keys": {"testid": ["p"]}}`
 
 func TestAuthzCluster(t *testing.T) {
-	c := startCluster(t, 3, 1)
-	c.ready()
-	lead := c.leaderOf("locked")
-	entry := (lead + 1) % 3
-	t.Logf("shard led by node %d; requests enter at node %d", lead+1, entry+1)
-	viaEntry, viaLead := c.envs[entry].client(), c.envs[lead].client()
-	defer viaEntry.close()
-	defer viaLead.close()
-	wantStatus(t, viaLead.put("/queues/locked", ""), 201)
+	c, lead, entry, viaEntry, viaLead := authzCluster(t, "locked")
 	viaLead.mustSend("locked", "before", "")
 	deny := authzPolicies(t, authzClusterDeny)
 	setPolicies := func(entryP, leadP bool) {
@@ -109,14 +101,7 @@ func TestAuthzCluster(t *testing.T) {
 // acs:SourceIp in a cluster: the first node tells the leader the client's
 // address, and replaces any the client sent.
 func TestAuthzClusterSourceIP(t *testing.T) {
-	c := startCluster(t, 3, 1)
-	c.ready()
-	lead := c.leaderOf("q")
-	entry := (lead + 1) % 3
-	viaEntry, viaLead := c.envs[entry].client(), c.envs[lead].client()
-	defer viaEntry.close()
-	defer viaLead.close()
-	wantStatus(t, viaLead.put("/queues/q", ""), 201)
+	c, lead, entry, viaEntry, viaLead := authzCluster(t, "q")
 	// Only the leader has a policy: testid may do anything from
 	// loopback, or from 10/8.
 	leaderPolicy := func(prefix string) {
@@ -149,14 +134,7 @@ func TestAuthzClusterSourceIP(t *testing.T) {
 // Limits are per node: the node a request reaches counts it, and the
 // leader it is forwarded to does not count it again.
 func TestAuthzClusterRateLimit(t *testing.T) {
-	c := startCluster(t, 3, 1)
-	c.ready()
-	lead := c.leaderOf("q")
-	entry := (lead + 1) % 3
-	viaEntry, viaLead := c.envs[entry].client(), c.envs[lead].client()
-	defer viaEntry.close()
-	defer viaLead.close()
-	wantStatus(t, viaLead.put("/queues/q", ""), 201)
+	c, lead, _, viaEntry, viaLead := authzCluster(t, "q")
 	p := authzPolicies(t, `{"Keys": {"testid": ["AliyunMNSFullAccess"]}, "Limits": {"testid": {"RequestsPerSecond": 0.001, "Burst": 1}}}`)
 	if err := c.envs[lead].srv.SetPolicies(p); err != nil {
 		t.Fatal(err)
@@ -166,4 +144,19 @@ func TestAuthzClusterRateLimit(t *testing.T) {
 	}
 	wantStatus(t, viaLead.get("/queues/q"), 200)
 	wantError(t, viaLead.get("/queues/q"), 400, "QpsLimitExceeded")
+}
+
+// authzCluster starts three nodes with one shard and creates queue
+// through its leader; a request through viaEntry is forwarded to lead.
+func authzCluster(t *testing.T, queue string) (c *clusterEnv, lead, entry int, viaEntry, viaLead *client) {
+	t.Helper()
+	c = startCluster(t, 3, 1)
+	c.ready()
+	lead = c.leaderOf(queue)
+	entry = (lead + 1) % 3
+	t.Logf("shard led by node %d; requests enter at node %d", lead+1, entry+1)
+	viaEntry, viaLead = c.envs[entry].client(), c.envs[lead].client()
+	t.Cleanup(func() { viaEntry.close(); viaLead.close() })
+	wantStatus(t, viaLead.put("/queues/"+queue, ""), 201)
+	return c, lead, entry, viaEntry, viaLead
 }
