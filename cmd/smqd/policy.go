@@ -96,6 +96,11 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	}
 	if !query {
 		fmt.Fprintf(stdout, "%s: valid; keys: %s\n", *file, strings.Join(p.Keys(), ", "))
+		for _, id := range p.Keys() {
+			if l := p.Limiter([]byte(id)); l != nil {
+				fmt.Fprintf(stdout, "key %s: at most %g requests a second, bursts of %d\n", id, l.Limit().RequestsPerSecond, l.Limit().Burst)
+			}
+		}
 		return 0
 	}
 	a := slices.IndexFunc(server.PolicyActions(), func(s string) bool { return strings.EqualFold(s, *act) })

@@ -139,7 +139,8 @@ func TestPolicyCheckCommand(t *testing.T) {
 	  {"Effect": "Allow", "Action": "mns:*Message", "Resource": "acs:mns:*:*:/queues/orders-*/messages"},
 	  {"Effect": "Deny", "Action": "mns:DeleteMessage", "Resource": "acs:mns:*:*:/queues/orders-keep/messages"},
 	  {"Effect": "Deny", "Action": "mns:*", "Resource": "*", "Condition": {"NotIpAddress": {"acs:SourceIp": "10.0.0.0/8"}}}]}},
-	  "Keys": {"worker": ["w"], "admin": ["SmqdAdministratorAccess"], "app": ["AliyunMNSFullAccess"]}}`), 0o600); err != nil {
+	  "Keys": {"worker": ["w"], "admin": ["SmqdAdministratorAccess"], "app": ["AliyunMNSFullAccess"]},
+	  "Limits": {"worker": {"RequestsPerSecond": 2.5}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.json")
@@ -152,6 +153,7 @@ func TestPolicyCheckCommand(t *testing.T) {
 		out  string
 	}{
 		{[]string{"check", "--policy-file", pol}, 0, "valid; keys: admin, app, worker"},
+		{[]string{"check", "--policy-file", pol}, 0, "key worker: at most 2.5 requests a second, bursts of 3"},
 		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:sendmessage", "--resource", "acs:mns:cn-hangzhou:1:/queues/orders-1/messages", "--source-ip", "10.1.2.3"}, 0, `allowed by policy "w", statement 1`},
 		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:sendmessage", "--resource", "/queues/orders-1/messages", "--source-ip", "11.1.2.3"}, 4, `denied by policy "w", statement 3`},
 		{[]string{"check", "--policy-file", pol, "--key", "worker", "--action", "mns:sendmessage", "--resource", "/queues/orders-1/messages"}, 4, `denied by policy "w", statement 3`},
