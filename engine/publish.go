@@ -36,6 +36,10 @@ package engine
 //  5. Each member is a new queue message (new MessageId, MD5 of its own
 //     body) at the default priority with the queue's DelaySeconds; its body
 //     is the subscription's NotifyContentFormat rendering (spec §3.4, §3.7).
+//  6. A publish that delivers nowhere (no subscription, or none whose
+//     FilterTag matches) is a group of count 0 with its topic's id: it
+//     changes no queue, and counts in MessageCount on every replica and
+//     across restarts (topic_count.go) like any other.
 //
 // Queue.Send is not involved: its hot path is unchanged. Publish reserves
 // slots the way Send does (pending, invisible), one stripe lock at a time,
@@ -168,9 +172,6 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 		targets = append(targets, pubTarget{q: q, body: n.render(s)})
 	}
 	t.count.add(now)
-	if len(targets) == 0 {
-		return res, nil
-	}
 
 	// Phase 1: reserve a pending slot per delivery, one stripe at a time.
 	store := b.store
@@ -189,9 +190,9 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 		}
 	}
 	targets = kept
-	if len(targets) == 0 {
-		return res, nil
-	}
+	// A publish that delivers nowhere (no subscription, none whose tag
+	// matches) is still logged, as a header with no member, so that its
+	// count is durable and replicated (topic_count.go): it counted above.
 	// Encode the members' records (each head lives in its target, which
 	// stays put from here on) and the header that lists them.
 	recs := make([]logRec, 0, len(targets)+1)

@@ -92,3 +92,51 @@ func TestTopicCountSurvivesRestarts(t *testing.T) {
 		t.Fatalf("a deleted topic's counts stay in the index: %x %v", v, err)
 	}
 }
+
+// A publish that delivers nowhere (a topic without subscriptions, or a tag
+// no subscription filters for) counts like any other across a crash and a
+// clean restart: it is logged as a header with no member.
+func TestTopicCountOfPublishesDeliveredNowhere(t *testing.T) {
+	clk := NewFakeClock(t0)
+	dir := t.TempDir()
+	b := openPubDurable(t, dir, clk)
+	setupPubTopic(t, b)
+	if _, err := b.CreateTopic("lonely", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		res, err := b.Publish("lonely", PublishInput{Body: []byte("x")})
+		if err != nil || res.Delivered != 0 {
+			t.Fatalf("publish %d: %+v %v", i, res, err)
+		}
+	}
+	// A tag the topic's only subscription does not filter for.
+	if _, err := b.CreateTopic("picky", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Subscribe("picky", "only-a", SubscriptionConfig{Endpoint: qEndpoint(pubSinks[0]), FilterTag: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := b.Publish("picky", PublishInput{Body: []byte("y"), Tag: "b"}); err != nil || res.Delivered != 0 {
+		t.Fatalf("a publish no subscription filters for: %+v %v", res, err)
+	}
+	if n := messageCount(t, b, "lonely"); n != 3 {
+		t.Fatalf("MessageCount %d, want 3", n)
+	}
+	crashBroker(b)
+	b = openPubDurable(t, dir, clk)
+	if n := messageCount(t, b, "lonely"); n != 3 {
+		t.Fatalf("MessageCount %d after a crash, want 3", n)
+	}
+	if n := messageCount(t, b, "picky"); n != 1 {
+		t.Fatalf("picky's MessageCount %d after a crash, want 1", n)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = openPubDurable(t, dir, clk)
+	defer b.Close()
+	if n := messageCount(t, b, "lonely"); n != 3 {
+		t.Fatalf("MessageCount %d after a clean restart, want 3", n)
+	}
+}
