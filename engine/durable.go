@@ -213,6 +213,7 @@ func (d *durableStore) append(recs []logRec) error {
 	for i := range recs {
 		recs[i].pos, recs[i].size = uint64(wr[i].Pos), uint32(wr[i].Size)
 	}
+	countAppended(recs) // topic_count.go invariant 4
 	d.cp.kick()
 	d.spaceJ.kick()
 	d.kick()

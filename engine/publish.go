@@ -171,7 +171,6 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 		}
 		targets = append(targets, pubTarget{q: q, body: n.render(s)})
 	}
-	t.count.add(now)
 
 	// Phase 1: reserve a pending slot per delivery, one stripe at a time.
 	store := b.store
@@ -192,7 +191,8 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 	targets = kept
 	// A publish that delivers nowhere (no subscription, none whose tag
 	// matches) is still logged, as a header with no member, so that its
-	// count is durable and replicated (topic_count.go): it counted above.
+	// count is durable and replicated. It counts once appended
+	// (topic_count.go invariant 4).
 	// Encode the members' records (each head lives in its target, which
 	// stays put from here on) and the header that lists them.
 	recs := make([]logRec, 0, len(targets)+1)
@@ -207,7 +207,7 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 		st.mu.Unlock()
 		keys[i] = msgKey{tg.q.id, tg.seq}
 	}
-	recs = append(recs, logRec{typ: recPublish, head: encodePublishHead(t.id, seq, now, keys)})
+	recs = append(recs, logRec{typ: recPublish, head: encodePublishHead(t.id, seq, now, keys), count: &t.count})
 	for i := range targets {
 		recs = append(recs, targets[i].rec)
 	}

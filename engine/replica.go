@@ -235,6 +235,7 @@ type replStore struct {
 	applied  uint64         // guarded by mu: last entry applied
 	appTerm  uint64         // guarded by mu
 	marks    []appliedMark  // guarded by mu: applied entries not yet checkpointed
+	pins     []uint64       // guarded by mu: exports in progress keep the entries after these (pinAfter)
 	hards    []hardMark     // guarded by mu: hard states persisted since the one a checkpoint's meta holds
 	conf     []byte         // guarded by mu: last conf state
 	confIdx  uint64         // guarded by mu
@@ -518,7 +519,11 @@ func (r *replStore) checkpointMeta(to uint64, batch *index.Batch) {
 		// forget the rest.
 		keep := uint64(r.opts.ReplicaKeepEntries)
 		if m.index > keep {
-			j := sort.Search(len(r.ents), func(i int) bool { return r.ents[i].index > m.index-keep })
+			drop := m.index - keep
+			for _, p := range r.pins {
+				drop = min(drop, p) // an export in progress reads them (pinAfter)
+			}
+			j := sort.Search(len(r.ents), func(i int) bool { return r.ents[i].index > drop })
 			if j > 0 {
 				r.state.SnapIndex, r.state.SnapTerm = r.ents[j-1].index, r.ents[j-1].term
 				r.ents = append(r.ents[:0], r.ents[j:]...)

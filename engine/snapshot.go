@@ -6,7 +6,8 @@ package engine
 // ExportState writes every queue, topic, subscription and message, each as
 // the record that would create it (the replicated log's record encoding:
 // type, length, payload), and each topic's publish counts as a
-// recTopicCount record (topic_count.go), then an end mark. It is fuzzy:
+// recTopicCount record (topic_count.go; ExportStateAt makes them those of
+// the snapshot's index), then an end mark. It is fuzzy:
 // stripes are read one after the other while the leader goes on, so the
 // stream is no single instant. That is enough because the follower then
 // replays the log from the snapshot's index, and records carry full
@@ -29,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // ExportState streams the broker's queues and messages: each as the record
@@ -40,7 +42,35 @@ import (
 //
 // For engine/cluster, which sends it to a replica too far behind; it works
 // on any broker.
-func (b *Broker) ExportState(w io.Writer) error {
+func (b *Broker) ExportState(w io.Writer) error { return b.exportState(w, 0) }
+
+// ExportStateAt is ExportState for a replica that installs the stream as
+// the state of entry index: the topics' publish counts are those of that
+// entry (topic_count.go invariant 5), since the replica counts each
+// publish of the log after it as it replays it. It fails if this log no
+// longer holds the entries after index.
+//
+// For engine/cluster: it needs a broker opened with Options.Replica
+// (others return an error).
+func (b *Broker) ExportStateAt(w io.Writer, index uint64) error {
+	r, err := b.repl()
+	if err != nil {
+		return err
+	}
+	if index == 0 {
+		return errors.New("engine: snapshot: counts as of entry 0")
+	}
+	unpin, err := r.pinAfter(index) // before anything is streamed
+	if err != nil {
+		return err
+	}
+	defer unpin()
+	return b.exportState(w, index)
+}
+
+// exportState is ExportState, with the counts as of entry at (0: the
+// live counts).
+func (b *Broker) exportState(w io.Writer, at uint64) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	b.mu.RLock()
 	qs := make([]*Queue, 0, b.names.n)
@@ -75,7 +105,7 @@ func (b *Broker) ExportState(w io.Writer) error {
 	// The topics, then their subscriptions (topic_replica.go), then the
 	// highest ids used, as deletes of ids no longer live (topic_replica.go
 	// invariant 2): topic id 0 is never used.
-	var tvals, svals, marks, counts [][]byte
+	var tvals, svals, marks [][]byte
 	var topics []*topic // their counts are read after topicSet.mu (lock order: topic.go)
 	b.adminMu.Lock()
 	lastTopic, lastSub := b.topics.nextTopicID-1, b.topics.nextSubID-1
@@ -99,16 +129,10 @@ func (b *Broker) ExportState(w io.Writer) error {
 		marks = append(marks, encodeTopicDelete(0, []uint64{lastSub}))
 	}
 	b.topics.mu.RUnlock()
-	now := b.nowMs()
-	for _, t := range topics {
-		if cs := t.count.live(now); len(cs) > 0 {
-			counts = append(counts, countVal{buckets: cs}.encode(t.id)) // topic_count.go
-		}
-	}
 	for _, vals := range []struct {
 		typ  uint8
 		vals [][]byte
-	}{{recTopic, tvals}, {recSubscription, svals}, {recTopicDelete, marks}, {recTopicCount, counts}} {
+	}{{recTopic, tvals}, {recSubscription, svals}, {recTopicDelete, marks}} {
 		for _, v := range vals.vals {
 			if err := put(vals.typ, v, nil); err != nil {
 				return err
@@ -164,11 +188,33 @@ func (b *Broker) ExportState(w io.Writer) error {
 			}
 		}
 	}
-	if rs, ok := b.store.(*replStore); ok {
+	// The topics' counts, read before the fence, so that it covers the
+	// proposals of the publishes they hold (topic_count.go).
+	now := b.nowMs()
+	counts := make([]countVal, len(topics))
+	for i, t := range topics {
+		counts[i].buckets, counts[i].upto = t.count.liveUpto(now)
+	}
+	rs, _ := b.store.(*replStore)
+	if rs != nil {
 		// Only committed changes (exportFence); without the end mark the
 		// follower refuses the stream.
 		if err := rs.exportFence(); err != nil {
 			return err
+		}
+	}
+	if at > 0 {
+		if err := rs.countsAt(at, topics, counts); err != nil {
+			return err
+		}
+	}
+	for i, t := range topics {
+		cs := slices.DeleteFunc(counts[i].buckets, func(c countBucket) bool { return c.n == 0 })
+		if len(cs) > 0 {
+			v := countVal{upto: at, buckets: cs} // a stream's upto: the index (topic_count.go)
+			if err := put(recTopicCount, v.encode(t.id), nil); err != nil {
+				return err
+			}
 		}
 	}
 	if err := put(0, nil, nil); err != nil { // the end mark
@@ -212,6 +258,15 @@ func (b *Broker) ImportState(rd io.Reader, index, term uint64, conf []byte) erro
 		}
 		if typ != recQueueCreate && typ != recTopic && typ != recSubscription && typ != recTopicDelete && typ != recTopicCount && !isSendRec(typ) {
 			return fmt.Errorf("%w: snapshot record of type %d", errBadRecord, typ)
+		}
+		if typ == recTopicCount {
+			// Counts of another point than the snapshot's would be
+			// counted twice, or miss publishes (topic_count.go).
+			if _, v, err := decodeCountVal(payload); err != nil {
+				return err
+			} else if v.upto != 0 && v.upto != index {
+				return fmt.Errorf("engine: snapshot stream: topic counts as of entry %d, not the snapshot's %d", v.upto, index)
+			}
 		}
 		recs := [1]logRec{{typ: typ, head: payload, live: isSendRec(typ)}}
 		if err := r.durableStore.append(recs[:]); err != nil {

@@ -54,12 +54,13 @@ import (
 
 // logRec is one record to append.
 type logRec struct {
-	typ  uint8
-	head []byte // copied
-	body []byte // copied after head
-	live bool   // count the record's size as live in its segment
-	pos  uint64 // set by append
-	size uint32 // set by append: bytes the record occupies in its segment
+	head  []byte       // copied
+	body  []byte       // copied after head
+	count *countWindow // a publish header's topic counts (countAppended)
+	pos   uint64       // set by append
+	size  uint32       // set by append: bytes the record occupies in its segment
+	typ   uint8
+	live  bool // count the record's size as live in its segment
 }
 
 // segInfo describes one segment of a log.

@@ -52,6 +52,9 @@ func (m *memStore) seqBase() uint64 { return 0 }
 
 func (m *memStore) append(recs []logRec) error {
 	err := m.memLog.append(recs)
+	if err == nil {
+		countAppended(recs) // topic_count.go invariant 4
+	}
 	m.kick()
 	return err
 }

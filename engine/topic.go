@@ -35,8 +35,9 @@ package engine
 // queues; topicSet.mu guards the maps and each topic's subscription list.
 // Lock order (docs/locking.md): adminMu -> topicSet.mu, and nothing is
 // taken under topicSet.mu (Publish copies what it needs and releases it
-// before looking up queues or taking stripe locks); countWindow.mu is
-// taken alone.
+// before looking up queues or taking stripe locks); countWindow.mu is a
+// leaf: taken alone, or under the append's lock (topic_count.go
+// invariant 4).
 
 import (
 	"strings"
@@ -362,6 +363,7 @@ func (t *topic) putSubLocked(s *subscription) {
 type countWindow struct {
 	mu      sync.Mutex
 	buckets *[countBuckets]countBucket // guarded by mu; nil until the first event
+	upto    uint64                     // guarded by mu: one past the last publish header counted (topic_count.go invariant 4)
 }
 
 const (
@@ -379,14 +381,18 @@ func (w *countWindow) slot(k int64) *countBucket {
 }
 
 func (w *countWindow) add(nowMs int64) {
-	k := nowMs / countBucketMs
 	w.mu.Lock()
+	w.addLocked(nowMs)
+	w.mu.Unlock()
+}
+
+func (w *countWindow) addLocked(nowMs int64) {
+	k := nowMs / countBucketMs
 	b := w.slot(k)
 	if b.at != k {
 		b.at, b.n = k, 0
 	}
 	b.n++
-	w.mu.Unlock()
 }
 
 func (w *countWindow) total(nowMs int64) int64 {

@@ -16,7 +16,17 @@ package engine
 //
 // A snapshot carries each topic's counts as a recTopicCount record (a
 // local record: never in a replicated entry). It replaces the topic's
-// counts; publishes folded after it add to them.
+// counts; publishes folded after it add to them. In a snapshot stream the
+// record's upto field is the Raft index its counts are as of (0: not
+// said); in the index and the log it is a position, as above.
+//
+// A snapshot's counts must be those of its index S, since the member
+// that installs it replays the log from S on and counts each publish of
+// it (applyTopicRecord). The exporter's live counts go further (its state
+// is newer than S), so ExportStateAt takes out the publishes of its
+// entries after S that its counts hold: those whose header lies before
+// the window's upto. That needs the window to hold exactly the publishes
+// whose headers lie before its upto, which invariant 4 gives.
 //
 // Invariants:
 //  1. A publish is counted once in the index: a fold adds the publishes of
@@ -25,15 +35,25 @@ package engine
 //     cut short by a crash was never acknowledged.
 //  3. Recovery shows the index's counts plus the log tail's publishes at
 //     or past upto, as the next checkpoint will store them.
+//  4. A live window counts exactly the publishes whose headers lie in the
+//     local log before its upto, each once, and (on a replica) only
+//     those of entries it holds or made: a publish counts when its header
+//     is appended (countAppended, under the append's lock, so in log
+//     order on a replicated broker, whose appends hold replStore.mu) or
+//     applied (in log order), never before its append, which may fail.
+//  5. ExportStateAt(S) writes counts that hold each publish of an entry
+//     up to S and none after: the live counts less the publishes of the
+//     entries after S whose headers lie before upto.
 //
-// What is not exact: ExportState reads the live counts, which may hold
-// publishes after the snapshot's index; the importer replays those from
-// the log and counts them again. A snapshot is rare and the publishes in
-// flight during one are few.
+// What is not exact: ExportState (no index) reads the live counts, which
+// may hold publishes after the snapshot's index; an importer replays
+// those from the log and counts them again. A member of an earlier
+// version asks for a snapshot so.
 
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // recTopicCount is a topic's counts in a snapshot stream (snapshot.go).
@@ -82,9 +102,17 @@ func decodeCountVal(b []byte) (id uint64, v countVal, err error) {
 
 // live returns w's buckets within the retention at nowMs.
 func (w *countWindow) live(nowMs int64) []countBucket {
+	out, _ := w.liveUpto(nowMs)
+	return out
+}
+
+// liveUpto returns w's buckets within the retention at nowMs and its upto
+// (invariant 4), read together.
+func (w *countWindow) liveUpto(nowMs int64) ([]countBucket, uint64) {
 	k := nowMs / countBucketMs
 	var out []countBucket
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.buckets != nil {
 		for _, b := range w.buckets {
 			if b.n > 0 && b.at > k-countBuckets && b.at <= k {
@@ -92,8 +120,16 @@ func (w *countWindow) live(nowMs int64) []countBucket {
 			}
 		}
 	}
+	return out, w.upto
+}
+
+// addAt counts a publish made at ms whose header lies at pos in the
+// local log (invariant 4).
+func (w *countWindow) addAt(ms int64, pos uint64) {
+	w.mu.Lock()
+	w.addLocked(ms)
+	w.upto = max(w.upto, pos+1)
 	w.mu.Unlock()
-	return out
 }
 
 // addBuckets adds cs to w. Of two buckets that share a slot, the later
@@ -112,11 +148,35 @@ func (w *countWindow) addBuckets(cs []countBucket) {
 	w.mu.Unlock()
 }
 
-// reset empties w.
-func (w *countWindow) reset() {
+// replace makes w count cs, the publishes before position upto.
+func (w *countWindow) replace(cs []countBucket, upto uint64) {
 	w.mu.Lock()
-	w.buckets = nil
+	w.buckets, w.upto = nil, upto
 	w.mu.Unlock()
+	w.addBuckets(cs)
+}
+
+// takeOut removes one publish made at ms from buckets (ExportStateAt); a
+// bucket gone from the retention is left alone.
+func takeOut(buckets []countBucket, ms int64) {
+	k := ms / countBucketMs
+	for i := range buckets {
+		if buckets[i].at == k && buckets[i].n > 0 {
+			buckets[i].n--
+			return
+		}
+	}
+}
+
+// countAppended counts the publish headers among recs, just appended
+// (invariant 4). The store's append calls it before it returns, so a
+// replicated broker's appends count under replStore.mu, in log order.
+func countAppended(recs []logRec) {
+	for i := range recs {
+		if c := recs[i].count; c != nil {
+			c.addAt(int64(binary.LittleEndian.Uint64(recs[i].head[16:])), recs[i].pos)
+		}
+	}
 }
 
 // foldCount is what a fold window holds of one topic's counts.
@@ -210,6 +270,68 @@ func (ft *foldTopics) writeCounts(batch batcher, stored func(id uint64) ([]byte,
 			return fmt.Errorf("topic %d: %w", id, err)
 		}
 		batch.PutTopicCount(id, v.encode(id))
+	}
+	return nil
+}
+
+// pinAfter makes the log keep the entries after index until unpin is
+// called (checkpointMeta forgets none of them), for ExportStateAt, which
+// reads them once it has streamed the messages. It fails if the log no
+// longer holds them all.
+func (r *replStore) pinAfter(index uint64) (unpin func(), err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last := r.applied
+	if n := len(r.ents); n > 0 {
+		last = max(last, r.ents[n-1].index)
+	}
+	if index > last || (index < last && r.entAt(index+1) < 0) {
+		return nil, fmt.Errorf("engine: snapshot: this log does not hold the entries after %d (they end at %d): ask for a newer snapshot", index, last)
+	}
+	r.pins = append(r.pins, index)
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if k := slices.Index(r.pins, index); k >= 0 {
+			r.pins = slices.Delete(r.pins, k, k+1)
+		}
+	}, nil
+}
+
+// countsAt takes out of counts (each topic's live buckets and upto, read
+// before the export's fence) the publishes of the entries after index
+// whose headers lie before the topic's upto (invariant 5). The caller
+// pinned them (pinAfter).
+func (r *replStore) countsAt(index uint64, topics []*topic, counts []countVal) error {
+	var maxUpto uint64
+	at := make(map[uint64]int, len(topics))
+	for i, t := range topics {
+		at[t.id] = i
+		maxUpto = max(maxUpto, counts[i].upto)
+	}
+	var spans [][2]uint64
+	r.mu.Lock()
+	if k := r.entAt(index + 1); k >= 0 {
+		for _, e := range r.ents[k:] {
+			if e.kind == EntryRecords && e.first < maxUpto {
+				spans = append(spans, [2]uint64{e.first, e.recEnd})
+			}
+		}
+	}
+	r.mu.Unlock()
+	le := binary.LittleEndian
+	for _, sp := range spans {
+		err := r.readRange(sp[0], sp[1], func(pos uint64, _ uint32, typ uint8, payload []byte) {
+			if typ != recPublish || len(payload) < publishHeadFixed {
+				return
+			}
+			if i, ok := at[le.Uint64(payload)]; ok && pos < counts[i].upto {
+				takeOut(counts[i].buckets, int64(le.Uint64(payload[16:])))
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("engine: snapshot: read the entries after %d: %w", index, err)
+		}
 	}
 	return nil
 }

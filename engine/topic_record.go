@@ -403,7 +403,7 @@ func (d *durableStore) loadCounts(b *Broker, ft *foldTopics) error {
 		if err != nil {
 			return fmt.Errorf("engine: the counts of topic %d: %w", id, err)
 		}
-		t.count.addBuckets(v.buckets)
+		t.count.replace(v.buckets, v.upto)
 	}
 	return nil
 }

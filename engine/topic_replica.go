@@ -54,7 +54,7 @@ func (b *Broker) applyTopicRecord(typ uint8, pos uint64, payload []byte) error {
 		t := ts.byID[le.Uint64(payload)]
 		ts.mu.RUnlock()
 		if t != nil {
-			t.count.add(int64(le.Uint64(payload[16:])))
+			t.count.addAt(int64(le.Uint64(payload[16:])), pos) // topic_count.go invariant 4
 		}
 		return nil
 	}
@@ -67,8 +67,7 @@ func (b *Broker) applyTopicRecord(typ uint8, pos uint64, payload []byte) error {
 		t := ts.byID[id]
 		ts.mu.RUnlock()
 		if t != nil {
-			t.count.reset()
-			t.count.addBuckets(v.buckets)
+			t.count.replace(v.buckets, pos+1)
 		}
 		return nil
 	}

@@ -181,6 +181,12 @@ func (s *raftStorage) FirstIndex() (uint64, error) {
 func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Follow the broker first (as Entries does; Raft calls this from the
+	// shard's loop, between applies): an idle shard's storage lags its
+	// checkpoints, and a snapshot older than the broker's point names
+	// entries the broker no longer holds, whose publishes the member's
+	// counts need (engine.ExportStateAt refuses it).
+	s.compactLocked(math.MaxUint64)
 	return &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(s.snapIndex), Term: proto.Uint64(s.snapTerm),
 		ConfState: proto.Clone(s.cs).(*pb.ConfState)}}, nil
 }
@@ -272,6 +278,10 @@ func (s *raftStorage) setConfState(cs *pb.ConfState) {
 func (s *raftStorage) compact(applied uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.compactLocked(applied)
+}
+
+func (s *raftStorage) compactLocked(applied uint64) {
 	idx, term, err := s.b.SnapshotPoint()
 	if err != nil || idx <= s.snapIndex || idx > applied {
 		return

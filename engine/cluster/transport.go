@@ -22,6 +22,10 @@ package cluster
 // above, which runs inside it unchanged: the key and the certificates
 // must both be right, and everything after is encrypted.
 //
+// Snapshots (kind 1): the member sends the shard and the index of the
+// snapshot it installs; the acceptor acknowledges the index and streams
+// the shard's state (fetchSnapshot).
+//
 // Frames (kind 0): length u32 | shard u16 | a marshalled raftpb.Message;
 // frames are marshalled straight into the peer's queue, chunks of up to
 // chunkBytes filled back to back (a larger frame gets a chunk of its own),
@@ -49,6 +53,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,15 +83,15 @@ type transport struct {
 	ln      net.Listener
 	tls     *tls.Config // mutual TLS on every connection (Config.TLS), or nil
 
-	deliver   func(shard int, m *pb.Message)         // a message for a shard
-	peerDown  func(peer uint64)                      // a connection to or from peer ended
-	serveSnap func(shard int, w io.Writer) error     // stream a shard's state
-	acked     func(from uint64, shards int) []uint64 // what a member that may have lost its data acknowledged here (rejoin.go)
-	rejoin    func(from uint64, lost int) bool       // such a member found it lost data: replace it (rejoin.go)
-	refused   func()                                 // a handshake failed (metrics)
-	forward   func(from uint64, c net.Conn)          // serve a forward connection (forward.go)
-	member    func(from uint64, c net.Conn)          // serve a membership request (members.go)
-	move      func(from uint64, c net.Conn)          // serve a dead-letter move (deadletter.go)
+	deliver   func(shard int, m *pb.Message)                // a message for a shard
+	peerDown  func(peer uint64)                             // a connection to or from peer ended
+	serveSnap func(shard int, at uint64, w io.Writer) error // stream a shard's state (at: the snapshot's index, 0 if not said)
+	acked     func(from uint64, shards int) []uint64        // what a member that may have lost its data acknowledged here (rejoin.go)
+	rejoin    func(from uint64, lost int) bool              // such a member found it lost data: replace it (rejoin.go)
+	refused   func()                                        // a handshake failed (metrics)
+	forward   func(from uint64, c net.Conn)                 // serve a forward connection (forward.go)
+	member    func(from uint64, c net.Conn)                 // serve a membership request (members.go)
+	move      func(from uint64, c net.Conn)                 // serve a dead-letter move (deadletter.go)
 
 	mu    sync.Mutex
 	peers map[uint64]*peer  // guarded by mu
@@ -390,12 +395,25 @@ func (t *transport) serveConn(c net.Conn) {
 		t.serveRejoin(from, c)
 		return
 	case kindSnapshot:
+		// The shard, then (if its top bit is set) the index of the
+		// snapshot the member installs (fetchSnapshot).
 		var sh [4]byte
 		if _, err := io.ReadFull(c, sh[:]); err != nil {
 			return
 		}
+		shard, at := binary.LittleEndian.Uint32(sh[:]), uint64(0)
+		if shard&snapAtBit != 0 && (testHookEarlierSnapshots == nil || !testHookEarlierSnapshots()) {
+			var v [8]byte
+			if _, err := io.ReadFull(c, v[:]); err != nil {
+				return
+			}
+			shard, at = shard&^snapAtBit, binary.LittleEndian.Uint64(v[:])
+			if _, err := c.Write([]byte{snapAtAck}); err != nil {
+				return
+			}
+		}
 		w := bufio.NewWriterSize(c, 1<<20)
-		if err := t.serveSnap(int(binary.LittleEndian.Uint32(sh[:])), w); err != nil {
+		if err := t.serveSnap(int(shard), at, w); err != nil {
 			t.log.Warn("snapshot not sent", "peer", from, "err", err)
 			return
 		}
@@ -579,17 +597,64 @@ func (t *transport) accept(c net.Conn) (kind byte, from uint64, err error) {
 	return kind, from, nil
 }
 
-// fetchSnapshot asks node id (at addr) for a shard's state.
-func (t *transport) fetchSnapshot(addr string, shard int) (io.ReadCloser, error) {
+// A snapshot request is the shard (u32). A member of 2026-12-06 or later
+// sets snapAtBit in it and adds the index of the snapshot it installs
+// (u64), so that the topics' counts are as of that index
+// (engine.ExportStateAt); a node that reads the index answers snapAtAck
+// before the stream. A node of an earlier version reads no index and
+// closes the connection (no such shard): fetchSnapshot tells so
+// (errNoSnapshotAt), and the member asks again without the index.
+const (
+	snapAtBit = 1 << 31
+	snapAtAck = 0xA5
+)
+
+// testHookEarlierSnapshots, when set (tests) and true, makes this node
+// read snapshot requests as a node of an earlier version does: the shard
+// alone.
+var testHookEarlierSnapshots func() bool
+
+// errNoSnapshotAt: the peer closed a request naming the snapshot's index
+// without acknowledging it.
+var errNoSnapshotAt = errors.New("cluster: the peer does not take a snapshot's index (a version before 2026-12-06)")
+
+// fetchSnapshot asks node id (at addr) for a shard's state: as of the
+// snapshot of entry index (engine.ExportStateAt), or, with index 0, as
+// of now.
+func (t *transport) fetchSnapshot(addr string, shard int, index uint64) (io.ReadCloser, error) {
 	c, _, err := t.dial(addr, kindSnapshot)
 	if err != nil {
 		return nil, err
 	}
-	var sh [4]byte
-	binary.LittleEndian.PutUint32(sh[:], uint32(shard))
-	if _, err := c.Write(sh[:]); err != nil {
+	req := binary.LittleEndian.AppendUint32(nil, uint32(shard))
+	if index > 0 {
+		req = binary.LittleEndian.AppendUint32(req[:0], uint32(shard)|snapAtBit)
+		req = binary.LittleEndian.AppendUint64(req, index)
+	}
+	if _, err := c.Write(req); err != nil {
 		c.Close()
 		return nil, err
+	}
+	if index > 0 {
+		// The answer comes at once: the stream comes after it.
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var ack [1]byte
+		_, err := io.ReadFull(c, ack[:])
+		switch {
+		case err == nil && ack[0] == snapAtAck:
+			c.SetReadDeadline(time.Time{})
+		case err == nil:
+			c.Close()
+			return nil, fmt.Errorf("cluster: snapshot request answered with %#x", ack[0])
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			c.Close()
+			return nil, fmt.Errorf("cluster: snapshot request: %w", err)
+		default:
+			// Closed (EOF), or reset: the earlier version closes with
+			// the index unread.
+			c.Close()
+			return nil, fmt.Errorf("%w: %v", errNoSnapshotAt, err)
+		}
 	}
 	return c, nil
 }
