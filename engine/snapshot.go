@@ -68,6 +68,44 @@ func (b *Broker) ExportStateAt(w io.Writer, index uint64) error {
 	return b.exportState(w, index)
 }
 
+// ExportStateLeading is ExportState on a replica that leads its shard
+// and has confirmed it (a majority still follows it) before it reads
+// anything, so that the stream holds every change committed before the
+// call: a backup's (engine/cluster). It fails with ErrNotLeader on a
+// replica that does not lead, or cannot confirm it.
+func (b *Broker) ExportStateLeading(w io.Writer) error {
+	r, err := b.repl()
+	if err != nil {
+		return err
+	}
+	term := r.leading()
+	if term == 0 {
+		return fmt.Errorf("%w: a backup exports a shard from its leader", ErrNotLeader)
+	}
+	if err := r.confirmLead(term); err != nil {
+		return err
+	}
+	return b.exportState(w, 0)
+}
+
+// ImportedTerm returns the highest term that the sequence number of a
+// message ImportState imported carries (replica.go invariant 5): a shard
+// restored from a backup must start past it, so that its leaders never
+// hand out one of them again.
+func (b *Broker) ImportedTerm() uint64 {
+	r, err := b.repl()
+	if err != nil {
+		return 0
+	}
+	r.cpMu.Lock()
+	defer r.cpMu.Unlock()
+	var t uint64
+	for _, seq := range r.bornSeq {
+		t = max(t, seq>>bootShift)
+	}
+	return t
+}
+
 // exportState is ExportState, with the counts as of entry at (0: the
 // live counts).
 func (b *Broker) exportState(w io.Writer, at uint64) error {

@@ -1,9 +1,11 @@
 package server
 
-// GET /backup: an online backup of a single node (engine.Broker.Backup),
-// streamed as the response's body. Not an MNS operation; it is signed as
-// one, so that only a holder of an access key gets the broker's messages
-// and the credentials files (Options.BackupFiles) in it.
+// GET /backup: an online backup, streamed as the response's body: of a
+// single node (engine.Broker.Backup), or of a whole cluster, each shard
+// exported by its leader (cluster.Node.Backup), through any node. Not an
+// MNS operation; it is signed as one, so that only a holder of an access
+// key gets the broker's messages and the credentials files
+// (Options.BackupFiles) in it.
 //
 // The status and headers leave before the backup starts, so a failure
 // midway cannot change them: the body then ends without the archive's end
@@ -23,26 +25,24 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/cluster"
 )
 
 func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
-	if s.c != nil {
-		s.fail(ctx, st, newAPIError(codeInvalidRequestURL,
-			"a cluster node is not backed up on its own: the cluster keeps a copy on every node (docs/operations.md, \"Backups\")"))
-		return
-	}
-	b := s.broker()
-	if b == nil {
-		s.fail(ctx, st, errReopening)
-		return
-	}
-	switch err := b.CanBackup(); {
-	case errors.Is(err, engine.ErrBackupUnsupported):
-		s.fail(ctx, st, newAPIError(codeInvalidRequestURL, "this server keeps its messages in memory (--in-memory): there is nothing durable to back up"))
-		return
-	case err != nil:
-		s.fail(ctx, st, err) // closed: 503
-		return
+	var b *engine.Broker
+	if s.c == nil {
+		if b = s.broker(); b == nil {
+			s.fail(ctx, st, errReopening)
+			return
+		}
+		switch err := b.CanBackup(); {
+		case errors.Is(err, engine.ErrBackupUnsupported):
+			s.fail(ctx, st, newAPIError(codeInvalidRequestURL, "this server keeps its messages in memory (--in-memory): there is nothing durable to back up"))
+			return
+		case err != nil:
+			s.fail(ctx, st, err) // closed: 503
+			return
+		}
 	}
 	var rate int64
 	if v := ctx.QueryArgs().Peek("rate"); len(v) > 0 {
@@ -66,7 +66,17 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 		defer s.backups.running.Store(false)
 		start := time.Now()
 		dw := &deadlineWriter{w: w, conn: conn, timeout: timeout, closing: &s.closing}
-		info, err := b.Backup(dw, engine.BackupOptions{Files: s.opts.BackupFiles, BytesPerSecond: rate})
+		var attrs []any
+		var err error
+		if b != nil {
+			var info engine.BackupInfo
+			info, err = b.Backup(dw, engine.BackupOptions{Files: s.opts.BackupFiles, BytesPerSecond: rate})
+			attrs = []any{"bytes", info.Bytes, "log_end", info.LogEnd, "segments", info.Segments, "files", info.Files}
+		} else {
+			var info cluster.BackupInfo
+			info, err = s.c.Backup(dw, cluster.BackupOptions{Files: s.opts.BackupFiles, BytesPerSecond: rate})
+			attrs = []any{"bytes", info.Bytes, "shards", info.Shards, "files", info.Files}
+		}
 		if err == nil {
 			err = w.Flush()
 		}
@@ -78,8 +88,7 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 		}
 		s.backups.ok.Add(1)
 		s.backups.lastOK.Store(time.Now().UnixNano())
-		s.log.Info("backup sent", "bytes", info.Bytes, "log_end", info.LogEnd, "segments", info.Segments,
-			"files", info.Files, "took", time.Since(start), "request_id", reqID)
+		s.log.Info("backup sent", append(attrs, "took", time.Since(start), "request_id", reqID)...)
 	})
 }
 

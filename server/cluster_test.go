@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/archive"
 	"github.com/smqd/smqd/engine/cluster"
 )
 
@@ -299,8 +301,33 @@ func TestClusterStatusAndMembership(t *testing.T) {
 	for i := range 20 {
 		cl.mustSend("m", fmt.Sprint(i), "")
 	}
-	// A node is not backed up on its own (backup.go).
-	wantError(t, cl.get("/backup"), 400, "InvalidRequestURL")
+	// A backup through any node is the whole cluster's (backup.go): each
+	// shard's state, from its leader.
+	if r := cl.get("/backup"); r.status != 200 {
+		t.Fatalf("GET /backup: %d %s", r.status, r.body)
+	} else {
+		ar, err := archive.NewReader(bytes.NewReader(r.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := ar.Manifest(); m.Format != cluster.BackupFormat || m.Fields["shards"] != "2" {
+			t.Fatalf("a cluster's backup: manifest %+v", m)
+		}
+		var names []string
+		for {
+			h, err := ar.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, h.Name)
+		}
+		if len(names) < 2 || names[0] != "shards/0.state" || names[1] != "shards/1.state" {
+			t.Fatalf("a cluster's backup holds %v", names)
+		}
+	}
 	r := cl.get("/cluster")
 	if r.status != 200 || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("GET /cluster: %d %s", r.status, r.body)

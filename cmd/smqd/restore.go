@@ -2,7 +2,9 @@ package main
 
 // smqd restore: writes a backup (GET /backup, smqctl backup) into a new
 // data directory, then opens it once as the daemon would, so that a backup
-// that does not recover fails here and not at the next start.
+// that does not recover fails here and not at the next start. A cluster's
+// backup is restored on every member of a new cluster, each with its
+// --node-id and the same --cluster-peers (engine/cluster/backup.go).
 
 import (
 	"errors"
@@ -11,9 +13,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/cluster"
 )
 
 // backupFiles are the daemon's files of the data directory that a backup
@@ -27,8 +31,13 @@ func runRestore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	from := fs.String("from", "", "the backup file to restore (- reads standard input)")
 	dir := fs.String("data-dir", "./smqd-data", "the data directory to create: it must not exist or be empty")
 	check := fs.Bool("check", true, "open the restored directory once, as a start would, to check that it recovers")
+	nodeID := fs.Uint64("node-id", 0, "a cluster's backup: this member's id in the new cluster")
+	peers := fs.String("cluster-peers", "", "a cluster's backup: the new cluster's members, \"1=HOST:PORT,2=HOST:PORT,3=HOST:PORT\" (their Raft addresses), as every member will start with")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: smqd restore --from FILE --data-dir DIR\n\nWrites a backup (smqctl backup, GET /backup) into a new data directory; start smqd on it afterwards.")
+		fmt.Fprintln(stderr, "usage: smqd restore --from FILE --data-dir DIR [--node-id N --cluster-peers PEERS]\n\n"+
+			"Writes a backup (smqctl backup, GET /backup) into a new data directory; start smqd on it afterwards.\n"+
+			"A cluster's backup is restored on every member of a new cluster, each with its --node-id and the\n"+
+			"same --cluster-peers; then each starts with those flags and the backup's --shards.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -53,8 +62,14 @@ func runRestore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	privateUmask() // the restored files are as private as the daemon's
 	start := time.Now()
+	if *peers != "" || *nodeID != 0 {
+		return restoreCluster(in, *dir, *nodeID, *peers, start, stdout, stderr)
+	}
 	info, err := engine.Restore(in, *dir)
 	if err != nil {
+		if strings.Contains(err.Error(), fmt.Sprintf("format %d;", cluster.BackupFormat)) {
+			err = fmt.Errorf("%w (a cluster's backup: restore it on each member of a new cluster with --node-id and --cluster-peers)", err)
+		}
 		fmt.Fprintln(stderr, "smqd restore:", err)
 		return 1
 	}
@@ -87,5 +102,27 @@ func runRestore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "checked: %d queues, %d messages recovered\n", queues, rec.Messages)
+	return 0
+}
+
+// restoreCluster is "smqd restore" of a cluster's backup, as member id of
+// a new cluster whose members are peers.
+func restoreCluster(in io.Reader, dir string, id uint64, peers string, start time.Time, stdout, stderr io.Writer) int {
+	members, err := parsePeers(peers)
+	if err == nil && (id == 0 || members[id] == "") {
+		err = fmt.Errorf("--node-id %d is not one of --cluster-peers %q", id, peers)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "smqd restore:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	info, err := cluster.Restore(in, dir, cluster.Config{NodeID: id, Peers: members, Logger: log})
+	if err != nil {
+		fmt.Fprintln(stderr, "smqd restore:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "restored a cluster's backup of %s into %s as member %d of %d: %d shards, %d other files, in %s; start it with --node-id %d --cluster-peers %q --shards %d\n",
+		info.Manifest.Created.Format(time.RFC3339), dir, id, len(members), info.Shards, info.Files, time.Since(start).Round(time.Millisecond), id, peers, info.Shards)
 	return 0
 }

@@ -317,11 +317,13 @@ func (s *shard) fetchWhole(addr string, index uint64, abort func(io.Closer) bool
 // served: its shard and the index the member asked for.
 var testHookServeSnapshot func(shard int, at uint64)
 
-// serveSnapshot streams the shard's state to a follower (transport.go),
-// with the topics' counts as of the snapshot's index at (0: a member of
-// an earlier version, which does not say it: the live counts).
-func (n *Node) serveSnapshot(shardID int, at uint64, w io.Writer) error {
-	if shardID < 0 || shardID >= len(n.shards) {
+// serveSnapshot streams the shard's state (transport.go): to a follower,
+// with the topics' counts as of the snapshot's index req.at (0: a member
+// of an earlier version, which does not say it: the live counts); or to
+// a backup (req.leading), only as the shard's confirmed leader.
+func (n *Node) serveSnapshot(req snapRequest, w io.Writer) error {
+	shardID := int(req.shard)
+	if shardID >= len(n.shards) {
 		return fmt.Errorf("no shard %d", shardID)
 	}
 	s := n.shards[shardID]
@@ -330,12 +332,15 @@ func (n *Node) serveSnapshot(shardID int, at uint64, w io.Writer) error {
 		return fmt.Errorf("shard %d is being rebuilt", shardID)
 	}
 	if h := testHookServeSnapshot; h != nil {
-		h(shardID, at)
+		h(shardID, req.at)
 	}
-	if at == 0 {
+	switch {
+	case req.leading:
+		return b.ExportStateLeading(w)
+	case req.at == 0:
 		return b.ExportState(w)
 	}
-	return b.ExportStateAt(w, at)
+	return b.ExportStateAt(w, req.at)
 }
 
 // wipe empties the shard's directory.

@@ -83,15 +83,15 @@ type transport struct {
 	ln      net.Listener
 	tls     *tls.Config // mutual TLS on every connection (Config.TLS), or nil
 
-	deliver   func(shard int, m *pb.Message)                // a message for a shard
-	peerDown  func(peer uint64)                             // a connection to or from peer ended
-	serveSnap func(shard int, at uint64, w io.Writer) error // stream a shard's state (at: the snapshot's index, 0 if not said)
-	acked     func(from uint64, shards int) []uint64        // what a member that may have lost its data acknowledged here (rejoin.go)
-	rejoin    func(from uint64, lost int) bool              // such a member found it lost data: replace it (rejoin.go)
-	refused   func()                                        // a handshake failed (metrics)
-	forward   func(from uint64, c net.Conn)                 // serve a forward connection (forward.go)
-	member    func(from uint64, c net.Conn)                 // serve a membership request (members.go)
-	move      func(from uint64, c net.Conn)                 // serve a dead-letter move (deadletter.go)
+	deliver   func(shard int, m *pb.Message)           // a message for a shard
+	peerDown  func(peer uint64)                        // a connection to or from peer ended
+	serveSnap func(req snapRequest, w io.Writer) error // stream a shard's state
+	acked     func(from uint64, shards int) []uint64   // what a member that may have lost its data acknowledged here (rejoin.go)
+	rejoin    func(from uint64, lost int) bool         // such a member found it lost data: replace it (rejoin.go)
+	refused   func()                                   // a handshake failed (metrics)
+	forward   func(from uint64, c net.Conn)            // serve a forward connection (forward.go)
+	member    func(from uint64, c net.Conn)            // serve a membership request (members.go)
+	move      func(from uint64, c net.Conn)            // serve a dead-letter move (deadletter.go)
 
 	mu    sync.Mutex
 	peers map[uint64]*peer  // guarded by mu
@@ -401,19 +401,23 @@ func (t *transport) serveConn(c net.Conn) {
 		if _, err := io.ReadFull(c, sh[:]); err != nil {
 			return
 		}
-		shard, at := binary.LittleEndian.Uint32(sh[:]), uint64(0)
-		if shard&snapAtBit != 0 && (testHookEarlierSnapshots == nil || !testHookEarlierSnapshots()) {
-			var v [8]byte
-			if _, err := io.ReadFull(c, v[:]); err != nil {
-				return
+		req := snapRequest{shard: binary.LittleEndian.Uint32(sh[:])}
+		if req.shard&snapFlags != 0 && (testHookEarlierSnapshots == nil || !testHookEarlierSnapshots()) {
+			req.leading = req.shard&snapLeadBit != 0
+			if req.shard&snapAtBit != 0 {
+				var v [8]byte
+				if _, err := io.ReadFull(c, v[:]); err != nil {
+					return
+				}
+				req.at = binary.LittleEndian.Uint64(v[:])
 			}
-			shard, at = shard&^snapAtBit, binary.LittleEndian.Uint64(v[:])
+			req.shard &^= snapFlags
 			if _, err := c.Write([]byte{snapAtAck}); err != nil {
 				return
 			}
 		}
 		w := bufio.NewWriterSize(c, 1<<20)
-		if err := t.serveSnap(int(shard), at, w); err != nil {
+		if err := t.serveSnap(req, w); err != nil {
 			t.log.Warn("snapshot not sent", "peer", from, "err", err)
 			return
 		}
@@ -600,14 +604,25 @@ func (t *transport) accept(c net.Conn) (kind byte, from uint64, err error) {
 // A snapshot request is the shard (u32). A member of 2026-12-06 or later
 // sets snapAtBit in it and adds the index of the snapshot it installs
 // (u64), so that the topics' counts are as of that index
-// (engine.ExportStateAt); a node that reads the index answers snapAtAck
-// before the stream. A node of an earlier version reads no index and
-// closes the connection (no such shard): fetchSnapshot tells so
-// (errNoSnapshotAt), and the member asks again without the index.
+// (engine.ExportStateAt); a backup sets snapLeadBit: only the shard's
+// leader answers it (engine.ExportStateLeading). A node that reads the
+// flags answers snapAtAck before the stream. A node of an earlier version
+// reads no flag and closes the connection (no such shard): fetchSnapshot
+// tells so (errNoSnapshotAt), and the member asks again without the
+// index.
 const (
-	snapAtBit = 1 << 31
-	snapAtAck = 0xA5
+	snapAtBit   = 1 << 31
+	snapLeadBit = 1 << 30
+	snapFlags   = snapAtBit | snapLeadBit
+	snapAtAck   = 0xA5
 )
+
+// snapRequest is a snapshot request as read.
+type snapRequest struct {
+	shard   uint32
+	at      uint64 // the snapshot's index (snapAtBit), or 0
+	leading bool   // a backup's: only the confirmed leader answers (snapLeadBit)
+}
 
 // testHookEarlierSnapshots, when set (tests) and true, makes this node
 // read snapshot requests as a node of an earlier version does: the shard
@@ -622,20 +637,32 @@ var errNoSnapshotAt = errors.New("cluster: the peer does not take a snapshot's i
 // snapshot of entry index (engine.ExportStateAt), or, with index 0, as
 // of now.
 func (t *transport) fetchSnapshot(addr string, shard int, index uint64) (io.ReadCloser, error) {
+	return t.fetchState(addr, snapRequest{shard: uint32(shard), at: index})
+}
+
+// fetchState sends a snapshot request (see snapAtBit) to the node at addr
+// and returns the stream.
+func (t *transport) fetchState(addr string, r snapRequest) (io.ReadCloser, error) {
 	c, _, err := t.dial(addr, kindSnapshot)
 	if err != nil {
 		return nil, err
 	}
-	req := binary.LittleEndian.AppendUint32(nil, uint32(shard))
-	if index > 0 {
-		req = binary.LittleEndian.AppendUint32(req[:0], uint32(shard)|snapAtBit)
-		req = binary.LittleEndian.AppendUint64(req, index)
+	flags := uint32(0)
+	if r.at > 0 {
+		flags |= snapAtBit
+	}
+	if r.leading {
+		flags |= snapLeadBit
+	}
+	req := binary.LittleEndian.AppendUint32(nil, r.shard|flags)
+	if r.at > 0 {
+		req = binary.LittleEndian.AppendUint64(req, r.at)
 	}
 	if _, err := c.Write(req); err != nil {
 		c.Close()
 		return nil, err
 	}
-	if index > 0 {
+	if flags != 0 {
 		// The answer comes at once: the stream comes after it.
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		var ack [1]byte

@@ -121,10 +121,18 @@ func (r *run) backup(ctx context.Context, name string, args []string) error {
 	if r.g.json {
 		return r.printJSON(map[string]any{"file": *out, "bytes": cw.n, "files": files, "created": m.Created, "took_ms": took.Milliseconds()})
 	}
-	fmt.Fprintf(r.env.Stdout, "backup of %s written to %s: %d bytes, %d files, in %s; restore it with: smqd restore --from %s --data-dir DIR\n",
-		m.Created.Format(time.RFC3339), *out, cw.n, files, took.Round(time.Millisecond), *out)
+	how := "smqd restore --from " + *out + " --data-dir DIR"
+	if m.Format == clusterBackupFormat {
+		how = "smqd restore --from " + *out + " --data-dir DIR --node-id N --cluster-peers PEERS, on each member of a new cluster (a cluster's backup: " + m.Fields["shards"] + " shards)"
+	}
+	fmt.Fprintf(r.env.Stdout, "backup of %s written to %s: %d bytes, %d files, in %s; restore it with: %s\n",
+		m.Created.Format(time.RFC3339), *out, cw.n, files, took.Round(time.Millisecond), how)
 	return nil
 }
+
+// clusterBackupFormat is engine/cluster.BackupFormat, the manifest's
+// format of a cluster's backup (smqctl imports no engine but the archive).
+const clusterBackupFormat = 2
 
 // checkArchive reads a whole archive, checking every frame, and returns
 // its manifest and file count.

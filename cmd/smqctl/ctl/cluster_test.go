@@ -109,6 +109,14 @@ func TestClusterCommands(t *testing.T) {
 	}
 	c.ctl(t, 2).ok("subscription", "ls", "news")
 
+	// A backup through any node is the cluster's, and says how to restore it.
+	if clusterBackupFormat != cluster.BackupFormat {
+		t.Fatalf("smqctl's clusterBackupFormat %d, engine/cluster's %d", clusterBackupFormat, cluster.BackupFormat)
+	}
+	if out := c.ctl(t, 1).ok("backup", "-o", filepath.Join(t.TempDir(), "c.smqd")); !strings.Contains(out, "--cluster-peers") || !strings.Contains(out, "a cluster's backup") {
+		t.Errorf("smqctl backup of a cluster: %q", out)
+	}
+
 	// The table, asked of shard 0's leader, so that a leader's row (with
 	// its followers) is always there: the node's health, its members, each
 	// shard's leader.

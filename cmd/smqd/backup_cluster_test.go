@@ -1,0 +1,105 @@
+package main
+
+// A cluster's backup and its restore with real daemons, as an operator
+// would run them: GET /backup through any node, every node stopped, `smqd
+// restore` of the one file on each member of a new cluster (new
+// directories, new addresses), the new cluster started with the restore's
+// flags, and every message there.
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDaemonClusterBackupAndRestore(t *testing.T) {
+	bin, err := buildDaemon(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(t.TempDir(), "credentials")
+	const keyID, secret = "backup", "cluster-backup-secret-0123456789"
+	if err := os.WriteFile(creds, []byte(keyID+" "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	raft, api, peers := clusterAddrs(t, n)
+	nodes := make([]*clusterDaemon, n)
+	for i := range n {
+		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], peers, creds, "--shards", "3")
+	}
+	waitCluster(t, "the cluster settles", 60*time.Second, func() error { return preferredLeadersReady(api) })
+	do := signedDo(t, keyID, secret)
+	want := map[string][]string{}
+	for k := range 6 {
+		q := fmt.Sprintf("bk-%d", k)
+		if st, body := do("PUT", "http://"+api[1]+"/queues/"+q, ""); st != 201 {
+			t.Fatalf("create %s: %d %s", q, st, body)
+		}
+		for m := range 5 {
+			b := fmt.Sprintf("%s-m%d", q, m)
+			if st, body := do("POST", "http://"+api[k%n]+"/queues/"+q+"/messages", "<Message><MessageBody>"+b+"</MessageBody></Message>"); st != 201 {
+				t.Fatalf("send to %s: %d %s", q, st, body)
+			}
+			want[q] = append(want[q], b)
+		}
+	}
+	resp := signedRequest(t, "GET", "http://"+api[2]+"/backup", keyID, secret)
+	backup, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /backup: %d, %v: %.300s", resp.StatusCode, err, backup)
+	}
+	file := filepath.Join(t.TempDir(), "cluster.smqd")
+	if err := os.WriteFile(file, backup, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range nodes {
+		d.stop(t)
+	}
+
+	raft2, api2, peers2 := clusterAddrs(t, n)
+	dirs := make([]string, n)
+	for i := range n {
+		dirs[i] = filepath.Join(t.TempDir(), "restored")
+		out, err := exec.Command(bin, "restore", "--from", file, "--data-dir", dirs[i],
+			"--node-id", fmt.Sprint(i+1), "--cluster-peers", peers2).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "3 shards") {
+			t.Fatalf("smqd restore on member %d: %v\n%s", i+1, err, out)
+		}
+	}
+	for i := range n {
+		nodes[i] = startClusterDaemon(t, bin, i+1, raft2[i], api2[i], peers2, creds, "--shards", "3", "--data-dir", dirs[i])
+	}
+	waitCluster(t, "the restored cluster settles", 60*time.Second, func() error { return preferredLeadersReady(api2) })
+	bodyRE := regexp.MustCompile(`<MessageBody>([^<]*)</MessageBody>`)
+	for q, bodies := range want {
+		var got []string
+		for range 10 {
+			st, body := do("GET", "http://"+api2[0]+"/queues/"+q+"/messages?numOfMessages=16", "")
+			if st == 404 && strings.Contains(body, "MessageNotExist") {
+				break
+			}
+			if st != 200 {
+				t.Fatalf("receive from %s: %d %s", q, st, body)
+			}
+			for _, m := range bodyRE.FindAllStringSubmatch(body, -1) {
+				got = append(got, m[1])
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, bodies) {
+			t.Fatalf("the restored %s holds %v, want %v", q, got, bodies)
+		}
+	}
+	for _, d := range nodes {
+		d.stop(t)
+	}
+}

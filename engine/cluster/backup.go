@@ -1,0 +1,411 @@
+package cluster
+
+// Backups of a cluster. A cluster's copies are its replicas, which ride
+// out the loss of a minority; a backup is for the rest: the loss of a
+// majority, or an operator's mistake (a queue deleted). Node.Backup writes
+// each shard's state, as its leader exports it to a member catching up
+// (engine.ExportState: every queue, topic, subscription and message of
+// the shard, and the topics' counts), into one engine/archive stream.
+// Restore writes such a backup into a new data directory, as a member of
+// a new cluster: every member of that cluster restores the same backup,
+// and the cluster starts where the backup was taken, as if each of its
+// members had installed the same snapshot of every shard.
+//
+// Invariants:
+//  1. Everything acknowledged before Backup was called is in the copy.
+//     Each shard's state comes from a member that leads the shard and has
+//     confirmed it after the call (engine.ExportStateLeading): its state
+//     holds every change committed before (a leader serves only once it
+//     has applied its predecessors' entries), and the export holds
+//     committed changes only (its fence).
+//  2. A shard's state is written whole or the backup fails: an attempt
+//     that fails before any of its bytes reached the archive is tried
+//     again (another leader), one that fails later fails the backup, and
+//     a reader refuses an archive without its end frame.
+//  3. A restored shard starts in a term past every term its messages'
+//     sequence numbers carry (engine.ImportedTerm) and past the term the
+//     backup saw, so that its new leaders never hand out one of them
+//     again (engine/replica.go invariant 5).
+//  4. Restore fills a directory beside its target and renames it into
+//     place only once every shard is imported and the archive is checked
+//     whole: the target never holds part of a backup.
+//
+// What it is not: one instant of the whole cluster. Each shard is read at
+// its own moment, one after the other, as independent queues are.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/archive"
+	"github.com/smqd/smqd/wal"
+)
+
+// BackupFormat is the archive's Manifest.Format of a cluster's backup
+// (engine.BackupFormat is a single broker's). Part of the on-disk format.
+const BackupFormat = 2
+
+// backupLeaderWait bounds how long Backup looks for a shard's leader.
+const backupLeaderWait = 30 * time.Second
+
+// BackupOptions are the options of Node.Backup.
+type BackupOptions struct {
+	// Files names files of the node's data directory (Config.Dir) to
+	// include, relative to it with '/' separators: the server's
+	// credentials. A missing one is skipped.
+	Files []string
+	// BytesPerSecond caps the rate the backup writes at; 0 is no cap.
+	BytesPerSecond int64
+}
+
+// BackupInfo says what a backup copied.
+type BackupInfo struct {
+	Shards int   // shards copied (all of them)
+	Files  int   // files of BackupOptions.Files copied
+	Bytes  int64 // bytes written
+}
+
+func shardStateName(i int) string { return "shards/" + strconv.Itoa(i) + ".state" }
+
+// Backup writes every shard's state to w as an engine/archive stream
+// (the file comment). It fails if a shard has no leader within
+// backupLeaderWait, if the node stops, and with w's error.
+func (n *Node) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
+	var info BackupInfo
+	for _, name := range opts.Files {
+		if !archive.ValidName(name) || strings.HasPrefix(name, "shards/") {
+			return info, fmt.Errorf("%w: a backup cannot name the file %q", engine.ErrInvalidArgument, name)
+		}
+	}
+	if opts.BytesPerSecond < 0 {
+		return info, fmt.Errorf("%w: BytesPerSecond %d is negative", engine.ErrInvalidArgument, opts.BytesPerSecond)
+	}
+	fields := map[string]string{"shards": strconv.Itoa(len(n.shards))}
+	for _, s := range n.shards {
+		fields["term."+strconv.Itoa(s.id)] = strconv.FormatUint(s.term.Load(), 10)
+	}
+	rw := &rateWriter{w: w, rate: opts.BytesPerSecond, start: time.Now(), stop: n.stop}
+	aw, err := archive.NewWriter(rw, archive.Manifest{Format: BackupFormat, Created: time.Now().UTC(), Fields: fields})
+	if err != nil {
+		return info, err
+	}
+	for _, s := range n.shards {
+		if err := aw.Create(archive.FileHeader{Name: shardStateName(s.id), Mode: 0o600}); err != nil {
+			return info, err
+		}
+		if err := n.backupShard(s, aw); err != nil {
+			return info, fmt.Errorf("cluster: backup of shard %d: %w", s.id, err)
+		}
+		info.Shards++
+	}
+	for _, name := range opts.Files {
+		data, err := os.ReadFile(filepath.Join(n.cfg.Dir, filepath.FromSlash(name)))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return info, fmt.Errorf("cluster: backup: %w", err)
+		}
+		if err := aw.Create(archive.FileHeader{Name: name, Mode: 0o600}); err != nil {
+			return info, err
+		}
+		if _, err := aw.Write(data); err != nil {
+			return info, err
+		}
+		info.Files++
+	}
+	if err := aw.Close(); err != nil {
+		return info, err
+	}
+	info.Bytes = rw.n
+	n.log.Info("backup written", "shards", info.Shards, "files", info.Files, "bytes", info.Bytes, "took", time.Since(rw.start))
+	return info, nil
+}
+
+// backupShard writes shard s's state to w, exported by its confirmed
+// leader: this node's broker, or the leader's over the transport
+// (invariants 1 and 2).
+func (n *Node) backupShard(s *shard, w io.Writer) error {
+	deadline := time.Now().Add(backupLeaderWait)
+	for {
+		cw := &countWriter{w: w}
+		err := n.exportLeading(s, cw)
+		if err == nil || cw.n > 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no leader exported it within %v: %w", backupLeaderWait, err)
+		}
+		n.log.Info("backup: a shard's export failed before it began; trying again", "shard", s.id, "err", err)
+		select {
+		case <-n.stop:
+			return errors.New("the node is stopping")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// exportLeading writes shard s's state to w from the member that leads
+// it, as far as this node knows.
+func (n *Node) exportLeading(s *shard, w io.Writer) error {
+	lead := s.lead.Load()
+	switch {
+	case lead == 0:
+		return errors.New("no leader")
+	case lead == n.cfg.NodeID:
+		b := s.broker()
+		if b == nil {
+			return errNoBroker
+		}
+		return b.ExportStateLeading(w)
+	}
+	addr := n.tr.peerAddr(lead)
+	if addr == "" {
+		return fmt.Errorf("no address for member %d", lead)
+	}
+	rc, err := n.tr.fetchState(addr, snapRequest{shard: uint32(s.id), leading: true})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = engine.CopyState(w, rc) // the whole stream, to its end mark
+	return err
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	k, err := c.w.Write(p)
+	c.n += int64(k)
+	return k, err
+}
+
+// rateWriter caps the rate of the writes through it (BytesPerSecond) and
+// stops with the node.
+type rateWriter struct {
+	w     io.Writer
+	rate  int64
+	start time.Time
+	n     int64
+	stop  <-chan struct{}
+}
+
+func (r *rateWriter) Write(p []byte) (int, error) {
+	select {
+	case <-r.stop:
+		return 0, errors.New("cluster: backup: the node is stopping")
+	default:
+	}
+	k, err := r.w.Write(p)
+	r.n += int64(k)
+	if r.rate > 0 && err == nil {
+		due := time.Duration(float64(r.n) / float64(r.rate) * float64(time.Second))
+		if wait := due - time.Since(r.start); wait > 0 {
+			select {
+			case <-r.stop:
+			case <-time.After(wait):
+			}
+		}
+	}
+	return k, err
+}
+
+// RestoreInfo says what Restore wrote.
+type RestoreInfo struct {
+	Manifest archive.Manifest
+	Shards   int // shards imported
+	Files    int // other files written
+}
+
+// Restore writes a cluster's backup (Node.Backup) into dir, the data
+// directory of member cfg.NodeID of a new cluster whose members are
+// cfg.Peers, with the backup's shard count (cfg.Shards, if set, must be
+// it). Every member of the new cluster restores the same backup; then
+// each starts on its directory with the flags it was restored with, and
+// the cluster serves what the backup held. dir must not exist or be
+// empty. cfg.Engine is the shards' broker template, as for Start.
+func Restore(r io.Reader, dir string, cfg Config) (info RestoreInfo, err error) {
+	if len(cfg.Peers) == 0 || cfg.Peers[cfg.NodeID] == "" {
+		return info, fmt.Errorf("%w: restore: the members (%v) do not include this node (%d)", engine.ErrInvalidArgument, keys(cfg.Peers), cfg.NodeID)
+	}
+	dir = filepath.Clean(dir)
+	switch ents, rerr := os.ReadDir(dir); {
+	case errors.Is(rerr, os.ErrNotExist):
+	case rerr != nil:
+		return info, fmt.Errorf("cluster: restore: %w", rerr)
+	case len(ents) > 0:
+		return info, fmt.Errorf("%w: restore into %s: the directory is not empty", engine.ErrInvalidArgument, dir)
+	}
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return info, fmt.Errorf("cluster: restore: %w", err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".restoring-")
+	if err != nil {
+		return info, fmt.Errorf("cluster: restore: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+	if info, err = restoreInto(r, tmp, cfg); err != nil {
+		return info, err
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return info, fmt.Errorf("cluster: restore: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return info, fmt.Errorf("cluster: restore: %w", err)
+	}
+	if err := wal.OSFS().SyncDir(parent); err != nil {
+		return info, fmt.Errorf("cluster: restore: %w", err)
+	}
+	return info, nil
+}
+
+// restoreInto writes the backup into dir, a new empty directory.
+func restoreInto(r io.Reader, dir string, cfg Config) (info RestoreInfo, err error) {
+	ar, err := archive.NewReader(r)
+	if err != nil {
+		return info, err
+	}
+	m := ar.Manifest()
+	info.Manifest = m
+	if m.Format != BackupFormat {
+		if m.Format == engine.BackupFormat {
+			return info, fmt.Errorf("%w: restore: a single node's backup; restore it without --cluster-peers", engine.ErrInvalidArgument)
+		}
+		return info, fmt.Errorf("cluster: restore: a backup of format %d; this version reads format %d", m.Format, BackupFormat)
+	}
+	shards, err := strconv.Atoi(m.Fields["shards"])
+	if err != nil || shards < 1 || shards > 1024 {
+		return info, fmt.Errorf("%w: the manifest's shard count %q", archive.ErrDamaged, m.Fields["shards"])
+	}
+	if cfg.Shards != 0 && cfg.Shards != shards {
+		return info, fmt.Errorf("%w: restore: the backup has %d shards, not %d (queues are placed by a hash modulo the count)", engine.ErrInvalidArgument, shards, cfg.Shards)
+	}
+	cfg.Shards, cfg.Dir = shards, dir
+	if err := checkShardCount(dir, shards); err != nil {
+		return info, err
+	}
+	if err := saveMembers(dir, cfg.Peers); err != nil {
+		return info, err
+	}
+	voters := keys(cfg.Peers)
+	conf, err := proto.Marshal(&pb.ConfState{Voters: voters})
+	if err != nil {
+		return info, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, shards: make([]*shard, shards)}
+	done := make([]bool, shards)
+	for {
+		h, err := ar.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return info, err
+		}
+		if i, ok := shardOfState(h.Name); ok {
+			if i >= shards || done[i] {
+				return info, fmt.Errorf("%w: the file %s", archive.ErrDamaged, h.Name)
+			}
+			term, _ := strconv.ParseUint(m.Fields["term."+strconv.Itoa(i)], 10, 64)
+			if err := n.restoreShard(i, ar, conf, term); err != nil {
+				return info, fmt.Errorf("cluster: restore shard %d: %w", i, err)
+			}
+			done[i] = true
+			info.Shards++
+			continue
+		}
+		if err := writeRestoredFile(dir, h, ar); err != nil {
+			return info, err
+		}
+		info.Files++
+	}
+	if k := slices.Index(done, false); k >= 0 {
+		return info, fmt.Errorf("%w: the backup lacks shard %d", archive.ErrDamaged, k)
+	}
+	return info, nil
+}
+
+// restoreShard imports shard i's state from rd into a new broker, as the
+// snapshot of entry 1 with configuration conf, in a term past every term
+// it carries (invariant 3).
+func (n *Node) restoreShard(i int, rd io.Reader, conf []byte, term uint64) error {
+	s := &shard{n: n, id: i, dir: shardDir(n.cfg.Dir, i), log: n.log.With("shard", i)}
+	n.shards[i] = s
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return err
+	}
+	b, err := s.openBroker()
+	if err != nil {
+		return err
+	}
+	if err = b.ImportState(rd, 1, 1, conf); err == nil {
+		hs := engine.ReplicaHardState{Term: max(term, b.ImportedTerm()) + 1, Commit: 1}
+		if err = b.PersistHardState(hs); err == nil {
+			err = b.SyncLog()
+		}
+	}
+	if cerr := b.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// shardOfState returns the shard a backup's file name holds the state of.
+func shardOfState(name string) (int, bool) {
+	v, ok := strings.CutPrefix(name, "shards/")
+	if !ok {
+		return 0, false
+	}
+	v, ok = strings.CutSuffix(v, ".state")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(v)
+	return i, err == nil && i >= 0 && strconv.Itoa(i) == v
+}
+
+// writeRestoredFile writes one of a backup's other files (the server's
+// credentials) into dir, synced.
+func writeRestoredFile(dir string, h archive.FileHeader, rd io.Reader) error {
+	p := filepath.Join(dir, filepath.FromSlash(h.Name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, os.FileMode(h.Mode&0o777))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, rd); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

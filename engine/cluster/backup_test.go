@@ -1,0 +1,244 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/archive"
+)
+
+// A cluster's backup, restored on every member of a new cluster (new
+// directories, new addresses), gives back what was acknowledged before it
+// was taken (backup.go invariant 1): the queues of every shard, their
+// messages with their bodies and states (received ones stay invisible),
+// a topic with its subscription and MessageCount, not a deleted queue,
+// and the files it named. The new cluster then takes new messages, whose
+// ids collide with none restored (invariant 3). A send acknowledged after
+// the backup is not in it.
+func TestClusterBackupRestoresIntoANewCluster(t *testing.T) {
+	const shards = 4
+	c := newTestCluster(t, 3, shards)
+	queues := []string{"q0", "q1", "q2", "q3", "q4", "q5"}
+	cfg := engine.DefaultQueueConfig()
+	cfg.VisibilityTimeout = time.Hour
+	for _, name := range append(slices.Clone(queues), "gone") {
+		c.onLeader(name, func(b *engine.Broker) error { _, err := b.CreateQueue(name, cfg); return err })
+	}
+	if c.nodes[0].ShardOf("q0") == c.nodes[0].ShardOf("q1") && c.nodes[0].ShardOf("q1") == c.nodes[0].ShardOf("q2") {
+		t.Fatal("the queues share a shard: the test would not cover several")
+	}
+	want := map[string][]string{} // the bodies each queue holds
+	for _, name := range queues {
+		for k := range 10 {
+			body := fmt.Sprintf("%s-%d", name, k)
+			c.onLeader(name, func(b *engine.Broker) error {
+				q, err := b.Queue(name)
+				if err == nil {
+					_, err = q.Send([]engine.SendEntry{{Body: []byte(body)}}, nil)
+				}
+				return err
+			})
+			want[name] = append(want[name], body)
+		}
+	}
+	inflight := map[string]bool{} // q0's received bodies, invisible for an hour
+	c.onLeader("q0", func(b *engine.Broker) error {
+		q, err := b.Queue("q0")
+		if err != nil {
+			return err
+		}
+		msgs, err := q.Receive(context.Background(), engine.ReceiveOptions{Max: 3}, nil)
+		if err == nil && len(msgs) != 3 {
+			err = fmt.Errorf("received %d", len(msgs))
+		}
+		for _, m := range msgs {
+			inflight[string(m.Body)] = true
+		}
+		return err
+	})
+	c.onLeader("t", func(b *engine.Broker) error { _, err := b.CreateTopic("t", engine.DefaultTopicConfig()); return err })
+	c.onLeader("t", func(b *engine.Broker) error {
+		_, err := b.Subscribe("t", "s", engine.SubscriptionConfig{Endpoint: "http://127.0.0.1:9/hook"})
+		return err
+	})
+	for range 5 {
+		c.onLeader("t", func(b *engine.Broker) error {
+			_, err := b.Publish("t", engine.PublishInput{Body: []byte("p")})
+			return err
+		})
+	}
+	c.onLeader("gone", func(b *engine.Broker) error { return b.DeleteQueue("gone") })
+	if err := os.WriteFile(filepath.Join(c.dirs[1], "creds"), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	var backup bytes.Buffer
+	info, err := c.nodes[1].Backup(&backup, BackupOptions{Files: []string{"creds", "missing"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Shards != shards || info.Files != 1 || info.Bytes != int64(backup.Len()) {
+		t.Fatalf("backup info %+v, %d bytes", info, backup.Len())
+	}
+	c.onLeader("q1", func(b *engine.Broker) error {
+		q, err := b.Queue("q1")
+		if err == nil {
+			_, err = q.Send([]engine.SendEntry{{Body: []byte("after")}}, nil)
+		}
+		return err
+	})
+	c.stopAll()
+
+	// A new cluster: new directories, new addresses.
+	n := &testCluster{t: t, nodes: make([]*Node, 3), shards: shards, addrs: map[uint64]string{}}
+	for i := range n.nodes {
+		n.dirs = append(n.dirs, filepath.Join(t.TempDir(), fmt.Sprint(i+1)))
+		n.hold(uint64(i + 1))
+	}
+	t.Cleanup(n.stopAll)
+	for i := range n.nodes {
+		ri, err := Restore(bytes.NewReader(backup.Bytes()), n.dirs[i], n.config(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ri.Shards != shards || ri.Files != 1 {
+			t.Fatalf("restore info %+v", ri)
+		}
+		if b, err := os.ReadFile(filepath.Join(n.dirs[i], "creds")); err != nil || string(b) != "secret" {
+			t.Fatalf("the restored file: %q, %v", b, err)
+		}
+	}
+	n.startAll()
+
+	for _, name := range queues {
+		eventually(t, "the restored "+name, func() error {
+			info, err := n.counts(0, name)
+			if err != nil {
+				return err
+			}
+			wantInactive := int64(0)
+			if name == "q0" {
+				wantInactive = 3
+			}
+			if info.Active+info.Inactive != 10 || info.Inactive != wantInactive {
+				return fmt.Errorf("active %d, inactive %d", info.Active, info.Inactive)
+			}
+			return nil
+		})
+	}
+	// Every body, once; new sends take new ids.
+	seen := map[engine.MessageID]bool{}
+	for _, name := range queues {
+		n.onLeader(name, func(b *engine.Broker) error {
+			q, err := b.Queue(name)
+			if err == nil {
+				_, err = q.Send([]engine.SendEntry{{Body: []byte("new")}, {Body: []byte("new")}}, nil)
+			}
+			return err
+		})
+		var got []string
+		for {
+			var msgs []engine.Message
+			n.onLeader(name, func(b *engine.Broker) error {
+				q, err := b.Queue(name)
+				if err == nil {
+					msgs, err = q.Receive(context.Background(), engine.ReceiveOptions{Max: 16, HasWait: true}, nil)
+				}
+				if errors.Is(err, engine.ErrMessageNotExist) {
+					return nil // drained
+				}
+				return err
+			})
+			if len(msgs) == 0 {
+				break
+			}
+			for _, m := range msgs {
+				if seen[m.ID] {
+					t.Fatalf("%s: message id %v twice", name, m.ID)
+				}
+				seen[m.ID] = true
+				got = append(got, string(m.Body))
+			}
+		}
+		wantNow := []string{"new", "new"}
+		for _, body := range want[name] {
+			if !inflight[body] { // the three received stay invisible
+				wantNow = append(wantNow, body)
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(wantNow)
+		if !slices.Equal(got, wantNow) {
+			t.Fatalf("%s holds %v, want %v", name, got, wantNow)
+		}
+	}
+	n.onLeader("t", func(b *engine.Broker) error {
+		ti, err := b.GetTopicAttributes("t")
+		if err == nil && ti.MessageCount != 5 {
+			err = fmt.Errorf("MessageCount %d, want 5", ti.MessageCount)
+		}
+		if err == nil {
+			_, err = b.GetSubscriptionAttributes("t", "s")
+		}
+		return err
+	})
+	if _, err := n.counts(0, "gone"); !errors.Is(err, engine.ErrQueueNotExist) {
+		t.Fatalf("the deleted queue: %v", err)
+	}
+}
+
+// A restore refuses a target that is not empty, an archive cut short (it
+// leaves nothing behind), another shard count, and a single node's
+// backup.
+func TestClusterRestoreRefuses(t *testing.T) {
+	c := newTestCluster(t, 3, 2)
+	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	var backup bytes.Buffer
+	if _, err := c.nodes[0].Backup(&backup, BackupOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.config(0)
+	full := filepath.Join(t.TempDir(), "full")
+	if err := os.WriteFile(full+".x", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(full, 0o700)
+	os.WriteFile(filepath.Join(full, "x"), nil, 0o600)
+	if _, err := Restore(bytes.NewReader(backup.Bytes()), full, cfg); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("a restore into a directory that is not empty: %v", err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut")
+	_, err := Restore(bytes.NewReader(backup.Bytes()[:backup.Len()-10]), cut, cfg)
+	if !errors.Is(err, archive.ErrDamaged) {
+		t.Fatalf("a restore of an archive cut short: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(cut)); len(ents) != 0 {
+		t.Fatalf("a failed restore left %v behind", ents)
+	}
+	other := cfg
+	other.Shards = 3
+	if _, err := Restore(bytes.NewReader(backup.Bytes()), filepath.Join(t.TempDir(), "d"), other); err == nil || !strings.Contains(err.Error(), "shards") {
+		t.Fatalf("a restore with another shard count: %v", err)
+	}
+	var single bytes.Buffer
+	b, err := engine.Open(engine.Options{Dir: t.TempDir(), FreeSpaceReserve: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Backup(&single, engine.BackupOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if _, err := Restore(&single, filepath.Join(t.TempDir(), "s"), cfg); err == nil || !strings.Contains(err.Error(), "single node") {
+		t.Fatalf("a restore of a single node's backup: %v", err)
+	}
+}
