@@ -71,7 +71,7 @@ func TestDaemonClusterBackupAndRestore(t *testing.T) {
 		dirs[i] = filepath.Join(t.TempDir(), "restored")
 		out, err := exec.Command(bin, "restore", "--from", file, "--data-dir", dirs[i],
 			"--node-id", fmt.Sprint(i+1), "--cluster-peers", peers2).CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "3 shards") {
+		if err != nil || !strings.Contains(string(out), "3 shards, 6 queues, 30 messages") {
 			t.Fatalf("smqd restore on member %d: %v\n%s", i+1, err, out)
 		}
 	}

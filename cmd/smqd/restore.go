@@ -122,7 +122,7 @@ func restoreCluster(in io.Reader, dir string, id uint64, peers string, start tim
 		fmt.Fprintln(stderr, "smqd restore:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "restored a cluster's backup of %s into %s as member %d of %d: %d shards, %d other files, in %s; start it with --node-id %d --cluster-peers %q --shards %d\n",
-		info.Manifest.Created.Format(time.RFC3339), dir, id, len(members), info.Shards, info.Files, time.Since(start).Round(time.Millisecond), id, peers, info.Shards)
+	fmt.Fprintf(stdout, "restored a cluster's backup of %s into %s as member %d of %d: %d shards, %d queues, %d messages, %d other files, in %s; start it with --node-id %d --cluster-peers %q --shards %d\n",
+		info.Manifest.Created.Format(time.RFC3339), dir, id, len(members), info.Shards, info.Queues, info.Messages, info.Files, time.Since(start).Round(time.Millisecond), id, peers, info.Shards)
 	return 0
 }

@@ -229,8 +229,10 @@ func (r *rateWriter) Write(p []byte) (int, error) {
 // RestoreInfo says what Restore wrote.
 type RestoreInfo struct {
 	Manifest archive.Manifest
-	Shards   int // shards imported
-	Files    int // other files written
+	Shards   int   // shards imported
+	Files    int   // other files written
+	Queues   int   // queues restored
+	Messages int64 // messages restored (visible, received and delayed)
 }
 
 // Restore writes a cluster's backup (Node.Backup) into dir, the data
@@ -331,7 +333,7 @@ func restoreInto(r io.Reader, dir string, cfg Config) (info RestoreInfo, err err
 				return info, fmt.Errorf("%w: the file %s", archive.ErrDamaged, h.Name)
 			}
 			term, _ := strconv.ParseUint(m.Fields["term."+strconv.Itoa(i)], 10, 64)
-			if err := n.restoreShard(i, ar, conf, term); err != nil {
+			if err := n.restoreShard(i, ar, conf, term, &info); err != nil {
 				return info, fmt.Errorf("cluster: restore shard %d: %w", i, err)
 			}
 			done[i] = true
@@ -351,8 +353,8 @@ func restoreInto(r io.Reader, dir string, cfg Config) (info RestoreInfo, err err
 
 // restoreShard imports shard i's state from rd into a new broker, as the
 // snapshot of entry 1 with configuration conf, in a term past every term
-// it carries (invariant 3).
-func (n *Node) restoreShard(i int, rd io.Reader, conf []byte, term uint64) error {
+// it carries (invariant 3), and counts its queues and messages in info.
+func (n *Node) restoreShard(i int, rd io.Reader, conf []byte, term uint64, info *RestoreInfo) error {
 	s := &shard{n: n, id: i, dir: shardDir(n.cfg.Dir, i), log: n.log.With("shard", i)}
 	n.shards[i] = s
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
@@ -367,6 +369,9 @@ func (n *Node) restoreShard(i int, rd io.Reader, conf []byte, term uint64) error
 		if err = b.PersistHardState(hs); err == nil {
 			err = b.SyncLog()
 		}
+	}
+	if err == nil {
+		err = countRestored(b, info)
 	}
 	if cerr := b.Close(); err == nil {
 		err = cerr
@@ -408,4 +413,30 @@ func writeRestoredFile(dir string, h archive.FileHeader, rd io.Reader) error {
 		return err
 	}
 	return f.Close()
+}
+
+// countRestored adds b's queues and their messages to info.
+func countRestored(b *engine.Broker, info *RestoreInfo) error {
+	for marker := ""; ; {
+		names, next, err := b.ListQueues("", marker, 1000)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			q, err := b.Queue(name)
+			if err != nil {
+				return err
+			}
+			a, err := q.Attributes()
+			if err != nil {
+				return err
+			}
+			info.Queues++
+			info.Messages += a.Active + a.Inactive + a.Delayed
+		}
+		if next == "" {
+			return nil
+		}
+		marker = next
+	}
 }

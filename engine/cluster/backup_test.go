@@ -111,7 +111,7 @@ func TestClusterBackupRestoresIntoANewCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ri.Shards != shards || ri.Files != 1 {
+		if ri.Shards != shards || ri.Files != 1 || ri.Queues != len(queues) || ri.Messages != int64(10*len(queues)) {
 			t.Fatalf("restore info %+v", ri)
 		}
 		if b, err := os.ReadFile(filepath.Join(n.dirs[i], "creds")); err != nil || string(b) != "secret" {
