@@ -153,9 +153,9 @@ func policyContext(st *reqState) access.Context {
 const hdrClientIP = "X-Smqd-Client-Ip"
 
 // noteSource finds the client's address when the policies have an
-// acs:SourceIp condition: the connection's peer, or for a forwarded
-// request what the first node saw (not known if it did not say: an older
-// node).
+// acs:SourceIp condition: the connection's peer (or the client a trusted
+// proxy names: clientaddr.go), or for a forwarded request what the first
+// node saw (not known if it did not say: an older node).
 func (s *Server) noteSource(ctx *fasthttp.RequestCtx, st *reqState) {
 	st.src = netip.Addr{}
 	if p := s.pol.Load(); p == nil || !p.UsesSourceIP() {
@@ -169,16 +169,14 @@ func (s *Server) noteSource(ctx *fasthttp.RequestCtx, st *reqState) {
 		}
 		return
 	}
-	if a, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {
-		st.src = a.Unmap()
-	}
+	st.src = s.clientAddr(ctx) // clientaddr.go
 }
 
 // appendClientIP appends the address of the client of a request this
 // node received itself (for hdrClientIP).
-func appendClientIP(b []byte, ctx *fasthttp.RequestCtx) []byte {
-	if a, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {
-		return a.Unmap().AppendTo(b)
+func (s *Server) appendClientIP(b []byte, ctx *fasthttp.RequestCtx) []byte {
+	if a := s.clientAddr(ctx); a.IsValid() {
+		return a.AppendTo(b)
 	}
 	return b
 }

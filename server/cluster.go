@@ -288,7 +288,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) 
 	ctx.Request.Header.CopyTo(&f.h)
 	f.h.Del("Expect")
 	f.h.Del(hdrWaitMs)
-	f.ip = appendClientIP(f.ip[:0], ctx)
+	f.ip = s.appendClientIP(f.ip[:0], ctx)
 	if len(f.ip) > 0 {
 		f.h.SetBytesV(hdrClientIP, f.ip)
 	} else {

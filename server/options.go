@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,6 +124,11 @@ type Options struct {
 	Reopen func() (*engine.Broker, error)
 	// ReopenBackoff is the first wait before a Reopen. Default 1 s.
 	ReopenBackoff time.Duration
+	// TrustedProxies are the reverse proxies (load balancers) whose
+	// X-Forwarded-For names the client (clientaddr.go): for a request whose
+	// TCP peer is in one of them, the client is the first address from the
+	// header's right that is in none. Empty: the TCP peer is the client.
+	TrustedProxies []netip.Prefix
 	// BackupFiles names the files of the broker's data directory that a
 	// backup (GET /backup, backup.go) copies besides the engine's own: the
 	// daemon's generated credentials and push signing key.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -34,6 +35,8 @@ type config struct {
 	accessKeySecret string
 	credentialsFile string
 	policyFile      string
+	trustedProxies  string
+	proxies         []netip.Prefix // trustedProxies, parsed by validate
 	noAuth          bool
 	logLevel        string
 	logFormat       string
@@ -84,6 +87,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.accessKeySecret, "access-key-secret", "", "access key secret (prefer the environment variable "+envName("access-key-secret")+")")
 	fs.StringVar(&c.credentialsFile, "credentials-file", "", "file of access keys, one \"<id> <secret>\" per line (default: <data-dir>/credentials, created on first start)")
 	fs.StringVar(&c.policyFile, "policy-file", "", "JSON file of access policies: what each access key may do (docs/operations.md, \"Access policies\"); re-read on SIGHUP. Unset: every key may do everything")
+	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR prefixes of reverse proxies (load balancers) whose X-Forwarded-For names the client, for acs:SourceIp conditions and the audit log (docs/operations.md, \"Behind a proxy\"). Unset: the TCP peer is the client")
 	fs.BoolVar(&c.noAuth, "no-auth", false, "accept unsigned requests (local development only)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text | json")
@@ -134,6 +138,11 @@ func (c *config) validate() error {
 	if c.noAuth && c.policyFile != "" {
 		return errors.New("--policy-file needs authentication: not with --no-auth")
 	}
+	proxies, err := parseProxies(c.trustedProxies)
+	if err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	c.proxies = proxies
 	if (c.accessKeyID == "") != (c.accessKeySecret == "") {
 		return errors.New("--access-key-id and --access-key-secret go together")
 	}
@@ -211,6 +220,7 @@ func (c *config) logAttrs() []any {
 		"access_key_secret", secret,
 		"credentials_file", c.credentialsFile,
 		"policy_file", c.policyFile,
+		"trusted_proxies", c.trustedProxies,
 		"no_auth", c.noAuth,
 		"log_level", c.logLevel,
 		"log_format", c.logFormat,
@@ -258,4 +268,29 @@ func (c *config) goProcs(cpus int) int {
 		return cpus + 1
 	}
 	return 0
+}
+
+// parseProxies reads --trusted-proxies: addresses and CIDR prefixes,
+// comma-separated.
+func parseProxies(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(e); err == nil {
+			a = a.Unmap()
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(e)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an address nor a CIDR prefix", e)
+		}
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
