@@ -156,22 +156,8 @@ func (b *Broker) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
 	if err := b.backupLog(d.wal, aw, e, &info); err != nil {
 		return info, err
 	}
-	for _, name := range opts.Files {
-		p := filepath.Join(b.opts.Dir, filepath.FromSlash(name))
-		data, err := os.ReadFile(p)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return info, fmt.Errorf("engine: backup: %w", err)
-		}
-		if err := aw.Create(archive.FileHeader{Name: name, Mode: 0o600}); err != nil {
-			return info, err
-		}
-		if _, err := aw.Write(data); err != nil {
-			return info, err
-		}
-		info.Files++
+	if info.Files, err = BackupFiles(aw, b.opts.Dir, opts.Files); err != nil {
+		return info, err
 	}
 	if err := aw.Close(); err != nil {
 		return info, err
@@ -281,42 +267,89 @@ type RestoreInfo struct {
 // ".NAME.restoring-*" directory, which no broker opens). An archive that
 // is not whole fails with an error wrapping archive.ErrDamaged.
 func Restore(r io.Reader, dir string) (info RestoreInfo, err error) {
+	err = RestoreDir(dir, func(tmp string) (err error) {
+		info, err = restoreInto(r, tmp)
+		return err
+	})
+	return info, err
+}
+
+// RestoreDir makes dir, which must be absent or empty, from fill, which
+// writes into a new directory beside it: dir is replaced only once fill
+// has succeeded, and never holds part of what it wrote (invariant 4).
+// Restore uses it, and so does engine/cluster's.
+func RestoreDir(dir string, fill func(tmp string) error) (err error) {
 	dir = filepath.Clean(dir)
 	switch ents, rerr := os.ReadDir(dir); {
 	case errors.Is(rerr, os.ErrNotExist):
 	case rerr != nil:
-		return info, fmt.Errorf("engine: restore: %w", rerr)
+		return fmt.Errorf("engine: restore: %w", rerr)
 	case len(ents) > 0:
-		return info, fmt.Errorf("%w: restore into %s: the directory is not empty", ErrInvalidArgument, dir)
+		return fmt.Errorf("%w: restore into %s: the directory is not empty", ErrInvalidArgument, dir)
 	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return info, fmt.Errorf("engine: restore: %w", err)
+		return fmt.Errorf("engine: restore: %w", err)
 	}
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".restoring-")
 	if err != nil {
-		return info, fmt.Errorf("engine: restore: %w", err)
+		return fmt.Errorf("engine: restore: %w", err)
 	}
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	if info, err = restoreInto(r, tmp); err != nil {
-		return info, err
+	if err := fill(tmp); err != nil {
+		return err
 	}
 	// An empty dir gives way to the restored one; one that is no longer
 	// empty is not touched.
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return info, fmt.Errorf("engine: restore: %w", err)
+		return fmt.Errorf("engine: restore: %w", err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
-		return info, fmt.Errorf("engine: restore: %w", err)
+		return fmt.Errorf("engine: restore: %w", err)
 	}
 	if err := wal.OSFS().SyncDir(parent); err != nil {
-		return info, fmt.Errorf("engine: restore: %w", err)
+		return fmt.Errorf("engine: restore: %w", err)
 	}
-	return info, nil
+	return nil
+}
+
+// BackupFiles adds the named files of dir (relative, with '/'
+// separators) to an archive, a missing one skipped, and returns how many
+// it added. Backup uses it, and so does engine/cluster's.
+func BackupFiles(aw *archive.Writer, dir string, names []string) (int, error) {
+	n := 0
+	for _, name := range names {
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("engine: backup: %w", err)
+		}
+		if err := aw.Create(archive.FileHeader{Name: name, Mode: 0o600}); err != nil {
+			return n, err
+		}
+		if _, err := aw.Write(data); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// RestoreFile writes the archive's current file, r, to name under dir
+// (its directories made as needed), synced. restoreInto uses it for the
+// files a backup names, and so does engine/cluster's.
+func RestoreFile(dir, name string, r io.Reader) (int64, error) {
+	p := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return 0, fmt.Errorf("engine: restore: %w", err)
+	}
+	return restoreFile(p, r, 0)
 }
 
 // restoreInto writes the archive into dir, a new empty directory.
@@ -366,11 +399,7 @@ func restoreInto(r io.Reader, dir string) (info RestoreInfo, err error) {
 		case strings.HasPrefix(h.Name, "index/") || h.Name == "LOCK":
 			return info, fmt.Errorf("%w: %s is not a file a backup holds", archive.ErrDamaged, h.Name)
 		default:
-			p := filepath.Join(dir, filepath.FromSlash(h.Name))
-			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-				return info, fmt.Errorf("engine: restore: %w", err)
-			}
-			n, err := restoreFile(p, ar, 0)
+			n, err := RestoreFile(dir, h.Name, ar)
 			if err != nil {
 				return info, err
 			}

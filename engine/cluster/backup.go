@@ -39,7 +39,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,7 +49,6 @@ import (
 
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/engine/archive"
-	"github.com/smqd/smqd/wal"
 )
 
 // BackupFormat is the archive's Manifest.Format of a cluster's backup
@@ -110,21 +108,8 @@ func (n *Node) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
 		}
 		info.Shards++
 	}
-	for _, name := range opts.Files {
-		data, err := os.ReadFile(filepath.Join(n.cfg.Dir, filepath.FromSlash(name)))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return info, fmt.Errorf("cluster: backup: %w", err)
-		}
-		if err := aw.Create(archive.FileHeader{Name: name, Mode: 0o600}); err != nil {
-			return info, err
-		}
-		if _, err := aw.Write(data); err != nil {
-			return info, err
-		}
-		info.Files++
+	if info.Files, err = engine.BackupFiles(aw, n.cfg.Dir, opts.Files); err != nil {
+		return info, err
 	}
 	if err := aw.Close(); err != nil {
 		return info, err
@@ -246,40 +231,11 @@ func Restore(r io.Reader, dir string, cfg Config) (info RestoreInfo, err error) 
 	if len(cfg.Peers) == 0 || cfg.Peers[cfg.NodeID] == "" {
 		return info, fmt.Errorf("%w: restore: the members (%v) do not include this node (%d)", engine.ErrInvalidArgument, keys(cfg.Peers), cfg.NodeID)
 	}
-	dir = filepath.Clean(dir)
-	switch ents, rerr := os.ReadDir(dir); {
-	case errors.Is(rerr, os.ErrNotExist):
-	case rerr != nil:
-		return info, fmt.Errorf("cluster: restore: %w", rerr)
-	case len(ents) > 0:
-		return info, fmt.Errorf("%w: restore into %s: the directory is not empty", engine.ErrInvalidArgument, dir)
-	}
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return info, fmt.Errorf("cluster: restore: %w", err)
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".restoring-")
-	if err != nil {
-		return info, fmt.Errorf("cluster: restore: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = os.RemoveAll(tmp)
-		}
-	}()
-	if info, err = restoreInto(r, tmp, cfg); err != nil {
-		return info, err
-	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return info, fmt.Errorf("cluster: restore: %w", err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return info, fmt.Errorf("cluster: restore: %w", err)
-	}
-	if err := wal.OSFS().SyncDir(parent); err != nil {
-		return info, fmt.Errorf("cluster: restore: %w", err)
-	}
-	return info, nil
+	err = engine.RestoreDir(dir, func(tmp string) (err error) {
+		info, err = restoreInto(r, tmp, cfg)
+		return err
+	})
+	return info, err
 }
 
 // restoreInto writes the backup into dir, a new empty directory.
@@ -340,7 +296,7 @@ func restoreInto(r io.Reader, dir string, cfg Config) (info RestoreInfo, err err
 			info.Shards++
 			continue
 		}
-		if err := writeRestoredFile(dir, h, ar); err != nil {
+		if _, err := engine.RestoreFile(dir, h.Name, ar); err != nil {
 			return info, err
 		}
 		info.Files++
@@ -391,28 +347,6 @@ func shardOfState(name string) (int, bool) {
 	}
 	i, err := strconv.Atoi(v)
 	return i, err == nil && i >= 0 && strconv.Itoa(i) == v
-}
-
-// writeRestoredFile writes one of a backup's other files (the server's
-// credentials) into dir, synced.
-func writeRestoredFile(dir string, h archive.FileHeader, rd io.Reader) error {
-	p := filepath.Join(dir, filepath.FromSlash(h.Name))
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, os.FileMode(h.Mode&0o777))
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, rd); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // countRestored adds b's queues and their messages to info.

@@ -28,22 +28,7 @@ func TestClusterTopicCountsPublishesDeliveredNowhere(t *testing.T) {
 			return err
 		})
 	}
-	for i := range c.nodes {
-		eventually(t, fmt.Sprintf("node %d counts the publishes", i+1), func() error {
-			b := c.nodes[i].Broker(0)
-			if b == nil {
-				return fmt.Errorf("rebuilding")
-			}
-			info, err := b.GetTopicAttributes("t")
-			if err != nil {
-				return err
-			}
-			if info.MessageCount != n {
-				return fmt.Errorf("MessageCount %d, want %d", info.MessageCount, n)
-			}
-			return nil
-		})
-	}
+	c.countsEverywhere("t", n)
 }
 
 // A member that catches up from a snapshot counts a topic's publishes as
@@ -87,22 +72,7 @@ func TestClusterTopicCountAfterSnapshotInstall(t *testing.T) {
 	if len(asked) == 0 || asked[len(asked)-1] == 0 || asked[len(asked)-1] >= last {
 		t.Fatalf("snapshots asked for as of %v, the last publish's entry %d: the test needs publishes after the snapshot's index", asked, last)
 	}
-	for i := range c.nodes {
-		eventually(t, fmt.Sprintf("node %d counts the publishes", i+1), func() error {
-			b := c.nodes[i].Broker(0)
-			if b == nil {
-				return fmt.Errorf("rebuilding")
-			}
-			info, err := b.GetTopicAttributes("t")
-			if err != nil {
-				return err
-			}
-			if info.MessageCount != n {
-				return fmt.Errorf("MessageCount %d, want %d", info.MessageCount, n)
-			}
-			return nil
-		})
-	}
+	c.countsEverywhere("t", n)
 }
 
 // A member asks for a snapshot as of its index; a leader of an earlier
@@ -129,5 +99,27 @@ func TestClusterSnapshotFromANodeOfAnEarlierVersion(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "does not take a snapshot's index") {
 		t.Fatal("the member did not say that it asked without the index")
+	}
+}
+
+// countsEverywhere waits until every node's replica of shard 0 counts n
+// publishes to topic.
+func (c *testCluster) countsEverywhere(topic string, n int64) {
+	c.t.Helper()
+	for i := range c.nodes {
+		eventually(c.t, fmt.Sprintf("node %d counts the publishes", i+1), func() error {
+			b := c.nodes[i].Broker(0)
+			if b == nil {
+				return fmt.Errorf("rebuilding")
+			}
+			info, err := b.GetTopicAttributes(topic)
+			if err != nil {
+				return err
+			}
+			if info.MessageCount != n {
+				return fmt.Errorf("MessageCount %d, want %d", info.MessageCount, n)
+			}
+			return nil
+		})
 	}
 }
