@@ -129,6 +129,10 @@ type Options struct {
 	// TCP peer is in one of them, the client is the first address from the
 	// header's right that is in none. Empty: the TCP peer is the client.
 	TrustedProxies []netip.Prefix
+	// ProxyProtocol: a connection from a trusted proxy starts with a
+	// PROXY protocol header (version 1 or 2) naming the client, as a TCP
+	// load balancer sends it (proxyproto.go). Needs TrustedProxies.
+	ProxyProtocol bool
 	// BackupFiles names the files of the broker's data directory that a
 	// backup (GET /backup, backup.go) copies besides the engine's own: the
 	// daemon's generated credentials and push signing key.
@@ -204,6 +208,9 @@ func (o Options) Validate() error {
 	}
 	if o.NoAuth && o.Policies != nil {
 		return errors.New("server: policies need authentication: NoAuth and Policies together")
+	}
+	if o.ProxyProtocol && len(o.TrustedProxies) == 0 {
+		return errors.New("server: the PROXY protocol needs the proxies it trusts (TrustedProxies)")
 	}
 	for id, secret := range o.Credentials {
 		if id == "" || secret == "" {

@@ -159,10 +159,13 @@ const responseBufferBytes = 40 << 10
 // set. It returns nil after Shutdown and the listener's error otherwise.
 func (s *Server) Serve(ln net.Listener) error {
 	var sln net.Listener = s.limit(ln, s.conns)
+	if s.opts.ProxyProtocol {
+		sln = &proxyListener{Listener: sln, s: s} // under TLS: the header comes first
+	}
 	if s.opts.TLS != nil {
 		sln = tls.NewListener(sln, s.opts.TLS)
 	}
-	s.log.Info("serving", "addr", ln.Addr().String(), "tls", s.opts.TLS != nil, "auth", !s.opts.NoAuth, "max_conns", s.opts.MaxConns)
+	s.log.Info("serving", "addr", ln.Addr().String(), "tls", s.opts.TLS != nil, "auth", !s.opts.NoAuth, "max_conns", s.opts.MaxConns, "proxy_protocol", s.opts.ProxyProtocol)
 	return s.serveOn(s.srv, sln)
 }
 

@@ -36,6 +36,7 @@ type config struct {
 	credentialsFile string
 	policyFile      string
 	trustedProxies  string
+	proxyProtocol   bool
 	proxies         []netip.Prefix // trustedProxies, parsed by validate
 	noAuth          bool
 	logLevel        string
@@ -88,6 +89,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.credentialsFile, "credentials-file", "", "file of access keys, one \"<id> <secret>\" per line (default: <data-dir>/credentials, created on first start)")
 	fs.StringVar(&c.policyFile, "policy-file", "", "JSON file of access policies: what each access key may do (docs/operations.md, \"Access policies\"); re-read on SIGHUP. Unset: every key may do everything")
 	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR prefixes of reverse proxies (load balancers) whose X-Forwarded-For names the client, for acs:SourceIp conditions and the audit log (docs/operations.md, \"Behind a proxy\"). Unset: the TCP peer is the client")
+	fs.BoolVar(&c.proxyProtocol, "proxy-protocol", false, "connections from --trusted-proxies start with a PROXY protocol header (v1 or v2) naming the client, as a TCP load balancer sends it; one without it is closed")
 	fs.BoolVar(&c.noAuth, "no-auth", false, "accept unsigned requests (local development only)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text | json")
@@ -143,6 +145,9 @@ func (c *config) validate() error {
 		return fmt.Errorf("--trusted-proxies: %w", err)
 	}
 	c.proxies = proxies
+	if c.proxyProtocol && len(proxies) == 0 {
+		return errors.New("--proxy-protocol needs --trusted-proxies: the balancers whose connections start with the header")
+	}
 	if (c.accessKeyID == "") != (c.accessKeySecret == "") {
 		return errors.New("--access-key-id and --access-key-secret go together")
 	}
@@ -221,6 +226,7 @@ func (c *config) logAttrs() []any {
 		"credentials_file", c.credentialsFile,
 		"policy_file", c.policyFile,
 		"trusted_proxies", c.trustedProxies,
+		"proxy_protocol", c.proxyProtocol,
 		"no_auth", c.noAuth,
 		"log_level", c.logLevel,
 		"log_format", c.logFormat,

@@ -9,6 +9,7 @@ import (
 
 // --trusted-proxies (or SMQD_TRUSTED_PROXIES) takes addresses and CIDR
 // prefixes; anything else stops the start with the flag's name.
+// --proxy-protocol needs it.
 func TestTrustedProxiesFlag(t *testing.T) {
 	c, err := parseConfig([]string{"--trusted-proxies", " 10.0.0.0/8, 192.168.1.5 ,::1,::ffff:172.16.0.0/108,"}, env(nil), io.Discard)
 	if err != nil {
@@ -27,5 +28,11 @@ func TestTrustedProxiesFlag(t *testing.T) {
 	}
 	if _, err := parseConfig([]string{"--trusted-proxies", "10.0.0.0/8,proxy.example"}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "--trusted-proxies") {
 		t.Fatalf("a name: %v", err)
+	}
+	if _, err := parseConfig([]string{"--proxy-protocol"}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "needs --trusted-proxies") {
+		t.Fatalf("--proxy-protocol alone: %v", err)
+	}
+	if c, err := parseConfig([]string{"--proxy-protocol", "--trusted-proxies", "10.0.0.1"}, env(nil), io.Discard); err != nil || !c.proxyProtocol {
+		t.Fatalf("--proxy-protocol: %v", err)
 	}
 }

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// proxyV2 builds a version 2 header: command (0 LOCAL, 1 PROXY), family
+// byte, the source and destination addresses and ports, and tlv bytes.
+func proxyV2(cmd, fam byte, src, dst netip.AddrPort, tlv []byte) string {
+	b := append([]byte(nil), proxySig2...)
+	b = append(b, 0x20|cmd, fam)
+	var addrs []byte
+	if src.IsValid() {
+		addrs = append(addrs, src.Addr().AsSlice()...)
+		addrs = append(addrs, dst.Addr().AsSlice()...)
+		addrs = binary.BigEndian.AppendUint16(addrs, src.Port())
+		addrs = binary.BigEndian.AppendUint16(addrs, dst.Port())
+	}
+	addrs = append(addrs, tlv...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(addrs)))
+	return string(append(b, addrs...))
+}
+
+// The headers of both versions: the source they name, LOCAL and UNKNOWN
+// naming none (invariant 4), what is not a header refused, and the bytes
+// after a header left for the request.
+func TestReadProxyHeader(t *testing.T) {
+	v4 := netip.MustParseAddrPort("203.0.113.7:5555")
+	d4 := netip.MustParseAddrPort("10.0.0.1:80")
+	v6 := netip.MustParseAddrPort("[2001:db8::7]:5555")
+	d6 := netip.MustParseAddrPort("[2001:db8::1]:80")
+	for _, c := range []struct {
+		name, in, want string // want: the source, "-" none, "error"
+	}{
+		{"v1 TCP4", "PROXY TCP4 203.0.113.7 10.0.0.1 5555 80\r\n", "203.0.113.7:5555"},
+		{"v1 TCP6", "PROXY TCP6 2001:db8::7 2001:db8::1 5555 80\r\n", "[2001:db8::7]:5555"},
+		{"v1 UNKNOWN", "PROXY UNKNOWN\r\n", "-"},
+		{"v1 UNKNOWN with addresses", "PROXY UNKNOWN ffff:f::1 ffff:f::2 1 2\r\n", "-"},
+		{"v1 without CRLF", "PROXY TCP4 203.0.113.7 10.0.0.1 5555 80\n", "error"},
+		{"v1 an IPv6 source in TCP4", "PROXY TCP4 2001:db8::7 10.0.0.1 5555 80\r\n", "error"},
+		{"v1 a bad port", "PROXY TCP4 203.0.113.7 10.0.0.1 70000 80\r\n", "error"},
+		{"v1 too long", "PROXY TCP4 " + strings.Repeat("1", 120) + "\r\n", "error"},
+		{"v1 a name", "PROXY TCP4 client.example 10.0.0.1 5555 80\r\n", "error"},
+		{"v2 TCP4", proxyV2(1, 0x11, v4, d4, nil), "203.0.113.7:5555"},
+		{"v2 TCP6", proxyV2(1, 0x21, v6, d6, nil), "[2001:db8::7]:5555"},
+		{"v2 TCP4 with TLVs", proxyV2(1, 0x11, v4, d4, []byte{0x04, 0, 3, 'a', 'b', 'c'}), "203.0.113.7:5555"},
+		{"v2 LOCAL", proxyV2(0, 0x00, netip.AddrPort{}, netip.AddrPort{}, nil), "-"},
+		{"v2 UNSPEC", proxyV2(1, 0x00, netip.AddrPort{}, netip.AddrPort{}, nil), "-"},
+		{"v2 short IPv4", proxyV2(1, 0x11, netip.AddrPort{}, netip.AddrPort{}, []byte{1, 2, 3}), "error"},
+		{"v2 a unix socket", proxyV2(1, 0x31, netip.AddrPort{}, netip.AddrPort{}, make([]byte, 216)), "error"},
+		{"v2 version 3", strings.Replace(proxyV2(1, 0x11, v4, d4, nil), "\x21\x11", "\x31\x11", 1), "error"},
+		{"v2 cut short", proxyV2(1, 0x11, v4, d4, nil)[:14], "error"},
+		{"no header", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "error"},
+		{"nothing", "", "error"},
+	} {
+		br := bufio.NewReaderSize(strings.NewReader(c.in+"GET /rest"), 256)
+		src, err := readProxyHeader(br)
+		got := "-"
+		switch {
+		case err != nil:
+			got = "error"
+			if !errors.Is(err, errProxyHeader) {
+				t.Errorf("%s: an error that is not errProxyHeader: %v", c.name, err)
+			}
+		case src.IsValid():
+			got = src.String()
+		}
+		if got != c.want {
+			t.Errorf("%s: %s, want %s (%v)", c.name, got, c.want, err)
+			continue
+		}
+		if err == nil {
+			if rest, _ := io.ReadAll(br); string(rest) != "GET /rest" {
+				t.Errorf("%s: after the header %q, want the request", c.name, rest)
+			}
+		}
+	}
+}
+
+func FuzzReadProxyHeader(f *testing.F) {
+	f.Add([]byte("PROXY TCP4 203.0.113.7 10.0.0.1 5555 80\r\nGET"))
+	f.Add([]byte(proxyV2(1, 0x21, netip.MustParseAddrPort("[2001:db8::7]:1"), netip.MustParseAddrPort("[2001:db8::1]:2"), []byte{1, 0, 0})))
+	f.Add([]byte("PROXY UNKNOWN\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		br := bufio.NewReaderSize(strings.NewReader(string(in)), 256)
+		src, err := readProxyHeader(br)
+		if err != nil {
+			if !errors.Is(err, errProxyHeader) {
+				t.Fatalf("%q: %v is not errProxyHeader", in, err)
+			}
+			return
+		}
+		if src.IsValid() && (src.Addr().Zone() != "" || src.Addr().Is4In6()) {
+			t.Fatalf("%q: source %v", in, src)
+		}
+		rest, _ := io.ReadAll(br)
+		if !strings.HasSuffix(string(in), string(rest)) || len(rest) == len(in) {
+			t.Fatalf("%q: %d bytes left after the header, not a tail of it", in, len(rest))
+		}
+	})
+}
+
+// Through a TCP balancer speaking the PROXY protocol, acs:SourceIp is
+// the client the header names, for every request of the connection; a
+// trusted peer's connection without the header is closed unanswered
+// (invariant 2); LOCAL leaves the balancer as the client.
+func TestProxyProtocol(t *testing.T) {
+	p := authzPolicies(t, authzDoc(`{"Effect": "Allow", "Action": "mns:*", "Resource": "*",
+		"Condition": {"IpAddress": {"acs:SourceIp": "203.0.113.0/24"}}}`))
+	logs := &lockedBuffer{}
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) {
+		o.Policies = p
+		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		o.ProxyProtocol = true
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}})
+	via := func(header string) *client {
+		c := env.client()
+		c.id, c.secret = "other", "othersecret"
+		conn, err := net.Dial("tcp", env.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(conn, header); err != nil {
+			t.Fatal(err)
+		}
+		c.conn, c.br = conn, bufio.NewReader(conn)
+		t.Cleanup(c.close)
+		return c
+	}
+	lb := netip.MustParseAddrPort("127.0.0.1:9000")
+	c := via("PROXY TCP4 203.0.113.7 127.0.0.1 5555 80\r\n")
+	wantStatus(t, c.put("/queues/q", ""), 201)
+	wantStatus(t, c.get("/queues/q"), 200) // the same connection: the header holds for it
+	if got := logs.lines("audit"); len(got) != 1 || !strings.Contains(got[0], "client=203.0.113.7") {
+		t.Fatalf("the audit log: %q", got)
+	}
+	authzDenied(t, via(proxyV2(1, 0x11, netip.MustParseAddrPort("198.51.100.9:1"), lb, nil)).get("/queues/q"))
+	authzDenied(t, via(proxyV2(0, 0x00, netip.AddrPort{}, netip.AddrPort{}, nil)).get("/queues/q")) // LOCAL: the balancer
+	wantStatus(t, via(proxyV2(1, 0x11, netip.MustParseAddrPort("203.0.113.8:1"), lb, nil)).get("/queues/q"), 200)
+	// No header from a trusted peer: closed, unanswered, and logged.
+	plain := env.client()
+	if r, err := plain.rawErr("GET /queues/q HTTP/1.1\r\nHost: x\r\n\r\n"); err == nil {
+		t.Fatalf("a trusted peer's connection without a header was answered: %d %s", r.status, r.body)
+	}
+	plain.close()
+	// From a peer it does not trust, smqd reads no header (invariant 1):
+	// one sent is taken as the request, and refused.
+	env2 := startEnv(t, envConfig{serverOpts: func(o *Options) {
+		o.Policies = p
+		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+		o.ProxyProtocol = true
+	}})
+	admin := env2.client()
+	defer admin.close()
+	admin.mustCreate("q")
+	env = env2
+	authzDenied(t, via("").get("/queues/q")) // the peer itself
+	if r, err := via("PROXY TCP4 203.0.113.7 127.0.0.1 5555 80\r\n").rawErr("GET /queues/q HTTP/1.1\r\nHost: x\r\n\r\n"); err == nil && r.status == 200 {
+		t.Fatalf("a header from a peer not trusted was honored: %d %s", r.status, r.body)
+	}
+	if len(logs.lines(`"connection from a trusted proxy closed: no valid PROXY protocol header"`)) == 0 {
+		t.Fatal("the refused connection was not logged")
+	}
+}
