@@ -357,52 +357,6 @@ func (t *topic) putSubLocked(s *subscription) {
 	t.subs[s.name] = s
 }
 
-// countWindow counts events in five-minute buckets over TopicRetention.
-// Its buckets are allocated at the first event: a topic never published
-// to costs a pointer, not 4.6 KB (BenchmarkManyTopics).
-type countWindow struct {
-	mu      sync.Mutex
-	buckets *[countBuckets]countBucket // guarded by mu; nil until the first event
-	upto    uint64                     // guarded by mu: one past the last publish header counted (topic_count.go invariant 4)
-}
-
-const (
-	countBucketMs = 5 * 60 * 1000
-	countBuckets  = int64(TopicRetention / (countBucketMs * time.Millisecond))
-)
-
-// slot returns the bucket of number k (ms / 5 min), allocating the
-// buckets if need be. The caller holds w.mu.
-func (w *countWindow) slot(k int64) *countBucket {
-	if w.buckets == nil {
-		w.buckets = new([countBuckets]countBucket)
-	}
-	return &w.buckets[k%countBuckets]
-}
-
-func (w *countWindow) add(nowMs int64) {
-	w.mu.Lock()
-	w.addLocked(nowMs)
-	w.mu.Unlock()
-}
-
-func (w *countWindow) addLocked(nowMs int64) {
-	k := nowMs / countBucketMs
-	b := w.slot(k)
-	if b.at != k {
-		b.at, b.n = k, 0
-	}
-	b.n++
-}
-
-func (w *countWindow) total(nowMs int64) int64 {
-	var n int64
-	for _, b := range w.live(nowMs) {
-		n += b.n
-	}
-	return n
-}
-
 // topicByName returns the named topic or ErrTopicNotExist.
 func (b *Broker) topicByName(name string) (*topic, error) {
 	b.topics.mu.RLock()
