@@ -17,15 +17,8 @@ import (
 // without, spread over several five-minute buckets; the member's counts
 // hold across a restart.
 func TestReplicaSnapshotCountsAsOfItsIndex(t *testing.T) {
-	h := &handShard{t: t, rep: &handReplica{kick: make(chan struct{}, 1)}, clk: NewFakeClock(t0), next: 1}
-	h.leader = h.open(t.TempDir(), h.rep)
-	h.fdir = t.TempDir()
-	h.follower = h.open(h.fdir, &handReplica{kick: make(chan struct{}, 1)})
-	defer func() { h.leader.Close(); h.follower.Close() }()
+	h := leadingHandShard(t, 0)
 	L := h.leader
-	if err := L.SetLeader(true, 1); err != nil {
-		t.Fatal(err)
-	}
 	h.do(func() error { _, err := L.CreateQueue("q", DefaultQueueConfig()); return err })
 	for _, n := range []string{"t", "u"} {
 		h.do(func() error { _, err := L.CreateTopic(n, DefaultTopicConfig()); return err })
@@ -145,15 +138,8 @@ func TestReplicaSnapshotCountsAsOfItsIndex(t *testing.T) {
 // failed after streaming every message. An index whose entries are gone
 // is refused before anything is streamed.
 func TestReplicaExportPinsTheEntriesAfterItsIndex(t *testing.T) {
-	h := &handShard{t: t, rep: &handReplica{kick: make(chan struct{}, 1)}, clk: NewFakeClock(t0), next: 1, keep: 2}
-	h.leader = h.open(t.TempDir(), h.rep)
-	h.fdir = t.TempDir()
-	h.follower = h.open(h.fdir, &handReplica{kick: make(chan struct{}, 1)})
-	defer func() { h.leader.Close(); h.follower.Close() }()
+	h := leadingHandShard(t, 2)
 	L := h.leader
-	if err := L.SetLeader(true, 1); err != nil {
-		t.Fatal(err)
-	}
 	h.do(func() error { _, err := L.CreateTopic("t", DefaultTopicConfig()); return err })
 	publish := func(n int) {
 		for range n {
@@ -192,4 +178,20 @@ func TestReplicaExportPinsTheEntriesAfterItsIndex(t *testing.T) {
 	if err := L.ExportStateAt(&out, at); err == nil || !strings.Contains(err.Error(), "does not hold") || out.Len() > 0 {
 		t.Fatalf("an export as of an index whose entries are gone: %v, %d bytes streamed", err, out.Len())
 	}
+}
+
+// leadingHandShard opens a hand-driven leader and follower (keeping keep
+// entries after a checkpoint; 0: the default), the leader leading term 1;
+// both close with the test.
+func leadingHandShard(t *testing.T, keep int) *handShard {
+	t.Helper()
+	h := &handShard{t: t, rep: &handReplica{kick: make(chan struct{}, 1)}, clk: NewFakeClock(t0), next: 1, keep: keep}
+	h.leader = h.open(t.TempDir(), h.rep)
+	h.fdir = t.TempDir()
+	h.follower = h.open(h.fdir, &handReplica{kick: make(chan struct{}, 1)})
+	t.Cleanup(func() { h.leader.Close(); h.follower.Close() })
+	if err := h.leader.SetLeader(true, 1); err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -101,26 +101,14 @@ func TestClusterBackupRestoresIntoANewCluster(t *testing.T) {
 	})
 	c.stopAll()
 
-	// A new cluster: new directories, new addresses.
-	n := &testCluster{t: t, nodes: make([]*Node, 3), shards: shards, addrs: map[uint64]string{}}
-	for i := range n.nodes {
-		n.dirs = append(n.dirs, filepath.Join(t.TempDir(), fmt.Sprint(i+1)))
-		n.hold(uint64(i + 1))
-	}
-	t.Cleanup(n.stopAll)
-	for i := range n.nodes {
-		ri, err := Restore(bytes.NewReader(backup.Bytes()), n.dirs[i], n.config(i))
-		if err != nil {
-			t.Fatal(err)
-		}
+	n := restoredCluster(t, backup.Bytes(), shards, func(dir string, ri RestoreInfo) {
 		if ri.Shards != shards || ri.Files != 1 || ri.Queues != len(queues) || ri.Messages != int64(10*len(queues)) {
 			t.Fatalf("restore info %+v", ri)
 		}
-		if b, err := os.ReadFile(filepath.Join(n.dirs[i], "creds")); err != nil || string(b) != "secret" {
+		if b, err := os.ReadFile(filepath.Join(dir, "creds")); err != nil || string(b) != "secret" {
 			t.Fatalf("the restored file: %q, %v", b, err)
 		}
-	}
-	n.startAll()
+	})
 
 	for _, name := range queues {
 		eventually(t, "the restored "+name, func() error {
@@ -149,28 +137,12 @@ func TestClusterBackupRestoresIntoANewCluster(t *testing.T) {
 			return err
 		})
 		var got []string
-		for {
-			var msgs []engine.Message
-			n.onLeader(name, func(b *engine.Broker) error {
-				q, err := b.Queue(name)
-				if err == nil {
-					msgs, err = q.Receive(context.Background(), engine.ReceiveOptions{Max: 16, HasWait: true}, nil)
-				}
-				if errors.Is(err, engine.ErrMessageNotExist) {
-					return nil // drained
-				}
-				return err
-			})
-			if len(msgs) == 0 {
-				break
+		for _, m := range n.drain(name) {
+			if seen[m.ID] {
+				t.Fatalf("%s: message id %v twice", name, m.ID)
 			}
-			for _, m := range msgs {
-				if seen[m.ID] {
-					t.Fatalf("%s: message id %v twice", name, m.ID)
-				}
-				seen[m.ID] = true
-				got = append(got, string(m.Body))
-			}
+			seen[m.ID] = true
+			got = append(got, string(m.Body))
 		}
 		wantNow := []string{"new", "new"}
 		for _, body := range want[name] {
@@ -343,38 +315,11 @@ func TestClusterBackupUnderLoad(t *testing.T) {
 	}
 	c.stopAll()
 
-	n := &testCluster{t: t, nodes: make([]*Node, 3), shards: shards, addrs: map[uint64]string{}}
-	for i := range n.nodes {
-		n.dirs = append(n.dirs, filepath.Join(t.TempDir(), fmt.Sprint(i+1)))
-		n.hold(uint64(i + 1))
-	}
-	t.Cleanup(n.stopAll)
-	for i := range n.nodes {
-		if _, err := Restore(bytes.NewReader(backup.Bytes()), n.dirs[i], n.config(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n.startAll()
+	n := restoredCluster(t, backup.Bytes(), shards, nil)
 	restored := map[string]bool{}
 	for _, name := range queues {
-		for {
-			var msgs []engine.Message
-			n.onLeader(name, func(b *engine.Broker) error {
-				q, err := b.Queue(name)
-				if err == nil {
-					msgs, err = q.Receive(context.Background(), engine.ReceiveOptions{Max: 16, HasWait: true}, nil)
-				}
-				if errors.Is(err, engine.ErrMessageNotExist) {
-					return nil
-				}
-				return err
-			})
-			if len(msgs) == 0 {
-				break
-			}
-			for _, m := range msgs {
-				restored[string(m.Body)] = true
-			}
+		for _, m := range n.drain(name) {
+			restored[string(m.Body)] = true
 		}
 	}
 	for body := range before {
@@ -388,4 +333,51 @@ func TestClusterBackupUnderLoad(t *testing.T) {
 		}
 	}
 	t.Logf("%d sends acknowledged before the backup, %d in it", len(before), len(restored))
+}
+
+// restoredCluster restores backup on each member of a new 3-node cluster
+// (new directories, new addresses), calls check (if set) with each
+// member's directory and what its restore said, and starts the cluster.
+func restoredCluster(t *testing.T, backup []byte, shards int, check func(dir string, ri RestoreInfo)) *testCluster {
+	t.Helper()
+	n := &testCluster{t: t, nodes: make([]*Node, 3), shards: shards, addrs: map[uint64]string{}}
+	for i := range n.nodes {
+		n.dirs = append(n.dirs, filepath.Join(t.TempDir(), fmt.Sprint(i+1)))
+		n.hold(uint64(i + 1))
+	}
+	t.Cleanup(n.stopAll)
+	for i := range n.nodes {
+		ri, err := Restore(bytes.NewReader(backup), n.dirs[i], n.config(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if check != nil {
+			check(n.dirs[i], ri)
+		}
+	}
+	n.startAll()
+	return n
+}
+
+// drain receives every visible message of queue, on its leader.
+func (c *testCluster) drain(queue string) []engine.Message {
+	c.t.Helper()
+	var out []engine.Message
+	for {
+		var msgs []engine.Message
+		c.onLeader(queue, func(b *engine.Broker) error {
+			q, err := b.Queue(queue)
+			if err == nil {
+				msgs, err = q.Receive(context.Background(), engine.ReceiveOptions{Max: 16, HasWait: true}, nil)
+			}
+			if errors.Is(err, engine.ErrMessageNotExist) {
+				return nil // drained
+			}
+			return err
+		})
+		if len(msgs) == 0 {
+			return out
+		}
+		out = append(out, msgs...)
+	}
 }
