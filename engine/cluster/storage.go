@@ -57,6 +57,7 @@ type raftStorage struct {
 	cs        *pb.ConfState
 	snapIndex uint64
 	snapTerm  uint64
+	applied   uint64 // the last applied index compact was told (Snapshot follows the broker up to it)
 	terms     []uint64
 	recent    []*pb.Entry // the newest entries, ascending, contiguous, ending at the last
 	recentLen int         // bytes of data in recent
@@ -64,7 +65,7 @@ type raftStorage struct {
 
 // newRaftStorage loads the storage state of a shard broker just opened.
 func newRaftStorage(b *engine.Broker, st engine.ReplicaState, cs *pb.ConfState) *raftStorage {
-	s := &raftStorage{b: b, cs: cs, snapIndex: st.SnapIndex, snapTerm: st.SnapTerm}
+	s := &raftStorage{b: b, cs: cs, snapIndex: st.SnapIndex, snapTerm: st.SnapTerm, applied: st.Applied}
 	// A commit index is not synced on its own (append.go, invariant 3), so
 	// the checkpoint may have folded entries past the last one that reached
 	// the disk; those were committed, and Raft refuses (panics on) an
@@ -83,7 +84,7 @@ func (s *raftStorage) reload(fresh *raftStorage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.b, s.hs, s.cs = fresh.b, fresh.hs, fresh.cs
-	s.snapIndex, s.snapTerm, s.terms = fresh.snapIndex, fresh.snapTerm, fresh.terms
+	s.snapIndex, s.snapTerm, s.terms, s.applied = fresh.snapIndex, fresh.snapTerm, fresh.terms, fresh.applied
 	s.recent, s.recentLen = nil, 0
 }
 
@@ -181,12 +182,12 @@ func (s *raftStorage) FirstIndex() (uint64, error) {
 func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Follow the broker first (as Entries does; Raft calls this from the
-	// shard's loop, between applies): an idle shard's storage lags its
-	// checkpoints, and a snapshot older than the broker's point names
-	// entries the broker no longer holds, whose publishes the member's
-	// counts need (engine.ExportStateAt refuses it).
-	s.compactLocked(math.MaxUint64)
+	// Follow the broker first, up to what Raft has applied: an idle
+	// shard's storage lags its checkpoints (compact runs after applies),
+	// and a snapshot older than the broker's point names entries the
+	// broker no longer holds, whose publishes the member's counts need
+	// (engine.ExportStateAt refuses it).
+	s.compactLocked(s.applied)
 	return &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(s.snapIndex), Term: proto.Uint64(s.snapTerm),
 		ConfState: proto.Clone(s.cs).(*pb.ConfState)}}, nil
 }
@@ -278,6 +279,9 @@ func (s *raftStorage) setConfState(cs *pb.ConfState) {
 func (s *raftStorage) compact(applied uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if applied != math.MaxUint64 {
+		s.applied = max(s.applied, applied)
+	}
 	s.compactLocked(applied)
 }
 
@@ -304,6 +308,7 @@ func (s *raftStorage) reset(b *engine.Broker, index, term uint64, cs *pb.ConfSta
 	defer s.mu.Unlock()
 	s.b = b
 	s.snapIndex, s.snapTerm = index, term
+	s.applied = max(s.applied, index)
 	s.terms, s.recent, s.recentLen = nil, nil, 0
 	s.cs = proto.Clone(cs).(*pb.ConfState)
 	if s.hs.GetCommit() < index {

@@ -395,8 +395,8 @@ func (t *transport) serveConn(c net.Conn) {
 		t.serveRejoin(from, c)
 		return
 	case kindSnapshot:
-		// The shard, then (if its top bit is set) the index of the
-		// snapshot the member installs (fetchSnapshot).
+		// The shard with its flags, then, with snapAtBit, the index of
+		// the snapshot the member installs (fetchState).
 		var sh [4]byte
 		if _, err := io.ReadFull(c, sh[:]); err != nil {
 			return
