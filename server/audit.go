@@ -42,10 +42,10 @@ func (s *Server) audit(ctx *fasthttp.RequestCtx, st *reqState) {
 		slog.String("request_id", string(st.reqID)))
 	if st.fw != nil {
 		attrs = append(attrs, slog.String("client", string(ctx.Request.Header.Peek(hdrClientIP))), slog.Uint64("via_node", st.fw.node))
-	} else if peer := ctx.RemoteAddr().String(); len(s.opts.TrustedProxies) > 0 {
-		attrs = append(attrs, slog.String("client", s.clientAddr(ctx).String()), slog.String("peer", peer))
+	} else if len(s.opts.TrustedProxies) > 0 {
+		attrs = append(attrs, slog.String("client", s.clientAddr(ctx).String()), slog.String("peer", tcpPeer(ctx.Conn()).String()))
 	} else {
-		attrs = append(attrs, slog.String("client", peer))
+		attrs = append(attrs, slog.String("client", ctx.RemoteAddr().String()))
 	}
 	if status >= 300 {
 		attrs = append(attrs, slog.String("error", errorCodeOf(ctx)))

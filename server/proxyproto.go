@@ -25,6 +25,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -112,6 +113,21 @@ func (c *proxyConn) RemoteAddr() net.Addr {
 		return c.src
 	}
 	return c.Conn.RemoteAddr()
+}
+
+// tcpPeer returns the TCP peer of a request's connection: under a PROXY
+// protocol header (RemoteAddr names the client), the balancer.
+func tcpPeer(c net.Conn) net.Addr {
+	if c == nil {
+		return &net.TCPAddr{}
+	}
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if pc, ok := c.(*proxyConn); ok {
+		return pc.Conn.RemoteAddr()
+	}
+	return c.RemoteAddr()
 }
 
 func tcpIP(a net.Addr) net.IP {

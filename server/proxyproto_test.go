@@ -140,7 +140,7 @@ func TestProxyProtocol(t *testing.T) {
 	c := via("PROXY TCP4 203.0.113.7 127.0.0.1 5555 80\r\n")
 	wantStatus(t, c.put("/queues/q", ""), 201)
 	wantStatus(t, c.get("/queues/q"), 200) // the same connection: the header holds for it
-	if got := logs.lines("audit"); len(got) != 1 || !strings.Contains(got[0], "client=203.0.113.7") {
+	if got := logs.lines("audit"); len(got) != 1 || !strings.Contains(got[0], "client=203.0.113.7 peer=127.0.0.1:") {
 		t.Fatalf("the audit log: %q", got)
 	}
 	authzDenied(t, via(proxyV2(1, 0x11, netip.MustParseAddrPort("198.51.100.9:1"), lb, nil)).get("/queues/q"))
