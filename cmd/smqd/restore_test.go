@@ -71,4 +71,16 @@ func TestRestoreCommand(t *testing.T) {
 	if code, _, _ := restore("--data-dir", nd); code != 2 {
 		t.Errorf("no --from: exit %d", code)
 	}
+	// A single node's backup is not a cluster's, and a member must be one
+	// of the peers.
+	peers := "1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003"
+	if code, _, errs := restore("--from", file, "--data-dir", nd, "--node-id", "1", "--cluster-peers", peers); code != 1 || !strings.Contains(errs, "single node's backup") {
+		t.Errorf("a single node's backup as a cluster's: exit %d: %s", code, errs)
+	}
+	if code, _, errs := restore("--from", file, "--data-dir", nd, "--node-id", "4", "--cluster-peers", peers); code != 2 || !strings.Contains(errs, "not one of --cluster-peers") {
+		t.Errorf("a member not among the peers: exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(nd); !os.IsNotExist(err) {
+		t.Errorf("a refused restore left its directory: %v", err)
+	}
 }
