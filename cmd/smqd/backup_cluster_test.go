@@ -20,22 +20,9 @@ import (
 )
 
 func TestDaemonClusterBackupAndRestore(t *testing.T) {
-	bin, err := buildDaemon(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds := filepath.Join(t.TempDir(), "credentials")
 	const keyID, secret = "backup", "cluster-backup-secret-0123456789"
-	if err := os.WriteFile(creds, []byte(keyID+" "+secret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	const n = 3
-	raft, api, peers := clusterAddrs(t, n)
-	nodes := make([]*clusterDaemon, n)
-	for i := range n {
-		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], peers, creds, "--shards", "3")
-	}
-	waitCluster(t, "the cluster settles", 60*time.Second, func() error { return preferredLeadersReady(api) })
+	bin, creds, api, nodes := settledDaemonCluster(t, keyID, secret)
+	n := len(nodes)
 	do := signedDo(t, keyID, secret)
 	want := map[string][]string{}
 	for k := range 6 {

@@ -9,8 +9,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,22 +17,8 @@ import (
 )
 
 func TestDaemonClusterSIGTERMHandsLeadsOver(t *testing.T) {
-	bin, err := buildDaemon(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds := filepath.Join(t.TempDir(), "credentials")
 	const keyID, secret = "handover", "hand-over-cluster-secret-0123456789"
-	if err := os.WriteFile(creds, []byte(keyID+" "+secret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	const n = 3
-	raft, api, peers := clusterAddrs(t, n)
-	nodes := make([]*clusterDaemon, n)
-	for i := range n {
-		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], peers, creds, "--shards", "3")
-	}
-	waitCluster(t, "the cluster settles", 60*time.Second, func() error { return preferredLeadersReady(api) })
+	_, _, api, nodes := settledDaemonCluster(t, keyID, secret)
 	do := signedDo(t, keyID, secret)
 	// Queues on every shard: node 1 leads one of the three (the preferred
 	// leaders), so it has a lead to hand over.

@@ -249,3 +249,25 @@ func preferredLeadersReady(api []string) error {
 	}
 	return nil
 }
+
+// settledDaemonCluster builds smqd, writes a credentials file holding one
+// key, starts a 3-node cluster of 3 shards with it, and returns once every
+// shard is led by its preferred leader.
+func settledDaemonCluster(t *testing.T, keyID, secret string) (bin, creds string, api []string, nodes []*clusterDaemon) {
+	t.Helper()
+	bin, err := buildDaemon(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds = filepath.Join(t.TempDir(), "credentials")
+	if err := os.WriteFile(creds, []byte(keyID+" "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	raft, api, peers := clusterAddrs(t, 3)
+	nodes = make([]*clusterDaemon, 3)
+	for i := range nodes {
+		nodes[i] = startClusterDaemon(t, bin, i+1, raft[i], api[i], peers, creds, "--shards", "3")
+	}
+	waitCluster(t, "the cluster settles", 60*time.Second, func() error { return preferredLeadersReady(api) })
+	return bin, creds, api, nodes
+}
