@@ -125,6 +125,27 @@ type Message struct {
 	FirstDequeueTime int64  `xml:"FirstDequeueTime" json:"first_dequeue_time,omitempty"`
 	DequeueCount     int    `xml:"DequeueCount" json:"dequeue_count"`
 	Priority         int    `xml:"Priority" json:"priority"`
+	// The properties sent with the message, as the API writes them
+	// (BINARY values in base64), and a dead-lettered message's DLQ ones.
+	UserProperties   []Property `xml:"UserProperties>PropertyValue" json:"user_properties,omitempty"`
+	SystemProperties []Property `xml:"SystemProperties>SystemPropertyValue" json:"system_properties,omitempty"`
+}
+
+// Property is one user or system property of a message.
+type Property struct {
+	Name  string `xml:"Name" json:"name"`
+	Value string `xml:"Value" json:"value"`
+	Type  string `xml:"Type" json:"type"`
+}
+
+// system returns the value of the system property name, "" if absent.
+func (m *Message) system(name string) string {
+	for _, p := range m.SystemProperties {
+		if p.Name == name {
+			return p.Value
+		}
+	}
+	return ""
 }
 
 // queueAttrs are the attributes a create or set sends; nil fields are
@@ -264,9 +285,11 @@ func (c *client) messages(ctx context.Context, target string) ([]Message, error)
 	return page.Messages, nil
 }
 
+// receive receives up to n messages, waiting up to wait; a negative wait
+// is the queue's polling wait.
 func (c *client) receive(ctx context.Context, queue string, n int, wait time.Duration) ([]Message, error) {
 	t := fmt.Sprintf("%s/messages?numOfMessages=%d", queuePath(queue), n)
-	if wait > 0 {
+	if wait >= 0 {
 		t += fmt.Sprintf("&waitseconds=%d", int(wait/time.Second))
 	}
 	return c.messages(ctx, t)
@@ -311,4 +334,98 @@ func (c *client) metrics(ctx context.Context, u string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: HTTP %d", u, resp.StatusCode)
 	}
 	return io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+}
+
+// sent is one entry of a batch send's answer: the stored message, or why
+// it was not stored.
+type sent struct {
+	MessageID      string `xml:"MessageId"`
+	MessageBodyMD5 string `xml:"MessageBodyMD5"`
+	ErrorCode      string `xml:"ErrorCode"`
+	ErrorMessage   string `xml:"ErrorMessage"`
+}
+
+// batchSend sends msgs (1..16) as new messages: each one's body,
+// priority and properties, with the queue's delay. The answer has one
+// entry per message, in order, also on a partial failure (spec §3.6);
+// err is for the whole request.
+func (c *client) batchSend(ctx context.Context, queue string, msgs []Message) ([]sent, error) {
+	var b bytes.Buffer
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Messages xmlns="` + xmlNS + `">`)
+	for i := range msgs {
+		m := &msgs[i]
+		b.WriteString("<Message><MessageBody>")
+		if err := xml.EscapeText(&b, []byte(m.MessageBody)); err != nil {
+			return nil, err
+		}
+		b.WriteString("</MessageBody>")
+		if m.Priority > 0 {
+			fmt.Fprintf(&b, "<Priority>%d</Priority>", m.Priority)
+		}
+		writeProps(&b, "UserProperties", "PropertyValue", m.UserProperties)
+		writeProps(&b, "SystemProperties", "SystemPropertyValue", m.SystemProperties)
+		b.WriteString("</Message>")
+	}
+	b.WriteString("</Messages>")
+	_, rb, err := c.do(ctx, "POST", queuePath(queue)+"/messages", nil, b.Bytes())
+	var page struct {
+		XMLName  xml.Name `xml:"Messages"` // not an <Error>, whose <Message> is text
+		Messages []sent   `xml:"Message"`
+	}
+	if perr := xml.Unmarshal(rb, &page); perr == nil && len(page.Messages) == len(msgs) {
+		return page.Messages, nil // stored, or a partial failure entry by entry
+	}
+	if err == nil {
+		err = fmt.Errorf("BatchSendMessage answer: %d entries for %d messages", len(page.Messages), len(msgs))
+	}
+	return nil, err
+}
+
+func writeProps(b *bytes.Buffer, list, item string, ps []Property) {
+	if len(ps) == 0 {
+		return
+	}
+	b.WriteString("<" + list + ">")
+	for _, p := range ps {
+		b.WriteString("<" + item + "><Name>")
+		xml.EscapeText(b, []byte(p.Name))
+		b.WriteString("</Name><Value>")
+		xml.EscapeText(b, []byte(p.Value))
+		b.WriteString("</Value><Type>")
+		xml.EscapeText(b, []byte(p.Type))
+		b.WriteString("</Type></" + item + ">")
+	}
+	b.WriteString("</" + list + ">")
+}
+
+// batchDelete deletes the messages of handles (1..16). failed maps each
+// handle the server did not delete to its error (spec §3.9); err is for
+// the whole request.
+func (c *client) batchDelete(ctx context.Context, queue string, handles []string) (failed map[string]*APIError, err error) {
+	var b bytes.Buffer
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><ReceiptHandles xmlns="` + xmlNS + `">`)
+	for _, h := range handles {
+		b.WriteString("<ReceiptHandle>")
+		xml.EscapeText(&b, []byte(h))
+		b.WriteString("</ReceiptHandle>")
+	}
+	b.WriteString("</ReceiptHandles>")
+	st, rb, err := c.do(ctx, "DELETE", queuePath(queue)+"/messages", nil, b.Bytes())
+	if err == nil {
+		return nil, nil
+	}
+	var page struct {
+		XMLName xml.Name `xml:"Errors"`
+		Errors  []struct {
+			ErrorCode, ErrorMessage, ReceiptHandle string
+		} `xml:"Error"`
+	}
+	if xml.Unmarshal(rb, &page) != nil || len(page.Errors) == 0 {
+		return nil, err
+	}
+	failed = make(map[string]*APIError, len(page.Errors))
+	for _, e := range page.Errors {
+		failed[e.ReceiptHandle] = &APIError{Status: st, Code: e.ErrorCode, Message: e.ErrorMessage}
+	}
+	return failed, nil
 }

@@ -117,6 +117,30 @@ func TestClusterCommands(t *testing.T) {
 		t.Errorf("smqctl backup of a cluster: %q", out)
 	}
 
+	// A dead-letter queue on another shard than its source: the move is a
+	// hop between shards, and the redrive through a third node goes back.
+	src := "src"
+	for i := 0; c.nodes[0].ShardOf(src) == c.nodes[0].ShardOf("dlq"); i++ {
+		src = "src" + strconv.Itoa(i)
+	}
+	ctl.ok("queue", "create", "dlq")
+	ctl.ok("queue", "create", src, "--dead-letter-queue", "dlq", "--max-receive-count", "1", "--visibility-timeout", "1")
+	ctl.ok("send", src, "back again", "--priority", "2")
+	ctl.ok("receive", src, "--wait", "1s")
+	deadline := time.Now().Add(20 * time.Second)
+	for decodeJSON[Queue](t, ctl.ok("--json", "queue", "get", "dlq")).ActiveMessages != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the message never reached its dead-letter queue on another shard")
+		}
+		ctl.ok("receive", src, "--wait", "1s") // the receive after its visibility ends moves it
+	}
+	if res := decodeJSON[redriveResult](t, c.ctl(t, 2).ok("queue", "redrive", "dlq", "--json")); res.Moved != 1 || res.To[src] != 1 {
+		t.Errorf("redrive through node 3: %+v", res)
+	}
+	if ms := decodeJSON[[]Message](t, ctl.ok("receive", src, "--wait", "1s", "--json")); len(ms) != 1 || ms[0].MessageBody != "back again" || ms[0].Priority != 2 || ms[0].DequeueCount != 1 || len(ms[0].SystemProperties) != 0 {
+		t.Errorf("%s after the redrive: %+v", src, ms)
+	}
+
 	// The table, asked of shard 0's leader, so that a leader's row (with
 	// its followers) is always there: the node's health, its members, each
 	// shard's leader.

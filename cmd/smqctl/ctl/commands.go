@@ -20,11 +20,12 @@ type verb struct {
 func groups() map[string]map[string]verb {
 	return map[string]map[string]verb{
 		"queue": {
-			"ls":     {"list queues with their message counts", (*run).queueLs},
-			"create": {"create a queue (attributes as flags)", (*run).queueCreate},
-			"get":    {"show a queue's attributes and counts", (*run).queueGet},
-			"set":    {"change a queue's attributes", (*run).queueSet},
-			"rm":     {"delete queues and their messages", (*run).queueRm},
+			"ls":      {"list queues with their message counts", (*run).queueLs},
+			"create":  {"create a queue (attributes as flags)", (*run).queueCreate},
+			"get":     {"show a queue's attributes and counts", (*run).queueGet},
+			"set":     {"change a queue's attributes", (*run).queueSet},
+			"rm":      {"delete queues and their messages", (*run).queueRm},
+			"redrive": {"move a dead-letter queue's messages back to the queues they came from (or --to QUEUE)", (*run).queueRedrive},
 		},
 		"message": {
 			"send":       {"send a message from an argument, a file or stdin", (*run).msgSend},

@@ -112,7 +112,11 @@ func (r *run) msgReceive(ctx context.Context, name string, args []string) error 
 	}
 	rctx, cancel := r.reqCtx(ctx, *wait+30*time.Second) // the queue's own wait is at most 30 s
 	defer cancel()
-	msgs, err := c.receive(rctx, pos[0], m.count, *wait)
+	w := *wait
+	if w == 0 {
+		w = -1 // the queue's polling wait
+	}
+	msgs, err := c.receive(rctx, pos[0], m.count, w)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,346 @@
+package ctl
+
+// smqctl queue redrive DLQ [--to QUEUE]: the messages of a dead-letter
+// queue back to the queues they were dead-lettered from (or all to --to),
+// as SQS's dead-letter redrive does. It uses the public API only (receive,
+// batch send, batch delete), so it works on a single node and through any
+// node of a cluster, and under the caller's access policy.
+//
+// Invariants:
+//  1. Nothing is lost. A message leaves the dead-letter queue (its delete)
+//     only after its copy's send was acknowledged with the MD5 of the body
+//     that was received. A crash, an interrupt or a lost answer in between
+//     leaves it in both queues (at least once), never in neither.
+//  2. A copy is the message as its source's consumers first read it: the
+//     same body bytes, priority, user properties, and system properties
+//     other than the three DLQ ones, which are dropped (a later move to a
+//     dead-letter queue sets them again). It is a new message: a new id, a
+//     dequeue count of 0, the target queue's delay.
+//  3. Bounded: a run handles at most the messages visible in the queue
+//     when it starts (and at most --max). Messages dead-lettered again
+//     meanwhile wait for the next run.
+//  4. A message that cannot move (no source queue named, a target missing
+//     or refusing it) stays in the dead-letter queue, is made visible again
+//     when the run ends, and the run names it with the reason and exits 1.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The dead-letter system properties (topic spec §3.8; engine/deadletter.go).
+const (
+	sysDLQMessageType = "DLQMessageType"
+	sysDLQSourceArn   = "DLQSourceArn"
+	sysDLQOriginID    = "DLQOriginMessageId"
+)
+
+// redriveLeft is a message a run left in the dead-letter queue.
+type redriveLeft struct {
+	MessageID string `json:"message_id"`
+	Reason    string `json:"reason"`
+	handle    string
+}
+
+// redriveResult is what a run did.
+type redriveResult struct {
+	Moved int            `json:"moved"`
+	To    map[string]int `json:"to"`
+	// Copied: copies stored whose original the delete missed (its
+	// visibility timeout ran out during the run): it is still in the
+	// dead-letter queue, and a later run moves it again.
+	Copied int           `json:"copied_not_deleted"`
+	Left   []redriveLeft `json:"left"`
+}
+
+func (r *run) queueRedrive(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("queue redrive DLQ [flags]", flag.ContinueOnError)
+	to := fs.String("to", "", "send every message to this queue (default: each to the queue its DLQSourceArn names)")
+	maxN := fs.Int("max", 0, "move at most this many messages (0: every message visible at the start)")
+	rate := fs.Float64("rate", 0, "at most this many messages a second (0: as fast as the server takes them)")
+	pos, err := r.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	dlq := pos[0]
+	switch {
+	case *to == dlq:
+		return usagef("queue redrive: --to names the dead-letter queue itself")
+	case *maxN < 0:
+		return usagef("queue redrive: --max must not be negative")
+	case *rate < 0:
+		return usagef("queue redrive: --rate must not be negative")
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	rctx, cancel := r.reqCtx(ctx, 0)
+	q, err := c.getQueue(rctx, dlq)
+	cancel()
+	if err != nil {
+		return err
+	}
+	limit := int(q.ActiveMessages)
+	if *maxN > 0 {
+		limit = min(limit, *maxN)
+	}
+	rd := &redrive{c: c, dlq: dlq, to: *to, rate: *rate, res: redriveResult{To: map[string]int{}}, left: map[string]int{}}
+	runErr := rd.run(ctx, r, limit)
+	if err := rd.release(ctx, r); err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := r.printRedrive(dlq, &rd.res); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if n := len(rd.res.Left); n > 0 {
+		return fmt.Errorf("%d message(s) left in %s", n, dlq)
+	}
+	return nil
+}
+
+// redrive is one run's state.
+type redrive struct {
+	c     *client
+	dlq   string
+	to    string
+	rate  float64
+	start time.Time
+	res   redriveResult
+	left  map[string]int // message id → index in res.Left
+}
+
+// run moves messages until limit were handled or the queue has no more
+// visible ones.
+func (rd *redrive) run(ctx context.Context, r *run, limit int) error {
+	rd.start = time.Now()
+	for handled := 0; handled < limit; {
+		rctx, cancel := r.reqCtx(ctx, 0)
+		msgs, err := rd.c.receive(rctx, rd.dlq, min(16, limit-handled), 0)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		handled += len(msgs)
+		if err := rd.pace(ctx, len(msgs)); err != nil {
+			return err
+		}
+		if err := rd.batch(ctx, r, msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pace waits until n more messages keep the run within its rate.
+func (rd *redrive) pace(ctx context.Context, n int) error {
+	if rd.rate == 0 {
+		return nil
+	}
+	done := rd.res.Moved + rd.res.Copied + len(rd.res.Left)
+	due := rd.start.Add(time.Duration(float64(done+n) / rd.rate * float64(time.Second)))
+	t := time.NewTimer(time.Until(due))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// batch moves one received batch: a send per target, then one delete of
+// the messages whose copies were stored.
+func (rd *redrive) batch(ctx context.Context, r *run, msgs []Message) error {
+	byTarget := map[string][]Message{}
+	for _, m := range msgs {
+		target, why := rd.target(&m)
+		if target == "" {
+			rd.leave(m, why)
+			continue
+		}
+		byTarget[target] = append(byTarget[target], copyOf(m))
+	}
+	var stored []string         // handles
+	into := map[string]string{} // handle → its copy's queue
+	for target, ms := range byTarget {
+		res, err := rd.send(ctx, r, target, ms)
+		if err != nil {
+			return err
+		}
+		for i, s := range res {
+			m := ms[i]
+			switch {
+			case s.ErrorCode != "":
+				rd.leave(m, fmt.Sprintf("%s refused it: %s: %s", target, s.ErrorCode, s.ErrorMessage))
+			case !strings.EqualFold(s.MessageBodyMD5, m.MessageBodyMD5):
+				// Stored, but not the body received: leave the original
+				// (invariant 1); the copy is there to look at.
+				rd.leave(m, fmt.Sprintf("%s stored message %s with body MD5 %s, not %s", target, s.MessageID, s.MessageBodyMD5, m.MessageBodyMD5))
+			default:
+				stored = append(stored, m.ReceiptHandle)
+				into[m.ReceiptHandle] = target
+			}
+		}
+	}
+	if len(stored) == 0 {
+		return nil
+	}
+	rctx, cancel := r.reqCtx(ctx, 0)
+	failed, err := rd.c.batchDelete(rctx, rd.dlq, stored)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, h := range stored {
+		if failed[h] != nil {
+			rd.res.Copied++
+			continue
+		}
+		rd.res.Moved++
+		rd.res.To[into[h]]++
+	}
+	return nil
+}
+
+// send sends ms to target, one by one if the batch is refused whole for
+// a bad entry (a body over the target's size limit, say), so that one
+// message does not hold back the rest. A missing target refuses each.
+func (rd *redrive) send(ctx context.Context, r *run, target string, ms []Message) ([]sent, error) {
+	rctx, cancel := r.reqCtx(ctx, 0)
+	res, err := rd.c.batchSend(rctx, target, ms)
+	cancel()
+	var ae *APIError
+	if err == nil || !errors.As(err, &ae) {
+		return res, err
+	}
+	if ae.Code == "QueueNotExist" || ae.Code == "InvalidArgument" && len(ms) == 1 {
+		res = make([]sent, len(ms))
+		for i := range res {
+			res[i] = sent{ErrorCode: ae.Code, ErrorMessage: ae.Message}
+		}
+		return res, nil
+	}
+	if ae.Code != "InvalidArgument" {
+		return nil, err
+	}
+	res = make([]sent, 0, len(ms))
+	for i := range ms {
+		one, err := rd.send(ctx, r, target, ms[i:i+1])
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, one...)
+	}
+	return res, nil
+}
+
+// target is the queue m goes to, or "" and why it stays.
+func (rd *redrive) target(m *Message) (string, string) {
+	if rd.to != "" {
+		return rd.to, ""
+	}
+	arn := m.system(sysDLQSourceArn)
+	switch {
+	case arn == "":
+		return "", "no DLQSourceArn (not dead-lettered here): give --to"
+	case m.system(sysDLQMessageType) == "TOPIC":
+		return "", fmt.Sprintf("dead-lettered from topic subscription %s: give --to", arn)
+	}
+	i := strings.LastIndex(arn, ":/queues/")
+	if i < 0 || strings.Contains(arn[i+len(":/queues/"):], "/") {
+		return "", fmt.Sprintf("DLQSourceArn %q names no queue: give --to", arn)
+	}
+	if q := arn[i+len(":/queues/"):]; q != "" && q != rd.dlq {
+		return q, ""
+	}
+	return "", fmt.Sprintf("DLQSourceArn %q names this queue: give --to", arn)
+}
+
+// copyOf is m as it is sent again (invariant 2).
+func copyOf(m Message) Message {
+	var sys []Property
+	for _, p := range m.SystemProperties {
+		switch p.Name {
+		case sysDLQMessageType, sysDLQSourceArn, sysDLQOriginID:
+		default:
+			sys = append(sys, p)
+		}
+	}
+	m.SystemProperties = sys
+	return m
+}
+
+// leave records that m stays; a message received again later in the run
+// (its visibility ran out) keeps one entry, with its latest handle.
+func (rd *redrive) leave(m Message, why string) {
+	if i, ok := rd.left[m.MessageID]; ok {
+		rd.res.Left[i].handle, rd.res.Left[i].Reason = m.ReceiptHandle, why
+		return
+	}
+	rd.left[m.MessageID] = len(rd.res.Left)
+	rd.res.Left = append(rd.res.Left, redriveLeft{MessageID: m.MessageID, Reason: why, handle: m.ReceiptHandle})
+}
+
+// release makes the messages left visible again (1 s, the API's least),
+// rather than hidden for the rest of the queue's visibility timeout.
+func (rd *redrive) release(ctx context.Context, r *run) error {
+	ctx = context.WithoutCancel(ctx) // an interrupted run releases too
+	var errs []error
+	for _, l := range rd.res.Left {
+		rctx, cancel := r.reqCtx(ctx, 0)
+		_, _, err := rd.c.changeVisibility(rctx, rd.dlq, l.handle, 1)
+		cancel()
+		var ae *APIError
+		if err != nil && !(errors.As(err, &ae) && ae.Code == "MessageNotExist") {
+			errs = append(errs, err) // MessageNotExist: visible again already
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *run) printRedrive(dlq string, res *redriveResult) error {
+	if r.g.json {
+		if res.Left == nil {
+			res.Left = []redriveLeft{}
+		}
+		return r.printJSON(res)
+	}
+	w := r.env.Stdout
+	targets := make([]string, 0, len(res.To))
+	for t := range res.To {
+		targets = append(targets, t)
+	}
+	sort.Strings(targets)
+	var parts []string
+	for _, t := range targets {
+		parts = append(parts, fmt.Sprintf("%d to %s", res.To[t], t))
+	}
+	fmt.Fprintf(w, "moved %d message(s) from %s", res.Moved, dlq)
+	if len(parts) > 0 {
+		fmt.Fprintf(w, ": %s", strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(w)
+	if res.Copied > 0 {
+		fmt.Fprintf(w, "%d message(s) copied but still in %s (received again elsewhere before the delete): a later run moves them again\n", res.Copied, dlq)
+	}
+	if len(res.Left) > 0 {
+		rows := [][]string{{"LEFT IN " + dlq, "REASON"}}
+		for _, l := range res.Left {
+			rows = append(rows, []string{l.MessageID, l.Reason})
+		}
+		r.table(rows)
+	}
+	return nil
+}
