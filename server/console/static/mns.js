@@ -17,11 +17,13 @@ const enc = new TextEncoder();
 // MNSError is an error answer of the API: its MNS code, HTTP status and
 // request id.
 export class MNSError extends Error {
-  constructor(status, code, message, requestId) {
+  constructor(status, code, message, requestId, doc) {
     super(code ? `${code}: ${message}` : message);
     this.status = status;
     this.code = code;
+    this.detail = message; // the server's message, without the code
     this.requestId = requestId;
+    this.doc = doc; // the answer (a batch's partial failure is read from it)
   }
 }
 
@@ -31,9 +33,10 @@ function b64(bytes) {
   return btoa(s);
 }
 
-// xmlEscape escapes text for an XML element.
+// xmlEscape escapes text for an XML element; a CR as a reference, which
+// the server's parser keeps (a bare one it reads as a line feed).
 export function xmlEscape(s) {
-  return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/\r/g, '&#13;');
 }
 
 // children returns the child elements of el by local name, as {name: text}.
@@ -50,7 +53,8 @@ function all(doc, name) {
 // The numeric elements of the attribute documents (GetQueueAttributes,
 // GetTopicAttributes, GetSubscriptionAttributes and the lists with meta).
 const INTS = ['DelaySeconds', 'MaximumMessageSize', 'MessageRetentionPeriod', 'VisibilityTimeout',
-  'PollingWaitSeconds', 'ActiveMessages', 'InactiveMessages', 'DelayMessages', 'MessageCount', 'CreateTime', 'LastModifyTime'];
+  'PollingWaitSeconds', 'ActiveMessages', 'InactiveMessages', 'DelayMessages', 'MessageCount', 'CreateTime', 'LastModifyTime',
+  'MaxReceiveCount'];
 
 // attrs converts an attribute document's fields: numbers, LoggingEnabled
 // (True/False on the wire) a boolean.
@@ -68,14 +72,33 @@ function nameFrom(url, below) {
 }
 
 // doc returns a request document: root with one element per attribute,
-// empty values left out, text escaped.
+// empty values left out (but an empty DeadLetterTargetQueue, which turns
+// the policy off), text escaped.
 function doc(root, elems) {
-  let x = `<?xml version="1.0" encoding="UTF-8"?><${root} xmlns="${NS}">`;
+  return `<?xml version="1.0" encoding="UTF-8"?><${root} xmlns="${NS}">${elements(elems)}</${root}>`;
+}
+
+function elements(elems) {
+  let x = '';
   for (const [k, v] of Object.entries(elems)) {
-    if (v === '' || v === undefined || v === null) continue;
+    if (v === undefined || v === null || v === '' && k !== 'DeadLetterTargetQueue') continue;
     x += `<${k}>${xmlEscape(v)}</${k}>`;
   }
-  return x + `</${root}>`;
+  return x;
+}
+
+// props returns a message element's list of properties (list, with item
+// elements: UserProperties > PropertyValue, SystemProperties >
+// SystemPropertyValue) as [{Name, Value, Type}].
+function props(el, list, item) {
+  const l = Array.from(el.children).find((c) => c.localName === list);
+  return l ? Array.from(l.children).filter((c) => c.localName === item).map(fields) : [];
+}
+
+// propsXML is the list element of ps (none if empty).
+function propsXML(list, item, ps) {
+  if (!ps || ps.length === 0) return '';
+  return `<${list}>${ps.map((p) => `<${item}>${elements({ Name: p.Name, Value: p.Value, Type: p.Type })}</${item}>`).join('')}</${list}>`;
 }
 
 function message(f) {
@@ -128,7 +151,7 @@ export class Client {
     if (resp.status >= 300) {
       const e = doc && all(doc, 'Error')[0];
       const f = e ? fields(e) : {};
-      throw new MNSError(resp.status, f.Code || '', f.Message || `HTTP ${resp.status}`, f.RequestId || resp.headers.get('x-mns-request-id'));
+      throw new MNSError(resp.status, f.Code || '', f.Message || `HTTP ${resp.status}`, f.RequestId || resp.headers.get('x-mns-request-id'), doc);
     }
     return { status: resp.status, doc, text };
   }
@@ -229,8 +252,7 @@ export class Client {
   // receive takes up to n messages, waiting up to wait seconds; an empty
   // queue gives [] (MessageNotExist is not an error here).
   async receive(name, { n = 1, wait = 0 } = {}) {
-    let q = `/queues/${encodeURIComponent(name)}/messages?numOfMessages=${n}`;
-    if (wait > 0) q += `&waitseconds=${wait}`;
+    const q = `/queues/${encodeURIComponent(name)}/messages?numOfMessages=${n}&waitseconds=${wait}`;
     return this.messages(q);
   }
 
@@ -242,10 +264,55 @@ export class Client {
   async messages(resource) {
     try {
       const { doc: d } = await this.request('GET', resource);
-      return all(d, 'Message').map((el) => message(fields(el)));
+      return all(d, 'Message').map((el) => ({
+        ...message(fields(el)),
+        UserProperties: props(el, 'UserProperties', 'PropertyValue'),
+        SystemProperties: props(el, 'SystemProperties', 'SystemPropertyValue'),
+      }));
     } catch (e) {
       if (e instanceof MNSError && e.code === 'MessageNotExist') return [];
       throw e;
+    }
+  }
+
+  // batchSend sends msgs ({MessageBody, Priority, UserProperties,
+  // SystemProperties}, 1..16) and returns one entry per message, in order:
+  // {MessageId, MessageBodyMD5} if stored, {ErrorCode, ErrorMessage} if
+  // not (a partial failure, spec §3.6). A refusal of the whole batch
+  // throws.
+  async batchSend(name, msgs) {
+    const body = `<?xml version="1.0" encoding="UTF-8"?><Messages xmlns="${NS}">${msgs.map((m) => '<Message>' +
+      elements({ MessageBody: m.MessageBody, Priority: m.Priority }) +
+      propsXML('UserProperties', 'PropertyValue', m.UserProperties) +
+      propsXML('SystemProperties', 'SystemPropertyValue', m.SystemProperties) + '</Message>').join('')}</Messages>`;
+    let d;
+    try {
+      ({ doc: d } = await this.request('POST', `/queues/${encodeURIComponent(name)}/messages`, { body }));
+    } catch (e) {
+      if (!(e instanceof MNSError) || !e.doc || e.doc.documentElement.localName !== 'Messages') throw e;
+      d = e.doc;
+    }
+    const out = Array.from(d.documentElement.children).filter((c) => c.localName === 'Message').map(fields);
+    if (out.length !== msgs.length) throw new Error(`BatchSendMessage answer: ${out.length} entries for ${msgs.length} messages`);
+    return out;
+  }
+
+  // batchDelete deletes the messages of handles (1..16) and returns the
+  // handles not deleted, as {handle: MNSError} (spec §3.9).
+  async batchDelete(name, handles) {
+    const body = `<?xml version="1.0" encoding="UTF-8"?><ReceiptHandles xmlns="${NS}">${handles.map((hd) =>
+      `<ReceiptHandle>${xmlEscape(hd)}</ReceiptHandle>`).join('')}</ReceiptHandles>`;
+    try {
+      await this.request('DELETE', `/queues/${encodeURIComponent(name)}/messages`, { body });
+      return {};
+    } catch (e) {
+      if (!(e instanceof MNSError) || !e.doc || e.doc.documentElement.localName !== 'Errors') throw e;
+      const failed = {};
+      for (const el of all(e.doc, 'Error')) {
+        const f = fields(el);
+        failed[f.ReceiptHandle] = new MNSError(e.status, f.ErrorCode, f.ErrorMessage, e.requestId);
+      }
+      return failed;
     }
   }
 

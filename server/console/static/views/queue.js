@@ -1,9 +1,12 @@
 // One queue: live counts (signed GetQueueAttributes, polled), its
-// attributes to edit (SetQueueAttributes), a test message to send, peek,
-// receive, delete by receipt handle, change visibility, delete the queue.
+// attributes and dead-letter policy to edit (SetQueueAttributes), a test
+// message to send, peek, receive, delete by receipt handle, change
+// visibility, move dead-lettered messages back (redrive.js), delete the
+// queue.
 
 import { h, listen, replace, tile, say, confirmed, fmt, fmtTime } from '../dom.js';
 import { chart, History } from '../chart.js';
+import { redrive } from '../redrive.js';
 
 const ATTRS = [
   ['VisibilityTimeout', 'Visibility timeout (s)', 1, 43200],
@@ -30,6 +33,10 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
       (inputs[k] = h('input', { name: k, id: 'attr-' + k, type: 'number', min, max, size: 8 })))),
     h('label', {}, 'Logging', (inputs.LoggingEnabled = h('select', { name: 'LoggingEnabled', id: 'attr-LoggingEnabled' },
       h('option', { value: 'false' }, 'off'), h('option', { value: 'true' }, 'on')))),
+    h('label', {}, 'Dead-letter queue (empty: none)',
+      (inputs.DeadLetterTargetQueue = h('input', { name: 'DeadLetterTargetQueue', id: 'attr-DeadLetterTargetQueue', size: 16 }))),
+    h('label', {}, 'Maximum receives',
+      (inputs.MaxReceiveCount = h('input', { name: 'MaxReceiveCount', id: 'attr-MaxReceiveCount', type: 'number', min: 1, size: 4 }))),
     h('button', { type: 'submit', id: 'save-attrs' }, 'Save'));
   const attrNote = h('p', { id: 'attrs-result', role: 'status' });
 
@@ -54,6 +61,15 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
   const recvRows = h('tbody', { id: 'received-rows' });
   const msgNote = h('p', { id: 'message-result', role: 'status' });
 
+  // Redrive.
+  const rdTo = h('input', { id: 'redrive-to', size: 16, placeholder: 'each to its source' });
+  const rdMax = h('input', { id: 'redrive-max', type: 'number', min: 0, size: 6, placeholder: 'all' });
+  const rdForm = h('form', { id: 'redrive-form', class: 'row' },
+    h('label', {}, 'To queue', rdTo), h('label', {}, 'At most', rdMax),
+    h('button', { type: 'submit', id: 'redrive' }, 'Move messages back'));
+  const rdNote = h('p', { id: 'redrive-result', role: 'status' });
+  const rdLeft = h('tbody', { id: 'redrive-left' });
+
   const delQ = confirmed({
     cls: 'delete-queue', id: 'delete-queue', label: 'Delete queue…', really: `Really delete ${name} and its messages`,
     run: () => attempt(attrNote, 'Delete', async () => {
@@ -76,17 +92,24 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
     h('h2', {}, 'Send a test message'), sendForm, sendNote,
     h('h2', {}, 'Peek'), peekForm,
     h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Message id'), h('th', {}, 'Body'), h('th', { class: 'num' }, 'Priority'),
-      h('th', {}, 'Enqueued'), h('th', { class: 'num' }, 'Receives'))), peekRows),
+      h('th', {}, 'Enqueued'), h('th', { class: 'num' }, 'Receives'), h('th', {}, 'Properties'))), peekRows),
     h('h2', {}, 'Receive'), recvForm, msgNote,
     h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Message id'), h('th', {}, 'Body'), h('th', {}, 'Visible again'),
       h('th', {}, ''))), recvRows),
     h('h2', {}, 'Attributes'), attrForm, attrNote,
+    h('h2', {}, 'Move dead-lettered messages back'),
+    h('p', { class: 'muted' }, 'Each visible message goes to the queue its DLQSourceArn names, or all to the queue given; ',
+      'it leaves this queue only once the copy is stored.'),
+    rdForm, rdNote,
+    h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Left here'), h('th', {}, 'Why'))), rdLeft),
     h('h2', {}, 'Danger zone'), h('div', { class: 'row' }, delQ));
 
   let filled = false;
   function fill(q) {
     for (const [k] of ATTRS) inputs[k].value = q[k];
     inputs.LoggingEnabled.value = q.LoggingEnabled ? 'true' : 'false';
+    inputs.DeadLetterTargetQueue.value = q.DeadLetterTargetQueue || '';
+    inputs.MaxReceiveCount.value = q.MaxReceiveCount || '';
     filled = true;
   }
 
@@ -108,6 +131,8 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
     const attrs = {};
     for (const [k] of ATTRS) attrs[k] = inputs[k].value;
     attrs.LoggingEnabled = inputs.LoggingEnabled.value;
+    attrs.DeadLetterTargetQueue = inputs.DeadLetterTargetQueue.value.trim();
+    if (attrs.DeadLetterTargetQueue) attrs.MaxReceiveCount = inputs.MaxReceiveCount.value;
     attempt(attrNote, 'Save', async () => {
       await client.setQueue(name, attrs);
       fill(await client.getQueue(name));
@@ -133,10 +158,11 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
     attempt(msgNote, 'Peek', async () => {
       const msgs = await client.peek(name, Number(peekN.value) || 16);
       replace(peekRows, msgs.length === 0
-        ? h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No active message.'))
+        ? h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No active message.'))
         : msgs.map((m) => h('tr', { 'data-message': m.MessageId },
           h('td', { class: 'mono' }, m.MessageId), h('td', { class: 'body' }, m.MessageBody),
-          h('td', { class: 'num' }, m.Priority), h('td', {}, fmtTime(m.EnqueueTime)), h('td', { class: 'num' }, m.DequeueCount))));
+          h('td', { class: 'num' }, m.Priority), h('td', {}, fmtTime(m.EnqueueTime)), h('td', { class: 'num' }, m.DequeueCount),
+          h('td', { class: 'props' }, [...m.UserProperties, ...m.SystemProperties].map((p) => `${p.Name}=${p.Value}`).join('; ')))));
     });
   });
 
@@ -169,6 +195,22 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
       if (msgs.length === 0) say(msgNote, true, 'No message to receive.');
       else say(msgNote, true, `Received ${msgs.length} message(s); they are invisible to others until deleted or visible again.`);
       for (const m of msgs) recvRows.append(receivedRow(m));
+      await refresh();
+    });
+  });
+
+  listen(rdForm, 'submit', (ev) => {
+    ev.preventDefault();
+    attempt(rdNote, 'Redrive', async () => {
+      const tell = (r) => {
+        const where = Object.entries(r.to).map(([q, n]) => `${n} to ${q}`).join(', ');
+        let text = `Moved ${r.moved} message(s)${where ? ': ' + where : ''}.`;
+        if (r.copied) text += ` ${r.copied} copied but still here (received again before the delete): a later run moves them again.`;
+        if (r.left.length) text += ` ${r.left.length} left here.`;
+        say(rdNote, r.left.length === 0, text);
+        replace(rdLeft, r.left.map((l) => h('tr', { 'data-message': l.id }, h('td', { class: 'mono' }, l.id), h('td', {}, l.why))));
+      };
+      tell(await redrive(client, name, { to: rdTo.value.trim(), max: Number(rdMax.value) || 0, progress: tell }));
       await refresh();
     });
   });

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/smqd/smqd/engine"
+)
+
+// The console's dead-letter features in a browser: the policy set and
+// turned off on the queue page, a dead-lettered message's properties shown
+// by peek, and the redrive (static/redrive.js): the message goes back to
+// its source queue byte for byte with its properties less the DLQ ones,
+// one it cannot place stays and is named, and goes once a queue is given.
+func TestConsoleRedriveInBrowser(t *testing.T) {
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.Console = true }})
+	b := env.broker
+	for _, q := range []string{"dead", "orders"} {
+		if _, err := b.CreateQueue(q, engine.DefaultQueueConfig()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead, _ := b.Queue("dead")
+	orders, _ := b.Queue("orders")
+	str := func(name, value string, system bool) engine.Property {
+		return engine.Property{Name: []byte(name), Value: []byte(value), Type: engine.PropString, System: system}
+	}
+	body := "line one\r\nline <two> & \"three\"\r"
+	kept := []engine.Property{str("k", "v <&>", false), {Name: []byte("bin"), Value: []byte("AAEC/w=="), Type: engine.PropBinary},
+		str("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", true)}
+	dlqProps := []engine.Property{str("DLQMessageType", "QUEUE", true), str("DLQSourceArn", b.DeadLetterSourceArn("orders"), true),
+		str("DLQOriginMessageId", "00000000000000010000000000000001", true)}
+	if _, err := dead.Send([]engine.SendEntry{
+		{Body: []byte(body), Priority: 4, Properties: append(append([]engine.Property{}, kept...), dlqProps...)},
+		{Body: []byte("sent here directly")},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := browser(t)
+	var log consoleLog
+	log.start(ctx)
+	base := "http://" + env.addr
+	signIn(t, ctx, base)
+
+	// The policy, on the source queue's page.
+	step(t, ctx, "open orders", chromedp.Navigate(base+"/console/#/queue/orders"), chromedp.WaitVisible(chromedp.CSS("#attrs-form")),
+		until(`document.querySelector('#attr-VisibilityTimeout').value === '30'`))
+	step(t, ctx, "set a dead-letter policy",
+		chromedp.SetValue(chromedp.CSS("#attr-DeadLetterTargetQueue"), "dead"),
+		chromedp.SetValue(chromedp.CSS("#attr-MaxReceiveCount"), "3"),
+		chromedp.Click(chromedp.CSS("#save-attrs")),
+		until(`document.querySelector('#attrs-result').className === 'note'`))
+	if info, _ := orders.Attributes(); info.Config.DeadLetterQueue != "dead" || info.Config.MaxReceiveCount != 3 {
+		t.Errorf("policy after the console's save: %+v", info.Config)
+	}
+	step(t, ctx, "turn it off",
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#attr-DeadLetterTargetQueue').value = ''`),
+		chromedp.Click(chromedp.CSS("#save-attrs")),
+		until(`document.querySelector('#attrs-result').className === 'note' && document.querySelector('#attr-MaxReceiveCount').value === ''`))
+	if info, _ := orders.Attributes(); info.Config.DeadLetterQueue != "" || info.Config.MaxReceiveCount != 0 {
+		t.Errorf("policy after turning it off: %+v", info.Config)
+	}
+
+	// The dead-letter queue's page: peek shows where a message came from.
+	step(t, ctx, "open dead", chromedp.Navigate(base+"/console/#/queue/dead"), chromedp.WaitVisible(chromedp.CSS("#redrive-form")),
+		textIs("#count-active", "2"))
+	step(t, ctx, "peek", chromedp.Click(chromedp.CSS("#peek")),
+		until(`[...document.querySelectorAll('#peek-rows td.props')].some((td) => td.textContent.includes('DLQSourceArn=acs:mns:local:0:/queues/orders'))`))
+
+	step(t, ctx, "redrive", chromedp.Click(chromedp.CSS("#redrive")),
+		until(`document.querySelector('#redrive-result').textContent.startsWith('Moved 1 message(s): 1 to orders. 1 left here.')`),
+		until(`document.querySelectorAll('#redrive-left tr').length === 1 && document.querySelector('#redrive-left').textContent.includes('no DLQSourceArn')`))
+	got := receiveVisible(t, orders)
+	if len(got) != 1 {
+		t.Fatalf("orders holds %d messages after the redrive, want 1", len(got))
+	}
+	if m := got[0]; string(m.Body) != body || m.Priority != 4 || propsText(m.Properties) != propsText(kept) {
+		t.Errorf("the copy: %q, priority %d, properties %s; want %q, 4, %s", m.Body, m.Priority, propsText(m.Properties), body, propsText(kept))
+	}
+	// The one left is visible again at once (not after 30 s), and goes
+	// when a queue is named.
+	step(t, ctx, "left visible again", textIs("#count-active", "1"))
+	step(t, ctx, "redrive to orders",
+		chromedp.SetValue(chromedp.CSS("#redrive-to"), "orders"),
+		chromedp.Click(chromedp.CSS("#redrive")),
+		until(`document.querySelector('#redrive-result').className === 'note' && document.querySelector('#redrive-result').textContent === 'Moved 1 message(s): 1 to orders.'`),
+		textIs("#count-active", "0"))
+	if got := receiveVisible(t, orders); len(got) != 1 || string(got[0].Body) != "sent here directly" {
+		t.Errorf("orders after the second redrive: %+v", got)
+	}
+	if info, _ := dead.Attributes(); info.Active+info.Inactive+info.Delayed != 0 {
+		t.Errorf("dead after both: %+v", info)
+	}
+	if errs := log.errors(); len(errs) > 0 {
+		t.Errorf("the page logged %d error(s):\n%s", len(errs), strings.Join(errs, "\n"))
+	}
+}
+
+func receiveVisible(t *testing.T, q *engine.Queue) []engine.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ms, err := q.Receive(ctx, engine.ReceiveOptions{Max: 16, HasWait: true}, nil)
+	if errors.Is(err, engine.ErrMessageNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+func propsText(ps []engine.Property) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "%v:%s=%s(%d);", p.System, p.Name, p.Value, p.Type)
+	}
+	return b.String()
+}
