@@ -346,10 +346,10 @@ type sent struct {
 }
 
 // batchSend sends msgs (1..16) as new messages: each one's body,
-// priority and properties, with the queue's delay. The answer has one
+// priority and properties, with delay seconds (< 0: the queue's). The answer has one
 // entry per message, in order, also on a partial failure (spec §3.6);
 // err is for the whole request.
-func (c *client) batchSend(ctx context.Context, queue string, msgs []Message) ([]sent, error) {
+func (c *client) batchSend(ctx context.Context, queue string, msgs []Message, delay int) ([]sent, error) {
 	var b bytes.Buffer
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Messages xmlns="` + xmlNS + `">`)
 	for i := range msgs {
@@ -359,6 +359,9 @@ func (c *client) batchSend(ctx context.Context, queue string, msgs []Message) ([
 			return nil, err
 		}
 		b.WriteString("</MessageBody>")
+		if delay >= 0 {
+			fmt.Fprintf(&b, "<DelaySeconds>%d</DelaySeconds>", delay)
+		}
 		if m.Priority > 0 {
 			fmt.Fprintf(&b, "<Priority>%d</Priority>", m.Priority)
 		}

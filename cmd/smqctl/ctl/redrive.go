@@ -40,14 +40,15 @@ const (
 	sysDLQOriginID    = "DLQOriginMessageId"
 )
 
-// redriveLeft is a message a run left in the dead-letter queue.
+// redriveLeft is a message a run left in its queue.
 type redriveLeft struct {
 	MessageID string `json:"message_id"`
 	Reason    string `json:"reason"`
 	handle    string
 }
 
-// redriveResult is what a run did.
+// redriveResult is what a run (of a redrive, or of one queue's migration)
+// did.
 type redriveResult struct {
 	Moved int            `json:"moved"`
 	To    map[string]int `json:"to"`
@@ -90,7 +91,8 @@ func (r *run) queueRedrive(ctx context.Context, name string, args []string) erro
 	if *maxN > 0 {
 		limit = min(limit, *maxN)
 	}
-	rd := &redrive{c: c, dlq: dlq, to: *to, rate: *rate, res: redriveResult{To: map[string]int{}}, left: map[string]int{}}
+	to0 := *to
+	rd := newMover(c, c, dlq, *rate, func(m *Message) (string, string) { return redriveTarget(m, dlq, to0) }, redriveCopy)
 	runErr := rd.run(ctx, r, limit)
 	if err := rd.release(ctx, r); err != nil && runErr == nil {
 		runErr = err
@@ -107,24 +109,33 @@ func (r *run) queueRedrive(ctx context.Context, name string, args []string) erro
 	return nil
 }
 
-// redrive is one run's state.
-type redrive struct {
-	c     *client
-	dlq   string
-	to    string
-	rate  float64
-	start time.Time
-	res   redriveResult
-	left  map[string]int // message id → index in res.Left
+// mover moves the visible messages of one queue (from, of src) to queues
+// of dst, each as target says, as copy makes it: the redrive, and each
+// queue of a migration (migrate.go).
+type mover struct {
+	src, dst *client
+	from     string
+	target   func(*Message) (queue, why string) // queue "": it stays, for why
+	copy     func(Message) Message
+	delay    int // the copies' DelaySeconds; < 0: the target queue's
+	rate     float64
+	start    time.Time
+	res      redriveResult
+	left     map[string]int // message id → index in res.Left
+}
+
+func newMover(src, dst *client, from string, rate float64, target func(*Message) (string, string), copy func(Message) Message) *mover {
+	return &mover{src: src, dst: dst, from: from, target: target, copy: copy, delay: -1, rate: rate,
+		res: redriveResult{To: map[string]int{}}, left: map[string]int{}}
 }
 
 // run moves messages until limit were handled or the queue has no more
 // visible ones.
-func (rd *redrive) run(ctx context.Context, r *run, limit int) error {
+func (rd *mover) run(ctx context.Context, r *run, limit int) error {
 	rd.start = time.Now()
 	for handled := 0; handled < limit; {
 		rctx, cancel := r.reqCtx(ctx, 0)
-		msgs, err := rd.c.receive(rctx, rd.dlq, min(16, limit-handled), 0)
+		msgs, err := rd.src.receive(rctx, rd.from, min(16, limit-handled), 0)
 		cancel()
 		if err != nil {
 			return err
@@ -144,7 +155,7 @@ func (rd *redrive) run(ctx context.Context, r *run, limit int) error {
 }
 
 // pace waits until n more messages keep the run within its rate.
-func (rd *redrive) pace(ctx context.Context, n int) error {
+func (rd *mover) pace(ctx context.Context, n int) error {
 	if rd.rate == 0 {
 		return nil
 	}
@@ -162,7 +173,7 @@ func (rd *redrive) pace(ctx context.Context, n int) error {
 
 // batch moves one received batch: a send per target, then one delete of
 // the messages whose copies were stored.
-func (rd *redrive) batch(ctx context.Context, r *run, msgs []Message) error {
+func (rd *mover) batch(ctx context.Context, r *run, msgs []Message) error {
 	byTarget := map[string][]Message{}
 	for _, m := range msgs {
 		target, why := rd.target(&m)
@@ -170,7 +181,7 @@ func (rd *redrive) batch(ctx context.Context, r *run, msgs []Message) error {
 			rd.leave(m, why)
 			continue
 		}
-		byTarget[target] = append(byTarget[target], copyOf(m))
+		byTarget[target] = append(byTarget[target], rd.copy(m))
 	}
 	var stored []string         // handles
 	into := map[string]string{} // handle → its copy's queue
@@ -198,7 +209,7 @@ func (rd *redrive) batch(ctx context.Context, r *run, msgs []Message) error {
 		return nil
 	}
 	rctx, cancel := r.reqCtx(ctx, 0)
-	failed, err := rd.c.batchDelete(rctx, rd.dlq, stored)
+	failed, err := rd.src.batchDelete(rctx, rd.from, stored)
 	cancel()
 	if err != nil {
 		return err
@@ -217,9 +228,9 @@ func (rd *redrive) batch(ctx context.Context, r *run, msgs []Message) error {
 // send sends ms to target, one by one if the batch is refused whole for
 // a bad entry (a body over the target's size limit, say), so that one
 // message does not hold back the rest. A missing target refuses each.
-func (rd *redrive) send(ctx context.Context, r *run, target string, ms []Message) ([]sent, error) {
+func (rd *mover) send(ctx context.Context, r *run, target string, ms []Message) ([]sent, error) {
 	rctx, cancel := r.reqCtx(ctx, 0)
-	res, err := rd.c.batchSend(rctx, target, ms)
+	res, err := rd.dst.batchSend(rctx, target, ms, rd.delay)
 	cancel()
 	var ae *APIError
 	if err == nil || !errors.As(err, &ae) {
@@ -246,10 +257,11 @@ func (rd *redrive) send(ctx context.Context, r *run, target string, ms []Message
 	return res, nil
 }
 
-// target is the queue m goes to, or "" and why it stays.
-func (rd *redrive) target(m *Message) (string, string) {
-	if rd.to != "" {
-		return rd.to, ""
+// redriveTarget is the queue m, in dead-letter queue dlq, goes to: to,
+// else the queue its DLQSourceArn names; or "" and why it stays.
+func redriveTarget(m *Message, dlq, to string) (string, string) {
+	if to != "" {
+		return to, ""
 	}
 	arn := m.system(sysDLQSourceArn)
 	switch {
@@ -262,14 +274,14 @@ func (rd *redrive) target(m *Message) (string, string) {
 	if i < 0 || strings.Contains(arn[i+len(":/queues/"):], "/") {
 		return "", fmt.Sprintf("DLQSourceArn %q names no queue: give --to", arn)
 	}
-	if q := arn[i+len(":/queues/"):]; q != "" && q != rd.dlq {
+	if q := arn[i+len(":/queues/"):]; q != "" && q != dlq {
 		return q, ""
 	}
 	return "", fmt.Sprintf("DLQSourceArn %q names this queue: give --to", arn)
 }
 
-// copyOf is m as it is sent again (invariant 2).
-func copyOf(m Message) Message {
+// redriveCopy is m as a redrive sends it again (invariant 2).
+func redriveCopy(m Message) Message {
 	var sys []Property
 	for _, p := range m.SystemProperties {
 		switch p.Name {
@@ -284,7 +296,7 @@ func copyOf(m Message) Message {
 
 // leave records that m stays; a message received again later in the run
 // (its visibility ran out) keeps one entry, with its latest handle.
-func (rd *redrive) leave(m Message, why string) {
+func (rd *mover) leave(m Message, why string) {
 	if i, ok := rd.left[m.MessageID]; ok {
 		rd.res.Left[i].handle, rd.res.Left[i].Reason = m.ReceiptHandle, why
 		return
@@ -295,12 +307,12 @@ func (rd *redrive) leave(m Message, why string) {
 
 // release makes the messages left visible again (1 s, the API's least),
 // rather than hidden for the rest of the queue's visibility timeout.
-func (rd *redrive) release(ctx context.Context, r *run) error {
+func (rd *mover) release(ctx context.Context, r *run) error {
 	ctx = context.WithoutCancel(ctx) // an interrupted run releases too
 	var errs []error
 	for _, l := range rd.res.Left {
 		rctx, cancel := r.reqCtx(ctx, 0)
-		_, _, err := rd.c.changeVisibility(rctx, rd.dlq, l.handle, 1)
+		_, _, err := rd.src.changeVisibility(rctx, rd.from, l.handle, 1)
 		cancel()
 		var ae *APIError
 		if err != nil && !(errors.As(err, &ae) && ae.Code == "MessageNotExist") {

@@ -95,7 +95,7 @@ func deadLetter(t *testing.T, q *engine.Queue) {
 	}
 }
 
-func props(ps []engine.Property) string {
+func propsText(ps []engine.Property) string {
 	var b strings.Builder
 	for _, p := range ps {
 		fmt.Fprintf(&b, "%v:%s=%s(%d);", p.System, p.Name, p.Value, p.Type)
@@ -143,8 +143,8 @@ func TestQueueRedrive(t *testing.T) {
 	}
 	got := all(t, orders)
 	if len(got) != 1 || string(got[0].Body) != string(odd) || got[0].Priority != 3 || got[0].DequeueCount != 1 ||
-		props(got[0].Properties) != props(userProps) {
-		t.Fatalf("orders after the redrive: %+v\nwant body %q, priority 3, properties %s", got, odd, props(userProps))
+		propsText(got[0].Properties) != propsText(userProps) {
+		t.Fatalf("orders after the redrive: %+v\nwant body %q, priority 3, properties %s", got, odd, propsText(userProps))
 	}
 	if got := all(t, payments); len(got) != 1 || string(got[0].Body) != "pay" || got[0].Priority != 12 || len(got[0].Properties) != 0 {
 		t.Fatalf("payments after the redrive: %+v", got)

@@ -1,0 +1,332 @@
+package ctl
+
+// smqctl migrate --to ENDPOINT: a broker's queues, topics and
+// subscriptions made again on another, and its messages moved there. It
+// is how a single node becomes a cluster, or a cluster gets another shard
+// count (fixed when it is created), with the public API only: any two
+// smqd (or MNS) endpoints.
+//
+// Invariants:
+//  1. Definitions first: every queue (with its attributes), then the
+//     dead-letter policies (their targets exist by then), then topics and
+//     subscriptions (a queue endpoint's queue exists by then). A name that
+//     exists at the destination with other attributes is a conflict: it is
+//     reported, left as it is, and its messages are not moved.
+//  2. Messages move as a redrive does (redrive.go invariant 1): deleted at
+//     the source only after the destination acknowledged the copy with the
+//     same body MD5, so at least once, never lost. A copy keeps the body,
+//     priority and every property, and is visible at once (DelaySeconds 0:
+//     its delay, if any, was spent at the source).
+//  3. Messages inactive or delayed at the source move once they are
+//     visible, until every migrated queue is empty at the source or --wait
+//     has passed; what is still there then is reported, per queue.
+//  4. Re-running is safe: existing definitions with the same attributes
+//     count as done, and only messages still at the source move.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/smqd/smqd/cmd/internal/credfile"
+	"github.com/smqd/smqd/server/mnsauth"
+)
+
+// migration is what a migrate run did.
+type migration struct {
+	Queues        []string          `json:"queues"`        // made (or found the same) at the destination
+	Topics        []string          `json:"topics"`        // the same
+	Subscriptions []string          `json:"subscriptions"` // topic/name
+	Conflicts     []string          `json:"conflicts"`     // what could not be made, and why
+	Moved         map[string]int    `json:"moved"`         // messages per queue
+	Left          map[string]string `json:"left"`          // queue → what is still at the source
+}
+
+func (r *run) migrate(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("migrate --to ENDPOINT [flags]", flag.ContinueOnError)
+	to := fs.String("to", "", "the destination smqd's address (required)")
+	toID := fs.String("to-access-key-id", "", "the destination's access key id (default: the source's key)")
+	toSecret := fs.String("to-access-key-secret", "", "the destination's access key secret")
+	toCreds := fs.String("to-credentials-file", "", "the destination's credentials file (its first key)")
+	prefix := fs.String("prefix", "", "only queues and topics whose names start with this")
+	wait := fs.Duration("wait", time.Minute, "how long to wait for messages still inactive or delayed at the source")
+	defsOnly := fs.Bool("definitions-only", false, "make the queues, topics and subscriptions, move no message")
+	rate := fs.Float64("rate", 0, "at most this many messages a second per queue (0: as fast as they go)")
+	if _, err := r.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	switch {
+	case *to == "":
+		return usagef("migrate: --to is required")
+	case *wait < 0 || *rate < 0:
+		return usagef("migrate: --wait and --rate must not be negative")
+	case (*toID == "") != (*toSecret == ""):
+		return usagef("migrate: --to-access-key-id and --to-access-key-secret go together")
+	}
+	src, err := r.client()
+	if err != nil {
+		return err
+	}
+	key := src.key
+	switch {
+	case *toID != "":
+		key = mnsauth.NewKey(*toID, *toSecret)
+	case *toCreds != "":
+		keys, err := credfile.Load(*toCreds)
+		if err != nil {
+			return usagef("--to-credentials-file: %v", err)
+		}
+		key = mnsauth.NewKey(keys[0].ID, keys[0].Secret)
+	}
+	ep := *to
+	if !strings.Contains(ep, "://") {
+		ep = "http://" + ep
+	}
+	dst := newClient(ep, key, r.g.timeout)
+	if strings.TrimRight(ep, "/") == src.base {
+		return usagef("migrate: --to is the source itself")
+	}
+
+	m := &migration{Moved: map[string]int{}, Left: map[string]string{}}
+	queues, err := m.queues(ctx, r, src, dst, *prefix)
+	if err != nil {
+		return err
+	}
+	if err := m.topics(ctx, r, src, dst, *prefix); err != nil {
+		return err
+	}
+	if !*defsOnly {
+		if err := m.messages(ctx, r, src, dst, queues, *wait, *rate); err != nil {
+			return err
+		}
+	}
+	if err := r.printMigration(m); err != nil {
+		return err
+	}
+	if n := len(m.Conflicts) + len(m.Left); n > 0 {
+		return fmt.Errorf("migration incomplete: %d conflict(s), %d queue(s) with messages left at the source", len(m.Conflicts), len(m.Left))
+	}
+	return nil
+}
+
+// queues makes the source's queues at the destination, then their
+// dead-letter policies, and returns the names whose messages may move.
+func (m *migration) queues(ctx context.Context, r *run, src, dst *client, prefix string) ([]string, error) {
+	rctx, cancel := r.reqCtx(ctx, time.Minute)
+	list, err := src.listQueues(rctx, prefix)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	var made []string
+	var policies []Queue
+	for _, q := range list {
+		rctx, cancel := r.reqCtx(ctx, 0)
+		full, err := src.getQueue(rctx, q.Name)
+		if err == nil {
+			_, err = dst.createQueue(rctx, q.Name, &queueAttrs{DelaySeconds: &full.DelaySeconds, MaximumMessageSize: &full.MaximumMessageSize,
+				MessageRetentionPeriod: &full.MessageRetentionPeriod, VisibilityTimeout: &full.VisibilityTimeout,
+				PollingWaitSeconds: &full.PollingWaitSeconds, LoggingEnabled: &full.LoggingEnabled})
+		}
+		cancel()
+		var ae *APIError
+		switch {
+		case errors.As(err, &ae) && ae.Code == "QueueAlreadyExist":
+			// It may differ only by a policy an earlier run set (invariant 4).
+			if same, serr := m.sameQueue(ctx, r, dst, full); serr != nil || !same {
+				m.Conflicts = append(m.Conflicts, fmt.Sprintf("queue %s: exists at the destination with other attributes", q.Name))
+				continue
+			}
+		case errors.As(err, &ae) && ae.Code == "QueueNotExist":
+			continue // deleted at the source meanwhile
+		case err != nil:
+			return nil, fmt.Errorf("queue %s: %w", q.Name, err)
+		}
+		made = append(made, q.Name)
+		m.Queues = append(m.Queues, q.Name)
+		if full.DeadLetterTargetQueue != "" {
+			policies = append(policies, *full)
+		}
+	}
+	for _, q := range policies {
+		rctx, cancel := r.reqCtx(ctx, 0)
+		err := dst.setQueue(rctx, q.Name, &queueAttrs{DeadLetterTargetQueue: &q.DeadLetterTargetQueue, MaxReceiveCount: &q.MaxReceiveCount})
+		cancel()
+		if err != nil {
+			m.Conflicts = append(m.Conflicts, fmt.Sprintf("queue %s: dead-letter policy (to %s): %v", q.Name, q.DeadLetterTargetQueue, err))
+		}
+	}
+	return made, nil
+}
+
+// sameQueue reports whether dst's queue has q's attributes (its
+// dead-letter policy aside).
+func (m *migration) sameQueue(ctx context.Context, r *run, dst *client, q *Queue) (bool, error) {
+	rctx, cancel := r.reqCtx(ctx, 0)
+	defer cancel()
+	d, err := dst.getQueue(rctx, q.Name)
+	if err != nil {
+		return false, err
+	}
+	return d.DelaySeconds == q.DelaySeconds && d.MaximumMessageSize == q.MaximumMessageSize &&
+		d.MessageRetentionPeriod == q.MessageRetentionPeriod && d.VisibilityTimeout == q.VisibilityTimeout &&
+		d.PollingWaitSeconds == q.PollingWaitSeconds && d.LoggingEnabled == q.LoggingEnabled, nil
+}
+
+// topics makes the source's topics and their subscriptions at the
+// destination.
+func (m *migration) topics(ctx context.Context, r *run, src, dst *client, prefix string) error {
+	rctx, cancel := r.reqCtx(ctx, time.Minute)
+	list, err := src.listTopics(rctx, prefix)
+	cancel()
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status == 404 {
+		return nil // a source without the topic API (an older smqd)
+	}
+	if err != nil {
+		return err
+	}
+	for _, t := range list {
+		rctx, cancel := r.reqCtx(ctx, time.Minute)
+		err := m.topic(rctx, src, dst, t)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("topic %s: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+func (m *migration) topic(ctx context.Context, src, dst *client, t Topic) error {
+	full, err := src.getTopic(ctx, t.Name)
+	if err != nil {
+		return err
+	}
+	_, err = dst.createTopic(ctx, t.Name, &topicAttrs{MaximumMessageSize: &full.MaximumMessageSize, LoggingEnabled: &full.LoggingEnabled})
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Code == "TopicAlreadyExist" {
+		m.Conflicts = append(m.Conflicts, fmt.Sprintf("topic %s: exists at the destination with other attributes", t.Name))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m.Topics = append(m.Topics, t.Name)
+	subs, err := src.listSubscriptions(ctx, t.Name, "")
+	if err != nil {
+		return err
+	}
+	for _, s := range subs {
+		full, err := src.getSubscription(ctx, t.Name, s.Name)
+		if err != nil {
+			return err
+		}
+		a := &subAttrs{Endpoint: &full.Endpoint, NotifyStrategy: &full.NotifyStrategy, NotifyContentFormat: &full.NotifyContentFormat}
+		if full.FilterTag != "" {
+			a.FilterTag = &full.FilterTag
+		}
+		if full.DeadLetterTargetQueue != "" {
+			a.DeadLetterTargetQueue = &full.DeadLetterTargetQueue // its queue was made first
+		}
+		_, err = dst.subscribe(ctx, t.Name, s.Name, a)
+		if errors.As(err, &ae) && ae.Status < 500 {
+			m.Conflicts = append(m.Conflicts, fmt.Sprintf("subscription %s/%s: %s: %s", t.Name, s.Name, ae.Code, ae.Message))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		m.Subscriptions = append(m.Subscriptions, t.Name+"/"+s.Name)
+	}
+	return nil
+}
+
+// messages moves every queue's messages, in rounds over the queues, until
+// none is left at the source or wait has passed since the first round.
+func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queues []string, wait time.Duration, rate float64) error {
+	deadline := time.Now().Add(wait)
+	counts := func(q string) (*Queue, error) {
+		rctx, cancel := r.reqCtx(ctx, 0)
+		defer cancel()
+		info, err := src.getQueue(rctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("queue %s: %w", q, err)
+		}
+		return info, nil
+	}
+	pending := queues
+	for first := true; ; first = false {
+		var still []string
+		for _, q := range pending {
+			info, err := counts(q)
+			if err != nil {
+				return err
+			}
+			if info.ActiveMessages > 0 {
+				mv := newMover(src, dst, q, rate, func(*Message) (string, string) { return q, "" }, func(m Message) Message { return m })
+				mv.delay = 0
+				err := mv.run(ctx, r, int(info.ActiveMessages))
+				if rerr := mv.release(ctx, r); err == nil {
+					err = rerr
+				}
+				m.Moved[q] += mv.res.Moved
+				if err != nil {
+					return fmt.Errorf("queue %s: %w", q, err)
+				}
+				if info, err = counts(q); err != nil {
+					return err
+				}
+			}
+			if n := info.ActiveMessages + info.InactiveMessages + info.DelayMessages; n > 0 {
+				still = append(still, q)
+				m.Left[q] = fmt.Sprintf("%d active, %d inactive, %d delayed", info.ActiveMessages, info.InactiveMessages, info.DelayMessages)
+			} else {
+				delete(m.Left, q)
+			}
+		}
+		pending = still
+		if len(pending) == 0 || !first && time.Now().After(deadline) {
+			return nil
+		}
+		t := time.NewTimer(time.Second) // inactive and delayed ones come back with time
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+func (r *run) printMigration(m *migration) error {
+	if r.g.json {
+		for _, p := range []*[]string{&m.Queues, &m.Topics, &m.Subscriptions, &m.Conflicts} {
+			if *p == nil {
+				*p = []string{}
+			}
+		}
+		return r.printJSON(m)
+	}
+	w := r.env.Stdout
+	total := 0
+	for _, n := range m.Moved {
+		total += n
+	}
+	fmt.Fprintf(w, "queues: %d, topics: %d, subscriptions: %d; messages moved: %d\n", len(m.Queues), len(m.Topics), len(m.Subscriptions), total)
+	for _, c := range m.Conflicts {
+		fmt.Fprintf(w, "conflict: %s\n", c)
+	}
+	left := make([]string, 0, len(m.Left))
+	for q := range m.Left {
+		left = append(left, q)
+	}
+	sort.Strings(left)
+	for _, q := range left {
+		fmt.Fprintf(w, "left at the source: %s: %s\n", q, m.Left[q])
+	}
+	return nil
+}
