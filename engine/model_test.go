@@ -5,7 +5,7 @@ package engine
 // A plain reference model (maps and slices, no wheel, no lanes, no log) and
 // the engine are driven by the same seeded random sequence of every
 // operation — send, receive, peek, delete, change visibility, attributes,
-// set attributes, delete and re-create a queue — plus clock jumps, including
+// set attributes, purge, delete and re-create a queue — plus clock jumps, including
 // jumps to just before, at and after visibility, delay and retention ends.
 // Every observable result must match after every step. On a mismatch the
 // test prints the seed and the operation log.
@@ -382,7 +382,11 @@ func (r *modelRun) step() {
 	case k < 97:
 		r.setAttrs(name, mq)
 	case k < 97+1 && r.rnd.IntN(2) == 0:
-		r.deleteQueue(q, name, mq)
+		if r.rnd.IntN(2) == 0 {
+			r.deleteQueue(q, name, mq)
+		} else {
+			r.purge(q, mq)
+		}
 	case k < 98 && r.dir != "" && r.rnd.IntN(3) == 0:
 		r.restart()
 	case k < 98:
@@ -811,6 +815,21 @@ func (r *modelRun) setAttrs(name string, mq *mQueue) {
 	}
 	mq.cfg = cfg
 	mq.modifyMs = r.m.now
+}
+
+// purge: every message goes, as by deletes; their handles stop working.
+func (r *modelRun) purge(q *Queue, mq *mQueue) {
+	n, err := q.Purge()
+	r.logf("purge -> %d %v", n, err)
+	if err != nil || n != len(mq.msgs) {
+		r.fail("purge: %d, %v; want %d", n, err, len(mq.msgs))
+	}
+	for id, g := range mq.msgs {
+		if !g.handle.IsZero() {
+			mq.addDead(g.handle, mq.inc)
+		}
+		delete(mq.msgs, id)
+	}
 }
 
 func (r *modelRun) deleteQueue(q *Queue, name string, mq *mQueue) {

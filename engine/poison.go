@@ -41,19 +41,7 @@ func (q *Queue) dropUnreadable(loc *bodyLoc, err error) bool {
 		st.mu.Unlock()
 		return false
 	}
-	switch state {
-	case stActive:
-		st.laneRemoveLocked(loc.slot)
-		st.nActive--
-	case stInactive:
-		st.nInactive--
-	case stDelayed:
-		st.nDelayed--
-	}
-	st.wheel.remove(&st.slab, loc.slot)
-	q.b.store.changeRecord(st, recDelete, loc.slot)
-	q.b.store.addLive(s.bodyPos, -int64(s.recSize))
-	st.slab.release(loc.slot)
+	st.dropLocked(loc.slot, recDelete)
 	st.scheduleLocked(q.b.nowMs())
 	st.flushLocked()
 	st.mu.Unlock()

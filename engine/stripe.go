@@ -196,21 +196,18 @@ func (st *stripe) fireLocked(i uint32, now int64) int {
 
 // expireLocked removes an expired message (any state).
 func (st *stripe) expireLocked(i uint32) {
+	st.dropLocked(i, recExpire)
+	st.q.expired.Add(1)
+}
+
+// dropLocked removes slot i's message (Active, Inactive or Delayed) with a
+// record of type typ (a delete or an expiry) and frees the slot.
+func (st *stripe) dropLocked(i uint32, typ uint8) {
 	s := st.slab.at(i)
-	switch s.state() {
-	case stActive:
-		st.laneRemoveLocked(i)
-		st.nActive--
-	case stInactive:
-		st.nInactive--
-	case stDelayed:
-		st.nDelayed--
-	}
-	st.wheel.remove(&st.slab, i)
-	st.q.b.store.changeRecord(st, recExpire, i)
+	st.unlinkLocked(i)
+	st.q.b.store.changeRecord(st, typ, i)
 	st.q.b.store.addLive(s.bodyPos, -int64(s.recSize))
 	st.slab.release(i)
-	st.q.expired.Add(1)
 }
 
 // advanceLocked brings the wheel to now and returns how many messages became

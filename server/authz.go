@@ -58,7 +58,7 @@ func init() {
 		switch {
 		case o >= opCreateQueue && o <= opChangeMessageVisibility, o.isTopic():
 			service = "mns:"
-		case o == opBackup, o == opClusterAddNode, o == opClusterRemoveNode:
+		case o == opBackup, o == opClusterAddNode, o == opClusterRemoveNode, o == opPurgeQueue:
 			service = "smqd:"
 		default:
 			continue
@@ -120,6 +120,9 @@ func refinedOp(o op, qp *queryParams) op {
 	case opReceiveMessage:
 		return receiveKind(qp)
 	case opDeleteMessage:
+		if isPurge(qp) {
+			return opPurgeQueue
+		}
 		if !qp.receiptHandle.present {
 			return opBatchDeleteMessage
 		}

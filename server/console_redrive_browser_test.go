@@ -12,7 +12,7 @@ import (
 	"github.com/smqd/smqd/engine"
 )
 
-// The console's dead-letter features in a browser: the policy set and
+// The console's dead-letter features and purge in a browser: the policy set and
 // turned off on the queue page, a dead-lettered message's properties shown
 // by peek, and the redrive (static/redrive.js): the message goes back to
 // its source queue byte for byte with its properties less the DLQ ones,
@@ -96,6 +96,17 @@ func TestConsoleRedriveInBrowser(t *testing.T) {
 	}
 	if info, _ := dead.Attributes(); info.Active+info.Inactive+info.Delayed != 0 {
 		t.Errorf("dead after both: %+v", info)
+	}
+	// Purge, after a second click: every message goes, the queue stays.
+	if _, err := orders.Send([]engine.SendEntry{{Body: []byte("x")}, {Body: []byte("y")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	step(t, ctx, "open orders again", chromedp.Navigate(base+"/console/#/queue/orders"), chromedp.WaitVisible(chromedp.CSS("#purge-queue")),
+		textIs("#count-active", "2"))
+	step(t, ctx, "purge", press("#purge-queue"), press("#purge-queue-confirm"),
+		textIs("#attrs-result", "Purged 4 message(s)."), textIs("#count-active", "0"))
+	if info, _ := orders.Attributes(); info.Active+info.Inactive+info.Delayed != 0 {
+		t.Errorf("orders after the console's purge: %+v", info)
 	}
 	if errs := log.errors(); len(errs) > 0 {
 		t.Errorf("the page logged %d error(s):\n%s", len(errs), strings.Join(errs, "\n"))

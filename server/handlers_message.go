@@ -319,6 +319,10 @@ func appendProps(b []byte, ps []engine.Property) []byte {
 // BatchDeleteMessage (ReceiptHandles body).
 func (s *Server) deleteMessages(ctx *fasthttp.RequestCtx, st *reqState) error {
 	qp := &st.query
+	if isPurge(qp) {
+		st.op = opPurgeQueue
+		return s.purgeQueue(ctx, st)
+	}
 	if qp.receiptHandle.present {
 		if len(qp.receiptHandle.val) == 0 {
 			return newAPIError(codeMissingReceiptHandle, "the ReceiptHandle query parameter is empty")

@@ -170,3 +170,35 @@ func (s *Server) listQueues(ctx *fasthttp.RequestCtx, st *reqState) error {
 	s.writeBody(ctx, st, fasthttp.StatusOK)
 	return nil
 }
+
+// purgeQueue serves smqd's PurgeQueue, DELETE
+// /queues/{q}/messages?purge=true (docs/api-compatibility.md): every
+// message the queue holds is deleted (engine Queue.Purge), durable as
+// deletes are. It answers 200 with how many:
+//
+//	<PurgeQueue><QueueName>q</QueueName><PurgedMessages>n</PurgedMessages></PurgeQueue>
+func (s *Server) purgeQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
+	if st.query.receiptHandle.present || len(st.body) > 0 {
+		return newAPIError(codeInvalidArgument, "purge=true deletes every message of the queue: it takes no ReceiptHandle and no body")
+	}
+	q, err := s.queue(st)
+	if err != nil {
+		return err
+	}
+	n, err := q.Purge()
+	if s.stale(st, q, err) {
+		if q, err = s.queue(st); err != nil {
+			return err
+		}
+		n, err = q.Purge()
+	}
+	if err != nil {
+		return err
+	}
+	b := appendRootOpen(respBody(ctx), "PurgeQueue")
+	b = appendElem(b, "QueueName", st.name)
+	b = appendIntElem(b, "PurgedMessages", int64(n))
+	st.out = appendClose(b, "PurgeQueue")
+	s.writeBody(ctx, st, fasthttp.StatusOK)
+	return nil
+}

@@ -46,6 +46,7 @@ type queryParams struct {
 	receiptHandle     queryParam
 	visibilityTimeout queryParam
 	metaOverride      queryParam
+	purge             queryParam // smqd's PurgeQueue (DELETE .../messages?purge=true)
 }
 
 // queryError is an InvalidQueryString error.
@@ -121,6 +122,10 @@ func (q *queryParams) lookup(name []byte) *queryParam {
 		if bytes.EqualFold(name, []byte("VisibilityTimeout")) {
 			return &q.visibilityTimeout
 		}
+	case len("purge"):
+		if bytes.EqualFold(name, []byte("purge")) {
+			return &q.purge
+		}
 	case len("metaoverride"):
 		if bytes.EqualFold(name, []byte("metaoverride")) {
 			return &q.metaOverride
@@ -182,6 +187,9 @@ func validEscapes(s []byte) bool {
 }
 
 // isTrue reports whether a boolean parameter value is "true" (any case).
+// isPurge reports whether a DELETE .../messages is smqd's PurgeQueue.
+func isPurge(qp *queryParams) bool { return qp.purge.present && isTrue(qp.purge.val) }
+
 func isTrue(v []byte) bool { return bytes.EqualFold(bytes.TrimSpace(v), []byte("true")) }
 
 // parseDecimal parses a decimal integer with optional surrounding

@@ -11,7 +11,7 @@ package server
 // is Create or (metaoverride=true) Set; POST .../messages is a single or a
 // batch send by its root element; GET .../messages is receive or peek,
 // single or batch, by query; DELETE .../messages is single (ReceiptHandle
-// in the query) or batch (body).
+// in the query), batch (body), or (purge=true) smqd's PurgeQueue.
 
 import (
 	"bytes"
@@ -59,6 +59,9 @@ const (
 	opPublishMessage
 	opPushCert // GET the push signing certificate (pushcert.go), not signed
 	opBackup   // GET /backup, signed (backup.go)
+	// DELETE /queues/{q}/messages?purge=true, signed: every message of the
+	// queue deleted (smqd's own, handlers_message.go purgeQueue)
+	opPurgeQueue
 	numOps
 )
 
@@ -97,6 +100,7 @@ var opNames = [numOps]string{
 	opPublishMessage:            "PublishMessage",
 	opPushCert:                  "PushCertificate",
 	opBackup:                    "Backup",
+	opPurgeQueue:                "PurgeQueue",
 }
 
 func (o op) String() string { return opNames[o] }

@@ -209,6 +209,20 @@ func (c *client) getQueue(ctx context.Context, name string) (*Queue, error) {
 	return &q, nil
 }
 
+// purgeQueue deletes every message of the queue (smqd's PurgeQueue) and
+// returns how many.
+func (c *client) purgeQueue(ctx context.Context, name string) (int, error) {
+	_, b, err := c.do(ctx, "DELETE", queuePath(name)+"/messages?purge=true", nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	var p struct{ PurgedMessages int }
+	if err := xml.Unmarshal(b, &p); err != nil {
+		return 0, fmt.Errorf("PurgeQueue answer: %w", err)
+	}
+	return p.PurgedMessages, nil
+}
+
 func (c *client) deleteQueue(ctx context.Context, name string) error {
 	_, _, err := c.do(ctx, "DELETE", queuePath(name), nil, nil)
 	return err

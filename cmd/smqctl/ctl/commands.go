@@ -25,6 +25,7 @@ func groups() map[string]map[string]verb {
 			"get":     {"show a queue's attributes and counts", (*run).queueGet},
 			"set":     {"change a queue's attributes", (*run).queueSet},
 			"rm":      {"delete queues and their messages", (*run).queueRm},
+			"purge":   {"delete every message of queues; the queues stay (smqd's PurgeQueue)", (*run).queuePurge},
 			"redrive": {"move a dead-letter queue's messages back to the queues they came from (or --to QUEUE)", (*run).queueRedrive},
 		},
 		"message": {

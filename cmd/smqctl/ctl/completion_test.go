@@ -56,7 +56,7 @@ printf '%s\n' "${COMPREPLY[*]}"`
 			want  string
 		}{
 			{[]string{"smqctl", "q"}, "queue"},
-			{[]string{"smqctl", "queue", ""}, "create get ls redrive rm set"},
+			{[]string{"smqctl", "queue", ""}, "create get ls purge redrive rm set"},
 			{[]string{"smqctl", "message", "de"}, "delete"},
 			{[]string{"smqctl", "send", "o"}, "orders"},
 			{[]string{"smqctl", "queue", "rm", ""}, "orders emails"},

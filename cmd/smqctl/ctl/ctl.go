@@ -2,7 +2,7 @@
 //
 // Verbs form one tree per resource, as in the nats CLI and aws sqs:
 //
-//	smqctl queue ls|create|get|set|rm|redrive
+//	smqctl queue ls|create|get|set|rm|purge|redrive
 //	smqctl message send|receive|peek|delete|visibility   (send, receive, peek also at the top)
 //	smqctl topic ls|create|get|set|rm|publish
 //	smqctl subscription ls|create|get|set|rm

@@ -410,3 +410,30 @@ func TestCompletion(t *testing.T) {
 	}
 	c.fail(ExitUsage, "completion", "fish")
 }
+
+// smqctl queue purge: every message goes, the queue and the others stay;
+// a queue that is not there exits 3.
+func TestQueuePurge(t *testing.T) {
+	d := startDaemon(t)
+	c := d.ctl(t)
+	c.ok("queue", "create", "a")
+	c.ok("queue", "create", "b")
+	for _, q := range []string{"a", "a", "a", "b"} {
+		c.ok("send", q, "m")
+	}
+	c.ok("receive", "a")
+	if out := c.ok("queue", "purge", "a"); out != "purged 3 message(s) from a\n" {
+		t.Errorf("purge: %q", out)
+	}
+	if info := d.info(t, "a"); info.Active+info.Inactive+info.Delayed != 0 {
+		t.Errorf("a after the purge: %+v", info)
+	}
+	if info := d.info(t, "b"); info.Active != 1 {
+		t.Errorf("b after a's purge: %+v", info)
+	}
+	if got := decodeJSON[map[string]map[string]int](t, c.ok("queue", "purge", "a", "b", "--json")); got["purged"]["a"] != 0 || got["purged"]["b"] != 1 {
+		t.Errorf("purge --json: %v", got)
+	}
+	c.fail(ExitNotFound, "queue", "purge", "missing")
+	c.fail(ExitUsage, "queue", "purge")
+}

@@ -263,6 +263,37 @@ func (r *run) queueSet(ctx context.Context, name string, args []string) error {
 	return nil
 }
 
+// queuePurge deletes every message of each queue named (smqd's
+// PurgeQueue); the queues stay.
+func (r *run) queuePurge(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("queue purge NAME...", flag.ContinueOnError)
+	pos, err := r.parse(fs, args, 1, -1)
+	if err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	purged := map[string]int{}
+	for _, q := range pos {
+		rctx, cancel := r.reqCtx(ctx, 0)
+		n, err := c.purgeQueue(rctx, q)
+		cancel()
+		if err != nil {
+			return err
+		}
+		purged[q] = n
+		if !r.g.json {
+			fmt.Fprintf(r.env.Stdout, "purged %d message(s) from %s\n", n, q)
+		}
+	}
+	if r.g.json {
+		return r.printJSON(map[string]any{"purged": purged})
+	}
+	return nil
+}
+
 func (r *run) queueRm(ctx context.Context, name string, args []string) error {
 	fs := flag.NewFlagSet("queue rm NAME...", flag.ContinueOnError)
 	pos, err := r.parse(fs, args, 1, -1)

@@ -233,6 +233,13 @@ export class Client {
     await this.put(`/queues/${encodeURIComponent(name)}?metaoverride=true`, 'Queue', a);
   }
 
+  // purgeQueue deletes every message of the queue (smqd's PurgeQueue) and
+  // returns how many.
+  async purgeQueue(name) {
+    const { doc: d } = await this.request('DELETE', `/queues/${encodeURIComponent(name)}/messages?purge=true`);
+    return Number(fields(all(d, 'PurgeQueue')[0]).PurgedMessages);
+  }
+
   async deleteQueue(name) {
     await this.request('DELETE', `/queues/${encodeURIComponent(name)}`);
   }

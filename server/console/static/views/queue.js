@@ -1,8 +1,8 @@
 // One queue: live counts (signed GetQueueAttributes, polled), its
 // attributes and dead-letter policy to edit (SetQueueAttributes), a test
 // message to send, peek, receive, delete by receipt handle, change
-// visibility, move dead-lettered messages back (redrive.js), delete the
-// queue.
+// visibility, move dead-lettered messages back (redrive.js), purge its
+// messages, delete the queue.
 
 import { h, listen, replace, tile, say, confirmed, fmt, fmtTime } from '../dom.js';
 import { chart, History } from '../chart.js';
@@ -84,6 +84,15 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
     }),
   });
 
+  const purge = confirmed({
+    cls: 'purge-queue', id: 'purge-queue', label: 'Purge messages…', really: `Really delete every message of ${name}`,
+    run: () => attempt(attrNote, 'Purge', async () => {
+      const n = await client.purgeQueue(name);
+      say(attrNote, true, `Purged ${n} message(s).`);
+      await refresh();
+    }),
+  });
+
   replace(main,
     h('h1', {}, 'Queue ', h('span', { class: 'mono', id: 'queue-name' }, name)),
     h('div', { class: 'tiles' }, tiles.active.el, tiles.inactive.el, tiles.delayed.el),
@@ -102,7 +111,7 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
       'it leaves this queue only once the copy is stored.'),
     rdForm, rdNote,
     h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Left here'), h('th', {}, 'Why'))), rdLeft),
-    h('h2', {}, 'Danger zone'), h('div', { class: 'row' }, delQ));
+    h('h2', {}, 'Danger zone'), h('div', { class: 'row' }, purge, ' ', delQ));
 
   let filled = false;
   function fill(q) {
