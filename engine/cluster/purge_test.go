@@ -1,0 +1,46 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+
+	"github.com/smqd/smqd/engine"
+)
+
+// TestClusterPurgeReplicates: a purge on a shard's leader, of more slots
+// than one chunk of a stripe (engine/purge.go), reaches every replica as
+// deletes, and a follower restarted from its log after it agrees.
+func TestClusterPurgeReplicates(t *testing.T) {
+	c := newTestClusterWith(t, 3, 1, func(_ int, o *engine.Options) { o.Stripes = 1 })
+	c.onLeader("q", func(b *engine.Broker) error {
+		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
+		return err
+	})
+	const batches = 600 // 9,600 messages: three chunks of the one stripe
+	c.sendBatches("m", batches)
+	c.onLeader("q", func(b *engine.Broker) error {
+		q, err := b.Queue("q")
+		if err == nil {
+			_, err = q.Receive(context.Background(), engine.ReceiveOptions{Max: 16, HasWait: true}, nil)
+		}
+		return err
+	})
+	c.converged("q", batches*16-16, 16)
+	var purged int
+	c.onLeader("q", func(b *engine.Broker) error {
+		q, err := b.Queue("q")
+		if err == nil {
+			purged, err = q.Purge()
+		}
+		return err
+	})
+	if purged != batches*16 {
+		t.Fatalf("Purge: %d, want %d", purged, batches*16)
+	}
+	c.converged("q", 0, 0)
+	li, _ := c.leader("q")
+	fi := (li + 1) % 3
+	c.stop(fi)
+	c.start(fi)
+	c.converged("q", 0, 0)
+}
