@@ -97,6 +97,27 @@ func ExampleQueue_Delete() {
 	// <nil> <nil> true
 }
 
+// Purge deletes every message the queue holds (Active, received,
+// delayed) and keeps the queue; the handles of purged messages stop
+// working.
+func ExampleQueue_Purge() {
+	b, q, _ := exampleQueue("orders", engine.DefaultQueueConfig())
+	defer b.Close()
+	q.Send([]engine.SendEntry{{Body: []byte("a")}, {Body: []byte("b")}, {Body: []byte("later"), Delay: time.Hour, HasDelay: true}}, nil)
+	msgs, _ := q.Receive(context.Background(), engine.ReceiveOptions{Max: 1}, nil)
+
+	n, err := q.Purge()
+	fmt.Println(n, err)
+	info, _ := q.Attributes()
+	fmt.Println(info.Active, info.Inactive, info.Delayed)
+	err = q.DeleteOne(context.Background(), msgs[0].Handle)
+	fmt.Println(errors.Is(err, engine.ErrMessageNotExist))
+	// Output:
+	// 3 <nil>
+	// 0 0 0
+	// true
+}
+
 // Peek shows Active messages, highest priority first, without receiving
 // them: no receipt handle, no change.
 func ExampleQueue_Peek() {
