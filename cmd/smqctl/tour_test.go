@@ -109,6 +109,9 @@ func TestReadmeTour(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(work, "restored", "credentials")); err != nil {
 		t.Errorf("the restored directory has no credentials: %v", err)
 	}
+	if got := ctl("queue", "purge", "demo"); got != "purged 1 message(s) from demo\n" {
+		t.Errorf("purge: %q", got)
+	}
 	// ... and open the console.
 	resp, err := http.Get(endpoint + "/console/")
 	if err != nil || resp.StatusCode != 200 {
