@@ -421,6 +421,12 @@ type QueueStats struct {
 	Unreadable                int64 // messages dropped since start because their bodies were damaged
 	DeadLettered              int64 // messages moved to the dead-letter queue since start (deadletter.go)
 	Waiting                   int   // receives waiting (long polls)
+	// OldestActive is how long the oldest message waiting for a receive
+	// has been in the queue (now less its EnqueueTime), 0 when none
+	// waits. Approximate as SQS's ApproximateAgeOfOldestMessage: it reads
+	// the head of each priority lane, so a message made visible again
+	// after a receive counts once it is back at its lane's head.
+	OldestActive time.Duration
 }
 
 // Stats is a snapshot of the broker's counters.
@@ -480,12 +486,18 @@ func (b *Broker) Stats() Stats {
 	}
 	b.mu.RUnlock()
 	s := Stats{LongPolls: b.longPolls.Load(), Storage: b.storageStats(), Push: b.pusher.stats()}
+	now := b.nowMs()
 	for _, q := range qs {
-		a, i, d := q.counts()
+		a, i, d, oldest := q.counts()
+		var age time.Duration
+		if oldest != 0 {
+			age = time.Duration(max(now-oldest, 0)) * time.Millisecond
+		}
 		s.Queues = append(s.Queues, QueueStats{
 			Name: q.name, Active: a, Inactive: i, Delayed: d,
 			Sent: q.sent.Load(), Received: q.received.Load(), Deleted: q.deleted.Load(),
 			Expired: q.expired.Load(), Unreadable: q.unreadable.Load(), DeadLettered: q.deadLettered.Load(), Waiting: q.waiters.waiting(),
+			OldestActive: age,
 		})
 	}
 	return s

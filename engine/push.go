@@ -409,7 +409,7 @@ func (p *pusher) stats() PushStats {
 	st := PushStats{Subscriptions: len(qs), Delivered: p.delivered.Load(), Failed: p.failed.Load(),
 		DeadLettered: p.dead.Load(), Discarded: p.discarded.Load()}
 	for _, q := range qs {
-		a, i, d := q.counts()
+		a, i, d, _ := q.counts()
 		st.Backlog += a + i + d
 	}
 	return st

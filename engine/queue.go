@@ -514,13 +514,16 @@ func (st *stripe) snapBytes(n int) []byte {
 }
 
 // counts returns the stripe totals without advancing (for stats).
-func (q *Queue) counts() (active, inactive, delayed int64) {
+func (q *Queue) counts() (active, inactive, delayed, oldestMs int64) {
 	for i := range q.stripes {
 		st := &q.stripes[i]
 		st.mu.Lock()
 		active += int64(st.nActive)
 		inactive += int64(st.nInactive)
 		delayed += int64(st.nDelayed)
+		if t := st.oldestActiveLocked(); t != 0 && (oldestMs == 0 || t < oldestMs) {
+			oldestMs = t
+		}
 		st.mu.Unlock()
 	}
 	return

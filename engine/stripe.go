@@ -97,6 +97,21 @@ func (st *stripe) lanePushLocked(i uint32) {
 	ln.tail = i
 }
 
+// oldestActiveLocked returns the earliest EnqueueTime (Unix ms) of the
+// messages at the heads of st's lanes, 0 when none is Active. A lane is in
+// the order its messages became Active, so a message made visible again
+// after a receive counts once it reaches its lane's head.
+func (st *stripe) oldestActiveLocked() int64 {
+	var oldest int64
+	for lb := st.laneBits.Load(); lb != 0; lb &= lb - 1 {
+		e := st.slab.at(st.lanes[bits.TrailingZeros32(lb)].head).enqueueMs()
+		if oldest == 0 || e < oldest {
+			oldest = e
+		}
+	}
+	return oldest
+}
+
 // laneRemoveLocked unlinks slot i from its lane.
 func (st *stripe) laneRemoveLocked(i uint32) {
 	s := st.slab.at(i)

@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/smqd/smqd/engine"
@@ -88,7 +89,7 @@ type brokerCollector struct {
 type brokerDescs struct {
 	conns, connsMax, acceptWaits                     *prometheus.Desc
 	queues, longPolls, omitted                       *prometheus.Desc
-	queueMessages, queueWaiting                      *prometheus.Desc
+	queueMessages, queueWaiting, queueOldest, oldest *prometheus.Desc
 	queueSent, queueReceived, queueDeleted, queueExp *prometheus.Desc
 	queueUnreadable, queueDeadLettered               *prometheus.Desc
 	pushSubs, pushBacklog, pushes                    *prometheus.Desc
@@ -120,6 +121,8 @@ func newBrokerCollector(s *Server) *brokerCollector {
 	d.longPolls = desc("smqd_long_polls_waiting", "Receives waiting for a message, all queues.")
 	d.omitted = desc("smqd_metrics_queues_omitted", "Queues without per-queue series (--metrics-per-queue); the smqd_messages* totals still count them.")
 	d.queueMessages = desc("smqd_queue_messages", "Messages by queue and state.", "queue", "state")
+	d.queueOldest = desc("smqd_queue_oldest_message_age_seconds", "How long the oldest message waiting for a receive has been in the queue (0: none waits); approximate: the oldest at the head of a priority lane.", "queue")
+	d.oldest = desc("smqd_oldest_message_age_seconds", "The largest smqd_queue_oldest_message_age_seconds of all queues.")
 	d.queueSent = desc("smqd_queue_sent_total", "Messages sent since start.", "queue")
 	d.queueReceived = desc("smqd_queue_received_total", "Messages received since start (each receive of a message counts).", "queue")
 	d.queueDeleted = desc("smqd_queue_deleted_total", "Messages deleted since start.", "queue")
@@ -254,6 +257,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 
 	// Totals over every queue, and the retired counters of queues gone.
 	var active, inactive, delayed int64
+	var oldest time.Duration
 	var total queueCounters
 	c.mu.Lock()
 	now := make(map[string]queueCounters, len(st.Queues))
@@ -262,6 +266,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		active += q.Active
 		inactive += q.Inactive
 		delayed += q.Delayed
+		oldest = max(oldest, q.OldestActive)
 		qc := queueCounters{q.Sent, q.Received, q.Deleted, q.Expired, q.Unreadable}
 		if prev, ok := c.seen[q.Name]; ok && qc.below(prev) {
 			c.retired.add(prev) // deleted and created again since the last scrape
@@ -280,6 +285,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.messages, float64(active), "active")
 	gauge(d.messages, float64(inactive), "inactive")
 	gauge(d.messages, float64(delayed), "delayed")
+	gauge(d.oldest, oldest.Seconds())
 	counter(d.sent, float64(total.sent))
 	counter(d.received, float64(total.received))
 	counter(d.deleted, float64(total.deleted))
@@ -299,6 +305,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(d.queueUnreadable, float64(q.Unreadable), q.Name)
 		counter(d.queueDeadLettered, float64(q.DeadLettered), q.Name)
 		gauge(d.queueWaiting, float64(q.Waiting), q.Name)
+		gauge(d.queueOldest, q.OldestActive.Seconds(), q.Name)
 	}
 
 	for i, desc := range d.storageGauges {

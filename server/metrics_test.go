@@ -526,3 +526,30 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 		t.Errorf("only %d metric references found in the dashboard", n)
 	}
 }
+
+// The oldest waiting message's age, per queue and the largest of all.
+func TestMetricsOldestMessageAge(t *testing.T) {
+	env := startEnv(t, envConfig{fakeClock: true})
+	c := env.client()
+	defer c.close()
+	c.mustCreate("slow")
+	c.mustCreate("fast")
+	c.mustSend("slow", "x", "")
+	env.clock.Advance(40 * time.Second)
+	c.mustSend("fast", "y", "")
+	env.clock.Advance(2 * time.Second)
+	m := scrape(t, c)
+	if v := value(t, m, "smqd_queue_oldest_message_age_seconds", "queue", "slow"); v != 42 {
+		t.Errorf("slow: %v, want 42", v)
+	}
+	if v := value(t, m, "smqd_queue_oldest_message_age_seconds", "queue", "fast"); v != 2 {
+		t.Errorf("fast: %v, want 2", v)
+	}
+	if v := value(t, m, "smqd_oldest_message_age_seconds"); v != 42 {
+		t.Errorf("all queues: %v, want 42", v)
+	}
+	c.mustReceive("slow")
+	if v := value(t, scrape(t, c), "smqd_oldest_message_age_seconds"); v != 2 {
+		t.Errorf("after slow's message was received: %v, want 2", v)
+	}
+}
