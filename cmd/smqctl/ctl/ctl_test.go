@@ -307,7 +307,7 @@ func TestStats(t *testing.T) {
 	if strings.Count(out, "QUEUE") != 2 || strings.Contains(out, "\x1b[") {
 		t.Errorf("stats (plain):\n%q", out)
 	}
-	if !strings.Contains(out, "SENT/s") {
+	if !strings.Contains(out, "SENT/s") || !strings.Contains(out, "OLDEST") {
 		t.Errorf("stats:\n%s", out)
 	}
 	// JSON: one object a line; rates from the second on.
@@ -321,7 +321,8 @@ func TestStats(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[1]), &last); err != nil {
 		t.Fatal(err)
 	}
-	if len(last.Queues) != 1 || last.Queues[0].Name != "a" || last.Queues[0].Active != 1 || last.Queues[0].Sent == nil || last.Queues[0].BacklogChange == nil {
+	if len(last.Queues) != 1 || last.Queues[0].Name != "a" || last.Queues[0].Active != 1 || last.Queues[0].Sent == nil || last.Queues[0].BacklogChange == nil ||
+		last.Queues[0].OldestWaiting == nil {
 		t.Errorf("stats --json: %+v", last)
 	}
 	// A terminal: the table is redrawn in place.

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -35,9 +36,15 @@ type queueRates struct {
 	Sent          *float64 `json:"sent_per_s"`
 	Received      *float64 `json:"received_per_s"`
 	Deleted       *float64 `json:"deleted_per_s"`
+	// OldestWaiting is smqd_queue_oldest_message_age_seconds: how long the
+	// oldest message waiting for a receive has been in the queue.
+	OldestWaiting *float64 `json:"oldest_waiting_s"`
 }
 
-type counters struct{ sent, received, deleted float64 }
+type counters struct {
+	sent, received, deleted float64
+	oldest                  *float64 // nil from a server without the gauge
+}
 
 type sample struct {
 	at      time.Time
@@ -128,6 +135,7 @@ func (r *run) stats(ctx context.Context, name string, args []string) error {
 					row.Deleted = rate(cc.deleted-pc.deleted, dt)
 				}
 			}
+			row.OldestWaiting = cur.ctr[q.Name].oldest
 			rows = append(rows, row)
 		}
 		for q := range want {
@@ -176,9 +184,13 @@ func fmtRate(v *float64) string {
 func renderStats(w io.Writer, at time.Time, rows []queueRates) {
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	fmt.Fprintf(w, "%s  %d queue(s)\n", at.Format("15:04:05"), len(rows))
-	t := [][]string{{"QUEUE", "ACTIVE", "INACTIVE", "DELAYED", "BACKLOG/s", "SENT/s", "RECEIVED/s", "DELETED/s"}}
+	t := [][]string{{"QUEUE", "ACTIVE", "INACTIVE", "DELAYED", "BACKLOG/s", "SENT/s", "RECEIVED/s", "DELETED/s", "OLDEST"}}
 	for _, q := range rows {
-		t = append(t, []string{q.Name, itoa(q.Active), itoa(q.Inactive), itoa(q.Delayed), fmtRate(q.BacklogChange), fmtRate(q.Sent), fmtRate(q.Received), fmtRate(q.Deleted)})
+		oldest := "-"
+		if q.OldestWaiting != nil {
+			oldest = (time.Duration(*q.OldestWaiting) * time.Second).String()
+		}
+		t = append(t, []string{q.Name, itoa(q.Active), itoa(q.Inactive), itoa(q.Delayed), fmtRate(q.BacklogChange), fmtRate(q.Sent), fmtRate(q.Received), fmtRate(q.Deleted), oldest})
 	}
 	r := &run{env: Env{Stdout: w}}
 	r.table(t)
@@ -207,14 +219,31 @@ func readCounters(ctx context.Context, c *client, url string) (map[string]counte
 			return nil, fmt.Errorf("%s has no %s", url, name)
 		}
 		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "queue" {
-					c := out[l.GetValue()]
-					set(&c, m.GetCounter().GetValue())
-					out[l.GetValue()] = c
-				}
+			if q := queueLabel(m); q != "" {
+				c := out[q]
+				set(&c, m.GetCounter().GetValue())
+				out[q] = c
+			}
+		}
+	}
+	if mf := mfs["smqd_queue_oldest_message_age_seconds"]; mf != nil { // not from servers before 2026-12-06
+		for _, m := range mf.GetMetric() {
+			if q := queueLabel(m); q != "" {
+				c, v := out[q], m.GetGauge().GetValue()
+				c.oldest = &v
+				out[q] = c
 			}
 		}
 	}
 	return out, nil
+}
+
+// queueLabel is a series' queue label, "" if it has none.
+func queueLabel(m *dto.Metric) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "queue" {
+			return l.GetValue()
+		}
+	}
+	return ""
 }
