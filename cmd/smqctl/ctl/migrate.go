@@ -44,6 +44,12 @@ type migration struct {
 	Conflicts     []string          `json:"conflicts"`     // what could not be made, and why
 	Moved         map[string]int    `json:"moved"`         // messages per queue
 	Left          map[string]string `json:"left"`          // queue → what is still at the source
+	// Refused: messages the destination would not store (queue → message
+	// id → why, the last time it was tried); they stay at the source.
+	Refused map[string]map[string]string `json:"refused,omitempty"`
+	// Copied: copies stored whose original the delete missed (its
+	// visibility timeout ran out meanwhile): moved again later, twice.
+	Copied map[string]int `json:"copied_not_deleted,omitempty"`
 }
 
 func (r *run) migrate(ctx context.Context, name string, args []string) error {
@@ -91,7 +97,7 @@ func (r *run) migrate(ctx context.Context, name string, args []string) error {
 		return usagef("migrate: --to is the source itself")
 	}
 
-	m := &migration{Moved: map[string]int{}, Left: map[string]string{}}
+	m := &migration{Moved: map[string]int{}, Left: map[string]string{}, Refused: map[string]map[string]string{}, Copied: map[string]int{}}
 	queues, err := m.queues(ctx, r, src, dst, *prefix)
 	if err != nil {
 		return err
@@ -274,6 +280,15 @@ func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queu
 					err = rerr
 				}
 				m.Moved[q] += mv.res.Moved
+				if mv.res.Copied > 0 {
+					m.Copied[q] += mv.res.Copied
+				}
+				for _, l := range mv.res.Left {
+					if m.Refused[q] == nil {
+						m.Refused[q] = map[string]string{}
+					}
+					m.Refused[q][l.MessageID] = l.Reason
+				}
 				if err != nil {
 					return fmt.Errorf("queue %s: %w", q, err)
 				}
@@ -290,6 +305,11 @@ func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queu
 		}
 		pending = still
 		if len(pending) == 0 || !first && time.Now().After(deadline) {
+			for q := range m.Refused {
+				if _, ok := m.Left[q]; !ok {
+					delete(m.Refused, q) // moved in a later round
+				}
+			}
 			return nil
 		}
 		t := time.NewTimer(time.Second) // inactive and delayed ones come back with time
@@ -327,6 +347,17 @@ func (r *run) printMigration(m *migration) error {
 	sort.Strings(left)
 	for _, q := range left {
 		fmt.Fprintf(w, "left at the source: %s: %s\n", q, m.Left[q])
+		ids := make([]string, 0, len(m.Refused[q]))
+		for id := range m.Refused[q] {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			fmt.Fprintf(w, "  message %s refused: %s\n", id, m.Refused[q][id])
+		}
+	}
+	for q, n := range m.Copied {
+		fmt.Fprintf(w, "%s: %d message(s) copied but still at the source (received again before the delete): a later run moves them again\n", q, n)
 	}
 	return nil
 }
