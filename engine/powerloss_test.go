@@ -25,7 +25,8 @@ package engine
 //
 // Load: one driver goroutine runs rounds of 1..4 concurrent operations
 // (batch sends with all priorities and some delays, short-poll receives,
-// deletes, visibility changes, Broker.Sync) on two queues, and moves the
+// deletes, visibility changes, Broker.Sync) on two queues, and now and
+// then a purge of one of them alone in its round, and moves the
 // fake clock between rounds (the checkpointer and the compactor run then,
 // in the driver's goroutine). Power fails between rounds, in the middle of a
 // round (while operations are in flight) or inside a checkpoint's commit.
@@ -202,6 +203,7 @@ type plHistory struct {
 	trace      map[string][]string // id -> what happened to it, for failure reports
 	alias      map[string]string   // id in pl-dlq -> the id it was sent with (DLQOriginMessageId)
 	dlqSeen    int                 // dead-lettered messages seen (received or recovered)
+	purges     int                 // purges acknowledged
 }
 
 func newPLHistory() *plHistory {
@@ -522,8 +524,13 @@ type held struct {
 	id string
 }
 
-// round runs 1..4 operations concurrently, each with its own generator.
-func (r *plRun) round(n int, pool *[]held, poolMu *sync.Mutex) {
+// round runs 1..4 operations concurrently, each with its own generator,
+// or now and then a purge of pl-b alone; it reports which.
+func (r *plRun) round(n int, pool *[]held, poolMu *sync.Mutex) (purged bool) {
+	if r.rnd.IntN(40) == 0 {
+		r.purge(r.queues[2])
+		return true
+	}
 	var wg sync.WaitGroup
 	k := 1 + r.rnd.IntN(4)
 	for w := 0; w < k; w++ {
@@ -547,6 +554,7 @@ func (r *plRun) round(n int, pool *[]held, poolMu *sync.Mutex) {
 		}(w)
 	}
 	wg.Wait()
+	return false
 }
 
 // publish publishes body to the topic: one message in each sink, or none.
@@ -730,6 +738,38 @@ func (r *plRun) deleteOrChange(wr *rand.Rand, pool *[]held, poolMu *sync.Mutex) 
 	})
 }
 
+// purge purges q (pl-b, which no dead-letter move enters or leaves),
+// alone in its round, so that it takes exactly the messages it finds: each
+// may be gone from the call on, and is gone for good (a durable delete)
+// once it returns.
+func (r *plRun) purge(q *Queue) {
+	h := r.h
+	var ids []string
+	if err := dumpQueueMsgs(q, func(id MessageID, _ *Message, _ string, _ uint32, _ int64) { ids = append(ids, id.String()) }); err != nil {
+		return
+	}
+	h.mu.Lock()
+	for _, id := range ids {
+		h.deleted[id] = true
+	}
+	h.mu.Unlock()
+	n, err := q.Purge()
+	if err != nil {
+		return
+	}
+	h.record(func() {
+		if n != len(ids) {
+			r.t.Errorf("inc %d: purge of %s took %d messages, %d were there", r.inc, q.name, n, len(ids))
+		}
+		h.purges++
+		for _, id := range ids {
+			h.durableDel[id] = true
+			delete(h.visAcked, id)
+			h.trace[id] = append(h.trace[id], fmt.Sprintf("inc %d: purged", r.inc))
+		}
+	})
+}
+
 // sync makes every operation acknowledged before it durable.
 func (r *plRun) sync() {
 	h := r.h
@@ -787,7 +827,9 @@ func runPowerLoss(t testing.TB, seed uint64, crashes int, cfg plConfig) error {
 				wg.Wait()
 				break
 			}
-			r.round(n, &pool, &poolMu)
+			if r.round(n, &pool, &poolMu) && r.rnd.IntN(2) == 0 {
+				break // power fails right after a purge acknowledged
+			}
 			r.clk.Advance(time.Duration(r.rnd.IntN(1500)) * time.Millisecond)
 		}
 		r.powerLoss(nil, "between rounds")
@@ -796,8 +838,8 @@ func runPowerLoss(t testing.TB, seed uint64, crashes int, cfg plConfig) error {
 			return fmt.Errorf("seed %d: %w", seed, err)
 		}
 	}
-	t.Logf("seed %d: %d power losses, %d acknowledged sends, %d deletes tried (%d durable), %d publishes tried (%d acknowledged), %d dead-lettered messages seen",
-		seed, crashes, len(r.h.acked), len(r.h.deleted), len(r.h.durableDel), len(r.h.pubTried), len(r.h.pubAcked), r.h.dlqSeen)
+	t.Logf("seed %d: %d power losses, %d acknowledged sends, %d deletes tried (%d durable), %d publishes tried (%d acknowledged), %d dead-lettered messages seen, %d purges",
+		seed, crashes, len(r.h.acked), len(r.h.deleted), len(r.h.durableDel), len(r.h.pubTried), len(r.h.pubAcked), r.h.dlqSeen, r.h.purges)
 	if r.h.dlqSeen == 0 && !cfg.noSync {
 		return fmt.Errorf("seed %d: no message was dead-lettered: the run does not cover moves", seed)
 	}
