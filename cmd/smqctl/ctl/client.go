@@ -254,8 +254,9 @@ func (c *client) listQueues(ctx context.Context, prefix string) ([]Queue, error)
 	return out, err
 }
 
-// send sends one message; delay < 0 leaves the queue's delay.
-func (c *client) send(ctx context.Context, queue string, body []byte, priority, delay int) (string, string, error) {
+// send sends one message, with its user and system properties; delay < 0
+// leaves the queue's delay.
+func (c *client) send(ctx context.Context, queue string, body []byte, priority, delay int, user, system []Property) (string, string, error) {
 	var b bytes.Buffer
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Message xmlns="` + xmlNS + `"><MessageBody>`)
 	if err := xml.EscapeText(&b, body); err != nil {
@@ -268,6 +269,8 @@ func (c *client) send(ctx context.Context, queue string, body []byte, priority, 
 	if priority > 0 {
 		fmt.Fprintf(&b, "<Priority>%d</Priority>", priority)
 	}
+	writeProps(&b, "UserProperties", "PropertyValue", user)
+	writeProps(&b, "SystemProperties", "SystemPropertyValue", system)
 	b.WriteString("</Message>")
 	_, rb, err := c.do(ctx, "POST", queuePath(queue)+"/messages", nil, b.Bytes())
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -437,4 +438,35 @@ func TestQueuePurge(t *testing.T) {
 	}
 	c.fail(ExitNotFound, "queue", "purge", "missing")
 	c.fail(ExitUsage, "queue", "purge")
+}
+
+// Properties on send and publish: NAME=VALUE, NAME:TYPE=VALUE, system
+// ones; receive --json shows them; bad ones are refused.
+func TestSendProperties(t *testing.T) {
+	d := startDaemon(t)
+	c := d.ctl(t)
+	c.ok("queue", "create", "q")
+	c.ok("send", "q", "hi", "--property", "k=v=w", "--property", "n:number=3", "--property", "b:BINARY=AAE=",
+		"--system-property", "traceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	ms := decodeJSON[[]Message](t, c.ok("receive", "q", "--json", "--delete"))
+	if len(ms) != 1 {
+		t.Fatalf("receive: %+v", ms)
+	}
+	want := []Property{{"k", "v=w", "STRING"}, {"n", "3", "NUMBER"}, {"b", "AAE=", "BINARY"}}
+	if fmt.Sprint(ms[0].UserProperties) != fmt.Sprint(want) || len(ms[0].SystemProperties) != 1 || ms[0].SystemProperties[0].Name != "traceparent" {
+		t.Errorf("properties: %+v / %+v", ms[0].UserProperties, ms[0].SystemProperties)
+	}
+	c.fail(ExitUsage, "send", "q", "x", "--property", "novalue")
+	c.fail(ExitUsage, "send", "q", "x", "--property", "k:FLOAT=1")
+	c.fail(ExitError, "send", "q", "x", "--system-property", "madeup=1")
+	if info := d.info(t, "q"); info.Active != 0 {
+		t.Errorf("a refused send stored something: %+v", info)
+	}
+	// A publish's properties reach its queue subscriptions.
+	c.ok("topic", "create", "t")
+	c.ok("subscription", "create", "t", "s", "acs:mns:local:0:queues/q")
+	c.ok("topic", "publish", "t", "news", "--property", "k=v")
+	if ms := decodeJSON[[]Message](t, c.ok("receive", "q", "--json")); len(ms) != 1 || fmt.Sprint(ms[0].UserProperties) != fmt.Sprint([]Property{{"k", "v", "STRING"}}) {
+		t.Errorf("published: %+v", ms)
+	}
 }

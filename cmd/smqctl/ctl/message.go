@@ -15,6 +15,8 @@ func (r *run) msgSend(ctx context.Context, name string, args []string) error {
 	priority := fs.Int("priority", 0, "priority, 1 (highest) to 16 (default: 8)")
 	var delay secondsFlag
 	fs.Var(&delay, "delay", "delay before the message becomes visible, 0..7d (default: the queue's)")
+	var user, system propsFlag
+	registerProps(fs, &user, &system)
 	pos, err := r.parse(fs, args, 1, 2)
 	if err != nil {
 		return err
@@ -36,7 +38,7 @@ func (r *run) msgSend(ctx context.Context, name string, args []string) error {
 	}
 	rctx, cancel := r.reqCtx(ctx, 0)
 	defer cancel()
-	id, md5, err := c.send(rctx, pos[0], body, *priority, d)
+	id, md5, err := c.send(rctx, pos[0], body, *priority, d, user.ps, system.ps)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -31,6 +32,37 @@ func (f *secondsFlag) Set(s string) error {
 	n := int(d / time.Second)
 	f.v = &n
 	return nil
+}
+
+// propsFlag collects message properties: NAME=VALUE (a STRING) or
+// NAME:TYPE=VALUE with TYPE STRING, NUMBER, BOOLEAN or BINARY (its value
+// base64, as on the wire), once per flag.
+type propsFlag struct{ ps []Property }
+
+func (f *propsFlag) String() string { return "" }
+
+func (f *propsFlag) Set(s string) error {
+	name, value, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("want NAME=VALUE or NAME:TYPE=VALUE, not %q", s)
+	}
+	typ := "STRING"
+	if n, t, ok := strings.Cut(name, ":"); ok {
+		name, typ = n, strings.ToUpper(t)
+		switch typ {
+		case "STRING", "NUMBER", "BOOLEAN", "BINARY":
+		default:
+			return fmt.Errorf("type %q: want STRING, NUMBER, BOOLEAN or BINARY", t)
+		}
+	}
+	f.ps = append(f.ps, Property{Name: name, Value: value, Type: typ})
+	return nil
+}
+
+// registerProps adds the property flags of a send or a publish.
+func registerProps(fs *flag.FlagSet, user, system *propsFlag) {
+	fs.Var(user, "property", "a user property NAME=VALUE, or NAME:TYPE=VALUE (TYPE STRING, NUMBER, BOOLEAN or BINARY, base64); repeat for more")
+	fs.Var(system, "system-property", "a system property NAME=VALUE (traceparent, tracestate, baggage); repeat for more")
 }
 
 // intFlag is an optional integer.

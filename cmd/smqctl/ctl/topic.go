@@ -142,7 +142,7 @@ func (c *client) listTopics(ctx context.Context, prefix string) ([]Topic, error)
 }
 
 // publish publishes one message; tag "" sends no MessageTag.
-func (c *client) publish(ctx context.Context, topic string, body []byte, tag string) (string, string, error) {
+func (c *client) publish(ctx context.Context, topic string, body []byte, tag string, user, system []Property) (string, string, error) {
 	var b bytes.Buffer
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Message xmlns="` + xmlNS + `"><MessageBody>`)
 	if err := xml.EscapeText(&b, body); err != nil {
@@ -154,6 +154,8 @@ func (c *client) publish(ctx context.Context, topic string, body []byte, tag str
 		xml.EscapeText(&b, []byte(tag))
 		b.WriteString("</MessageTag>")
 	}
+	writeProps(&b, "UserProperties", "PropertyValue", user)
+	writeProps(&b, "SystemProperties", "SystemPropertyValue", system)
 	b.WriteString("</Message>")
 	_, rb, err := c.do(ctx, "POST", topicPath(topic)+"/messages", nil, b.Bytes())
 	if err != nil {
@@ -363,6 +365,8 @@ func (r *run) topicPublish(ctx context.Context, name string, args []string) erro
 	fs := flag.NewFlagSet("topic publish TOPIC [BODY | --file F | < stdin] [flags]", flag.ContinueOnError)
 	file := fs.String("file", "", "read the body from this file (- for stdin)")
 	tag := fs.String("tag", "", "MessageTag: only subscriptions without a filter tag or with this one get the message (at most 16 characters)")
+	var user, system propsFlag
+	registerProps(fs, &user, &system)
 	pos, err := r.parse(fs, args, 1, 2)
 	if err != nil {
 		return err
@@ -377,7 +381,7 @@ func (r *run) topicPublish(ctx context.Context, name string, args []string) erro
 	}
 	rctx, cancel := r.reqCtx(ctx, 0)
 	defer cancel()
-	id, md5, err := c.publish(rctx, pos[0], body, *tag)
+	id, md5, err := c.publish(rctx, pos[0], body, *tag, user.ps, system.ps)
 	if err != nil {
 		return err
 	}
