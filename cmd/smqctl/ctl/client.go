@@ -45,7 +45,7 @@ func newClient(endpoint string, key *mnsauth.Key, timeout time.Duration) *client
 		base: strings.TrimRight(endpoint, "/"),
 		key:  key,
 		// The long-poll wait is added per request.
-		hc: &http.Client{Timeout: 0, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, ResponseHeaderTimeout: timeout + 31*time.Second}},
+		hc: &http.Client{Timeout: 0, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, ResponseHeaderTimeout: timeout + 31*time.Second}},
 	}
 }
 

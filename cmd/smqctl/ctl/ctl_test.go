@@ -31,7 +31,7 @@ type daemon struct {
 func startDaemon(t *testing.T) *daemon { return startDaemonWith(t, engine.Options{}) }
 
 // startDaemonWith starts smqd's engine with eo (Dir: durable).
-func startDaemonWith(t *testing.T, eo engine.Options) *daemon {
+func startDaemonWith(t testing.TB, eo engine.Options) *daemon {
 	t.Helper()
 	b, err := engine.Open(eo)
 	if err != nil {
@@ -63,14 +63,14 @@ type result struct {
 
 // ctl runs smqctl with the daemon's endpoint and key in the environment.
 type ctl struct {
-	t     *testing.T
+	t     testing.TB
 	env   map[string]string
 	dir   string
 	stdin string
 	tty   bool
 }
 
-func (d *daemon) ctl(t *testing.T) *ctl {
+func (d *daemon) ctl(t testing.TB) *ctl {
 	return &ctl{t: t, dir: t.TempDir(), env: map[string]string{
 		"SMQ_ENDPOINT":                    "http://" + d.addr,
 		"ALIBABA_CLOUD_ACCESS_KEY_ID":     keyID,

@@ -62,6 +62,7 @@ func (r *run) migrate(ctx context.Context, name string, args []string) error {
 	wait := fs.Duration("wait", time.Minute, "how long to wait for messages still inactive or delayed at the source")
 	defsOnly := fs.Bool("definitions-only", false, "make the queues, topics and subscriptions, move no message")
 	rate := fs.Float64("rate", 0, "at most this many messages a second per queue (0: as fast as they go)")
+	parallel := fs.Int("parallel", 4, "batches of a queue in flight at once, 1..16")
 	if _, err := r.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -70,6 +71,8 @@ func (r *run) migrate(ctx context.Context, name string, args []string) error {
 		return usagef("migrate: --to is required")
 	case *wait < 0 || *rate < 0:
 		return usagef("migrate: --wait and --rate must not be negative")
+	case *parallel < 1 || *parallel > 16:
+		return usagef("migrate: --parallel must be between 1 and 16")
 	case (*toID == "") != (*toSecret == ""):
 		return usagef("migrate: --to-access-key-id and --to-access-key-secret go together")
 	}
@@ -106,7 +109,7 @@ func (r *run) migrate(ctx context.Context, name string, args []string) error {
 		return err
 	}
 	if !*defsOnly {
-		if err := m.messages(ctx, r, src, dst, queues, *wait, *rate); err != nil {
+		if err := m.messages(ctx, r, src, dst, queues, *wait, *rate, *parallel); err != nil {
 			return err
 		}
 	}
@@ -253,7 +256,7 @@ func (m *migration) topic(ctx context.Context, src, dst *client, t Topic) error 
 
 // messages moves every queue's messages, in rounds over the queues, until
 // none is left at the source or wait has passed since the first round.
-func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queues []string, wait time.Duration, rate float64) error {
+func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queues []string, wait time.Duration, rate float64, parallel int) error {
 	deadline := time.Now().Add(wait)
 	counts := func(q string) (*Queue, error) {
 		rctx, cancel := r.reqCtx(ctx, 0)
@@ -273,17 +276,16 @@ func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queu
 				return err
 			}
 			if info.ActiveMessages > 0 {
-				mv := newMover(src, dst, q, rate, func(*Message) (string, string) { return q, "" }, func(m Message) Message { return m })
-				mv.delay = 0
-				err := mv.run(ctx, r, int(info.ActiveMessages))
-				if rerr := mv.release(ctx, r); err == nil {
-					err = rerr
+				res, err := moveAll(ctx, r, parallel, int(info.ActiveMessages), func(n int) *mover {
+					mv := newMover(src, dst, q, rate/float64(n), func(*Message) (string, string) { return q, "" }, func(m Message) Message { return m })
+					mv.delay = 0
+					return mv
+				})
+				m.Moved[q] += res.Moved
+				if res.Copied > 0 {
+					m.Copied[q] += res.Copied
 				}
-				m.Moved[q] += mv.res.Moved
-				if mv.res.Copied > 0 {
-					m.Copied[q] += mv.res.Copied
-				}
-				for _, l := range mv.res.Left {
+				for _, l := range res.Left {
 					if m.Refused[q] == nil {
 						m.Refused[q] = map[string]string{}
 					}

@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -64,6 +65,7 @@ func (r *run) queueRedrive(ctx context.Context, name string, args []string) erro
 	to := fs.String("to", "", "send every message to this queue (default: each to the queue its DLQSourceArn names)")
 	maxN := fs.Int("max", 0, "move at most this many messages (0: every message visible at the start)")
 	rate := fs.Float64("rate", 0, "at most this many messages a second (0: as fast as the server takes them)")
+	parallel := fs.Int("parallel", 4, "batches in flight at once, 1..16")
 	pos, err := r.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -76,6 +78,8 @@ func (r *run) queueRedrive(ctx context.Context, name string, args []string) erro
 		return usagef("queue redrive: --max must not be negative")
 	case *rate < 0:
 		return usagef("queue redrive: --rate must not be negative")
+	case *parallel < 1 || *parallel > 16:
+		return usagef("queue redrive: --parallel must be between 1 and 16")
 	}
 	c, err := r.client()
 	if err != nil {
@@ -92,22 +96,65 @@ func (r *run) queueRedrive(ctx context.Context, name string, args []string) erro
 		limit = min(limit, *maxN)
 	}
 	to0 := *to
-	rd := newMover(c, c, dlq, *rate, func(m *Message) (string, string) { return redriveTarget(m, dlq, to0) }, redriveCopy)
-	runErr := rd.run(ctx, r, limit)
-	if err := rd.release(ctx, r); err != nil && runErr == nil {
-		runErr = err
-	}
-	if err := r.printRedrive(dlq, &rd.res); err != nil {
+	res, runErr := moveAll(ctx, r, *parallel, limit, func(n int) *mover {
+		return newMover(c, c, dlq, *rate/float64(n), func(m *Message) (string, string) { return redriveTarget(m, dlq, to0) }, redriveCopy)
+	})
+	if err := r.printRedrive(dlq, &res); err != nil {
 		return err
 	}
 	if runErr != nil {
 		return runErr
 	}
-	if n := len(rd.res.Left); n > 0 {
+	if n := len(res.Left); n > 0 {
 		return fmt.Errorf("%d message(s) left in %s", n, dlq)
 	}
 	return nil
 }
+
+// moveAll runs up to n movers made by mk (given how many run) side by side
+// on one queue, each on its share of limit, releases what each left, and
+// returns their results together.
+func moveAll(ctx context.Context, r *run, n, limit int, mk func(n int) *mover) (redriveResult, error) {
+	n = max(1, min(n, (limit+MaxBatchMessages-1)/MaxBatchMessages)) // no more movers than batches
+	movers := make([]*mover, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range movers {
+		share := limit / n
+		if i < limit%n {
+			share++
+		}
+		movers[i] = mk(n)
+		wg.Add(1)
+		go func(mv *mover, err *error) {
+			defer wg.Done()
+			*err = mv.run(ctx, r, share)
+			if rerr := mv.release(ctx, r); *err == nil {
+				*err = rerr
+			}
+		}(movers[i], &errs[i])
+	}
+	wg.Wait()
+	res := redriveResult{To: map[string]int{}}
+	seen := map[string]bool{}
+	for _, mv := range movers {
+		res.Moved += mv.res.Moved
+		res.Copied += mv.res.Copied
+		for q, k := range mv.res.To {
+			res.To[q] += k
+		}
+		for _, l := range mv.res.Left {
+			if !seen[l.MessageID] { // received again by another mover
+				seen[l.MessageID] = true
+				res.Left = append(res.Left, l)
+			}
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// MaxBatchMessages is the most messages one receive, send or delete takes.
+const MaxBatchMessages = 16
 
 // mover moves the visible messages of one queue (from, of src) to queues
 // of dst, each as target says, as copy makes it: the redrive, and each
@@ -135,7 +182,7 @@ func (rd *mover) run(ctx context.Context, r *run, limit int) error {
 	rd.start = time.Now()
 	for handled := 0; handled < limit; {
 		rctx, cancel := r.reqCtx(ctx, 0)
-		msgs, err := rd.src.receive(rctx, rd.from, min(16, limit-handled), 0)
+		msgs, err := rd.src.receive(rctx, rd.from, min(MaxBatchMessages, limit-handled), 0)
 		cancel()
 		if err != nil {
 			return err
