@@ -153,6 +153,36 @@ func moveAll(ctx context.Context, r *run, n, limit int, mk func(n int) *mover) (
 	return res, errors.Join(errs...)
 }
 
+// callTries is how many times call runs a request that keeps failing for
+// a transient reason, waiting 0.25 s, then twice as long each time (7.75 s
+// in all): longer than a cluster takes to elect a shard's leader.
+const callTries = 6
+
+// call runs f with a request deadline (--timeout), and again after a
+// transient failure: 503 (a shard without a leader, a node shutting
+// down) or no answer at all. A send retried after its answer was lost
+// stores a second copy, as at-least-once allows; the original leaves once.
+func call(ctx context.Context, r *run, f func(context.Context) error) error {
+	wait := 250 * time.Millisecond
+	for try := 1; ; try++ {
+		rctx, cancel := r.reqCtx(ctx, 0)
+		err := f(rctx)
+		cancel()
+		var ae *APIError
+		if err == nil || try == callTries || ctx.Err() != nil || errors.As(err, &ae) && ae.Status != 503 {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		wait *= 2
+	}
+}
+
 // MaxBatchMessages is the most messages one receive, send or delete takes.
 const MaxBatchMessages = 16
 
@@ -181,9 +211,11 @@ func newMover(src, dst *client, from string, rate float64, target func(*Message)
 func (rd *mover) run(ctx context.Context, r *run, limit int) error {
 	rd.start = time.Now()
 	for handled := 0; handled < limit; {
-		rctx, cancel := r.reqCtx(ctx, 0)
-		msgs, err := rd.src.receive(rctx, rd.from, min(MaxBatchMessages, limit-handled), 0)
-		cancel()
+		var msgs []Message
+		err := call(ctx, r, func(rctx context.Context) (err error) {
+			msgs, err = rd.src.receive(rctx, rd.from, min(MaxBatchMessages, limit-handled), 0)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -255,9 +287,11 @@ func (rd *mover) batch(ctx context.Context, r *run, msgs []Message) error {
 	if len(stored) == 0 {
 		return nil
 	}
-	rctx, cancel := r.reqCtx(ctx, 0)
-	failed, err := rd.src.batchDelete(rctx, rd.from, stored)
-	cancel()
+	var failed map[string]*APIError
+	err := call(ctx, r, func(rctx context.Context) (err error) {
+		failed, err = rd.src.batchDelete(rctx, rd.from, stored)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -276,9 +310,11 @@ func (rd *mover) batch(ctx context.Context, r *run, msgs []Message) error {
 // a bad entry (a body over the target's size limit, say), so that one
 // message does not hold back the rest. A missing target refuses each.
 func (rd *mover) send(ctx context.Context, r *run, target string, ms []Message) ([]sent, error) {
-	rctx, cancel := r.reqCtx(ctx, 0)
-	res, err := rd.dst.batchSend(rctx, target, ms, rd.delay)
-	cancel()
+	var res []sent
+	err := call(ctx, r, func(rctx context.Context) (err error) {
+		res, err = rd.dst.batchSend(rctx, target, ms, rd.delay)
+		return err
+	})
 	var ae *APIError
 	if err == nil || !errors.As(err, &ae) {
 		return res, err
@@ -358,9 +394,10 @@ func (rd *mover) release(ctx context.Context, r *run) error {
 	ctx = context.WithoutCancel(ctx) // an interrupted run releases too
 	var errs []error
 	for _, l := range rd.res.Left {
-		rctx, cancel := r.reqCtx(ctx, 0)
-		_, _, err := rd.src.changeVisibility(rctx, rd.from, l.handle, 1)
-		cancel()
+		err := call(ctx, r, func(rctx context.Context) error {
+			_, _, err := rd.src.changeVisibility(rctx, rd.from, l.handle, 1)
+			return err
+		})
 		var ae *APIError
 		if err != nil && !(errors.As(err, &ae) && ae.Code == "MessageNotExist") {
 			errs = append(errs, err) // MessageNotExist: visible again already

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -255,5 +256,48 @@ func TestQueueRedriveChecksTheCopy(t *testing.T) {
 	}
 	if deletes.Load() != 0 || releases.Load() != 1 {
 		t.Errorf("deletes %d (want 0), releases %d (want 1)", deletes.Load(), releases.Load())
+	}
+}
+
+// TestQueueRedriveRetriesA503: a receive, a send and a delete each
+// answered 503 once (a shard electing its leader) are tried again, and
+// the run moves the message.
+func TestQueueRedriveRetriesA503(t *testing.T) {
+	var mu sync.Mutex
+	failed := map[string]bool{}
+	var deletes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Method + " " + r.URL.Path
+		mu.Lock()
+		first := !failed[key] && key != "GET /queues/dead"
+		failed[key] = true
+		mu.Unlock()
+		if first {
+			w.WriteHeader(503)
+			fmt.Fprint(w, `<Error><Code>ServiceUnavailable</Code><Message>no leader</Message><RequestId>1</RequestId></Error>`)
+			return
+		}
+		switch key {
+		case "GET /queues/dead":
+			fmt.Fprint(w, `<Queue><QueueName>dead</QueueName><ActiveMessages>1</ActiveMessages></Queue>`)
+		case "GET /queues/dead/messages":
+			fmt.Fprint(w, `<Messages><Message><MessageId>M1</MessageId><ReceiptHandle>H1</ReceiptHandle><MessageBody>hi</MessageBody>`+
+				`<MessageBodyMD5>49F68A5C8493EC2C0BF489821C21FC3B</MessageBodyMD5><Priority>8</Priority></Message></Messages>`)
+		case "POST /queues/to/messages":
+			w.WriteHeader(201)
+			fmt.Fprint(w, `<Messages><Message><MessageId>C1</MessageId><MessageBodyMD5>49F68A5C8493EC2C0BF489821C21FC3B</MessageBodyMD5></Message></Messages>`)
+		case "DELETE /queues/dead/messages":
+			deletes.Add(1)
+			w.WriteHeader(204)
+		default:
+			http.Error(w, key, 400)
+		}
+	}))
+	defer srv.Close()
+	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{
+		"SMQ_ENDPOINT": srv.URL, "ALIBABA_CLOUD_ACCESS_KEY_ID": keyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret,
+	}}
+	if res := decodeJSON[redriveResult](t, c.ok("queue", "redrive", "dead", "--to", "to", "--json")); res.Moved != 1 || deletes.Load() != 1 {
+		t.Errorf("redrive: %+v, %d deletes", res, deletes.Load())
 	}
 }
