@@ -109,6 +109,13 @@ function message(f) {
   return m;
 }
 
+// errorOf is the MNSError of an error answer (resp, its parsed body doc).
+function errorOf(resp, doc) {
+  const e = doc && all(doc, 'Error')[0];
+  const f = e ? fields(e) : {};
+  return new MNSError(resp.status, f.Code || '', f.Message || `HTTP ${resp.status}`, f.RequestId || resp.headers.get('x-mns-request-id'), doc);
+}
+
 export class Client {
   // id and secret are the access key; base is the API's origin ('' for the
   // console's own).
@@ -124,7 +131,28 @@ export class Client {
   // request sends one signed request; resource is the path and query,
   // exactly as sent (and signed). It returns {status, doc} for 2xx and
   // throws MNSError otherwise.
-  async request(method, resource, { body, headers = {} } = {}) {
+  async request(method, resource, opts = {}) {
+    const resp = await this.fetchSigned(method, resource, opts);
+    const text = await resp.text();
+    const json = (resp.headers.get('Content-Type') || '').startsWith('application/json');
+    const doc = text && !json ? new DOMParser().parseFromString(text, 'application/xml') : null;
+    if (resp.status >= 300) throw errorOf(resp, doc);
+    return { status: resp.status, doc, text };
+  }
+
+  // download GETs resource, signed, and returns the response for its body
+  // to be streamed (GET /backup); an error answer throws MNSError.
+  async download(resource) {
+    const resp = await this.fetchSigned('GET', resource);
+    if (resp.status >= 300) {
+      const text = await resp.text();
+      throw errorOf(resp, text ? new DOMParser().parseFromString(text, 'application/xml') : null);
+    }
+    return resp;
+  }
+
+  // fetchSigned sends one signed request and returns fetch's response.
+  async fetchSigned(method, resource, { body, headers = {} } = {}) {
     const hdrs = { 'x-mns-version': VERSION, 'x-mns-date': new Date().toUTCString(), ...headers };
     let md5 = '', ctype = '';
     const init = { method, headers: {}, credentials: 'omit', cache: 'no-store', redirect: 'error' };
@@ -144,16 +172,7 @@ export class Client {
     sts += resource;
     const sig = b64(await crypto.subtle.sign('HMAC', await this.key, enc.encode(sts)));
     Object.assign(init.headers, lower, { Authorization: `MNS ${this.id}:${sig}` });
-    const resp = await fetch(this.base + resource, init);
-    const text = await resp.text();
-    const json = (resp.headers.get('Content-Type') || '').startsWith('application/json');
-    const doc = text && !json ? new DOMParser().parseFromString(text, 'application/xml') : null;
-    if (resp.status >= 300) {
-      const e = doc && all(doc, 'Error')[0];
-      const f = e ? fields(e) : {};
-      throw new MNSError(resp.status, f.Code || '', f.Message || `HTTP ${resp.status}`, f.RequestId || resp.headers.get('x-mns-request-id'), doc);
-    }
-    return { status: resp.status, doc, text };
+    return fetch(this.base + resource, init);
   }
 
   // cluster returns GET /cluster's document (a cluster node's view:

@@ -1,17 +1,19 @@
 // Metrics overview, from the same signed API as the other pages (ListQueue
 // with meta, polled): totals by state, their change per second, a chart,
 // and the queues with the largest backlog. smqd's Prometheus metrics
-// (/metrics) are for Prometheus; the console does not read them.
+// (/metrics) are for Prometheus; the console does not read them. And an
+// online backup to download (signed GET /backup).
 
-import { h, replace, fmt, fmtRate } from '../dom.js';
+import { h, listen, replace, say, fmt, fmtRate } from '../dom.js';
 import { chart, History } from '../chart.js';
 
-export function metricsView({ client, main, every, describe }) {
+export function metricsView({ client, main, every, describe, attempt }) {
   const hist = new History(120);
   const tiles = h('div', { class: 'tiles', id: 'metric-tiles' });
   const graph = h('div', { id: 'metrics-chart' });
   const top = h('tbody', { id: 'top-queues' });
   const status = h('p', { class: 'error', id: 'poll-error', role: 'alert' });
+  const backupNote = h('p', { id: 'backup-result', role: 'status' });
   replace(main,
     h('h1', {}, 'Metrics'),
     tiles,
@@ -21,7 +23,44 @@ export function metricsView({ client, main, every, describe }) {
       h('th', { class: 'num' }, 'Change'))), top),
     status,
     h('p', { class: 'muted' }, 'Counts come from signed ListQueue calls every 1.5 s; changes are per second between two polls. ' +
-      'Throughput counters, latencies and storage figures are on /metrics for Prometheus (docs/operations.md).'));
+      'Throughput counters, latencies and storage figures are on /metrics for Prometheus (docs/operations.md).'),
+    h('h2', {}, 'Backup'),
+    h('div', { class: 'row' }, listen(h('button', { type: 'button', id: 'backup' }, 'Download a backup'), 'click', () => backup())),
+    backupNote,
+    h('p', { class: 'muted' }, 'An online backup of this node, or of the whole cluster through any node, as smqctl backup makes it; ' +
+      'restore it with smqd restore (docs/operations.md, "Backups"). Large backups are better made with smqctl backup.'));
+
+  // backup streams GET /backup into a file the user picks where the
+  // browser can (the File System Access API), else into memory and then a
+  // download.
+  function backup() {
+    const name = `smqd-${new Date().toISOString().slice(0, 19).replace(/[:T]/g, '-')}.smqd`;
+    attempt(backupNote, 'Backup', async () => {
+      let file;
+      if (window.showSaveFilePicker) {
+        try {
+          file = await window.showSaveFilePicker({ suggestedName: name }); // while the click still counts
+        } catch (e) {
+          if (e.name === 'AbortError') return say(backupNote, true, 'Backup cancelled.');
+          throw e;
+        }
+      }
+      say(backupNote, true, 'Backup running…');
+      const resp = await client.download('/backup');
+      let bytes;
+      if (file) {
+        await resp.body.pipeTo(await file.createWritable());
+        bytes = (await file.getFile()).size;
+      } else {
+        const blob = await resp.blob();
+        bytes = blob.size;
+        const a = h('a', { href: URL.createObjectURL(blob), download: name });
+        a.click();
+        setTimeout(() => URL.revokeObjectURL(a.href), 60000);
+      }
+      say(backupNote, true, `Backup of ${fmt(bytes)} bytes saved as ${file ? file.name : name}. Restore it with smqd restore --from FILE --data-dir DIR.`);
+    });
+  }
 
   async function refresh() {
     const queues = await client.allQueues();
