@@ -108,13 +108,15 @@ func (r *run) migrate(ctx context.Context, name string, args []string) error {
 	if err := m.topics(ctx, r, src, dst, *prefix); err != nil {
 		return err
 	}
+	var runErr error
 	if !*defsOnly {
-		if err := m.messages(ctx, r, src, dst, queues, *wait, *rate, *parallel); err != nil {
-			return err
-		}
+		runErr = m.messages(ctx, r, src, dst, queues, *wait, *rate, *parallel)
 	}
-	if err := r.printMigration(m); err != nil {
+	if err := r.printMigration(m); err != nil { // what was done, also before an error
 		return err
+	}
+	if runErr != nil {
+		return runErr
 	}
 	if n := len(m.Conflicts) + len(m.Left); n > 0 {
 		return fmt.Errorf("migration incomplete: %d conflict(s), %d queue(s) with messages left at the source", len(m.Conflicts), len(m.Left))
