@@ -19,8 +19,10 @@ CROSS     := linux/amd64 linux/arm64 linux/386 darwin/arm64 windows/amd64
 
 all: build
 
+# -buildvcs=auto: the binaries carry the git revision they were built from
+# (smqd --version, smqd_build_info) when git can tell it, whatever GOFLAGS says.
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -buildvcs=auto -o $(BIN)/ ./cmd/...
 
 # Builds smqd and starts it on the embedded defaults: 127.0.0.1:8080, data in ./smqd-data.
 run: build

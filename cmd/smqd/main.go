@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/smqd/smqd/cmd/internal/version"
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/engine/cluster"
 	"github.com/smqd/smqd/server"
@@ -51,6 +52,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 && args[0] == "policy" {
 		return runPolicy(args[1:], stdout, stderr)
 	}
+	if len(args) == 1 && (args[0] == "version" || args[0] == "--version" || args[0] == "-version") {
+		fmt.Fprintln(stdout, "smqd", version.Get())
+		return 0
+	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -66,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		h = slog.NewJSONHandler(stderr, hopts)
 	}
 	log := slog.New(h)
-	log.Info("starting smqd", cfg.logAttrs()...)
+	log.Info("starting smqd", append([]any{"version", version.Get().Short()}, cfg.logAttrs()...)...)
 	if old, ok := privateUmask(); ok && old != 0o077 {
 		log.Info("umask set to 077: every file smqd creates is private", "previous", fmt.Sprintf("%#o", old))
 	}
@@ -217,6 +222,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		}
 	}
 	sopts.Collectors = append(sopts.Collectors, rl.collectors()...)
+	sopts.Collectors = append(sopts.Collectors, version.Collector())
 	var srv *server.Server
 	if node != nil {
 		sopts.ClusterLeaderWait = cfg.cluster.leaderWait

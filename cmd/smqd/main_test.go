@@ -328,6 +328,9 @@ func TestDaemonNoAuthWarnsAndShutsDownLongPolls(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if strings.Contains(string(b), "\nsmqd_long_polls_waiting 1\n") {
+			if !strings.Contains(string(b), "\nsmqd_build_info{") {
+				t.Errorf("no smqd_build_info in /metrics")
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -357,6 +360,12 @@ func TestDaemonBadFlags(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"-h"}, env(nil), io.Discard, io.Discard, nil); code != 0 {
 		t.Fatalf("-h exit %d", code)
+	}
+	for _, v := range []string{"--version", "version"} {
+		var out strings.Builder
+		if code := run(context.Background(), []string{v}, env(nil), &out, io.Discard, nil); code != 0 || !strings.HasPrefix(out.String(), "smqd revision ") {
+			t.Errorf("%s: exit %d, %q", v, code, out.String())
+		}
 	}
 	if code := run(context.Background(), []string{"--listen", "256.0.0.1:99999", "--no-auth", "--data-dir", t.TempDir()}, env(nil), io.Discard, io.Discard, nil); code != 1 {
 		t.Fatalf("bad listen exit %d", code)

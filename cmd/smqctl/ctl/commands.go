@@ -60,6 +60,7 @@ func groups() map[string]map[string]verb {
 			"backup":     {"download a single node's online backup, checked whole: backup -o FILE (restore: smqd restore)", (*run).backup},
 			"migrate":    {"make this smqd's queues, topics and subscriptions on another and move its messages there: migrate --to ENDPOINT", (*run).migrate},
 			"completion": {"print the bash or zsh completion script", (*run).completion},
+			"version":    {"what this smqctl was built from (git revision, Go version)", (*run).version},
 		},
 	}
 }

@@ -19,7 +19,7 @@ func (r *run) completion(ctx context.Context, name string, args []string) error 
 			verbs[g] = strings.Join(verbNames(g), " ")
 		}
 	}
-	top := []string{"queue", "message", "topic", "subscription", "cluster", "send", "receive", "peek", "stats", "backup", "migrate", "completion", "help"}
+	top := []string{"queue", "message", "topic", "subscription", "cluster", "send", "receive", "peek", "stats", "backup", "migrate", "completion", "version", "help"}
 	lists := []any{strings.Join(top, " "), verbs["queue"], verbs["message"], verbs["topic"], verbs["subscription"], verbs["cluster"]}
 	switch pos[0] {
 	case "bash":

@@ -470,3 +470,13 @@ func TestSendProperties(t *testing.T) {
 		t.Errorf("published: %+v", ms)
 	}
 }
+
+func TestVersion(t *testing.T) {
+	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{}}
+	if out := c.ok("version"); !strings.HasPrefix(out, "smqctl revision ") {
+		t.Errorf("version: %q", out)
+	}
+	if v := decodeJSON[map[string]any](t, c.ok("version", "--json")); v["go_version"] == "" {
+		t.Errorf("version --json: %v", v)
+	}
+}

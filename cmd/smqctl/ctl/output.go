@@ -1,12 +1,16 @@
 package ctl
 
 import (
+	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/smqd/smqd/cmd/internal/version"
 )
 
 // printJSON writes v as indented JSON.
@@ -45,4 +49,18 @@ func oneLine(s string, max int) string {
 // jsonLine writes v as one line of JSON.
 func jsonLine(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
+}
+
+// version prints what this smqctl was built from.
+func (r *run) version(ctx context.Context, name string, args []string) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	if _, err := r.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	in := version.Get()
+	if r.g.json {
+		return r.printJSON(map[string]any{"revision": in.Revision, "vcs_time": in.Time, "modified": in.Modified, "go_version": in.Go})
+	}
+	fmt.Fprintln(r.env.Stdout, "smqctl", in)
+	return nil
 }
