@@ -295,6 +295,20 @@ func (r *run) queueSet(ctx context.Context, name string, args []string) error {
 	return nil
 }
 
+// forEachName runs op on each of names in turn, each with its own request
+// deadline (--timeout), and stops at the first error.
+func (r *run) forEachName(ctx context.Context, names []string, op func(ctx context.Context, name string) error) error {
+	for _, n := range names {
+		rctx, cancel := r.reqCtx(ctx, 0)
+		err := op(rctx, n)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // queuePurge deletes every message of each queue named (smqd's
 // PurgeQueue); the queues stay.
 func (r *run) queuePurge(ctx context.Context, name string, args []string) error {
@@ -308,17 +322,18 @@ func (r *run) queuePurge(ctx context.Context, name string, args []string) error 
 		return err
 	}
 	purged := map[string]int{}
-	for _, q := range pos {
-		rctx, cancel := r.reqCtx(ctx, 0)
+	err = r.forEachName(ctx, pos, func(rctx context.Context, q string) error {
 		n, err := c.purgeQueue(rctx, q)
-		cancel()
-		if err != nil {
-			return err
+		if err == nil {
+			purged[q] = n
+			if !r.g.json {
+				fmt.Fprintf(r.env.Stdout, "purged %d message(s) from %s\n", n, q)
+			}
 		}
-		purged[q] = n
-		if !r.g.json {
-			fmt.Fprintf(r.env.Stdout, "purged %d message(s) from %s\n", n, q)
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if r.g.json {
 		return r.printJSON(map[string]any{"purged": purged})
@@ -339,17 +354,18 @@ func (r *run) queueRm(ctx context.Context, name string, args []string) error {
 	// smqd answers 404 QueueNotExist for a queue that is not there (spec
 	// §5): a typo exits 3.
 	var gone []string
-	for _, q := range pos {
-		rctx, cancel := r.reqCtx(ctx, 0)
+	err = r.forEachName(ctx, pos, func(rctx context.Context, q string) error {
 		err := c.deleteQueue(rctx, q)
-		cancel()
-		if err != nil {
-			return err
+		if err == nil {
+			gone = append(gone, q)
+			if !r.g.json {
+				fmt.Fprintf(r.env.Stdout, "deleted queue %s\n", q)
+			}
 		}
-		gone = append(gone, q)
-		if !r.g.json {
-			fmt.Fprintf(r.env.Stdout, "deleted queue %s\n", q)
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if r.g.json {
 		return r.printJSON(map[string]any{"deleted": gone})

@@ -320,20 +320,21 @@ func (r *run) subRm(ctx context.Context, name string, args []string) error {
 	// Unsubscribe answers 204 for a subscription that is not there (topic
 	// spec §2.9); asking first makes a typo exit 3, as queue rm does.
 	var gone []string
-	for _, s := range pos[1:] {
-		rctx, cancel := r.reqCtx(ctx, 0)
+	err = r.forEachName(ctx, pos[1:], func(rctx context.Context, s string) error {
 		_, err := c.getSubscription(rctx, pos[0], s)
 		if err == nil {
 			err = c.unsubscribe(rctx, pos[0], s)
 		}
-		cancel()
-		if err != nil {
-			return err
+		if err == nil {
+			gone = append(gone, s)
+			if !r.g.json {
+				fmt.Fprintf(r.env.Stdout, "deleted subscription %s of topic %s\n", s, pos[0])
+			}
 		}
-		gone = append(gone, s)
-		if !r.g.json {
-			fmt.Fprintf(r.env.Stdout, "deleted subscription %s of topic %s\n", s, pos[0])
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if r.g.json {
 		return r.printJSON(map[string]any{"topic": pos[0], "deleted": gone})

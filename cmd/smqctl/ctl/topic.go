@@ -316,20 +316,21 @@ func (r *run) topicRm(ctx context.Context, name string, args []string) error {
 	// DeleteTopic answers 204 for a topic that is not there (topic spec
 	// §2.4); asking first makes a typo exit 3, as queue rm does.
 	var gone []string
-	for _, t := range pos {
-		rctx, cancel := r.reqCtx(ctx, 0)
+	err = r.forEachName(ctx, pos, func(rctx context.Context, t string) error {
 		_, err := c.getTopic(rctx, t)
 		if err == nil {
 			err = c.deleteTopic(rctx, t)
 		}
-		cancel()
-		if err != nil {
-			return err
+		if err == nil {
+			gone = append(gone, t)
+			if !r.g.json {
+				fmt.Fprintf(r.env.Stdout, "deleted topic %s and its subscriptions\n", t)
+			}
 		}
-		gone = append(gone, t)
-		if !r.g.json {
-			fmt.Fprintf(r.env.Stdout, "deleted topic %s and its subscriptions\n", t)
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if r.g.json {
 		return r.printJSON(map[string]any{"deleted": gone})
