@@ -112,8 +112,8 @@ func (r *run) queueRedrive(ctx context.Context, name string, args []string) erro
 }
 
 // moveAll runs up to n movers made by mk (given how many run) side by side
-// on one queue, each on its share of limit, releases what each left, and
-// returns their results together.
+// on one queue, each on its share of limit, then releases what each left,
+// and returns their results together.
 func moveAll(ctx context.Context, r *run, n, limit int, mk func(n int) *mover) (redriveResult, error) {
 	n = max(1, min(n, (limit+MaxBatchMessages-1)/MaxBatchMessages)) // no more movers than batches
 	movers := make([]*mover, n)
@@ -129,12 +129,16 @@ func moveAll(ctx context.Context, r *run, n, limit int, mk func(n int) *mover) (
 		go func(mv *mover, err *error) {
 			defer wg.Done()
 			*err = mv.run(ctx, r, share)
-			if rerr := mv.release(ctx, r); *err == nil {
-				*err = rerr
-			}
 		}(movers[i], &errs[i])
 	}
 	wg.Wait()
+	// Only now: a message left and released early would be received again
+	// by a mover still running, and use up its share.
+	for i, mv := range movers {
+		if err := mv.release(ctx, r); errs[i] == nil {
+			errs[i] = err
+		}
+	}
 	res := redriveResult{To: map[string]int{}}
 	seen := map[string]bool{}
 	for _, mv := range movers {
