@@ -174,7 +174,9 @@ func (s *shard) openBroker() (*engine.Broker, error) { return s.openBrokerAt(s.d
 
 // openBrokerAt opens a broker of this shard in dir.
 func (s *shard) openBrokerAt(dir string) (*engine.Broker, error) {
-	o := shardShare(s.n.cfg.Engine, len(s.n.shards))
+	// The configured count: the node opens its shards one after another,
+	// so len(s.n.shards) is not it yet.
+	o := shardShare(s.n.cfg.Engine, s.n.cfg.Shards)
 	o.Dir = dir
 	// A leader's records are written with the entry header its append
 	// worker writes and syncs: one write per round, not two.

@@ -3,6 +3,8 @@ package cluster
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/smqd/smqd/engine"
@@ -112,5 +114,35 @@ func TestClusterLargestSendFitsAShardsRing(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// TestClusterShardsShareTheNodesBudget: every shard of a running node gets
+// the same share of the node's budget, whatever order the shards open in.
+// (Each shard once divided by the shards opened before it: shard 0 took
+// the whole 64 MiB segment, shard 7 a ninth of it.)
+func TestClusterShardsShareTheNodesBudget(t *testing.T) {
+	const shards = 4
+	c := newTestClusterWith(t, 1, shards, func(_ int, o *engine.Options) {
+		o.WAL.SegmentBytes = 32 << 20 // a share of 8 MiB, above the 4 MiB floor
+	})
+	want := shardShare(c.config(0).Engine, shards).WAL.SegmentBytes
+	if want != 8<<20 {
+		t.Fatalf("the share is %d, want 8 MiB", want)
+	}
+	for i := range shards {
+		segs, err := filepath.Glob(filepath.Join(shardDir(c.dirs[0], i), "wal", "*.wal"))
+		if err != nil || len(segs) == 0 {
+			t.Fatalf("shard %d: no segment (%v)", i, err)
+		}
+		for _, p := range segs {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Size() != want {
+				t.Errorf("shard %d: segment %s of %d bytes, want %d", i, filepath.Base(p), fi.Size(), want)
+			}
+		}
 	}
 }
