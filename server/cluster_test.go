@@ -31,6 +31,8 @@ type clusterEnv struct {
 	nodes []*cluster.Node
 	envs  []*testEnv
 	logTo io.Writer // if set, every node's Info log goes there too
+	// srvOpts, if set, adjusts every node's server options.
+	srvOpts func(*Options)
 }
 
 // hold picks node id's raft address and holds its listener for the node's
@@ -118,8 +120,12 @@ func (c *clusterEnv) startWith(i, shards int, join bool, rl net.Listener) error 
 		ln.Close()
 		return fmt.Errorf("node %d: %w", i+1, err)
 	}
-	srv, err := NewCluster(node, Options{Credentials: map[string]string{testKeyID: testSecret}, Logger: log, Console: true,
-		ClusterLeaderWait: 500 * time.Millisecond})
+	so := Options{Credentials: map[string]string{testKeyID: testSecret}, Logger: log, Console: true,
+		ClusterLeaderWait: 500 * time.Millisecond}
+	if c.srvOpts != nil {
+		c.srvOpts(&so)
+	}
+	srv, err := NewCluster(node, so)
 	if err != nil {
 		ln.Close()
 		node.Close()

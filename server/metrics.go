@@ -206,8 +206,8 @@ func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx, st *reqState) {
 // maxOpsConns caps the connections of the ServeMetrics listeners.
 const maxOpsConns = 64
 
-// handleOps serves the ServeMetrics listener: /metrics and /healthz; every
-// other request is 400 InvalidRequestURL.
+// handleOps serves the ServeMetrics listener: /metrics, /healthz and a
+// cluster node's /cluster; every other request is 400 InvalidRequestURL.
 func (s *Server) handleOps(ctx *fasthttp.RequestCtx) {
 	st := s.states.Get().(*reqState)
 	defer func() { st.release(); s.states.Put(st) }()
@@ -217,10 +217,14 @@ func (s *Server) handleOps(ctx *fasthttp.RequestCtx) {
 		s.serveMetrics(ctx, st)
 	case opHealthz:
 		s.healthz(ctx)
+	case opCluster:
+		st.reqID = s.appendRequestID(st.reqID[:0], time.Now())
+		setCommonHeaders(ctx, st.reqID)
+		s.serveClusterStatus(ctx, st)
 	default:
 		st.reqID = s.appendRequestID(st.reqID[:0], time.Now())
 		setCommonHeaders(ctx, st.reqID)
-		s.writeError(ctx, st, codeInvalidRequestURL, "only GET /metrics and GET /healthz are served on this address")
+		s.writeError(ctx, st, codeInvalidRequestURL, "only GET /metrics, GET /healthz and GET /cluster are served on this address")
 	}
 }
 

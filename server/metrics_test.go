@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/cluster"
 )
 
 // promSample is one sample of the exposition.
@@ -552,4 +553,48 @@ func TestMetricsOldestMessageAge(t *testing.T) {
 	if v := value(t, scrape(t, c), "smqd_oldest_message_age_seconds"); v != 2 {
 		t.Errorf("after slow's message was received: %v, want 2", v)
 	}
+}
+
+// With SeparateMetrics, a cluster node's /cluster is served on both
+// listeners: unsigned on the metrics one (as /metrics), and only to
+// signed requests on the API one (smqctl cluster status, the console).
+// (It was refused on the API listener and unknown on the metrics one, so
+// it was served nowhere.)
+func TestClusterStatusWithSeparateMetrics(t *testing.T) {
+	c := startCluster(t, 1, 1, func(c *clusterEnv) {
+		c.srvOpts = func(o *Options) { o.SeparateMetrics = true }
+	})
+	c.ready()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go c.envs[0].srv.ServeMetrics(ln)
+	api := c.envs[0].client()
+	ops := &client{env: &testEnv{t: t, addr: ln.Addr().String(), now: time.Now}}
+	status := func(where string, r *response) {
+		t.Helper()
+		var st cluster.Status
+		if r.status != 200 || r.header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: %s", where, r)
+		}
+		if err := json.Unmarshal(r.body, &st); err != nil || st.NodeID != 1 || len(st.Shards) != 1 {
+			t.Fatalf("%s: %v %+v", where, err, st)
+		}
+	}
+	status("signed, on the API listener", api.get("/cluster"))
+	status("unsigned, on the metrics listener", ops.do(req{method: "GET", target: "/cluster", noSign: true}))
+	wantError(t, api.do(req{method: "GET", target: "/cluster", noSign: true}), 400, "MissingAuthorizationHeader")
+	wantError(t, api.get("/metrics"), 400, "InvalidRequestURL")
+
+	// A single node has no /cluster on either.
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.SeparateMetrics = true }})
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go env.srv.ServeMetrics(ln2)
+	ops2 := &client{env: &testEnv{t: t, addr: ln2.Addr().String(), now: env.now}}
+	wantError(t, ops2.do(req{method: "GET", target: "/cluster", noSign: true}), 400, "InvalidRequestURL")
+	wantError(t, env.client().get("/cluster"), 400, "InvalidRequestURL")
 }

@@ -346,12 +346,13 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		s.servePushCert(ctx, st, path)
 		return
 	case opCluster:
+		// Unsigned beside an unsigned /metrics; with the metrics on their
+		// own address, here for signed requests only (smqctl cluster
+		// status, the console), and unsigned there (handleOps).
 		if !s.opts.SeparateMetrics {
 			s.serveClusterStatus(ctx, st)
 			return
 		}
-		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "/cluster is served on the metrics address, not here"))
-		return
 	case opMetrics:
 		if !s.opts.SeparateMetrics {
 			s.serveMetrics(ctx, st)
@@ -430,6 +431,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 	if r.op == opBackup {
 		st.ran = true
 		s.serveBackup(ctx, st)
+		return
+	}
+	if r.op == opCluster {
+		s.serveClusterStatus(ctx, st)
 		return
 	}
 	if r.op.isTopic() {
