@@ -127,6 +127,12 @@ type FollowerStatus struct {
 	Lag    uint64 `json:"lag"`   // entries behind the leader's last
 	State  string `json:"state"` // probe, replicate or snapshot
 	Active bool   `json:"active"`
+	// Next: the next entry the leader sends it; Paused: its flow is
+	// throttled (in-flight appends full, or a probe sent); Inflight:
+	// appends sent and not yet acknowledged.
+	Next     uint64 `json:"next_index"`
+	Paused   bool   `json:"paused"`
+	Inflight int    `json:"inflight"`
 }
 
 // Status returns the node's view. A shard whose loop does not answer
@@ -192,8 +198,12 @@ func (n *Node) Status() Status {
 					if last > pr.Match {
 						lag = last - pr.Match
 					}
-					ss.Followers = append(ss.Followers, FollowerStatus{NodeID: id, Match: pr.Match, Lag: lag,
-						State: progressName(pr.State), Active: pr.RecentActive})
+					fs := FollowerStatus{NodeID: id, Match: pr.Match, Lag: lag,
+						State: progressName(pr.State), Active: pr.RecentActive, Next: pr.Next, Paused: pr.MsgAppFlowPaused}
+					if pr.Inflights != nil {
+						fs.Inflight = pr.Inflights.Count()
+					}
+					ss.Followers = append(ss.Followers, fs)
 				}
 				sort.Slice(ss.Followers, func(a, b int) bool { return ss.Followers[a].NodeID < ss.Followers[b].NodeID })
 			}

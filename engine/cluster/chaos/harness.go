@@ -418,7 +418,17 @@ func (c *Cluster) converged() error {
 		}
 		for _, f := range lead.Followers {
 			if !f.Active || f.Lag > 0 || f.State != "replicate" {
-				return fmt.Errorf("shard %d: follower %d %s, lag %d, active %v", sh, f.NodeID, f.State, f.Lag, f.Active)
+				// The follower's own view beside the leader's, for a
+				// follower that stays behind.
+				var own cluster.ShardStatus
+				for i := range sts {
+					if sts[i].NodeID == f.NodeID {
+						own = sts[i].Shards[sh]
+					}
+				}
+				return fmt.Errorf("shard %d: follower %d %s, lag %d, active %v (leader %d term %d commit %d: match %d, next %d, paused %v, inflight %d; the follower: %s, leader %d, term %d, commit %d, applied %d)",
+					sh, f.NodeID, f.State, f.Lag, f.Active, lead.Leader, lead.Term, lead.Commit, f.Match, f.Next, f.Paused, f.Inflight,
+					own.Role, own.Leader, own.Term, own.Commit, own.Applied)
 			}
 		}
 	}
