@@ -255,6 +255,24 @@ func parseEndpoint(ep string) (endpointKind, string, error) {
 	return 0, "", bad("is of no known form: http(s)://host[:port][/path], acs:mns:{region}:{account}:queues/{queue}, mail:directmail:{address}, sms:directsms:{phone} or push:{appKey}")
 }
 
+// sameSubscription reports whether a Subscribe with cfg repeats the
+// subscription made with old. Queue endpoints are the same when they name
+// the same queue, whatever their region and account (spec §0.6: SDKs fill
+// them in from the host they were given, so one set-up run by another SDK
+// or through another host name sends other ones).
+func sameSubscription(old, cfg SubscriptionConfig) bool {
+	if old == cfg {
+		return true
+	}
+	ko, qo, err1 := parseEndpoint(old.Endpoint)
+	kc, qc, err2 := parseEndpoint(cfg.Endpoint)
+	if err1 != nil || err2 != nil || ko != endpointQueue || kc != endpointQueue || qo != qc {
+		return false
+	}
+	cfg.Endpoint = old.Endpoint
+	return old == cfg
+}
+
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
@@ -583,7 +601,7 @@ func (b *Broker) Subscribe(topicName, name string, cfg SubscriptionConfig) (crea
 	old, n := t.subs[name], len(t.subs)
 	b.topics.mu.RUnlock()
 	if old != nil {
-		if old.cfg == cfg {
+		if sameSubscription(old.cfg, cfg) {
 			return false, nil
 		}
 		return false, ErrSubscriptionAlreadyExist

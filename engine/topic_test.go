@@ -106,10 +106,25 @@ func TestTopicAdmin(t *testing.T) {
 	if created, err := b.Subscribe("t", "s", same); err != nil || created {
 		t.Fatalf("subscribe again: %v %v", created, err)
 	}
+	// The same queue under another region and account is the same
+	// endpoint (spec §0.6: SDKs fill them from the host they were given).
+	elsewhere := same
+	elsewhere.Endpoint = "acs:mns:0:127:queues/q1" // PHP's; qEndpoint is Go's
+	if created, err := b.Subscribe("t", "s", elsewhere); err != nil || created {
+		t.Fatalf("subscribe again, the queue under another region and account: %v %v", created, err)
+	}
+	if si, err := b.GetSubscriptionAttributes("t", "s"); err != nil || si.Config.Endpoint != cfg.Endpoint {
+		t.Fatalf("the endpoint became %q (%v), want the first one's", si.Config.Endpoint, err)
+	}
 	other := cfg
 	other.Format = FormatSimplified
 	if _, err := b.Subscribe("t", "s", other); !errors.Is(err, ErrSubscriptionAlreadyExist) {
 		t.Fatalf("subscribe other: %v", err)
+	}
+	otherQueue := cfg
+	otherQueue.Endpoint = qEndpoint("q2")
+	if _, err := b.Subscribe("t", "s", otherQueue); !errors.Is(err, ErrSubscriptionAlreadyExist) {
+		t.Fatalf("subscribe again to another queue: %v", err)
 	}
 	if _, err := b.Subscribe("t", "mail", SubscriptionConfig{Endpoint: "mail:directmail:a@example.com"}); err != nil {
 		t.Fatalf("mail endpoint: %v", err)
