@@ -57,6 +57,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/netip"
 	"net/url"
 	"sort"
@@ -605,8 +606,8 @@ func (ps *pushSub) request(ctx context.Context, sub *subscription, env *pushEnve
 			[2]string{"x-mns-subscription-name", sub.name},
 			[2]string{"x-mns-publish-time", strconv.FormatInt(env.publishMs, 10)},
 		)
-		if len(env.tag) > 0 {
-			mns = append(mns, [2]string{"x-mns-message-tag", string(env.tag)})
+		if tag := headerValue(env.tag); tag != "" {
+			mns = append(mns, [2]string{"x-mns-message-tag", tag})
 		}
 	}
 	if p.opts.Signer != nil {
@@ -629,6 +630,20 @@ func (ps *pushSub) request(ctx context.Context, sub *subscription, env *pushEnve
 		h["Authorization"] = []string{sig}
 	}
 	return req, nil
+}
+
+// headerValue is tag as an HTTP header carries it, so that the signature
+// covers what is sent: net/http trims a value's surrounding blanks, and
+// refuses a request whose value holds a control character (a tag published
+// before those were refused: each becomes a space).
+func headerValue(tag []byte) string {
+	b := []byte(string(tag))
+	for i, c := range b {
+		if c < 0x20 || c == 0x7f {
+			b[i] = ' '
+		}
+	}
+	return textproto.TrimString(string(b))
 }
 
 // PushStringToSign is the text a push signature covers (spec §3.6):

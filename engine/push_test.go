@@ -623,3 +623,26 @@ func TestPushQueuesFollowSubscriptions(t *testing.T) {
 		t.Fatal("DeleteTopic left a push queue")
 	}
 }
+
+// TestPushTagAsSent: a SIMPLIFIED push's x-mns-message-tag is signed as
+// it is sent. HTTP trims a header value's surrounding blanks, so a tag
+// with blanks around it was pushed trimmed but signed whole, and every
+// receiver that checks signatures refused it.
+func TestPushTagAsSent(t *testing.T) {
+	b, clk := openTest(t, Options{Push: pushOptions()})
+	rcv := newReceiver(t, clk)
+	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Subscribe("t", "s", SubscriptionConfig{Endpoint: rcv.url("/"), Format: FormatSimplified}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish("t", PublishInput{Body: []byte("x"), Tag: " sp "}); err != nil {
+		t.Fatal(err)
+	}
+	req := rcv.next(t)
+	if got := req.headers["x-mns-message-tag"]; got != "sp" {
+		t.Errorf("x-mns-message-tag %q, want the tag as HTTP sends it, %q", got, "sp")
+	}
+	verifyPush(t, req, &testPushKey().PublicKey, testCertURL)
+}

@@ -277,10 +277,17 @@ func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
-// checkTag checks a FilterTag or MessageTag: at most 16 characters.
+// checkTag checks a FilterTag or MessageTag: at most 16 characters, and
+// none a control character (a SIMPLIFIED push carries the tag in an HTTP
+// header, which cannot hold one).
 func checkTag(field, tag string) error {
 	if !utf8.ValidString(tag) || utf8.RuneCountInString(tag) > MaxFilterTagLen {
 		return argErr(field, "must be at most %d characters", MaxFilterTagLen)
+	}
+	for i := 0; i < len(tag); i++ {
+		if c := tag[i]; c < 0x20 || c == 0x7f {
+			return argErr(field, "must not contain control characters (byte 0x%02x at %d)", c, i)
+		}
 	}
 	return nil
 }

@@ -288,6 +288,36 @@ func TestPublishFilterTags(t *testing.T) {
 			t.Errorf("q%d: %d messages, want %d", i, got, want)
 		}
 	}
+	// A tag with a control character cannot be an HTTP header (a SIMPLIFIED
+	// push's x-mns-message-tag): refused at the publish and at Subscribe,
+	// and nothing is delivered.
+	for _, tag := range []string{"a\nb", "a\rb", "\x00", "a\x7f"} {
+		if _, err := b.Publish("t", PublishInput{Body: []byte("x"), Tag: tag}); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("publish with the tag %q: %v, want InvalidArgument", tag, err)
+		}
+		if _, err := b.Subscribe("t", "ctl", SubscriptionConfig{Endpoint: qEndpoint("q3"), FilterTag: tag}); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("subscribe with the filter tag %q: %v, want InvalidArgument", tag, err)
+		}
+	}
+	for i := range tags {
+		q, _ := b.Queue(fmt.Sprintf("q%d", i))
+		if got := len(receiveAll(t, q)); got != 0 {
+			t.Errorf("q%d got %d messages of refused publishes", i, got)
+		}
+	}
+	// Blanks are part of a tag: a FilterTag matches byte for byte.
+	mustQueue(t, b, "blank", DefaultQueueConfig())
+	if _, err := b.Subscribe("t", "blank", SubscriptionConfig{Endpoint: qEndpoint("blank"), FilterTag: " a"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range []string{"a", " a"} {
+		if _, err := b.Publish("t", PublishInput{Body: []byte(tag), Tag: tag}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q, _ := b.Queue("blank"); len(receiveAll(t, q)) != 1 {
+		t.Error(`the FilterTag " a" did not take exactly the message tagged " a"`)
+	}
 	// A subscription whose queue is gone is skipped; the others still get it.
 	if err := b.DeleteQueue("q0"); err != nil {
 		t.Fatal(err)

@@ -53,7 +53,7 @@ func FuzzTopicRequests(f *testing.F) {
 		} else {
 			known(t, err)
 		}
-		if sd, err := decodeSubscription(&d, in); err == nil {
+		if sd, err := decodeSubscription(&d, in, false); err == nil {
 			_, err = b.Subscribe("t", "s", sd.cfg)
 			known(t, err)
 			if err == nil {

@@ -220,6 +220,7 @@ func TestSubscriptions(t *testing.T) {
 		{subBody("acs:mns:r:a:queues/small", ""), "EndpointInvalid"},
 		{subBody("acs:mns:r:a:queues/-bad", ""), "EndpointInvalid"},
 		{subBody(qep("q1"), `<FilterTag>`+strings.Repeat("x", 17)+`</FilterTag>`), "InvalidArgument"},
+		{subBody(qep("q1"), `<FilterTag>a&#10;b</FilterTag>`), "InvalidArgument"}, // no HTTP header could carry it
 		{subBody(qep("q1"), `<NotifyStrategy>SOMETIMES</NotifyStrategy>`), "InvalidArgument"},
 		{subBody(qep("q1"), `<NotifyContentFormat>STREAM</NotifyContentFormat>`), "InvalidArgument"},
 		{`<Subscription><FilterTag>a</FilterTag></Subscription>`, "InvalidArgument"},
@@ -254,6 +255,13 @@ func TestSubscriptions(t *testing.T) {
 	if strings.Contains(string(r.body), "FilterTag") {
 		t.Fatalf("FilterTag of an untagged subscription: %s", r.body)
 	}
+	// A FilterTag is kept byte for byte, blanks included (it is compared
+	// so with each MessageTag, spec §2.6).
+	wantStatus(t, c.put("/topics/t/subscriptions/blank", subBody(qep("q1"), `<FilterTag> a</FilterTag>`)), 201)
+	if decode(t, c.get("/topics/t/subscriptions/blank"), &s); s.FilterTag == nil || *s.FilterTag != " a" {
+		t.Fatalf("the FilterTag \" a\" came back as %v", s.FilterTag)
+	}
+	wantStatus(t, c.del("/topics/t/subscriptions/blank", ""), 204)
 
 	// SetSubscriptionAttributes: strategy (and Java's FilterTag); the
 	// endpoint and format are ignored; an empty body changes nothing.
@@ -261,6 +269,9 @@ func TestSubscriptions(t *testing.T) {
 	wantStatus(t, c.put("/topics/t/subscriptions/s1?metaoverride=true",
 		`<?xml version="1.0" encoding="utf-8"?><Subscription `+topicNS+`><NotifyStrategy>EXPONENTIAL_DECAY_RETRY</NotifyStrategy><NotifyContentFormat>JSON</NotifyContentFormat><Endpoint>x</Endpoint></Subscription>`), 204)
 	wantStatus(t, c.put("/topics/t/subscriptions/s1?metaoverride=true", ""), 204)
+	// A format no Subscribe takes is ignored by a Set as any other (spec
+	// §2.7: Java echoes its whole SubscriptionMeta).
+	wantStatus(t, c.put("/topics/t/subscriptions/s1?metaoverride=true", `<Subscription><NotifyContentFormat>STREAM</NotifyContentFormat></Subscription>`), 204)
 	decode(t, c.get("/topics/t/subscriptions/s1"), &s)
 	if s.NotifyStrategy != "EXPONENTIAL_DECAY_RETRY" || s.NotifyContentFormat != "XML" || s.Endpoint != qep("q1") || s.LastModifyTime != now+2 {
 		t.Fatalf("after set: %+v", s)

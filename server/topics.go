@@ -197,9 +197,11 @@ type subDoc struct {
 	dlq                              *string // the dead-letter extension, when present (spec §3.8)
 }
 
-// decodeSubscription decodes a Subscription document (Subscribe and
-// SetSubscriptionAttributes, spec §2.6, §2.7). An empty FilterTag is absent.
-func decodeSubscription(d *xmlDoc, body []byte) (subDoc, error) {
+// decodeSubscription decodes a Subscription document (Subscribe and, with
+// set, SetSubscriptionAttributes, spec §2.6, §2.7). An empty FilterTag is
+// absent. A Set ignores Endpoint and NotifyContentFormat, whatever they
+// hold (Java echoes a whole SubscriptionMeta).
+func decodeSubscription(d *xmlDoc, body []byte, set bool) (subDoc, error) {
 	var sd subDoc
 	if empty, err := parseRoot(d, body, "Subscription"); empty || err != nil {
 		return sd, err
@@ -212,14 +214,17 @@ func decodeSubscription(d *xmlDoc, body []byte) (subDoc, error) {
 		case "Endpoint":
 			sd.cfg.Endpoint, sd.hasEndpoint = v, v != ""
 		case "FilterTag":
-			sd.cfg.FilterTag, sd.hasTag = v, v != ""
+			// Byte for byte, as the MessageTag it is compared with (spec
+			// §2.6): blanks are part of a tag.
+			tag := string(d.textOf(c))
+			sd.cfg.FilterTag, sd.hasTag = tag, tag != ""
 		case "NotifyStrategy":
 			if v != "" {
 				sd.cfg.Strategy, err = engine.ParseNotifyStrategy(v)
 				sd.hasStrategy = true
 			}
 		case "NotifyContentFormat":
-			if v != "" {
+			if v != "" && !set {
 				sd.cfg.Format, err = engine.ParseNotifyContentFormat(v)
 			}
 		case "DeadLetterTargetQueue", "DlqPolicy":
@@ -406,7 +411,7 @@ func (s *Server) listTopics(ctx *fasthttp.RequestCtx, st *reqState) error {
 }
 
 func (s *Server) subscribe(ctx *fasthttp.RequestCtx, st *reqState) error {
-	sd, err := decodeSubscription(&st.doc, st.body)
+	sd, err := decodeSubscription(&st.doc, st.body, false)
 	if err != nil {
 		return err
 	}
@@ -439,7 +444,7 @@ func (s *Server) subscribe(ctx *fasthttp.RequestCtx, st *reqState) error {
 // setSubscriptionAttributes applies NotifyStrategy and FilterTag (Java
 // sends it); Endpoint and NotifyContentFormat are ignored (spec §2.7).
 func (s *Server) setSubscriptionAttributes(ctx *fasthttp.RequestCtx, st *reqState) error {
-	sd, err := decodeSubscription(&st.doc, st.body)
+	sd, err := decodeSubscription(&st.doc, st.body, true)
 	if err != nil {
 		return err
 	}
