@@ -93,6 +93,12 @@ type MovedMessage struct {
 // and no larger than its MaximumMessageSize.
 func (m *MovedMessage) delivery() bool { return m.EnqueueMs == 0 && m.ExpireMs == 0 }
 
+// maxDeliveryBytes bounds a topic's delivery to a queue: a published body
+// of MaxMessageBytes with every byte escaped in its XML or JSON envelope
+// (at most 6 bytes each: "&quot;", "\u001f"), and the envelope's other
+// fields (names, the owner taken from the Host header) with room to spare.
+const maxDeliveryBytes = 6*MaxMessageBytes + 64<<10
+
 // Delivery reports whether m is a topic's delivery (EnqueueMs and
 // ExpireMs 0), not a dead letter: for a router's counters.
 func (m *MovedMessage) Delivery() bool { return m.delivery() }
@@ -196,16 +202,21 @@ func (q *Queue) AcceptMoved(ms []MovedMessage) error {
 	var scratch []Property
 	for i := range ms {
 		m := &ms[i]
+		limit := MaxMessageBytes
+		if m.delivery() {
+			limit = maxDeliveryBytes
+		}
 		var err error
 		switch {
-		case len(m.Body) == 0 || len(m.Body) > MaxMessageBytes:
-			err = argErr("MessageBody", "is %d bytes, not between 1 and %d", len(m.Body), MaxMessageBytes)
+		case len(m.Body) == 0 || len(m.Body) > limit:
+			err = argErr("MessageBody", "is %d bytes, not between 1 and %d", len(m.Body), limit)
 		case m.Priority < MinPriority || m.Priority > MaxPriority:
 			err = rangeErr("Priority", MinPriority, MaxPriority, "")
 		case m.delivery():
-			if len(m.Body) > meta.maxBody {
-				err = argErr("MessageBody", "is %d bytes, more than the queue's MaximumMessageSize of %d", len(m.Body), meta.maxBody)
-			}
+			// Stored whatever the queue's MaximumMessageSize, as a
+			// delivery on the topic's own shard is (publish.go): Subscribe
+			// checked that the published message fits, and its XML or
+			// JSON envelope is what makes it larger.
 		case m.ExpireMs <= now:
 			err = argErr("ExpireTime", "has passed: the message expired on its way")
 		case m.EnqueueMs <= 0 || m.EnqueueMs > now+int64(time.Hour/time.Millisecond) ||

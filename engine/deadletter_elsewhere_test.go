@@ -19,6 +19,7 @@ type twoBrokers struct {
 	refuse   int // hops still to refuse before storing anything
 	loseNext int // hops still to store and then report failed
 	hops     int
+	maxBytes int // the largest hop's bodies
 }
 
 func (r *twoBrokers) Elsewhere(name string) bool { return strings.HasPrefix(name, "far-") }
@@ -31,8 +32,13 @@ func (r *twoBrokers) Exists(name string) bool {
 func (r *twoBrokers) CatchUp(string) {}
 
 func (r *twoBrokers) Move(ctx context.Context, target string, ms []MovedMessage) error {
+	size := 0
+	for i := range ms {
+		size += len(ms[i].Body)
+	}
 	r.mu.Lock()
 	r.hops++
+	r.maxBytes = max(r.maxBytes, size)
 	refuse, lose := r.refuse > 0, r.refuse == 0 && r.loseNext > 0
 	if refuse {
 		r.refuse--

@@ -552,8 +552,9 @@ func (b *Broker) checkSubscription(t *topic, cfg SubscriptionConfig) (endpointKi
 	}
 	if kind == endpointQueue {
 		if b.relayed(qname) {
-			// Its MaximumMessageSize is checked at each delivery there
-			// (Queue.AcceptMoved), which refuses a larger message.
+			// Its MaximumMessageSize is not known here, and not checked:
+			// its deliveries are stored whatever their size
+			// (Queue.AcceptMoved), as a local queue's are.
 			if !b.opts.DeadLetterRouter.Exists(qname) {
 				return 0, "", &EndpointError{Endpoint: cfg.Endpoint, Msg: "its queue " + qname + " does not exist"}
 			}

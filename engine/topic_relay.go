@@ -72,16 +72,21 @@ func (b *Broker) relayed(name string) bool {
 	return r != nil && r.Elsewhere(name)
 }
 
+// relayBatchBytes bounds the bodies of one hop: a batch of large
+// deliveries (a notification's envelope may be several times its message)
+// goes in several, each well within a shard's in-memory log ring.
+const relayBatchBytes = 1 << 20
+
 // relay carries ms, received from a relayed subscription's push queue, to
-// its queue in one hop, and appends the handles to delete to done.
+// its queue in hops of at most relayBatchBytes (one hop unless the bodies
+// are large), and appends the handles to delete to done.
 func (ps *pushSub) relay(ctx context.Context, ms []Message, done []ReceiptHandle) []ReceiptHandle {
 	p, b := ps.p, ps.p.b
 	sub := ps.sub.Load()
-	router := b.opts.DeadLetterRouter
 	var batch [MaxBatch]MovedMessage
 	var envs [MaxBatch]pushEnvelope
 	var at [MaxBatch]int
-	n := 0
+	n, size := 0, 0
 	for i := range ms {
 		env, err := decodePushEnvelope(ms[i].Body)
 		if err != nil {
@@ -89,6 +94,10 @@ func (ps *pushSub) relay(ctx context.Context, ms []Message, done []ReceiptHandle
 			ps.settleDelete(&ms[i])
 			p.discarded.Add(1)
 			continue
+		}
+		if n > 0 && size+len(env.body) > relayBatchBytes {
+			done = ps.hop(ctx, sub, ms, batch[:n], envs[:n], at[:n], done)
+			n, size = 0, 0
 		}
 		var props []byte
 		if len(ms[i].Properties) > 0 {
@@ -98,12 +107,21 @@ func (ps *pushSub) relay(ctx context.Context, ms []Message, done []ReceiptHandle
 		batch[n] = MovedMessage{Body: env.body, Props: props, Priority: DefaultPriority}
 		envs[n], at[n] = env, i
 		n++
+		size += len(env.body)
 	}
 	if n == 0 {
 		return done
 	}
+	return ps.hop(ctx, sub, ms, batch[:n], envs[:n], at[:n], done)
+}
+
+// hop moves batch (the deliveries of ms[at[k]]) to the subscription's
+// queue in one call, and settles them by its outcome.
+func (ps *pushSub) hop(ctx context.Context, sub *subscription, ms []Message, batch []MovedMessage, envs []pushEnvelope, at []int, done []ReceiptHandle) []ReceiptHandle {
+	p, b := ps.p, ps.p.b
+	n := len(batch)
 	hctx, cancel := context.WithTimeout(ctx, moveTimeout)
-	err := router.Move(hctx, sub.queue, batch[:n])
+	err := b.opts.DeadLetterRouter.Move(hctx, sub.queue, batch)
 	cancel()
 	if err == nil {
 		p.delivered.Add(int64(n))

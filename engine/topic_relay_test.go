@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"strings"
@@ -179,9 +180,12 @@ func TestTopicRelay(t *testing.T) {
 }
 
 // AcceptMoved stores a topic's delivery as a new message of the queue:
-// delayed by its DelaySeconds, and checked against its MaximumMessageSize
-// (as a local subscription is checked at Subscribe).
-func TestAcceptMovedDeliveryChecksTheQueue(t *testing.T) {
+// delayed by its DelaySeconds, and whatever its MaximumMessageSize, as a
+// delivery on the topic's own shard is (a notification's envelope makes
+// it larger than the message Subscribe checked the queue for). Relayed
+// deliveries over the queue's size were refused, and retried for a day,
+// while the same publish's local deliveries were stored.
+func TestAcceptMovedDelivery(t *testing.T) {
 	b, clk := openTest(t, Options{})
 	cfg := DefaultQueueConfig()
 	cfg.MaxMessageBytes = 1024
@@ -200,13 +204,28 @@ func TestAcceptMovedDeliveryChecksTheQueue(t *testing.T) {
 		t.Fatalf("after its delay: %+v", msgs)
 	}
 
-	big := make([]byte, 2048)
-	err := q.AcceptMoved([]MovedMessage{{Body: []byte("ok"), Priority: DefaultPriority}, {Body: big, Priority: DefaultPriority}})
-	if !errors.Is(err, ErrInvalidArgument) {
+	// A 64 KiB message of '"' in an XML envelope: 6 bytes each.
+	big := make([]byte, 6*MaxMessageBytes+500)
+	if err := q.AcceptMoved([]MovedMessage{{Body: []byte("ok"), Priority: DefaultPriority}, {Body: big, Priority: DefaultPriority}}); err != nil {
 		t.Fatalf("a delivery larger than the queue's MaximumMessageSize: %v", err)
 	}
-	if a, i, d, _ := q.counts(); a+i+d != 1 {
-		t.Fatalf("stored %d of a refused batch", a+i+d-1)
+	if _, _, d, _ := q.counts(); d != 2 {
+		t.Fatalf("%d of the two deliveries stored", d)
+	}
+	// Beyond any rendering of a message, and a dead letter over the
+	// largest message: refused, and nothing of their batches stored.
+	huge := make([]byte, maxDeliveryBytes+1)
+	err := q.AcceptMoved([]MovedMessage{{Body: []byte("ok"), Priority: DefaultPriority}, {Body: huge, Priority: DefaultPriority}})
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a delivery of %d bytes: %v", len(huge), err)
+	}
+	now := clk.Now().UnixMilli()
+	dead := MovedMessage{Body: make([]byte, MaxMessageBytes+1), Priority: DefaultPriority, EnqueueMs: now, ExpireMs: now + 60_000}
+	if err := q.AcceptMoved([]MovedMessage{dead}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a dead letter over %d bytes: %v", MaxMessageBytes, err)
+	}
+	if _, _, d, _ := q.counts(); d != 2 {
+		t.Fatalf("stored %d of refused batches", d-2)
 	}
 }
 
@@ -282,5 +301,73 @@ func TestTopicDeadLetterElsewhere(t *testing.T) {
 	}
 	if st := b.PushStats(); st.DeadLettered != 1 || st.Discarded != 0 || st.Backlog != 0 {
 		t.Fatalf("push stats %+v", st)
+	}
+}
+
+// TestTopicRelayLargeDeliveries: the largest messages, in an XML envelope
+// that escapes every byte, reach a queue held elsewhere as they reach one
+// on the topic's own broker, over the queue's MaximumMessageSize, in hops
+// of at most relayBatchBytes. (They were refused by the other broker, and
+// retried for a day, while the local queue stored them.)
+func TestTopicRelayLargeDeliveries(t *testing.T) {
+	clk := NewFakeClock(t0)
+	far, err := Open(Options{Clock: clk, Logger: testLogger(t), Stripes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer far.Close()
+	farQ := mustQueue(t, far, "far-q", DefaultQueueConfig())
+	router := &twoBrokers{target: far}
+	b, err := Open(Options{Clock: clk, Logger: testLogger(t), Stripes: 2, DeadLetterRouter: router, Push: pushOptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	near := mustQueue(t, b, "near", DefaultQueueConfig())
+	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	for name, q := range map[string]string{"to-near": "near", "to-far": "far-q"} {
+		if _, err := b.Subscribe("t", name, SubscriptionConfig{Endpoint: qEndpoint(q)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := []byte(strings.Repeat("&", MaxMessageBytes)) // &amp; each in XML
+	const n = 8 // two workers: one takes at least four at once
+	// Every hop refused at first, so that they are retried together,
+	// in one receive of the relay's worker.
+	router.mu.Lock()
+	router.refuse = 1 << 30
+	router.mu.Unlock()
+	for range n {
+		if _, err := b.Publish("t", PublishInput{Body: body, Owner: "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "every delivery refused once", func() bool { return b.PushStats().Failed >= n })
+	router.mu.Lock()
+	router.refuse = 0
+	router.mu.Unlock()
+	clk.Advance(21 * time.Second) // past every retry's delay (10-20 s)
+	waitUntil(t, "the relayed deliveries", func() bool { a, _, _, _ := farQ.counts(); return a == n })
+	local, remote := receiveAll(t, near), receiveAll(t, farQ)
+	if len(local) != n || len(remote) != n {
+		t.Fatalf("near holds %d, far %d, want %d each", len(local), len(remote), n)
+	}
+	for _, m := range remote {
+		if len(m.Body) < 5*MaxMessageBytes || !bytes.Contains(m.Body, []byte("&amp;&amp;")) {
+			t.Fatalf("a relayed delivery of %d bytes", len(m.Body))
+		}
+	}
+	if d := len(local[0].Body) - len(remote[0].Body); d != len("to-near")-len("to-far") {
+		t.Errorf("local delivery %d bytes, relayed %d: not the same but for the subscription's name", len(local[0].Body), len(remote[0].Body))
+	}
+	router.mu.Lock()
+	defer router.mu.Unlock()
+	// A cluster shard's log ring is 2 MiB at the least: a hop is half of
+	// that at most (it held 2.6 MB, four of these, before it was bounded).
+	t.Logf("%d hops, the largest of %d bytes", router.hops, router.maxBytes)
+	if router.maxBytes > 1<<20 {
+		t.Errorf("a hop of %d bytes, over 1 MiB", router.maxBytes)
 	}
 }
