@@ -333,7 +333,7 @@ func TestTopicRelayLargeDeliveries(t *testing.T) {
 		}
 	}
 	body := []byte(strings.Repeat("&", MaxMessageBytes)) // &amp; each in XML
-	const n = 8 // two workers: one takes at least four at once
+	const n = 8                                          // two workers: one takes at least four at once
 	// Every hop refused at first, so that they are retried together,
 	// in one receive of the relay's worker.
 	router.mu.Lock()
