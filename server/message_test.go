@@ -284,6 +284,17 @@ func TestBatchDeleteMessage(t *testing.T) {
 	wantError(t, c.del("/queues/q/messages", handlesBody()), 400, "InvalidArgument")
 	wantError(t, c.del("/queues/q/messages", `<ReceiptHandles><ReceiptHandle>x</ReceiptHandles>`), 400, "MalformedXML")
 	wantError(t, c.del("/queues/nope/messages", handlesBody(h[0])), 404, "QueueNotExist")
+
+	// An entry with no handle (empty, or elements instead of text) fails
+	// the whole request and deletes nothing: an Errors entry would have
+	// to echo an empty ReceiptHandle, which Python's decoder cannot read
+	// (spec §0.7, §3.9).
+	c.mustSend("q", "kept", "")
+	m := c.mustReceive("q")
+	for _, bad := range []string{`<ReceiptHandle></ReceiptHandle>`, `<ReceiptHandle/>`, `<ReceiptHandle><x>1</x></ReceiptHandle>`} {
+		wantError(t, c.del("/queues/q/messages", `<ReceiptHandles><ReceiptHandle>`+m.ReceiptHandle+`</ReceiptHandle>`+bad+`</ReceiptHandles>`), 400, "MissingReceiptHandle")
+	}
+	wantStatus(t, c.del("/queues/q/messages?ReceiptHandle="+m.ReceiptHandle, ""), 204)
 }
 
 // Spec §9.6 check 6: receive → change visibility → new handle; old → 404; new deletes.

@@ -308,7 +308,8 @@ func decodeProps(d *xmlDoc, list int32, item string, system bool, props *[]engin
 
 // decodeHandles parses a ReceiptHandles document and returns the first
 // ReceiptHandle element and their count (1..16); the caller walks the
-// siblings named ReceiptHandle. An empty body is MissingReceiptHandle.
+// siblings named ReceiptHandle. An empty body, or an entry without a
+// handle, is MissingReceiptHandle.
 func decodeHandles(d *xmlDoc, body []byte) (first int32, n int, err error) {
 	err = d.parse(body)
 	if err == errEmptyDocument {
@@ -323,6 +324,11 @@ func decodeHandles(d *xmlDoc, body []byte) (first int32, n int, err error) {
 	}
 	for c := d.firstChild(root); c >= 0; c = d.nextSibling(c) {
 		if is(d.name(c), "ReceiptHandle") {
+			// An entry with no handle fails the whole request: its Error
+			// entry would echo an empty ReceiptHandle (spec §0.7).
+			if len(d.textOf(c)) == 0 {
+				return -1, n, newAPIError(codeMissingReceiptHandle, "ReceiptHandle entry "+strconv.Itoa(n+1)+" holds no handle (empty, or elements instead of text); nothing was deleted")
+			}
 			if n == 0 {
 				first = c
 			}
