@@ -480,3 +480,20 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version --json: %v", v)
 	}
 }
+
+// Durations: whole seconds, Go durations, and whole days before the rest,
+// as the help writes the ranges (7d); anything else is refused.
+func TestSecondsFlag(t *testing.T) {
+	for in, want := range map[string]int{"60": 60, "60s": 60, "1m30s": 90, "4h": 14400, "4d": 345600, "1d12h": 129600, "7d": 604800, "0": 0, "0s": 0} {
+		var f secondsFlag
+		if err := f.Set(in); err != nil || f.v == nil || *f.v != want {
+			t.Errorf("%q: %v %v, want %d", in, f, err, want)
+		}
+	}
+	for _, in := range []string{"4dd", "d", "-1d", "1.5d", "1d-1h", "abc", "1500ms", "4days", ""} {
+		var f secondsFlag
+		if err := f.Set(in); err == nil {
+			t.Errorf("%q accepted as %d", in, *f.v)
+		}
+	}
+}

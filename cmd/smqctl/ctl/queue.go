@@ -10,7 +10,8 @@ import (
 )
 
 // secondsFlag is an optional duration in whole seconds: "60", "60s",
-// "1m30s", "4h". Unset leaves the attribute out.
+// "1m30s", "4h", and whole days before the rest ("4d", "1d12h"), as the
+// queue attributes' ranges are said (7d). Unset leaves the attribute out.
 type secondsFlag struct{ v *int }
 
 func (f *secondsFlag) String() string {
@@ -25,11 +26,23 @@ func (f *secondsFlag) Set(s string) error {
 		f.v = &n
 		return nil
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d%time.Second != 0 {
-		return fmt.Errorf("want whole seconds (60) or a duration (1m30s), not %q", s)
+	var days int
+	rest := s
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		n, err := strconv.Atoi(s[:i])
+		if err != nil || n < 0 || n > 3650 {
+			return fmt.Errorf("want whole seconds (60), a duration (1m30s) or whole days (4d, 1d12h), not %q", s)
+		}
+		days, rest = n, s[i+1:]
 	}
-	n := int(d / time.Second)
+	var d time.Duration
+	if rest != "" || days == 0 {
+		var err error
+		if d, err = time.ParseDuration(rest); err != nil || d < 0 || d%time.Second != 0 {
+			return fmt.Errorf("want whole seconds (60), a duration (1m30s) or whole days (4d, 1d12h), not %q", s)
+		}
+	}
+	n := days*86400 + int(d/time.Second)
 	f.v = &n
 	return nil
 }
