@@ -1,9 +1,10 @@
 package ctl
 
-// smqctl backup: downloads a single node's online backup (GET /backup) and
-// checks every frame of it as it arrives (engine/archive), so that a file
-// it leaves is whole: a backup cut short or damaged on the way is removed
-// and the command fails. Restore it with "smqd restore".
+// smqctl backup: downloads an online backup (GET /backup: the node's, or
+// through a cluster node the whole cluster's) and checks every frame of it
+// as it arrives (engine/archive), so that a file it leaves is whole: a
+// backup cut short or damaged on the way is removed and the command fails.
+// Restore it with "smqd restore".
 
 import (
 	"context"
@@ -22,7 +23,7 @@ import (
 )
 
 func (r *run) backup(ctx context.Context, name string, args []string) error {
-	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
+	fs := flag.NewFlagSet("backup -o FILE", flag.ContinueOnError)
 	out := fs.String("o", "", "the file to write (required; - writes to stdout); it appears only once the backup is whole")
 	rateS := fs.String("rate", "", "cap the backup at this many bytes a second (K, M, G: binary multiples; 50M is 50 MiB/s), to spare the traffic on the server's disk; default: no cap")
 	if _, err := r.parse(fs, args, 0, 0); err != nil {

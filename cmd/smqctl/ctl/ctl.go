@@ -79,7 +79,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	str(&g.endpoint, "endpoint", "smqd's address (default $SMQ_ENDPOINT, else "+DefaultEndpoint+")")
 	str(&g.keyID, "access-key-id", "access key id (default $ALIBABA_CLOUD_ACCESS_KEY_ID, else the credentials file)")
 	str(&g.keySecret, "access-key-secret", "access key secret (default $ALIBABA_CLOUD_ACCESS_KEY_SECRET)")
-	str(&g.credFile, "credentials-file", "smqd's credentials file, \"<id> <secret>\" lines (default ./"+DefaultCredentialsFile+", what `make run` writes)")
+	str(&g.credFile, "credentials-file", "smqd's credentials file, \"<id> <secret>\" lines (default ./"+DefaultCredentialsFile+", what make run writes)")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "time allowed for each request (a receive's wait comes on top)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of a table")
 }
