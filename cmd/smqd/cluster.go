@@ -236,7 +236,9 @@ func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *sl
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	log.Info("cluster mode", "node_id", cc.nodeID, "raft_listen", cc.raftListen, "members", ids, "shards", cc.shards, "join", cc.join, "tls", tlsCfg != nil)
+	log.Info("cluster mode", "node_id", cc.nodeID, "raft_listen", cc.raftListen, "members", ids, "shards", cc.shards, "join", cc.join, "tls", tlsCfg != nil,
+		"cluster_key_file", cc.keyFile, "raft_tick", cc.tick, "cluster_leader_wait", cc.leaderWait, "cluster_flush", cc.flush,
+		"cluster_proposal_hold", cc.hold, "cluster_read_lease_ticks", cc.leaseTicks, "clock_offset", cc.clockOffset)
 	if len(peers) > 0 && len(peers)%2 == 0 && !cc.join {
 		log.Warn("an even number of members tolerates no more failures than one fewer: run 3 or 5", "members", len(peers))
 	}

@@ -218,6 +218,9 @@ func (c *config) logAttrs() []any {
 		"sync", c.sync,
 		"sync_interval", c.syncInterval,
 		"wal_repair", c.walRepair,
+		"wal_segment_bytes", c.walSegmentBytes,
+		"index_memtable_bytes", c.memtableBytes,
+		"free_space_reserve", c.freeReserve,
 		"pprof_listen", c.pprofListen,
 		"gc_percent", c.gcPercent,
 		"procs", c.procs,
@@ -245,6 +248,9 @@ func (c *config) logAttrs() []any {
 		"push_allow", c.push.allow,
 		"push_concurrency", c.push.concurrency,
 		"push_timeout", c.push.timeout,
+		"push_lease", c.push.lease,
+		"push_key_file", c.push.keyFile,
+		"push_cert_file", c.push.certFile,
 		"push_cert_url", c.push.certURL,
 	}
 }

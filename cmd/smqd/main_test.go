@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
+	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -75,6 +76,45 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		if s, ok := v.(string); ok && strings.Contains(s, "supersecretvalue") {
 			t.Fatal("secret in the log attributes")
 		}
+	}
+}
+
+// TestStartLogHasEveryFlag: the "starting smqd" line names every flag but
+// the cluster's (those go in the "cluster mode" line) and --version, so
+// that the docs' "the effective configuration is logged at start" holds
+// as flags are added.
+func TestStartLogHasEveryFlag(t *testing.T) {
+	var help bytes.Buffer
+	parseConfig([]string{"-h"}, env(nil), &help)
+	var cc clusterConfig
+	cfs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+	cc.addFlags(cfs)
+	c, err := parseConfig(nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	attrs := c.logAttrs()
+	for i := 0; i < len(attrs); i += 2 {
+		keys[attrs[i].(string)] = true
+	}
+	n := 0
+	for _, line := range strings.Split(help.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(f[0], "-") || strings.HasPrefix(line, "\t") {
+			continue
+		}
+		name := strings.TrimLeft(f[0], "-")
+		if cfs.Lookup(name) != nil || name == "version" || name == "h" {
+			continue
+		}
+		n++
+		if key := strings.ReplaceAll(name, "-", "_"); !keys[key] {
+			t.Errorf("--%s is not in the start-up log line (want the key %s)", name, key)
+		}
+	}
+	if n < 30 {
+		t.Fatalf("only %d flags found in the help:\n%s", n, help.String())
 	}
 }
 
