@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -283,6 +284,41 @@ func TestClusterCommandsOnASingleNode(t *testing.T) {
 		r := c.fail(ExitError, args...)
 		if !strings.Contains(r.stderr, "single node") || r.stdout != "" {
 			t.Errorf("smqctl %s: stdout %q stderr %q", strings.Join(args, " "), r.stdout, r.stderr)
+		}
+	}
+}
+
+// smqctl stats through any cluster node shows every queue's rates and its
+// oldest message's age: a node exports the series of the queues whose
+// shards it leads, so stats adds up the members' /metrics. (Through a
+// node leading no shard it showed no rates at all, and through one
+// leading some, none for the other shards' queues.)
+func TestClusterStats(t *testing.T) {
+	c := startCluster(t)
+	names := map[int]string{}
+	for i := 0; len(names) < 2; i++ {
+		q := "q" + strconv.Itoa(i)
+		if _, ok := names[c.nodes[0].ShardOf(q)]; !ok {
+			names[c.nodes[0].ShardOf(q)] = q
+		}
+	}
+	ctl := c.ctl(t, 0)
+	for _, q := range names {
+		ctl.ok("queue", "create", q)
+		ctl.ok("send", q, "x")
+	}
+	for i := range c.nodes {
+		lines := strings.Split(strings.TrimSpace(c.ctl(t, i).ok("stats", "--count", "2", "--interval", "200ms", "--json")), "\n")
+		var last struct {
+			Queues []queueRates `json:"queues"`
+		}
+		if len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &last) != nil || len(last.Queues) != 2 {
+			t.Fatalf("stats through node %d: %q", i+1, lines)
+		}
+		for _, q := range last.Queues {
+			if q.Sent == nil || q.Deleted == nil || q.OldestWaiting == nil || q.Active != 1 {
+				t.Errorf("stats through node %d, queue %s: %+v", i+1, q.Name, q)
+			}
 		}
 	}
 }

@@ -7,16 +7,21 @@ package ctl
 // (smqd_queue_{sent,received,deleted}_total) on /metrics, which is not
 // signed; when /metrics cannot be read (on another address: give
 // --metrics-url; or the queue is beyond --metrics-per-queue's top N), the
-// view shows only the backlog's change per second. On a terminal the table
+// view shows only the backlog's change per second. A cluster node exports
+// the series of the queues whose shards it leads, so through a cluster
+// node the counters of every member's /metrics are added up (its members'
+// API addresses are in GET /cluster). On a terminal the table
 // is redrawn in place with ANSI escapes; otherwise each refresh is printed
 // after the previous one, as plain text or (--json) one JSON object a line.
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"sort"
 	"strings"
 	"time"
@@ -76,9 +81,14 @@ func (r *run) stats(ctx context.Context, name string, args []string) error {
 	if err != nil {
 		return err
 	}
-	murl := *metricsURL
-	if murl == "" {
-		murl = c.base + "/metrics"
+	murls := []string{*metricsURL}
+	if *metricsURL == "" {
+		murls = []string{c.base + "/metrics"}
+		rctx, cancel := r.reqCtx(ctx, 0)
+		if us := clusterMetricsURLs(rctx, c); len(us) > 0 {
+			murls = us
+		}
+		cancel()
 	}
 	want := map[string]bool{}
 	for _, q := range pos {
@@ -100,7 +110,7 @@ func (r *run) stats(ctx context.Context, name string, args []string) error {
 		var ctr map[string]counters
 		var merr error
 		if err == nil {
-			ctr, merr = readCounters(rctx, c, murl)
+			ctr, merr = readAllCounters(rctx, c, murls)
 		}
 		cancel()
 		if err != nil {
@@ -196,8 +206,65 @@ func renderStats(w io.Writer, at time.Time, rows []queueRates) {
 	r.table(t)
 }
 
+// clusterMetricsURLs returns the /metrics of every member of the cluster
+// the endpoint belongs to, nil for a single node (or a server that does
+// not say). A member's API address that binds every interface is reached
+// at its Raft address's host.
+func clusterMetricsURLs(ctx context.Context, c *client) []string {
+	_, b, err := c.do(ctx, "GET", "/cluster", nil, nil)
+	if err != nil {
+		return nil
+	}
+	var st clusterStatus
+	if json.Unmarshal(b, &st) != nil {
+		return nil
+	}
+	scheme, _, _ := strings.Cut(c.base, "://")
+	var out []string
+	for _, m := range st.Members {
+		host, port, err := net.SplitHostPort(m.API)
+		if err != nil {
+			return nil // a member whose address is not known yet: this node's series alone
+		}
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			host, _, _ = net.SplitHostPort(m.Raft)
+		}
+		out = append(out, scheme+"://"+net.JoinHostPort(host, port)+"/metrics")
+	}
+	return out
+}
+
+// readAllCounters adds up the per-queue counters of each of urls (a
+// cluster's members: each exports the queues it leads); the oldest
+// message's age is the largest. Any one unread fails the whole reading,
+// since a partial sum would show a false drop in the rates.
+func readAllCounters(ctx context.Context, c *client, urls []string) (map[string]counters, error) {
+	if len(urls) == 1 {
+		return readCounters(ctx, c, urls[0])
+	}
+	out := map[string]counters{}
+	for _, u := range urls {
+		one, err := readCounters(ctx, c, u)
+		if err != nil {
+			return nil, err
+		}
+		for q, v := range one {
+			sum := out[q]
+			sum.sent += v.sent
+			sum.received += v.received
+			sum.deleted += v.deleted
+			if v.oldest != nil && (sum.oldest == nil || *v.oldest > *sum.oldest) {
+				sum.oldest = v.oldest
+			}
+			out[q] = sum
+		}
+	}
+	return out, nil
+}
+
 // readCounters reads the per-queue counters of smqd's /metrics with the
-// Prometheus text parser.
+// Prometheus text parser. A server with no queue series (a cluster node
+// leading no shard) gives an empty map.
 func readCounters(ctx context.Context, c *client, url string) (map[string]counters, error) {
 	body, err := c.metrics(ctx, url)
 	if err != nil {
@@ -216,6 +283,9 @@ func readCounters(ctx context.Context, c *client, url string) (map[string]counte
 	} {
 		mf := mfs[name]
 		if mf == nil {
+			if mfs["smqd_queues"] != nil {
+				continue // no queue series here (none led, or none yet)
+			}
 			return nil, fmt.Errorf("%s has no %s", url, name)
 		}
 		for _, m := range mf.GetMetric() {
