@@ -21,8 +21,13 @@ all: build
 
 # -buildvcs=auto: the binaries carry the git revision they were built from
 # (smqd --version, smqd_build_info) when git can tell it, whatever GOFLAGS says.
+# Go stamps nothing in a git worktree (.git is a file there): the revision,
+# its time and whether the tree has changes are then passed by -X.
+VCS_LDFLAGS = -X github.com/smqd/smqd/cmd/internal/version.gitRevision=$(shell git rev-parse HEAD 2>/dev/null) \
+	-X github.com/smqd/smqd/cmd/internal/version.gitTime=$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null) \
+	-X github.com/smqd/smqd/cmd/internal/version.gitModified=$(shell test -n "$$(git status --porcelain 2>/dev/null)" && echo true)
 build:
-	$(GO) build -buildvcs=auto -o $(BIN)/ ./cmd/...
+	$(GO) build -buildvcs=auto -ldflags "$(VCS_LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 # Builds smqd and starts it on the embedded defaults: 127.0.0.1:8080, data in ./smqd-data.
 run: build

@@ -38,8 +38,16 @@ func Get() Info {
 			in.Modified = s.Value == "true"
 		}
 	}
+	if in.Revision == "" && gitRevision != "" {
+		in.Revision, in.Time, in.Modified = gitRevision, gitTime, gitModified == "true"
+	}
 	return in
 }
+
+// Set by make build with -X where Go stamps no revision itself (a git
+// worktree, whose .git is a file): the revision, its commit time and
+// "true" if the tree had changes.
+var gitRevision, gitTime, gitModified string
 
 // Short is the revision's first 12 characters, "+changes" when the tree
 // was modified; "unknown" without a revision.
