@@ -56,6 +56,14 @@ func newAppender(s *shard) *appender {
 	return a
 }
 
+// backlog reports the messages queued and whether a batch is in hand
+// (status).
+func (a *appender) backlog() (queued int, busy bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.q), a.busy
+}
+
 // push queues a MsgStorageAppend (the loop).
 func (a *appender) push(m *pb.Message) {
 	a.mu.Lock()

@@ -195,3 +195,49 @@ func TestHeartbeatGoesToAFollowerNotHeardFrom(t *testing.T) {
 		t.Fatal("a heartbeat to a follower heard from and sent an append within the tick was sent")
 	}
 }
+
+// TestLostAppendsToEveryFollowerAreResent: the append carrying an entry is
+// lost to every follower (a connection torn down with it in flight), so
+// the entry cannot commit, and the shard is otherwise idle. The leader's
+// heartbeats must lead it to send the entry again; the send it carries is
+// answered, and every replica applies it. (The chaos runs of 2026-12-06
+// saw an idle shard's leader keep a last entry uncommitted for 90 s with
+// its followers "replicate, inflight 1".)
+func TestLostAppendsToEveryFollowerAreResent(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	li, q := settledLeaderQueue(c)
+	for i := 0; i < 5; i++ {
+		if _, err := q.Send([]engine.SendEntry{{Body: []byte("m")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.converged("q", 5, 0)
+	lead := uint64(li + 1)
+	var lost [4]atomic.Bool
+	drop := func(m *pb.Message) bool {
+		to := m.GetTo()
+		return m.GetFrom() == lead && to != lead && to < 4 && m.GetType() == pb.MsgApp && len(m.Entries) > 0 && lost[to].CompareAndSwap(false, true)
+	}
+	testHookDrop.Store(&drop)
+	t.Cleanup(func() { testHookDrop.Store(nil) })
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Send([]engine.SendEntry{{Body: []byte("last")}}, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the send whose appends were lost: %v", err)
+		}
+	case <-time.After(20 * time.Second): // a bound, not a timing assertion
+		st := c.nodes[li].Status()
+		t.Fatalf("the send whose appends were lost was never answered: %+v", st.Shards[0])
+	}
+	for f := uint64(1); f < 4; f++ {
+		if f != lead && !lost[f].Load() {
+			t.Fatalf("no append to node %d was lost", f)
+		}
+	}
+	c.converged("q", 6, 0)
+}

@@ -105,6 +105,12 @@ type ShardStatus struct {
 	// (restart.go); Failure: the failure while it waits to restart.
 	Restarts int64  `json:"restarts"`
 	Failure  string `json:"failure,omitempty"`
+	// LastIndex: the last entry of this member's log; AppendQueued and
+	// AppendBusy: its append worker's backlog (append.go), for a member
+	// whose acknowledgements do not come.
+	LastIndex    uint64 `json:"last_index"`
+	AppendQueued int    `json:"append_queued"`
+	AppendBusy   bool   `json:"append_busy"`
 	// Followers: on the leader only, each follower's progress.
 	Followers []FollowerStatus `json:"followers,omitempty"`
 	// Replica: the shard broker's replication counters.
@@ -162,10 +168,21 @@ func (n *Node) Status() Status {
 		st.Members[i].DiskFull = n.peerFull(st.Members[i].NodeID)
 	}
 	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].NodeID < st.Members[j].NodeID })
-	res := make([]chan raft.Status, len(n.shards))
+	// Raft's view and the append worker are the loop's (a restart
+	// replaces both).
+	type loopView struct {
+		rs     raft.Status
+		queued int
+		busy   bool
+	}
+	res := make([]chan loopView, len(n.shards))
 	for i, s := range n.shards {
-		res[i] = make(chan raft.Status, 1)
-		s.do(func() { res[i] <- s.rn.Status() })
+		res[i] = make(chan loopView, 1)
+		s.do(func() {
+			v := loopView{rs: s.rn.Status()}
+			v.queued, v.busy = s.app.backlog()
+			res[i] <- v
+		})
 	}
 	// Closed after a second: every shard whose loop has not answered by
 	// then is reported without Raft's view. (A time.After channel fires
@@ -184,8 +201,11 @@ func (n *Node) Status() Status {
 		if f := s.failure.Load(); f != nil {
 			ss.Failure = f.err.Error()
 		}
+		ss.LastIndex, _ = s.st.LastIndex()
 		select {
-		case rs := <-res[i]:
+		case v := <-res[i]:
+			rs := v.rs
+			ss.AppendQueued, ss.AppendBusy = v.queued, v.busy
 			ss.Role = roleName(rs.RaftState)
 			ss.Term, ss.Commit, ss.Applied = rs.GetTerm(), rs.GetCommit(), rs.Applied
 			if rs.RaftState == raft.StateLeader {

@@ -426,9 +426,10 @@ func (c *Cluster) converged() error {
 						own = sts[i].Shards[sh]
 					}
 				}
-				return fmt.Errorf("shard %d: follower %d %s, lag %d, active %v (leader %d term %d commit %d: match %d, next %d, paused %v, inflight %d; the follower: %s, leader %d, term %d, commit %d, applied %d)",
-					sh, f.NodeID, f.State, f.Lag, f.Active, lead.Leader, lead.Term, lead.Commit, f.Match, f.Next, f.Paused, f.Inflight,
-					own.Role, own.Leader, own.Term, own.Commit, own.Applied)
+				return fmt.Errorf("shard %d: follower %d %s, lag %d, active %v (leader %d term %d commit %d last %d, appends queued %d busy %v: match %d, next %d, paused %v, inflight %d; the follower: %s, leader %d, term %d, commit %d, applied %d, last %d, appends queued %d busy %v)",
+					sh, f.NodeID, f.State, f.Lag, f.Active, lead.Leader, lead.Term, lead.Commit, lead.LastIndex, lead.AppendQueued, lead.AppendBusy,
+					f.Match, f.Next, f.Paused, f.Inflight,
+					own.Role, own.Leader, own.Term, own.Commit, own.Applied, own.LastIndex, own.AppendQueued, own.AppendBusy)
 			}
 		}
 	}
