@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smqd/smqd/cmd/internal/version"
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/engine/cluster"
 	"github.com/smqd/smqd/server"
@@ -248,7 +249,7 @@ func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *sl
 	}
 	node, err = cluster.Start(cluster.Config{
 		NodeID: cc.nodeID, RaftListen: cc.raftListen, Peers: peers, Join: cc.join,
-		APIAddr: apiAddr, Shards: cc.shards, Dir: cfg.dataDir, Key: key, TLS: tlsCfg, Engine: eopts,
+		APIAddr: apiAddr, Version: version.Get().Short(), Shards: cc.shards, Dir: cfg.dataDir, Key: key, TLS: tlsCfg, Engine: eopts,
 		SyncAlways: cfg.sync == "always", FileFlush: cc.flush == "file", ProposalHold: proposalHold(cc.hold), ReadLeaseTicks: cmp.Or(cc.leaseTicks, -1), Tick: cc.tick, Logger: log.With("component", "cluster"),
 	})
 	return node, certs, err

@@ -41,6 +41,9 @@ type Config struct {
 	// member adds it (AddNode) and then catches up from a snapshot.
 	Join    bool
 	APIAddr string // this node's client API address, told to the others (forwarding)
+	// Version names the build this node runs, for GET /cluster (a rolling
+	// upgrade shows which member runs what); "" leaves it out.
+	Version string
 	Shards  int    // shards of the cluster; fixed when it is created (default 8)
 	Dir     string // the node's data directory
 	Key     []byte // the cluster key (at least 16 bytes): authenticates nodes to each other

@@ -17,6 +17,7 @@ import (
 type Status struct {
 	NodeID  uint64         `json:"node_id"`
 	API     string         `json:"api"`
+	Version string         `json:"version,omitempty"` // Config.Version
 	Healthy bool           `json:"healthy"`
 	Problem string         `json:"problem,omitempty"`
 	Members []MemberStatus `json:"members"`
@@ -144,7 +145,7 @@ type FollowerStatus struct {
 // Status returns the node's view. A shard whose loop does not answer
 // within a second is reported from what the node last saw of it.
 func (n *Node) Status() Status {
-	st := Status{NodeID: n.cfg.NodeID, API: n.cfg.APIAddr,
+	st := Status{NodeID: n.cfg.NodeID, API: n.cfg.APIAddr, Version: n.cfg.Version,
 		Forwarded: n.forwarded.Load(), RefusedHandshakes: n.refused.Load(), SnapshotsInstalled: n.snapshots.Load(),
 		DiskFull: n.diskFull.Load(), DiskFullHandoffs: n.handoffs.Load(),
 		DeadLetterHops: n.hopsStored.Load(), DeadLetterHopsFailed: n.hopsFailed.Load(),

@@ -4,6 +4,7 @@ package ctl
 // membership operations (PUT and DELETE /cluster/nodes/{id}).
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -12,12 +13,14 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
 // clusterStatus is GET /cluster's document (the fields smqctl shows).
 type clusterStatus struct {
 	NodeID  uint64 `json:"node_id"`
+	Version string `json:"version"`
 	Healthy bool   `json:"healthy"`
 	Problem string `json:"problem"`
 	Members []struct {
@@ -70,13 +73,14 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 		health = "NOT healthy: " + st.Problem
 	}
 	fmt.Fprintf(r.env.Stdout, "node %d: %s; %d requests forwarded\n\n", st.NodeID, health, st.Forwarded)
-	rows := [][]string{{"MEMBER", "RAFT", "API", "DISK"}}
+	versions := memberVersions(rctx, c, &st)
+	rows := [][]string{{"MEMBER", "RAFT", "API", "DISK", "VERSION"}}
 	for _, m := range st.Members {
 		disk := "ok"
 		if m.DiskFull {
 			disk = "FULL" // below its free-space reserve: it leads no shard
 		}
-		rows = append(rows, []string{strconv.FormatUint(m.NodeID, 10), m.Raft, m.API, disk})
+		rows = append(rows, []string{strconv.FormatUint(m.NodeID, 10), m.Raft, m.API, disk, versions[m.NodeID]})
 	}
 	r.table(rows)
 	fmt.Fprintln(r.env.Stdout)
@@ -91,6 +95,60 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 	}
 	r.table(rows)
 	return nil
+}
+
+// memberBases returns the base URL of each member's API whose address is
+// known, with the endpoint's scheme. A member's API address that binds
+// every interface is reached at its Raft address's host.
+func memberBases(c *client, st *clusterStatus) map[uint64]string {
+	scheme, _, _ := strings.Cut(c.base, "://")
+	out := map[uint64]string{}
+	for _, m := range st.Members {
+		host, port, err := net.SplitHostPort(m.API)
+		if err != nil {
+			continue
+		}
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			host, _, _ = net.SplitHostPort(m.Raft)
+		}
+		out[m.NodeID] = scheme + "://" + net.JoinHostPort(host, port)
+	}
+	return out
+}
+
+// memberVersions asks every member for its GET /cluster, at once, for
+// the build it runs: "?" for a member that did not answer within 3 s (or
+// whose address is not known), "-" for one that does not say (a version
+// before 2026-12-06).
+func memberVersions(ctx context.Context, c *client, st *clusterStatus) map[uint64]string {
+	bases := memberBases(c, st)
+	out := map[uint64]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range st.Members {
+		out[m.NodeID] = "?"
+		base, ok := bases[m.NodeID]
+		if !ok {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			one := &client{base: base, key: c.key, hc: c.hc}
+			_, b, err := one.do(mctx, "GET", "/cluster", nil, nil)
+			var its clusterStatus
+			if err != nil || json.Unmarshal(b, &its) != nil || its.NodeID != m.NodeID {
+				return
+			}
+			mu.Lock()
+			out[m.NodeID] = cmp.Or(its.Version, "-")
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 func (r *run) clusterAdd(ctx context.Context, name string, args []string) error {

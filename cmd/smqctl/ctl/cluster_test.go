@@ -55,7 +55,7 @@ func startCluster(t *testing.T) *testCluster {
 		// A one-second election timeout: a loaded test machine does not
 		// start spurious elections while the test looks at the leaders.
 		node, err := cluster.Start(cluster.Config{NodeID: uint64(i + 1), RaftListen: c.raft[uint64(i+1)], Peers: c.raft,
-			APIAddr: ln.Addr().String(), Shards: shards, Dir: filepath.Join(t.TempDir(), strconv.Itoa(i+1)), Key: key,
+			APIAddr: ln.Addr().String(), Version: "build-" + strconv.Itoa(i+1), Shards: shards, Dir: filepath.Join(t.TempDir(), strconv.Itoa(i+1)), Key: key,
 			Engine: eo, SyncAlways: true, Tick: 20 * time.Millisecond, ElectionTicks: 50, Logger: log})
 		if err != nil {
 			t.Fatalf("node %d: %v", i+1, err)
@@ -164,7 +164,7 @@ func TestClusterCommands(t *testing.T) {
 		t.Fatalf("cluster status: want a health line, a member table and a shard table:\n%s", out)
 	}
 	members := strings.Split(sections[1], "\n")
-	if f := strings.Fields(members[0]); !slices.Equal(f, []string{"MEMBER", "RAFT", "API", "DISK"}) {
+	if f := strings.Fields(members[0]); !slices.Equal(f, []string{"MEMBER", "RAFT", "API", "DISK", "VERSION"}) {
 		t.Errorf("member table header %q", members[0])
 	}
 	if len(members) != 4 {
@@ -172,8 +172,8 @@ func TestClusterCommands(t *testing.T) {
 	}
 	for i, row := range members[1:] {
 		f := strings.Fields(row)
-		if len(f) < 4 || f[0] != strconv.Itoa(i+1) || f[1] != c.raft[uint64(i+1)] || f[3] != "ok" {
-			t.Errorf("member row %q, want node %d at %s", row, i+1, c.raft[uint64(i+1)])
+		if len(f) < 5 || f[0] != strconv.Itoa(i+1) || f[1] != c.raft[uint64(i+1)] || f[3] != "ok" || f[4] != "build-"+strconv.Itoa(i+1) {
+			t.Errorf("member row %q, want node %d at %s, running build-%d (each member asked for its version)", row, i+1, c.raft[uint64(i+1)], i+1)
 		}
 	}
 	shards := strings.Split(sections[2], "\n")

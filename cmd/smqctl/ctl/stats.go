@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"sort"
 	"strings"
 	"time"
@@ -208,8 +207,7 @@ func renderStats(w io.Writer, at time.Time, rows []queueRates) {
 
 // clusterMetricsURLs returns the /metrics of every member of the cluster
 // the endpoint belongs to, nil for a single node (or a server that does
-// not say). A member's API address that binds every interface is reached
-// at its Raft address's host.
+// not say).
 func clusterMetricsURLs(ctx context.Context, c *client) []string {
 	_, b, err := c.do(ctx, "GET", "/cluster", nil, nil)
 	if err != nil {
@@ -219,17 +217,13 @@ func clusterMetricsURLs(ctx context.Context, c *client) []string {
 	if json.Unmarshal(b, &st) != nil {
 		return nil
 	}
-	scheme, _, _ := strings.Cut(c.base, "://")
+	bases := memberBases(c, &st)
+	if len(bases) != len(st.Members) {
+		return nil // a member whose address is not known yet: this node's series alone
+	}
 	var out []string
 	for _, m := range st.Members {
-		host, port, err := net.SplitHostPort(m.API)
-		if err != nil {
-			return nil // a member whose address is not known yet: this node's series alone
-		}
-		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-			host, _, _ = net.SplitHostPort(m.Raft)
-		}
-		out = append(out, scheme+"://"+net.JoinHostPort(host, port)+"/metrics")
+		out = append(out, bases[m.NodeID]+"/metrics")
 	}
 	return out
 }
