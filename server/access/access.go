@@ -59,6 +59,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -167,7 +168,63 @@ func Parse(data []byte, actions []string) (*Set, error) {
 	if dec.More() {
 		return nil, errors.New("policy file: more than one JSON value")
 	}
+	if err := checkKeys(data); err != nil {
+		return nil, fmt.Errorf("policy file: %w", err)
+	}
 	return Build(&f, actions)
+}
+
+// fieldNames are the file's field names in lower case: encoding/json
+// matches them without case, so "Effect" and "effect" are one field.
+var fieldNames = map[string]bool{"policies": true, "keys": true, "limits": true, "version": true, "statement": true,
+	"effect": true, "action": true, "resource": true, "condition": true, "requestspersecond": true, "burst": true}
+
+// checkKeys refuses an object that gives a key twice, exactly or (a field
+// name) in another case: JSON decoding keeps the last one and drops the
+// other without a word, which would make a statement match more, or less,
+// than the file says.
+func checkKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var walk func() error
+	walk = func() error {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch t {
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+		case json.Delim('{'):
+			seen := map[string]string{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				k, _ := kt.(string)
+				id := k
+				if fieldNames[strings.ToLower(k)] {
+					id = strings.ToLower(k)
+				}
+				if prev, ok := seen[id]; ok {
+					return fmt.Errorf("the key %q is given twice in one object (%q and %q): only one would count", k, prev, k)
+				}
+				seen[id] = k
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+		default:
+			return nil
+		}
+		_, err = dec.Token() // the closing ] or }
+		return err
+	}
+	return walk()
 }
 
 // Build checks f and compiles it.
@@ -306,6 +363,20 @@ func compileStatement(st *Statement, actions []string) (*compiledStatement, erro
 		r.paths = nil
 	}
 	for op, keys := range st.Condition {
+		// One key per operator: each supports one (compared without
+		// case), so a second is the same key again, and Go's map order
+		// would pick which one counts; none would be no condition at all.
+		if len(keys) == 0 {
+			return nil, fmt.Errorf("the Condition %s has no key (an empty condition would allow, or deny, everything its statement names)", op)
+		}
+		if len(keys) > 1 {
+			var names []string
+			for k := range keys {
+				names = append(names, strconv.Quote(k))
+			}
+			slices.Sort(names)
+			return nil, fmt.Errorf("the Condition %s has the key given twice (keys are compared without case): %s", op, strings.Join(names, ", "))
+		}
 		switch op {
 		case "Bool":
 		case "IpAddress", "NotIpAddress":

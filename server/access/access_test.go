@@ -63,6 +63,17 @@ func TestParseRefuses(t *testing.T) {
 		{"condition key", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"Bool": {"acs:MFAPresent": "true"}}}]}}}`, "not supported"},
 		{"condition value", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"Bool": {"acs:SecureTransport": "yes"}}}]}}}`, "SecureTransport"},
 		{"condition two values", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"Bool": {"acs:SecureTransport": ["true", "false"]}}}]}}}`, "one value"},
+		// A condition that would be dropped or widened (nothing is ignored):
+		// the same key twice in another case (Go's map order picked one of
+		// the two at each load), an operator with no key (no condition at
+		// all), and any JSON key written twice (JSON keeps only one).
+		{"condition key twice", `{"Policies": {"p": {"Statement": [{"Effect": "Deny", "Action": "*", "Resource": "*", "Condition": {"Bool": {"acs:SecureTransport": "false", "acs:securetransport": "true"}}}]}}}`, "given twice"},
+		{"ip condition key twice", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"IpAddress": {"acs:SourceIp": "10.0.0.0/8", "ACS:SourceIp": "0.0.0.0/0"}}}]}}}`, "given twice"},
+		{"condition operator without key", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"IpAddress": {}}}]}}}`, "no key"},
+		{"bool without key", `{"Policies": {"p": {"Statement": [{"Effect": "Deny", "Action": "*", "Resource": "*", "Condition": {"Bool": {}}}]}}}`, "no key"},
+		{"resource twice", `{"Policies": {"p": {"Statement": [{"Effect": "Deny", "Action": "*", "Resource": "acs:mns:*:*:/queues/a", "Resource": "acs:mns:*:*:/queues/b"}]}}}`, "twice"},
+		{"field twice in another case", `{"Policies": {"p": {"Statement": [{"Effect": "Deny", "effect": "Allow", "Action": "*", "Resource": "*"}]}}}`, "twice"},
+		{"policy twice", `{"Policies": {"p": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}, "p": {"Statement": [{"Effect": "Deny", "Action": "*", "Resource": "*"}]}}}`, "twice"},
 		{"undefined policy", `{"Keys": {"k": ["nope"]}}`, "no policy named"},
 		{"built-in name redefined", `{"Policies": {"AliyunMNSFullAccess": {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}}}`, "built-in"},
 		{"empty key id", `{"Keys": {"": ["AliyunMNSFullAccess"]}}`, "empty access key id"},
