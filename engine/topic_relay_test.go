@@ -311,18 +311,19 @@ func TestTopicDeadLetterElsewhere(t *testing.T) {
 // retried for a day, while the local queue stored them.)
 func TestTopicRelayLargeDeliveries(t *testing.T) {
 	clk := NewFakeClock(t0)
-	far, err := Open(Options{Clock: clk, Logger: testLogger(t), Stripes: 2})
-	if err != nil {
-		t.Fatal(err)
+	open := func(o Options) *Broker {
+		o.Clock, o.Logger, o.Stripes = clk, testLogger(t), 2
+		b, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
 	}
-	defer far.Close()
+	far := open(Options{})
 	farQ := mustQueue(t, far, "far-q", DefaultQueueConfig())
 	router := &twoBrokers{target: far}
-	b, err := Open(Options{Clock: clk, Logger: testLogger(t), Stripes: 2, DeadLetterRouter: router, Push: pushOptions()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := open(Options{DeadLetterRouter: router, Push: pushOptions()})
 	near := mustQueue(t, b, "near", DefaultQueueConfig())
 	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
 		t.Fatal(err)
