@@ -25,7 +25,7 @@ type Broker struct {
 	log          *slog.Logger
 	store        storage // the backend, chosen once in Open (storage.go)
 	maxLongPolls int
-	secret       [32]byte // keys receipt-handle checks
+	secret       [handleSecretLen]byte // keys receipt-handle checks
 
 	// adminMu serialises queue creation, attribute changes and deletion,
 	// including their log writes; the hot path never takes it.
@@ -65,11 +65,18 @@ type Broker struct {
 	sendPool   sync.Pool // *sendBatch scratch of Send
 }
 
+// handleSecretLen is the size of the key receipt handles are sealed with
+// (Options.HandleSecret).
+const handleSecretLen = 32
+
 // Open starts a broker. With opts.Dir empty it runs in memory.
 func Open(opts Options) (*Broker, error) {
 	o := opts.withDefaults()
 	if o.MessageIDSpace > 0x7fff {
 		return nil, fmt.Errorf("engine: MessageIDSpace %d is over 32767", o.MessageIDSpace)
+	}
+	if n := len(o.HandleSecret); n != 0 && n != handleSecretLen {
+		return nil, fmt.Errorf("engine: HandleSecret is %d bytes, not %d", n, handleSecretLen)
 	}
 	b := &Broker{
 		opts:         o,

@@ -27,7 +27,7 @@ const (
 // QueueConfig holds a queue's settable attributes.
 type QueueConfig struct {
 	Delay             time.Duration // default delay of a message sent without its own
-	MaxMessageBytes   int           // largest accepted message body, in bytes
+	MaxMessageBytes   int           // largest body a send may give, in bytes (a topic's deliveries are not held to it: Subscribe checks the topic's limit against it, and the notification's envelope adds to the body)
 	Retention         time.Duration // a message expires this long after it was sent
 	VisibilityTimeout time.Duration // how long a received message stays Inactive
 	PollingWait       time.Duration // default long-poll wait of a receive without its own

@@ -28,11 +28,16 @@ var (
 	// ErrQueueNameLength: a queue name shorter than 1 or longer than 256 bytes.
 	ErrQueueNameLength = errors.New("engine: queue name length out of range")
 	// ErrTooManyLongPolls: the broker already holds Options.MaxLongPolls waiting
-	// receives; the spec answers this overload with MessageNotExist.
+	// receives; the spec answers this overload with MessageNotExist. It is
+	// not ErrMessageNotExist under errors.Is: a caller that polls again on
+	// "nothing yet" should treat it so too, after a pause.
 	ErrTooManyLongPolls = errors.New("engine: too many outstanding long polls")
 	// ErrLocked: the data directory is in use by another broker.
 	ErrLocked = errors.New("engine: data directory locked")
-	// ErrClosed: the broker is closed (or closing).
+	// ErrClosed: the broker is closed (or closing). A send, delete or
+	// visibility change in flight when Close began may answer ErrClosed
+	// and still be in the log, and so done after the next Open: its
+	// outcome is unknown, as a timed-out client call's.
 	ErrClosed = errors.New("engine: broker closed")
 	// ErrDiskFull: free space on the data directory's file system is below
 	// the reserve (Options.FreeSpaceReserve): new messages and queues are
@@ -65,8 +70,10 @@ var (
 	// than 256 bytes.
 	ErrSubscriptionNameLength = errors.New("engine: subscription name length out of range")
 	// ErrEndpointInvalid: a subscription endpoint of no known form, a queue
-	// endpoint whose queue is missing or too small, or a form smqd does not
-	// deliver to yet (HTTP). The concrete error is an *EndpointError.
+	// endpoint whose queue is missing or too small, or an HTTP endpoint
+	// outside PushOptions.Allow. (Mail, SMS and mobile push endpoints are
+	// accepted and never delivered to.) The concrete error is an
+	// *EndpointError.
 	ErrEndpointInvalid = errors.New("engine: invalid subscription endpoint")
 )
 

@@ -1,7 +1,9 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"testing"
@@ -140,5 +142,57 @@ func TestOneContext(t *testing.T) {
 	}
 	if _, err := q.SendOne(live, engine.SendEntry{}); err == nil {
 		t.Error("SendOne of an empty body succeeded")
+	}
+}
+
+// A SendOne whose context ends first may still store its message (the
+// log cannot take it back), but what it stores is what the caller gave:
+// the caller may reuse its buffers once SendOne returns. (The send read
+// the caller's body after SendOne had returned ctx.Err(): a reused buffer
+// was stored instead, some with another body's MD5, and the race detector
+// flagged it.)
+func TestSendOneOwnsItsBodyWhenItsContextEnds(t *testing.T) {
+	b, err := engine.Open(engine.Options{Dir: t.TempDir()}) // durable: each send waits for its fsync
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.CreateQueue("q", engine.DefaultQueueConfig())
+	q, _ := b.Queue("q")
+	body := bytes.Repeat([]byte("a"), 32<<10)
+	name, value := []byte("k"), []byte("v")
+	ended := 0
+	for range 100 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Microsecond)
+		_, err := q.SendOne(ctx, engine.SendEntry{Body: body, Properties: []engine.Property{{Name: name, Value: value, Type: engine.PropString}}})
+		cancel()
+		if err != nil {
+			ended++
+			for i := range body {
+				body[i] = 'b' // the call returned: the buffers are the caller's again
+			}
+			value[0] = 'w'
+		}
+		for i := range body {
+			body[i] = 'a'
+		}
+		value[0] = 'v'
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d of 100 sends returned before their message was stored", ended)
+	for {
+		ms, err := q.Receive(context.Background(), engine.ReceiveOptions{Max: 16}, nil)
+		if err != nil || len(ms) == 0 {
+			break
+		}
+		for _, m := range ms {
+			if !bytes.Equal(m.Body, bytes.Repeat([]byte("a"), 32<<10)) || m.MD5 != md5.Sum(m.Body) ||
+				len(m.Properties) != 1 || string(m.Properties[0].Value) != "v" {
+				t.Fatalf("a stored message is not what was sent: body %q..., MD5 matches %v, properties %+v",
+					m.Body[:8], m.MD5 == md5.Sum(m.Body), m.Properties)
+			}
+		}
 	}
 }

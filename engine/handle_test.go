@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"regexp"
 	"testing"
@@ -127,3 +129,49 @@ const (
 	goldenHandle1 = "1-0300003039000001000000006300000007F6E836A5"
 	goldenHandle2 = "1-FF7FFFFFFEFFFFFFFFFFFFFFFFFFFFFFFF0874A9AE"
 )
+
+// Options.HandleSecret keys handles in memory as on disk (two brokers that
+// share it accept each other's handles for queues of the same id), and a
+// secret of another length is refused at Open. (In memory it was ignored,
+// and a wrong length was ignored without a word.)
+func TestHandleSecretOption(t *testing.T) {
+	secret := bytes.Repeat([]byte{7}, 32)
+	open := func(o Options) *Broker {
+		t.Helper()
+		b, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	for _, dir := range []string{"", t.TempDir()} {
+		b1 := open(Options{HandleSecret: secret, Dir: dir})
+		b2 := open(Options{HandleSecret: secret})
+		q1 := mustQueue(t, b1, "q", DefaultQueueConfig())
+		q2 := mustQueue(t, b2, "q", DefaultQueueConfig())
+		if _, err := q1.SendOne(context.Background(), SendEntry{Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := q1.ReceiveOne(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// b2's queue has the same id and no such message: the handle is
+		// one of its own, for a message it does not hold.
+		if err := q2.DeleteOne(context.Background(), m.Handle); !errors.Is(err, ErrMessageNotExist) {
+			t.Errorf("dir %q: a handle of a broker with the same secret: %v, want ErrMessageNotExist", dir, err)
+		}
+		b3 := open(Options{})
+		q3 := mustQueue(t, b3, "q", DefaultQueueConfig())
+		if err := q3.DeleteOne(context.Background(), m.Handle); !errors.Is(err, ErrReceiptHandleError) {
+			t.Errorf("dir %q: a handle of a broker with another secret: %v, want ErrReceiptHandleError", dir, err)
+		}
+	}
+	for _, n := range []int{5, 31, 64} {
+		if b, err := Open(Options{HandleSecret: make([]byte, n)}); err == nil {
+			b.Close()
+			t.Errorf("a %d-byte HandleSecret was accepted", n)
+		}
+	}
+}

@@ -97,7 +97,10 @@ type SendResult struct {
 	// Delete and ChangeVisibility until the message becomes visible (the
 	// first receive, or a visibility change, replaces it; handle.go).
 	Handle ReceiptHandle
-	Err    error // non-nil if this entry was not stored (storage failure)
+	// Err is nil for every entry Send returns: a storage failure fails
+	// the whole call instead (the entries before it in out are stored).
+	// Kept for callers written against per-entry results.
+	Err error
 }
 
 // ReceiveOptions controls Receive.

@@ -32,16 +32,32 @@ package engine
 // A received message from ReceiveOne owns its Body (nothing is reused).
 
 import (
+	"bytes"
 	"context"
 	"time"
 )
 
 // SendOne stores one message and returns its id and body MD5. It returns
 // once the message is acknowledged by the log's sync mode (after its fsync
-// with SyncAlways), or with ctx.Err() when ctx ends first.
+// with SyncAlways), or with ctx.Err() when ctx ends first; the message may
+// then still be stored (at least once: as a client whose call timed out,
+// retry only what may be sent twice). The caller may reuse e's body and
+// properties as soon as SendOne returns.
 //
 //	res, err := q.SendOne(ctx, engine.SendEntry{Body: []byte("hello"), Priority: 1})
 func (q *Queue) SendOne(ctx context.Context, e SendEntry) (SendResult, error) {
+	if ctx.Done() != nil {
+		// The send may outlive the call (waitOne): it works on its own
+		// copies.
+		e.Body = bytes.Clone(e.Body)
+		if len(e.Properties) > 0 {
+			ps := make([]Property, len(e.Properties))
+			for i, p := range e.Properties {
+				ps[i] = Property{Name: bytes.Clone(p.Name), Value: bytes.Clone(p.Value), Type: p.Type, System: p.System}
+			}
+			e.Properties = ps
+		}
+	}
 	return waitOne(ctx, func() (SendResult, error) {
 		var buf [1]SendResult
 		out, err := q.Send([]SendEntry{e}, buf[:0])
@@ -55,7 +71,8 @@ func (q *Queue) SendOne(ctx context.Context, e SendEntry) (SendResult, error) {
 // ReceiveOne takes one Active message, waiting up to wait (0..30 s; 0: do
 // not wait) for one, and returns it Inactive with a fresh receipt handle.
 // It returns ErrMessageNotExist when none came, and ctx.Err() when ctx
-// ends first.
+// ends first; the other errors are Receive's (ErrTooManyLongPolls too
+// means nothing for this caller now: poll again after a pause).
 //
 //	m, err := q.ReceiveOne(ctx, 5*time.Second)
 //	if errors.Is(err, engine.ErrMessageNotExist) { /* nothing yet */ }
@@ -75,7 +92,8 @@ func (q *Queue) ReceiveOne(ctx context.Context, wait time.Duration) (Message, er
 
 // DeleteOne deletes the message that h was issued for. A stale, used or
 // expired handle is ErrMessageNotExist; one not issued here is
-// ErrReceiptHandleError.
+// ErrReceiptHandleError. When ctx ends first it returns ctx.Err(), and the
+// delete may still happen.
 //
 //	err := q.DeleteOne(ctx, m.Handle)
 func (q *Queue) DeleteOne(ctx context.Context, h ReceiptHandle) error {
@@ -91,6 +109,9 @@ func (q *Queue) DeleteOne(ctx context.Context, h ReceiptHandle) error {
 
 // ChangeVisibilityOne makes the message of h visible again timeout (1 s ..
 // 12 h) from now, and returns its new receipt handle; h stops working.
+// When ctx ends first it returns ctx.Err(), and the change may still
+// happen: h may then be dead with no new handle given, and the message
+// comes back when the new timeout ends.
 //
 //	h, err := q.ChangeVisibilityOne(ctx, m.Handle, time.Minute) // more time to work on it
 func (q *Queue) ChangeVisibilityOne(ctx context.Context, h ReceiptHandle, timeout time.Duration) (ReceiptHandle, error) {

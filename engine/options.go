@@ -69,9 +69,11 @@ type Options struct {
 	// a replica keeps serving to followers that lag (older ones need a
 	// snapshot); default 10,000.
 	ReplicaKeepEntries int
-	// HandleSecret, 32 bytes when set, keys receipt handles instead of a
-	// key generated at the first start: every replica of a shard must issue
-	// and accept the same handles.
+	// HandleSecret, 32 bytes when set (Open refuses another length), keys
+	// receipt handles instead of a key generated at the first start (or,
+	// in memory, at each start): every replica of a shard must issue and
+	// accept the same handles, and brokers that share it accept each
+	// other's handles for queues of the same id.
 	HandleSecret []byte
 
 	// ARNPrefix starts the resource names the broker writes into messages:

@@ -24,7 +24,11 @@ type bodyLoc struct {
 // Active it waits up to the effective wait (opt.Wait, else the queue's
 // PollingWaitSeconds) for one, and returns ErrMessageNotExist if none came.
 // It returns as soon as at least one message is available; it never waits to
-// fill the batch.
+// fill the batch. Other errors: ctx.Err() when ctx ends first;
+// ErrTooManyLongPolls when Options.MaxLongPolls receives already wait (to
+// be treated as ErrMessageNotExist, after a pause); ErrQueueNotExist when
+// the queue is deleted, also while this receive waits; ErrClosed; an
+// *ArgumentError for opt.Max or opt.Wait out of range.
 func (q *Queue) Receive(ctx context.Context, opt ReceiveOptions, dst []Message) ([]Message, error) {
 	if err := q.b.usable(); err != nil {
 		return dst, err
@@ -107,23 +111,23 @@ func (q *Queue) waitReceive(ctx context.Context, max int, dst []Message, base in
 		var err error
 		dst, err = q.receiveNow(max, dst)
 		if err != nil || len(dst) > base {
-			q.waiters.remove(w)
+			q.waiters.leave(w)
 			return dst, retryWait(err, b, deadline)
 		}
 		remaining := deadline - b.nowMs()
 		if remaining <= 0 {
-			q.waiters.remove(w)
+			q.waiters.leave(w)
 			return dst, ErrMessageNotExist
 		}
 		w.timer.Reset(time.Duration(remaining) * time.Millisecond)
 		select {
 		case <-w.ch:
 		case <-ctx.Done():
-			q.waiters.remove(w)
+			q.waiters.leave(w)
 			return dst, ctx.Err()
 		}
 		w.timer.Stop()
-		q.waiters.remove(w)
+		q.waiters.remove(w) // woken or timed out: it looks again, using any wake-up it had
 		if err := b.usable(); err != nil {
 			return dst, retryWait(err, b, deadline)
 		}

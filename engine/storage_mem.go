@@ -42,6 +42,10 @@ func newMemStore(segBytes int) *memStore {
 
 func (m *memStore) load(b *Broker) error {
 	m.kick = b.compactor.kick
+	if len(b.opts.HandleSecret) == len(b.secret) {
+		copy(b.secret[:], b.opts.HandleSecret)
+		return nil
+	}
 	if _, err := rand.Read(b.secret[:]); err != nil {
 		return fmt.Errorf("engine: generate handle key: %w", err)
 	}

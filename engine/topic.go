@@ -657,8 +657,9 @@ func (b *Broker) subByName(t *topic, name string) (*subscription, error) {
 	return s, nil
 }
 
-// SetSubscriptionAttributes changes the NotifyStrategy and FilterTag named
-// by p (the endpoint and the content format never change).
+// SetSubscriptionAttributes changes the NotifyStrategy, FilterTag and
+// dead-letter queue named by p (the endpoint and the content format never
+// change).
 func (b *Broker) SetSubscriptionAttributes(topicName, name string, p SubscriptionPatch) error {
 	if err := b.usable(); err != nil {
 		return err

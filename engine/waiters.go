@@ -48,13 +48,28 @@ func (wq *waitQueue) push(w *waiter) {
 	wq.mu.Unlock()
 }
 
-// remove unlinks w if it is still queued.
-func (wq *waitQueue) remove(w *waiter) {
+// remove unlinks w if it is still queued, and reports whether it was not:
+// a wake-up took it off the list (wake).
+func (wq *waitQueue) remove(w *waiter) (woken bool) {
 	wq.mu.Lock()
-	if w.queued {
+	woken = !w.queued
+	if !woken {
 		wq.unlinkLocked(w)
 	}
 	wq.mu.Unlock()
+	return woken
+}
+
+// leave is remove for a receive that stops waiting (it took messages, or
+// its deadline or its context ended): a wake-up it was given and will not
+// use goes to the next waiter. (Dropped, the next waiter slept through its
+// wait beside an Active message: on every client disconnect during a send,
+// up to 30 s.) A wake-up passed on to a waiter that then finds nothing
+// costs it one more look.
+func (wq *waitQueue) leave(w *waiter) {
+	if wq.remove(w) {
+		wq.wake(1)
+	}
 }
 
 func (wq *waitQueue) unlinkLocked(w *waiter) {
