@@ -147,3 +147,15 @@ func (s *shard) malformedBeat(m *pb.Message) bool {
 	}
 	return false
 }
+
+// noteSilence (the loop, leading) ends a silence of the followers at now.
+func (s *shard) noteSilence(now time.Time) {
+	gap := now.Sub(s.quietSince)
+	s.quietSince = now
+	if gap > time.Duration(s.n.cfg.ElectionTicks)*s.n.cfg.Tick/2 {
+		s.silences.Add(1)
+	}
+	if int64(gap) > s.silenceMax.Load() {
+		s.silenceMax.Store(int64(gap))
+	}
+}

@@ -99,19 +99,20 @@ type shard struct {
 
 	// The replication counters of the brokers this shard replaced
 	// (retire), so that the metrics stay monotonic across rebuilds.
-	statsMu       sync.Mutex
-	retiredFailed uint64        // guarded by statsMu
-	retiredDrops  uint64        // guarded by statsMu: ReplicaStats.UnloggedDropped
-	retiredLat    wal.Histogram // guarded by statsMu
-	installing    *install      // run: a snapshot being prepared off the loop (snapshot.go)
-	readSeq       atomic.Uint64 // read barrier ids (read.go)
-	readMu        sync.Mutex
-	reads         map[uint64]chan uint64 // guarded by readMu: the read barriers waiting for Raft's answer
-	balanceOK     int                    // run: consecutive checks the preferred leader was ready (balance.go)
-	handing       *handing               // run: a hand-over of the lead under way (transfer.go)
-	noHeir        atomic.Bool            // the last hand-over for a shutdown found no member to hand to (transfer.go)
-	heard         map[uint64]time.Time   // run: when each other member last sent this member a message (balance.go)
-	snapSent      map[uint64]bool        // run: members sent a snapshot, until they leave the snapshot state (node.go, snapshotOutrun)
+	statsMu        sync.Mutex
+	retiredFailed  uint64        // guarded by statsMu
+	retiredDrops   uint64        // guarded by statsMu: ReplicaStats.UnloggedDropped
+	retiredLat     wal.Histogram // guarded by statsMu
+	installing     *install      // run: a snapshot being prepared off the loop (snapshot.go)
+	appendsRefused atomic.Int64  // appends not taken: an install under way, or a disk too full (step)
+	readSeq        atomic.Uint64 // read barrier ids (read.go)
+	readMu         sync.Mutex
+	reads          map[uint64]chan uint64 // guarded by readMu: the read barriers waiting for Raft's answer
+	balanceOK      int                    // run: consecutive checks the preferred leader was ready (balance.go)
+	handing        *handing               // run: a hand-over of the lead under way (transfer.go)
+	noHeir         atomic.Bool            // the last hand-over for a shutdown found no member to hand to (transfer.go)
+	heard          map[uint64]time.Time   // run: when each other member last sent this member a message (balance.go)
+	snapSent       map[uint64]bool        // run: members sent a snapshot, until they leave the snapshot state (node.go, snapshotOutrun)
 	// While this member leads: when the loop last stepped a message of
 	// any follower (run), and for the metrics how often it went over
 	// half the election timeout without one and the longest it went
@@ -472,9 +473,11 @@ func (s *shard) step(m *pb.Message) {
 		return
 	case pb.MsgApp:
 		if s.installing != nil {
+			s.appendsRefused.Add(1)
 			return // see snapshot.go: the log being replaced takes nothing
 		}
 		if s.diskCritical() {
+			s.appendsRefused.Add(1)
 			return
 		}
 	case pb.MsgTimeoutNow:
@@ -493,18 +496,6 @@ func (s *shard) step(m *pb.Message) {
 	s.stepRaft(m)
 	if m.GetType() == pb.MsgAppResp && !m.GetReject() && s.snapSent[m.GetFrom()] {
 		s.snapshotOutrun(m.GetFrom()) // node.go
-	}
-}
-
-// noteSilence (the loop, leading) ends a silence of the followers at now.
-func (s *shard) noteSilence(now time.Time) {
-	gap := now.Sub(s.quietSince)
-	s.quietSince = now
-	if gap > time.Duration(s.n.cfg.ElectionTicks)*s.n.cfg.Tick/2 {
-		s.silences.Add(1)
-	}
-	if int64(gap) > s.silenceMax.Load() {
-		s.silenceMax.Store(int64(gap))
 	}
 }
 

@@ -112,6 +112,11 @@ type ShardStatus struct {
 	LastIndex    uint64 `json:"last_index"`
 	AppendQueued int    `json:"append_queued"`
 	AppendBusy   bool   `json:"append_busy"`
+	// Installing: a snapshot install is under way (appends are not taken
+	// meanwhile); AppendsRefused: appends this member did not take, for an
+	// install under way or a disk too full.
+	Installing     bool  `json:"installing"`
+	AppendsRefused int64 `json:"appends_refused"`
 	// Followers: on the leader only, each follower's progress.
 	Followers []FollowerStatus `json:"followers,omitempty"`
 	// Replica: the shard broker's replication counters.
@@ -172,15 +177,16 @@ func (n *Node) Status() Status {
 	// Raft's view and the append worker are the loop's (a restart
 	// replaces both).
 	type loopView struct {
-		rs     raft.Status
-		queued int
-		busy   bool
+		rs         raft.Status
+		queued     int
+		busy       bool
+		installing bool
 	}
 	res := make([]chan loopView, len(n.shards))
 	for i, s := range n.shards {
 		res[i] = make(chan loopView, 1)
 		s.do(func() {
-			v := loopView{rs: s.rn.Status()}
+			v := loopView{rs: s.rn.Status(), installing: s.installing != nil}
 			v.queued, v.busy = s.app.backlog()
 			res[i] <- v
 		})
@@ -203,10 +209,11 @@ func (n *Node) Status() Status {
 			ss.Failure = f.err.Error()
 		}
 		ss.LastIndex, _ = s.st.LastIndex()
+		ss.AppendsRefused = s.appendsRefused.Load()
 		select {
 		case v := <-res[i]:
 			rs := v.rs
-			ss.AppendQueued, ss.AppendBusy = v.queued, v.busy
+			ss.AppendQueued, ss.AppendBusy, ss.Installing = v.queued, v.busy, v.installing
 			ss.Role = roleName(rs.RaftState)
 			ss.Term, ss.Commit, ss.Applied = rs.GetTerm(), rs.GetCommit(), rs.Applied
 			if rs.RaftState == raft.StateLeader {

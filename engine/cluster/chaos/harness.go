@@ -426,10 +426,10 @@ func (c *Cluster) converged() error {
 						own = sts[i].Shards[sh]
 					}
 				}
-				return fmt.Errorf("shard %d: follower %d %s, lag %d, active %v (leader %d term %d commit %d last %d, appends queued %d busy %v: match %d, next %d, paused %v, inflight %d; the follower: %s, leader %d, term %d, commit %d, applied %d, last %d, appends queued %d busy %v)",
+				return fmt.Errorf("shard %d: follower %d %s, lag %d, active %v (leader %d term %d commit %d last %d, appends queued %d busy %v: match %d, next %d, paused %v, inflight %d; the follower: %s, leader %d, term %d, commit %d, applied %d, last %d, appends queued %d busy %v, installing %v, appends refused %d)",
 					sh, f.NodeID, f.State, f.Lag, f.Active, lead.Leader, lead.Term, lead.Commit, lead.LastIndex, lead.AppendQueued, lead.AppendBusy,
 					f.Match, f.Next, f.Paused, f.Inflight,
-					own.Role, own.Leader, own.Term, own.Commit, own.Applied, own.LastIndex, own.AppendQueued, own.AppendBusy)
+					own.Role, own.Leader, own.Term, own.Commit, own.Applied, own.LastIndex, own.AppendQueued, own.AppendBusy, own.Installing, own.AppendsRefused)
 			}
 		}
 	}
