@@ -584,6 +584,36 @@ func TestClusterMemberRetriesAFailedInstall(t *testing.T) {
 	}
 }
 
+// A snapshot stream that stops (the serving member's link went silent,
+// with the connection left open) fails its install within the idle bound,
+// and the leader sends another; the member catches up. (Without the
+// bound, the install waited for good, and the member took no appends
+// meanwhile: a chaos run's follower stayed behind its leader for 90 s.)
+// Seen failing without the read deadline.
+func TestClusterStalledSnapshotStreamIsGivenUp(t *testing.T) {
+	old := snapshotReadIdle
+	snapshotReadIdle = 300 * time.Millisecond
+	t.Cleanup(func() { snapshotReadIdle = old })
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true})
+	c.fillForSnapshots()
+	li, _ := c.leader("q")
+	wi := (li + 1) % 3
+	var serves atomic.Int32
+	stall := make(chan struct{})
+	t.Cleanup(func() { close(stall) })
+	testHookServeSnapshot = func(int, uint64) {
+		if serves.Add(1) == 1 {
+			<-stall // the first stream sends nothing after its answer
+		}
+	}
+	t.Cleanup(func() { testHookServeSnapshot = nil })
+	c.wipe(wi)
+	c.caughtUp(wi)
+	if n := serves.Load(); n < 2 {
+		t.Fatalf("%d snapshots served: the stalled one was never given up", n)
+	}
+}
+
 // A node stopped right after its first start, before its shards applied
 // their bootstrap members, keeps its members when it starts again (it came
 // back with none, for good: engine TestReplicaUnappliedConfChangeSurvivesARestart).

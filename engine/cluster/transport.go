@@ -416,7 +416,7 @@ func (t *transport) serveConn(c net.Conn) {
 				return
 			}
 		}
-		w := bufio.NewWriterSize(c, 1<<20)
+		w := bufio.NewWriterSize(idleConn{Conn: c, idle: snapshotWriteIdle}, 1<<20)
 		if err := t.serveSnap(req, w); err != nil {
 			t.log.Warn("snapshot not sent", "peer", from, "err", err)
 			return
@@ -683,7 +683,34 @@ func (t *transport) fetchState(addr string, r snapRequest) (io.ReadCloser, error
 			return nil, fmt.Errorf("%w: %v", errNoSnapshotAt, err)
 		}
 	}
-	return c, nil
+	return idleConn{Conn: c, idle: snapshotReadIdle}, nil
+}
+
+// A snapshot stream through a link that went silent (a partition, a host
+// that died without closing its connections) would wait for good: the
+// member installing it takes no appends meanwhile, and the leader serving
+// it holds its export open. So a read waits at most snapshotReadIdle for a
+// byte, and a write of the server's 1 MiB buffer at most snapshotWriteIdle
+// (long enough for a cluster backup read at a low --rate).
+var (
+	snapshotReadIdle  = 30 * time.Second
+	snapshotWriteIdle = 5 * time.Minute
+)
+
+// idleConn fails a read or write that makes no progress for idle.
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c idleConn) Read(p []byte) (int, error) {
+	c.Conn.SetReadDeadline(time.Now().Add(c.idle))
+	return c.Conn.Read(p)
+}
+
+func (c idleConn) Write(p []byte) (int, error) {
+	c.Conn.SetWriteDeadline(time.Now().Add(c.idle))
+	return c.Conn.Write(p)
 }
 
 // peerAddr returns the raft address of a peer.
