@@ -82,7 +82,7 @@ func MD5Hex(b []byte, sum [16]byte) []byte {
 type SendEntry struct {
 	Body     []byte        // 1..MaximumMessageSize bytes; copied
 	Priority int           // 1 (highest) .. 16; 0 means the default, 8
-	Delay    time.Duration // the message's own delay, used when HasDelay
+	Delay    time.Duration // the message's own delay, used when HasDelay (set without it: an *ArgumentError)
 	HasDelay bool          // false: the queue's DelaySeconds applies
 	// Properties are the message's user and system properties (props.go);
 	// copied. They are stored and returned with the message.
@@ -106,7 +106,7 @@ type SendResult struct {
 // ReceiveOptions controls Receive.
 type ReceiveOptions struct {
 	Max     int           // messages wanted, 1..16; 0 means 1
-	Wait    time.Duration // long-poll wait, used when HasWait; 0..30 s
+	Wait    time.Duration // long-poll wait, used when HasWait; 0..30 s (set without it: an *ArgumentError)
 	HasWait bool          // false: the queue's PollingWaitSeconds applies
 }
 

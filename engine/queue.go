@@ -139,6 +139,9 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 			if err := checkDuration("DelaySeconds", e.Delay, 0, MaxDelay); err != nil {
 				return out, err
 			}
+		} else if e.Delay != 0 {
+			// Not silently the queue's delay instead of the one asked for.
+			return out, argErr("DelaySeconds", "is set without HasDelay (set HasDelay for a message's own delay; false means the queue's DelaySeconds)")
 		}
 		if len(e.Properties) > 0 {
 			if _, err := checkProps(e.Properties); err != nil {

@@ -141,3 +141,26 @@ func TestSendBatchMD5s(t *testing.T) {
 		}
 	}
 }
+
+// A Delay or Wait set without its Has flag is refused, not silently
+// replaced by the queue's default (a message meant for an hour later was
+// sent Active).
+func TestDelayAndWaitNeedTheirFlags(t *testing.T) {
+	b, _ := openTest(t, Options{})
+	q := mustQueue(t, b, "q", DefaultQueueConfig())
+	if _, err := q.Send([]SendEntry{{Body: []byte("x"), Delay: time.Hour}}, nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Delay without HasDelay: %v", err)
+	}
+	if _, err := q.Receive(context.Background(), ReceiveOptions{Wait: time.Second}, nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Wait without HasWait: %v", err)
+	}
+	if info, _ := q.Attributes(); info.Active+info.Delayed != 0 {
+		t.Errorf("a refused send stored a message: %+v", info)
+	}
+	if _, err := q.Send([]SendEntry{{Body: []byte("x"), Delay: time.Hour, HasDelay: true}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := q.Attributes(); info.Delayed != 1 {
+		t.Errorf("with HasDelay: %+v", info)
+	}
+}

@@ -47,6 +47,8 @@ func (q *Queue) Receive(ctx context.Context, opt ReceiveOptions, dst []Message) 
 			return dst, err
 		}
 		waitMs = opt.Wait.Milliseconds()
+	} else if opt.Wait != 0 {
+		return dst, argErr("waitseconds", "is set without HasWait (set HasWait for this receive's own wait; false means the queue's PollingWaitSeconds)")
 	}
 	if err := q.b.store.waitRoom(); err != nil {
 		return dst, err
