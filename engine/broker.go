@@ -281,7 +281,10 @@ func (b *Broker) queueByID(id uint64) *Queue {
 	return b.byID[id]
 }
 
-// Queue returns the named queue.
+// Queue returns the named queue. A *Queue stays bound to the queue it
+// was returned for: once that queue is deleted its calls answer
+// ErrQueueNotExist, also after a queue of the same name is created again
+// (look it up again then).
 func (b *Broker) Queue(name string) (*Queue, error) {
 	if isInternalQueue(name) {
 		return nil, ErrQueueNotExist // push queues are not addressable (push_queue.go)

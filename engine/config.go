@@ -24,7 +24,9 @@ const (
 	MaxQueueNameLen      = 256                //
 )
 
-// QueueConfig holds a queue's settable attributes.
+// QueueConfig holds a queue's settable attributes. Start from
+// DefaultQueueConfig: a zero QueueConfig is refused (its MaxMessageBytes
+// and VisibilityTimeout are out of range).
 type QueueConfig struct {
 	Delay             time.Duration // default delay of a message sent without its own
 	MaxMessageBytes   int           // largest body a send may give, in bytes (a topic's deliveries are not held to it: Subscribe checks the topic's limit against it, and the notification's envelope adds to the body)
