@@ -637,14 +637,19 @@ func (ps *pushSub) request(ctx context.Context, sub *subscription, env *pushEnve
 // refuses a request whose value holds a control character (a tag published
 // before those were refused: each becomes a space).
 func headerValue(tag []byte) string {
-	b := []byte(string(tag))
-	for i, c := range b {
-		if c < 0x20 || c == 0x7f {
-			b[i] = ' '
-		}
+	s := string(tag)
+	if strings.IndexFunc(s, isControl) >= 0 {
+		s = strings.Map(func(r rune) rune {
+			if isControl(r) {
+				return ' '
+			}
+			return r
+		}, s)
 	}
-	return textproto.TrimString(string(b))
+	return textproto.TrimString(s)
 }
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // PushStringToSign is the text a push signature covers (spec §3.6):
 // "POST", Content-md5, Content-Type and Date, each followed by a newline,
