@@ -174,8 +174,10 @@ func (m *migration) queues(ctx context.Context, r *run, src, dst *client, prefix
 	return made, nil
 }
 
-// sameQueue reports whether dst's queue has q's attributes (its
-// dead-letter policy aside).
+// sameQueue reports whether dst's queue has q's attributes, and either
+// q's dead-letter policy or none (an earlier run made the queue and did
+// not get to its policy, invariant 4): a policy of its own is the
+// destination's, not to be replaced.
 func (m *migration) sameQueue(ctx context.Context, r *run, dst *client, q *Queue) (bool, error) {
 	rctx, cancel := r.reqCtx(ctx, 0)
 	defer cancel()
@@ -185,7 +187,8 @@ func (m *migration) sameQueue(ctx context.Context, r *run, dst *client, q *Queue
 	}
 	return d.DelaySeconds == q.DelaySeconds && d.MaximumMessageSize == q.MaximumMessageSize &&
 		d.MessageRetentionPeriod == q.MessageRetentionPeriod && d.VisibilityTimeout == q.VisibilityTimeout &&
-		d.PollingWaitSeconds == q.PollingWaitSeconds && d.LoggingEnabled == q.LoggingEnabled, nil
+		d.PollingWaitSeconds == q.PollingWaitSeconds && d.LoggingEnabled == q.LoggingEnabled &&
+		(d.DeadLetterTargetQueue == "" || d.DeadLetterTargetQueue == q.DeadLetterTargetQueue && d.MaxReceiveCount == q.MaxReceiveCount), nil
 }
 
 // topics makes the source's topics and their subscriptions at the
@@ -257,7 +260,8 @@ func (m *migration) topic(ctx context.Context, src, dst *client, t Topic) error 
 }
 
 // messages moves every queue's messages, in rounds over the queues, until
-// none is left at the source or wait has passed since the first round.
+// a round finds none left at the source and moves none, or wait has
+// passed since the first round.
 func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queues []string, wait time.Duration, rate float64, parallel int) error {
 	deadline := time.Now().Add(wait)
 	counts := func(q string) (*Queue, error) {
@@ -269,15 +273,20 @@ func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queu
 		}
 		return info, nil
 	}
-	pending := queues
+	// Every round looks at every queue: a receive of this run can move a
+	// message into a dead-letter queue the round found empty before (its
+	// receive count reached), so a round ends the run only if it moved
+	// nothing and found every queue empty.
 	for first := true; ; first = false {
 		var still []string
-		for _, q := range pending {
+		moved := false
+		for _, q := range queues {
 			info, err := counts(q)
 			if err != nil {
 				return err
 			}
 			if info.ActiveMessages > 0 {
+				moved = true
 				res, err := moveAll(ctx, r, parallel, int(info.ActiveMessages), func(n int) *mover {
 					mv := newMover(src, dst, q, rate/float64(n), func(*Message) (string, string) { return q, "" }, func(m Message) Message { return m })
 					mv.delay = 0
@@ -307,8 +316,7 @@ func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queu
 				delete(m.Left, q)
 			}
 		}
-		pending = still
-		if len(pending) == 0 || !first && time.Now().After(deadline) {
+		if len(still) == 0 && !moved || !first && time.Now().After(deadline) {
 			for q := range m.Refused {
 				if _, ok := m.Left[q]; !ok {
 					delete(m.Refused, q) // moved in a later round

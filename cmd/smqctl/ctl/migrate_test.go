@@ -168,3 +168,68 @@ func TestMigrateIntoACluster(t *testing.T) {
 		}
 	}
 }
+
+// A message that a migration's receive moves to its dead-letter queue
+// (its receive count reached) is moved from there too, even when that
+// queue came first in the round and was empty then. (It was left at the
+// source, and the run said nothing was left.)
+func TestMigrateFollowsMessagesIntoTheirDeadLetterQueue(t *testing.T) {
+	src, dst := startDaemon(t), startDaemon(t)
+	c := src.ctl(t)
+	src.queueWith(t, "a-dlq", nil) // before "work" in every round
+	work := src.queueWith(t, "work", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = time.Second })
+	if err := src.b.SetQueueAttributes("work", engine.ConfigPatch{DeadLetterQueue: ptr("a-dlq"), MaxReceiveCount: ptr(1)}); err != nil {
+		t.Fatal(err)
+	}
+	sendEntries(t, work, engine.SendEntry{Body: []byte("tired")})
+	// Received once: the next receive moves it to a-dlq instead.
+	if _, err := work.Receive(context.Background(), engine.ReceiveOptions{Max: 1, HasWait: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // its visibility ends (a wait for the fixture, not a timing assertion)
+	m := decodeJSON[migration](t, c.ok("migrate", "--to", dst.addr, "--wait", "10s", "--json"))
+	if len(m.Left) != 0 {
+		t.Fatalf("left at the source: %v", m.Left)
+	}
+	dlq, err := dst.b.Queue("a-dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := dlq.Attributes(); info.Active != 1 {
+		t.Fatalf("the destination's a-dlq holds %+v, want the dead-lettered message", info)
+	}
+	if q, _ := src.b.Queue("a-dlq"); q != nil {
+		if info, _ := q.Attributes(); info.Active+info.Inactive+info.Delayed != 0 {
+			t.Fatalf("the source's a-dlq still holds %+v", info)
+		}
+	}
+}
+
+// A destination queue with a dead-letter policy of its own is a conflict:
+// the migration neither replaces its policy nor moves messages into it.
+// (The source's policy replaced it without a word.)
+func TestMigrateKeepsTheDestinationsDeadLetterPolicy(t *testing.T) {
+	src, dst := startDaemon(t), startDaemon(t)
+	for _, d := range []*daemon{src, dst} {
+		d.queueWith(t, "q", nil)
+		d.queueWith(t, "q-dlq", nil)
+		d.queueWith(t, "x-dlq", nil)
+	}
+	if err := src.b.SetQueueAttributes("q", engine.ConfigPatch{DeadLetterQueue: ptr("q-dlq"), MaxReceiveCount: ptr(5)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.b.SetQueueAttributes("q", engine.ConfigPatch{DeadLetterQueue: ptr("x-dlq"), MaxReceiveCount: ptr(3)}); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := src.b.Queue("q")
+	sendEntries(t, q, engine.SendEntry{Body: []byte("stays")})
+	r := src.ctl(t).fail(ExitError, "migrate", "--to", dst.addr, "--wait", "2s", "--json")
+	m := decodeJSON[migration](t, r.stdout)
+	if len(m.Conflicts) != 1 || !strings.Contains(m.Conflicts[0], "queue q:") {
+		t.Fatalf("conflicts %q", m.Conflicts)
+	}
+	dq, _ := dst.b.Queue("q")
+	if info, _ := dq.Attributes(); info.Config.DeadLetterQueue != "x-dlq" || info.Config.MaxReceiveCount != 3 || info.Active != 0 {
+		t.Fatalf("the destination's q became %+v", info)
+	}
+}
