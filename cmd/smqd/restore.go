@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -65,6 +66,8 @@ func runRestore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *peers != "" || *nodeID != 0 {
 		return restoreCluster(in, *dir, *nodeID, *peers, start, stdout, stderr)
 	}
+	_, statErr := os.Stat(*dir)
+	existed := statErr == nil
 	info, err := engine.Restore(in, *dir)
 	if err != nil {
 		if strings.Contains(err.Error(), fmt.Sprintf("format %d;", cluster.BackupFormat)) {
@@ -81,7 +84,13 @@ func runRestore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	b, err := engine.Open(engine.Options{Dir: *dir, Logger: log})
 	if err != nil {
-		fmt.Fprintln(stderr, "smqd restore: the restored directory does not open:", err)
+		// As any failed restore: no directory that holds the backup is
+		// left (a retry would find it not empty), and the backup is the
+		// problem, not the directory.
+		if rerr := unrestore(*dir, existed); rerr != nil {
+			fmt.Fprintln(stderr, "smqd restore: removing what was restored:", rerr)
+		}
+		fmt.Fprintf(stderr, "smqd restore: the restored backup does not open, so it was removed from %s: %v\n", *dir, err)
 		return 1
 	}
 	rec := b.Recovery()
@@ -103,6 +112,24 @@ func runRestore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "checked: %d queues, %d messages recovered\n", queues, rec.Messages)
 	return 0
+}
+
+// unrestore empties dir after a restore whose check failed, and removes
+// it if the restore made it.
+func unrestore(dir string, existed bool) error {
+	if !existed {
+		return os.RemoveAll(dir)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // restoreCluster is "smqd restore" of a cluster's backup, as member id of

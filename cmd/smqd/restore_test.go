@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/archive"
 )
 
 func TestRestoreCommand(t *testing.T) {
@@ -82,5 +84,92 @@ func TestRestoreCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(nd); !os.IsNotExist(err) {
 		t.Errorf("a refused restore left its directory: %v", err)
+	}
+}
+
+// A backup whose frames are whole but whose log is damaged restores and
+// then fails its check: the restore exits 1 and leaves no directory that
+// holds it, as any failed restore (a retry found it "not empty"), and an
+// empty directory it was given stays, empty.
+func TestRestoreCheckFailureLeavesNothing(t *testing.T) {
+	src := t.TempDir()
+	b, err := engine.Open(engine.Options{Dir: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.CreateQueue("rq", engine.DefaultQueueConfig())
+	q, _ := b.Queue("rq")
+	for range 20 {
+		if _, err := q.Send([]engine.SendEntry{{Body: bytes.Repeat([]byte("m"), 512)}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ar bytes.Buffer
+	if _, err := b.Backup(&ar, engine.BackupOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	// The same archive, its first log segment's bytes flipped in the
+	// middle of its records, its frames checksummed anew.
+	rd, err := archive.NewReader(&ar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	aw, err := archive.NewWriter(&out, rd.Manifest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := false
+	for {
+		h, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(h.Name, "wal/") && !flipped && len(data) > 4096 {
+			for i := 2048; i < 2048+64; i++ {
+				data[i] ^= 0xff
+			}
+			flipped = true
+		}
+		if err := aw.Create(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := aw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := aw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !flipped {
+		t.Fatal("no log segment to damage")
+	}
+	file := filepath.Join(t.TempDir(), "bad.smqd")
+	os.WriteFile(file, out.Bytes(), 0o600)
+	for _, made := range []bool{false, true} {
+		dst := filepath.Join(t.TempDir(), "data")
+		if made {
+			os.Mkdir(dst, 0o700)
+		}
+		var o, e bytes.Buffer
+		code := run(context.Background(), []string{"restore", "--from", file, "--data-dir", dst}, func(string) string { return "" }, &o, &e, nil)
+		if code != 1 || !strings.Contains(e.String(), "does not open") {
+			t.Fatalf("exit %d\n%s\n%s", code, o.String(), e.String())
+		}
+		ents, err := os.ReadDir(dst)
+		switch {
+		case !made && !os.IsNotExist(err):
+			t.Errorf("the restore made %s and left it: %v", dst, err)
+		case made && (err != nil || len(ents) != 0):
+			t.Errorf("the given directory holds %d entries after the failed check (%v)", len(ents), err)
+		}
 	}
 }
