@@ -75,6 +75,9 @@ func (r *run) backup(ctx context.Context, name string, args []string) error {
 	if *out != "-" {
 		tmp = r.path(*out) + ".partial"
 		if f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+			if errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("backup: %s exists: a backup cut short earlier left it (it is never a whole backup); delete it and run again", tmp)
+			}
 			return err
 		}
 		defer func() {
@@ -91,6 +94,9 @@ func (r *run) backup(ctx context.Context, name string, args []string) error {
 	cw := &countWriter{w: dst}
 	m, files, err := checkArchive(io.TeeReader(body, cw))
 	if err != nil {
+		if cw.err != nil {
+			return fmt.Errorf("backup: writing %s (nothing kept): %w", *out, cw.err)
+		}
 		if bctx.Err() != nil && ctx.Err() == nil {
 			err = fmt.Errorf("no byte for %s (--timeout): %w", r.g.timeout, err)
 		}
@@ -102,11 +108,18 @@ func (r *run) backup(ctx context.Context, name string, args []string) error {
 			err = cerr
 		}
 		if err == nil {
-			err = os.Rename(tmp, r.path(*out))
+			// A link, not a rename: a file made at that name meanwhile
+			// is not replaced.
+			switch err = os.Link(tmp, r.path(*out)); {
+			case errors.Is(err, os.ErrExist):
+				err = fmt.Errorf("backup: %s was made while the backup ran; the backup is not kept", *out)
+			case err != nil:
+				err = os.Rename(tmp, r.path(*out)) // a file system without hard links
+			}
 		}
+		os.Remove(tmp)
 		f = nil
 		if err != nil {
-			os.Remove(tmp)
 			return err
 		}
 		if d, err := os.Open(filepath.Dir(r.path(*out))); err == nil {
@@ -207,12 +220,16 @@ func (p *progressReader) Read(b []byte) (int, error) {
 }
 
 type countWriter struct {
-	w io.Writer
-	n int64
+	w   io.Writer
+	n   int64
+	err error // the first write error: this side's (a full disk), not the server's
 }
 
 func (c *countWriter) Write(b []byte) (int, error) {
 	n, err := c.w.Write(b)
 	c.n += int64(n)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
 	return n, err
 }

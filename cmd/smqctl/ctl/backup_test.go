@@ -115,4 +115,11 @@ func TestBackupCommandRefusals(t *testing.T) {
 	if !strings.Contains(r.stderr, "no byte for") {
 		t.Errorf("stalled: %s", r.stderr)
 	}
+
+	// What a killed smqctl left is named as such, not "file exists".
+	c = d.ctl(t)
+	os.WriteFile(filepath.Join(c.dir, "k.smqd.partial"), []byte("cut"), 0o600)
+	if r := c.fail(ExitError, "backup", "-o", "k.smqd"); !strings.Contains(r.stderr, "cut short earlier") {
+		t.Errorf("a .partial left before: %s", r.stderr)
+	}
 }
