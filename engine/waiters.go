@@ -63,9 +63,10 @@ func (wq *waitQueue) remove(w *waiter) (woken bool) {
 // leave is remove for a receive that stops waiting (it took messages, or
 // its deadline or its context ended): a wake-up it was given and will not
 // use goes to the next waiter. (Dropped, the next waiter slept through its
-// wait beside an Active message: on every client disconnect during a send,
-// up to 30 s.) A wake-up passed on to a waiter that then finds nothing
-// costs it one more look.
+// wait, up to 30 s, beside an Active message: an embedder's cancelled
+// receive, or a cluster's forwarded poll whose forwarding node stopped
+// waiting, during a send.) A wake-up passed on to a waiter that then finds
+// nothing costs it one more look.
 func (wq *waitQueue) leave(w *waiter) {
 	if wq.remove(w) {
 		wq.wake(1)

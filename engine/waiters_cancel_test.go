@@ -10,9 +10,9 @@ import (
 // just as a send wakes it must hand the wake-up to the next waiter, or
 // that one sleeps through its whole wait while the message is Active. (A
 // waiter that ended on its context dropped the wake-up it had been given:
-// on the fake clock here, the other receive never returned; in a server,
-// every client disconnect during a send could stall a consumer for up to
-// 30 s.) Seen failing without the hand-on in waitReceive.
+// on the fake clock here, the other receive never returned; otherwise it
+// waited out its wait, up to 30 s.) Seen failing without the hand-on in
+// waitReceive.
 func TestCancelledLongPollPassesItsWakeUpOn(t *testing.T) {
 	b, _ := openTest(t, Options{}) // a fake clock: no wait ends by itself
 	q := mustQueue(t, b, "q", DefaultQueueConfig())
