@@ -27,6 +27,11 @@ package engine
 //     the target never holds part of a backup, after a failure or a crash.
 //     It checks every frame of the archive (archive.ErrDamaged) before
 //     using it and removes what it wrote if it fails.
+//  5. Neither copies a damaged log record on: Backup verifies every record
+//     it copies (header, checksum, padding: wal.RawChecker) and fails at
+//     the first that does not verify, so that no backup is made that a
+//     start would cut or refuse; Restore verifies them again (a backup
+//     made before backups verified them) and fails with archive.ErrDamaged.
 //
 // Not a cluster node's: a shard's replicated broker refuses (a cluster's
 // copies are its replicas; docs/operations.md, "Backups").
@@ -199,10 +204,14 @@ func (b *Broker) backupLog(l *wal.Log, aw *archive.Writer, e wal.Pos, info *Back
 			Mode: 0o600, ExtendTo: s.FileBytes}); err != nil {
 			return err
 		}
+		chk := wal.NewRawChecker(s.Start, s.Start)
 		for p := s.Start; p < end; {
 			n, err := l.ReadRaw(p, buf[:min(int64(len(buf)), int64(end-p))])
 			if err == nil && n == 0 {
 				err = fmt.Errorf("the log ends at %d, before %d", p, end)
+			}
+			if err == nil {
+				err = chk.Write(buf[:n]) // invariant 5
 			}
 			if err != nil {
 				return fmt.Errorf("engine: backup: segment %016x: %w", uint64(s.Start), mapErr(err))
@@ -211,6 +220,9 @@ func (b *Broker) backupLog(l *wal.Log, aw *archive.Writer, e wal.Pos, info *Back
 				return err
 			}
 			p += wal.Pos(n)
+		}
+		if err := chk.Close(); err != nil {
+			return fmt.Errorf("engine: backup: segment %016x: %w", uint64(s.Start), mapErr(err))
 		}
 		info.Segments++
 		if i+1 < len(segs) && s.End < segs[i+1].Start && segs[i+1].Start < e {
@@ -253,9 +265,10 @@ func (cw *backupWriter) Write(p []byte) (int, error) {
 // RestoreInfo says what Restore wrote.
 type RestoreInfo struct {
 	Manifest archive.Manifest
-	Segments int   // log segments
-	Files    int   // other files (BackupOptions.Files of the backup)
-	Bytes    int64 // data bytes restored
+	Segments int    // log segments
+	LogEnd   uint64 // the end of the log restored: a start recovers up to it
+	Files    int    // other files (BackupOptions.Files of the backup)
+	Bytes    int64  // data bytes restored
 }
 
 // Restore writes a backup read from r into dir, which must not exist or be
@@ -278,14 +291,28 @@ func Restore(r io.Reader, dir string) (info RestoreInfo, err error) {
 // writes into a new directory beside it: dir is replaced only once fill
 // has succeeded, and never holds part of what it wrote (invariant 4).
 // Restore uses it, and so does engine/cluster's.
+//
+// A dir that is a symbolic link is restored where it points, and the link
+// is kept. A dir that is a mount point is refused before anything is
+// written: the new directory could not be renamed onto it.
 func RestoreDir(dir string, fill func(tmp string) error) (err error) {
 	dir = filepath.Clean(dir)
+	if fi, lerr := os.Lstat(dir); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			return fmt.Errorf("%w: restore into %s, a symbolic link: %w (make the directory it points to first)", ErrInvalidArgument, dir, err)
+		}
+		dir = target
+	}
 	switch ents, rerr := os.ReadDir(dir); {
 	case errors.Is(rerr, os.ErrNotExist):
 	case rerr != nil:
 		return fmt.Errorf("engine: restore: %w", rerr)
 	case len(ents) > 0:
 		return fmt.Errorf("%w: restore into %s: the directory is not empty", ErrInvalidArgument, dir)
+	case isMountPoint(dir):
+		return fmt.Errorf("%w: restore into %s: it is a mount point, which a restore cannot replace; restore into a directory inside it (%s) and start smqd there",
+			ErrInvalidArgument, dir, filepath.Join(dir, "smqd"))
 	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o700); err != nil {
@@ -388,13 +415,27 @@ func restoreInto(r io.Reader, dir string) (info RestoreInfo, err error) {
 			if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o700); err != nil {
 				return info, fmt.Errorf("engine: restore: %w", err)
 			}
-			n, err := restoreFile(filepath.Join(dir, "wal", base), ar, h.ExtendTo)
+			var src io.Reader = ar
+			var chk *wal.RawChecker
+			start, _ := strconv.ParseUint(base[:16], 16, 64)
+			if strings.HasSuffix(base, ".wal") {
+				chk = wal.NewRawChecker(wal.Pos(start), wal.Pos(start))
+				src = io.TeeReader(ar, rawCheckWriter{chk})
+			}
+			n, err := restoreFile(filepath.Join(dir, "wal", base), src, h.ExtendTo)
+			if err == nil && chk != nil {
+				err = chk.Close()
+			}
+			if errors.Is(err, wal.ErrCorrupt) { // invariant 5
+				err = fmt.Errorf("%w: %s: %w", archive.ErrDamaged, h.Name, err)
+			}
 			if err != nil {
 				return info, err
 			}
 			info.Bytes += n
-			if strings.HasSuffix(base, ".wal") {
+			if chk != nil {
 				info.Segments++
+				info.LogEnd = max(info.LogEnd, start+uint64(n))
 			}
 		case strings.HasPrefix(h.Name, "index/") || h.Name == "LOCK":
 			return info, fmt.Errorf("%w: %s is not a file a backup holds", archive.ErrDamaged, h.Name)
@@ -417,6 +458,11 @@ func restoreInto(r io.Reader, dir string) (info RestoreInfo, err error) {
 	}
 	return info, nil
 }
+
+// rawCheckWriter feeds a restored segment's bytes to its checker.
+type rawCheckWriter struct{ c *wal.RawChecker }
+
+func (w rawCheckWriter) Write(p []byte) (int, error) { return len(p), w.c.Write(p) }
 
 // isLogFileName reports whether name is a segment's or a hole marker's.
 func isLogFileName(name string) bool {

@@ -27,3 +27,14 @@ func lockDataDir(dir string) (unlock func(), err error) {
 	}
 	return func() { f.Close() }, nil // closing releases the lock
 }
+
+// isMountPoint reports whether dir, an existing directory, is the root of
+// a file system other than its parent's: a restore cannot rename a new
+// directory onto it.
+func isMountPoint(dir string) bool {
+	var a, b syscall.Stat_t
+	if syscall.Stat(dir, &a) != nil || syscall.Stat(filepath.Dir(dir), &b) != nil {
+		return false
+	}
+	return a.Dev != b.Dev
+}

@@ -3,11 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/engine/archive"
@@ -87,8 +92,9 @@ func TestRestoreCommand(t *testing.T) {
 	}
 }
 
-// A backup whose frames are whole but whose log is damaged restores and
-// then fails its check: the restore exits 1 and leaves no directory that
+// A backup whose frames are whole and whose log records verify, but whose
+// last record holds what no engine record is, restores and then fails its
+// check: the restore exits 1 and leaves no directory that
 // holds it, as any failed restore (a retry found it "not empty"), and an
 // empty directory it was given stays, empty.
 func TestRestoreCheckFailureLeavesNothing(t *testing.T) {
@@ -109,8 +115,8 @@ func TestRestoreCheckFailureLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	// The same archive, its first log segment's bytes flipped in the
-	// middle of its records, its frames checksummed anew.
+	// The same archive, the last record of its first log segment
+	// spoiled, its frames checksummed anew.
 	rd, err := archive.NewReader(&ar)
 	if err != nil {
 		t.Fatal(err)
@@ -134,9 +140,8 @@ func TestRestoreCheckFailureLeavesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		if strings.HasPrefix(h.Name, "wal/") && !flipped && len(data) > 4096 {
-			for i := 2048; i < 2048+64; i++ {
-				data[i] ^= 0xff
-			}
+			start, _ := strconv.ParseUint(strings.TrimSuffix(path.Base(h.Name), ".wal"), 16, 64)
+			spoilLastRecord(t, data, start)
 			flipped = true
 		}
 		if err := aw.Create(h); err != nil {
@@ -172,4 +177,38 @@ func TestRestoreCheckFailureLeavesNothing(t *testing.T) {
 			t.Errorf("the given directory holds %d entries after the failed check (%v)", len(ents), err)
 		}
 	}
+}
+
+// spoilLastRecord overwrites the payload of the last record of a log
+// segment's bytes, which start at position start, with 0xff bytes, and
+// checksums it anew (wal/doc.go, "Record framing"): a record the log reads
+// and the engine cannot decode.
+func spoilLastRecord(t *testing.T, seg []byte, start uint64) {
+	t.Helper()
+	last := -1
+	for off := 0; off+12 <= len(seg); {
+		n := int(binary.LittleEndian.Uint32(seg[off:]))
+		if seg[off+4] == 0 || off+12+n > len(seg) {
+			break
+		}
+		last = off
+		off += (12 + n + 3) &^ 3
+	}
+	if last < 0 {
+		t.Fatal("no record in the segment")
+	}
+	n := int(binary.LittleEndian.Uint32(seg[last:]))
+	seg[last+5] = 0 // not compressed
+	payload := seg[last+12 : last+12+n]
+	for i := range payload {
+		payload[i] = 0xff
+	}
+	var d xxhash.Digest
+	d.Reset()
+	var pb [8]byte
+	binary.LittleEndian.PutUint64(pb[:], start+uint64(last))
+	d.Write(pb[:])
+	d.Write(seg[last : last+8])
+	d.Write(payload)
+	binary.LittleEndian.PutUint32(seg[last+8:], uint32(d.Sum64()))
 }
