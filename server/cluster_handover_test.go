@@ -20,73 +20,10 @@ func TestClusterHandOverCostsClientsNothing(t *testing.T) {
 	c := startCluster(t, 3, 1)
 	c.ready()
 	wantStatus(t, c.envs[0].client().put("/queues/ho", ""), 201)
-
-	var (
-		stop     atomic.Bool
-		mu       sync.Mutex
-		failures []string
-		sent     = map[string]bool{}
-		deleted  = map[string]bool{}
-		requests atomic.Int64
-	)
-	fail := func(what string, r *response) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(failures) < 20 {
-			failures = append(failures, fmt.Sprintf("%s: %d %s", what, r.status, r.body))
-		}
-	}
-	var wg sync.WaitGroup
-	for w := range 6 {
-		cl := c.envs[w%3].client()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := 0; !stop.Load() && n < 20000; n++ {
-				body := fmt.Sprintf("w%d-%d", w, n)
-				r := cl.post("/queues/ho/messages", sendBody(body, ""))
-				requests.Add(1)
-				if r.status != 201 {
-					fail("send "+body, r)
-					continue
-				}
-				mu.Lock()
-				sent[body] = true
-				mu.Unlock()
-				r = cl.get("/queues/ho/messages?waitseconds=0")
-				requests.Add(1)
-				if r.status == 404 {
-					continue // empty for now: another worker took them
-				}
-				if r.status != 200 {
-					fail("receive", r)
-					continue
-				}
-				var m xMessage
-				decode(t, r, &m)
-				r = cl.del("/queues/ho/messages?ReceiptHandle="+m.ReceiptHandle, "")
-				requests.Add(1)
-				if r.status != 204 {
-					fail("delete "+m.MessageBody, r)
-					continue
-				}
-				mu.Lock()
-				deleted[m.MessageBody] = true
-				mu.Unlock()
-			}
-		}()
-	}
+	l := startClusterLoad(t, c, "ho", []int{0, 1, 2})
 	// Let the load run, then move the lead twice: from its first leader,
 	// then from the second (a leaving node is handed no lead again).
-	waitRequests := func(n int64) {
-		clusterEventually(t, "requests under way", func() error {
-			if got := requests.Load(); got < n {
-				return fmt.Errorf("%d requests", got)
-			}
-			return nil
-		})
-	}
-	waitRequests(300)
+	l.wait(300)
 	for range 2 {
 		lead := c.leaderOf("ho")
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -98,32 +35,150 @@ func TestClusterHandOverCostsClientsNothing(t *testing.T) {
 		if now := c.leaderOf("ho"); now == lead {
 			t.Fatalf("node %d still leads after handing its lead over", lead+1)
 		}
-		waitRequests(requests.Load() + 300)
+		l.wait(l.requests.Load() + 300)
 	}
-	stop.Store(true)
-	wg.Wait()
-	if len(failures) > 0 {
-		t.Fatalf("%d+ requests failed across the hand-overs, first: %v", len(failures), failures)
+	l.finish(0)
+}
+
+// Removing the member that leads a shard (smqctl cluster rm) costs
+// clients nothing either: it hands the lead over first, and the next
+// leader makes the change (engine/cluster/members.go, proposeMember). It
+// used to propose its own removal, lead on until it applied and then stop
+// leading with no successor, so the requests it held got 503s.
+func TestClusterRemovingTheLeaderCostsClientsNothing(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/rm", ""), 201)
+	lead := c.leaderOf("rm")
+	var stay []int
+	for i := range 3 {
+		if i != lead {
+			stay = append(stay, i)
+		}
 	}
-	// No acknowledged send lost: what was not deleted is still there.
-	cl := c.envs[0].client()
+	l := startClusterLoad(t, c, "rm", stay) // through the members that stay
+	l.wait(300)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	err := c.nodes[stay[0]].RemoveMember(ctx, uint64(lead+1))
+	cancel()
+	if err != nil {
+		t.Fatalf("removing node %d: %v", lead+1, err)
+	}
+	if now := c.leaderOf("rm"); now == lead {
+		t.Fatalf("node %d leads after its removal", lead+1)
+	}
+	l.wait(l.requests.Load() + 300)
+	l.finish(stay[0])
+}
+
+// clusterLoad is clients sending, receiving and deleting through some of
+// a cluster's nodes, and what they were told.
+type clusterLoad struct {
+	t        *testing.T
+	c        *clusterEnv
+	queue    string
+	stop     atomic.Bool
+	mu       sync.Mutex
+	failures []string
+	sent     map[string]bool
+	deleted  map[string]bool
+	requests atomic.Int64
+	wg       sync.WaitGroup
+}
+
+// startClusterLoad starts two workers per node of envs on queue.
+func startClusterLoad(t *testing.T, c *clusterEnv, queue string, envs []int) *clusterLoad {
+	l := &clusterLoad{t: t, c: c, queue: queue, sent: map[string]bool{}, deleted: map[string]bool{}}
+	fail := func(what string, r *response) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.failures) < 20 {
+			l.failures = append(l.failures, fmt.Sprintf("%s: %d %s", what, r.status, r.body))
+		}
+	}
+	path := "/queues/" + queue + "/messages"
+	for w := range 2 * len(envs) {
+		cl := c.envs[envs[w%len(envs)]].client()
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for n := 0; !l.stop.Load() && n < 20000; n++ {
+				body := fmt.Sprintf("w%d-%d", w, n)
+				r := cl.post(path, sendBody(body, ""))
+				l.requests.Add(1)
+				if r.status != 201 {
+					fail("send "+body, r)
+					continue
+				}
+				l.mu.Lock()
+				l.sent[body] = true
+				l.mu.Unlock()
+				r = cl.get(path + "?waitseconds=0")
+				l.requests.Add(1)
+				if r.status == 404 {
+					continue // empty for now: another worker took them
+				}
+				if r.status != 200 {
+					fail("receive", r)
+					continue
+				}
+				var m xMessage
+				decode(t, r, &m)
+				r = cl.del(path+"?ReceiptHandle="+m.ReceiptHandle, "")
+				l.requests.Add(1)
+				if r.status != 204 {
+					fail("delete "+m.MessageBody, r)
+					continue
+				}
+				l.mu.Lock()
+				l.deleted[m.MessageBody] = true
+				l.mu.Unlock()
+			}
+		}()
+	}
+	return l
+}
+
+// wait waits until the workers have made n requests.
+func (l *clusterLoad) wait(n int64) {
+	l.t.Helper()
+	clusterEventually(l.t, "requests under way", func() error {
+		if got := l.requests.Load(); got < n {
+			return fmt.Errorf("%d requests", got)
+		}
+		return nil
+	})
+}
+
+// finish stops the workers and fails the test if any request failed or an
+// acknowledged send is gone: what was not deleted is still in the queue,
+// drained through node env.
+func (l *clusterLoad) finish(env int) {
+	l.t.Helper()
+	l.stop.Store(true)
+	l.wg.Wait()
+	if len(l.failures) > 0 {
+		l.t.Fatalf("%d+ requests failed, first: %v", len(l.failures), l.failures)
+	}
+	cl := l.c.envs[env].client()
+	path := "/queues/" + l.queue + "/messages"
 	for {
-		r := cl.get("/queues/ho/messages?waitseconds=0")
+		r := cl.get(path + "?waitseconds=0")
 		if r.status == 404 {
 			break
 		}
-		wantStatus(t, r, 200)
+		wantStatus(l.t, r, 200)
 		var m xMessage
-		decode(t, r, &m)
-		deleted[m.MessageBody] = true
-		wantStatus(t, cl.del("/queues/ho/messages?ReceiptHandle="+m.ReceiptHandle, ""), 204)
+		decode(l.t, r, &m)
+		l.deleted[m.MessageBody] = true
+		wantStatus(l.t, cl.del(path+"?ReceiptHandle="+m.ReceiptHandle, ""), 204)
 	}
-	for body := range sent {
-		if !deleted[body] {
-			t.Errorf("acknowledged send %s is gone", body)
+	for body := range l.sent {
+		if !l.deleted[body] {
+			l.t.Errorf("acknowledged send %s is gone", body)
 		}
 	}
-	t.Logf("%d requests, %d messages sent", requests.Load(), len(sent))
+	l.t.Logf("%d requests, %d messages sent", l.requests.Load(), len(l.sent))
 }
 
 // A request forwarded to a node that does not lead the queue's shard (the

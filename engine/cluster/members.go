@@ -144,6 +144,18 @@ func (s *shard) proposeMember(op byte, id uint64, addr string) bool {
 		if !slices.Contains(s.st.votersNow(), id) {
 			return true
 		}
+		if id == s.n.cfg.NodeID {
+			// The leader is the member to remove: it would lead on until
+			// the change applies and then step down with no successor,
+			// failing what it holds and leaving the shard without a
+			// leader for an election. It hands the lead over instead
+			// (transfer.go: that costs clients nothing), and the next
+			// leader proposes the removal when it is asked again. With no
+			// member to hand to, it proposes the removal itself.
+			if s.handing != nil || s.handOff(s.activeMember, "this member is being removed: handing the lead over") {
+				return false
+			}
+		}
 		cc = &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(id)}}}
 	default:
 		return false
@@ -272,6 +284,42 @@ func saveMembers(dir string, m map[uint64]string) error {
 		return err
 	}
 	return os.Rename(tmp, membersPath(dir))
+}
+
+// forgetRemoved (Open, once the shards have started, before any peer is
+// dialled) drops from the address book every member that no shard's
+// configuration holds, when every shard has one: a member removed (smqctl
+// cluster rm) that the flags still name. Kept, it was dialled and listed
+// again after each restart, and when added back at a new address this node
+// kept the old one (addPeer keeps a known peer's address), so it never
+// caught up. A member added later is learnt from its change again. A
+// joining node's shards have no configuration yet: it forgets nothing.
+func (n *Node) forgetRemoved() {
+	known := map[uint64]bool{}
+	for _, s := range n.shards {
+		ids := s.st.membersNow()
+		if len(ids) == 0 {
+			return
+		}
+		for _, id := range ids {
+			known[id] = true
+		}
+	}
+	n.bookMu.Lock()
+	defer n.bookMu.Unlock()
+	changed := false
+	for id, addr := range n.book {
+		if id != n.cfg.NodeID && !known[id] {
+			n.log.Info("a member named by --cluster-peers or the address book is in no shard (it was removed): not dialled", "member", id, "addr", addr)
+			delete(n.book, id)
+			changed = true
+		}
+	}
+	if changed {
+		if err := saveMembers(n.cfg.Dir, n.book); err != nil {
+			n.log.Warn("the member address book could not be saved", "err", err)
+		}
+	}
 }
 
 // rememberMember updates the address book after a change in shard 0.

@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/smqd/smqd/engine"
 )
@@ -46,6 +50,74 @@ func TestClusterMemberMovedToANewAddress(t *testing.T) {
 		}
 		if info.Active != 20 {
 			return fmt.Errorf("node 2 holds %d of 20", info.Active)
+		}
+		return nil
+	})
+}
+
+// A member removed (smqctl cluster rm) stays removed when the others are
+// restarted with flags that still name it, and added back at a new address
+// it is reached there and catches up (members.go, forgetRemoved). It used
+// to come back into the address book and the transport at each restart,
+// listed and dialled, and the re-add kept its old address there, so every
+// shard that node led kept it behind, with one voter of four unreachable.
+func TestClusterRemovedMemberStaysRemoved(t *testing.T) {
+	c := newTestCluster(t, 3, 2)
+	const queue = "stays"
+	c.leaderQueue(queue)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.nodes[1].RemoveMember(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(2)
+	old := c.addrs[3]
+	for _, i := range []int{0, 1} { // restarted with the same flags, 3 included
+		c.stop(i)
+		c.start(i)
+		n := c.nodes[i]
+		if a := n.tr.peerAddr(3); a != "" {
+			t.Fatalf("node %d dials the removed member at %s", i+1, a)
+		}
+		n.bookMu.Lock()
+		_, listed := n.book[3]
+		n.bookMu.Unlock()
+		if listed || slices.Contains(n.Members(), 3) {
+			t.Fatalf("node %d still lists the removed member: book %v, members %v", i+1, listed, n.Members())
+		}
+	}
+	// Node 3 comes back with an empty directory at a new address.
+	if err := os.RemoveAll(c.dirs[2]); err != nil {
+		t.Fatal(err)
+	}
+	c.hold(3)
+	c.cfgTweak = func(i int, cfg *Config) { cfg.Join = i == 2 }
+	c.start(2)
+	if err := c.nodes[1].AddMember(ctx, 3, c.addrs[3]); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1} {
+		if a := c.nodes[i].tr.peerAddr(3); a != c.addrs[3] {
+			t.Fatalf("node %d dials member 3 at %q, want its new address %s (the old one was %s)", i+1, a, c.addrs[3], old)
+		}
+	}
+	_, b := c.leader(queue)
+	q, err := b.Queue(queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 20 {
+		if _, err := q.Send([]engine.SendEntry{{Body: []byte(fmt.Sprint(k))}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "node 3, added back at its new address, holds every message", func() error {
+		info, err := c.counts(2, queue)
+		if err != nil {
+			return err
+		}
+		if info.Active != 20 {
+			return fmt.Errorf("node 3 holds %d of 20", info.Active)
 		}
 		return nil
 	})

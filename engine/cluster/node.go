@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -261,6 +262,7 @@ func Start(cfg Config) (*Node, error) {
 		n.shards = append(n.shards, s)
 		n.ticks = append(n.ticks, make(chan struct{}, 1))
 	}
+	n.forgetRemoved() // members.go
 	for id, addr := range n.book {
 		n.tr.addPeer(id, addr)
 	}
@@ -288,7 +290,7 @@ func Start(cfg Config) (*Node, error) {
 			s.run(n.ticks[i], n.stop)
 		}()
 	}
-	n.log.Info("cluster node started", "raft", cfg.RaftListen, "api", cfg.APIAddr, "shards", cfg.Shards, "members", keys(cfg.Peers), "join", cfg.Join)
+	n.log.Info("cluster node started", "raft", cfg.RaftListen, "api", cfg.APIAddr, "shards", cfg.Shards, "members", n.Members(), "join", cfg.Join)
 	return n, nil
 }
 
@@ -617,6 +619,14 @@ func (st *raftStorage) votersNow() []uint64 {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return append([]uint64(nil), st.cs.GetVoters()...)
+}
+
+// membersNow returns every member of the configuration: voters, outgoing
+// voters and learners.
+func (st *raftStorage) membersNow() []uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return slices.Concat(st.cs.GetVoters(), st.cs.GetVotersOutgoing(), st.cs.GetLearners(), st.cs.GetLearnersNext())
 }
 
 // leaseVoters appends the voters to dst, and reports whether the

@@ -286,6 +286,7 @@ func (s *shard) start(voters []uint64) error {
 		MaxInflightBytes:          maxInflightBytes,
 		MaxUncommittedEntriesSize: 1 << 30,
 		CheckQuorum:               true,
+		StepDownOnRemoval:         true, // members.go: a removed leader goes at once
 		PreVote:                   true,
 		AsyncStorageWrites:        true, // append.go
 		Logger:                    raftLogger{s.log},

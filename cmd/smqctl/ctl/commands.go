@@ -109,6 +109,11 @@ func (r *run) dispatch(ctx context.Context, args []string) error {
 	if len(args) < 2 {
 		return usagef("%s needs a verb: %s", name, strings.Join(verbNames(name), ", "))
 	}
+	switch args[1] {
+	case "help", "-h", "--help", "-help":
+		r.groupHelp(name)
+		return nil
+	}
 	v, ok := g[args[1]]
 	if !ok {
 		return usagef("unknown verb %q for %s: want %s", args[1], name, strings.Join(verbNames(name), ", "))
@@ -123,6 +128,16 @@ func verbNames(group string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// groupHelp lists a command group's verbs ("smqctl cluster -h").
+func (r *run) groupHelp(group string) {
+	w := r.env.Stdout
+	fmt.Fprintf(w, "Usage: smqctl %s <verb> [arguments] [flags]\n\n", group)
+	for _, v := range verbNames(group) {
+		fmt.Fprintf(w, "  %-23s %s\n", group+" "+v, groups()[group][v].synopsis)
+	}
+	fmt.Fprintf(w, "\n\"smqctl %s <verb> -h\" lists a verb's flags.\n", group)
 }
 
 func (r *run) help() {

@@ -390,6 +390,13 @@ func TestCredentialsAndErrors(t *testing.T) {
 	if out := c.ok("help"); !strings.Contains(out, "queue create") || !strings.Contains(out, "topic publish") || !strings.Contains(out, "subscription create") || !strings.Contains(out, "Exit status") {
 		t.Errorf("help:\n%s", out)
 	}
+	for _, group := range []string{"queue", "cluster", "topic"} {
+		for _, h := range []string{"-h", "--help", "help"} {
+			if out := c.ok(group, h); !strings.Contains(out, group+" ls") && !strings.Contains(out, group+" status") {
+				t.Errorf("smqctl %s %s: %q", group, h, out)
+			}
+		}
+	}
 	if out := c.ok("queue", "create", "-h"); !strings.Contains(out, "-visibility-timeout") {
 		t.Errorf("queue create -h:\n%s", out)
 	}
