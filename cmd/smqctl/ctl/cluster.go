@@ -77,8 +77,11 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 	rows := [][]string{{"MEMBER", "RAFT", "API", "DISK", "VERSION"}}
 	for _, m := range st.Members {
 		disk := "ok"
-		if m.DiskFull {
+		switch {
+		case m.DiskFull:
 			disk = "FULL" // below its free-space reserve: it leads no shard
+		case versions[m.NodeID] == "?":
+			disk = "?" // it did not answer: what it last said may be old
 		}
 		rows = append(rows, []string{strconv.FormatUint(m.NodeID, 10), m.Raft, m.API, disk, versions[m.NodeID]})
 	}
