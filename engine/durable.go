@@ -376,6 +376,8 @@ func (d *durableStore) sync() error { return mapErr(d.wal.Sync()) }
 
 func (d *durableStore) health() error { return mapErr(d.wal.Health()) }
 
+func (d *durableStore) stalled() error { return mapErr(d.wal.Stalled()) }
+
 func (d *durableStore) resync() error { return d.wal.Resync() }
 
 func (d *durableStore) stats(st *StorageStats) {

@@ -343,6 +343,9 @@ func (q *Queue) delete(handles []ReceiptHandle, errs []error, durable bool) (fai
 	if err := q.b.store.waitRoom(); err != nil {
 		return 0, err
 	}
+	if err := q.b.store.stalled(); err != nil {
+		return 0, err // refused before anything changes: its record could not be made durable now
+	}
 	if err := q.b.store.enter(); err != nil {
 		return 0, err
 	}
@@ -429,6 +432,9 @@ func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (Receip
 	}
 	if err := q.b.store.waitRoom(); err != nil {
 		return ReceiptHandle{}, time.Time{}, err
+	}
+	if err := q.b.store.stalled(); err != nil {
+		return ReceiptHandle{}, time.Time{}, err // as delete: refused before anything changes
 	}
 	if err := q.b.store.enter(); err != nil {
 		return ReceiptHandle{}, time.Time{}, err

@@ -210,3 +210,56 @@ func TestSpareFailureRecovers(t *testing.T) {
 		t.Fatalf("%d messages after recovery, %d acknowledged", info.Active, sent+1)
 	}
 }
+
+// While the log waits for a segment file it cannot make, a delete or a
+// visibility change is refused before it changes anything: the message is
+// still there and its handle still works once the log recovers. They used
+// to change the queue first and then answer ErrStorageUnavailable ("retry
+// later") for a change already made, so that the retry met a handle gone.
+func TestStalledLogRefusesDeletesBeforeChangingThem(t *testing.T) {
+	ffs := wal.NewFaultFS(wal.NewMemFS())
+	clk := NewFakeClock(t0)
+	b := openDurableTest(t, t.TempDir(), clk, func(o *Options) {
+		o.WAL.FS = ffs
+		o.WAL.SegmentBytes = 64 << 10
+		o.WAL.BufferBytes = 64 << 10
+		o.WAL.RecycleSegments = -1
+	})
+	defer b.Close()
+	q := mustQueue(t, b, "stall", DefaultQueueConfig())
+	sendBody(t, q, "keep")
+	ms, err := q.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := ms[0].Handle
+	ffs.FailPreallocate(syscall.ENOSPC)
+	body := []byte(strings.Repeat("s", 2000))
+	for i := 0; i < 1000 && b.store.stalled() == nil; i++ {
+		q.Send([]SendEntry{{Body: body}}, nil)
+	}
+	if err := b.store.stalled(); !errors.Is(err, ErrStorageUnavailable) {
+		t.Fatalf("the log never stalled: %v", err)
+	}
+	errs := make([]error, 1)
+	if _, err := q.Delete([]ReceiptHandle{h}, errs); !errors.Is(err, ErrStorageUnavailable) {
+		t.Fatalf("a delete while the log is stalled: %v", err)
+	}
+	if _, _, err := q.ChangeVisibility(h, time.Minute); !errors.Is(err, ErrStorageUnavailable) {
+		t.Fatalf("a visibility change while the log is stalled: %v", err)
+	}
+	if info, _ := q.Attributes(); info.Inactive != 1 {
+		t.Fatalf("the received message: %d inactive, want 1 (the refused delete changed the queue)", info.Inactive)
+	}
+	ffs.Disarm()
+	deadline := time.Now().Add(30 * time.Second) // a bound: the spare goroutine retries with backoff
+	for b.store.stalled() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("still stalled after the cause is gone: %v", b.store.stalled())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := q.Delete([]ReceiptHandle{h}, errs); err != nil || errs[0] != nil {
+		t.Fatalf("the retried delete: %v %v", err, errs[0])
+	}
+}

@@ -189,6 +189,10 @@ type storage interface {
 	// health is nil while the backend can make changes durable, else why not
 	// (an error wrapping ErrStorageUnavailable while that may pass).
 	health() error
+	// stalled is an error wrapping ErrStorageUnavailable while a record
+	// appended now could not be made durable until the log can make its
+	// next segment file (wal.Log.Stalled), else nil.
+	stalled() error
 	// resync makes durable, after a failed write or fsync, what a reopen
 	// would find (wal.Log.Resync); nil for a store that has not failed.
 	resync() error

@@ -140,6 +140,7 @@ func (m *memStore) sync() error {
 }
 
 func (m *memStore) health() error           { return nil }
+func (m *memStore) stalled() error          { return nil }
 func (m *memStore) resync() error           { return nil }
 func (m *memStore) stats(st *StorageStats)  {}
 func (m *memStore) recovery() RecoveryStats { return RecoveryStats{} }

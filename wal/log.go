@@ -468,6 +468,18 @@ func (l *Log) Sync() error {
 // Recovery returns what Open found and did.
 func (l *Log) Recovery() RecoveryInfo { return l.recovery }
 
+// Stalled returns, while a roll waits for a segment file that cannot be
+// prepared, an error wrapping ErrSpareFailed (plus ErrNoSpace when the cause
+// is lack of space): a record appended now is not durable until one can be
+// made. Nil otherwise, even while the next spare is failing but the
+// current segment still has room (Health reports that too).
+func (l *Log) Stalled() error {
+	if st := l.stall.Load(); st != nil {
+		return st.err
+	}
+	return nil
+}
+
 // Health reports whether the log can make appends durable:
 //   - nil: it can;
 //   - the sticky failure (errors.Is(err, ErrFailed), and the cause) after a
