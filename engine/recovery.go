@@ -159,6 +159,10 @@ func (d *durableStore) recover(b *Broker) error {
 
 	// Fold the log tail.
 	f := newFold(^uint64(0))
+	var gaps *gapFinder // repair_gaps.go
+	if rs.skipped {
+		gaps = &gapFinder{}
+	}
 	r, err := d.wal.NewReader(wal.Pos(from), end)
 	if err != nil {
 		return fmt.Errorf("engine: replay log: %w", err)
@@ -175,12 +179,18 @@ func (d *durableStore) recover(b *Broker) error {
 		if valid != nil && !valid(uint64(p), uint8(typ)) {
 			continue
 		}
+		if gaps != nil {
+			gaps.note(uint64(p), uint8(typ), payload)
+		}
 		if err := f.apply(uint64(p), uint32(r.NextPos()-p), uint8(typ), payload); err != nil {
 			r.Close()
 			return fmt.Errorf("engine: replay log: %w", err)
 		}
 	}
 	r.Close()
+	if gaps != nil {
+		gaps.find(rs)
+	}
 	tornAt, torn := f.openGroupAt() // publish.go invariant 1
 	if torn {
 		b.log.Warn("dropped a publish cut short at the end of the log", "pos", tornAt)
@@ -248,7 +258,7 @@ func (d *durableStore) recover(b *Broker) error {
 
 	// Messages: the index's stream merged with the tail's, in (queue, seq)
 	// order.
-	rb := &rebuild{b: b, d: d, now: now, rs: rs, create: recreate}
+	rb := &rebuild{b: b, d: d, now: now, rs: rs, create: recreate, gaps: gaps}
 	tail := f.sorted()
 	ti := 0
 	flushTail := func(upto msgKey, inclusive bool) {
@@ -296,6 +306,10 @@ func (d *durableStore) recover(b *Broker) error {
 	noteTop()
 	flushTail(msgKey{^uint64(0), ^uint64(0)}, true)
 	rb.installLater()
+	inferred := 0
+	if gaps != nil {
+		inferred = gaps.report(b, rs)
+	}
 	replayed := f.n
 	resynced, err := rt.wait()
 	if err != nil {
@@ -320,7 +334,7 @@ func (d *durableStore) recover(b *Broker) error {
 		debug.FreeOSMemory()
 	}
 	d.recovered = RecoveryStats{Messages: rb.installed, Expired: len(rb.expired), Orphans: rb.orphans, Moved: rb.moved,
-		Lost: len(rb.lost), Recreated: len(recreate), Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start),
+		Lost: len(rb.lost) + inferred, Recreated: len(recreate), Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start),
 		AbortedPublishes: aborted, Resynced: resynced}
 	b.log.Info("broker recovered", "dir", b.opts.Dir, "queues", len(vals), "messages", rb.installed,
 		"expired", len(rb.expired), "orphans", rb.orphans, "log_records_replayed", replayed,
@@ -369,6 +383,7 @@ type rebuild struct {
 	last      *Queue
 	later     [][snapLen]byte // messages whose slots were taken: installLater
 	moving    bool            // installLater runs: a taken slot moves the message
+	gaps      *gapFinder      // sends inferred lost (repair_gaps.go); nil without a skipped range
 }
 
 func (rb *rebuild) install(val []byte) {
@@ -377,6 +392,9 @@ func (rb *rebuild) install(val []byte) {
 		rb.b.log.Error("skipping unreadable message in the index", "err", err)
 		rb.orphans++
 		return
+	}
+	if g := rb.gaps; g != nil && len(g.lost) > 0 {
+		delete(g.lost, msgKey{s.qid, s.seq}) // repair_gaps.go invariant 2
 	}
 	q := rb.last
 	if q == nil || q.id != s.qid {
