@@ -113,6 +113,7 @@ type shard struct {
 	noHeir         atomic.Bool            // the last hand-over for a shutdown found no member to hand to (transfer.go)
 	heard          map[uint64]time.Time   // run: when each other member last sent this member a message (balance.go)
 	snapSent       map[uint64]bool        // run: members sent a snapshot, until they leave the snapshot state (node.go, snapshotOutrun)
+	watch          stuckWatch             // run: followers whose acknowledgements stopped (stuck.go)
 	// While this member leads: when the loop last stepped a message of
 	// any follower (run), and for the metrics how often it went over
 	// half the election timeout without one and the longest it went
@@ -355,6 +356,7 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			s.ticks.Add(1)
 			s.fastElectTick() // failover.go
 			s.confirmTick()   // confirm.go
+			s.stuckTick()     // stuck.go
 		case m := <-s.inbox:
 			s.step(m)
 			// A few more, then the Ready: every step may queue appends (entries

@@ -117,6 +117,9 @@ type ShardStatus struct {
 	// install under way or a disk too full.
 	Installing     bool  `json:"installing"`
 	AppendsRefused int64 `json:"appends_refused"`
+	// Reprobes: followers this member, leading, probed again because
+	// their acknowledgements stopped while they were heard from (stuck.go).
+	Reprobes int64 `json:"reprobes"`
 	// Followers: on the leader only, each follower's progress.
 	Followers []FollowerStatus `json:"followers,omitempty"`
 	// Replica: the shard broker's replication counters.
@@ -210,6 +213,7 @@ func (n *Node) Status() Status {
 		}
 		ss.LastIndex, _ = s.st.LastIndex()
 		ss.AppendsRefused = s.appendsRefused.Load()
+		ss.Reprobes = s.watch.reprobes.Load()
 		select {
 		case v := <-res[i]:
 			rs := v.rs
