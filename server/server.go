@@ -130,8 +130,11 @@ func newServer(b *engine.Broker, c *cluster.Node, opts Options) (*Server, error)
 		// memory per response in flight, not per open connection.
 		WriteBufferSize:   responseBufferBytes,
 		ReduceMemoryUsage: true,
-		// Logging of fasthttp's own connection errors goes to our logger.
-		Logger: fasthttpLogger{s.log},
+		// Logging of fasthttp's own connection errors goes to our logger,
+		// without the request's bytes: a malformed request's dump held its
+		// signature and body (docs/operations.md: nothing secret is logged).
+		Logger:                fasthttpLogger{s.log},
+		SecureErrorLogMessage: true,
 	}
 	s.ops = &fasthttp.Server{
 		Handler:                      s.handleOps,
@@ -145,6 +148,7 @@ func newServer(b *engine.Broker, c *cluster.Node, opts Options) (*Server, error)
 		CloseOnShutdown:              true,
 		DisablePreParseMultipartForm: true,
 		Logger:                       fasthttpLogger{s.log},
+		SecureErrorLogMessage:        true,
 	}
 	s.startKeeper()
 	return s, nil

@@ -2,13 +2,16 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -289,4 +292,58 @@ func TestShutdownBeforeServe(t *testing.T) {
 			t.Fatalf("Serve after Shutdown: %v", err)
 		}
 	}
+}
+
+// A malformed request is logged (at debug level) without its bytes:
+// fasthttp's error text used to carry the whole buffer it had read, the
+// Authorization signature and the body included, enough to replay the
+// request within the clock-skew window.
+func TestMalformedRequestNotDumpedToTheLog(t *testing.T) {
+	var mu sync.Mutex
+	var logged bytes.Buffer
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}})
+	for _, raw := range []string{
+		"POST /queues/q/messages HTTP/1.1\r\nHost: x\r\nAuthorization: MNS id:SIGSECRETSIG=\r\nBroken header line\r\nContent-Length: 20\r\n\r\nBODYSECRET0123456789",
+		"POST /queues/q/messages HTTP/1.1\r\nHost: x\r\nAuthorization: MNS id:SIGSECRETSIG=\r\nContent-Length: x20\r\n\r\nBODYSECRET0123456789",
+	} {
+		c, err := net.Dial("tcp", env.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte(raw))
+		io.ReadAll(c) // the server answers 400 and closes
+		c.Close()
+	}
+	loggedNow := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.String()
+	}
+	deadline := time.Now().Add(10 * time.Second) // a bound: the error is logged after the answer
+	for !strings.Contains(loggedNow(), "fasthttp") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	out := loggedNow()
+	if !strings.Contains(out, "fasthttp") {
+		t.Fatalf("the malformed requests were not logged at all:\n%s", out)
+	}
+	for _, secret := range []string{"SIGSECRET", "BODYSECRET"} {
+		if strings.Contains(out, secret) {
+			t.Fatalf("the log holds %s:\n%s", secret, out)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

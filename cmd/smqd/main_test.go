@@ -7,6 +7,7 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -116,6 +117,25 @@ func TestStartLogHasEveryFlag(t *testing.T) {
 	if n < 30 {
 		t.Fatalf("only %d flags found in the help:\n%s", n, help.String())
 	}
+}
+
+// The start-up log line says a secret is set and shows nothing of it (it
+// showed its first two characters).
+func TestStartLogMasksTheSecret(t *testing.T) {
+	c, err := parseConfig([]string{"--access-key-id", "AKTEST"}, env(map[string]string{"SMQD_ACCESS_KEY_SECRET": "SuperSecretValue123456"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := c.logAttrs()
+	for i := 0; i+1 < len(attrs); i += 2 {
+		if attrs[i] == "access_key_secret" {
+			if v := fmt.Sprint(attrs[i+1]); v != "********" {
+				t.Fatalf("access_key_secret=%q in the start-up log, want ******** (set, nothing of it shown)", v)
+			}
+			return
+		}
+	}
+	t.Fatal("no access_key_secret in the start-up log")
 }
 
 // TestGoProcs: one P beyond the CPUs for a log flushed at every
