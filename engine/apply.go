@@ -166,6 +166,14 @@ func (b *Broker) applyMsg(pos uint64, size uint32, typ uint8, payload []byte) er
 		if isSendRec(typ) {
 			bodyPos, recSize = pos, size
 		}
+		if typ == recState && st.slab.valid(s.slot) {
+			// A receive raised the message's dequeue count (a visibility
+			// change leaves it): counted as the leader counted it, so that
+			// the queue's receives go on from there on a new leader.
+			if sl := st.slab.at(s.slot); sl.seq == s.seq && s.dequeues > sl.dequeues {
+				q.received.Add(int64(s.dequeues - sl.dequeues))
+			}
+		}
 		woken = st.installLocked(s, bodyPos, recSize, now)
 		if isSendRec(typ) {
 			q.sent.Add(1)
