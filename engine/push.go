@@ -110,11 +110,20 @@ type PushOptions struct {
 // PushStats count push delivery since start.
 type PushStats struct {
 	Subscriptions int   // HTTP subscriptions being pushed
-	Backlog       int64 // notifications waiting or in flight, all push queues
+	Backlog       int64 // notifications waiting or in flight, all HTTP push queues
 	Delivered     int64 // pushes answered 2xx
-	Failed        int64 // attempts that failed (each retry counts)
-	DeadLettered  int64 // notifications moved to a dead-letter queue
-	Discarded     int64 // notifications dropped with no retry left and no dead-letter queue
+	// Failed, DeadLettered and Discarded include the deliveries of queue
+	// subscriptions relayed to another broker (a cluster's other shard,
+	// topic_relay.go): a hop that failed, a delivery moved to the
+	// subscription's dead-letter queue or dropped.
+	Failed       int64 // attempts that failed (each retry counts)
+	DeadLettered int64 // notifications moved to a dead-letter queue
+	Discarded    int64 // notifications dropped with no retry left and no dead-letter queue
+	// Relays and RelayBacklog: the queue subscriptions relayed to another
+	// broker, and the deliveries waiting in their push queues (not HTTP
+	// pushes: a cluster counts their hops itself).
+	Relays       int
+	RelayBacklog int64
 }
 
 type pusher struct {
@@ -403,15 +412,23 @@ func (p *pusher) stop() {
 func (p *pusher) stats() PushStats {
 	p.mu.Lock()
 	qs := make([]*Queue, 0, len(p.subs))
+	relays := make([]bool, 0, len(p.subs))
 	for _, ps := range p.subs {
 		qs = append(qs, ps.q)
+		relays = append(relays, ps.sub.Load().relay) // a queue subscription on another shard is no HTTP push
 	}
 	p.mu.Unlock()
-	st := PushStats{Subscriptions: len(qs), Delivered: p.delivered.Load(), Failed: p.failed.Load(),
+	st := PushStats{Delivered: p.delivered.Load(), Failed: p.failed.Load(),
 		DeadLettered: p.dead.Load(), Discarded: p.discarded.Load()}
-	for _, q := range qs {
+	for k, q := range qs {
 		a, i, d, _ := q.counts()
-		st.Backlog += a + i + d
+		if relays[k] {
+			st.Relays++
+			st.RelayBacklog += a + i + d
+		} else {
+			st.Subscriptions++
+			st.Backlog += a + i + d
+		}
 	}
 	return st
 }

@@ -124,7 +124,8 @@ func (ps *pushSub) hop(ctx context.Context, sub *subscription, ms []Message, bat
 	err := b.opts.DeadLetterRouter.Move(hctx, sub.queue, batch)
 	cancel()
 	if err == nil {
-		p.delivered.Add(int64(n))
+		// Not counted as pushes delivered: the cluster counts its hops
+		// (smqd_cluster_topic_relay_hops_total).
 		for k := range n {
 			done = append(done, ms[at[k]].Handle)
 		}

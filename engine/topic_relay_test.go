@@ -119,7 +119,7 @@ func TestTopicRelay(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		// The delivery whose answer was lost is retried after its delay.
-		for k := 0; b.PushStats().Backlog != 0; k++ {
+		for k := 0; b.PushStats().RelayBacklog != 0; k++ {
 			if k == 3000 {
 				t.Fatalf("push queues not emptied: %+v", b.PushStats())
 			}
@@ -127,6 +127,11 @@ func TestTopicRelay(t *testing.T) {
 				clk.Advance(21 * time.Second)
 			}
 			time.Sleep(time.Millisecond)
+		}
+		// Relayed queue subscriptions are no HTTP pushes (a cluster
+		// counted their hops as pushes delivered).
+		if st := b.PushStats(); st.Subscriptions != 0 || st.Delivered != 0 || st.Backlog != 0 || st.Relays != 2 {
+			t.Fatalf("push stats with two relayed queue subscriptions: %+v", st)
 		}
 		local := receiveAll(t, near)
 		remote := receiveAll(t, farQ)
@@ -299,7 +304,7 @@ func TestTopicDeadLetterElsewhere(t *testing.T) {
 			t.Fatalf("property %s = %q, want %q", p.Name, p.Value, want[string(p.Name)])
 		}
 	}
-	if st := b.PushStats(); st.DeadLettered != 1 || st.Discarded != 0 || st.Backlog != 0 {
+	if st := b.PushStats(); st.DeadLettered != 1 || st.Discarded != 0 || st.Backlog != 0 || st.RelayBacklog != 0 {
 		t.Fatalf("push stats %+v", st)
 	}
 }
