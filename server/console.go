@@ -38,7 +38,10 @@ import (
 	"fmt"
 	"io/fs"
 	"mime"
+	"net"
+	"net/netip"
 	"path"
+	"strings"
 
 	"github.com/smqd/smqd/server/console"
 	"github.com/valyala/fasthttp"
@@ -169,19 +172,43 @@ func assetFetchAllowed(h *fasthttp.RequestHeader) bool {
 // typing the address), or, from browsers that do not send it, an Origin
 // header whose host is not the request's Host. Requests with neither
 // header (every SDK, curl) are not cross-site.
+//
+// A browser's request whose Host is a name other than localhost is
+// refused too: a page of another site whose name was rebound to this
+// server's address (DNS rebinding) is "same-origin" to the browser, with
+// that name as Host. So the console of a --no-auth smqd is used at an IP
+// address or at localhost.
 func crossSite(h *fasthttp.RequestHeader) bool {
-	if site := h.Peek("Sec-Fetch-Site"); len(site) > 0 {
-		return string(site) != "same-origin" && string(site) != "none"
+	site, origin := h.Peek("Sec-Fetch-Site"), h.Peek("Origin")
+	if len(site) == 0 && len(origin) == 0 {
+		return false // no browser's request
 	}
-	origin := h.Peek("Origin")
-	if len(origin) == 0 {
-		return false
+	if !addressHost(h.Host()) {
+		return true
+	}
+	if len(site) > 0 {
+		return string(site) != "same-origin" && string(site) != "none"
 	}
 	_, host, ok := bytes.Cut(origin, []byte("://"))
 	if !ok {
 		return true // "null" (sandboxed frames, file: pages) and other oddities
 	}
 	return !sameHost(host, origin[:len(origin)-len(host)-3], h.Host())
+}
+
+// addressHost reports whether a Host header names an IP address or
+// localhost (a name no one else can point at this server).
+func addressHost(host []byte) bool {
+	name := string(host)
+	if h, _, err := net.SplitHostPort(name); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
+	if _, err := netip.ParseAddr(name); err == nil {
+		return true
+	}
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	return name == "localhost" || strings.HasSuffix(name, ".localhost")
 }
 
 // sameHost compares an Origin's host[:port] with a Host header, with the

@@ -155,9 +155,23 @@ func TestCrossSiteRefused(t *testing.T) {
 			wantStatus(t, r, 201)
 		}
 	}
+	// DNS rebinding: a page of another site whose name now points at this
+	// server is same-origin to the browser, with its own name as Host.
+	_, port, _ := strings.Cut(env.addr, ":")
+	sendAs := func(host string) *response {
+		return c.raw(strings.Replace(c.format("POST", "/queues/q/messages", sendBody("m", ""), map[string]string{
+			"Sec-Fetch-Site": "same-origin", "Origin": "http://" + host, "Content-Type": "text/xml"}), "Host: "+env.addr, "Host: "+host, 1))
+	}
+	for _, host := range []string{"attacker.example:" + port, "smqd.internal:" + port} {
+		wantError(t, sendAs(host), 403, "AccessDenied")
+	}
+	// At localhost or an address, the console's own requests pass.
+	for _, host := range []string{"localhost:" + port, "[::1]:" + port} {
+		wantStatus(t, sendAs(host), 201)
+	}
 	q, _ := env.broker.Queue("q")
-	if info, _ := q.Attributes(); info.Active != 4 {
-		t.Errorf("%d messages, want the 4 allowed ones", info.Active)
+	if info, _ := q.Attributes(); info.Active != 6 {
+		t.Errorf("%d messages, want the 6 allowed ones", info.Active)
 	}
 }
 
