@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -597,4 +598,61 @@ func TestClusterStatusWithSeparateMetrics(t *testing.T) {
 	ops2 := &client{env: &testEnv{t: t, addr: ln2.Addr().String(), now: env.now}}
 	wantError(t, ops2.do(req{method: "GET", target: "/cluster", noSign: true}), 400, "InvalidRequestURL")
 	wantError(t, env.client().get("/cluster"), 400, "InvalidRequestURL")
+}
+
+// While a shutdown drains the API's requests in flight, the metrics
+// listener stays up: /healthz answers 503 there (probes see the node
+// going), and /metrics is still scraped. Both listeners used to close at
+// once, so no probe ever saw the documented 503.
+func TestMetricsListenerOutlivesTheDrain(t *testing.T) {
+	env := startEnv(t, envConfig{skipShutdown: true, serverOpts: func(o *Options) { o.SeparateMetrics = true }})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go env.srv.ServeMetrics(ln)
+	c := env.client()
+	c.mustCreate("q")
+	// A send whose body is still on its way holds the drain.
+	raw := c.build(req{method: "POST", target: "/queues/q/messages", body: sendBody("late", "")})
+	conn, err := net.Dial("tcp", env.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	cut := len(raw) - 10
+	if _, err := conn.Write([]byte(raw[:cut])); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the send under way", 10*time.Second, func() bool {
+		ops := &client{env: &testEnv{t: t, addr: ln.Addr().String(), now: env.now}}
+		defer ops.close()
+		return value(t, scrape(t, ops), "smqd_http_connections") >= 2 // c's and the send's
+	})
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		stopped <- env.srv.Shutdown(ctx)
+	}()
+	ops := &client{env: &testEnv{t: t, addr: ln.Addr().String(), now: env.now}}
+	waitFor(t, "/healthz 503 on the metrics listener while the send drains", 10*time.Second, func() bool {
+		r, err := ops.rawErr(ops.format("GET", "/healthz", "", map[string]string{}))
+		ops.close()
+		return err == nil && r.status == 503
+	})
+	if r := ops.send("GET", "/metrics", "", map[string]string{}); r.status != 200 {
+		t.Fatalf("/metrics while the send drains: %s", r)
+	}
+	ops.close()
+	if _, err := conn.Write([]byte(raw[cut:])); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+		t.Fatal("the metrics listener is still open after the shutdown")
+	}
 }

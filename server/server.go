@@ -210,13 +210,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	lns := s.lns
 	s.lns = nil
 	s.lnMu.Unlock()
-	done := make(chan error, 2)
+	// The API's listener closes at once and its requests in flight drain;
+	// the metrics listener (--metrics-listen) stays up until they have,
+	// so that probes see /healthz answer 503 and scrapes go on meanwhile.
+	done := make(chan error, 1)
 	go func() { done <- s.srv.ShutdownWithContext(ctx) }()
-	go func() { done <- s.ops.ShutdownWithContext(ctx) }()
 	s.cancel()
 	var err error
-	for range 2 {
-		if e := <-done; e != nil && !errors.Is(e, net.ErrClosed) && err == nil {
+	for _, e := range []error{<-done, s.ops.ShutdownWithContext(ctx)} {
+		if e != nil && !errors.Is(e, net.ErrClosed) && err == nil {
 			err = e
 		}
 	}
