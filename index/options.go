@@ -147,7 +147,8 @@ func (o Options) maxValueBytes() int {
 // for directory dir. doc.go ("Tuning") explains each choice.
 func (o Options) badgerOptions(dir string) badger.Options {
 	bo := badger.DefaultOptions(dir)
-	bo.Logger = badgerLogger{l: o.Logger.With("component", "badger")}
+	// "library": the caller's logger carries its "component" already.
+	bo.Logger = badgerLogger{l: o.Logger.With("library", "badger")}
 	bo.MetricsEnabled = false // Badger's metrics are process-global expvars
 
 	// Durability: every write request is msynced before Badger acknowledges

@@ -238,7 +238,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 type fasthttpLogger struct{ l *slog.Logger }
 
 func (f fasthttpLogger) Printf(format string, args ...any) {
-	f.l.Debug(fmt.Sprintf(format, args...), "component", "fasthttp")
+	f.l.Debug(fmt.Sprintf(format, args...), "library", "fasthttp") // component=server already
 }
 
 // queueCache maps queue names to queues so that the hot path does not turn

@@ -330,6 +330,11 @@ func TestMalformedRequestNotDumpedToTheLog(t *testing.T) {
 	if !strings.Contains(out, "fasthttp") {
 		t.Fatalf("the malformed requests were not logged at all:\n%s", out)
 	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "fasthttp") && (strings.Count(line, "component=") > 1 || !strings.Contains(line, "library=fasthttp")) {
+			t.Fatalf("a fasthttp line with its key twice, or no library: %s", line)
+		}
+	}
 	for _, secret := range []string{"SIGSECRET", "BODYSECRET"} {
 		if strings.Contains(out, secret) {
 			t.Fatalf("the log holds %s:\n%s", secret, out)
