@@ -125,6 +125,12 @@ func openDurable(o *Options) (*durableStore, error) {
 	}
 	wo := o.walOptions()
 	guard := newSpaceGuard(o, wo, iopts)
+	if need := wo.ReserveBytes() + iopts.ReserveBytes(); o.FreeSpaceReserve > 0 && o.FreeSpaceReserve < need {
+		// space.go: below this, a disk that others fill can reach Badger's
+		// memory-mapped memtable (SIGBUS) before the guard stops writes.
+		o.Logger.Warn("the free-space reserve is below what the log and the index need: a disk filled by another process can end smqd (SIGBUS in the index)",
+			"reserve_bytes", o.FreeSpaceReserve, "needed_bytes", need)
+	}
 	walFS := wo.FS
 	if walFS == nil {
 		walFS = wal.OSFS()

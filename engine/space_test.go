@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"syscall"
 	"testing"
@@ -261,5 +263,31 @@ func TestStalledLogRefusesDeletesBeforeChangingThem(t *testing.T) {
 	}
 	if _, err := q.Delete([]ReceiptHandle{h}, errs); err != nil || errs[0] != nil {
 		t.Fatalf("the retried delete: %v %v", err, errs[0])
+	}
+}
+
+// A free-space reserve set below what the log and the index need is
+// warned about at open (space.go: a disk filled by others could reach
+// Badger before the guard stops writes); one at or above it, or the
+// sized default, is not.
+func TestSmallFreeSpaceReserveIsWarnedAbout(t *testing.T) {
+	for _, tc := range []struct {
+		reserve int64
+		warned  bool
+	}{{1 << 20, true}, {0, false}, {4 << 30, false}} {
+		var logged bytes.Buffer
+		o := Options{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logged, nil)), FreeSpaceReserve: tc.reserve}
+		o.WAL.SegmentBytes = 64 << 10
+		b, err := Open(o)
+		if err != nil {
+			if tc.reserve == 4<<30 {
+				continue // this file system has less than the minimum free: nothing to see
+			}
+			t.Fatal(err)
+		}
+		b.Close()
+		if got := strings.Contains(logged.String(), "free-space reserve is below"); got != tc.warned {
+			t.Errorf("reserve %d: warned %v, want %v:\n%s", tc.reserve, got, tc.warned, logged.String())
+		}
 	}
 }
