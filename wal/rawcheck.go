@@ -44,23 +44,26 @@ func (c *RawChecker) Write(b []byte) error {
 	}
 	for len(b) > 0 {
 		if len(c.part) > 0 {
-			// Complete the kept record first: its header, then its frame.
-			need := headerSize
-			if len(c.part) >= headerSize {
-				hi, reason := parseHeader(c.part)
-				if reason != "" {
-					return c.fail(reason)
+			// Complete the kept record first: its header, then its frame
+			// (which may be the header alone: a skip record of no payload).
+			if len(c.part) < headerSize {
+				k := min(headerSize-len(c.part), len(b))
+				c.part = append(c.part, b[:k]...)
+				b = b[k:]
+				if len(c.part) < headerSize {
+					continue // b is used up
 				}
-				need = framedSize(hi.n)
 			}
+			hi, reason := parseHeader(c.part)
+			if reason != "" {
+				return c.fail(reason)
+			}
+			need := framedSize(hi.n)
 			k := min(need-len(c.part), len(b))
 			c.part = append(c.part, b[:k]...)
 			b = b[k:]
 			if len(c.part) < need {
-				continue
-			}
-			if need == headerSize {
-				continue // the header is whole: now its frame's size is known
+				continue // b is used up
 			}
 			if err := c.verify(c.part); err != nil {
 				return err
