@@ -14,16 +14,21 @@ package engine
 // Invariants:
 //  1. Only gaps between two replayed sends of one queue and one boot whose
 //     records lie on either side of a skipped range are counted: a gap
-//     there is a send whose record was in the range, or (rarely) a number
-//     taken by a send that failed before its record was written. The
-//     report says the loss is inferred.
+//     there is a send whose record was in the range, a message sent and
+//     deleted inside the range, or a number taken by a send that failed
+//     before its record was written (a full disk, a stalled log, a full
+//     stripe part way through a batch, a cluster's refused proposal). So
+//     the list is an upper bound, and the report says the loss is
+//     inferred.
 //  2. A number any replayed record names (a delete, a state change) or
-//     the index holds is not lost.
+//     the index holds is not lost, and nor is any message of a queue a
+//     replayed record deletes (its messages went with it).
 //  3. Nothing of this runs unless a range was skipped (rs.skipped).
 //
 // Owner: recovery (load), single-threaded.
 
 import (
+	"encoding/binary"
 	"slices"
 )
 
@@ -39,12 +44,20 @@ type gapSend struct{ qid, seq, pos uint64 }
 type gapFinder struct {
 	sends []gapSend
 	named map[msgKey]bool
+	gone  map[uint64]bool // queues a replayed record deleted
 	lost  map[msgKey]bool // after find: the numbers inferred lost, until the index names them
 	more  int             // inferred beyond maxInferredLosses
 }
 
 // note (the replay loop) looks at one record.
 func (g *gapFinder) note(pos uint64, typ uint8, payload []byte) {
+	if typ == recQueueDelete && len(payload) >= 8 {
+		if g.gone == nil {
+			g.gone = map[uint64]bool{}
+		}
+		g.gone[binary.LittleEndian.Uint64(payload)] = true
+		return
+	}
 	if typ == recDeadLetter && len(payload) >= 2*snapLen {
 		g.note(pos, recDelete, payload[:snapLen])
 		g.note(pos, recSendProps, payload[snapLen:])
@@ -85,7 +98,7 @@ func (g *gapFinder) find(rs *repairState) {
 	g.lost = map[msgKey]bool{}
 	for i := 1; i < len(g.sends); i++ {
 		a, b := g.sends[i-1], g.sends[i]
-		if a.qid != b.qid || a.seq>>bootShift != b.seq>>bootShift || b.seq <= a.seq+1 || !rs.skippedBetween(a.pos, b.pos) {
+		if a.qid != b.qid || g.gone[a.qid] || a.seq>>bootShift != b.seq>>bootShift || b.seq <= a.seq+1 || !rs.skippedBetween(a.pos, b.pos) {
 			continue
 		}
 		for seq := a.seq + 1; seq < b.seq; seq++ {
@@ -99,7 +112,7 @@ func (g *gapFinder) find(rs *repairState) {
 			}
 		}
 	}
-	g.sends, g.named = nil, nil
+	g.sends, g.named, g.gone = nil, nil, nil
 }
 
 // skippedBetween reports whether a skipped range lies between positions a

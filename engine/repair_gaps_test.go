@@ -23,6 +23,7 @@ func TestRepairNamesSendsLostFromTheTail(t *testing.T) {
 		{"zeroed-run", 700, 760, true},
 		{"one-flipped", 900, 901, false},
 		{"zeroed-across-segments", 380, 520, true},
+		{"queue-deleted-later", 700, 760, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -40,6 +41,13 @@ func TestRepairNamesSendsLostFromTheTail(t *testing.T) {
 					t.Fatal(err)
 				}
 				ids[body] = res[0].ID.String()
+			}
+			if c.name == "queue-deleted-later" {
+				// Its messages go with it: none is lost to the damage.
+				mustQueue(t, b, "other", DefaultQueueConfig())
+				if err := b.DeleteQueue("r"); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
@@ -69,6 +77,12 @@ func TestRepairNamesSendsLostFromTheTail(t *testing.T) {
 			report := readReport(t, dir)
 			if report == nil {
 				t.Fatal("no repair report")
+			}
+			if c.name == "queue-deleted-later" {
+				if len(got) != 0 || len(report.LostMessages) != 0 {
+					t.Fatalf("a deleted queue: %d messages there, %d reported lost", len(got), len(report.LostMessages))
+				}
+				return
 			}
 			named := map[string]bool{}
 			for _, l := range report.LostMessages {
