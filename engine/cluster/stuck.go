@@ -77,10 +77,13 @@ func (s *shard) stuckTick() {
 		v, ok := w.seen[id]
 		switch {
 		case pr.State != tracker.StateReplicate || pr.Match >= last || !ok || v.match != pr.Match:
-			if ok && v.probed && v.match != pr.Match {
+			moved := ok && v.match != pr.Match
+			if moved && v.probed {
 				s.log.Info("a follower probed again acknowledges once more", "member", id, "match", pr.Match)
 			}
-			w.seen[id] = stuckSeen{match: pr.Match, since: now}
+			// The episode goes on (the probe put the follower in
+			// StateProbe) until its Match moves.
+			w.seen[id] = stuckSeen{match: pr.Match, since: now, probed: ok && !moved && v.probed, probeAt: v.probeAt}
 		case now.Sub(v.since) >= after && now.Sub(v.probeAt) >= after && now.Sub(s.heard[id]) < after:
 			if !v.probed {
 				s.log.Warn("a follower's acknowledgements stopped: probing it again", "member", id, "match", pr.Match,
