@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -229,6 +230,38 @@ func (t *transport) askMember(addr string, op byte, shard int, id uint64, member
 
 func membersPath(dir string) string { return dir + "/members" }
 
+// removedPath is the file of the members this node saw removed, one id a
+// line (forgetRemoved). A file of its own: a version before it reads the
+// address book and never this.
+func removedPath(dir string) string { return dir + "/members.removed" }
+
+func loadRemoved(dir string) (map[uint64]bool, error) {
+	out := map[uint64]bool{}
+	b, err := os.ReadFile(removedPath(dir))
+	if os.IsNotExist(err) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Fields(string(b)) {
+		v, err := strconv.ParseUint(line, 10, 64)
+		if err != nil || v == 0 {
+			return nil, fmt.Errorf("cluster: %s: bad line %q", removedPath(dir), line)
+		}
+		out[v] = true
+	}
+	return out, nil
+}
+
+func saveRemoved(dir string, gone map[uint64]bool) error {
+	var b strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(gone)) {
+		fmt.Fprintf(&b, "%d\n", id)
+	}
+	return writeSynced(removedPath(dir), b.String())
+}
+
 // loadMembers reads the address book (empty if there is none).
 func loadMembers(dir string) (map[uint64]string, error) {
 	f, err := os.Open(membersPath(dir))
@@ -267,12 +300,18 @@ func saveMembers(dir string, m map[uint64]string) error {
 	for _, id := range ids {
 		fmt.Fprintf(&b, "%d %s\n", id, m[id])
 	}
-	tmp := membersPath(dir) + ".tmp"
+	return writeSynced(membersPath(dir), b.String())
+}
+
+// writeSynced replaces the file p with content: written beside it, synced,
+// renamed over it.
+func writeSynced(p, content string) error {
+	tmp := p + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteString(b.String()); err != nil {
+	if _, err := f.WriteString(content); err != nil {
 		f.Close()
 		return err
 	}
@@ -283,17 +322,20 @@ func saveMembers(dir string, m map[uint64]string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, membersPath(dir))
+	return os.Rename(tmp, p)
 }
 
 // forgetRemoved (Open, once the shards have started, before any peer is
-// dialled) drops from the address book every member that no shard's
-// configuration holds, when every shard has one: a member removed (smqctl
-// cluster rm) that the flags still name. Kept, it was dialled and listed
-// again after each restart, and when added back at a new address this node
-// kept the old one (addPeer keeps a known peer's address), so it never
-// caught up. A member added later is learnt from its change again. A
-// joining node's shards have no configuration yet: it forgets nothing.
+// dialled) drops from the address book every member this node saw removed
+// (smqctl cluster rm; <dir>/members.removed) that no shard's configuration
+// holds: the flags may still name it. Kept, it was dialled and listed again
+// after each restart, and when added back at a new address this node kept
+// the old one (addPeer keeps a known peer's address), so it never caught
+// up. A member this node did not see removed stays, even in no shard's
+// configuration here: one added while this node was down, which the flags
+// name before this node's shards catch up (from a snapshot, which carries
+// no addresses). A joining node's shards have no configuration yet: it
+// forgets nothing.
 func (n *Node) forgetRemoved() {
 	known := map[uint64]bool{}
 	for _, s := range n.shards {
@@ -309,7 +351,7 @@ func (n *Node) forgetRemoved() {
 	defer n.bookMu.Unlock()
 	changed := false
 	for id, addr := range n.book {
-		if id != n.cfg.NodeID && !known[id] {
+		if id != n.cfg.NodeID && !known[id] && n.gone[id] {
 			n.log.Info("a member named by --cluster-peers or the address book is in no shard (it was removed): not dialled", "member", id, "addr", addr)
 			delete(n.book, id)
 			changed = true
@@ -326,6 +368,16 @@ func (n *Node) forgetRemoved() {
 func (n *Node) rememberMember(id uint64, addr string, remove bool) {
 	n.bookMu.Lock()
 	defer n.bookMu.Unlock()
+	if remove != n.gone[id] {
+		if remove {
+			n.gone[id] = true
+		} else {
+			delete(n.gone, id)
+		}
+		if err := saveRemoved(n.cfg.Dir, n.gone); err != nil {
+			n.log.Warn("the removed members could not be saved", "err", err)
+		}
+	}
 	if remove {
 		if _, ok := n.book[id]; !ok {
 			return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -118,6 +119,40 @@ func TestClusterRemovedMemberStaysRemoved(t *testing.T) {
 		}
 		if info.Active != 20 {
 			return fmt.Errorf("node 3 holds %d of 20", info.Active)
+		}
+		return nil
+	})
+}
+
+// A member added while this node was down, and named in its flags, is kept
+// at its restart even though this node's shards do not hold it yet: only a
+// member this node saw removed is forgotten (members.go, forgetRemoved).
+// Forgetting every member missing from the shards' configurations here cut
+// this node off from the new member until its next restart.
+func TestClusterMemberAddedWhileDownIsKept(t *testing.T) {
+	c := newTestCluster(t, 3, 2)
+	c.leaderQueue("kept")
+	c.stop(0)
+	c.nodes = append(c.nodes, nil)
+	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
+	c.hold(4)
+	c.cfgTweak = func(i int, cfg *Config) { cfg.Join = i == 3 }
+	c.start(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.nodes[1].AddMember(ctx, 4, c.addrs[4]); err != nil {
+		t.Fatal(err)
+	}
+	c.cfgTweak = nil
+	c.start(0) // its flags name 4 now; its shards do not hold it yet
+	if a := c.nodes[0].tr.peerAddr(4); a != c.addrs[4] {
+		t.Fatalf("node 1 dials member 4 at %q, want %s", a, c.addrs[4])
+	}
+	eventually(t, "node 1 holds member 4 in every shard", func() error {
+		for _, s := range c.nodes[0].shards {
+			if !slices.Contains(s.st.votersNow(), 4) {
+				return fmt.Errorf("shard %d: voters %v", s.id, s.st.votersNow())
+			}
 		}
 		return nil
 	})

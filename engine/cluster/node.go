@@ -125,6 +125,7 @@ type Node struct {
 
 	bookMu sync.Mutex
 	book   map[uint64]string // guarded by bookMu: the members' raft addresses (members.go)
+	gone   map[uint64]bool   // guarded by bookMu: members this node saw removed, not added back (members.go)
 
 	diskFull   atomic.Bool // this node's disk is full (handoff.go)
 	leaving    atomic.Bool // this node hands its leads over to shut down (transfer.go)
@@ -215,6 +216,10 @@ func Start(cfg Config) (*Node, error) {
 	n.tr.move = n.serveMove
 	n.fwd.idle, n.fwd.open = map[uint64][]net.Conn{}, map[uint64]int{}
 	if n.book, err = loadMembers(cfg.Dir); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if n.gone, err = loadRemoved(cfg.Dir); err != nil {
 		ln.Close()
 		return nil, err
 	}
