@@ -44,6 +44,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/smqd/smqd/engine/archive"
@@ -304,15 +305,18 @@ func RestoreDir(dir string, fill func(tmp string) error) (err error) {
 		}
 		dir = target
 	}
+	mountErr := func() error {
+		return fmt.Errorf("%w: restore into %s: it is a mount point, which a restore cannot replace; restore into a directory inside it (%s) and start smqd there",
+			ErrInvalidArgument, dir, filepath.Join(dir, "smqd"))
+	}
 	switch ents, rerr := os.ReadDir(dir); {
 	case errors.Is(rerr, os.ErrNotExist):
 	case rerr != nil:
 		return fmt.Errorf("engine: restore: %w", rerr)
+	case isMountPoint(dir):
+		return mountErr() // before "not empty": a new volume holds lost+found
 	case len(ents) > 0:
 		return fmt.Errorf("%w: restore into %s: the directory is not empty", ErrInvalidArgument, dir)
-	case isMountPoint(dir):
-		return fmt.Errorf("%w: restore into %s: it is a mount point, which a restore cannot replace; restore into a directory inside it (%s) and start smqd there",
-			ErrInvalidArgument, dir, filepath.Join(dir, "smqd"))
 	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o700); err != nil {
@@ -333,6 +337,9 @@ func RestoreDir(dir string, fill func(tmp string) error) (err error) {
 	// An empty dir gives way to the restored one; one that is no longer
 	// empty is not touched.
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, syscall.EBUSY) {
+			return mountErr() // a bind mount of the same file system
+		}
 		return fmt.Errorf("engine: restore: %w", err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {

@@ -85,12 +85,36 @@ func TestRestoreRefusesAMountPoint(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs here: %v: %s", err, out)
 	}
 	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
+	// A new volume is seldom empty (ext4's lost+found): the advice is
+	// still the mount point's, not "not empty".
+	if err := os.Mkdir(filepath.Join(mnt, "lost+found"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	_, err := Restore(bytes.NewReader(ar), mnt)
 	if !errors.Is(err, ErrInvalidArgument) || !bytes.Contains([]byte(err.Error()), []byte("mount point")) {
 		t.Fatalf("onto a mount point: %v", err)
 	}
 	if ents, _ := os.ReadDir(root); len(ents) != 1 {
 		t.Fatalf("the refused restore left %d entries beside the mount point", len(ents)-1)
+	}
+	// A bind mount of the same file system is not told from a directory
+	// before the restore; its rename fails, and the error says why.
+	src, bind := filepath.Join(root, "src"), filepath.Join(root, "bind")
+	for _, d := range []string{src, bind} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("mount", "--bind", src, bind).CombinedOutput(); err == nil {
+		defer syscall.Unmount(bind, syscall.MNT_DETACH)
+		if _, err := Restore(bytes.NewReader(ar), bind); !errors.Is(err, ErrInvalidArgument) || !bytes.Contains([]byte(err.Error()), []byte("mount point")) {
+			t.Fatalf("onto a bind mount: %v", err)
+		}
+		if ents, _ := os.ReadDir(root); len(ents) != 3 {
+			t.Fatalf("the refused restore left %d entries beside the mounts", len(ents)-3)
+		}
+	} else {
+		t.Logf("no bind mount here (%v: %s)", err, out)
 	}
 	// Inside it, as the error says, it works.
 	if _, err := Restore(bytes.NewReader(ar), filepath.Join(mnt, "smqd")); err != nil {
