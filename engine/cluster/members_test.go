@@ -34,23 +34,30 @@ func TestClusterMemberMovedToANewAddress(t *testing.T) {
 		c.stop(i)
 		c.start(i)
 	}
+	c.sendAndHold(queue, 1, "node 2, at its new address")
+}
+
+// sendAndHold sends 20 messages to queue through its leader and waits
+// until node index i's replica holds them.
+func (c *testCluster) sendAndHold(queue string, i int, who string) {
+	c.t.Helper()
 	_, b := c.leader(queue)
 	q, err := b.Queue(queue)
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
 	for k := range 20 {
 		if _, err := q.Send([]engine.SendEntry{{Body: []byte(fmt.Sprint(k))}}, nil); err != nil {
-			t.Fatal(err)
+			c.t.Fatal(err)
 		}
 	}
-	eventually(t, "node 2, at its new address, holds every message", func() error {
-		info, err := c.counts(1, queue)
+	eventually(c.t, who+" holds every message", func() error {
+		info, err := c.counts(i, queue)
 		if err != nil {
 			return err
 		}
 		if info.Active != 20 {
-			return fmt.Errorf("node 2 holds %d of 20", info.Active)
+			return fmt.Errorf("it holds %d of 20", info.Active)
 		}
 		return nil
 	})
@@ -102,26 +109,7 @@ func TestClusterRemovedMemberStaysRemoved(t *testing.T) {
 			t.Fatalf("node %d dials member 3 at %q, want its new address %s (the old one was %s)", i+1, a, c.addrs[3], old)
 		}
 	}
-	_, b := c.leader(queue)
-	q, err := b.Queue(queue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k := range 20 {
-		if _, err := q.Send([]engine.SendEntry{{Body: []byte(fmt.Sprint(k))}}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, "node 3, added back at its new address, holds every message", func() error {
-		info, err := c.counts(2, queue)
-		if err != nil {
-			return err
-		}
-		if info.Active != 20 {
-			return fmt.Errorf("node 3 holds %d of 20", info.Active)
-		}
-		return nil
-	})
+	c.sendAndHold(queue, 2, "node 3, added back at its new address,")
 }
 
 // A member added while this node was down, and named in its flags, is kept
