@@ -25,9 +25,7 @@ func TestBackupRefusesADamagedLog(t *testing.T) {
 	b := openDurableTest(t, dir, clk, smallSegments)
 	defer b.Close()
 	q := mustQueue(t, b, "dq", DefaultQueueConfig())
-	for i := range 150 {
-		sendBody(t, q, fmt.Sprintf("m%d %s", i, bytes.Repeat([]byte{'d'}, 900)))
-	}
+	send150(t, q)
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +65,7 @@ func TestRestoreRefusesDamagedLogRecords(t *testing.T) {
 	clk := NewFakeClock(t0)
 	b := openDurableTest(t, t.TempDir(), clk, smallSegments)
 	q := mustQueue(t, b, "dq", DefaultQueueConfig())
-	for i := range 150 {
-		sendBody(t, q, fmt.Sprintf("m%d %s", i, bytes.Repeat([]byte{'d'}, 900)))
-	}
+	send150(t, q)
 	ar := backupTo(t, b, BackupOptions{})
 	b.Close()
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -158,4 +154,13 @@ func rewriteArchive(t *testing.T, ar []byte, rng *rand.Rand) ([]byte, string) {
 		t.Fatal(err)
 	}
 	return out.Bytes(), fmt.Sprintf("a bit flipped in %s at %d", s.h.Name, off)
+}
+
+// send150 sends 150 messages of about 1 KiB to q, several segments' worth
+// with smallSegments.
+func send150(t *testing.T, q *Queue) {
+	t.Helper()
+	for i := range 150 {
+		sendBody(t, q, fmt.Sprintf("m%d %s", i, bytes.Repeat([]byte{'d'}, 900)))
+	}
 }

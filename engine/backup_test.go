@@ -396,9 +396,7 @@ func TestRestoreRefusesDamagedBackups(t *testing.T) {
 	clk := NewFakeClock(t0)
 	b := openDurableTest(t, t.TempDir(), clk, smallSegments)
 	q := mustQueue(t, b, "dq", DefaultQueueConfig())
-	for i := range 150 {
-		sendBody(t, q, fmt.Sprintf("m%d %s", i, bytes.Repeat([]byte{'d'}, 900)))
-	}
+	send150(t, q)
 	ar := backupTo(t, b, BackupOptions{})
 	b.Close()
 	rng := rand.New(rand.NewPCG(3, 4))
