@@ -169,15 +169,7 @@ func TestDiskFullRefusesToOpen(t *testing.T) {
 // taking nothing for failed, and recovers by itself once the cause is gone:
 // no restart, nothing acknowledged lost.
 func TestSpareFailureRecovers(t *testing.T) {
-	dir := t.TempDir()
-	ffs := wal.NewFaultFS(wal.NewMemFS())
-	clk := NewFakeClock(t0)
-	b := openDurableTest(t, dir, clk, func(o *Options) {
-		o.WAL.FS = ffs
-		o.WAL.SegmentBytes = 64 << 10
-		o.WAL.BufferBytes = 64 << 10
-		o.WAL.RecycleSegments = -1
-	})
+	b, ffs := openSpareFaultBroker(t)
 	defer b.Close()
 	q := mustQueue(t, b, "spare", DefaultQueueConfig())
 	ffs.FailPreallocate(syscall.ENOSPC)
@@ -219,14 +211,7 @@ func TestSpareFailureRecovers(t *testing.T) {
 // to change the queue first and then answer ErrStorageUnavailable ("retry
 // later") for a change already made, so that the retry met a handle gone.
 func TestStalledLogRefusesDeletesBeforeChangingThem(t *testing.T) {
-	ffs := wal.NewFaultFS(wal.NewMemFS())
-	clk := NewFakeClock(t0)
-	b := openDurableTest(t, t.TempDir(), clk, func(o *Options) {
-		o.WAL.FS = ffs
-		o.WAL.SegmentBytes = 64 << 10
-		o.WAL.BufferBytes = 64 << 10
-		o.WAL.RecycleSegments = -1
-	})
+	b, ffs := openSpareFaultBroker(t)
 	defer b.Close()
 	q := mustQueue(t, b, "stall", DefaultQueueConfig())
 	sendBody(t, q, "keep")
@@ -290,4 +275,19 @@ func TestSmallFreeSpaceReserveIsWarnedAbout(t *testing.T) {
 			t.Errorf("reserve %d: warned %v, want %v:\n%s", tc.reserve, got, tc.warned, logged.String())
 		}
 	}
+}
+
+// openSpareFaultBroker opens a durable broker whose log's files are on a
+// FaultFS (to fail the preallocation of its next segments), with small
+// segments and no recycling.
+func openSpareFaultBroker(t *testing.T) (*Broker, *wal.FaultFS) {
+	t.Helper()
+	ffs := wal.NewFaultFS(wal.NewMemFS())
+	b := openDurableTest(t, t.TempDir(), NewFakeClock(t0), func(o *Options) {
+		o.WAL.FS = ffs
+		o.WAL.SegmentBytes = 64 << 10
+		o.WAL.BufferBytes = 64 << 10
+		o.WAL.RecycleSegments = -1
+	})
+	return b, ffs
 }

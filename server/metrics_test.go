@@ -276,15 +276,24 @@ func TestStorageMetricsInMemory(t *testing.T) {
 	}
 }
 
-// With SeparateMetrics, /metrics is served only on the ServeMetrics
-// listener; /healthz on both; nothing else on the metrics listener.
-func TestSeparateMetrics(t *testing.T) {
-	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.SeparateMetrics = true }})
+// startSeparateMetrics starts a server with SeparateMetrics and serves its
+// metrics listener.
+func startSeparateMetrics(t *testing.T, cfg envConfig) (*testEnv, net.Listener) {
+	t.Helper()
+	cfg.serverOpts = func(o *Options) { o.SeparateMetrics = true }
+	env := startEnv(t, cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go env.srv.ServeMetrics(ln)
+	return env, ln
+}
+
+// With SeparateMetrics, /metrics is served only on the ServeMetrics
+// listener; /healthz on both; nothing else on the metrics listener.
+func TestSeparateMetrics(t *testing.T) {
+	env, ln := startSeparateMetrics(t, envConfig{})
 	c := env.client()
 	c.mustCreate("q")
 	wantError(t, c.get("/metrics"), 400, "InvalidRequestURL")
@@ -605,12 +614,7 @@ func TestClusterStatusWithSeparateMetrics(t *testing.T) {
 // going), and /metrics is still scraped. Both listeners used to close at
 // once, so no probe ever saw the documented 503.
 func TestMetricsListenerOutlivesTheDrain(t *testing.T) {
-	env := startEnv(t, envConfig{skipShutdown: true, serverOpts: func(o *Options) { o.SeparateMetrics = true }})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go env.srv.ServeMetrics(ln)
+	env, ln := startSeparateMetrics(t, envConfig{skipShutdown: true})
 	c := env.client()
 	c.mustCreate("q")
 	// A send whose body is still on its way holds the drain.
