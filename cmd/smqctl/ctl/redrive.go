@@ -212,12 +212,26 @@ func newMover(src, dst *client, from string, rate float64, target func(*Message)
 
 // run moves messages until limit were handled or the queue has no more
 // visible ones.
+//
+// With a rate, it waits for the rate's room before it receives, and
+// receives about a second's worth at a time: a batch is invisible at the
+// source from its receive to its delete, and one held back by the rate
+// for longer than the queue's visibility timeout was received again (its
+// handles stale): every message copied and none deleted.
 func (rd *mover) run(ctx context.Context, r *run, limit int) error {
 	rd.start = time.Now()
+	batch := MaxBatchMessages
+	if rd.rate > 0 {
+		batch = max(1, min(MaxBatchMessages, int(rd.rate)))
+	}
 	for handled := 0; handled < limit; {
+		n := min(batch, limit-handled)
+		if err := rd.pace(ctx, n); err != nil {
+			return err
+		}
 		var msgs []Message
 		err := call(ctx, r, func(rctx context.Context) (err error) {
-			msgs, err = rd.src.receive(rctx, rd.from, min(MaxBatchMessages, limit-handled), 0)
+			msgs, err = rd.src.receive(rctx, rd.from, n, 0)
 			return err
 		})
 		if err != nil {
@@ -227,9 +241,6 @@ func (rd *mover) run(ctx context.Context, r *run, limit int) error {
 			return nil
 		}
 		handled += len(msgs)
-		if err := rd.pace(ctx, len(msgs)); err != nil {
-			return err
-		}
 		if err := rd.batch(ctx, r, msgs); err != nil {
 			return err
 		}

@@ -301,3 +301,28 @@ func TestQueueRedriveRetriesA503(t *testing.T) {
 		t.Errorf("redrive: %+v, %d deletes", res, deletes.Load())
 	}
 }
+
+// TestQueueRedriveSlowRate: a rate far below the dead-letter queue's
+// visibility timeout moves every message once. Each batch used to be
+// received whole and then held back by the rate past the timeout, so
+// that its delete missed: every message copied and none deleted, and a
+// second run copied them all again.
+func TestQueueRedriveSlowRate(t *testing.T) {
+	d := startDaemon(t)
+	c := d.ctl(t)
+	dead := d.queueWith(t, "slow-dead", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = time.Second })
+	back := d.queueWith(t, "slow-back", nil)
+	for k := range 8 {
+		sendEntries(t, dead, engine.SendEntry{Body: []byte(fmt.Sprint("m", k))})
+	}
+	res := decodeJSON[redriveResult](t, c.ok("queue", "redrive", "slow-dead", "--to", "slow-back", "--rate", "4", "--parallel", "2", "--json"))
+	if res.Moved != 8 || res.Copied != 0 || len(res.Left) != 0 {
+		t.Fatalf("redrive at 4 a second of a queue whose visibility timeout is 1 s: %+v", res)
+	}
+	if got := all(t, back); len(got) != 8 {
+		t.Fatalf("%d copies, want 8", len(got))
+	}
+	if info := d.info(t, "slow-dead"); info.Active+info.Inactive != 0 {
+		t.Fatalf("the dead-letter queue after: %+v", info)
+	}
+}
