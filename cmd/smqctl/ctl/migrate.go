@@ -28,6 +28,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -168,7 +169,10 @@ func (m *migration) queues(ctx context.Context, r *run, src, dst *client, prefix
 		err := dst.setQueue(rctx, q.Name, &queueAttrs{DeadLetterTargetQueue: &q.DeadLetterTargetQueue, MaxReceiveCount: &q.MaxReceiveCount})
 		cancel()
 		if err != nil {
+			// Its messages stay at the source: at the destination, with no
+			// policy, a message that fails for good would come back forever.
 			m.Conflicts = append(m.Conflicts, fmt.Sprintf("queue %s: dead-letter policy (to %s): %v", q.Name, q.DeadLetterTargetQueue, err))
+			made = slices.DeleteFunc(made, func(name string) bool { return name == q.Name })
 		}
 	}
 	return made, nil

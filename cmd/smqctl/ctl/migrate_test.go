@@ -233,3 +233,32 @@ func TestMigrateKeepsTheDestinationsDeadLetterPolicy(t *testing.T) {
 		t.Fatalf("the destination's q became %+v", info)
 	}
 }
+
+// A queue whose dead-letter policy cannot be made at the destination (its
+// target is outside --prefix, so it is not there) is a conflict, and its
+// messages stay at the source. They used to move into a queue with no
+// policy, where a message that fails for good comes back forever.
+func TestMigrateLeavesTheMessagesOfAQueueWithoutItsPolicy(t *testing.T) {
+	src, dst := startDaemon(t), startDaemon(t)
+	src.queueWith(t, "xo-dlq", nil)
+	q := src.queueWith(t, "pf-a", nil)
+	if err := src.b.SetQueueAttributes("pf-a", engine.ConfigPatch{DeadLetterQueue: ptr("xo-dlq"), MaxReceiveCount: ptr(3)}); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 5 {
+		sendEntries(t, q, engine.SendEntry{Body: []byte{'a' + byte(k)}})
+	}
+	r := src.ctl(t).fail(ExitError, "migrate", "--to", dst.addr, "--prefix", "pf-", "--wait", "2s", "--json")
+	m := decodeJSON[migration](t, r.stdout)
+	if len(m.Conflicts) != 1 || !strings.Contains(m.Conflicts[0], "queue pf-a: dead-letter policy") {
+		t.Fatalf("conflicts %q", m.Conflicts)
+	}
+	if info, _ := q.Attributes(); info.Active != 5 {
+		t.Fatalf("the source's pf-a holds %d of 5", info.Active)
+	}
+	if dq, err := dst.b.Queue("pf-a"); err == nil {
+		if info, _ := dq.Attributes(); info.Active+info.Inactive != 0 {
+			t.Fatalf("the destination's pf-a holds %+v", info)
+		}
+	}
+}
