@@ -381,6 +381,18 @@ func TestCredentialsAndErrors(t *testing.T) {
 		t.Errorf("--endpoint host:port: %q", out)
 	}
 
+	// A body XML cannot carry is refused, not sent altered (U+FFFD).
+	for _, bad := range []string{"ctl\x01\x02end", "bad \xff utf-8", "\xef\xbf\xbe"} {
+		f := filepath.Join(t.TempDir(), "body")
+		if err := os.WriteFile(f, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r := c.fail(ExitUsage, "send", "q", "--file", f); !strings.Contains(r.stderr, "XML cannot carry") {
+			t.Errorf("send of %q: %s", bad, r.stderr)
+		}
+		c.fail(ExitUsage, "topic", "publish", "t", "--file", f)
+	}
+
 	// Usage errors.
 	c.fail(ExitUsage)
 	c.fail(ExitUsage, "frobnicate")

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Topic is a topic's attributes as GetTopicAttributes gives them.
@@ -359,7 +360,30 @@ func (r *run) readBody(verb string, pos []string, file string) ([]byte, error) {
 	if len(body) == 0 {
 		return nil, usagef("%s: the message body is empty", verb)
 	}
+	if at, what := notXMLText(body); at >= 0 {
+		// XML cannot carry it, and Go's encoder would send U+FFFD in its
+		// place: the body stored would not be the one given.
+		return nil, usagef("%s: the body has %s at byte %d, which the API's XML cannot carry; encode binary bodies (base64, as the SDKs do)", verb, what, at)
+	}
 	return body, nil
+}
+
+// notXMLText returns the offset of the first byte of body that XML 1.0
+// text cannot hold (invalid UTF-8, a control character other than tab,
+// newline and carriage return, U+FFFE or U+FFFF), and what it is; -1 if
+// there is none.
+func notXMLText(body []byte) (int, string) {
+	for i := 0; i < len(body); {
+		c, n := utf8.DecodeRune(body[i:])
+		switch {
+		case c == utf8.RuneError && n <= 1:
+			return i, "invalid UTF-8"
+		case c < 0x20 && c != '\t' && c != '\n' && c != '\r', c == 0xFFFE, c == 0xFFFF:
+			return i, fmt.Sprintf("the character %U", c)
+		}
+		i += n
+	}
+	return -1, ""
 }
 
 func (r *run) topicPublish(ctx context.Context, name string, args []string) error {
