@@ -444,7 +444,7 @@ func (r *run) printRedrive(dlq string, res *redriveResult) error {
 	}
 	fmt.Fprintln(w)
 	if res.Copied > 0 {
-		fmt.Fprintf(w, "%d message(s) copied but still in %s (received again elsewhere before the delete): a later run moves them again\n", res.Copied, dlq)
+		fmt.Fprintf(w, "%d message(s) copied but still in %s (their receive had expired at the delete: the queue's visibility timeout ended, or another consumer received them): a later run moves them again, a duplicate\n", res.Copied, dlq)
 	}
 	if len(res.Left) > 0 {
 		rows := [][]string{{"LEFT IN " + dlq, "REASON"}}
