@@ -62,12 +62,7 @@ func TestBackupRefusesADamagedLog(t *testing.T) {
 // verified records could be) is refused as archive.ErrDamaged, and leaves
 // no directory.
 func TestRestoreRefusesDamagedLogRecords(t *testing.T) {
-	clk := NewFakeClock(t0)
-	b := openDurableTest(t, t.TempDir(), clk, smallSegments)
-	q := mustQueue(t, b, "dq", DefaultQueueConfig())
-	send150(t, q)
-	ar := backupTo(t, b, BackupOptions{})
-	b.Close()
+	ar, _ := backupOf150(t)
 	rng := rand.New(rand.NewPCG(7, 8))
 	root := t.TempDir()
 	for round := range 12 {
@@ -163,4 +158,16 @@ func send150(t *testing.T, q *Queue) {
 	for i := range 150 {
 		sendBody(t, q, fmt.Sprintf("m%d %s", i, bytes.Repeat([]byte{'d'}, 900)))
 	}
+}
+
+// backupOf150 is a backup of a closed broker (smallSegments) whose queue
+// "dq" holds send150's messages, and the broker's clock.
+func backupOf150(t *testing.T) ([]byte, *FakeClock) {
+	t.Helper()
+	clk := NewFakeClock(t0)
+	b := openDurableTest(t, t.TempDir(), clk, smallSegments)
+	send150(t, mustQueue(t, b, "dq", DefaultQueueConfig()))
+	ar := backupTo(t, b, BackupOptions{})
+	b.Close()
+	return ar, clk
 }

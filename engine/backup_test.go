@@ -393,12 +393,7 @@ func testBackupUnderLoad(t *testing.T, mode string) {
 // Restore refuses an archive cut short or with a bit flipped, and leaves
 // nothing in its directory (invariant 4).
 func TestRestoreRefusesDamagedBackups(t *testing.T) {
-	clk := NewFakeClock(t0)
-	b := openDurableTest(t, t.TempDir(), clk, smallSegments)
-	q := mustQueue(t, b, "dq", DefaultQueueConfig())
-	send150(t, q)
-	ar := backupTo(t, b, BackupOptions{})
-	b.Close()
+	ar, clk := backupOf150(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	root := t.TempDir()
 	empty := filepath.Join(root, "empty")
