@@ -22,6 +22,9 @@ package ctl
 //  4. A message that cannot move (no source queue named, a target missing
 //     or refusing it) stays in the dead-letter queue, is made visible again
 //     when the run ends, and the run names it with the reason and exits 1.
+//     So does a run that stored a copy whose original it could not delete
+//     (the delete came after the dead-letter queue's visibility timeout):
+//     the original is moved again by the next run, a duplicate.
 
 import (
 	"context"
@@ -105,8 +108,16 @@ func (r *run) queueRedrive(ctx context.Context, name string, args []string) erro
 	if runErr != nil {
 		return runErr
 	}
-	if n := len(res.Left); n > 0 {
+	// Either leaves work for the next run, which a script must see: a
+	// message that stays, or an original whose copy is stored and whose
+	// delete missed (the next run moves it again, a duplicate).
+	switch n := len(res.Left); {
+	case n > 0 && res.Copied > 0:
+		return fmt.Errorf("%d message(s) left in %s, and %d copied whose original stays there", n, dlq, res.Copied)
+	case n > 0:
 		return fmt.Errorf("%d message(s) left in %s", n, dlq)
+	case res.Copied > 0:
+		return fmt.Errorf("%d message(s) copied whose original stays in %s (its delete missed): the next run moves them again", res.Copied, dlq)
 	}
 	return nil
 }

@@ -259,6 +259,43 @@ func TestQueueRedriveChecksTheCopy(t *testing.T) {
 	}
 }
 
+// TestQueueRedriveCopiedNotDeletedExits1: a copy is stored and the
+// original's delete misses (its receive expired first). The run counts
+// it as copied, not moved, and exits 1: the original is still in the
+// dead-letter queue and the next run moves it again. It exited 0.
+func TestQueueRedriveCopiedNotDeletedExits1(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch key := r.Method + " " + r.URL.Path; key {
+		case "GET /queues/dead":
+			fmt.Fprint(w, `<Queue><QueueName>dead</QueueName><ActiveMessages>1</ActiveMessages></Queue>`)
+		case "GET /queues/dead/messages":
+			fmt.Fprint(w, `<Messages><Message><MessageId>M1</MessageId><ReceiptHandle>H1</ReceiptHandle><MessageBody>hi</MessageBody>`+
+				`<MessageBodyMD5>49F68A5C8493EC2C0BF489821C21FC3B</MessageBodyMD5><Priority>8</Priority></Message></Messages>`)
+		case "POST /queues/to/messages":
+			w.WriteHeader(201)
+			fmt.Fprint(w, `<Messages><Message><MessageId>C1</MessageId><MessageBodyMD5>49F68A5C8493EC2C0BF489821C21FC3B</MessageBodyMD5></Message></Messages>`)
+		case "DELETE /queues/dead/messages":
+			w.WriteHeader(404)
+			fmt.Fprint(w, `<Errors><Error><ErrorCode>MessageNotExist</ErrorCode><ErrorMessage>the receipt handle has expired</ErrorMessage>`+
+				`<ReceiptHandle>H1</ReceiptHandle></Error></Errors>`)
+		default:
+			http.Error(w, key, 400)
+		}
+	}))
+	defer srv.Close()
+	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{
+		"SMQ_ENDPOINT": srv.URL, "ALIBABA_CLOUD_ACCESS_KEY_ID": keyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret,
+	}}
+	r := c.fail(ExitError, "queue", "redrive", "dead", "--to", "to", "--json")
+	res := decodeJSON[redriveResult](t, r.stdout)
+	if res.Moved != 0 || res.Copied != 1 || len(res.Left) != 0 {
+		t.Errorf("redrive: %+v", res)
+	}
+	if !strings.Contains(r.stderr, "1 message(s) copied whose original stays in dead") {
+		t.Errorf("stderr: %s", r.stderr)
+	}
+}
+
 // TestQueueRedriveRetriesA503: a receive, a send and a delete each
 // answered 503 once (a shard electing its leader) are tried again, and
 // the run moves the message.
