@@ -48,7 +48,7 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	}
 	cc.healthy = desc("smqd_cluster_healthy", "1 while this node can serve every shard (/healthz ready), else 0.")
 	cc.forwarded = desc("smqd_cluster_forwarded_requests_total", "Client requests this node forwarded to a shard's leader and got answered.")
-	cc.refused = desc("smqd_cluster_refused_handshakes_total", "Inter-node connections refused for a wrong or missing cluster key.")
+	cc.refused = desc("smqd_cluster_refused_handshakes_total", "Inter-node connections refused, by this node or by the peer it dialled: a wrong or missing cluster key, or a certificate the other side refused.")
 	cc.snapshots = desc("smqd_cluster_snapshots_installed_total", "Shard snapshots this node installed (it was too far behind, new or wiped).")
 	cc.handoffs = desc("smqd_cluster_disk_full_handoffs_total", "Leadership transfers this node started because its disk was full (the shards went to members with room).")
 	cc.hops = desc("smqd_cluster_dead_letter_hops_total", "Batches of dead letters this node's shard leaders handed to a queue of another shard: stored, or failed (the hop gave up; the messages stay hidden and a later receive moves them, or they were stored and the answer lost).", "outcome")

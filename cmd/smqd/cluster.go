@@ -188,11 +188,6 @@ func (c *config) clusterTLS(log *slog.Logger) (*tls.Config, *certReloader, error
 	if cc.tlsCert == "" {
 		return nil, nil, nil
 	}
-	certs, err := newCertReloader(cc.tlsCert, cc.tlsKey, log)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--cluster-tls-cert: %w", err)
-	}
-	certs.what = "cluster TLS certificate"
 	pem, err := os.ReadFile(cc.tlsCA)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--cluster-tls-ca: %w", err)
@@ -200,6 +195,21 @@ func (c *config) clusterTLS(log *slog.Logger) (*tls.Config, *certReloader, error
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
 		return nil, nil, fmt.Errorf("--cluster-tls-ca: no PEM certificate in %s", cc.tlsCA)
+	}
+	// The host the other nodes dial this one at: its --cluster-peers
+	// entry, else (a node that --join's) --raft-listen's host when it
+	// names one.
+	peers, _ := parsePeers(cc.peers)
+	addr := cmp.Or(peers[cc.nodeID], cc.raftListen)
+	host, _, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = ""
+	}
+	// A certificate the other nodes would refuse stops the node at start
+	// (it could reach no one) and is not installed by a reload.
+	certs := &certReloader{what: "cluster TLS certificate", certFile: cc.tlsCert, keyFile: cc.tlsKey, log: log, check: checkClusterCert(pool, host)}
+	if err := certs.load(); err != nil {
+		return nil, nil, fmt.Errorf("--cluster-tls-cert: %w", err)
 	}
 	warnIfShared(log, cc.tlsKey, "cluster TLS key")
 	return &tls.Config{

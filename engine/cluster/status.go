@@ -24,7 +24,8 @@ type Status struct {
 	Shards  []ShardStatus  `json:"shards"`
 	// Forwarded: requests this node forwarded to a leader and got answered.
 	Forwarded int64 `json:"forwarded"`
-	// RefusedHandshakes: connections refused for a wrong or missing key.
+	// RefusedHandshakes: connections refused, by this node or by the peer
+	// it dialled: a wrong or missing key, a certificate the other refused.
 	RefusedHandshakes  int64 `json:"refused_handshakes"`
 	SnapshotsInstalled int64 `json:"snapshots_installed"`
 	// DeadLetterHops: batches of dead letters this node's leaders handed

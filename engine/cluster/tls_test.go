@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -228,5 +229,43 @@ func TestClusterTLSRefusesStrangers(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(logs.String()), []byte("raft connection refused")) {
 		t.Fatalf("no refusal logged:\n%s", logs.String())
+	}
+}
+
+// A node whose certificate the others refuse (another CA's) is reported
+// by the nodes that dial it, not only by the node itself: they log "raft
+// peer refused" naming it, and count it. The node refused reads that the
+// peer refused its certificate. The dialling side's failure used to be
+// dropped: node 3's own log ("bad certificate", as if it had refused
+// someone) was the only trace, and nodes 1 and 2 looked healthy.
+func TestClusterTLSDialerReportsARefusedPeer(t *testing.T) {
+	ca := newTestCA(t, "cluster CA")
+	other := newTestCA(t, "another CA")
+	logs := make([]*syncBuffer, 3)
+	c := &testCluster{t: t, nodes: make([]*Node, 3), shards: 1}
+	c.cfgTweak = func(i int, cfg *Config) {
+		issuer := ca
+		if i == 2 {
+			issuer = other // trusts the cluster's CA; the others do not trust its certificate
+		}
+		cfg.TLS = issuer.config(t, fmt.Sprint("node ", i+1), ca.pool)
+		logs[i] = &syncBuffer{}
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[i], &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	startTestCluster(c)
+	c.leader("q")
+	eventually(t, "node 1 reports node 3 refused", func() error {
+		if l := logs[0].String(); !strings.Contains(l, `msg="raft peer refused"`) || !strings.Contains(l, " peer=3 ") {
+			return fmt.Errorf("node 1's log:\n%s", logs[0].String())
+		}
+		if !strings.Contains(logs[2].String(), "the peer refused this node's certificate") {
+			return fmt.Errorf("node 3's log:\n%s", logs[2].String())
+		}
+		return nil
+	})
+	// Counted on node 2 too; node 2 dials node 3 and node 3 dials it,
+	// so both sides of the count are exercised: at least two a second.
+	if n := c.nodes[1].refused.Load(); n == 0 {
+		t.Fatalf("node 2 counted no refusal")
 	}
 }

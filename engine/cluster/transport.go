@@ -277,6 +277,8 @@ func (t *transport) send(shard int, msgs []*pb.Message) {
 // writeLoop keeps a connection to p and writes its queued frames.
 func (t *transport) writeLoop(p *peer) {
 	backoff := 20 * time.Millisecond
+	var warned time.Time // the last refusal logged, and what it said
+	var warnedErr string
 	for {
 		select {
 		case <-t.stop:
@@ -291,8 +293,17 @@ func (t *transport) writeLoop(p *peer) {
 		}
 		c, _, err := t.dial(addr, kindRaft)
 		if err != nil {
-			if errors.Is(err, ErrAuth) {
-				t.log.Warn("raft peer refused", "peer", p.id, "addr", addr, "err", err)
+			// A refusal (key or certificate, either side) is for the
+			// operator to fix: logged (again when it changes, else every
+			// 30 s) and counted. A peer that is down is not.
+			if refusal(err) {
+				if t.refused != nil {
+					t.refused()
+				}
+				if msg := err.Error(); msg != warnedErr || time.Since(warned) >= 30*time.Second {
+					t.log.Warn("raft peer refused", "peer", p.id, "addr", addr, "err", explainRefusal(err))
+					warned, warnedErr = time.Now(), msg
+				}
 			}
 			select {
 			case <-t.stop:
@@ -364,7 +375,7 @@ func (t *transport) serveConn(c net.Conn) {
 	if t.tls != nil {
 		tc := tls.Server(c, t.tls)
 		if err := tc.Handshake(); err != nil {
-			t.log.Warn("raft connection refused", "remote", c.RemoteAddr().String(), "err", fmt.Errorf("TLS: %w", err))
+			t.log.Warn("raft connection refused", "remote", c.RemoteAddr().String(), "err", explainRefusal(fmt.Errorf("TLS: %w", err)))
 			if t.refused != nil {
 				t.refused()
 			}
@@ -494,6 +505,32 @@ func readAddr(r io.Reader) (string, error) {
 	b := make([]byte, n)
 	_, err := io.ReadFull(r, b)
 	return string(b), err
+}
+
+// refusal reports whether err, from dial, means that the peer and this
+// node refused each other (the cluster key, a certificate, a peer not
+// speaking TLS), as opposed to a peer that is down or unreachable.
+func refusal(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var rh tls.RecordHeaderError
+	return errors.Is(err, ErrAuth) || errors.As(err, &cv) || errors.As(err, &rh) || remoteAlert(err)
+}
+
+// remoteAlert reports whether err is a TLS alert the peer sent: the peer
+// refused this node's certificate (or its lack of one).
+func remoteAlert(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "remote error"
+}
+
+// explainRefusal says, for a TLS alert from the peer, which side refused
+// what: "remote error: tls: bad certificate" read as if this node had
+// refused someone.
+func explainRefusal(err error) error {
+	if remoteAlert(err) {
+		return fmt.Errorf("the peer refused this node's certificate (check it against the peer's --cluster-tls-ca, its dates and its SAN): %w", err)
+	}
+	return err
 }
 
 // dial connects to addr and runs the initiator's side of the handshake.
