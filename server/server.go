@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -167,7 +166,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		sln = &proxyListener{Listener: sln, s: s} // under TLS: the header comes first
 	}
 	if s.opts.TLS != nil {
-		sln = tls.NewListener(sln, s.opts.TLS)
+		sln = &tlsListener{Listener: sln, cfg: s.opts.TLS, s: s} // tlsplain.go
 	}
 	s.log.Info("serving", "addr", ln.Addr().String(), "tls", s.opts.TLS != nil, "auth", !s.opts.NoAuth, "max_conns", s.opts.MaxConns, "proxy_protocol", s.opts.ProxyProtocol)
 	return s.serveOn(s.srv, sln)

@@ -73,11 +73,26 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("ALPN chose %q", p)
 	}
 	conn.Close()
-	// Plain HTTP is refused.
+	// Plain HTTP is refused, with an MNS error that says why and the
+	// connection closed (it used to be closed without a word: "EOF").
 	c := env.client()
-	if r, err := c.rawErr("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err == nil && r.status == 200 {
-		t.Fatal("plain HTTP served on the TLS listener")
+	r, err := c.rawErrNoRetry("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if err != nil || r.status != 400 || !r.close || !strings.Contains(string(r.body), "<Code>InvalidRequestURL</Code>") ||
+		!strings.Contains(string(r.body), "https://") || !strings.Contains(string(r.body), "<RequestId>") {
+		t.Fatalf("plain HTTP on the TLS listener: %+v, %v", r, err)
 	}
+	c.conn.Close()
+	// Bytes that are neither TLS nor HTTP get nothing.
+	raw, err := net.Dial("tcp", env.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(raw, "\x00\x01garbage\r\n\r\n")
+	if b, _ := io.ReadAll(raw); len(b) != 0 {
+		t.Fatalf("garbage on the TLS listener answered %q", b)
+	}
+	raw.Close()
 	// No TLS 1.2 suite without forward secrecy or AEAD is offered.
 	for _, id := range env.srv.opts.TLS.CipherSuites {
 		name := tls.CipherSuiteName(id)
