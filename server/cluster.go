@@ -610,6 +610,10 @@ func (s *Server) changeMembers(ctx *fasthttp.RequestCtx, st *reqState, idSeg []b
 			s.fail(ctx, st, err)
 			return
 		}
+		if errors.Is(err, cluster.ErrMemberUnreachable) {
+			s.fail(ctx, st, newAPIError(codeInvalidArgument, "node not added: "+err.Error()))
+			return
+		}
 		s.writeError(ctx, st, codeServiceUnavailable, "the membership change did not complete: "+err.Error())
 		return
 	}

@@ -54,7 +54,47 @@ func (n *Node) AddMember(ctx context.Context, id uint64, raftAddr string) error 
 	if _, _, err := net.SplitHostPort(raftAddr); err != nil {
 		return fmt.Errorf("cluster: the new member's raft address: %w", err)
 	}
+	if err := n.probeMember(ctx, id, raftAddr); err != nil {
+		return err
+	}
 	return n.changeMembers(ctx, memberAdd, id, raftAddr)
+}
+
+// ErrMemberUnreachable is AddMember's error when this node cannot complete
+// the cluster's handshake with the new member at its address.
+var ErrMemberUnreachable = errors.New("cluster: the new member cannot be reached")
+
+// probeMember runs the cluster's handshake with the node at addr, as its
+// shards' leaders will, before any shard counts it as a voter, and checks
+// that it is node id. A member no one reaches (nothing listening there,
+// another cluster key, a certificate the cluster refuses, another node)
+// would count in every quorum and take no share of it: one more failure
+// would then stop every shard. A node just started gets up to 5 s. The
+// probe is a membership connection closed at once: the member serves
+// nothing on it (serveMember reads no request), unlike a Raft
+// connection, whose end makes it forget a leader.
+func (n *Node) probeMember(ctx context.Context, id uint64, addr string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, got, err := n.tr.dial(addr, kindMember)
+		if err == nil {
+			c.Close()
+			if got != id {
+				return fmt.Errorf("%w: the node at %s is node %d, not %d", ErrMemberUnreachable, addr, got, id)
+			}
+			return nil
+		}
+		if refusal(err) || time.Now().After(deadline) {
+			return fmt.Errorf("%w at %s (start it with --join, the cluster's key and a certificate of its CA, then add it): %w", ErrMemberUnreachable, addr, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w at %s: %w", ErrMemberUnreachable, addr, ctx.Err())
+		case <-n.stop:
+			return ErrClosed
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // RemoveMember removes node id from every shard. Removing a majority's

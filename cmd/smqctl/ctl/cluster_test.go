@@ -38,41 +38,13 @@ func (w logWriter) Write(p []byte) (int, error) {
 // startCluster starts three nodes of two shards and waits until node 1
 // can serve every shard.
 func startCluster(t *testing.T) *testCluster {
-	const n, shards = 3, 2
+	const n = 3
 	c := &testCluster{raft: map[uint64]string{}}
 	for i := range n {
 		c.raft[uint64(i+1)] = testnet.FreeLoopback(t)
 	}
-	log := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	key := []byte("smqctl-test-cluster-key-0123456789")
 	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		eo := engine.Options{Stripes: 2, FreeSpaceReserve: -1}
-		eo.WAL.SegmentBytes, eo.WAL.BufferBytes = 256<<10, 256<<10
-		// A one-second election timeout: a loaded test machine does not
-		// start spurious elections while the test looks at the leaders.
-		node, err := cluster.Start(cluster.Config{NodeID: uint64(i + 1), RaftListen: c.raft[uint64(i+1)], Peers: c.raft,
-			APIAddr: ln.Addr().String(), Version: "build-" + strconv.Itoa(i+1), Shards: shards, Dir: filepath.Join(t.TempDir(), strconv.Itoa(i+1)), Key: key,
-			Engine: eo, SyncAlways: true, Tick: 20 * time.Millisecond, ElectionTicks: 50, Logger: log})
-		if err != nil {
-			t.Fatalf("node %d: %v", i+1, err)
-		}
-		srv, err := server.NewCluster(node, server.Options{Credentials: map[string]string{keyID: keySecret}, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Serve(ln)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			srv.Shutdown(ctx)
-			node.Close()
-		})
-		c.nodes = append(c.nodes, node)
-		c.api = append(c.api, ln.Addr().String())
+		c.start(t, uint64(i+1), false)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -89,6 +61,45 @@ func startCluster(t *testing.T) *testCluster {
 }
 
 // ctl runs smqctl against node i+1.
+// start starts node id of c at c.raft[id] (joining: --join) with a server
+// of its own, stopped when the test ends.
+func (c *testCluster) start(t *testing.T, id uint64, join bool) {
+	const shards = 2
+	log := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	key := []byte("smqctl-test-cluster-key-0123456789")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eo := engine.Options{Stripes: 2, FreeSpaceReserve: -1}
+	eo.WAL.SegmentBytes, eo.WAL.BufferBytes = 256<<10, 256<<10
+	peers := map[uint64]string{}
+	for m, a := range c.raft {
+		if m <= 3 {
+			peers[m] = a // the first members
+		}
+	}
+	node, err := cluster.Start(cluster.Config{NodeID: id, RaftListen: c.raft[id], Peers: peers, Join: join,
+		APIAddr: ln.Addr().String(), Version: "build-" + strconv.FormatUint(id, 10), Shards: shards, Dir: filepath.Join(t.TempDir(), strconv.FormatUint(id, 10)), Key: key,
+		Engine: eo, SyncAlways: true, Tick: 20 * time.Millisecond, ElectionTicks: 50, Logger: log})
+	if err != nil {
+		t.Fatalf("node %d: %v", id, err)
+	}
+	srv, err := server.NewCluster(node, server.Options{Credentials: map[string]string{keyID: keySecret}, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		node.Close()
+	})
+	c.nodes = append(c.nodes, node)
+	c.api = append(c.api, ln.Addr().String())
+}
+
 func (c *testCluster) ctl(t *testing.T, i int) *ctl {
 	return &ctl{t: t, dir: t.TempDir(), env: map[string]string{
 		"SMQ_ENDPOINT":                    "http://" + c.api[i],
@@ -213,9 +224,18 @@ func TestClusterCommands(t *testing.T) {
 		}
 	}
 
-	// Add node 4: a majority of the three running members commits the
-	// change in every shard (node 4 itself need not run for that).
+	// Node 4 cannot be added before it runs: no shard would reach it.
 	raft4 := testnet.FreeLoopback(t)
+	if r := ctl.fail(ExitError, "cluster", "add", "4", raft4); !strings.Contains(r.stderr, "cannot be reached") {
+		t.Errorf("adding a node that does not run: %q", r.stderr)
+	}
+	if m := c.nodes[0].Members(); !slices.Equal(m, []uint64{1, 2, 3}) {
+		t.Fatalf("members after the refused add: %v", m)
+	}
+	// Started with --join, it is added: a majority of the three first
+	// members commits the change in every shard.
+	c.raft[4] = raft4
+	c.start(t, 4, true)
 	if out := ctl.ok("cluster", "add", "4", raft4); out != "node 4 added in every shard\n" {
 		t.Errorf("cluster add: %q", out)
 	}
