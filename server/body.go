@@ -200,7 +200,7 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 		_, rawQuery, _ := splitTarget(target)
 		if st.qbuf, err = parseQuery(rawQuery, &st.query, st.qbuf); err == nil {
 			st.op = refinedOp(r.op, &st.query)
-			st.tls = ctx.IsTLS()
+			st.tls = s.secureTransport(ctx)
 			s.noteSource(ctx, st)
 			err = s.authorize(st, &r)
 		}

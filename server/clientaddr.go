@@ -26,7 +26,42 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-const hdrForwardedFor = "X-Forwarded-For"
+const (
+	hdrForwardedFor   = "X-Forwarded-For"
+	hdrForwardedProto = "X-Forwarded-Proto"
+)
+
+// secureTransport reports whether the client's connection is TLS, for
+// acs:SecureTransport: this listener's own TLS, or the TLS a trusted
+// proxy terminated, as it says: a PROXY protocol version 2 header with
+// PP2_CLIENT_SSL (proxyproto.go), or, from a peer trusted as
+// X-Forwarded-For is (the same rule: invariant 1), an X-Forwarded-Proto
+// whose last entry is "https". The proxy must set that header, not pass
+// on the client's.
+func (s *Server) secureTransport(ctx *fasthttp.RequestCtx) bool {
+	if ctx.IsTLS() {
+		return true
+	}
+	if len(s.opts.TrustedProxies) == 0 {
+		return false
+	}
+	if pc, ok := ctx.Conn().(*proxyConn); ok && pc.tls {
+		return true
+	}
+	peer, ok := netip.AddrFromSlice(ctx.RemoteIP())
+	if !ok || !trusted(peer.Unmap(), s.opts.TrustedProxies) {
+		return false
+	}
+	vs := ctx.Request.Header.PeekAll(hdrForwardedProto)
+	if len(vs) == 0 {
+		return false
+	}
+	v := vs[len(vs)-1]
+	if k := bytes.LastIndexByte(v, ','); k >= 0 {
+		v = v[k+1:]
+	}
+	return bytes.EqualFold(bytes.TrimSpace(v), []byte("https"))
+}
 
 // clientAddr returns the address of the client of a request this node
 // received itself (the file comment); the zero Addr if the connection has

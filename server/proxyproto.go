@@ -68,6 +68,7 @@ type proxyConn struct {
 	once sync.Once
 	r    io.Reader // after the header: what is buffered, then the connection
 	src  net.Addr  // the client the header names, or nil
+	tls  bool      // that client's connection to the balancer was TLS
 	err  error
 }
 
@@ -84,7 +85,7 @@ func (c *proxyConn) init() {
 		}
 		_ = c.Conn.SetReadDeadline(time.Now().Add(timeout))
 		br := bufio.NewReaderSize(c.Conn, 256)
-		src, err := readProxyHeader(br)
+		src, secure, err := readProxyHeader(br)
 		_ = c.Conn.SetReadDeadline(time.Time{})
 		if err != nil {
 			c.err = err
@@ -94,6 +95,7 @@ func (c *proxyConn) init() {
 		}
 		if src.IsValid() {
 			c.src = net.TCPAddrFromAddrPort(src)
+			c.tls = secure
 		}
 		c.r = br
 	})
@@ -121,6 +123,9 @@ func tcpPeer(c net.Conn) net.Addr {
 	if c == nil {
 		return &net.TCPAddr{}
 	}
+	if hc, ok := c.(*httpsConn); ok { // tlsplain.go
+		c = hc.Conn
+	}
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
@@ -138,19 +143,22 @@ func tcpIP(a net.Addr) net.IP {
 }
 
 // readProxyHeader reads a version 1 or 2 header and returns the source it
-// names (the zero AddrPort for LOCAL and UNKNOWN: invariant 4).
-func readProxyHeader(br *bufio.Reader) (netip.AddrPort, error) {
+// names (the zero AddrPort for LOCAL and UNKNOWN: invariant 4), and
+// whether the client reached the balancer over TLS (a version 2 header's
+// PP2_TYPE_SSL with PP2_CLIENT_SSL: the balancer terminated it).
+func readProxyHeader(br *bufio.Reader) (src netip.AddrPort, tls bool, err error) {
 	head, err := br.Peek(len(proxySig2))
 	if err == nil && bytes.Equal(head, proxySig2) {
 		return readProxyV2(br)
 	}
 	if len(head) >= 6 && string(head[:6]) == "PROXY " {
-		return readProxyV1(br)
+		src, err := readProxyV1(br)
+		return src, false, err
 	}
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%w: %v", errProxyHeader, err)
+		return netip.AddrPort{}, false, fmt.Errorf("%w: %v", errProxyHeader, err)
 	}
-	return netip.AddrPort{}, errProxyHeader
+	return netip.AddrPort{}, false, errProxyHeader
 }
 
 // readProxyV1 reads "PROXY TCP4|TCP6 src dst sport dport\r\n" or
@@ -189,37 +197,55 @@ func readProxyV1(br *bufio.Reader) (netip.AddrPort, error) {
 }
 
 // readProxyV2 reads a version 2 header: the signature, version and
-// command, family and protocol, length, addresses, and TLVs (skipped).
-func readProxyV2(br *bufio.Reader) (netip.AddrPort, error) {
+// command, family and protocol, length, addresses, and TLVs (of which
+// PP2_TYPE_SSL is read: proxyTLS).
+func readProxyV2(br *bufio.Reader) (netip.AddrPort, bool, error) {
 	var h [16]byte
 	if _, err := io.ReadFull(br, h[:]); err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%w: %v", errProxyHeader, err)
+		return netip.AddrPort{}, false, fmt.Errorf("%w: %v", errProxyHeader, err)
 	}
 	verCmd, fam := h[12], h[13]
 	n := int(binary.BigEndian.Uint16(h[14:]))
 	if verCmd>>4 != 2 || verCmd&0xF > 1 {
-		return netip.AddrPort{}, fmt.Errorf("%w: version and command %#x", errProxyHeader, verCmd)
+		return netip.AddrPort{}, false, fmt.Errorf("%w: version and command %#x", errProxyHeader, verCmd)
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(br, body); err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%w: %v", errProxyHeader, err)
+		return netip.AddrPort{}, false, fmt.Errorf("%w: %v", errProxyHeader, err)
 	}
 	if verCmd&0xF == 0 {
-		return netip.AddrPort{}, nil // LOCAL
+		return netip.AddrPort{}, false, nil // LOCAL
 	}
 	switch fam {
 	case 0x11, 0x12: // TCP or UDP over IPv4
 		if n < 12 {
-			return netip.AddrPort{}, fmt.Errorf("%w: %d bytes of IPv4 addresses", errProxyHeader, n)
+			return netip.AddrPort{}, false, fmt.Errorf("%w: %d bytes of IPv4 addresses", errProxyHeader, n)
 		}
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(body[0:4])), binary.BigEndian.Uint16(body[8:])), nil
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(body[0:4])), binary.BigEndian.Uint16(body[8:])), proxyTLS(body[12:]), nil
 	case 0x21, 0x22: // TCP or UDP over IPv6
 		if n < 36 {
-			return netip.AddrPort{}, fmt.Errorf("%w: %d bytes of IPv6 addresses", errProxyHeader, n)
+			return netip.AddrPort{}, false, fmt.Errorf("%w: %d bytes of IPv6 addresses", errProxyHeader, n)
 		}
-		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(body[0:16])).Unmap(), binary.BigEndian.Uint16(body[32:])), nil
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(body[0:16])).Unmap(), binary.BigEndian.Uint16(body[32:])), proxyTLS(body[36:]), nil
 	case 0x00:
-		return netip.AddrPort{}, nil // UNSPEC
+		return netip.AddrPort{}, false, nil // UNSPEC
 	}
-	return netip.AddrPort{}, fmt.Errorf("%w: address family %#x", errProxyHeader, fam)
+	return netip.AddrPort{}, false, fmt.Errorf("%w: address family %#x", errProxyHeader, fam)
+}
+
+// proxyTLS reports whether a version 2 header's TLVs hold PP2_TYPE_SSL
+// (0x20) with the PP2_CLIENT_SSL bit: the client's connection to the
+// balancer was TLS. TLVs that run past the header count as none.
+func proxyTLS(tlvs []byte) bool {
+	for len(tlvs) >= 3 {
+		typ, n := tlvs[0], int(binary.BigEndian.Uint16(tlvs[1:3]))
+		if len(tlvs) < 3+n {
+			return false
+		}
+		if typ == 0x20 && n >= 1 && tlvs[3]&0x01 != 0 {
+			return true
+		}
+		tlvs = tlvs[3+n:]
+	}
+	return false
 }

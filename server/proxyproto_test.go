@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -62,7 +63,7 @@ func TestReadProxyHeader(t *testing.T) {
 		{"nothing", "", "error"},
 	} {
 		br := bufio.NewReaderSize(strings.NewReader(c.in+"GET /rest"), 256)
-		src, err := readProxyHeader(br)
+		src, _, err := readProxyHeader(br)
 		got := "-"
 		switch {
 		case err != nil:
@@ -91,7 +92,7 @@ func FuzzReadProxyHeader(f *testing.F) {
 	f.Add([]byte("PROXY UNKNOWN\r\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		br := bufio.NewReaderSize(strings.NewReader(string(in)), 256)
-		src, err := readProxyHeader(br)
+		src, _, err := readProxyHeader(br)
 		if err != nil {
 			if !errors.Is(err, errProxyHeader) {
 				t.Fatalf("%q: %v is not errProxyHeader", in, err)
@@ -169,5 +170,113 @@ func TestProxyProtocol(t *testing.T) {
 	}
 	if len(logs.lines(`"connection from a trusted proxy closed: no valid PROXY protocol header"`)) == 0 {
 		t.Fatal("the refused connection was not logged")
+	}
+}
+
+// acs:SecureTransport behind a proxy that terminates TLS: the proxy's
+// word counts when smqd trusts it (a PROXY protocol version 2 header with
+// PP2_CLIENT_SSL, or an X-Forwarded-Proto whose last entry is https), and
+// only then. The docs advise such a proxy and show a policy that denies
+// requests without TLS; every request behind the proxy was denied.
+func TestSecureTransportBehindAProxy(t *testing.T) {
+	p := authzPolicies(t, authzDoc(`{"Effect": "Allow", "Action": "mns:*", "Resource": "*"},
+		{"Effect": "Deny", "Action": "mns:*", "Resource": "*", "Condition": {"Bool": {"acs:SecureTransport": "false"}}}`))
+	start := func(trust string, proxyProtocol bool) (*testEnv, *client) {
+		env := startEnv(t, envConfig{serverOpts: func(o *Options) {
+			o.Policies = p
+			if trust != "" {
+				o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix(trust)}
+			}
+			o.ProxyProtocol = proxyProtocol
+		}})
+		if !proxyProtocol {
+			admin := env.client()
+			admin.mustCreate("q")
+			admin.close()
+		}
+		c := env.client()
+		c.id, c.secret = "other", "othersecret"
+		t.Cleanup(c.close)
+		return env, c
+	}
+	get := func(c *client, proto ...string) *response {
+		var h map[string]string
+		if len(proto) > 0 {
+			h = map[string]string{"X-Forwarded-Proto": proto[0]}
+		}
+		return c.do(req{method: "GET", target: "/queues/q", headers: h})
+	}
+	_, c := start("127.0.0.0/8", false)
+	wantStatus(t, get(c, "https"), 200)
+	wantStatus(t, get(c, "HTTPS"), 200)
+	wantStatus(t, get(c, "http, https"), 200) // the nearest proxy's word is the last
+	authzDenied(t, get(c, "https, http"))
+	authzDenied(t, get(c, "http"))
+	authzDenied(t, get(c))
+	// From a peer not trusted, the header is the client's own: ignored.
+	_, c = start("10.0.0.0/8", false)
+	authzDenied(t, get(c, "https"))
+	_, c = start("", false)
+	authzDenied(t, get(c, "https"))
+
+	// A TCP balancer terminating TLS says so in its PROXY v2 header.
+	env, _ := start("127.0.0.0/8", true)
+	lb := netip.MustParseAddrPort("127.0.0.1:9000")
+	via := func(header string) *client {
+		c := env.client()
+		conn, err := net.Dial("tcp", env.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(conn, header); err != nil {
+			t.Fatal(err)
+		}
+		c.conn, c.br = conn, bufio.NewReader(conn)
+		t.Cleanup(c.close)
+		return c
+	}
+	admin := via(proxyV2(1, 0x11, netip.MustParseAddrPort("203.0.113.7:1"), lb, nil))
+	admin.mustCreate("q")
+	ssl := []byte{0x20, 0, 5, 0x01, 0, 0, 0, 0} // PP2_TYPE_SSL, PP2_CLIENT_SSL, verified
+	other := func(tlv []byte) *client {
+		c := via(proxyV2(1, 0x11, netip.MustParseAddrPort("203.0.113.7:1"), lb, tlv))
+		c.id, c.secret = "other", "othersecret"
+		return c
+	}
+	wantStatus(t, get(other(ssl)), 200)
+	wantStatus(t, get(other(append([]byte{0x04, 0, 1, 9}, ssl...))), 200) // after another TLV
+	authzDenied(t, get(other(nil)))
+	authzDenied(t, get(other([]byte{0x20, 0, 5, 0x00, 0, 0, 0, 0}))) // the TLV without the client bit
+	authzDenied(t, get(other(ssl[:5])))                              // cut short
+	// Under the PROXY protocol the HTTP headers are the client's: an
+	// X-Forwarded-Proto of its own does not count.
+	authzDenied(t, get(other(nil), "https"))
+}
+
+// Under TLS too, the PROXY header names the client and the balancer stays
+// the TCP peer in the audit log (tcpPeer looks through the TLS layer).
+func TestProxyProtocolUnderTLS(t *testing.T) {
+	cert, pool := selfSigned(t)
+	logs := &lockedBuffer{}
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) {
+		o.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		o.ProxyProtocol = true
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}})
+	conn, err := net.Dial("tcp", env.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, "PROXY TCP4 203.0.113.7 127.0.0.1 5555 443\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	tc := tls.Client(conn, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	c := env.client()
+	c.conn, c.br = tc, bufio.NewReader(tc)
+	defer c.close()
+	wantStatus(t, c.put("/queues/q", ""), 201)
+	if got := logs.lines("audit"); len(got) != 1 || !strings.Contains(got[0], "client=203.0.113.7 peer=127.0.0.1:") {
+		t.Fatalf("the audit log: %q", got)
 	}
 }

@@ -386,7 +386,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 	if h := s.testHook.Load(); h != nil {
 		(*h)(r.op)
 	}
-	st.tls = ctx.IsTLS() || (st.fw != nil && st.fw.tls)
+	st.tls = s.secureTransport(ctx) || (st.fw != nil && st.fw.tls) // clientaddr.go
 	// Headers first: nothing of the body is read for a request that fails
 	// them (body.go).
 	if err := s.checkHeaders(ctx, st, target); err != nil {

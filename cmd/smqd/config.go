@@ -88,7 +88,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.accessKeySecret, "access-key-secret", "", "access key secret (prefer the environment variable "+envName("access-key-secret")+")")
 	fs.StringVar(&c.credentialsFile, "credentials-file", "", "file of access keys, one \"<id> <secret>\" per line (default: <data-dir>/credentials, created on first start)")
 	fs.StringVar(&c.policyFile, "policy-file", "", "JSON file of access policies: what each access key may do (docs/operations.md, \"Access policies\"); re-read on SIGHUP. Unset: every key may do everything")
-	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR prefixes of reverse proxies (load balancers) whose X-Forwarded-For names the client, for acs:SourceIp conditions and the audit log (docs/operations.md, \"Behind a proxy\"). Unset: the TCP peer is the client")
+	fs.StringVar(&c.trustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR prefixes of reverse proxies (load balancers) whose X-Forwarded-For names the client, for acs:SourceIp conditions and the audit log, and whose X-Forwarded-Proto (or PROXY v2 SSL TLV) says whether the client used TLS, for acs:SecureTransport (docs/operations.md, \"Behind a proxy\"). Unset: the TCP peer is the client")
 	fs.BoolVar(&c.proxyProtocol, "proxy-protocol", false, "connections from --trusted-proxies start with a PROXY protocol header (v1 or v2) naming the client, as a TCP load balancer sends it; one without it is closed")
 	fs.BoolVar(&c.noAuth, "no-auth", false, "accept unsigned requests (local development only)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug | info | warn | error")
