@@ -260,7 +260,11 @@ func (st *stripe) installLocked(s msgSnap, bodyPos uint64, recSize uint32, now i
 		st.expireLocked(s.slot)
 		return 0
 	}
-	switch visible := enq+int64(s.visOff) <= now; {
+	// A message sent with no delay (visOff 0) is visible whatever this
+	// node's clock says: one behind the clock that stamped it (a new
+	// leader's, a replica's) counted it Delayed, and a new leader could
+	// not receive it until its clock caught up.
+	switch visible := s.visOff == 0 || enq+int64(s.visOff) <= now; {
 	case !visible && s.dequeues == 0:
 		sl.setMeta(enq, int(s.prio), stDelayed)
 		st.nDelayed++

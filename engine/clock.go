@@ -3,6 +3,7 @@ package engine
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,18 +28,65 @@ func OffsetClock(offset time.Duration) Clock { return offsetClock{offset} }
 
 type offsetClock struct{ d time.Duration }
 
-func (c offsetClock) Now() time.Time { return time.Now().Add(c.d) }
+func (c offsetClock) Now() time.Time { return sysClock.Now().Add(c.d) }
 
 func (offsetClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// SystemClock returns the wall clock.
-func SystemClock() Clock { return systemClock{} }
+// SystemClock returns the wall clock, held steady against steps back.
+//
+// It advances with the monotonic clock, which NTP slews as it slews the
+// wall clock but never steps, from the wall time it last took; it takes
+// the wall time again only when that is ahead of it by more than
+// steadyAhead (a host whose clock is set right after boot). A step back
+// (an NTP correction, a VM restored from a snapshot, a leap second) is not
+// followed while the process runs: the broker's deadlines are wall times,
+// and following it made a message sent after it expire at once when the
+// step was longer than its retention, ignored its delay, kept received
+// messages hidden for the step on top of their timeout and long polls
+// waiting as long. This clock stays ahead of the system's by the step
+// until the process starts again (recovery copes with a clock behind the
+// log's). Every broker of the process shares it.
+func SystemClock() Clock { return sysClock }
 
-type systemClock struct{}
+// steadyAhead: a wall clock further ahead of the steady one than this has
+// been stepped forward, and is followed.
+const steadyAhead = 100 * time.Millisecond
 
-func (systemClock) Now() time.Time { return time.Now() }
+var sysClock = &steadyClock{read: readSystemTime}
 
-func (systemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+// procStart anchors the monotonic readings of readSystemTime.
+var procStart = time.Now()
+
+// readSystemTime returns the wall time and the monotonic time since
+// procStart, from one reading.
+func readSystemTime() (wall time.Time, mono time.Duration) {
+	t := time.Now()
+	return t.Round(0), t.Sub(procStart)
+}
+
+type steadyClock struct {
+	read   func() (wall time.Time, mono time.Duration)
+	anchor atomic.Pointer[clockAnchor] // the wall time taken last, and when (monotonic)
+}
+
+type clockAnchor struct {
+	wall time.Time
+	mono time.Duration
+}
+
+func (c *steadyClock) Now() time.Time {
+	wall, mono := c.read()
+	if a := c.anchor.Load(); a != nil {
+		steady := a.wall.Add(mono - a.mono)
+		if wall.Sub(steady) <= steadyAhead {
+			return steady
+		}
+	}
+	c.anchor.Store(&clockAnchor{wall: wall, mono: mono}) // the first reading, or a step forward
+	return wall
+}
+
+func (*steadyClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 // FakeClock is a manually advanced Clock for tests. Timers fire, in deadline
 // order, inside Advance/Set, in the calling goroutine, with no lock held.

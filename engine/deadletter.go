@@ -122,7 +122,7 @@ func (st *stripe) hideForMoveLocked(idx uint32, now, visMs int64, mv *moves) {
 	st.nInactive++
 	s.gen++ // no handle names it now
 	enq := s.enqueueMs()
-	s.visOff = uint32(now + visMs - enq)
+	s.visOff = uint32(max(now, enq) + visMs - enq) // unsigned: as in takeLocked
 	if !st.wheel.insert(&st.slab, idx, s.deadline()) {
 		panic("engine: visibility deadline not in the future")
 	}
@@ -439,7 +439,7 @@ func (q *Queue) deadLetterHandle(h ReceiptHandle, t *Queue, sub *subscription) (
 		st.wheel.remove(&st.slab, idx)
 		s.gen++ // the handle is used up
 		enq := s.enqueueMs()
-		s.visOff = uint32(now + q.b.pusher.opts.Lease.Milliseconds() - enq)
+		s.visOff = uint32(max(now, enq) + q.b.pusher.opts.Lease.Milliseconds() - enq) // unsigned: as in takeLocked
 		if !st.wheel.insert(&st.slab, idx, s.deadline()) {
 			panic("engine: visibility deadline not in the future")
 		}

@@ -288,6 +288,7 @@ func (b *Broker) reserve(tg *pubTarget, now int64) (ok bool, err error) {
 	if st.dead {
 		return false, nil
 	}
+	now = max(now, st.wheel.now) // as in Send
 	idx, ok := st.slab.alloc()
 	if !ok {
 		return false, argErr("Messages", "stripe of queue %s is full", q.name)

@@ -176,6 +176,10 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 		st.mu.Unlock()
 		return out[:base], q.goneErr()
 	}
+	// Never behind the wheel: a clock stepped back (one that is not
+	// SystemClock's) made a message whose retention was shorter than the
+	// step expire as it was sent, and one whose delay was ignored.
+	now = max(now, st.wheel.now)
 	for i := range entries {
 		e := &entries[i]
 		idx, ok := st.slab.alloc()
@@ -455,7 +459,14 @@ func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (Receip
 		s := st.slab.at(idx)
 		st.wheel.remove(&st.slab, idx)
 		s.gen++
-		s.visOff = uint32(now + timeout.Milliseconds() - s.enqueueMs())
+		// From the wheel's time at least (a clock stepped back would
+		// arm a deadline already past: a push retry fired at once, all
+		// its retries in a burst), and from the enqueue time at least:
+		// the offset is unsigned, and a clock behind the one that
+		// stamped the message (a new leader's, a step back) made it
+		// wrap to 49.7 days (the message never came back).
+		at := max(now, st.wheel.now, s.enqueueMs())
+		s.visOff = uint32(at + timeout.Milliseconds() - s.enqueueMs())
 		woken += st.armLocked(idx, now)
 		q.b.store.changeRecord(st, recState, idx)
 		nh = q.key.issue(st.idx, idx, s.seq, s.gen)

@@ -108,7 +108,9 @@ func (q *Queue) waitReceive(ctx context.Context, max int, dst []Message, base in
 	b := q.b
 	w := b.getWaiter()
 	defer b.putWaiter(w)
+	wait := deadline - b.nowMs() // the whole wait: a clock stepped back never makes it longer
 	for {
+		deadline = min(deadline, b.nowMs()+wait)
 		q.waiters.push(w)
 		var err error
 		dst, err = q.receiveNow(max, dst)
@@ -297,10 +299,16 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 		s.gen++
 		s.dequeues++
 		enq := s.enqueueMs()
+		// The offsets are unsigned: from the enqueue time at least. A
+		// send stamped after this receive read its time (concurrent), or
+		// by a clock ahead of this one (an old leader's), made them wrap
+		// to 49.7 days: a FirstDequeueTime that far ahead, and a message
+		// received and not deleted that never came back.
+		at := max(now, enq)
 		if s.dequeues == 1 {
-			s.firstOff = uint32(now - enq)
+			s.firstOff = uint32(at - enq)
 		}
-		s.visOff = uint32(now + visMs - enq)
+		s.visOff = uint32(at + visMs - enq)
 		if !st.wheel.insert(&st.slab, idx, s.deadline()) {
 			panic("engine: visibility deadline not in the future")
 		}

@@ -464,7 +464,7 @@ func (rb *rebuild) install(val []byte) {
 	sl.dequeues, sl.gen = s.dequeues, s.gen
 	sl.next, sl.prev, sl.tnext, sl.tprev = nilSlot, nilSlot, nilSlot, nilSlot
 	rb.d.addLive(s.bodyPos, int64(s.recSize))
-	visible := enq+int64(s.visOff) <= now
+	visible := s.visOff == 0 || enq+int64(s.visOff) <= now // as in apply.go
 	switch {
 	case !visible && s.dequeues == 0:
 		sl.setMeta(enq, int(s.prio), stDelayed)
