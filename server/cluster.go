@@ -310,8 +310,11 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) 
 	if st.op.isReceive() {
 		timeout += engine.MaxPollingWait
 		// A long poll ends at this server's shutdown, as a local one does
-		// (receiveOrPeek): the caller answers MessageNotExist.
-		wctx = s.base
+		// (receiveOrPeek): the caller answers MessageNotExist. It ends too
+		// when the client hangs up: the leader's poll then ends
+		// (engine/cluster/forward_watch.go) instead of taking a message
+		// no one would get.
+		wctx = s.clientContext(ctx, st)
 	}
 	var err error
 	// Cut short if the shard's lead moves away from leader, which then

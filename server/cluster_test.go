@@ -591,3 +591,29 @@ func TestClusterDeadLetterAcrossShards(t *testing.T) {
 		t.Fatalf("the source still holds %+v", sq)
 	}
 }
+
+// A long poll forwarded to the shard's leader ends there when its client
+// hangs up on the node it asked (clientwatch.go; the forward then closes,
+// and the leader's poll ends: engine/cluster/forward_watch.go), so the
+// next message is not taken by a poll no one waits for.
+func TestClusterForwardedLongPollEndsWhenTheClientHangsUp(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/gone", ""), 201)
+	lead := c.leaderOf("gone")
+	f := (lead + 1) % 3
+	lb := c.nodes[lead].Broker(0)
+	conn, err := net.Dial("tcp", c.envs[f].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(conn, c.envs[f].client().build(req{method: "GET", target: "/queues/gone/messages?waitseconds=30"}))
+	waitLongPolls(t, "the forwarded long poll waits on the leader", lb, 1)
+	conn.Close()
+	waitLongPolls(t, "the leader's side of the poll ends when the client hangs up", lb, 0)
+	lc := c.envs[lead].client()
+	sent := lc.mustSend("gone", "for the living", "")
+	if got := lc.mustReceive("gone"); got.MessageId != sent.MessageId || got.DequeueCount != 1 {
+		t.Fatalf("received %+v, sent %+v", got, sent)
+	}
+}

@@ -150,9 +150,10 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 		} else {
 			// The server's base context ends on Shutdown, which answers
 			// waiting polls at once; the wait itself is bounded by 30 s.
-			// A forwarded poll's context also ends when the node that
-			// forwarded it stops waiting (engine/cluster/forward_watch.go).
-			rctx := s.base
+			// A client's poll ends when it hangs up (clientwatch.go); a
+			// forwarded poll's when the node that forwarded it stops
+			// waiting (engine/cluster/forward_watch.go).
+			rctx := s.clientContext(ctx, st)
 			if st.fw != nil && st.fw.ctx != nil {
 				rctx = st.fw.ctx
 			}

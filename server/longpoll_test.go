@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -234,5 +236,33 @@ func TestShutdownAnswersLongPolls(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Serve did not return")
+	}
+}
+
+// A long poll whose client hangs up ends (clientwatch.go): the next
+// message goes to a live consumer, received once, and the poll's slot is
+// free again. A dead poll used to wait its whole time and take the next
+// message, hiding it for its visibility timeout (with MaxReceiveCount 1,
+// into the dead-letter queue unseen). The fake clock never moves: only the
+// client's close can end the poll.
+func TestLongPollEndsWhenTheClientHangsUp(t *testing.T) {
+	env := startEnv(t, envConfig{fakeClock: true})
+	c := env.client()
+	c.mustCreate("q")
+	for range 3 {
+		dead := env.client()
+		conn, err := net.Dial("tcp", env.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, dead.build(req{method: "GET", target: "/queues/q/messages?waitseconds=30"}))
+		waitFor(t, "the long poll to wait", 5*time.Second, func() bool { return longPolls(env.broker) == 1 })
+		conn.Close()
+		waitFor(t, "the poll of a client that hung up to end", 10*time.Second, func() bool { return longPolls(env.broker) == 0 })
+	}
+	c.mustSend("q", "for the living", "")
+	m := c.mustReceive("q")
+	if m.MessageBody != "for the living" || m.DequeueCount != 1 {
+		t.Fatalf("the live consumer got %+v", m)
 	}
 }

@@ -279,6 +279,7 @@ type reqState struct {
 	op      op
 	b       *engine.Broker // the broker of the request's queue
 	fw      *forwardedFrom // set when another node forwarded the request
+	cctx    clientCtx      // a receive's context: ends when the client hangs up (clientwatch.go)
 	tls     bool           // the client's connection is TLS (its own or, forwarded, the first node's)
 	src     netip.Addr     // the client's address, found only for policies that ask (authz.go); zero: not known
 	reqID   []byte
@@ -311,6 +312,7 @@ type reqState struct {
 
 // release drops references to request memory before the state is pooled.
 func (st *reqState) release() {
+	st.cctx.finish()
 	st.b, st.fw = nil, nil
 	st.waitLeft, st.waitCapped, st.rerouted, st.ran = 0, false, false, false
 	st.query = queryParams{}
