@@ -123,6 +123,11 @@ func (b *Broker) queueKey(id uint64) handleKey {
 	return k
 }
 
+// Closed reports whether b was closed (Close; in a cluster, a broker
+// replaced by a rebuild): a caller that keeps its queues drops them, so
+// as not to keep its state alive.
+func (b *Broker) Closed() bool { return b.closed.Load() }
+
 // usable returns the error every operation fails with once the broker is
 // closed or its storage failed.
 func (b *Broker) usable() error {

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/smqd/smqd/engine"
+)
+
+// The queue cache lets go of a closed broker's queues at the next miss
+// (a cluster shard's broker replaced by a rebuild): one entry kept the
+// old broker's whole state in memory until its own name was asked for
+// again (soak audit: 130 MB on one node).
+func TestQueueCacheDropsClosedBrokers(t *testing.T) {
+	open := func() *engine.Broker {
+		b, err := engine.Open(engine.Options{Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"a", "b", "c"} {
+			if _, err := b.CreateQueue(n, engine.DefaultQueueConfig()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b
+	}
+	old, cur := open(), open()
+	defer cur.Close()
+	c := queueCache{m: map[string]cachedQueue{}}
+	for _, n := range []string{"a", "b"} {
+		if _, err := c.get(old, []byte(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+	if _, err := c.get(cur, []byte("c")); err != nil { // a miss, but the last sweep was just now
+		t.Fatal(err)
+	}
+	c.lastSweep = c.lastSweep.Add(-cacheSweepEvery)
+	if _, err := c.get(cur, []byte("a")); err != nil { // the next miss after the interval
+		t.Fatal(err)
+	}
+	for n, e := range c.m {
+		if e.b == old {
+			t.Errorf("entry %q still holds the closed broker", n)
+		}
+	}
+	if len(c.m) != 2 {
+		t.Errorf("%d entries, want a and c of the open broker", len(c.m))
+	}
+}
