@@ -111,6 +111,8 @@ WORK=$(mktemp -d /tmp/smqbench-cluster.XXXXXX)
 [ -n "$OUT" ] || OUT="$WORK/out"
 mkdir -p "$OUT" "$WORK/data"
 RESULTS="$OUT/results.jsonl"
+: > "$RESULTS" # this run's results only
+FAILED=0 # runs that failed: left out of the report, and the script exits 1
 PIDS=()
 
 cleanup() {
@@ -275,7 +277,7 @@ run_one() { # system scenario repeat
 	dbefore=$(dev_counts)
 	# shellcheck disable=SC2086 # pids is a list
 	pbefore=$(proc_counts $pids)
-	timeout 300 "$SMQBENCH" "${args[@]}" >/dev/null 2>>"$OUT/smqbench.log" || log "run failed: $s $sys (see $OUT/smqbench.log)"
+	timeout 300 "$SMQBENCH" "${args[@]}" >/dev/null 2>>"$OUT/smqbench.log" || { log "run failed: $s $sys (see $OUT/smqbench.log)"; FAILED=$((FAILED + 1)); }
 	# shellcheck disable=SC2086
 	pafter=$(proc_counts $pids)
 	dafter=$(dev_counts)
@@ -499,3 +501,7 @@ if [ "$BACKLOG" = 1 ]; then
 	done
 fi
 log "out: $OUT"
+if [ "$FAILED" -gt 0 ]; then
+	log "$FAILED run(s) failed: left out of the report"
+	exit 1
+fi

@@ -103,7 +103,10 @@ type Config struct {
 	// window before the run is flagged; 0 means max(1 % of the messages
 	// sent in the window, what the workers can hold in flight).
 	BacklogTolerance int64
-	Seed             uint64
+	// MaxErrorPct fails a run whose errors are more than this share of
+	// its requests (percent): its figures are not those of a clean run.
+	MaxErrorPct float64
+	Seed        uint64
 	// Progress, if set, is called every ProgressInterval (default 1 s) from
 	// a separate goroutine.
 	Progress         func(Progress)

@@ -27,9 +27,21 @@
 // queue subscriptions, consumers drain the N queues; CPU per publish and per
 // delivery). Producers may follow an open-loop schedule (Config.Rate); the
 // latency is then measured from each batch's scheduled time, so a slow
-// server cannot hide its queueing (no coordinated omission). Every message
+// server cannot hide its queueing (no coordinated omission): every batch
+// scheduled in the window is sent and counted by its schedule, however
+// late, up to lateGrace after the window (a stall at the window's end hid
+// what it delayed). The end-to-end latency of a message received after
+// the window is not recorded (consumers stop at its end). Every message
 // carries its send (or scheduled) time in its first 16 bytes, so consumers
 // measure the end-to-end latency.
+//
+// A run that went wrong says so (Result.Error, exit 1, and report leaves
+// it out): an error it returned, errors above Config.MaxErrorPct of the
+// requests (a failed request counts once, as an error, in no latency), a
+// backlog drain that did not get back every message it preloaded. A
+// cycle whose backlog growth and sent-minus-deleted disagree beyond the
+// tolerance is flagged (Result.CountsDisagree): messages lost, delivered
+// twice, or deletes a peer acknowledged before applying (NATS).
 //
 // Figures: latencies go into per-worker log-linear histograms (histogram.go;
 // an atomic add per sample, no lock) merged at the end; a Result is printed

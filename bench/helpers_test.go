@@ -72,6 +72,9 @@ func checkResult(t *testing.T, res *Result) {
 	if res.Errors != 0 {
 		t.Errorf("%d errors: %s", res.Errors, res.ErrorSample)
 	}
+	if res.CountsDisagree {
+		t.Errorf("the backlog's growth (%d) and sent minus deleted (%d) disagree beyond %d", res.BacklogGrowth, res.SentMinusDeleted, res.BacklogTolerance)
+	}
 	switch Workload(res.Workload) {
 	case Cycle:
 		if res.Sent == 0 || res.Deleted == 0 || res.E2E.Count == 0 || res.Send.Count == 0 {

@@ -105,7 +105,12 @@ WORK=$(mktemp -d /tmp/smqbench-peers.XXXXXX)
 [ -n "$OUT" ] || OUT="$WORK/out"
 mkdir -p "$OUT"
 RESULTS="$OUT/results-$CLASS.jsonl"
+: > "$RESULTS" # this run's results only: an --out used before held older lines
 PIDS=()
+FAILED=0
+# failed logs a run that failed; smqbench wrote its line with the error,
+# which the report leaves out, and the script exits 1 at the end.
+failed() { log "run failed: $1"; FAILED=$((FAILED + 1)); }
 
 cleanup() {
 	local pid
@@ -275,24 +280,24 @@ run_one() { # target scenario repeat
 		local client=fast
 		[ "$t" = smqd-sdk ] && client=sdk
 		# shellcheck disable=SC2086
-		"$SMQBENCH" $args --target smqd --client "$client" --spawn "$SMQD" --data-dir "$dd" "${sync[@]}" "${rc[@]}" "${common[@]}" >/dev/null || log "run failed: $s $t"
+		"$SMQBENCH" $args --target smqd --client "$client" --spawn "$SMQD" --data-dir "$dd" "${sync[@]}" "${rc[@]}" "${common[@]}" >/dev/null || failed "$s $t"
 		rm -rf "$dd"
 		;;
 	beanstalkd)
 		# shellcheck disable=SC2086
-		"$SMQBENCH" $args --target beanstalkd --addr "127.0.0.1:$BS_PORT" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
+		"$SMQBENCH" $args --target beanstalkd --addr "127.0.0.1:$BS_PORT" "${common[@]}" >/dev/null || failed "$s $t" ;;
 	redis|redis-streams)
 		# shellcheck disable=SC2086
-		"$SMQBENCH" $args --target "$t" --addr "127.0.0.1:$RD_PORT" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
+		"$SMQBENCH" $args --target "$t" --addr "127.0.0.1:$RD_PORT" "${common[@]}" >/dev/null || failed "$s $t" ;;
 	nats)
 		# shellcheck disable=SC2086
-		"$SMQBENCH" $args --target nats --addr "nats://127.0.0.1:$NATS_PORT" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
+		"$SMQBENCH" $args --target nats --addr "nats://127.0.0.1:$NATS_PORT" "${common[@]}" >/dev/null || failed "$s $t" ;;
 	rabbitmq)
 		# shellcheck disable=SC2086
-		"$SMQBENCH" $args --target rabbitmq --addr "127.0.0.1:$(rmq_port r0)" "${common[@]}" >/dev/null || log "run failed: $s $t" ;;
+		"$SMQBENCH" $args --target rabbitmq --addr "127.0.0.1:$(rmq_port r0)" "${common[@]}" >/dev/null || failed "$s $t" ;;
 	rabbitmq3)
 		# shellcheck disable=SC2086
-		"$SMQBENCH" $args --target rabbitmq --addr "127.0.0.1:$(rmq_port r1),127.0.0.1:$(rmq_port r2),127.0.0.1:$(rmq_port r3)" "${common[@]}" >/dev/null || log "run failed: $s $t"
+		"$SMQBENCH" $args --target rabbitmq --addr "127.0.0.1:$(rmq_port r1),127.0.0.1:$(rmq_port r2),127.0.0.1:$(rmq_port r3)" "${common[@]}" >/dev/null || failed "$s $t"
 		if [ "$r" = 1 ]; then rmq_queues r1; fi ;;
 	esac
 }
@@ -312,3 +317,7 @@ case " $TARGETS " in
 	log "the same, with smqd driven by the SDK-like client as the baseline"
 	"$SMQBENCH" report --baseline smqd/sdk "$RESULTS" | tee "$OUT/report-$CLASS-sdk.txt" ;;
 esac
+if [ "$FAILED" -gt 0 ]; then
+	log "$FAILED run(s) failed: left out of the report"
+	exit 1
+fi

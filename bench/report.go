@@ -121,12 +121,20 @@ func is(ws ...string) func(string) bool {
 func WriteReport(w io.Writer, results []Result, baseline string) error {
 	type key struct{ label, target string }
 	groups := map[key][]*Result{}
+	failed := map[key]int{} // runs that failed (Result.Error): left out of every figure
 	var labels []string
 	seen := map[string]bool{}
 	for i := range results {
 		r := &results[i]
 		k := key{r.Label, reportTarget(r)}
-		groups[k] = append(groups[k], r)
+		if r.Error != "" {
+			failed[k]++
+			if _, ok := groups[k]; !ok {
+				groups[k] = nil
+			}
+		} else {
+			groups[k] = append(groups[k], r)
+		}
 		if !seen[r.Label] {
 			seen[r.Label] = true
 			labels = append(labels, r.Label)
@@ -143,7 +151,20 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 		sort.Slice(targets, func(i, j int) bool {
 			return targetOrder(targets[i]) < targetOrder(targets[j]) || targetOrder(targets[i]) == targetOrder(targets[j]) && targets[i] < targets[j]
 		})
-		first := groups[key{label, targets[0]}][0]
+		var first *Result
+		for _, t := range targets {
+			if rs := groups[key{label, t}]; len(rs) > 0 {
+				first = rs[0]
+				break
+			}
+		}
+		if first == nil { // every run of the label failed
+			for _, t := range targets {
+				fmt.Fprintf(tw, "== %s: %s: %d run(s), all failed\n", orDash(label), t, failed[key{label, t}])
+			}
+			fmt.Fprintln(tw)
+			continue
+		}
 		wl := first.Workload
 		if first.Subscriptions > 0 {
 			wl += " to " + subsText(first.Subscriptions)
@@ -164,7 +185,11 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 		figs := map[string][]Figure{}
 		for _, t := range targets {
 			rs := groups[key{label, t}]
-			fmt.Fprintf(tw, "%s\t%d", t, len(rs))
+			if f := failed[key{label, t}]; f > 0 {
+				fmt.Fprintf(tw, "%s\t%d (+%d failed, left out)", t, len(rs), f)
+			} else {
+				fmt.Fprintf(tw, "%s\t%d", t, len(rs))
+			}
 			for _, m := range ms {
 				var xs []float64
 				for _, r := range rs {

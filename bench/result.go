@@ -83,6 +83,14 @@ type Result struct {
 	BacklogTolerance int64 `json:"backlog_tolerance"`
 	MaxBacklog       int64 `json:"max_backlog"` // producers' flow-control limit (0: none)
 	BacklogGrew      bool  `json:"backlog_grew"`
+	// CountsDisagree: the backlog's growth and sent minus deleted differ
+	// by more than BacklogTolerance (cycle): messages lost, delivered
+	// twice, or deletes the server had not applied when it answered.
+	CountsDisagree bool `json:"counts_disagree,omitempty"`
+
+	// Error is why the run failed (empty: it did not). A failed run's
+	// figures are kept for inspection; smqbench report leaves them out.
+	Error string `json:"error,omitempty"`
 
 	// Latencies: Send per request (from the scheduled time in open loop),
 	// Receive per non-empty receive request, Delete per request, E2E per
@@ -180,6 +188,8 @@ func (r *runner) finish(res *Result) {
 		}
 		res.BacklogTolerance = tol
 		res.BacklogGrew = res.BacklogGrowth > tol
+		d := res.BacklogGrowth - res.SentMinusDeleted
+		res.CountsDisagree = d > tol || -d > tol
 	}
 	res.PreloadS, res.PreloadPerS = round3(res.PreloadS), round1(res.PreloadPerS)
 	res.DrainS, res.DrainPerS = round3(res.DrainS), round1(res.DrainPerS)
@@ -233,6 +243,9 @@ func (res *Result) WriteTable(w io.Writer) error {
 			fc = fmt.Sprintf("producers held at %d outstanding", res.MaxBacklog)
 		}
 		p("backlog", fmt.Sprintf("%d -> %d (growth %d, tolerance %d; %s): %s", res.BacklogStart, res.BacklogEnd, res.BacklogGrowth, res.BacklogTolerance, fc, flag))
+		if res.CountsDisagree {
+			p("counts", fmt.Sprintf("DISAGREE: the backlog grew by %d, but %d more were sent than deleted (messages lost, delivered twice, or deletes not yet applied)", res.BacklogGrowth, res.SentMinusDeleted))
+		}
 	}
 	fmt.Fprintf(tw, "latency (µs)\tcount\tp50\tp90\tp99\tp99.9\tmax\n")
 	for _, l := range []struct {

@@ -409,6 +409,15 @@ func (r *runner) backlog(ctx context.Context, res *Result) error {
 	if left != 0 {
 		return fmt.Errorf("backlog: %d messages left after the drain", left)
 	}
+	// Every message preloaded is drained: once, or with the restart check
+	// at least once (deletes acknowledged but not written at the kill come
+	// back). A drain rate of a broker that lost messages is no figure.
+	switch got := res.Drained + res.DrainedLate; {
+	case got < res.Preloaded:
+		return fmt.Errorf("backlog: drained %d of the %d messages preloaded: %d lost", got, res.Preloaded, res.Preloaded-got)
+	case got > res.Preloaded && !cfg.RestartCheck:
+		return fmt.Errorf("backlog: drained %d messages of %d preloaded: %d delivered twice", got, res.Preloaded, got-res.Preloaded)
+	}
 	return ctx.Err()
 }
 

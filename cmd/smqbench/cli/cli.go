@@ -74,6 +74,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.memProfile != "" && !wroteHeap {
 		writeHeapProfile(cfg.memProfile, stderr)
 	}
+	if err == nil && res != nil && res.ErrorPct > cfg.bench.MaxErrorPct {
+		err = fmt.Errorf("errors were %.2f%% of the window's requests, over --max-error-pct %g: not a clean run (%s)", res.ErrorPct, cfg.bench.MaxErrorPct, res.ErrorSample)
+	}
+	if err != nil && res != nil {
+		res.Error = err.Error() // in the JSON: report leaves the run out
+	}
 	if res != nil {
 		if !cfg.quiet {
 			res.WriteTable(stderr)
@@ -94,6 +100,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if res.BacklogGrew {
 		fmt.Fprintln(stderr, "smqbench: the backlog grew during the window: the deleted rate is not sustainable")
+	}
+	if res.CountsDisagree {
+		fmt.Fprintln(stderr, "smqbench: the backlog's growth and sent minus deleted disagree: messages lost, delivered twice, or deletes not applied when acknowledged")
 	}
 	return 0
 }

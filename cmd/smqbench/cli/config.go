@@ -122,6 +122,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 	fs.DurationVar(&b.MaxTime, "max-time", 10*time.Minute, "bound of each backlog/consume phase (preload, drain)")
 	fs.Int64Var(&b.MaxBacklog, "max-backlog", 0, "cycle, closed loop: hold producers while sent-but-not-deleted messages exceed this, so the deleted rate is sustainable (0: 10 x consumers x recv batch; -1: off, producers run free)")
 	fs.Int64Var(&b.BacklogTolerance, "backlog-tolerance", 0, "cycle: allowed backlog growth over the window (0: max(1% of sent, in-flight capacity))")
+	fs.Float64Var(&b.MaxErrorPct, "max-error-pct", 1, "fail the run (exit 1, and report leaves it out) when its errors are more than this percentage of its requests")
 	fs.Uint64Var(&b.Seed, "seed", 1, "seed of the priority and delay choices")
 	fs.BoolVar(&b.RestartCheck, "restart-check", false, "backlog with --spawn: kill -9 the daemon after --restart-after of the drain, restart it, time the first receive, count the messages")
 	fs.Float64Var(&b.RestartAfter, "restart-after", 0.5, "fraction of the preload drained before the restart check")
