@@ -35,11 +35,17 @@ const DefaultMaxRequestBodyBytes = 2 << 20
 // about 21 KiB of RSS (docs/benchmarks.md, "Pre-auth memory").
 const DefaultMaxConns = 16384
 
-// maxXMLElements bounds the elements of one request document (the largest
-// real one, a batch send of 16 messages with every optional child, has 65),
-// so that parsing a body costs memory in proportion to what a request needs,
-// not to what its bytes could spell.
-const maxXMLElements = 1024
+// maxXMLElements bounds the elements of one request document, so that
+// parsing a body (after its signature is checked) costs memory in
+// proportion to what a request needs, not to what its bytes could spell.
+// The largest real one is a batch send of 16 messages, each with its
+// optional children (at most 10), MaxProperties user properties and the 6
+// system properties a message may carry (user and system together at most
+// MaxProperties; 4 elements a property: the
+// container, Name, Value, Type). It was 1024, and a batch of 16 messages
+// with 16 user properties each, well within the documented limits, was
+// refused (hostile-client audit).
+const maxXMLElements = 1 + 16*(10+4*(engine.MaxProperties+6))
 
 // drainLimit is how much of a refused request's body (unauthenticated, over
 // the cap, or to an unknown path) the server reads and discards before it

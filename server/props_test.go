@@ -6,8 +6,11 @@ package server
 
 import (
 	"encoding/xml"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/smqd/smqd/engine"
 )
 
 type xProp struct {
@@ -148,5 +151,38 @@ func TestUserPropertiesValidation(t *testing.T) {
 	decode(t, r, &m)
 	if len(m.UserProperties) != 1 || m.UserProperties[0] != (xProp{"k", "v", "STRING"}) {
 		t.Fatalf("properties %+v", m.UserProperties)
+	}
+}
+
+// A batch of 16 messages, each with the most properties a message may
+// carry (64: 61 user properties and the three tracing ones) and every
+// optional child, is one request document the server takes whole. The
+// document's element cap (1024) refused it from 16 user properties a
+// message (hostile-client audit).
+func TestBatchSendWithEveryProperty(t *testing.T) {
+	env := startEnv(t, envConfig{})
+	c := env.client()
+	c.mustCreate("q")
+	var props strings.Builder
+	props.WriteString("<UserProperties>")
+	for i := range engine.MaxProperties - 3 { // the three system properties count too
+		fmt.Fprintf(&props, "<PropertyValue><Name>k%d</Name><Value>v</Value><Type>STRING</Type></PropertyValue>", i)
+	}
+	props.WriteString("</UserProperties><SystemProperties>")
+	for _, n := range []string{"traceparent", "tracestate", "baggage"} {
+		fmt.Fprintf(&props, "<SystemPropertyValue><Name>%s</Name><Value>x</Value><Type>STRING</Type></SystemPropertyValue>", n)
+	}
+	props.WriteString("</SystemProperties>")
+	var doc strings.Builder
+	doc.WriteString(`<?xml version="1.0" encoding="UTF-8"?><Messages xmlns="http://mns.aliyuncs.com/doc/v1/">`)
+	for i := range 16 {
+		fmt.Fprintf(&doc, "<Message><MessageBody>m%d</MessageBody><DelaySeconds>0</DelaySeconds><Priority>8</Priority>%s</Message>", i, props.String())
+	}
+	doc.WriteString("</Messages>")
+	wantStatus(t, c.post("/queues/q/messages", doc.String()), 201)
+	var info xQueue
+	decode(t, c.get("/queues/q"), &info)
+	if info.ActiveMessages != 16 {
+		t.Fatalf("%d messages stored, want 16", info.ActiveMessages)
 	}
 }
