@@ -95,7 +95,7 @@ func (s *Server) appendBatchSendResults(b []byte, res []engine.SendResult, queue
 			}
 			status = fasthttp.StatusInternalServerError
 			b = appendElem(b, "ErrorCode", code.String())
-			b = appendElem(b, "ErrorMessage", msg)
+			b = appendElem(b, "ErrorMessage", xmlSafe(msg))
 		} else {
 			b = appendSendResult(b, &res[i])
 		}
@@ -423,7 +423,7 @@ func (s *Server) deleteMessages(ctx *fasthttp.RequestCtx, st *reqState) error {
 			}
 			b = appendOpen(b, "Error")
 			b = appendElem(b, "ErrorCode", code.String())
-			b = appendElem(b, "ErrorMessage", msg)
+			b = appendElem(b, "ErrorMessage", xmlSafe(msg))
 			b = appendElem(b, "ReceiptHandle", d.textOf(c))
 			b = appendClose(b, "Error")
 		}

@@ -562,11 +562,11 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, st *reqState, code errCode
 func (s *Server) writeErrorDoc(ctx *fasthttp.RequestCtx, st *reqState, code errCode, msg string) {
 	b := appendRootOpen(respBody(ctx), "Error")
 	b = appendElem(b, "Code", code.String())
-	b = appendElem(b, "Message", msg)
+	b = appendElem(b, "Message", xmlSafe(msg))
 	b = appendElem(b, "RequestId", st.reqID)
 	b = appendOpen(b, "HostId")
 	b = append(b, "http://"...)
-	b = appendText(b, ctx.Request.Header.Host())
+	b = appendText(b, xmlSafe(string(ctx.Request.Header.Host())))
 	b = appendClose(b, "HostId")
 	b = appendClose(b, "Error")
 	st.out = b

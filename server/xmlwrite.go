@@ -10,7 +10,9 @@ package server
 
 import (
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 const (
@@ -76,6 +78,41 @@ func appendText[S ~string | ~[]byte](b []byte, s S) []byte {
 		i += noEscapeWords(s[i:])
 	}
 	return append(b, s[last:]...)
+}
+
+// xmlSafe returns s with what XML text cannot hold at all replaced by
+// U+FFFD: bytes that are not UTF-8 and characters XML 1.0 excludes (C0
+// controls but tab, LF and CR; U+FFFE, U+FFFF). For text a client wrote
+// that goes back in an error (its path, its headers, its Host): copied
+// raw, it made the error document one no parser reads (Go's xml and
+// Python's refused 53 of 1,500 fuzzed requests' errors). Message bodies
+// are checked at send instead (props.go, requests.go).
+func xmlSafe(s string) string {
+	ok := true
+	for _, r := range s {
+		if r == utf8.RuneError || !xmlChar(r) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError || !xmlChar(r) {
+			r = utf8.RuneError
+		}
+		b.WriteRune(r)
+		i += n
+	}
+	return b.String()
+}
+
+// xmlChar reports whether XML 1.0 text may hold r.
+func xmlChar(r rune) bool {
+	return r == '\t' || r == '\n' || r == '\r' || r >= 0x20 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF
 }
 
 // appendElem appends <name>escaped text</name>.
