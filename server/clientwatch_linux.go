@@ -1,21 +1,23 @@
 package server
 
-import (
-	"syscall"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 const canWatchPeer = true
 
-// peerClosed reports whether the peer of rc has closed its side (or the
-// connection failed), without reading anything (clientwatch.go).
-func peerClosed(rc syscall.RawConn) bool {
-	gone := false
-	rc.Control(func(fd uintptr) {
-		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-		n, err := unix.Poll(p, 0)
-		gone = err == nil && n > 0 && p[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
-	})
-	return gone
+// peersClosed reports, with one poll(2) and without reading anything,
+// which of the connections fds have been closed by their peers (or have
+// failed): clientwatch.go.
+func peersClosed(fds []int) []bool {
+	p := make([]unix.PollFd, len(fds))
+	for i, fd := range fds {
+		p[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLRDHUP}
+	}
+	out := make([]bool, len(fds))
+	if n, err := unix.Poll(p, 0); err != nil || n == 0 {
+		return out
+	}
+	for i := range p {
+		out[i] = p[i].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+	}
+	return out
 }

@@ -38,6 +38,7 @@ type Server struct {
 
 	// base is cancelled by Shutdown; long polls wait on it.
 	base    context.Context
+	watch   watchSet // receives waiting on their clients (clientwatch.go)
 	cancel  context.CancelFunc
 	closing atomic.Bool
 
@@ -90,6 +91,7 @@ func newServer(b *engine.Broker, c *cluster.Node, opts Options) (*Server, error)
 	s.bp.Store(b)
 	s.pol.Store(opts.Policies)
 	s.base, s.cancel = context.WithCancel(context.Background())
+	s.watch.base = s.base
 	s.metrics.init(s)
 	if opts.Console {
 		var err error
