@@ -45,8 +45,12 @@ func (s *Server) secureTransport(ctx *fasthttp.RequestCtx) bool {
 	if len(s.opts.TrustedProxies) == 0 {
 		return false
 	}
-	if pc, ok := ctx.Conn().(*proxyConn); ok && pc.tls {
-		return true
+	if pc, ok := ctx.Conn().(*proxyConn); ok && pc.src != nil {
+		// Under a PROXY header the balancer's word alone: the HTTP headers
+		// are the client's, even when the address the header names is in
+		// --trusted-proxies (an X-Forwarded-Proto of the client's own
+		// passed acs:SecureTransport then; found in review).
+		return pc.tls
 	}
 	peer, ok := netip.AddrFromSlice(ctx.RemoteIP())
 	if !ok || !trusted(peer.Unmap(), s.opts.TrustedProxies) {

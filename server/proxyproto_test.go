@@ -249,8 +249,12 @@ func TestSecureTransportBehindAProxy(t *testing.T) {
 	authzDenied(t, get(other([]byte{0x20, 0, 5, 0x00, 0, 0, 0, 0}))) // the TLV without the client bit
 	authzDenied(t, get(other(ssl[:5])))                              // cut short
 	// Under the PROXY protocol the HTTP headers are the client's: an
-	// X-Forwarded-Proto of its own does not count.
+	// X-Forwarded-Proto of its own does not count, even when the address
+	// the header names is in --trusted-proxies (found in review: it did).
 	authzDenied(t, get(other(nil), "https"))
+	inside := via(proxyV2(1, 0x11, netip.MustParseAddrPort("127.0.0.9:1"), lb, nil))
+	inside.id, inside.secret = "other", "othersecret"
+	authzDenied(t, get(inside, "https"))
 }
 
 // Under TLS too, the PROXY header names the client and the balancer stays
