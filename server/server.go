@@ -276,6 +276,16 @@ func (c *queueCache) get(b *engine.Broker, name []byte) (*engine.Queue, error) {
 	if e.q != nil && e.b == b {
 		return e.q, nil
 	}
+	c.mu.Lock()
+	if now := time.Now(); now.Sub(c.lastSweep) >= cacheSweepEvery { // on every miss, found or not
+		c.lastSweep = now
+		for n, e := range c.m {
+			if e.b.Closed() {
+				delete(c.m, n)
+			}
+		}
+	}
+	c.mu.Unlock()
 	q, err := b.Queue(string(name))
 	if err != nil {
 		return nil, err
@@ -283,14 +293,6 @@ func (c *queueCache) get(b *engine.Broker, name []byte) (*engine.Queue, error) {
 	c.mu.Lock()
 	if len(c.m) > 100000 { // a bound, in case names churn a lot
 		clear(c.m)
-	}
-	if now := time.Now(); now.Sub(c.lastSweep) >= cacheSweepEvery {
-		c.lastSweep = now
-		for n, e := range c.m {
-			if e.b.Closed() {
-				delete(c.m, n)
-			}
-		}
 	}
 	c.m[q.Name()] = cachedQueue{b, q}
 	c.mu.Unlock()
