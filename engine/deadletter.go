@@ -298,7 +298,7 @@ func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message, sub 
 	ts := tst.slab.at(tidx)
 	ts.seq = t.seq.Add(1)
 	ts.setMeta(ml.enqMs, ml.prio, stPending)
-	ts.visOff = uint32(max(now-ml.enqMs, 0))
+	ts.visOff = 0 // visible at once, on every replica whatever its clock (apply.go)
 	ts.expOff = uint32(expMs - ml.enqMs)
 	ts.tnext, ts.tprev, ts.next, ts.prev = nilSlot, nilSlot, nilSlot, nilSlot
 	tslot := *ts

@@ -264,7 +264,7 @@ func (q *Queue) AcceptMoved(ms []MovedMessage) error {
 			s.expOff = uint32(meta.retainMs)
 		} else {
 			s.setMeta(m.EnqueueMs, m.Priority, stPending)
-			s.visOff = uint32(max(now-m.EnqueueMs, 0))
+			s.visOff = 0 // visible at once, on every replica whatever its clock (apply.go)
 			s.expOff = uint32(m.ExpireMs - m.EnqueueMs)
 		}
 		s.tnext, s.tprev, s.next, s.prev = nilSlot, nilSlot, nilSlot, nilSlot

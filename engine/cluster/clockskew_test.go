@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -153,4 +154,99 @@ func newLeaderBehind(t *testing.T, changeVis bool, skew, vis time.Duration) {
 		}
 	}
 	t.Errorf("a received, undeleted message did not come back in 30 h (retention 24 h)")
+}
+
+// As TestClusterNewLeaderBehindReceivesAMessageSentWithNoDelay, for a
+// message the dead-letter policy moved: it was stored visible from the
+// move (visOff now-enq, not 0), so a replica behind counted it Delayed and
+// the next leader could not receive it from the dead-letter queue until
+// its clock caught up (found in review).
+func TestClusterNewLeaderBehindReceivesADeadLetter(t *testing.T) {
+	skew := 2 * time.Minute
+	fc := engine.NewFakeClock(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
+	clks := []*skewClock{{FakeClock: fc}, {FakeClock: fc}, {FakeClock: fc}}
+	c := &testCluster{t: t, nodes: make([]*Node, 3), shards: 1, tweak: func(i int, o *engine.Options) { o.Clock = clks[i] }}
+	startTestCluster(c)
+	l0, _ := c.leader("q")
+	for i := range clks {
+		if i != l0 {
+			clks[i].off.Store(int64(-skew))
+		}
+	}
+	cfg := engine.DefaultQueueConfig()
+	cfg.Retention = 24 * time.Hour
+	cfg.VisibilityTimeout = time.Second
+	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("dlq", cfg); return err })
+	qc := cfg
+	qc.DeadLetterQueue, qc.MaxReceiveCount = "dlq", 1
+	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", qc); return err })
+	c.onLeader("q", func(b *engine.Broker) error {
+		q, _ := b.Queue("q")
+		_, err := q.Send([]engine.SendEntry{{Body: []byte("m")}}, nil)
+		return err
+	})
+	c.onLeader("q", func(b *engine.Broker) error {
+		q, _ := b.Queue("q")
+		_, err := q.Receive(context.Background(), engine.ReceiveOptions{}, nil)
+		return err
+	})
+	fc.Advance(2 * time.Second) // its visibility ends; the next receive moves it
+	c.onLeader("q", func(b *engine.Broker) error {
+		q, _ := b.Queue("q")
+		_, err := q.Receive(context.Background(), engine.ReceiveOptions{}, nil)
+		if err != nil && !errors.Is(err, engine.ErrMessageNotExist) {
+			return err
+		}
+		d, _ := b.Queue("dlq")
+		info, _ := d.Attributes()
+		if info.Active != 1 {
+			return fmt.Errorf("dlq on the leader: %+v", info)
+		}
+		return nil
+	})
+	for i := range c.nodes {
+		eventually(t, fmt.Sprintf("node %d holds the dead letter", i+1), func() error {
+			info, err := c.counts(i, "dlq")
+			if err != nil {
+				return err
+			}
+			if info.Active+info.Inactive+info.Delayed != 1 {
+				return fmt.Errorf("%+v", info)
+			}
+			if info.Active != 1 {
+				t.Logf("node %d (clock %v behind=%v): dlq %+v", i+1, clks[i].Now(), i != l0, info)
+			}
+			return nil
+		})
+	}
+	li, _ := c.leader("q")
+	c.stop(li)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for i, n := range c.nodes {
+			if n == nil {
+				continue
+			}
+			b, _, err := n.Route("dlq")
+			if err != nil || b == nil {
+				continue
+			}
+			d, err := b.Queue("dlq")
+			if err != nil {
+				continue
+			}
+			ms, err := d.Receive(context.Background(), engine.ReceiveOptions{}, nil)
+			if err == nil {
+				t.Logf("received on node %d: %s", i+1, ms[0].ID)
+				return
+			}
+			if errors.Is(err, engine.ErrMessageNotExist) {
+				info, _ := d.Attributes()
+				t.Errorf("new leader node %d (clock %v): the dead letter is not receivable: %+v", i+1, clks[i].Now(), info)
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("no new leader")
 }
