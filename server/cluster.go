@@ -209,6 +209,12 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline *
 			if ferr == nil {
 				return false
 			}
+			if errors.Is(ferr, cluster.ErrCanceled) && !s.closing.Load() && st.cctx.base != nil && st.cctx.Err() != nil {
+				// The client hung up on its long poll (clientwatch.go):
+				// no one reads the answer, and nothing failed.
+				s.fail(ctx, st, engine.ErrMessageNotExist)
+				return false
+			}
 			if errors.Is(ferr, cluster.ErrCanceled) && s.closing.Load() {
 				// Shutting down: a forwarded long poll is answered as a
 				// local one is. A message the leader hands out after
