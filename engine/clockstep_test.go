@@ -522,3 +522,36 @@ func TestSteadyClockHoldsAgainstStepsBack(t *testing.T) {
 		t.Fatalf("a second after the step forward: %v, want %v", got, wall)
 	}
 }
+
+// A long poll never waits longer than asked on a clock that steps back,
+// by less than the wait too: it waited the step on top (up to twice the
+// wait; found in review).
+func TestClockStepBackShorterThanTheWait(t *testing.T) {
+	clk := newStepClock(t0)
+	b := openStep(t, "", clk)
+	defer b.Close()
+	q := mustQueue(t, b, "q", DefaultQueueConfig())
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Receive(context.Background(), ReceiveOptions{Wait: 20 * time.Second, HasWait: true}, nil)
+		done <- err
+	}()
+	for i := 0; i < 200 && q.waiters.waiting() == 0; i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	clk.Step(-15 * time.Second)
+	for s := 1; s <= 40; s++ {
+		clk.Advance(time.Second)
+		time.Sleep(10 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Logf("returned after %d s of monotonic time: %v", s, err)
+			if s > 21 {
+				t.Errorf("a 20 s long poll waited %d s after a 15 s step back", s)
+			}
+			return
+		default:
+		}
+	}
+	t.Fatal("still waiting after 40 s")
+}

@@ -108,9 +108,12 @@ func (q *Queue) waitReceive(ctx context.Context, max int, dst []Message, base in
 	b := q.b
 	w := b.getWaiter()
 	defer b.putWaiter(w)
-	wait := deadline - b.nowMs() // the whole wait: a clock stepped back never makes it longer
+	// left is what remains of the whole wait, less what the waiter's timer
+	// measured: a clock stepped back (one that is not SystemClock's) never
+	// makes the wait longer than asked, by the step or part of it.
+	left := deadline - b.nowMs()
 	for {
-		deadline = min(deadline, b.nowMs()+wait)
+		deadline = min(deadline, b.nowMs()+left)
 		q.waiters.push(w)
 		var err error
 		dst, err = q.receiveNow(max, dst)
@@ -130,7 +133,11 @@ func (q *Queue) waitReceive(ctx context.Context, max int, dst []Message, base in
 			q.waiters.leave(w)
 			return dst, ctx.Err()
 		}
-		w.timer.Stop()
+		if w.timer.Stop() {
+			left = min(left, deadline-b.nowMs()) // woken first
+		} else {
+			left -= remaining // the timer ran its course
+		}
 		q.waiters.remove(w) // woken or timed out: it looks again, using any wake-up it had
 		if err := b.usable(); err != nil {
 			return dst, retryWait(err, b, deadline)
