@@ -43,14 +43,26 @@ func (offsetClock) AfterFunc(d time.Duration, f func()) Timer { return time.Afte
 // and following it made a message sent after it expire at once when the
 // step was longer than its retention, ignored its delay, kept received
 // messages hidden for the step on top of their timeout and long polls
-// waiting as long. This clock stays ahead of the system's by the step
-// until the process starts again (recovery copes with a clock behind the
-// log's). Every broker of the process shares it.
+// waiting as long. After a step back this clock runs slower than the
+// monotonic one by steadySlew until it meets the wall clock again (as NTP
+// slews), so it never goes back and is ahead of the system's by at most
+// the step, for a while: a host whose time daemon steps its fast clock
+// back by 0.5 s an hour drifted ahead without bound when every step was
+// kept (found in review). Every broker of the process shares it.
 func SystemClock() Clock { return sysClock }
 
-// steadyAhead: a wall clock further ahead of the steady one than this has
-// been stepped forward, and is followed.
-const steadyAhead = 100 * time.Millisecond
+const (
+	// steadyAhead: a wall clock further ahead of the steady one than this
+	// has been stepped forward, and is followed.
+	steadyAhead = 100 * time.Millisecond
+	// steadyBehind: a wall clock further behind than this has been
+	// stepped back, and the steady clock slews towards it.
+	steadyBehind = time.Millisecond
+	// steadySlew: while it slews, the steady clock gives up 1/steadySlew
+	// of the time that passes (0.1 %: a step back of 1 s is caught up in
+	// about 17 minutes), so timeouts it measures then are 0.1 % short.
+	steadySlew = 1000
+)
 
 var sysClock = &steadyClock{read: readSystemTime}
 
@@ -72,17 +84,32 @@ type steadyClock struct {
 type clockAnchor struct {
 	wall time.Time
 	mono time.Duration
+	slew bool // running slow towards a wall clock stepped back
 }
 
 func (c *steadyClock) Now() time.Time {
 	wall, mono := c.read()
 	if a := c.anchor.Load(); a != nil {
-		steady := a.wall.Add(mono - a.mono)
-		if wall.Sub(steady) <= steadyAhead {
+		e := mono - a.mono
+		if a.slew {
+			e -= e / steadySlew
+		}
+		steady := a.wall.Add(e)
+		switch d := wall.Sub(steady); {
+		case d > steadyAhead:
+			// A step forward: follow it (below).
+		case a.slew && d >= 0:
+			// Caught up with the wall clock: follow it again (below); it
+			// is not behind what this clock gave.
+		case !a.slew && d < -steadyBehind:
+			// A step back: slow down from here, not back.
+			c.anchor.Store(&clockAnchor{wall: steady, mono: mono, slew: true})
+			return steady
+		default:
 			return steady
 		}
 	}
-	c.anchor.Store(&clockAnchor{wall: wall, mono: mono}) // the first reading, or a step forward
+	c.anchor.Store(&clockAnchor{wall: wall, mono: mono}) // the first reading, a step forward, or caught up
 	return wall
 }
 
