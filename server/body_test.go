@@ -334,3 +334,33 @@ func TestMaxConns(t *testing.T) {
 		t.Fatalf("%d connections held, cap %d", open, max)
 	}
 }
+
+// A request whose line and headers pass the read buffer gets its 400 in
+// MNS XML, not a connection reset: the server lingers on the close and
+// reads the rest away. A client still writing its request when the answer
+// came (headers beyond the buffer, then more) got ECONNRESET on its write
+// and reported that instead of the answer (hostile-client audit).
+func TestHeadersTooLargeAnswered(t *testing.T) {
+	env := startEnv(t, envConfig{})
+	conn, err := net.Dial("tcp", env.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, "GET /queues/q HTTP/1.1\r\nHost: x\r\nX-Pad: "+strings.Repeat("p", 2*readBufferBytes)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the server answers and closes meanwhile
+	if _, err := io.WriteString(conn, strings.Repeat("q", 2000)+"\r\n\r\n"); err != nil {
+		t.Fatalf("the rest of the request: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "<Code>InvalidArgument</Code>") || !strings.Contains(string(body), "headers are larger than") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+}

@@ -17,6 +17,7 @@ package server
 // whatever the clients send; docs/benchmarks.md has that cost measured.
 
 import (
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -83,9 +84,25 @@ type limitConn struct {
 	net.Conn
 	slots    chan struct{}
 	released atomic.Bool
+	linger   atomic.Bool // set by handleTransportError: close without a reset
 }
 
+// lingerTime bounds how long a lingering close reads what the client
+// still sends (up to drainLimit bytes).
+const lingerTime = time.Second
+
 func (c *limitConn) Close() error {
+	if tc, ok := c.Conn.(*net.TCPConn); ok && c.linger.Load() {
+		// The answer is written; the client may still be sending the
+		// request it belongs to. Closing with those bytes unread makes
+		// the kernel send a reset, which destroys the answer in the
+		// client's receive buffer (headers over the read buffer: the
+		// client saw ECONNRESET, not the 400; hostile-client audit). So
+		// end the sending side first, and read the rest away for a while.
+		tc.CloseWrite()
+		tc.SetReadDeadline(time.Now().Add(lingerTime))
+		io.CopyN(io.Discard, tc, drainLimit)
+	}
 	err := c.Conn.Close()
 	if c.released.CompareAndSwap(false, true) {
 		<-c.slots

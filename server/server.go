@@ -114,6 +114,7 @@ func newServer(b *engine.Broker, c *cluster.Node, opts Options) (*Server, error)
 		StreamRequestBody:  true,
 		ExpectHandler:      s.expect,
 		MaxRequestBodySize: opts.MaxRequestBodyBytes,
+		ReadBufferSize:     readBufferBytes,
 		ReadTimeout:        opts.HeaderTimeout,
 		WriteTimeout:       opts.WriteTimeout,
 		IdleTimeout:        opts.IdleTimeout,
@@ -154,6 +155,10 @@ func newServer(b *engine.Broker, c *cluster.Node, opts Options) (*Server, error)
 	s.startKeeper()
 	return s, nil
 }
+
+// readBufferBytes is a connection's read buffer, which bounds its request
+// line and headers (fasthttp's default; each held connection has one).
+const readBufferBytes = 4 << 10
 
 // responseBufferBytes is the write buffer of a response being sent: the
 // whole response of a batch of 16 messages of 2 KiB, in one write.
@@ -605,7 +610,7 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		msg = fmt.Sprintf("the request body is larger than %d bytes", s.opts.MaxRequestBodyBytes)
 	case errors.As(err, &small):
-		msg = "the request headers are too large"
+		msg = fmt.Sprintf("the request line and headers are larger than %d bytes", readBufferBytes)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -613,4 +618,19 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 		msg = "timed out reading the request"
 	}
 	s.writeError(ctx, st, code, msg)
+	// fasthttp closes the connection after this answer, maybe with the
+	// rest of the request unread: linger, so the client gets the answer.
+	for c := ctx.Conn(); c != nil; {
+		switch w := c.(type) {
+		case *limitConn:
+			w.linger.Store(true)
+			c = nil
+		case *httpsConn:
+			c = w.Conn.NetConn()
+		case *proxyConn:
+			c = w.Conn
+		default:
+			c = nil
+		}
+	}
 }
