@@ -177,6 +177,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		ln.Close()
 		return err
 	}
+	if cfg.push.keyFile != "" {
+		warnIfShared(log, cfg.push.keyFile, "push signing key") // as every other key (TLS audit)
+	}
 	eopts.Push = cfg.push.options(pushSigner, ln.Addr().String(), certs != nil, log)
 	var broker backend
 	var node *cluster.Node
@@ -345,8 +348,10 @@ func isLoopback(a net.Addr) bool {
 }
 
 // printBanner tells a user how to connect: the endpoint, and the key pair
-// when it comes from the data directory (generated or reused). Keys given
-// by flag, environment or file are not echoed.
+// when the data directory's credentials file was created now; when it is
+// reused, the id and where the secret is (a secret printed at every start
+// went into journald or a container's log each time; TLS audit). Keys
+// given by flag, environment or file are not echoed.
 func printBanner(w io.Writer, addr string, mln net.Listener, cfg *config, creds map[string]string, src credSource, path string) {
 	scheme := "http"
 	if cfg.tlsCert != "" {
@@ -356,15 +361,15 @@ func printBanner(w io.Writer, addr string, mln net.Listener, cfg *config, creds 
 	switch {
 	case cfg.noAuth:
 		fmt.Fprintf(w, "  authentication:    OFF (--no-auth)\n")
-	case src == credGenerated || src == credReused:
+	case src == credGenerated:
 		for id, secret := range creds {
 			fmt.Fprintf(w, "  access key id:     %s\n  access key secret: %s\n", id, secret)
 		}
-		what := "created now"
-		if src == credReused {
-			what = "reused"
+		fmt.Fprintf(w, "  (key pair created now: %s; printed this once)\n", path)
+	case src == credReused:
+		for id := range creds {
+			fmt.Fprintf(w, "  access key id:     %s (secret in %s)\n", id, path)
 		}
-		fmt.Fprintf(w, "  (key pair %s: %s)\n", what, path)
 	case src == credFile:
 		fmt.Fprintf(w, "  access keys:       %d from %s\n", len(creds), path)
 	default:

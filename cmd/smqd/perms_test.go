@@ -121,3 +121,23 @@ func TestDaemonWarnsOpenDataDir(t *testing.T) {
 		t.Fatalf("warning for a data directory smqd created:\n%s", stderr.String())
 	}
 }
+
+// A --push-key-file open to others gets the warning every other key gets
+// (it had none).
+func TestDaemonWarnsOpenPushKey(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no unix permissions")
+	}
+	d1 := filepath.Join(t.TempDir(), "d1")
+	_, _, _, stop := startDaemon(t, "--data-dir", d1, "--no-auth") // makes push-signing.key and .crt
+	stop()
+	key, cert := filepath.Join(d1, "push-signing.key"), filepath.Join(d1, "push-signing.crt")
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, stderr, stop := startDaemon(t, "--data-dir", filepath.Join(t.TempDir(), "d2"), "--no-auth", "--push-key-file", key, "--push-cert-file", cert)
+	stop()
+	if !strings.Contains(stderr.String(), "the push signing key is readable by other users") {
+		t.Fatalf("no warning for a 0644 push key:\n%s", stderr.String())
+	}
+}

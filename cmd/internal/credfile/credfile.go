@@ -18,7 +18,9 @@ type Key struct {
 }
 
 // Load reads the keys of path, in file order. A file without a key is an
-// error.
+// error, and so is one that names a key id twice: smqd kept the last
+// secret and smqctl signed with the first, so a secret rotated by
+// appending a line broke smqctl (TLS audit, 2026-12-06).
 func Load(path string) ([]Key, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -26,6 +28,7 @@ func Load(path string) ([]Key, error) {
 	}
 	defer f.Close()
 	var keys []Key
+	lineOf := map[string]int{}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -36,6 +39,10 @@ func Load(path string) ([]Key, error) {
 		if len(fields) != 2 {
 			return nil, fmt.Errorf("%s:%d: want \"<access key id> <secret>\"", path, n)
 		}
+		if first, dup := lineOf[fields[0]]; dup {
+			return nil, fmt.Errorf("%s:%d: key id %s is on line %d already (one secret per key: replace the line to rotate it)", path, n, fields[0], first)
+		}
+		lineOf[fields[0]] = n
 		keys = append(keys, Key{fields[0], fields[1]})
 	}
 	if err := sc.Err(); err != nil {
