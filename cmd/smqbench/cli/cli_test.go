@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -36,20 +37,28 @@ func TestParseConfig(t *testing.T) {
 		t.Fatalf("client %q server pid %d", c.bench.Client, c.bench.ServerPID)
 	}
 	// --server-pid names the peer's process, for CPU and (backlog) RSS.
-	c, err = parseConfig([]string{"cycle", "--target", "smqd", "--client", "sdk", "--server-pid", "42"}, func(string) string { return "" }, &bytes.Buffer{}, nil)
+	self, parent := os.Getpid(), os.Getppid()
+	c, err = parseConfig([]string{"cycle", "--target", "smqd", "--client", "sdk", "--server-pid", strconv.Itoa(self)}, func(string) string { return "" }, &bytes.Buffer{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.bench.Client != "sdk" || c.bench.ServerPID != 42 || c.bench.RSSPID != 42 || c.bench.ServerPIDs != nil {
+	if c.bench.Client != "sdk" || c.bench.ServerPID != self || c.bench.RSSPID != self || c.bench.ServerPIDs != nil {
 		t.Fatalf("config %+v", c.bench)
 	}
 	// Several (the nodes of a cluster): the first, and the others summed.
-	c, err = parseConfig([]string{"cycle", "--target", "smqd", "--endpoints", "127.0.0.1:1,127.0.0.1:2", "--server-pid", "42,43,44"}, func(string) string { return "" }, &bytes.Buffer{}, nil)
+	c, err = parseConfig([]string{"cycle", "--target", "smqd", "--endpoints", "127.0.0.1:1,127.0.0.1:2", "--server-pid", fmt.Sprintf("%d,%d,%d", self, parent, self)}, func(string) string { return "" }, &bytes.Buffer{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.bench.ServerPID != 42 || !slices.Equal(c.bench.ServerPIDs, []int{43, 44}) {
+	if c.bench.ServerPID != self || !slices.Equal(c.bench.ServerPIDs, []int{parent, self}) {
 		t.Fatalf("config %+v", c.bench)
+	}
+	// A process that does not exist is refused on Linux: its CPU columns
+	// came out empty with no word.
+	if runtime.GOOS == "linux" {
+		if _, err := parseConfig([]string{"cycle", "--target", "smqd", "--server-pid", "2147483646"}, func(string) string { return "" }, &bytes.Buffer{}, nil); err == nil {
+			t.Fatal("--server-pid of no process accepted")
+		}
 	}
 	// The workload may follow the flags; produce drops the consumers.
 	c, err = parseConfig([]string{"--target", "inproc", "--in-memory", "produce"}, func(string) string { return "" }, &bytes.Buffer{}, nil)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -244,6 +245,13 @@ func (c *config) validate() error {
 			pid, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || pid <= 0 {
 				return errors.New("--server-pid must be a process id, or several separated by commas")
+			}
+			if runtime.GOOS == "linux" {
+				// A wrong PID left the CPU columns empty with no word
+				// (benchmark-honesty audit).
+				if _, err := bench.ProcCPU(pid); err != nil {
+					return fmt.Errorf("--server-pid %d: %v", pid, err)
+				}
 			}
 			if i == 0 {
 				c.bench.ServerPID = pid
