@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 )
 
 // A forward registers context.AfterFunc on a receive's context, then the
@@ -58,6 +59,63 @@ func TestClusterForwardedReceivesInARow(t *testing.T) {
 	for i := range 1000 {
 		if r := fc.get("/queues/fw/messages"); r.status != 404 {
 			t.Fatalf("receive %d: %d", i, r.status)
+		}
+	}
+}
+
+// The watcher runs an AfterFunc's f (context.AfterFunc's: it calls
+// parent.Err() and Cause(parent) on the clientCtx) after it releases
+// watchSet.mu; the request goroutine may see Done closed, stop, finish and
+// reset the pooled clientCtx meanwhile: finish waits for that f (it
+// panicked, "context: internal error: missing cancel error"; review).
+func TestClientCtxAfterFuncRacesFinish(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	set := &watchSet{base: base}
+	// a spare connection to reset onto (as a reused reqState would be)
+	spareC, _ := net.Dial("tcp", ln.Addr().String())
+	spare, _ := ln.Accept()
+	defer spareC.Close()
+	defer spare.Close()
+	const n = 100
+	deadline := time.Now().Add(time.Second) // a bounded run
+	for round := 0; time.Now().Before(deadline); round++ {
+		xs := make([]clientCtx, n)
+		clis := make([]net.Conn, n)
+		srvs := make([]net.Conn, n)
+		for i := range n {
+			clis[i], _ = net.Dial("tcp", ln.Addr().String())
+			srvs[i], _ = ln.Accept()
+			xs[i].reset(base, set, srvs[i])
+		}
+		done := make(chan struct{}, n)
+		for i := range n {
+			go func(i int) {
+				x := &xs[i]
+				var ctx context.Context = x
+				d := ctx.Done()
+				stop := context.AfterFunc(ctx, func() {})
+				<-d // woken by the client's close, as a receive is
+				stop()
+				x.finish()
+				x.reset(base, set, spare) // the pooled state reused by another request
+				done <- struct{}{}
+			}(i)
+		}
+		for i := range n {
+			clis[i].Close()
+		}
+		for range n {
+			<-done
+		}
+		for i := range n {
+			xs[i].finish()
+			srvs[i].Close()
 		}
 	}
 }
