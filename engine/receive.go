@@ -108,12 +108,17 @@ func (q *Queue) waitReceive(ctx context.Context, max int, dst []Message, base in
 	b := q.b
 	w := b.getWaiter()
 	defer b.putWaiter(w)
-	// left is what remains of the whole wait, less what the waiter's timer
-	// measured: a clock stepped back (one that is not SystemClock's) never
-	// makes the wait longer than asked, by the step or part of it.
-	left := deadline - b.nowMs()
+	// The timer is armed once, for the whole wait: it measures the wait
+	// on the clock's timers, so a clock stepped back (one that is not
+	// SystemClock's) never makes the wait longer than asked. Re-measured
+	// from the clock after each wake-up, a step back was added to it.
+	if left := deadline - b.nowMs(); left > 0 {
+		w.fired.Store(false)
+		w.timer.Reset(time.Duration(left) * time.Millisecond)
+	} else {
+		w.fired.Store(true)
+	}
 	for {
-		deadline = min(deadline, b.nowMs()+left)
 		q.waiters.push(w)
 		var err error
 		dst, err = q.receiveNow(max, dst)
@@ -121,22 +126,15 @@ func (q *Queue) waitReceive(ctx context.Context, max int, dst []Message, base in
 			q.waiters.leave(w)
 			return dst, retryWait(err, b, deadline)
 		}
-		remaining := deadline - b.nowMs()
-		if remaining <= 0 {
+		if w.fired.Load() || deadline-b.nowMs() <= 0 {
 			q.waiters.leave(w)
 			return dst, ErrMessageNotExist
 		}
-		w.timer.Reset(time.Duration(remaining) * time.Millisecond)
 		select {
 		case <-w.ch:
 		case <-ctx.Done():
 			q.waiters.leave(w)
 			return dst, ctx.Err()
-		}
-		if w.timer.Stop() {
-			left = min(left, deadline-b.nowMs()) // woken first
-		} else {
-			left -= remaining // the timer ran its course
 		}
 		q.waiters.remove(w) // woken or timed out: it looks again, using any wake-up it had
 		if err := b.usable(); err != nil {

@@ -16,6 +16,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,7 @@ type waiter struct {
 	timer      Timer         // created once per waiter, reset per wait
 	next, prev *waiter       // guarded by waitQueue.mu
 	queued     bool          // guarded by waitQueue.mu
+	fired      atomic.Bool   // the timer ran its course
 }
 
 type waitQueue struct {
@@ -122,7 +124,11 @@ func (b *Broker) getWaiter() *waiter {
 }
 
 func (b *Broker) putWaiter(w *waiter) {
-	w.timer.Stop()
+	if !w.timer.Stop() && !w.fired.Load() {
+		// Its timer is firing right now: a late fired flag must not end
+		// the next wait that takes this waiter from the pool.
+		return
+	}
 	select {
 	case <-w.ch:
 	default:
@@ -131,6 +137,7 @@ func (b *Broker) putWaiter(w *waiter) {
 }
 
 func (w *waiter) signal() {
+	w.fired.Store(true)
 	select {
 	case w.ch <- struct{}{}:
 	default:
