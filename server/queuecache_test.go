@@ -35,7 +35,7 @@ func TestQueueCacheDropsClosedBrokers(t *testing.T) {
 	if _, err := c.get(cur, []byte("c")); err != nil { // a miss, but the last sweep was just now
 		t.Fatal(err)
 	}
-	c.lastSweep = c.lastSweep.Add(-cacheSweepEvery)
+	c.lastSweep.Store(c.lastSweep.Load() - int64(cacheSweepEvery))
 	// The next miss after the interval, even one whose queue does not
 	// exist (found in review: only a miss that found its queue swept).
 	if _, err := c.get(cur, []byte("nope")); err == nil {

@@ -262,7 +262,7 @@ func (f fasthttpLogger) Printf(format string, args ...any) {
 type queueCache struct {
 	mu        sync.RWMutex
 	m         map[string]cachedQueue // guarded by mu
-	lastSweep time.Time              // guarded by mu
+	lastSweep atomic.Int64           // Unix ns of the last sweep
 }
 
 // cacheSweepEvery bounds how often a miss looks for entries of closed
@@ -281,16 +281,18 @@ func (c *queueCache) get(b *engine.Broker, name []byte) (*engine.Queue, error) {
 	if e.q != nil && e.b == b {
 		return e.q, nil
 	}
-	c.mu.Lock()
-	if now := time.Now(); now.Sub(c.lastSweep) >= cacheSweepEvery { // on every miss, found or not
-		c.lastSweep = now
+	// On every miss, found or not, at most every cacheSweepEvery; the
+	// exclusive lock only then (a miss of a queue that does not exist,
+	// each 404, took it every time; found in review).
+	if now, last := time.Now().UnixNano(), c.lastSweep.Load(); now-last >= int64(cacheSweepEvery) && c.lastSweep.CompareAndSwap(last, now) {
+		c.mu.Lock()
 		for n, e := range c.m {
 			if e.b.Closed() {
 				delete(c.m, n)
 			}
 		}
+		c.mu.Unlock()
 	}
-	c.mu.Unlock()
 	q, err := b.Queue(string(name))
 	if err != nil {
 		return nil, err
