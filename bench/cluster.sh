@@ -353,11 +353,17 @@ summary() {
 import json, statistics, sys
 rows = {}
 loads = {}
+failed = {}
 for line in open(sys.argv[1]):
     r = json.loads(line)
     s, sysname, rep, l = r["label"].split("|")
+    if r.get("error"):  # a failed run: left out of every figure, as smqbench report does
+        failed[(s, sysname)] = failed.get((s, sysname), 0) + 1
+        continue
     rows.setdefault((s, sysname), []).append(r)
     loads.setdefault((s, sysname), []).append(l)
+for (s, name), n in sorted(failed.items()):
+    print(f"{s} {name}: {n} failed run(s) left out")
 scen = []
 for s, _ in rows:
     if s not in scen:
