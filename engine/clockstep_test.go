@@ -271,14 +271,23 @@ func TestChangeVisibilityOnAClockBehindComesBack(t *testing.T) {
 	if err == nil && next.Sub(clk.Now()) > time.Hour {
 		t.Errorf("ChangeVisibility(30 s) after a 10 min backward step: NextVisibleTime %v is %v ahead", next, next.Sub(clk.Now()))
 	}
-	for i := 0; i < 20; i++ {
+	if !backWithin(t, clk, q, 20) {
+		t.Errorf("message not back 20 h after ChangeVisibility(30 s); attributes %+v", attrs(t, q))
+	}
+}
+
+// backWithin advances clk an hour at a time, up to hours, until q has a
+// message to receive again.
+func backWithin(t *testing.T, clk *stepClock, q *Queue, hours int) bool {
+	t.Helper()
+	for i := 0; i < hours; i++ {
 		clk.Advance(time.Hour)
 		if m := recvNow(t, q); len(m) > 0 {
 			t.Logf("back after %d h", i+1)
-			return
+			return true
 		}
 	}
-	t.Errorf("message not back 20 h after ChangeVisibility(30 s); attributes %+v", attrs(t, q))
+	return false
 }
 
 // Receive of a message sent shortly before a backward step (the wheel idle,
@@ -304,14 +313,9 @@ func TestReceiveOnAClockBehindComesBack(t *testing.T) {
 	if m.NextVisibleTime.Sub(clk.Now()) > time.Hour {
 		t.Errorf("receive (visibility 30 s) 5 min after a backward step of 5 min: NextVisibleTime %v is %v ahead", m.NextVisibleTime, m.NextVisibleTime.Sub(clk.Now()))
 	}
-	for i := 0; i < 30; i++ {
-		clk.Advance(time.Hour)
-		if m := recvNow(t, q); len(m) > 0 {
-			t.Logf("back after %d h", i+1)
-			return
-		}
+	if !backWithin(t, clk, q, 30) {
+		t.Errorf("received message (not deleted) never came back; after 30 h attributes %+v (retention 24 h: expired unseen)", attrs(t, q))
 	}
-	t.Errorf("received message (not deleted) never came back; after 30 h attributes %+v (retention 24 h: expired unseen)", attrs(t, q))
 }
 
 // Restart with the wall clock set back: messages sent in the last minutes
