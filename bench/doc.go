@@ -30,8 +30,10 @@
 // server cannot hide its queueing (no coordinated omission): every batch
 // scheduled in the window is sent and counted by its schedule, however
 // late, up to lateGrace after the window (a stall at the window's end hid
-// what it delayed). The end-to-end latency of a message received after
-// the window is not recorded (consumers stop at its end). Every message
+// what it delayed). Likewise the consumers go on after the window until
+// they received every message scheduled in it, and record the end-to-end
+// latency of each whenever it comes (Result.E2EUnseen counts those not
+// received 2 × lateGrace after the window). Every message
 // carries its send (or scheduled) time in its first 16 bytes, so consumers
 // measure the end-to-end latency.
 //
@@ -39,9 +41,11 @@
 // it out): an error it returned, errors above Config.MaxErrorPct of the
 // requests (a failed request counts once, as an error, in no latency), a
 // backlog drain that did not get back every message it preloaded. A
-// cycle whose backlog growth and sent-minus-deleted disagree beyond the
-// tolerance is flagged (Result.CountsDisagree): messages lost, delivered
-// twice, or deletes a peer acknowledged before applying (NATS).
+// cycle whose backlog growth and sent-minus-deleted disagree at rest (the
+// backlog before the workers start and after they all stop, against the
+// whole run's counts) beyond its failed requests is flagged
+// (Result.CountsDisagree): messages lost, delivered twice, or deletes a
+// peer acknowledged before applying (NATS).
 //
 // Figures: latencies go into per-worker log-linear histograms (histogram.go;
 // an atomic add per sample, no lock) merged at the end; a Result is printed

@@ -73,7 +73,7 @@ func checkResult(t *testing.T, res *Result) {
 		t.Errorf("%d errors: %s", res.Errors, res.ErrorSample)
 	}
 	if res.CountsDisagree {
-		t.Errorf("the backlog's growth (%d) and sent minus deleted (%d) disagree beyond %d", res.BacklogGrowth, res.SentMinusDeleted, res.BacklogTolerance)
+		t.Errorf("at rest, the backlog's growth and sent minus deleted differ by %d, beyond %d", res.RestDiff, res.RestTolerance)
 	}
 	switch Workload(res.Workload) {
 	case Cycle:

@@ -62,6 +62,50 @@ func TestBacklogDrainCountsWhatItPreloaded(t *testing.T) {
 	}
 }
 
+// lossyTarget acknowledges every 16th send of a batch of one without
+// storing it: a broker that loses acknowledged messages.
+type lossyTarget struct{ Target }
+
+func (t lossyTarget) NewClient(ctx context.Context) (Client, error) {
+	c, err := t.Target.NewClient(ctx)
+	return &lossyClient{Client: c}, err
+}
+
+type lossyClient struct {
+	Client
+	n int
+}
+
+func (c *lossyClient) Send(ctx context.Context, i int, msgs []Outgoing) (int, error) {
+	if c.n++; c.n%16 == 0 {
+		return len(msgs), nil
+	}
+	return c.Client.Send(ctx, i, msgs)
+}
+
+// A cycle whose broker loses acknowledged messages is flagged; counted at
+// rest, so that a run on a loaded machine is not (the window's samples,
+// taken while workers run, disagreed beyond their tolerance on a
+// publish smoke run of a broker that lost nothing).
+func TestCycleLosingMessagesIsFlagged(t *testing.T) {
+	t.Parallel()
+	for _, lossy := range []bool{false, true} {
+		var target Target = NewInproc(openBroker(t, false), 0)
+		if lossy {
+			target = lossyTarget{target}
+		}
+		cfg := smokeConfig(Cycle)
+		cfg.SendBatch, cfg.Producers = 1, 4
+		res, err := Run(context.Background(), target, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.CountsDisagree != lossy || lossy && res.RestDiff >= 0 || !lossy && res.RestDiff != 0 {
+			t.Fatalf("lossy %v: counts disagree %v, at rest %d (tolerance %d)", lossy, res.CountsDisagree, res.RestDiff, res.RestTolerance)
+		}
+	}
+}
+
 // smqbench report leaves failed runs out of the medians and says so.
 func TestReportLeavesFailedRunsOut(t *testing.T) {
 	rs := []Result{

@@ -197,6 +197,17 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 		}
 		res.MaxBacklog = fl.limit
 	}
+	// The backlog at rest, before any worker starts (for Result.RestDiff).
+	var rest0 int64
+	rerr := errors.New("not measured")
+	if produce && consume {
+		rest0, rerr = r.backlogNow(ctx)
+	}
+	var late *lateTrack
+	if produce && consume && cfg.Rate > 0 {
+		late = &lateTrack{perSent: int64(r.fanout()), giveUp: win.to + 2*lateGrace.Nanoseconds()}
+		late.producing.Store(int64(len(r.producers)))
+	}
 	var wg sync.WaitGroup
 	if produce {
 		perRate := 0.0
@@ -207,16 +218,19 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 			wg.Add(1)
 			go func(i int, w *worker) {
 				defer wg.Done()
+				if late != nil {
+					defer late.producing.Add(-1)
+				}
 				// Stagger open-loop producers evenly over one interval.
 				s := start.UnixNano()
 				if perRate > 0 {
 					s += int64(float64(i) / float64(len(r.producers)) * float64(cfg.SendBatch) / perRate * 1e9)
 				}
-				w.produce(ctx, cfg, q, fl, s, win.to, perRate, win, r.queuesOf(i, len(r.producers)))
+				w.produce(ctx, cfg, q, fl, late, s, win.to, perRate, win, r.queuesOf(i, len(r.producers)))
 			}(i, w)
 		}
 	}
-	stop := &consumeStop{at: win.to, deleted: new(atomic.Int64), flow: fl}
+	stop := &consumeStop{at: win.to, late: late, deleted: new(atomic.Int64), flow: fl}
 	if consume {
 		for i, w := range r.consumers {
 			wg.Add(1)
@@ -249,6 +263,12 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 	}
 	<-done
 	stopProgress()
+	if rerr == nil {
+		r.countAtRest(ctx, res, rest0)
+	}
+	if late != nil {
+		res.E2EUnseen = max(0, late.want.Load()-late.got.Load())
+	}
 	res.WindowS = cfg.Duration.Seconds()
 	if measured > 0 && measured < cfg.Duration {
 		// The workers stopped before the window's end (a message cap ran
@@ -270,6 +290,25 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 	return ctx.Err()
 }
 
+// countAtRest sets res.RestDiff and res.RestTolerance from the backlog
+// now that every worker stopped, and rest0, the backlog before they
+// started: the whole run's counts, with no request in flight.
+func (r *runner) countAtRest(ctx context.Context, res *Result, rest0 int64) {
+	b, err := r.backlogNow(ctx)
+	if err != nil {
+		return
+	}
+	var sent, del, errs int64
+	for _, w := range r.all() {
+		sent += w.tSent
+		del += w.tDel
+		errs += w.errs.Load()
+	}
+	fan := int64(r.fanout())
+	res.RestDiff = (b - rest0) - (sent*fan - del)
+	res.RestTolerance = errs * fan
+}
+
 // preload sends cfg.Messages with the producers as fast as they go.
 func (r *runner) preload(ctx context.Context, res *Result) error {
 	cfg := &r.cfg
@@ -287,7 +326,7 @@ func (r *runner) preload(ctx context.Context, res *Result) error {
 		wg.Add(1)
 		go func(i int, w *worker) {
 			defer wg.Done()
-			w.produce(ctx, cfg, q, nil, 0, stopAt, 0, win, r.queuesOf(i, len(r.producers)))
+			w.produce(ctx, cfg, q, nil, nil, 0, stopAt, 0, win, r.queuesOf(i, len(r.producers)))
 		}(i, w)
 	}
 	wg.Wait()

@@ -69,6 +69,28 @@ func TestOpenLoop(t *testing.T) {
 	}
 }
 
+// TestOpenLoopRecordsLateMessages checks that in open loop the end-to-end
+// latency of every message scheduled in the window is recorded, however
+// late it is received: here every message is delayed 1 s, longer than
+// the window, so none of those scheduled in it is received before its end.
+func TestOpenLoopRecordsLateMessages(t *testing.T) {
+	t.Parallel()
+	target := NewInproc(openBroker(t, false), 0)
+	cfg := smokeConfig(Cycle)
+	cfg.SendBatch, cfg.RecvBatch, cfg.DeleteBatch = 1, 1, 1
+	cfg.Rate, cfg.DelayMix = 200, []Weight{{1, 1}}
+	res, err := Run(context.Background(), target, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent == 0 || int64(res.E2E.Count) < res.Sent-int64(cfg.Producers) || res.E2EUnseen != 0 {
+		t.Fatalf("sent %d in the window; end-to-end latencies recorded %d, unseen %d", res.Sent, res.E2E.Count, res.E2EUnseen)
+	}
+	if res.E2E.P50Us < 1e6 {
+		t.Fatalf("end-to-end p50 %.0f µs for messages delayed 1 s", res.E2E.P50Us)
+	}
+}
+
 // TestMessagesCap checks that --messages bounds a produce run.
 func TestMessagesCap(t *testing.T) {
 	t.Parallel()

@@ -149,7 +149,7 @@ const lateGrace = 10 * time.Second
 // however late (a stall at the window's end hid every batch it delayed:
 // coordinated omission); one still unsent lateGrace after the window
 // counts as an error with the latency it had then.
-func (w *worker) produce(ctx context.Context, cfg *Config, q *quota, fl *flow, start, stop int64, rate float64, win window, queues []int) {
+func (w *worker) produce(ctx context.Context, cfg *Config, q *quota, fl *flow, late *lateTrack, start, stop int64, rate float64, win window, queues []int) {
 	var pub Publisher
 	if cfg.Workload == Publish {
 		pub = w.c.(Publisher) // checked by runner.prepareTopic
@@ -231,6 +231,9 @@ func (w *worker) produce(ctx context.Context, cfg *Config, q *quota, fl *flow, s
 		if err == nil && (rate > 0 && win.in(sched) || rate == 0 && win.in(done)) {
 			w.hSend.Record(done - sched)
 		}
+		if late != nil && win.in(sched) {
+			late.want.Add(int64(ok) * late.perSent)
+		}
 		if err != nil {
 			// In open loop a failure belongs to its schedule's window too.
 			at := done
@@ -243,9 +246,29 @@ func (w *worker) produce(ctx context.Context, cfg *Config, q *quota, fl *flow, s
 	}
 }
 
+// lateTrack follows, in open loop, the messages scheduled in the window:
+// the consumers go on after the window until they received every one of
+// them, so that each one's end-to-end latency is recorded however late it
+// comes (a stall at the window's end would otherwise hide what it delayed,
+// as for sends), or until give-up. Those never received by then are
+// counted (Result.E2EUnseen).
+type lateTrack struct {
+	want      atomic.Int64 // acknowledged messages (deliveries) scheduled in the window
+	perSent   int64        // deliveries per message sent (a publish's subscriptions)
+	got       atomic.Int64 // of them received
+	producing atomic.Int64 // producers still running
+	giveUp    int64        // Unix ns
+}
+
+// caughtUp says whether every message scheduled in the window was received.
+func (l *lateTrack) caughtUp() bool {
+	return l.producing.Load() == 0 && l.got.Load() >= l.want.Load()
+}
+
 // consumeStop says when a consumer ends.
 type consumeStop struct {
 	at      int64         // Unix ns: stop receiving
+	late    *lateTrack    // open loop: go on after at until caught up (nil: closed loop)
 	flow    *flow         // producers' flow control, or nil
 	onEmpty bool          // stop after a receive that came back empty
 	target  int64         // stop once all consumers deleted this many (0: no target)
@@ -254,7 +277,7 @@ type consumeStop struct {
 
 func (s *consumeStop) done(now int64) bool {
 	if now >= s.at {
-		return true
+		return s.late == nil || now >= s.late.giveUp || s.late.caughtUp()
 	}
 	return s.target > 0 && s.deleted.Load() >= s.target
 }
@@ -287,9 +310,16 @@ func (w *worker) consume(ctx context.Context, cfg *Config, stop *consumeStop, wi
 			} else {
 				w.wRecv += int64(n)
 				w.hRecv.Record(t1 - t0)
-				for _, s := range w.stamps {
-					w.hE2E.Record(t1 - s)
-				}
+			}
+		}
+		// End-to-end latency: in open loop of each message scheduled in
+		// the window, whenever it comes; else of those received in it.
+		for _, s := range w.stamps {
+			if stop.late != nil && win.in(s) {
+				w.hE2E.Record(t1 - s)
+				stop.late.got.Add(1)
+			} else if stop.late == nil && win.in(t1) {
+				w.hE2E.Record(t1 - s)
 			}
 		}
 		for w.c.Pending() >= cfg.DeleteBatch {

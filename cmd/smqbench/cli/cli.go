@@ -74,6 +74,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.memProfile != "" && !wroteHeap {
 		writeHeapProfile(cfg.memProfile, stderr)
 	}
+	if err == nil && res != nil && res.E2EUnseen > 0 && 100*float64(res.E2EUnseen) > cfg.bench.MaxErrorPct*float64(int64(res.E2E.Count)+res.E2EUnseen) {
+		err = fmt.Errorf("%d of the messages scheduled in the window were acknowledged and not received within the grace after its end: over --max-error-pct %g", res.E2EUnseen, cfg.bench.MaxErrorPct)
+	}
 	if err == nil && res != nil && res.ErrorPct > cfg.bench.MaxErrorPct {
 		err = fmt.Errorf("errors were %.2f%% of the window's requests, over --max-error-pct %g: not a clean run (%s)", res.ErrorPct, cfg.bench.MaxErrorPct, res.ErrorSample)
 	}
@@ -102,7 +105,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "smqbench: the backlog grew during the window: the deleted rate is not sustainable")
 	}
 	if res.CountsDisagree {
-		fmt.Fprintln(stderr, "smqbench: the backlog's growth and sent minus deleted disagree: messages lost, delivered twice, or deletes not applied when acknowledged")
+		fmt.Fprintln(stderr, "smqbench: at rest after the run, the backlog's growth and sent minus deleted disagree: messages lost, delivered twice, or deletes not applied when acknowledged")
 	}
 	return 0
 }
