@@ -78,6 +78,11 @@ func Open(opts Options) (*Broker, error) {
 	if n := len(o.HandleSecret); n != 0 && n != handleSecretLen {
 		return nil, fmt.Errorf("engine: HandleSecret is %d bytes, not %d", n, handleSecretLen)
 	}
+	for _, s := range o.AcceptHandleSecrets {
+		if len(s) != handleSecretLen || len(o.HandleSecret) == 0 {
+			return nil, fmt.Errorf("engine: an AcceptHandleSecrets entry is %d bytes, not %d, or HandleSecret is not set", len(s), handleSecretLen)
+		}
+	}
 	b := &Broker{
 		opts:         o,
 		clock:        o.Clock,
@@ -113,9 +118,21 @@ func Open(opts Options) (*Broker, error) {
 func (b *Broker) nowMs() int64 { return b.clock.Now().UnixMilli() }
 
 // queueKey derives a queue's receipt-handle key from the broker secret.
-func (b *Broker) queueKey(id uint64) handleKey {
+func (b *Broker) queueKey(id uint64) handleKey { return deriveQueueKey(b.secret[:], id) }
+
+// acceptedKeys derives a queue's keys from Options.AcceptHandleSecrets
+// (nil without them).
+func (b *Broker) acceptedKeys(id uint64) []handleKey {
+	var ks []handleKey
+	for _, s := range b.opts.AcceptHandleSecrets {
+		ks = append(ks, deriveQueueKey(s, id))
+	}
+	return ks
+}
+
+func deriveQueueKey(secret []byte, id uint64) handleKey {
 	var in [40]byte
-	copy(in[:32], b.secret[:])
+	copy(in[:32], secret)
 	binary.LittleEndian.PutUint64(in[32:], id)
 	sum := sha256.Sum256(in[:])
 	var k handleKey

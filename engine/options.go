@@ -75,6 +75,12 @@ type Options struct {
 	// accept the same handles, and brokers that share it accept each
 	// other's handles for queues of the same id.
 	HandleSecret []byte
+	// AcceptHandleSecrets, each 32 bytes, are other secrets whose receipt
+	// handles are still accepted (and never issued): handles issued under
+	// a cluster key being rotated out, or already in use by members that
+	// have the next one (engine/cluster Config.AcceptKeys). Only with
+	// HandleSecret.
+	AcceptHandleSecrets [][]byte
 
 	// ARNPrefix starts the resource names the broker writes into messages:
 	// a dead-lettered message's DLQSourceArn is ARNPrefix + ":/queues/" +

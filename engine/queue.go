@@ -20,6 +20,7 @@ type Queue struct {
 	name    string
 	id      uint64 // broker-unique, never reused: MessageIds carry it
 	key     handleKey
+	keysToo []handleKey // Options.AcceptHandleSecrets': accepted, never issued
 	stripes []stripe
 
 	cfg     atomic.Pointer[queueMeta] // immutable snapshots, replaced by SetQueueAttributes
@@ -64,7 +65,7 @@ func newQueueMeta(cfg QueueConfig, createMs, modifyMs int64) *queueMeta {
 
 func newQueue(b *Broker, name string, id uint64, nstripes int, meta *queueMeta) *Queue {
 	q := &Queue{b: b, name: name, id: id}
-	q.key = b.queueKey(id)
+	q.key, q.keysToo = b.queueKey(id), b.acceptedKeys(id)
 	q.cfg.Store(meta)
 	q.seq.Store(b.store.seqBase())
 	q.stripes = make([]stripe, nstripes)
@@ -317,10 +318,18 @@ func (st *stripe) uncountLocked(s *slot) {
 
 // checkHandle verifies a handle's keyed check and stripe.
 func (q *Queue) checkHandle(h ReceiptHandle) error {
-	if int(h.stripe) >= len(q.stripes) || !q.key.verify(h) {
+	if int(h.stripe) >= len(q.stripes) {
 		return ErrReceiptHandleError
 	}
-	return nil
+	if q.key.verify(h) {
+		return nil
+	}
+	for i := range q.keysToo {
+		if q.keysToo[i].verify(h) {
+			return nil
+		}
+	}
+	return ErrReceiptHandleError
 }
 
 // Delete deletes the messages named by 1..16 receipt handles. errs (same

@@ -39,6 +39,7 @@ type clusterConfig struct {
 	shards      int
 	keyFile     string
 	keyEnv      string // the value of SMQD_CLUSTER_KEY
+	acceptFile  string // --cluster-key-accept-file: another key taken from peers (a rotation)
 	join        bool
 	tick        time.Duration
 	leaderWait  time.Duration
@@ -57,6 +58,7 @@ func (c *clusterConfig) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.peers, "cluster-peers", "", "cluster mode: the first members' Raft addresses, \"1=HOST:PORT,2=HOST:PORT,3=HOST:PORT\" (this node's included); empty: a single node")
 	fs.IntVar(&c.shards, "shards", 8, "cluster mode: shards (Raft groups) queues are spread over; fixed when the cluster is created")
 	fs.StringVar(&c.keyFile, "cluster-key-file", "", "cluster mode: file holding the cluster key (at least 16 bytes; keep it 0600); else the environment variable "+clusterKeyEnv)
+	fs.StringVar(&c.acceptFile, "cluster-key-accept-file", "", "cluster mode: file holding another cluster key this node accepts from its peers and in receipt handles, but never uses itself: for rotating the cluster key with no downtime (docs/operations.md)")
 	fs.BoolVar(&c.join, "join", false, "cluster mode: this node is not among --cluster-peers' first members; it waits for a member to add it (smqctl cluster add) and catches up")
 	fs.DurationVar(&c.tick, "raft-tick", 50*time.Millisecond, "cluster mode: Raft's tick; a leader is presumed lost after 10 ticks without hearing from it (sooner when its connection drops)")
 	fs.DurationVar(&c.clockOffset, "clock-offset", 0, "fault tests only: run the broker's clock this far from the system's (a node whose clock is wrong)")
@@ -130,6 +132,9 @@ func (c *config) validateCluster() error {
 	if _, err := c.clusterKey(); err != nil {
 		return err
 	}
+	if _, err := c.acceptedClusterKeys(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -178,6 +183,22 @@ func (c *config) clusterKey() ([]byte, error) {
 		return nil, errors.New("the cluster key must be at least 16 bytes (use 32 random bytes, e.g. openssl rand -hex 32)")
 	}
 	return key, nil
+}
+
+// acceptedClusterKeys reads --cluster-key-accept-file (nil without it).
+func (c *config) acceptedClusterKeys() ([][]byte, error) {
+	if c.cluster.acceptFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(c.cluster.acceptFile)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-key-accept-file: %w", err)
+	}
+	key := []byte(strings.TrimSpace(string(b)))
+	if len(key) < 16 {
+		return nil, errors.New("--cluster-key-accept-file: the key must be at least 16 bytes")
+	}
+	return [][]byte{key}, nil
 }
 
 // clusterTLS is the mutual TLS configuration of the links between nodes
@@ -234,6 +255,14 @@ func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *sl
 	if cc.keyFile != "" {
 		warnIfShared(log, cc.keyFile, "cluster key")
 	}
+	accept, err := cfg.acceptedClusterKeys()
+	if err != nil {
+		return nil, nil, err
+	}
+	if accept != nil {
+		warnIfShared(log, cc.acceptFile, "accepted cluster key")
+		log.Info("accepting a second cluster key (--cluster-key-accept-file): finish the rotation by restarting without it", "file", cc.acceptFile)
+	}
 	tlsCfg, certs, err := cfg.clusterTLS(log)
 	if err != nil {
 		return nil, nil, err
@@ -259,7 +288,7 @@ func startClusterNode(cfg *config, eopts engine.Options, apiAddr string, log *sl
 	}
 	node, err = cluster.Start(cluster.Config{
 		NodeID: cc.nodeID, RaftListen: cc.raftListen, Peers: peers, Join: cc.join,
-		APIAddr: apiAddr, Version: version.Get().Short(), Shards: cc.shards, Dir: cfg.dataDir, Key: key, TLS: tlsCfg, Engine: eopts,
+		APIAddr: apiAddr, Version: version.Get().Short(), Shards: cc.shards, Dir: cfg.dataDir, Key: key, AcceptKeys: accept, TLS: tlsCfg, Engine: eopts,
 		SyncAlways: cfg.sync == "always", FileFlush: cc.flush == "file", ProposalHold: proposalHold(cc.hold), ReadLeaseTicks: cmp.Or(cc.leaseTicks, -1), Tick: cc.tick, Logger: log.With("component", "cluster"),
 	})
 	return node, certs, err

@@ -68,6 +68,16 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		"--cluster-tls-cert", "c.pem", "--cluster-tls-key", "k.pem"}, env(map[string]string{"SMQD_CLUSTER_KEY": "0123456789abcdef0123"}), io.Discard); err == nil || !strings.Contains(err.Error(), "go together") {
 		t.Errorf("--cluster-tls-cert and -key without -ca: %v", err)
 	}
+	short := filepath.Join(t.TempDir(), "short.key")
+	if err := os.WriteFile(short, []byte("too short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, accept := range []string{short, filepath.Join(t.TempDir(), "missing.key")} {
+		if _, err := parseConfig([]string{"--node-id", "1", "--raft-listen", "127.0.0.1:7001", "--cluster-peers", "1=127.0.0.1:7001", "--no-auth",
+			"--cluster-key-accept-file", accept}, env(map[string]string{"SMQD_CLUSTER_KEY": "0123456789abcdef0123"}), io.Discard); err == nil || !strings.Contains(err.Error(), "--cluster-key-accept-file") {
+			t.Errorf("--cluster-key-accept-file %s: %v", accept, err)
+		}
+	}
 	if _, err := parseConfig(nil, env(map[string]string{"SMQD_MAX_LONG_POLLS": "many"}), io.Discard); err == nil || !strings.Contains(err.Error(), "SMQD_MAX_LONG_POLLS") {
 		t.Errorf("bad env: %v", err)
 	}

@@ -1,10 +1,7 @@
 package cluster
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +45,10 @@ type Config struct {
 	Shards  int    // shards of the cluster; fixed when it is created (default 8)
 	Dir     string // the node's data directory
 	Key     []byte // the cluster key (at least 16 bytes): authenticates nodes to each other
+	// AcceptKeys are other cluster keys (at least 16 bytes each) this node
+	// accepts from its peers and in receipt handles, and never uses
+	// itself: for rotating the key with no downtime (keys.go).
+	AcceptKeys [][]byte
 	// TLS, if set, runs every connection between nodes (Raft, forwarded
 	// requests, snapshots, membership) over mutual TLS, with the key
 	// handshake inside it: the accepting node is the TLS server, the
@@ -155,6 +156,11 @@ func Start(cfg Config) (*Node, error) {
 	if len(cfg.Key) < 16 {
 		return nil, errors.New("cluster: the cluster key must be at least 16 bytes")
 	}
+	for _, k := range cfg.AcceptKeys {
+		if len(k) < 16 {
+			return nil, errors.New("cluster: an accepted cluster key must be at least 16 bytes")
+		}
+	}
 	if cfg.Shards <= 0 {
 		cfg.Shards = 8
 	}
@@ -200,6 +206,7 @@ func Start(cfg Config) (*Node, error) {
 	cfg.RaftListener = nil // the node owns it now
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{})}
 	n.tr = newTransport(cfg.NodeID, cfg.Key, cfg.APIAddr, ln, n.log.With("component", "transport"))
+	n.tr.acceptKeys = cfg.AcceptKeys
 	n.tr.tls = cfg.TLS
 	n.tr.deliver = n.deliver
 	n.tr.peerDown = n.peerDown
@@ -454,17 +461,6 @@ func (n *Node) peerDown(peer uint64) {
 			s.leaderLost(peer)
 		})
 	}
-}
-
-// handleSecret derives a shard's receipt-handle key from the cluster key:
-// every member of the shard issues and accepts the same handles.
-func (n *Node) handleSecret(shard int) []byte {
-	m := hmac.New(sha256.New, n.cfg.Key)
-	m.Write([]byte("smqd receipt handles"))
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(shard))
-	m.Write(b[:])
-	return m.Sum(nil)
 }
 
 // confChanged follows membership: the transport learns added members'

@@ -184,7 +184,7 @@ func (s *shard) openBrokerAt(dir string) (*engine.Broker, error) {
 	// worker writes and syncs: one write per round, not two.
 	o.WAL.DeferWrites = true
 	o.Replica = s
-	o.HandleSecret = s.n.handleSecret(s.id)
+	o.HandleSecret, o.AcceptHandleSecrets = s.n.handleSecret(s.id), s.n.acceptedHandleSecrets(s.id)
 	o.DeadLetterRouter = deadLetterRouter{s.n, s.id}
 	o.MessageIDSpace = uint16(s.id + 1) // ids unique over the shards
 	o.Logger = s.log

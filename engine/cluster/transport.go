@@ -43,9 +43,7 @@ package cluster
 
 import (
 	"bufio"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -76,12 +74,13 @@ const (
 var ErrAuth = errors.New("cluster: peer failed authentication (wrong or missing cluster key)")
 
 type transport struct {
-	self    uint64
-	key     []byte
-	apiAddr string
-	log     *slog.Logger
-	ln      net.Listener
-	tls     *tls.Config // mutual TLS on every connection (Config.TLS), or nil
+	self       uint64
+	key        []byte
+	acceptKeys [][]byte // other keys taken from peers (keys.go); set before start
+	apiAddr    string
+	log        *slog.Logger
+	ln         net.Listener
+	tls        *tls.Config // mutual TLS on every connection (Config.TLS), or nil
 
 	deliver   func(shard int, m *pb.Message)           // a message for a shard
 	peerDown  func(peer uint64)                        // a connection to or from peer ended
@@ -471,18 +470,6 @@ func (t *transport) serveConn(c net.Conn) {
 	}
 }
 
-func (t *transport) mac(label byte, n1, n2 []byte, a, b uint64) []byte {
-	m := hmac.New(sha256.New, t.key)
-	m.Write([]byte{label})
-	m.Write(n1)
-	m.Write(n2)
-	var ids [16]byte
-	binary.LittleEndian.PutUint64(ids[:], a)
-	binary.LittleEndian.PutUint64(ids[8:], b)
-	m.Write(ids[:])
-	return m.Sum(nil)
-}
-
 func writeAddr(w io.Writer, s string) error {
 	var l [2]byte
 	binary.LittleEndian.PutUint16(l[:], uint16(len(s)))
@@ -576,9 +563,13 @@ func (t *transport) dial(addr string, kind byte) (net.Conn, uint64, error) {
 		return nil, 0, fmt.Errorf("cluster: handshake with %s: %w", addr, err)
 	}
 	na, id := resp[:16], binary.LittleEndian.Uint64(resp[16:24])
-	if !hmac.Equal(resp[24:], t.mac('A', ni, na, t.self, id)) {
+	ok, accepted := t.verifyMAC(resp[24:], 'A', ni, na, t.self, id)
+	if !ok {
 		c.Close()
 		return nil, 0, ErrAuth
+	}
+	if accepted {
+		t.log.Info("peer proved an accepted cluster key, not this node's", "peer", id)
 	}
 	api, err := readAddr(c)
 	if err == nil {
@@ -626,8 +617,12 @@ func (t *transport) accept(c net.Conn) (kind byte, from uint64, err error) {
 	if _, err := io.ReadFull(c, mi[:]); err != nil {
 		return 0, 0, fmt.Errorf("%w: %v", ErrAuth, err)
 	}
-	if !hmac.Equal(mi[:], t.mac('I', na, ni, from, t.self)) {
+	ok, accepted := t.verifyMAC(mi[:], 'I', na, ni, from, t.self)
+	if !ok {
 		return 0, 0, fmt.Errorf("%w: node %d", ErrAuth, from)
+	}
+	if accepted {
+		t.log.Info("peer proved an accepted cluster key, not this node's", "peer", from)
 	}
 	if kind > kindMove {
 		return 0, 0, fmt.Errorf("unknown connection kind %d", kind)
