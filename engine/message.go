@@ -108,6 +108,10 @@ type ReceiveOptions struct {
 	Max     int           // messages wanted, 1..16; 0 means 1
 	Wait    time.Duration // long-poll wait, used when HasWait; 0..30 s (set without it: an *ArgumentError)
 	HasWait bool          // false: the queue's PollingWaitSeconds applies
+	// MaxWait, if positive, caps the effective wait (Wait, or the queue's
+	// PollingWaitSeconds): a server answers an empty full-length poll a
+	// little early, inside the clients' own timeouts (server/handlers_message.go).
+	MaxWait time.Duration
 }
 
 // Message is a received or peeked message. Receive and Peek reuse the Body

@@ -50,6 +50,9 @@ func (q *Queue) Receive(ctx context.Context, opt ReceiveOptions, dst []Message) 
 	} else if opt.Wait != 0 {
 		return dst, argErr("waitseconds", "is set without HasWait (set HasWait for this receive's own wait; false means the queue's PollingWaitSeconds)")
 	}
+	if opt.MaxWait > 0 {
+		waitMs = min(waitMs, opt.MaxWait.Milliseconds())
+	}
 	if err := q.b.store.waitRoom(); err != nil {
 		return dst, err
 	}

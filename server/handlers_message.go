@@ -8,6 +8,7 @@ package server
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/smqd/smqd/engine"
 	"github.com/valyala/fasthttp"
@@ -113,6 +114,15 @@ func appendSendResult(b []byte, r *engine.SendResult) []byte {
 	return appendClose(b, "MessageBodyMD5")
 }
 
+// pollAnswerEarly is how much before the longest wait (30 s) an empty poll
+// of that wait is answered, whether the request asks for it or the queue's
+// PollingWaitSeconds is 30: @alicloud/mns 1.2.0 sets a 30 s socket idle
+// timeout on every request (its connectTimeout, which overrides the 31 s
+// its receives ask for), so a poll answered at 30 s always ended in
+// RequestTimeoutError and a new connection, never MessageNotExist (SDK
+// audit, 2026-12-06). Shorter waits are answered when they end.
+const pollAnswerEarly = 500 * time.Millisecond
+
 // receiveOrPeek serves the four GET .../messages operations.
 func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 	qp := &st.query
@@ -139,6 +149,7 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 	if !peek && s.c != nil {
 		s.capWait(ctx, st, &opt) // cluster.go
 	}
+	opt.MaxWait = engine.MaxPollingWait - pollAnswerEarly
 	q, err := s.queue(st)
 	if err != nil {
 		return err

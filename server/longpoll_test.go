@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,5 +266,62 @@ func TestLongPollEndsWhenTheClientHangsUp(t *testing.T) {
 	m := c.mustReceive("q")
 	if m.MessageBody != "for the living" || m.DequeueCount != 1 {
 		t.Fatalf("the live consumer got %+v", m)
+	}
+}
+
+// recClock is the system clock, recording the longest timer Reset for over
+// 20 s: a long poll's (a waiter's timer is made once, for an hour, and
+// Reset for each poll).
+type recClock struct {
+	engine.Clock
+	longest atomic.Int64 // ns
+}
+
+func (c *recClock) note(d time.Duration) {
+	if d > 20*time.Second && int64(d) > c.longest.Load() {
+		c.longest.Store(int64(d))
+	}
+}
+
+func (c *recClock) AfterFunc(d time.Duration, f func()) engine.Timer {
+	return recTimer{c.Clock.AfterFunc(d, f), c}
+}
+
+type recTimer struct {
+	engine.Timer
+	c *recClock
+}
+
+func (t recTimer) Reset(d time.Duration) bool {
+	t.c.note(d)
+	return t.Timer.Reset(d)
+}
+
+// An empty poll of the longest wait, its own or the queue's
+// PollingWaitSeconds, is answered pollAnswerEarly before 30 s: inside
+// @alicloud/mns's 30 s socket timeout (SDK audit). Checked on the timer
+// the poll arms, not on a stopwatch; the poll is then ended by a send.
+func TestFullLengthPollIsAnsweredEarly(t *testing.T) {
+	clk := &recClock{Clock: engine.SystemClock()}
+	env := startEnv(t, envConfig{engineOpts: func(o *engine.Options) { o.Clock = clk }})
+	c := env.client()
+	c.mustCreate("own")
+	wantStatus(t, c.put("/queues/queue", `<?xml version="1.0" encoding="UTF-8"?><Queue xmlns="http://mns.aliyuncs.com/doc/v1/"><PollingWaitSeconds>30</PollingWaitSeconds></Queue>`), 201)
+	for _, target := range []string{"/queues/own/messages?waitseconds=30", "/queues/queue/messages"} {
+		clk.longest.Store(0)
+		polls := longPolls(env.broker)
+		p := env.client()
+		done := make(chan *response, 1)
+		go func() { done <- p.do(req{method: "GET", target: target}) }()
+		waitFor(t, "the poll", 10*time.Second, func() bool { return longPolls(env.broker) > polls })
+		if got, want := time.Duration(clk.longest.Load()), engine.MaxPollingWait-pollAnswerEarly; got != want {
+			t.Errorf("%s: the poll's timer was armed for %v, want %v", target, got, want)
+		}
+		queue := strings.Split(target, "/")[2]
+		wantStatus(t, c.post("/queues/"+queue+"/messages", sendBody("wake", "")), 201)
+		if r := <-done; r.status != 200 {
+			t.Fatalf("%s: %s", target, r)
+		}
+		p.close()
 	}
 }
