@@ -7,10 +7,13 @@ package engine
 // Design: each HTTP subscription has PushOptions.Concurrency workers. A
 // worker receives up to pushBatch notifications from the subscription's
 // push queue (waiting like a long poll when there is none), and for each
-// takes a slot of its endpoint's semaphore, pushes, and then:
+// takes a slot of its endpoint's semaphore, renews the notification's
+// lease if what is left of it might not outlast the attempt (it may have
+// waited long for its turn: the slots are shared by every subscription of
+// the endpoint), pushes, and then:
 //
-//	endpoint answered 2xx          -> Delete (one per batch, not waiting
-//	                                  for the fsync: a delete lost in a
+//	endpoint answered 2xx          -> Delete, at once (not waiting for
+//	                                  the fsync: a delete lost in a
 //	                                  crash repeats a push): done
 //	failed, a retry is left        -> ChangeVisibility(retry delay): the
 //	                                  timing wheel makes it visible again
@@ -27,6 +30,12 @@ package engine
 //     exhaustion (push_queue.go invariant 3). A crash at any point leaves
 //     it in the queue, invisible for at most PushOptions.Lease, then pushed again:
 //     at least once.
+//  5. A push starts only while its notification's lease has at least
+//     Timeout + leaseMargin left, so that no other worker takes it while
+//     it is pushed and its delete or retry finds its handle valid; a
+//     notification whose lease ended before its turn is left to whoever
+//     received it since. So without a crash or a change of leader, each
+//     notification is pushed until it is answered 2xx once, and then never.
 //  2. No push goes to an address outside the allow list: the endpoint's
 //     host is checked at Subscribe, and the address every connection is
 //     dialled to is checked again (a name could resolve elsewhere later),
@@ -69,8 +78,13 @@ import (
 	"time"
 )
 
+// leaseMargin is what a notification's lease must have left, besides the
+// push timeout, when its push starts (invariant 5).
+const leaseMargin = time.Second
+
 // pushBatch bounds the notifications a worker takes at once: it pushes
-// them one after another, so all must be settled within their lease.
+// them one after another (renewing the lease of one that waited too long
+// for its turn: invariant 5).
 func (p *pusher) pushBatch() int {
 	return max(1, min(MaxBatch, int(p.opts.Lease/p.opts.Timeout)-2))
 }
@@ -455,7 +469,7 @@ func (ps *pushSub) work(ctx context.Context) {
 			} else {
 				for i := range dst {
 					if ps.deliver(ctx, &dst[i]) {
-						done = append(done, dst[i].Handle)
+						ps.deleteDelivered(&dst[i])
 					}
 				}
 			}
@@ -499,12 +513,51 @@ func (ps *pushSub) deliver(ctx context.Context, m *Message) (delivered bool) {
 		p.discarded.Add(1)
 		return false
 	}
-	if ps.push(ctx, sub, &env) {
+	// The endpoint's slot (invariant 3), then the lease (invariant 5).
+	select {
+	case ps.sem <- struct{}{}:
+	case <-ctx.Done():
+		return false // stopping: the message reappears after its lease
+	}
+	if !ps.leaseFor(m) {
+		<-ps.sem
+		return false
+	}
+	ok := ps.push(ctx, sub, &env)
+	<-ps.sem
+	if ok {
 		p.delivered.Add(1)
 		return true
 	}
 	ps.attemptFailed(ctx, m, &env, sub)
 	return false
+}
+
+// leaseFor makes sure m's lease outlasts an attempt that starts now
+// (invariant 5), renewing it, and reports whether m may be pushed: false
+// when its lease ended before its turn (another worker may have it).
+func (ps *pushSub) leaseFor(m *Message) bool {
+	p := ps.p
+	if m.NextVisibleTime.Sub(p.b.clock.Now()) >= p.opts.Timeout+leaseMargin {
+		return true
+	}
+	h, next, err := ps.q.ChangeVisibility(m.Handle, p.opts.Lease)
+	if err != nil {
+		p.b.log.Debug("notification not pushed: its lease ended before its turn; it is pushed again once received", "subscription", ps.sub.Load().name, "err", err)
+		return false
+	}
+	m.Handle, m.NextVisibleTime = h, next
+	return true
+}
+
+// deleteDelivered deletes m, answered 2xx, from its push queue at once, so
+// that its lease need not outlast the rest of the batch.
+func (ps *pushSub) deleteDelivered(m *Message) {
+	var errs [1]error
+	if _, err := ps.q.delete([]ReceiptHandle{m.Handle}, errs[:], false); err != nil || errs[0] != nil {
+		ps.p.b.log.Info("a delivered notification could not be deleted from its push queue; it will be pushed again",
+			"subscription", ps.sub.Load().name, "err", errors.Join(err, errs[0]))
+	}
 }
 
 // attemptFailed settles a message whose delivery attempt failed: a retry
@@ -562,15 +615,10 @@ func (ps *pushSub) settleDelete(m *Message) {
 	}
 }
 
-// push makes one attempt: true if the endpoint answered 2xx in time.
+// push makes one attempt (the caller holds the endpoint's slot): true if
+// the endpoint answered 2xx in time.
 func (ps *pushSub) push(ctx context.Context, sub *subscription, env *pushEnvelope) bool {
 	p := ps.p
-	select {
-	case ps.sem <- struct{}{}:
-	case <-ctx.Done():
-		return false
-	}
-	defer func() { <-ps.sem }()
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	req, err := ps.request(ctx, sub, env)

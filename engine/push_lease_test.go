@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A notification's lease must outlast its push, however long it waited in
+// its worker's batch for its turn (topics audit, 2026-12-06: subscriptions
+// sharing a slow endpoint waited for its slots past their 60 s leases, and
+// pushed the same notifications again without end). One worker, one slot:
+// m0's push is held while m1 and m2 are published, so the worker then
+// takes both in one batch; the first push of the batch lets 58 s of the
+// broker's clock pass, the second another 3 s, so the second waited 58 s
+// of its 60 s lease before its turn, and both leases end while it is
+// pushed. Each must be pushed once: the first is deleted as soon as it is
+// delivered, and the second's lease is renewed before its push. Without
+// either (a delete per batch, no renewal), both were pushed twice.
+func TestPushRenewsTheLeaseOfALateNotification(t *testing.T) {
+	b, clk := openTest(t, Options{Push: PushOptions{Concurrency: 1}})
+	release := make(chan struct{})
+	var mu sync.Mutex
+	got := map[string]int{}
+	pushes := 0
+	count := func(body string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return got[body]
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		body := string(raw)
+		mu.Lock()
+		got[body]++
+		pushes++
+		n := pushes
+		mu.Unlock()
+		switch n {
+		case 1: // m0
+			select {
+			case <-release:
+			case <-time.After(4 * time.Second): // inside the 5 s push timeout
+			}
+		case 2: // the first of the batch (m1 or m2)
+			clk.Advance(58 * time.Second)
+		case 3: // the second
+			clk.Advance(3 * time.Second)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Subscribe("t", "s", SubscriptionConfig{Endpoint: srv.URL, Format: FormatSimplified}); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(body string) {
+		t.Helper()
+		if _, err := b.Publish("t", PublishInput{Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("m0")
+	waitUntil(t, "m0's push", func() bool { return count("m0") == 1 })
+	publish("m1")
+	publish("m2")
+	close(release)
+	waitUntil(t, "every push delivered", func() bool {
+		return count("m1") > 0 && count("m2") > 0 && b.PushStats().Backlog == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if got["m0"] != 1 || got["m1"] != 1 || got["m2"] != 1 {
+		t.Fatalf("pushes per notification: %v, want each once", fmt.Sprint(got))
+	}
+}
