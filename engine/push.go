@@ -206,6 +206,13 @@ func parsePushURL(ep string) (*pushURL, error) {
 		res = "/notifications" // spec §3.5
 	}
 	if u.RawQuery != "" {
+		// url.Parse keeps a query's bytes as given: one that a request
+		// line cannot carry would make every push a malformed request.
+		for i := 0; i < len(u.RawQuery); i++ {
+			if c := u.RawQuery[i]; c <= ' ' || c >= 0x7f {
+				return nil, errors.New("the query of an HTTP endpoint holds a space, a control character or a byte that is not ASCII: percent-encode it")
+			}
+		}
 		res += "?" + u.RawQuery
 	}
 	port := u.Port()
