@@ -313,12 +313,33 @@ func (d *durableStore) changeRecord(st *stripe, typ uint8, idx uint32) {
 }
 
 func (d *durableStore) adminRecord(typ uint8, payload []byte) error {
+	// Refused before anything changes while the log waits for a segment
+	// file (a queue or topic record appended then is written once one is
+	// made: a "failed" DeleteQueue took effect at the next start, deleting
+	// messages acknowledged since; embedding audit, 2026-12-06).
+	if err := d.stalled(); err != nil {
+		return err
+	}
 	recs := [1]logRec{{typ: typ, head: payload}}
 	if err := d.append(recs[:]); err != nil {
 		return err
 	}
-	return d.sync()
+	// The record that meets the stall (appended before it was known) is
+	// not failed but queued: it is written once a segment file is made.
+	// Its change is applied live only once it is durable, so wait for
+	// that (the stall clears by itself), or for Close.
+	for {
+		err := d.wal.Sync()
+		if err == nil || !errors.Is(err, wal.ErrSpareFailed) || d.b.closed.Load() {
+			return mapErr(err)
+		}
+		time.Sleep(stallRetry)
+	}
 }
+
+// stallRetry is how often a queue or topic record queued behind a stalled
+// log looks again whether it is durable.
+const stallRetry = 100 * time.Millisecond
 
 func (d *durableStore) addLive(pos uint64, delta int64) { d.wal.AddLive(wal.Pos(pos), delta) }
 

@@ -167,7 +167,10 @@ func (d *durableStore) acceptNew() error {
 		d.spaceJ.kick() // nothing else appends now: look again soon
 		return ErrDiskFull
 	}
-	return nil
+	// Refused before anything is appended while the log waits for a
+	// segment file: a record appended now would be written once one is
+	// made, so a send answered an error would be stored after all.
+	return d.stalled()
 }
 
 // checkOpenSpace refuses to open on a file system with less free space than
