@@ -196,17 +196,28 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 	// Encode the members' records (each head lives in its target, which
 	// stays put from here on) and the header that lists them.
 	recs := make([]logRec, 0, len(targets)+1)
-	keys := make([]msgKey, len(targets))
+	keys := make([]msgKey, 0, len(targets))
+	kept = targets[:0]
 	for i := range targets {
-		tg := &targets[i]
-		st := tg.st
+		tv := targets[i] // copied first: kept[j], j <= i, may overwrite targets[i]
+		st := tv.st
 		st.mu.Lock()
+		if st.dead {
+			// The queue was deleted since phase 1: its slab, and the
+			// pending slot in it, went with it.
+			st.mu.Unlock()
+			res.Skipped++
+			continue
+		}
+		kept = append(kept, tv)
+		tg := &kept[len(kept)-1] // where its head stays from here on
 		s := st.slab.at(tg.idx)
 		sum := md5.Sum(tg.body)
 		store.bodyRecord(&tg.rec, &tg.head, tg.q.id, st.idx, tg.idx, s, &sum, props, tg.body, false)
 		st.mu.Unlock()
-		keys[i] = msgKey{tg.q.id, tg.seq}
+		keys = append(keys, msgKey{tg.q.id, tg.seq})
 	}
+	targets = kept
 	recs = append(recs, logRec{typ: recPublish, head: encodePublishHead(t.id, seq, now, keys), count: &t.count})
 	for i := range targets {
 		recs = append(recs, targets[i].rec)
