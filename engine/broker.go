@@ -253,6 +253,7 @@ func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err er
 	if err := ValidateQueueName(name); err != nil {
 		return false, err
 	}
+	cfg = cfg.inMs()
 	if err := cfg.Validate(); err != nil {
 		return false, err
 	}
@@ -311,13 +312,13 @@ func (b *Broker) Queue(name string) (*Queue, error) {
 	if isInternalQueue(name) {
 		return nil, ErrQueueNotExist // push queues are not addressable (push_queue.go)
 	}
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
 	b.mu.RLock()
 	q := b.queues[name]
 	b.mu.RUnlock()
 	if q == nil {
-		if b.closed.Load() {
-			return nil, ErrClosed
-		}
 		return nil, ErrQueueNotExist
 	}
 	return q, nil
@@ -344,7 +345,7 @@ func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
 		return err
 	}
 	old := q.meta()
-	cfg := p.Apply(old.cfg)
+	cfg := p.Apply(old.cfg).inMs()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

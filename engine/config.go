@@ -170,3 +170,15 @@ func ValidateQueueName(name string) error {
 	}
 	return nil
 }
+
+// inMs returns c with its durations truncated to whole milliseconds: the
+// precision the engine works in and the queue record stores, so that the
+// attributes a queue answers with, and CreateQueue's "same attributes",
+// do not change across a restart.
+func (c QueueConfig) inMs() QueueConfig {
+	c.Delay = c.Delay.Truncate(time.Millisecond)
+	c.Retention = c.Retention.Truncate(time.Millisecond)
+	c.VisibilityTimeout = c.VisibilityTimeout.Truncate(time.Millisecond)
+	c.PollingWait = c.PollingWait.Truncate(time.Millisecond)
+	return c
+}

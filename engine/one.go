@@ -77,6 +77,9 @@ func (q *Queue) SendOne(ctx context.Context, e SendEntry) (SendResult, error) {
 //	m, err := q.ReceiveOne(ctx, 5*time.Second)
 //	if errors.Is(err, engine.ErrMessageNotExist) { /* nothing yet */ }
 func (q *Queue) ReceiveOne(ctx context.Context, wait time.Duration) (Message, error) {
+	if err := ctx.Err(); err != nil {
+		return Message{}, err // as the other helpers: an ended context takes nothing
+	}
 	msgs, err := q.Receive(ctx, ReceiveOptions{Max: 1, Wait: wait, HasWait: true}, nil)
 	if err == nil && len(msgs) == 0 {
 		err = ErrMessageNotExist

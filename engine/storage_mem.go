@@ -352,6 +352,8 @@ func (l *memLog) close() error {
 		return ErrClosed
 	}
 	l.closed = true
+	l.segs = nil // nothing survives Close: let the bodies go even if the *Broker is kept
+	l.publish()
 	return nil
 }
 

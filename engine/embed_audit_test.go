@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// Fixes from the embedding audit (2026-12-06); each test failed before.
+
+// Durations finer than a millisecond are taken in whole milliseconds, the
+// precision the queue record stores: CreateQueue with the same config is
+// still "the same attributes" after a restart (it answered
+// ErrQueueAlreadyExist, failing a service's start-up on its first restart).
+func TestQueueConfigInWholeMilliseconds(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultQueueConfig()
+	cfg.VisibilityTimeout = 30*time.Second + 500*time.Microsecond
+	cfg.PollingWait = 2*time.Second + time.Nanosecond
+	b := openDurableTest(t, dir, NewFakeClock(t0), nil)
+	if created, err := b.CreateQueue("q", cfg); !created || err != nil {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	b.Close()
+	b = openDurableTest(t, dir, NewFakeClock(t0), nil)
+	defer b.Close()
+	if created, err := b.CreateQueue("q", cfg); created || err != nil {
+		t.Fatalf("the same CreateQueue after a restart: created %v, %v", created, err)
+	}
+}
+
+// ReceiveOne on an ended context takes nothing, as SendOne and DeleteOne
+// do nothing (it took a message that context could then not delete).
+func TestReceiveOneOnAnEndedContextTakesNothing(t *testing.T) {
+	b, _ := openTest(t, Options{})
+	q := mustQueue(t, b, "q", DefaultQueueConfig())
+	sendBody(t, q, "m")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := q.ReceiveOne(ctx, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ReceiveOne on an ended context: %v", err)
+	}
+	if info := attrs(t, q); info.Active != 1 || info.Inactive != 0 {
+		t.Fatalf("the message: %+v, want still visible", info)
+	}
+}
+
+// After Close, Queue answers ErrClosed (it returned the queue), and an
+// in-memory broker lets its message bodies go even while the *Broker is
+// kept (104 MB stayed reachable).
+func TestClosedBrokerQueueAndBodies(t *testing.T) {
+	b, err := Open(Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := mustQueue(t, b, "q", DefaultQueueConfig())
+	sendBody(t, q, "m")
+	b.Close()
+	if _, err := b.Queue("q"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Queue after Close: %v", err)
+	}
+	m := b.store.(*memStore)
+	m.mu.Lock()
+	n := len(m.segs)
+	m.mu.Unlock()
+	if n != 0 || len(*m.snap.Load()) != 0 {
+		t.Fatalf("a closed in-memory broker keeps %d segments", n)
+	}
+}
