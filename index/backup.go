@@ -97,6 +97,36 @@ func Restore(dir string, r io.Reader, opts Options) error {
 	return err
 }
 
+// RestoreBadgerStream is Restore for the index stream of backups made
+// before the key/value stream (Badger's own backup stream, archive entry
+// "index.badger", 2026-12-05).
+func RestoreBadgerStream(dir string, r io.Reader, opts Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	opts = opts.withDefaults()
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("index: restore into %s: the directory is not empty", dir)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("index: restore into %s: %w", dir, err)
+	}
+	if err := makeDir(dir); err != nil {
+		return err
+	}
+	db, err := openBadger(opts.badgerOptions(dir))
+	if err != nil {
+		return fmt.Errorf("index: restore: open badger in %s: %w", dir, err)
+	}
+	err = db.Load(r, 256)
+	if err != nil {
+		err = fmt.Errorf("index: restore: %w", err)
+	}
+	if cerr := db.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("index: restore: close: %w", cerr)
+	}
+	return err
+}
+
 // load writes the pairs of a backup stream into db.
 func load(db *badger.DB, br *bufio.Reader) error {
 	bad := func(format string, args ...any) error {
