@@ -69,11 +69,18 @@ type Broker struct {
 // (Options.HandleSecret).
 const handleSecretLen = 32
 
+// maxMemSegmentBytes bounds Options.MemSegmentBytes.
+const maxMemSegmentBytes = 1 << 30
+
 // Open starts a broker. With opts.Dir empty it runs in memory.
 func Open(opts Options) (*Broker, error) {
 	o := opts.withDefaults()
 	if o.MessageIDSpace > 0x7fff {
 		return nil, fmt.Errorf("engine: MessageIDSpace %d is over 32767", o.MessageIDSpace)
+	}
+	if o.MemSegmentBytes > maxMemSegmentBytes {
+		// The first segment is allocated at Open: 1<<62 panicked there.
+		return nil, fmt.Errorf("engine: MemSegmentBytes %d is over %d", o.MemSegmentBytes, maxMemSegmentBytes)
 	}
 	if n := len(o.HandleSecret); n != 0 && n != handleSecretLen {
 		return nil, fmt.Errorf("engine: HandleSecret is %d bytes, not %d", n, handleSecretLen)

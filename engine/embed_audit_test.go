@@ -46,6 +46,17 @@ func TestReceiveOneOnAnEndedContextTakesNothing(t *testing.T) {
 	}
 }
 
+// A MemSegmentBytes too large is refused by Open (it panicked allocating
+// the first segment).
+func TestOpenRefusesAHugeMemSegment(t *testing.T) {
+	for _, n := range []int{1 << 62, maxMemSegmentBytes + 1} {
+		if b, err := Open(Options{MemSegmentBytes: n, Logger: testLogger(t)}); err == nil {
+			b.Close()
+			t.Fatalf("MemSegmentBytes %d accepted", n)
+		}
+	}
+}
+
 // After Close, Queue answers ErrClosed (it returned the queue), and an
 // in-memory broker lets its message bodies go even while the *Broker is
 // kept (104 MB stayed reachable).

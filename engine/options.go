@@ -21,7 +21,8 @@ type Options struct {
 	// beyond it a receive that would wait fails with ErrTooManyLongPolls.
 	// Default 10000.
 	MaxLongPolls int
-	// MemSegmentBytes is the segment size of the in-memory log; default 4 MiB.
+	// MemSegmentBytes is the segment size of the in-memory log; default 4 MiB,
+	// at most 1 GiB (Open refuses more).
 	MemSegmentBytes int
 	// CompactionBytesPerSec bounds the body bytes compaction rewrites per
 	// second; default 64 MiB.

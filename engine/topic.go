@@ -165,8 +165,9 @@ type TopicInfo struct {
 	Config         TopicConfig
 	Retention      time.Duration // always TopicRetention
 	// MessageCount counts the messages published within the last
-	// Retention, in five-minute steps, since this broker started (the count
-	// is not persisted).
+	// Retention, in five-minute steps. It is durable: it survives restarts,
+	// crashes and snapshots (topic_count.go), except across an upgrade from
+	// a build before durable counts (2026-12-05), which starts it at 0.
 	MessageCount int64
 }
 
