@@ -137,6 +137,9 @@ func (st *stripe) hideForMoveLocked(idx uint32, now, visMs int64, mv *moves) {
 	mv.n++
 }
 
+// movesHeld says whether moves are held now (Options.MovesHeld).
+func (b *Broker) movesHeld() bool { return b.opts.MovesHeld != nil && b.opts.MovesHeld() }
+
 // deadLetter moves the messages in mv. A message it cannot move (its
 // body unreadable for now, the target gone) stays hidden in its queue and
 // becomes visible again at the end of its visibility timeout. It fails

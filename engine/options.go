@@ -76,6 +76,15 @@ type Options struct {
 	// accept the same handles, and brokers that share it accept each
 	// other's handles for queues of the same id.
 	HandleSecret []byte
+	// MovesHeld, when set and true, holds the moves that carry a message
+	// from one queue to another (engine/cluster sets it while a cluster
+	// backup runs, which reads the shards one after another and would miss
+	// a message moved from a queue not read yet to one already read): a
+	// message due for its dead-letter queue stays hidden in its queue and
+	// is moved once visible again after its visibility timeout; an
+	// exhausted notification waits for its push lease; a relayed delivery
+	// stays in its push queue for its lease.
+	MovesHeld func() bool
 	// AcceptHandleSecrets, each 32 bytes, are other secrets whose receipt
 	// handles are still accepted (and never issued): handles issued under
 	// a cluster key being rotated out, or already in use by members that

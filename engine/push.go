@@ -589,6 +589,9 @@ func (ps *pushSub) attemptFailed(ctx context.Context, m *Message, env *pushEnvel
 	}
 	// No retry left (spec §3.3): dead-letter or discard.
 	if dlq := sub.cfg.DeadLetterQueue; dlq != "" {
+		if b.movesHeld() {
+			return // Options.MovesHeld: tried again after its lease
+		}
 		if b.relayed(dlq) {
 			switch err := ps.deadLetterElsewhere(m, env, sub, dlq); {
 			case err == nil:

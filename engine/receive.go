@@ -228,7 +228,12 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 		}
 	}
 	if mv != nil && mv.n > 0 {
-		if err := q.deadLetter(mv); err != nil {
+		if q.b.movesHeld() {
+			// Held (Options.MovesHeld): they stay hidden in this queue, as
+			// after a move that could not be made, and are moved once
+			// visible again.
+			mv.n = 0
+		} else if err := q.deadLetter(mv); err != nil {
 			return dst, err
 		}
 		if len(dst) == base && again > 0 {

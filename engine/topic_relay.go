@@ -82,6 +82,11 @@ const relayBatchBytes = 1 << 20
 // are large), and appends the handles to delete to done.
 func (ps *pushSub) relay(ctx context.Context, ms []Message, done []ReceiptHandle) []ReceiptHandle {
 	p, b := ps.p, ps.p.b
+	if b.movesHeld() {
+		// Options.MovesHeld: they stay in the push queue, relayed after
+		// their lease.
+		return done
+	}
 	sub := ps.sub.Load()
 	var batch [MaxBatch]MovedMessage
 	var envs [MaxBatch]pushEnvelope

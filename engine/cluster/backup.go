@@ -94,6 +94,7 @@ func (n *Node) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
 	for _, s := range n.shards {
 		fields["term."+strconv.Itoa(s.id)] = strconv.FormatUint(s.term.Load(), 10)
 	}
+	defer n.holdMovesEverywhere()() // holdmoves.go
 	rw := &rateWriter{w: w, rate: opts.BytesPerSecond, start: time.Now(), stop: n.stop}
 	aw, err := archive.NewWriter(rw, archive.Manifest{Format: BackupFormat, Created: time.Now().UTC(), Fields: fields})
 	if err != nil {

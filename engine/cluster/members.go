@@ -41,6 +41,7 @@ import (
 const (
 	memberAdd    = 1
 	memberRemove = 2
+	memberHold   = 3 // hold moves between queues (holdmoves.go); the id field carries the ms
 )
 
 // AddMember adds node id, reachable at raftAddr, to every shard. The new
@@ -219,6 +220,11 @@ func (n *Node) serveMember(from uint64, c net.Conn) {
 		return
 	}
 	op, sh, id := b[0], int(binary.LittleEndian.Uint32(b[1:])), binary.LittleEndian.Uint64(b[5:])
+	if op == memberHold {
+		n.holdMoves(time.Duration(min(id, uint64(holdFor.Milliseconds()))) * time.Millisecond)
+		c.Write([]byte{1})
+		return
+	}
 	if sh >= len(n.shards) || (op != memberAdd && op != memberRemove) {
 		return
 	}

@@ -101,6 +101,7 @@ type Node struct {
 	wg     sync.WaitGroup
 
 	refused   atomic.Int64 // handshakes refused (wrong or missing key)
+	holdUntil atomic.Int64 // Unix ns: moves between queues are held until then (holdmoves.go)
 	snapshots atomic.Int64 // snapshots installed on this node
 	forwarded atomic.Int64 // requests forwarded to a leader and answered
 	// Dead-letter hops this node's leaders made to other shards
