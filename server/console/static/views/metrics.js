@@ -50,16 +50,43 @@ export function metricsView({ client, main, every, describe, attempt }) {
       let bytes;
       if (file) {
         await resp.body.pipeTo(await file.createWritable());
-        bytes = (await file.getFile()).size;
+        const saved = await file.getFile();
+        bytes = saved.size;
+        if (!await wholeBackup(saved)) {
+          throw new Error(`the server's backup was cut short (${fmt(bytes)} bytes, no end frame): ${file.name} is not a whole backup; delete it and try again (the reason is in the server's log)`);
+        }
       } else {
         const blob = await resp.blob();
         bytes = blob.size;
+        if (!await wholeBackup(blob)) {
+          throw new Error(`the server's backup was cut short (${fmt(bytes)} bytes, no end frame): nothing saved; try again (the reason is in the server's log)`);
+        }
         const a = h('a', { href: URL.createObjectURL(blob), download: name });
         a.click();
         setTimeout(() => URL.revokeObjectURL(a.href), 60000);
       }
       say(backupNote, true, `Backup of ${fmt(bytes)} bytes saved as ${file ? file.name : name}. Restore it with smqd restore --from FILE --data-dir DIR.`);
     });
+  }
+
+  // wholeBackup says whether blob ends with a backup archive's end frame
+  // (engine/archive: 'E', three zero bytes, the payload's length, an
+  // 8-byte checksum, then a JSON object). The server answers 200 before
+  // the backup starts, so one that fails midway is a download cut short
+  // that looks clean: the console reported it saved (backup audit). The
+  // checksums are smqd restore's to check.
+  async function wholeBackup(blob) {
+    const tail = new Uint8Array(await blob.slice(Math.max(0, blob.size - 1024)).arrayBuffer());
+    for (let p = tail.length - 16; p >= 0; p--) {
+      if (tail[p] !== 0x45 || tail[p + 1] || tail[p + 2] || tail[p + 3]) continue;
+      const len = tail[p + 4] | tail[p + 5] << 8 | tail[p + 6] << 16 | tail[p + 7] << 24;
+      if (p + 16 + len !== tail.length) continue;
+      try {
+        const end = JSON.parse(new TextDecoder().decode(tail.subarray(p + 16)));
+        if (end && typeof end === 'object') return true;
+      } catch (e) { /* not the end frame */ }
+    }
+    return false;
   }
 
   async function refresh() {
