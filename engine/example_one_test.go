@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"errors"
 	"fmt"
+	"log"
 	"testing"
 	"time"
 
@@ -16,16 +17,35 @@ import (
 // at a time, with the one-message helpers.
 func Example_oneMessage() {
 	ctx := context.Background()
-	b, _ := engine.Open(engine.Options{}) // Options{Dir: "data"} for a durable broker
+	b, err := engine.Open(engine.Options{}) // Options{Dir: "data"} for a durable broker
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer b.Close()
-	b.CreateQueue("jobs", engine.DefaultQueueConfig())
-	q, _ := b.Queue("jobs")
+	if _, err := b.CreateQueue("jobs", engine.DefaultQueueConfig()); err != nil {
+		log.Fatal(err) // an existing queue of the same attributes is no error
+	}
+	q, err := b.Queue("jobs")
+	if err != nil {
+		log.Fatal(err)
+	}
 
-	q.SendOne(ctx, engine.SendEntry{Body: []byte("resize photo 42")})
+	if _, err := q.SendOne(ctx, engine.SendEntry{Body: []byte("resize photo 42")}); err != nil {
+		log.Fatal(err) // ErrDiskFull, ErrStorageUnavailable: retry later
+	}
 	m, err := q.ReceiveOne(ctx, 5*time.Second) // waits up to 5 s for a message
-	if err == nil {
+	switch {
+	case errors.Is(err, engine.ErrMessageNotExist), errors.Is(err, engine.ErrTooManyLongPolls):
+		// nothing yet (or too many receives wait already): poll again
+	case err != nil:
+		log.Fatal(err)
+	default:
 		fmt.Printf("%s\n", m.Body)
-		q.DeleteOne(ctx, m.Handle) // done with it
+		// Done with it. If this fails (the visibility timeout ended first),
+		// the message comes back: at least once.
+		if err := q.DeleteOne(ctx, m.Handle); err != nil {
+			log.Print(err)
+		}
 	}
 	// Output: resize photo 42
 }
