@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -54,6 +55,42 @@ func TestOpenRefusesAHugeMemSegment(t *testing.T) {
 			b.Close()
 			t.Fatalf("MemSegmentBytes %d accepted", n)
 		}
+	}
+}
+
+// A MessageID and a ReceiptHandle round-trip through JSON as their text
+// forms (a handle was "{}", an id 16 numbers), so an embedder can keep
+// them in a job record.
+func TestIDsAndHandlesAsText(t *testing.T) {
+	b, _ := openTest(t, Options{})
+	q := mustQueue(t, b, "q", DefaultQueueConfig())
+	sendBody(t, q, "m")
+	ms, err := q.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type job struct {
+		ID     MessageID
+		Handle ReceiptHandle
+	}
+	in := job{ms[0].ID, ms[0].Handle}
+	j, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"ID":"` + in.ID.String() + `","Handle":"` + in.Handle.String() + `"}`
+	if string(j) != want {
+		t.Fatalf("JSON %s, want %s", j, want)
+	}
+	var out job
+	if err := json.Unmarshal(j, &out); err != nil || out != in {
+		t.Fatalf("round trip: %+v %v, want %+v", out, err, in)
+	}
+	if err := q.DeleteOne(context.Background(), out.Handle); err != nil {
+		t.Fatalf("the handle read back: %v", err)
+	}
+	if _, err := ParseMessageID([]byte("not an id")); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a bad id: %v", err)
 	}
 }
 

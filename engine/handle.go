@@ -79,6 +79,21 @@ func (h ReceiptHandle) String() string {
 	return string(h.AppendText(make([]byte, 0, handleTextLen)))
 }
 
+// MarshalText is the handle's wire form (encoding.TextMarshaler: JSON and
+// the like write it as a string; it was "{}", every field unexported).
+func (h ReceiptHandle) MarshalText() ([]byte, error) {
+	return h.AppendText(make([]byte, 0, handleTextLen)), nil
+}
+
+// UnmarshalText parses the wire form (ParseReceiptHandle).
+func (h *ReceiptHandle) UnmarshalText(text []byte) error {
+	p, err := ParseReceiptHandle(text)
+	if err == nil {
+		*h = p
+	}
+	return err
+}
+
 // ParseReceiptHandle parses the wire form. It checks only the syntax; the
 // queue checks the keyed hash and the message state. Lower-case hex is
 // accepted.

@@ -70,6 +70,36 @@ func (id MessageID) AppendText(b []byte) []byte {
 
 func (id MessageID) String() string { return string(id.AppendText(make([]byte, 0, 32))) }
 
+// MarshalText is the id's 32 hex digits (encoding.TextMarshaler: JSON and
+// the like write it as a string, not 16 numbers).
+func (id MessageID) MarshalText() ([]byte, error) { return id.AppendText(make([]byte, 0, 32)), nil }
+
+// UnmarshalText parses 32 hex digits (either case).
+func (id *MessageID) UnmarshalText(text []byte) error {
+	p, err := ParseMessageID(text)
+	if err == nil {
+		*id = p
+	}
+	return err
+}
+
+// ParseMessageID parses the 32 hex digits of a MessageId (either case).
+func ParseMessageID(text []byte) (MessageID, error) {
+	var id MessageID
+	if len(text) != 2*len(id) {
+		return MessageID{}, argErr("MessageId", "is 32 hex digits")
+	}
+	for i := range id {
+		hi, ok1 := unhex(text[2*i])
+		lo, ok2 := unhex(text[2*i+1])
+		if !ok1 || !ok2 {
+			return MessageID{}, argErr("MessageId", "is 32 hex digits")
+		}
+		id[i] = hi<<4 | lo
+	}
+	return id, nil
+}
+
 // MD5Hex appends the upper-case hex form of a body MD5 (MessageBodyMD5).
 func MD5Hex(b []byte, sum [16]byte) []byte {
 	for _, c := range sum {
