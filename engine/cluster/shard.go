@@ -186,7 +186,7 @@ func (s *shard) openBrokerAt(dir string) (*engine.Broker, error) {
 	o.Replica = s
 	o.HandleSecret, o.AcceptHandleSecrets = s.n.handleSecret(s.id), s.n.acceptedHandleSecrets(s.id)
 	o.DeadLetterRouter = deadLetterRouter{s.n, s.id}
-	o.MovesHeld = s.n.movesHeld // holdmoves.go
+	o.MovesHeld = s.n.movesHeld         // holdmoves.go
 	o.MessageIDSpace = uint16(s.id + 1) // ids unique over the shards
 	o.Logger = s.log
 	if s.n.flushFS != nil {
