@@ -116,6 +116,26 @@ func ExampleQueue_ChangeVisibilityOne() {
 	// <nil>
 }
 
+func ExampleQueue_Extend() {
+	ctx := context.Background()
+	b, _ := engine.Open(engine.Options{})
+	defer b.Close()
+	b.CreateQueue("orders", engine.DefaultQueueConfig())
+	q, _ := b.Queue("orders")
+	q.SendOne(ctx, engine.SendEntry{Body: []byte("order 5")})
+	m, _ := q.ReceiveOne(ctx, 0)
+
+	// A long job: keep the message invisible while working on it. Extend
+	// updates m.Handle in place, so the Ack below uses the live handle.
+	fmt.Println(q.Extend(ctx, &m, time.Minute))
+	fmt.Println(q.Extend(ctx, &m, time.Minute))
+	fmt.Println(q.Ack(ctx, &m))
+	// Output:
+	// <nil>
+	// <nil>
+	// <nil>
+}
+
 // The helpers honour an ended context before doing anything, and a
 // context that ends while a receive waits.
 func TestOneContext(t *testing.T) {

@@ -124,6 +124,37 @@ func (q *Queue) ChangeVisibilityOne(ctx context.Context, h ReceiptHandle, timeou
 	})
 }
 
+// Ack deletes m, received from q: the work it carried is done. It is
+// DeleteOne(ctx, m.Handle); an error means the message may come back (its
+// visibility timeout ended first: ErrMessageNotExist), at least once.
+//
+//	if err := q.Ack(ctx, &m); err != nil { log.Print(err) }
+func (q *Queue) Ack(ctx context.Context, m *Message) error { return q.DeleteOne(ctx, m.Handle) }
+
+// Extend keeps m, received from q, invisible for timeout (1 s .. 12 h)
+// from now, and updates m.Handle and m.NextVisibleTime in place, so that a
+// later Ack or Extend uses the new handle (ChangeVisibilityOne returns it
+// and kills the old one: a caller that kept the old one could no longer
+// delete the message). When ctx ends first it returns ctx.Err(), m is
+// unchanged, and the change may still happen (m.Handle then no longer
+// works, and the message comes back when the new timeout ends).
+//
+//	for working { if err := q.Extend(ctx, &m, time.Minute); err != nil { break } }
+func (q *Queue) Extend(ctx context.Context, m *Message, timeout time.Duration) error {
+	type ext struct {
+		h    ReceiptHandle
+		next time.Time
+	}
+	r, err := waitOne(ctx, func() (ext, error) {
+		h, next, err := q.ChangeVisibility(m.Handle, timeout)
+		return ext{h, next}, err
+	})
+	if err == nil {
+		m.Handle, m.NextVisibleTime = r.h, r.next
+	}
+	return err
+}
+
 // waitOne runs op and returns its outcome, or ctx.Err() if ctx ends first
 // (op then finishes on its own goroutine; see the file comment).
 func waitOne[T any](ctx context.Context, op func() (T, error)) (T, error) {
