@@ -58,6 +58,7 @@ type Broker struct {
 
 	unreadable atomic.Int64 // bodies that could not be read back (corruption)
 	longPolls  atomic.Int64
+	movesBusy  atomic.Int64 // moves between queues running (beginMove)
 	closed     atomic.Bool
 	failure    atomic.Pointer[error] // first storage failure: the broker stops accepting changes
 	waiterPool sync.Pool

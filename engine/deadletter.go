@@ -51,6 +51,7 @@ package engine
 import (
 	"crypto/md5"
 	"errors"
+	"time"
 )
 
 // moveLoc is a message hidden for a move.
@@ -71,6 +72,7 @@ type moves struct {
 	maxRecv   uint32
 	locs      [MaxBatch]moveLoc
 	n         int
+	held      bool // Options.MovesHeld: hide them briefly and move none (heldHide)
 }
 
 // deadLetterTarget returns the queue a policy of m moves messages to, or
@@ -139,6 +141,33 @@ func (st *stripe) hideForMoveLocked(idx uint32, now, visMs int64, mv *moves) {
 
 // movesHeld says whether moves are held now (Options.MovesHeld).
 func (b *Broker) movesHeld() bool { return b.opts.MovesHeld != nil && b.opts.MovesHeld() }
+
+// beginMove registers a move between queues about to run, and reports
+// whether it may: false while moves are held, and then nothing is
+// registered. A move that may run calls endMove when it is done. The count
+// goes up before the hold is looked at, so that MovesBusy seen at 0 after
+// a hold began means no move that missed the hold still runs.
+func (b *Broker) beginMove() bool {
+	b.movesBusy.Add(1)
+	if b.movesHeld() {
+		b.movesBusy.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (b *Broker) endMove() { b.movesBusy.Add(-1) }
+
+// MovesBusy is the number of moves between queues running now (a
+// dead-letter move, a relay, an exhausted notification's move): once
+// Options.MovesHeld holds them, engine/cluster waits for it to reach 0
+// before a backup reads anything.
+func (b *Broker) MovesBusy() int64 { return b.movesBusy.Load() }
+
+// heldHide is how long a message due for its dead-letter queue is hidden
+// while moves are held: it is looked at again that soon, not after its
+// queue's whole visibility timeout (up to 12 h).
+const heldHide = 5 * time.Second
 
 // deadLetter moves the messages in mv. A message it cannot move (its
 // body unreadable for now, the target gone) stays hidden in its queue and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -114,5 +115,42 @@ func TestClosedBrokerQueueAndBodies(t *testing.T) {
 	m.mu.Unlock()
 	if n != 0 || len(*m.snap.Load()) != 0 {
 		t.Fatalf("a closed in-memory broker keeps %d segments", n)
+	}
+}
+
+// While moves are held (Options.MovesHeld, a cluster backup), a message
+// due for its dead-letter queue is hidden for heldHide, not for its
+// queue's whole visibility timeout (review: an hour here, up to 12 h), and
+// is moved once the hold ends.
+func TestHeldMoveWaitsOnlyHeldHide(t *testing.T) {
+	var held atomic.Bool
+	b, clk := openTest(t, Options{MovesHeld: held.Load})
+	mustQueue(t, b, "dlq", DefaultQueueConfig())
+	cfg := DefaultQueueConfig()
+	cfg.VisibilityTimeout = time.Hour
+	cfg.DeadLetterQueue, cfg.MaxReceiveCount = "dlq", 1
+	q := mustQueue(t, b, "src", cfg)
+	sendBody(t, q, "poison")
+	ms, err := q.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.ChangeVisibility(ms[0].Handle, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	held.Store(true)
+	if ms, err := q.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil); len(ms) != 0 || !errors.Is(err, ErrMessageNotExist) {
+		t.Fatalf("a receive while moves are held: %d messages, %v", len(ms), err)
+	}
+	dlq, _ := b.Queue("dlq")
+	if info := attrs(t, dlq); info.Active != 0 {
+		t.Fatalf("moved while held: %+v", info)
+	}
+	held.Store(false)
+	clk.Advance(heldHide)
+	q.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil)
+	if info := attrs(t, dlq); info.Active != 1 {
+		t.Fatalf("%v after the hold ended, the dead-letter queue holds %+v, want the message", heldHide, info)
 	}
 }

@@ -466,6 +466,16 @@ func (ps *pushSub) work(ctx context.Context) {
 	done := make([]ReceiptHandle, 0, batch)
 	errs := make([]error, batch)
 	for ctx.Err() == nil {
+		if ps.sub.Load().relay && b.movesHeld() {
+			// Options.MovesHeld: take nothing meanwhile (taking would
+			// lease the whole backlog again and again, each time a record).
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
 		var err error
 		dst, err = q.pollInternal(ctx, batch, dst[:0], 30*time.Second)
 		switch {
@@ -589,9 +599,10 @@ func (ps *pushSub) attemptFailed(ctx context.Context, m *Message, env *pushEnvel
 	}
 	// No retry left (spec §3.3): dead-letter or discard.
 	if dlq := sub.cfg.DeadLetterQueue; dlq != "" {
-		if b.movesHeld() {
+		if !b.beginMove() {
 			return // Options.MovesHeld: tried again after its lease
 		}
+		defer b.endMove()
 		if b.relayed(dlq) {
 			switch err := ps.deadLetterElsewhere(m, env, sub, dlq); {
 			case err == nil:

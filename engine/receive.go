@@ -197,6 +197,13 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 			mv = &moves{elsewhere: name, maxRecv: m.maxRecv}
 		}
 	}
+	if mv != nil {
+		if q.b.beginMove() {
+			defer q.b.endMove()
+		} else {
+			mv.held = true // Options.MovesHeld (deadletter.go heldHide)
+		}
+	}
 	S := len(q.stripes)
 	for attempt := 0; len(dst)-base < max && attempt < max+2*S; attempt++ {
 		start := int(q.recvRR.Add(1))
@@ -228,10 +235,10 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 		}
 	}
 	if mv != nil && mv.n > 0 {
-		if q.b.movesHeld() {
-			// Held (Options.MovesHeld): they stay hidden in this queue, as
-			// after a move that could not be made, and are moved once
-			// visible again.
+		if mv.held {
+			// Held (Options.MovesHeld): they stay hidden in this queue for
+			// heldHide, as after a move that could not be made, and are
+			// moved once visible again.
 			mv.n = 0
 		} else if err := q.deadLetter(mv); err != nil {
 			return dst, err
@@ -294,7 +301,9 @@ func (st *stripe) takeLocked(now int64, want, limit int, dst []Message, locs []b
 				break
 			}
 			hide := visMs
-			if mv.target == nil {
+			if mv.held {
+				hide = min(visMs, heldHide.Milliseconds())
+			} else if mv.target == nil {
 				// A hop to another broker may take up to moveTimeout: a
 				// hide that ended first would leave a second copy.
 				hide = max(visMs, 2*moveTimeout.Milliseconds())

@@ -82,11 +82,12 @@ const relayBatchBytes = 1 << 20
 // are large), and appends the handles to delete to done.
 func (ps *pushSub) relay(ctx context.Context, ms []Message, done []ReceiptHandle) []ReceiptHandle {
 	p, b := ps.p, ps.p.b
-	if b.movesHeld() {
+	if !b.beginMove() {
 		// Options.MovesHeld: they stay in the push queue, relayed after
-		// their lease.
+		// their lease (the worker does not take more meanwhile: push.go).
 		return done
 	}
+	defer b.endMove()
 	sub := ps.sub.Load()
 	var batch [MaxBatch]MovedMessage
 	var envs [MaxBatch]pushEnvelope

@@ -138,3 +138,25 @@ func TestClusterHoldMovesReachesEveryMember(t *testing.T) {
 		}
 	}
 }
+
+// Two backups through two nodes at once: the first to end must not end
+// the other's hold, on any member (invariant 2; review: a single deadline
+// per node was overwritten by the first release).
+func TestClusterConcurrentBackupsKeepEachOthersHold(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.leader("q")
+	releaseA := c.nodes[0].holdMovesEverywhere()
+	releaseB := c.nodes[1].holdMovesEverywhere()
+	releaseA()
+	for i, n := range c.nodes {
+		if !n.movesHeld() {
+			t.Errorf("node %d: moves not held while backup B still runs", i+1)
+		}
+	}
+	releaseB()
+	for i, n := range c.nodes {
+		if n.movesHeld() {
+			t.Errorf("node %d: moves held after both backups", i+1)
+		}
+	}
+}

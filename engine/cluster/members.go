@@ -221,7 +221,9 @@ func (n *Node) serveMember(from uint64, c net.Conn) {
 	}
 	op, sh, id := b[0], int(binary.LittleEndian.Uint32(b[1:])), binary.LittleEndian.Uint64(b[5:])
 	if op == memberHold {
-		n.holdMoves(time.Duration(min(id, uint64(holdFor.Milliseconds()))) * time.Millisecond)
+		// The shard field carries the backup's nonce (holdmoves.go).
+		c.SetDeadline(time.Now().Add(holdSettle + 5*time.Second))
+		n.holdMoves(from<<32|uint64(uint32(sh)), time.Duration(min(id, uint64(holdFor.Milliseconds())))*time.Millisecond)
 		c.Write([]byte{1})
 		return
 	}
@@ -254,7 +256,11 @@ func (t *transport) askMember(addr string, op byte, shard int, id uint64, member
 		return false, err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	wait := 5 * time.Second
+	if op == memberHold {
+		wait += holdSettle // the member waits for its moves in flight first
+	}
+	c.SetDeadline(time.Now().Add(wait))
 	var b [1 + 4 + 8]byte
 	b[0] = op
 	binary.LittleEndian.PutUint32(b[1:], uint32(shard))

@@ -102,6 +102,7 @@ type Node struct {
 
 	refused   atomic.Int64 // handshakes refused (wrong or missing key)
 	holdUntil atomic.Int64 // Unix ns: moves between queues are held until then (holdmoves.go)
+	holds     holds        // the holds behind holdUntil
 	snapshots atomic.Int64 // snapshots installed on this node
 	forwarded atomic.Int64 // requests forwarded to a leader and answered
 	// Dead-letter hops this node's leaders made to other shards
