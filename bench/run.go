@@ -205,7 +205,13 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 	}
 	var late *lateTrack
 	if produce && consume && cfg.Rate > 0 {
-		late = &lateTrack{perSent: int64(r.fanout()), giveUp: win.to + 2*lateGrace.Nanoseconds()}
+		// A delayed message is due its delay after its schedule: the
+		// consumers wait that much longer for it.
+		var maxDelay int64
+		for _, d := range cfg.DelayMix {
+			maxDelay = max(maxDelay, int64(d.Value)*int64(time.Second))
+		}
+		late = &lateTrack{perSent: int64(r.fanout()), giveUp: win.to + 2*lateGrace.Nanoseconds() + maxDelay}
 		late.producing.Store(int64(len(r.producers)))
 	}
 	var wg sync.WaitGroup
@@ -294,9 +300,23 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 // now that every worker stopped, and rest0, the backlog before they
 // started: the whole run's counts, with no request in flight.
 func (r *runner) countAtRest(ctx context.Context, res *Result, rest0 int64) {
+	// Asynchronous deliveries (a cluster's relays to queues on other
+	// shards, a peer that applies acks late) may still land: take the
+	// backlog once it held still for a second, within 10 s.
 	b, err := r.backlogNow(ctx)
 	if err != nil {
 		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
+		sleepCtx(ctx, time.Second)
+		again, err := r.backlogNow(ctx)
+		if err != nil {
+			return
+		}
+		if again == b {
+			break
+		}
+		b = again
 	}
 	var sent, del, errs int64
 	for _, w := range r.all() {
