@@ -78,6 +78,30 @@ import (
 	"time"
 )
 
+// escapeQuery percent-encodes the bytes of a raw query that a request
+// line cannot carry: controls, space, DEL and bytes that are not ASCII.
+func escapeQuery(q string) string {
+	const hex = "0123456789ABCDEF"
+	var b []byte
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		if c > ' ' && c < 0x7f {
+			if b != nil {
+				b = append(b, c)
+			}
+			continue
+		}
+		if b == nil {
+			b = append(make([]byte, 0, len(q)+8), q[:i]...)
+		}
+		b = append(b, '%', hex[c>>4], hex[c&15])
+	}
+	if b == nil {
+		return q
+	}
+	return string(b)
+}
+
 // leaseMargin is what a notification's lease must have left, besides the
 // push timeout, when its push starts (invariant 5).
 const leaseMargin = time.Second
@@ -206,14 +230,12 @@ func parsePushURL(ep string) (*pushURL, error) {
 		res = "/notifications" // spec §3.5
 	}
 	if u.RawQuery != "" {
-		// url.Parse keeps a query's bytes as given: one that a request
-		// line cannot carry would make every push a malformed request.
-		for i := 0; i < len(u.RawQuery); i++ {
-			if c := u.RawQuery[i]; c <= ' ' || c >= 0x7f {
-				return nil, errors.New("the query of an HTTP endpoint holds a space, a control character or a byte that is not ASCII: percent-encode it")
-			}
-		}
-		res += "?" + u.RawQuery
+		// url.Parse keeps a query's bytes as given: a space or a control
+		// byte made every push a malformed request line (topics audit).
+		// They are percent-encoded, with bytes that are not ASCII, and the
+		// push is signed over what is sent. Never refused: subscriptions
+		// stored by earlier versions are parsed here at every start.
+		res += "?" + escapeQuery(u.RawQuery)
 	}
 	port := u.Port()
 	if port == "" {
