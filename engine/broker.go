@@ -346,6 +346,9 @@ func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
 		return err
 	}
 	defer b.store.leave()
+	if err := b.store.stalled(); err != nil {
+		return err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	q, err := b.Queue(name)
@@ -396,6 +399,9 @@ func (b *Broker) DeleteQueue(name string) error {
 		return err
 	}
 	defer b.store.leave()
+	if err := b.store.stalled(); err != nil {
+		return err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	q, err := b.Queue(name)

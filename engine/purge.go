@@ -35,6 +35,9 @@ func (q *Queue) Purge() (int, error) {
 	if err := q.b.usable(); err != nil {
 		return 0, err
 	}
+	if err := q.b.store.stalled(); err != nil {
+		return 0, err // as delete: refused before anything changes (review)
+	}
 	bound := q.seq.Load()
 	purged := 0
 	var last uint64 // the last record appended, to wait for

@@ -129,7 +129,8 @@ type PushOptions struct {
 	Timeout time.Duration
 	// Lease is how long a notification being pushed stays invisible to
 	// the other workers: after a crash, the pushes that were in flight are
-	// made again once it ends. Default 60 s; at least 2 x Timeout.
+	// made again once it ends. Default 60 s; at least 2 x Timeout and
+	// Timeout + 2 s.
 	Lease time.Duration
 	// Signer signs every push with RSA PKCS #1 v1.5 over SHA-1 (spec
 	// §3.6); nil sends pushes unsigned (no Authorization header).
@@ -266,7 +267,11 @@ func (p *pusher) init(b *Broker) error {
 	if p.opts.Lease <= 0 {
 		p.opts.Lease = pushLease
 	}
-	p.opts.Lease = max(p.opts.Lease, 2*p.opts.Timeout)
+	// A fresh lease outlasts an attempt with its margin (invariant 5): a
+	// lease under Timeout + leaseMargin was renewed before every push, and
+	// one under 1 s could not be (ChangeVisibility's minimum), so nothing
+	// was pushed again (review).
+	p.opts.Lease = max(p.opts.Lease, 2*p.opts.Timeout, p.opts.Timeout+2*leaseMargin)
 	allow := p.opts.Allow
 	if len(allow) == 0 {
 		allow = []string{"127.0.0.0/8", "::1/128"}
@@ -580,10 +585,15 @@ func (ps *pushSub) leaseFor(m *Message) bool {
 	if m.NextVisibleTime.Sub(p.b.clock.Now()) >= p.opts.Timeout+leaseMargin {
 		return true
 	}
-	h, next, err := ps.q.ChangeVisibility(m.Handle, p.opts.Lease)
-	if err != nil {
+	h, next, err := ps.q.changeVisibility(m.Handle, p.opts.Lease, false)
+	switch {
+	case errors.Is(err, ErrMessageNotExist), errors.Is(err, ErrReceiptHandleError), errors.Is(err, ErrQueueNotExist):
 		p.b.log.Debug("notification not pushed: its lease ended before its turn; it is pushed again once received", "subscription", ps.sub.Load().name, "err", err)
 		return false
+	case err != nil:
+		// Not renewed (the storage, for now): push it all the same; at
+		// worst it is pushed twice.
+		return true
 	}
 	m.Handle, m.NextVisibleTime = h, next
 	return true
@@ -635,7 +645,9 @@ func (ps *pushSub) attemptFailed(ctx context.Context, m *Message, env *pushEnvel
 				return
 			}
 			// Gone: discarded, as with no dead-letter queue.
-		} else if t, err := b.Queue(dlq); err == nil {
+		} else if t, err := b.Queue(dlq); errors.Is(err, ErrClosed) {
+			return // stopping: tried again after its lease
+		} else if err == nil {
 			moved, err := q.deadLetterHandle(m.Handle, t, sub)
 			if err != nil || !moved {
 				b.log.Warn("notification not moved to its dead-letter queue yet; tried again after its lease", "subscription", sub.name, "queue", dlq, "err", err)

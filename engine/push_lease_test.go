@@ -80,3 +80,27 @@ func TestPushRenewsTheLeaseOfALateNotification(t *testing.T) {
 		t.Fatalf("pushes per notification: %v, want each once", fmt.Sprint(got))
 	}
 }
+
+// A lease set shorter than the push timeout plus 2 s is raised to it: with
+// Timeout 200 ms and Lease 600 ms, every notification was found short of
+// its margin, its renewal refused (under ChangeVisibility's 1 s minimum),
+// and nothing was pushed, ever (review).
+func TestPushWithAShortLeaseStillPushes(t *testing.T) {
+	b, clk := openTest(t, Options{Push: PushOptions{Timeout: 200 * time.Millisecond, Lease: 600 * time.Millisecond, Signer: testPushKey(), CertURL: testCertURL}})
+	if got := b.pusher.opts.Lease; got < 200*time.Millisecond+2*leaseMargin {
+		t.Fatalf("lease %v", got)
+	}
+	rcv := newReceiver(t, clk)
+	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Subscribe("t", "s", SubscriptionConfig{Endpoint: rcv.url("/"), Format: FormatSimplified}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish("t", PublishInput{Body: []byte("short")}); err != nil {
+		t.Fatal(err)
+	}
+	if req := rcv.next(t); string(req.body) != "short" {
+		t.Fatalf("pushed %q", req.body)
+	}
+}

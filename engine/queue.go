@@ -434,6 +434,13 @@ func (q *Queue) delete(handles []ReceiptHandle, errs []error, durable bool) (fai
 // NextVisibleTime; h stops working. The handle of a delayed send moves the
 // end of the message's delay (it stays Delayed until then).
 func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (ReceiptHandle, time.Time, error) {
+	return q.changeVisibility(h, timeout, true)
+}
+
+// changeVisibility is ChangeVisibility; with durable false it does not
+// wait for its record to be durable (the pusher's lease renewals: one lost
+// in a crash repeats a push, which at-least-once allows).
+func (q *Queue) changeVisibility(h ReceiptHandle, timeout time.Duration, durable bool) (ReceiptHandle, time.Time, error) {
 	if err := q.b.usable(); err != nil {
 		return ReceiptHandle{}, time.Time{}, err
 	}
@@ -492,7 +499,7 @@ func (q *Queue) ChangeVisibility(h ReceiptHandle, timeout time.Duration) (Receip
 		return ReceiptHandle{}, time.Time{}, err
 	}
 	// Acknowledged as durable as a send (see Delete).
-	if logErr == nil && logged {
+	if logErr == nil && logged && durable {
 		logErr = q.b.store.waitDurable(last)
 	}
 	if logErr != nil {

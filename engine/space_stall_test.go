@@ -90,3 +90,55 @@ func TestStalledLogRefusesQueueChangesAndSendsBeforeLogging(t *testing.T) {
 		t.Fatalf("orders after the restart holds %q, want %q", got, want)
 	}
 }
+
+// While the log is stalled, a purge is refused before it changes anything,
+// and a queue or topic change is refused before it takes Broker.adminMu: the one change whose record met the stall waits
+// under that lock until the stall clears (adminRecord), and every other
+// queued behind it, hanging for as long as the disk stayed full (review).
+// The test holds the lock as that change would; the changes must answer
+// without it (the 10 s bound only keeps a broken build from hanging).
+func TestStalledLogRefusesAdminChangesWithoutWaitingForTheLock(t *testing.T) {
+	b, ffs := openSpareFaultBroker(t)
+	defer b.Close()
+	q := mustQueue(t, b, "q", DefaultQueueConfig())
+	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	ffs.FailPreallocate(syscall.ENOSPC)
+	body := []byte(strings.Repeat("s", 2000))
+	for i := 0; i < 1000 && b.store.stalled() == nil; i++ {
+		q.Send([]SendEntry{{Body: body}}, nil)
+	}
+	if err := b.store.stalled(); !errors.Is(err, ErrStorageUnavailable) {
+		t.Fatalf("the log never stalled: %v", err)
+	}
+	before := attrs(t, q)
+	if _, err := q.Purge(); !errors.Is(err, ErrStorageUnavailable) {
+		t.Fatalf("a purge while the log is stalled: %v", err)
+	}
+	if after := attrs(t, q); after.Active != before.Active {
+		t.Fatalf("a refused purge removed messages: %d -> %d", before.Active, after.Active)
+	}
+	b.adminMu.Lock()
+	errc := make(chan error, 4)
+	go func() {
+		errc <- b.DeleteQueue("q")
+		errc <- b.SetQueueAttributes("q", ConfigPatch{})
+		errc <- b.DeleteTopic("t")
+		_, err := b.Subscribe("t", "s", SubscriptionConfig{Endpoint: qEndpoint("q")})
+		errc <- err
+	}()
+	for i := range 4 {
+		select {
+		case err := <-errc:
+			if !errors.Is(err, ErrStorageUnavailable) {
+				t.Errorf("change %d while the log is stalled: %v", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			b.adminMu.Unlock()
+			t.Fatalf("change %d waited for the admin lock while the log is stalled", i)
+		}
+	}
+	b.adminMu.Unlock()
+	ffs.Disarm()
+}

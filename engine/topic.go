@@ -448,6 +448,9 @@ func (b *Broker) SetTopicAttributes(name string, p TopicPatch) error {
 		return err
 	}
 	defer b.store.leave()
+	if err := b.store.stalled(); err != nil {
+		return err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(name)
@@ -493,6 +496,9 @@ func (b *Broker) DeleteTopic(name string) error {
 		return err
 	}
 	defer b.store.leave()
+	if err := b.store.stalled(); err != nil {
+		return err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(name)
@@ -600,6 +606,9 @@ func (b *Broker) Subscribe(topicName, name string, cfg SubscriptionConfig) (crea
 		return false, err
 	}
 	defer b.store.leave()
+	if err := b.store.stalled(); err != nil {
+		return false, err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(topicName)
@@ -672,6 +681,9 @@ func (b *Broker) SetSubscriptionAttributes(topicName, name string, p Subscriptio
 		return err
 	}
 	defer b.store.leave()
+	if err := b.store.stalled(); err != nil {
+		return err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(topicName)
@@ -740,6 +752,9 @@ func (b *Broker) Unsubscribe(topicName, name string) error {
 		return err
 	}
 	defer b.store.leave()
+	if err := b.store.stalled(); err != nil {
+		return err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(topicName)
