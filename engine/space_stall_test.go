@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,14 +30,7 @@ func TestStalledLogRefusesQueueChangesAndSendsBeforeLogging(t *testing.T) {
 	b := openDurableTest(t, dir, NewFakeClock(t0), tweak)
 	filler := mustQueue(t, b, "filler", DefaultQueueConfig())
 	orders := mustQueue(t, b, "orders", DefaultQueueConfig())
-	ffs.FailPreallocate(syscall.ENOSPC)
-	body := []byte(strings.Repeat("s", 2000))
-	for i := 0; i < 1000 && b.store.stalled() == nil; i++ {
-		filler.Send([]SendEntry{{Body: body}}, nil)
-	}
-	if err := b.store.stalled(); !errors.Is(err, ErrStorageUnavailable) {
-		t.Fatalf("the log never stalled: %v", err)
-	}
+	stallLog(t, b, ffs, filler)
 	if _, err := b.CreateQueue("new", DefaultQueueConfig()); !errors.Is(err, ErrStorageUnavailable) {
 		t.Fatalf("CreateQueue while the log is stalled: %v", err)
 	}
@@ -104,14 +95,7 @@ func TestStalledLogRefusesAdminChangesWithoutWaitingForTheLock(t *testing.T) {
 	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
 		t.Fatal(err)
 	}
-	ffs.FailPreallocate(syscall.ENOSPC)
-	body := []byte(strings.Repeat("s", 2000))
-	for i := 0; i < 1000 && b.store.stalled() == nil; i++ {
-		q.Send([]SendEntry{{Body: body}}, nil)
-	}
-	if err := b.store.stalled(); !errors.Is(err, ErrStorageUnavailable) {
-		t.Fatalf("the log never stalled: %v", err)
-	}
+	stallLog(t, b, ffs, q)
 	before := attrs(t, q)
 	if _, err := q.Purge(); !errors.Is(err, ErrStorageUnavailable) {
 		t.Fatalf("a purge while the log is stalled: %v", err)

@@ -220,14 +220,7 @@ func TestStalledLogRefusesDeletesBeforeChangingThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := ms[0].Handle
-	ffs.FailPreallocate(syscall.ENOSPC)
-	body := []byte(strings.Repeat("s", 2000))
-	for i := 0; i < 1000 && b.store.stalled() == nil; i++ {
-		q.Send([]SendEntry{{Body: body}}, nil)
-	}
-	if err := b.store.stalled(); !errors.Is(err, ErrStorageUnavailable) {
-		t.Fatalf("the log never stalled: %v", err)
-	}
+	stallLog(t, b, ffs, q)
 	errs := make([]error, 1)
 	if _, err := q.Delete([]ReceiptHandle{h}, errs); !errors.Is(err, ErrStorageUnavailable) {
 		t.Fatalf("a delete while the log is stalled: %v", err)
@@ -280,6 +273,20 @@ func TestSmallFreeSpaceReserveIsWarnedAbout(t *testing.T) {
 // openSpareFaultBroker opens a durable broker whose log's files are on a
 // FaultFS (to fail the preallocation of its next segments), with small
 // segments and no recycling.
+// stallLog makes the log of b stall: the next segment file cannot be made
+// (ffs fails preallocation with ENOSPC) and q's sends fill the current one.
+func stallLog(t *testing.T, b *Broker, ffs *wal.FaultFS, q *Queue) {
+	t.Helper()
+	ffs.FailPreallocate(syscall.ENOSPC)
+	body := []byte(strings.Repeat("s", 2000))
+	for i := 0; i < 1000 && b.store.stalled() == nil; i++ {
+		q.Send([]SendEntry{{Body: body}}, nil)
+	}
+	if err := b.store.stalled(); !errors.Is(err, ErrStorageUnavailable) {
+		t.Fatalf("the log never stalled: %v", err)
+	}
+}
+
 func openSpareFaultBroker(t *testing.T) (*Broker, *wal.FaultFS) {
 	t.Helper()
 	ffs := wal.NewFaultFS(wal.NewMemFS())

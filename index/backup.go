@@ -74,33 +74,24 @@ func (s *Store) Backup(w io.Writer) error {
 // ErrBadBackup. What it restored is durable when it returns. Open then
 // opens dir as it would have opened the store backed up.
 func Restore(dir string, r io.Reader, opts Options) error {
-	if err := opts.Validate(); err != nil {
-		return err
-	}
-	opts = opts.withDefaults()
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return fmt.Errorf("index: restore into %s: the directory is not empty", dir)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("index: restore into %s: %w", dir, err)
-	}
-	if err := makeDir(dir); err != nil {
-		return err
-	}
-	db, err := openBadger(opts.badgerOptions(dir))
-	if err != nil {
-		return fmt.Errorf("index: restore: open badger in %s: %w", dir, err)
-	}
-	err = load(db, bufio.NewReaderSize(r, 64<<10))
-	if cerr := db.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("index: restore: close: %w", cerr)
-	}
-	return err
+	return restoreWith(dir, opts, func(db *badger.DB) error { return load(db, bufio.NewReaderSize(r, 64<<10)) })
 }
 
 // RestoreBadgerStream is Restore for the index stream of backups made
 // before the key/value stream (Badger's own backup stream, archive entry
 // "index.badger", 2026-12-05).
 func RestoreBadgerStream(dir string, r io.Reader, opts Options) error {
+	return restoreWith(dir, opts, func(db *badger.DB) error {
+		if err := db.Load(r, 256); err != nil {
+			return fmt.Errorf("index: restore: %w", err)
+		}
+		return nil
+	})
+}
+
+// restoreWith opens a new store in dir (which must not exist or be empty)
+// and fills it with fill.
+func restoreWith(dir string, opts Options, fill func(*badger.DB) error) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
@@ -117,10 +108,7 @@ func RestoreBadgerStream(dir string, r io.Reader, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("index: restore: open badger in %s: %w", dir, err)
 	}
-	err = db.Load(r, 256)
-	if err != nil {
-		err = fmt.Errorf("index: restore: %w", err)
-	}
+	err = fill(db)
 	if cerr := db.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("index: restore: close: %w", cerr)
 	}
