@@ -436,7 +436,10 @@ func (ps *pushSub) work(ctx context.Context) {
 				done = ps.relay(ctx, dst, done) // topic_relay.go
 			} else {
 				for i := range dst {
-					if ps.deliver(ctx, &dst[i]) {
+					if dst[i].Handle.IsZero() {
+						continue // its lease lapsed while it waited (takeSlot)
+					}
+					if ps.deliver(ctx, dst[i:]) {
 						ps.deleteDelivered(&dst[i])
 					}
 				}
@@ -466,10 +469,13 @@ func (ps *pushSub) work(ctx context.Context) {
 	}
 }
 
-// deliver makes one attempt at m and settles it (the table above), except
-// that it returns true for the caller to delete m after a 2xx answer.
-func (ps *pushSub) deliver(ctx context.Context, m *Message) (delivered bool) {
+// deliver makes one attempt at m, ms[0], and settles it (the table above),
+// except that it returns true for the caller to delete m after a 2xx
+// answer. ms is the rest of the worker's batch, whose leases it renews
+// while it waits for the endpoint's slot (push_lease.go).
+func (ps *pushSub) deliver(ctx context.Context, ms []Message) (delivered bool) {
 	p, b := ps.p, ps.p.b
+	m := &ms[0]
 	sub := ps.sub.Load()
 	if ctx.Err() != nil {
 		return false // stopping: the message reappears after its lease
@@ -482,10 +488,8 @@ func (ps *pushSub) deliver(ctx context.Context, m *Message) (delivered bool) {
 		return false
 	}
 	// The endpoint's slot (invariant 3), then the lease (invariant 5).
-	select {
-	case ps.sem <- struct{}{}:
-	case <-ctx.Done():
-		return false // stopping: the message reappears after its lease
+	if !ps.takeSlot(ctx, ms) {
+		return false // stopping, or its lease lapsed: it reappears
 	}
 	if !ps.leaseFor(m) {
 		<-ps.sem
@@ -499,38 +503,6 @@ func (ps *pushSub) deliver(ctx context.Context, m *Message) (delivered bool) {
 	}
 	ps.attemptFailed(ctx, m, &env, sub)
 	return false
-}
-
-// leaseFor makes sure m's lease outlasts an attempt that starts now
-// (invariant 5), renewing it, and reports whether m may be pushed: false
-// when its lease ended before its turn (another worker may have it).
-func (ps *pushSub) leaseFor(m *Message) bool {
-	p := ps.p
-	if m.NextVisibleTime.Sub(p.b.clock.Now()) >= p.opts.Timeout+leaseMargin {
-		return true
-	}
-	h, next, err := ps.q.changeVisibility(m.Handle, p.opts.Lease, false)
-	switch {
-	case errors.Is(err, ErrMessageNotExist), errors.Is(err, ErrReceiptHandleError), errors.Is(err, ErrQueueNotExist):
-		p.b.log.Debug("notification not pushed: its lease ended before its turn; it is pushed again once received", "subscription", ps.sub.Load().name, "err", err)
-		return false
-	case err != nil:
-		// Not renewed (the storage, for now): push it all the same; at
-		// worst it is pushed twice.
-		return true
-	}
-	m.Handle, m.NextVisibleTime = h, next
-	return true
-}
-
-// deleteDelivered deletes m, answered 2xx, from its push queue at once, so
-// that its lease need not outlast the rest of the batch.
-func (ps *pushSub) deleteDelivered(m *Message) {
-	var errs [1]error
-	if _, err := ps.q.delete([]ReceiptHandle{m.Handle}, errs[:], false); err != nil || errs[0] != nil {
-		ps.p.b.log.Info("a delivered notification could not be deleted from its push queue; it will be pushed again",
-			"subscription", ps.sub.Load().name, "err", errors.Join(err, errs[0]))
-	}
 }
 
 // attemptFailed settles a message whose delivery attempt failed: a retry

@@ -104,3 +104,73 @@ func TestPushWithAShortLeaseStillPushes(t *testing.T) {
 		t.Fatalf("pushed %q", req.body)
 	}
 }
+
+// A notification that waits for its endpoint's slot longer than its lease
+// keeps its lease: it is renewed while it waits, so it is received once
+// (review: it lapsed while it waited, was received again, and each lapse
+// spent an attempt of its retry strategy, so a failing endpoint got fewer
+// attempts than promised). One slot, fourteen subscriptions to one
+// endpoint, one notification each: each push takes 5 s of the broker's
+// clock (the push timeout's worth), so the last waits 65 s for its turn.
+// Each must be received exactly once; without the renewal while waiting,
+// those that waited past 60 s were received twice.
+func TestPushRenewsALeaseWhileItWaitsForTheSlot(t *testing.T) {
+	b, clk := openTest(t, Options{Push: PushOptions{Concurrency: 1}})
+	received := attempts(b)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	got := map[string]int{}
+	pushes := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		mu.Lock()
+		got[r.URL.Path]++
+		pushes++
+		first := pushes == 1
+		mu.Unlock()
+		if first {
+			select {
+			case <-release:
+			case <-time.After(20 * time.Second): // bounded; the test releases it
+			}
+		}
+		for range 5 {
+			clk.Advance(time.Second)
+			time.Sleep(2 * time.Millisecond) // lets a woken worker renew
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	const subs = 14
+	for i := range subs {
+		if _, err := b.Subscribe("t", fmt.Sprint("s", i), SubscriptionConfig{Endpoint: fmt.Sprintf("%s/%d", srv.URL, i), Format: FormatSimplified}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Publish("t", PublishInput{Body: []byte("n")}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "every worker has its notification", func() bool {
+		for i := range subs {
+			a, in, _, _ := b.pusher.subs[subID(t, b, "t", fmt.Sprint("s", i))].q.counts()
+			if a != 0 || in != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	close(release)
+	waitUntil(t, "every push", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return pushes >= subs && b.PushStats().Backlog == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(received); n != subs || pushes != subs {
+		t.Fatalf("%d receives and %d pushes for %d notifications: %v", n, pushes, subs, got)
+	}
+}
