@@ -197,12 +197,8 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 			mv = &moves{elsewhere: name, maxRecv: m.maxRecv}
 		}
 	}
-	if mv != nil {
-		if q.b.beginMove() {
-			defer q.b.endMove()
-		} else {
-			mv.held = true // Options.MovesHeld (deadletter.go heldHide)
-		}
+	if mv != nil && q.b.movesHeld() {
+		mv.held = true // Options.MovesHeld (deadletter.go heldHide)
 	}
 	S := len(q.stripes)
 	for attempt := 0; len(dst)-base < max && attempt < max+2*S; attempt++ {
@@ -235,13 +231,22 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 		}
 	}
 	if mv != nil && mv.n > 0 {
-		if mv.held {
-			// Held (Options.MovesHeld): they stay hidden in this queue for
-			// heldHide, as after a move that could not be made, and are
+		// Registered only around a move that runs (beginMove), not for
+		// every receive of a queue with a policy: a hold waits for the
+		// count to reach 0.
+		switch {
+		case mv.held, !q.b.beginMove():
+			// Held (Options.MovesHeld): they stay hidden in this queue (for
+			// heldHide, or, held since they were hidden, their visibility
+			// timeout), as after a move that could not be made, and are
 			// moved once visible again.
 			mv.n = 0
-		} else if err := q.deadLetter(mv); err != nil {
-			return dst, err
+		default:
+			err := q.deadLetter(mv)
+			q.b.endMove()
+			if err != nil {
+				return dst, err
+			}
 		}
 		if len(dst) == base && again > 0 {
 			// Everything taken was moved: look again.
