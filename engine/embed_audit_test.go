@@ -90,6 +90,12 @@ func TestIDsAndHandlesAsText(t *testing.T) {
 	if err := q.DeleteOne(context.Background(), out.Handle); err != nil {
 		t.Fatalf("the handle read back: %v", err)
 	}
+	// As versions before MarshalText wrote it: an array of 16 numbers.
+	old, _ := json.Marshal([16]byte(in.ID))
+	var back MessageID
+	if err := json.Unmarshal(old, &back); err != nil || back != in.ID {
+		t.Fatalf("an id in the earlier JSON form %s: %v, %v", old, back, err)
+	}
 	if _, err := ParseMessageID([]byte("not an id")); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("a bad id: %v", err)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"time"
 )
 
@@ -73,6 +74,25 @@ func (id MessageID) String() string { return string(id.AppendText(make([]byte, 0
 // MarshalText is the id's 32 hex digits (encoding.TextMarshaler: JSON and
 // the like write it as a string, not 16 numbers).
 func (id MessageID) MarshalText() ([]byte, error) { return id.AppendText(make([]byte, 0, 32)), nil }
+
+// UnmarshalJSON reads the id as MarshalText writes it, or as the array of
+// 16 numbers that versions before MarshalText wrote (JSON an embedder
+// kept then still loads: review).
+func (id *MessageID) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '[' {
+		var a [16]byte
+		if err := json.Unmarshal(data, &a); err != nil {
+			return err
+		}
+		*id = a
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return err
+	}
+	return id.UnmarshalText([]byte(s))
+}
 
 // UnmarshalText parses 32 hex digits (either case).
 func (id *MessageID) UnmarshalText(text []byte) error {

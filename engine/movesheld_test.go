@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,9 +50,16 @@ func TestMovesBusyCountsAMoveInFlight(t *testing.T) {
 		t.Fatal("first receive")
 	}
 	clk.Advance(11 * time.Second)
-	done := make(chan struct{})
-	go func() { defer close(done); receiveBatch(t, src) }() // due for far-dlq: the move starts
-	<-router.entered
+	done := make(chan error, 1)
+	go func() { // due for far-dlq: the move starts
+		_, err := src.Receive(context.Background(), ReceiveOptions{Max: MaxBatch, HasWait: true}, nil)
+		done <- err
+	}()
+	select {
+	case <-router.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the move never began")
+	}
 	held.Store(true) // a backup's hold from here on
 	if n := b.MovesBusy(); n != 1 {
 		t.Fatalf("a move in flight when the hold began: MovesBusy %d, want 1", n)
@@ -60,7 +68,14 @@ func TestMovesBusyCountsAMoveInFlight(t *testing.T) {
 		t.Fatal("a move began while moves are held")
 	}
 	close(router.gate)
-	<-done
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, ErrMessageNotExist) {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the move never ended")
+	}
 	if n := b.MovesBusy(); n != 0 {
 		t.Fatalf("after the move: MovesBusy %d", n)
 	}

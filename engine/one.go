@@ -132,6 +132,7 @@ func (q *Queue) ChangeVisibilityOne(ctx context.Context, h ReceiptHandle, timeou
 func (q *Queue) Ack(ctx context.Context, m *Message) error { return q.DeleteOne(ctx, m.Handle) }
 
 // Extend keeps m, received from q, invisible for timeout (1 s .. 12 h)
+// (not at the same time as another Extend or Ack of m)
 // from now, and updates m.Handle and m.NextVisibleTime in place, so that a
 // later Ack or Extend uses the new handle (ChangeVisibilityOne returns it
 // and kills the old one: a caller that kept the old one could no longer
@@ -145,8 +146,9 @@ func (q *Queue) Extend(ctx context.Context, m *Message, timeout time.Duration) e
 		h    ReceiptHandle
 		next time.Time
 	}
+	old := m.Handle // read now: the change may run on after ctx ends, and m be reused
 	r, err := waitOne(ctx, func() (ext, error) {
-		h, next, err := q.ChangeVisibility(m.Handle, timeout)
+		h, next, err := q.ChangeVisibility(old, timeout)
 		return ext{h, next}, err
 	})
 	if err == nil {

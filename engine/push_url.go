@@ -63,13 +63,15 @@ func parsePushURL(ep string) (*pushURL, error) {
 }
 
 // escapeQuery percent-encodes the bytes of a raw query that a request
-// line cannot carry: controls, space, DEL and bytes that are not ASCII.
+// line cannot carry: controls, space and DEL. Bytes that are not ASCII are
+// sent as given, as before (a receiver reads them, and the signature of
+// such an existing subscription's pushes stays the same: review).
 func escapeQuery(q string) string {
 	const hex = "0123456789ABCDEF"
 	var b []byte
 	for i := 0; i < len(q); i++ {
 		c := q[i]
-		if c > ' ' && c < 0x7f {
+		if c > ' ' && c != 0x7f {
 			if b != nil {
 				b = append(b, c)
 			}

@@ -83,8 +83,12 @@ const relayBatchBytes = 1 << 20
 func (ps *pushSub) relay(ctx context.Context, ms []Message, done []ReceiptHandle) []ReceiptHandle {
 	p, b := ps.p, ps.p.b
 	if !b.beginMove() {
-		// Options.MovesHeld: they stay in the push queue, relayed after
-		// their lease (the worker does not take more meanwhile: push.go).
+		// Options.MovesHeld: they stay in the push queue, taken again
+		// after heldHide, not after their whole lease (the worker takes
+		// no more meanwhile: push.go).
+		for i := range ms {
+			ps.q.changeVisibility(ms[i].Handle, heldHide, false)
+		}
 		return done
 	}
 	defer b.endMove()
