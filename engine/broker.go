@@ -125,6 +125,18 @@ func Open(opts Options) (*Broker, error) {
 
 func (b *Broker) nowMs() int64 { return b.clock.Now().UnixMilli() }
 
+// lockAdmin takes adminMu for a queue or topic change, unless the log is
+// stalled: the change is then refused at once (ErrStorageUnavailable), not
+// queued behind the one whose record met the stall and waits under the
+// lock until the stall clears (durable.go adminRecord).
+func (b *Broker) lockAdmin() error {
+	if err := b.store.stalled(); err != nil {
+		return err
+	}
+	b.adminMu.Lock()
+	return nil
+}
+
 // queueKey derives a queue's receipt-handle key from the broker secret.
 func (b *Broker) queueKey(id uint64) handleKey { return deriveQueueKey(b.secret[:], id) }
 
@@ -346,10 +358,9 @@ func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
 		return err
 	}
 	defer b.store.leave()
-	if err := b.store.stalled(); err != nil {
-		return err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	if err := b.lockAdmin(); err != nil {
+		return err
 	}
-	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	q, err := b.Queue(name)
 	if err != nil {
@@ -399,10 +410,9 @@ func (b *Broker) DeleteQueue(name string) error {
 		return err
 	}
 	defer b.store.leave()
-	if err := b.store.stalled(); err != nil {
-		return err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	if err := b.lockAdmin(); err != nil {
+		return err
 	}
-	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	q, err := b.Queue(name)
 	if err != nil {

@@ -102,13 +102,8 @@ func ParseReceiptHandle(text []byte) (ReceiptHandle, error) {
 		return ReceiptHandle{}, ErrReceiptHandleError
 	}
 	var r [handleRawLen]byte
-	for i := range r {
-		hi, ok1 := unhex(text[2+2*i])
-		lo, ok2 := unhex(text[3+2*i])
-		if !ok1 || !ok2 {
-			return ReceiptHandle{}, ErrReceiptHandleError
-		}
-		r[i] = hi<<4 | lo
+	if !unhexInto(r[:], text[2:]) {
+		return ReceiptHandle{}, ErrReceiptHandleError
 	}
 	return ReceiptHandle{
 		stripe: r[0],
@@ -117,6 +112,23 @@ func ParseReceiptHandle(text []byte) (ReceiptHandle, error) {
 		gen:    binary.BigEndian.Uint32(r[13:17]),
 		check:  binary.BigEndian.Uint32(r[17:21]),
 	}, nil
+}
+
+// unhexInto decodes text, exactly 2*len(dst) hex digits of either case,
+// into dst.
+func unhexInto(dst, text []byte) bool {
+	if len(text) != 2*len(dst) {
+		return false
+	}
+	for i := range dst {
+		hi, ok1 := unhex(text[2*i])
+		lo, ok2 := unhex(text[2*i+1])
+		if !ok1 || !ok2 {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return true
 }
 
 func unhex(c byte) (byte, bool) {

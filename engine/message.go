@@ -106,16 +106,8 @@ func (id *MessageID) UnmarshalText(text []byte) error {
 // ParseMessageID parses the 32 hex digits of a MessageId (either case).
 func ParseMessageID(text []byte) (MessageID, error) {
 	var id MessageID
-	if len(text) != 2*len(id) {
+	if !unhexInto(id[:], text) {
 		return MessageID{}, argErr("MessageId", "is 32 hex digits")
-	}
-	for i := range id {
-		hi, ok1 := unhex(text[2*i])
-		lo, ok2 := unhex(text[2*i+1])
-		if !ok1 || !ok2 {
-			return MessageID{}, argErr("MessageId", "is 32 hex digits")
-		}
-		id[i] = hi<<4 | lo
 	}
 	return id, nil
 }

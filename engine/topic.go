@@ -448,10 +448,9 @@ func (b *Broker) SetTopicAttributes(name string, p TopicPatch) error {
 		return err
 	}
 	defer b.store.leave()
-	if err := b.store.stalled(); err != nil {
-		return err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	if err := b.lockAdmin(); err != nil {
+		return err
 	}
-	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(name)
 	if err != nil {
@@ -496,10 +495,9 @@ func (b *Broker) DeleteTopic(name string) error {
 		return err
 	}
 	defer b.store.leave()
-	if err := b.store.stalled(); err != nil {
-		return err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	if err := b.lockAdmin(); err != nil {
+		return err
 	}
-	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(name)
 	if err != nil {
@@ -606,10 +604,9 @@ func (b *Broker) Subscribe(topicName, name string, cfg SubscriptionConfig) (crea
 		return false, err
 	}
 	defer b.store.leave()
-	if err := b.store.stalled(); err != nil {
-		return false, err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	if err := b.lockAdmin(); err != nil {
+		return false, err
 	}
-	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(topicName)
 	if err != nil {
@@ -681,10 +678,9 @@ func (b *Broker) SetSubscriptionAttributes(topicName, name string, p Subscriptio
 		return err
 	}
 	defer b.store.leave()
-	if err := b.store.stalled(); err != nil {
-		return err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	if err := b.lockAdmin(); err != nil {
+		return err
 	}
-	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(topicName)
 	if err != nil {
@@ -752,10 +748,9 @@ func (b *Broker) Unsubscribe(topicName, name string) error {
 		return err
 	}
 	defer b.store.leave()
-	if err := b.store.stalled(); err != nil {
-		return err // refused at once, not queued behind a change that waits for the stall (durable.go adminRecord)
+	if err := b.lockAdmin(); err != nil {
+		return err
 	}
-	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t, err := b.topicByName(topicName)
 	if err != nil {
