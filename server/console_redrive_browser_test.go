@@ -20,13 +20,14 @@ import (
 func TestConsoleRedriveInBrowser(t *testing.T) {
 	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.Console = true }})
 	b := env.broker
-	for _, q := range []string{"dead", "orders"} {
+	for _, q := range []string{"dead", "orders", "elsewhere"} {
 		if _, err := b.CreateQueue(q, engine.DefaultQueueConfig()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	dead, _ := b.Queue("dead")
 	orders, _ := b.Queue("orders")
+	elsewhere, _ := b.Queue("elsewhere")
 	str := func(name, value string, system bool) engine.Property {
 		return engine.Property{Name: []byte(name), Value: []byte(value), Type: engine.PropString, System: system}
 	}
@@ -38,6 +39,9 @@ func TestConsoleRedriveInBrowser(t *testing.T) {
 	if _, err := dead.Send([]engine.SendEntry{
 		{Body: []byte(body), Priority: 4, Properties: append(append([]engine.Property{}, kept...), dlqProps...)},
 		{Body: []byte("sent here directly")},
+		// A sender's DLQSourceArn naming a queue that dead-letters
+		// elsewhere: it stays (security audit, 2026-12-06).
+		{Body: []byte("forged source"), Properties: []engine.Property{str("DLQMessageType", "QUEUE", true), str("DLQSourceArn", b.DeadLetterSourceArn("elsewhere"), true)}},
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -67,15 +71,20 @@ func TestConsoleRedriveInBrowser(t *testing.T) {
 		t.Errorf("policy after turning it off: %+v", info.Config)
 	}
 
+	// orders dead-letters into dead again: its messages may go back.
+	if err := b.SetQueueAttributes("orders", engine.ConfigPatch{DeadLetterQueue: ptr("dead"), MaxReceiveCount: ptr(3)}); err != nil {
+		t.Fatal(err)
+	}
+
 	// The dead-letter queue's page: peek shows where a message came from.
 	step(t, ctx, "open dead", chromedp.Navigate(base+"/console/#/queue/dead"), chromedp.WaitVisible(chromedp.CSS("#redrive-form")),
-		textIs("#count-active", "2"))
+		textIs("#count-active", "3"))
 	step(t, ctx, "peek", chromedp.Click(chromedp.CSS("#peek")),
 		until(`[...document.querySelectorAll('#peek-rows td.props')].some((td) => td.textContent.includes('DLQSourceArn=acs:mns:local:0:/queues/orders'))`))
 
 	step(t, ctx, "redrive", chromedp.Click(chromedp.CSS("#redrive")),
-		until(`document.querySelector('#redrive-result').textContent.startsWith('Moved 1 message(s): 1 to orders. 1 left here.')`),
-		until(`document.querySelectorAll('#redrive-left tr').length === 1 && document.querySelector('#redrive-left').textContent.includes('no DLQSourceArn')`))
+		until(`document.querySelector('#redrive-result').textContent.startsWith('Moved 1 message(s): 1 to orders. 2 left here.')`),
+		until(`document.querySelectorAll('#redrive-left tr').length === 2 && document.querySelector('#redrive-left').textContent.includes('no DLQSourceArn') && document.querySelector('#redrive-left').textContent.includes('whose dead-letter queue is not dead')`))
 	got := receiveVisible(t, orders)
 	if len(got) != 1 {
 		t.Fatalf("orders holds %d messages after the redrive, want 1", len(got))
@@ -83,15 +92,18 @@ func TestConsoleRedriveInBrowser(t *testing.T) {
 	if m := got[0]; string(m.Body) != body || m.Priority != 4 || propsText(m.Properties) != propsText(kept) {
 		t.Errorf("the copy: %q, priority %d, properties %s; want %q, 4, %s", m.Body, m.Priority, propsText(m.Properties), body, propsText(kept))
 	}
-	// The one left is visible again at once (not after 30 s), and goes
+	if got := receiveVisible(t, elsewhere); len(got) != 0 {
+		t.Fatalf("a sender's DLQSourceArn made the redrive write to a queue that dead-letters elsewhere: %q", got[0].Body)
+	}
+	// The two left are visible again at once (not after 30 s), and go
 	// when a queue is named.
-	step(t, ctx, "left visible again", textIs("#count-active", "1"))
+	step(t, ctx, "left visible again", textIs("#count-active", "2"))
 	step(t, ctx, "redrive to orders",
 		chromedp.SetValue(chromedp.CSS("#redrive-to"), "orders"),
 		chromedp.Click(chromedp.CSS("#redrive")),
-		until(`document.querySelector('#redrive-result').className === 'note' && document.querySelector('#redrive-result').textContent === 'Moved 1 message(s): 1 to orders.'`),
+		until(`document.querySelector('#redrive-result').className === 'note' && document.querySelector('#redrive-result').textContent === 'Moved 2 message(s): 2 to orders.'`),
 		textIs("#count-active", "0"))
-	if got := receiveVisible(t, orders); len(got) != 1 || string(got[0].Body) != "sent here directly" {
+	if got := receiveVisible(t, orders); len(got) != 2 || string(got[0].Body)+"|"+string(got[1].Body) != "sent here directly|forged source" && string(got[1].Body)+"|"+string(got[0].Body) != "sent here directly|forged source" {
 		t.Errorf("orders after the second redrive: %+v", got)
 	}
 	if info, _ := dead.Attributes(); info.Active+info.Inactive+info.Delayed != 0 {
@@ -104,7 +116,7 @@ func TestConsoleRedriveInBrowser(t *testing.T) {
 	step(t, ctx, "open orders again", chromedp.Navigate(base+"/console/#/queue/orders"), chromedp.WaitVisible(chromedp.CSS("#purge-queue")),
 		textIs("#count-active", "2"))
 	step(t, ctx, "purge", press("#purge-queue"), press("#purge-queue-confirm"),
-		textIs("#attrs-result", "Purged 4 message(s)."), textIs("#count-active", "0"))
+		textIs("#attrs-result", "Purged 5 message(s)."), textIs("#count-active", "0"))
 	if info, _ := orders.Attributes(); info.Active+info.Inactive+info.Delayed != 0 {
 		t.Errorf("orders after the console's purge: %+v", info)
 	}

@@ -19,7 +19,10 @@ package ctl
 //  3. Bounded: a run handles at most the messages visible in the queue
 //     when it starts (and at most --max). Messages dead-lettered again
 //     meanwhile wait for the next run.
-//  4. A message that cannot move (no source queue named, a target missing
+//  4. Without --to, a message goes back only to a queue whose dead-letter
+//     queue is this one (sourceCheck): the DLQ properties are set by
+//     whoever sends a message, not only by the broker.
+//  5. A message that cannot move (no source queue named, a target missing
 //     or refusing it) stays in the dead-letter queue, is made visible again
 //     when the run ends, and the run names it with the reason and exits 1.
 //     So does a run that stored a copy whose original it could not delete
@@ -99,8 +102,18 @@ func (r *run) queueRedrive(ctx context.Context, name string, args []string) erro
 		limit = min(limit, *maxN)
 	}
 	to0 := *to
+	sources := newSourceCheck(ctx, r, c, dlq)
 	res, runErr := moveAll(ctx, r, *parallel, limit, func(n int) *mover {
-		return newMover(c, c, dlq, *rate/float64(n), func(m *Message) (string, string) { return redriveTarget(m, dlq, to0) }, redriveCopy)
+		return newMover(c, c, dlq, *rate/float64(n), func(m *Message) (string, string) {
+			q, why := redriveTarget(m, dlq, to0)
+			if q != "" && to0 == "" {
+				why = sources.check(q)
+				if why != "" {
+					q = ""
+				}
+			}
+			return q, why
+		}, redriveCopy)
 	})
 	if err := r.printRedrive(dlq, &res); err != nil {
 		return err
@@ -387,6 +400,57 @@ func redriveTarget(m *Message, dlq, to string) (string, string) {
 		return q, ""
 	}
 	return "", fmt.Sprintf("DLQSourceArn %q names this queue: give --to", arn)
+}
+
+// sourceCheck tells whether a queue named by a message's DLQSourceArn
+// dead-letters into dlq (its DeadLetterTargetQueue), asking once per
+// queue. Any client may set DLQSourceArn when it sends (the spec lists it
+// among the system properties a sender gives): taken on trust, a key that
+// may write only to the dead-letter queue, or to a topic feeding it, chose
+// where the operator's redrive wrote (security audit, 2026-12-06).
+type sourceCheck struct {
+	ctx  context.Context
+	r    *run
+	c    *client
+	dlq  string
+	mu   sync.Mutex
+	seen map[string]string // guarded by mu: queue → why its messages stay ("" to move)
+}
+
+func newSourceCheck(ctx context.Context, r *run, c *client, dlq string) *sourceCheck {
+	return &sourceCheck{ctx: ctx, r: r, c: c, dlq: dlq, seen: map[string]string{}}
+}
+
+// check returns why a message whose DLQSourceArn names q stays, or "".
+func (s *sourceCheck) check(q string) string {
+	s.mu.Lock()
+	why, ok := s.seen[q]
+	s.mu.Unlock()
+	if ok {
+		return why
+	}
+	rctx, cancel := s.r.reqCtx(s.ctx, 0)
+	a, err := s.c.getQueue(rctx, q)
+	cancel()
+	var ae *APIError
+	switch {
+	case errors.As(err, &ae) && ae.Code == "QueueNotExist":
+		why = fmt.Sprintf("its DLQSourceArn names queue %s: QueueNotExist: give --to", q)
+	case err != nil:
+		return fmt.Sprintf("its DLQSourceArn names queue %s, whose dead-letter queue could not be read (%v): give --to, or run again", q, err) // not kept: the next message asks again
+	case !sameQueue(a.DeadLetterTargetQueue, s.dlq):
+		why = fmt.Sprintf("its DLQSourceArn names queue %s, whose dead-letter queue is not %s (any sender may set the property): give --to", q, s.dlq)
+	}
+	s.mu.Lock()
+	s.seen[q] = why
+	s.mu.Unlock()
+	return why
+}
+
+// sameQueue reports whether a dead-letter target (a queue's name, or an
+// ARN ending in /queues/NAME) is queue name.
+func sameQueue(target, name string) bool {
+	return target == name || strings.HasSuffix(target, ":/queues/"+name)
 }
 
 // redriveCopy is m as a redrive sends it again (invariant 2).

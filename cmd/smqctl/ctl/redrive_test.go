@@ -106,7 +106,10 @@ func propsText(ps []engine.Property) string {
 
 // TestQueueRedrive: messages dead-lettered from two queues go back each to
 // its own, as they were sent (body bytes, priority, properties, less the
-// DLQ ones); those that cannot go stay, visible again, and are named.
+// DLQ ones); those that cannot go stay, visible again, and are named. One
+// whose DLQSourceArn a sender set, naming a queue that does not dead-letter
+// here, stays: the property chose where the operator's redrive wrote,
+// whatever the sender's key could write (security audit, 2026-12-06).
 func TestQueueRedrive(t *testing.T) {
 	d := startDaemon(t)
 	c := d.ctl(t)
@@ -115,6 +118,7 @@ func TestQueueRedrive(t *testing.T) {
 		cfg.DeadLetterQueue, cfg.MaxReceiveCount, cfg.VisibilityTimeout = "dead", 1, time.Second
 	}
 	orders, payments := d.queueWith(t, "orders", policy), d.queueWith(t, "payments", policy)
+	other := d.queueWith(t, "other", nil)
 	userProps := []engine.Property{
 		{Name: []byte("k"), Value: []byte("v <&>"), Type: engine.PropString},
 		{Name: []byte("n"), Value: []byte("42"), Type: engine.PropNumber},
@@ -131,15 +135,19 @@ func TestQueueRedrive(t *testing.T) {
 	sendEntries(t, dead, engine.SendEntry{Body: []byte("direct")}, engine.SendEntry{Body: []byte("orphan"), Properties: []engine.Property{
 		{Name: []byte("DLQMessageType"), Value: []byte("QUEUE"), Type: engine.PropString, System: true},
 		{Name: []byte("DLQSourceArn"), Value: []byte(d.b.DeadLetterSourceArn("gone")), Type: engine.PropString, System: true},
+	}}, engine.SendEntry{Body: []byte("forged"), Properties: []engine.Property{
+		{Name: []byte("DLQMessageType"), Value: []byte("QUEUE"), Type: engine.PropString, System: true},
+		{Name: []byte("DLQSourceArn"), Value: []byte(d.b.DeadLetterSourceArn("other")), Type: engine.PropString, System: true},
 	}})
-	if info := d.info(t, "dead"); info.Active != 4 {
+	if info := d.info(t, "dead"); info.Active != 5 {
 		t.Fatalf("dead-letter queue before: %+v", info)
 	}
 
 	r := c.fail(ExitError, "queue", "redrive", "dead")
 	if !strings.Contains(r.stdout, "moved 2 message(s) from dead: 1 to orders, 1 to payments") ||
 		!strings.Contains(r.stdout, "no DLQSourceArn") || !strings.Contains(r.stdout, "QueueNotExist") ||
-		!strings.Contains(r.stderr, "2 message(s) left in dead") {
+		!strings.Contains(r.stdout, "whose dead-letter queue is not dead") ||
+		!strings.Contains(r.stderr, "3 message(s) left in dead") {
 		t.Errorf("redrive:\nstdout: %s\nstderr: %s", r.stdout, r.stderr)
 	}
 	got := all(t, orders)
@@ -150,17 +158,20 @@ func TestQueueRedrive(t *testing.T) {
 	if got := all(t, payments); len(got) != 1 || string(got[0].Body) != "pay" || got[0].Priority != 12 || len(got[0].Properties) != 0 {
 		t.Fatalf("payments after the redrive: %+v", got)
 	}
-	// The two left are visible again within a second or so (not after the
+	if got := all(t, other); len(got) != 0 {
+		t.Fatalf("a sender's DLQSourceArn made the redrive write to a queue that dead-letters elsewhere: %q", got[0].Body)
+	}
+	// The three left are visible again within a second or so (not after the
 	// queue's 30 s), and a run with --to moves them.
 	deadline := time.Now().Add(10 * time.Second)
-	for d.info(t, "dead").Active != 2 {
+	for d.info(t, "dead").Active != 3 {
 		if time.Now().After(deadline) {
 			t.Fatalf("messages left not visible again: %+v", d.info(t, "dead"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	res := decodeJSON[redriveResult](t, c.ok("queue", "redrive", "dead", "--to", "orders", "--json", "--rate", "1000"))
-	if res.Moved != 2 || res.To["orders"] != 2 || len(res.Left) != 0 {
+	if res.Moved != 3 || res.To["orders"] != 3 || len(res.Left) != 0 {
 		t.Errorf("redrive --to: %+v", res)
 	}
 	if info := d.info(t, "dead"); info.Active+info.Inactive != 0 {
@@ -170,7 +181,7 @@ func TestQueueRedrive(t *testing.T) {
 	for _, m := range all(t, orders) {
 		bodies[string(m.Body)] = true
 	}
-	if !bodies["direct"] || !bodies["orphan"] || len(bodies) != 2 {
+	if !bodies["direct"] || !bodies["orphan"] || !bodies["forged"] || len(bodies) != 3 {
 		t.Errorf("orders after redrive --to: %v", bodies)
 	}
 

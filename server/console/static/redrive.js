@@ -7,7 +7,9 @@
 //  2. the copy has the same body, priority and properties, less the three
 //     DLQ system properties;
 //  3. a run handles at most the messages visible when it starts;
-//  4. what cannot move stays, is named with the reason, and is made
+//  4. without a queue named, a message goes back only to a queue whose
+//     dead-letter queue is this one: any sender may set DLQSourceArn;
+//  5. what cannot move stays, is named with the reason, and is made
 //     visible again when the run ends.
 
 import { MNSError } from './mns.js';
@@ -37,6 +39,24 @@ function target(m, dlq, to) {
 // is called after each batch.
 export async function redrive(client, dlq, { to = '', max = 0, progress = () => {} } = {}) {
   const q = await client.getQueue(dlq);
+  const sources = new Map(); // queue → why its messages stay ('' to move them)
+  const sourceWhy = async (sq) => {
+    if (sources.has(sq)) return sources.get(sq);
+    let why = '';
+    try {
+      const a = await client.getQueue(sq);
+      const dt = a.DeadLetterTargetQueue || '';
+      if (dt !== dlq && !dt.endsWith(`:/queues/${dlq}`)) {
+        why = `its DLQSourceArn names queue ${sq}, whose dead-letter queue is not ${dlq} (any sender may set the property): name a queue to move it to`;
+      }
+    } catch (e) {
+      if (!(e instanceof MNSError)) throw e;
+      if (e.code !== 'QueueNotExist') return `its DLQSourceArn names queue ${sq}, whose dead-letter queue could not be read (${e.code}): name a queue to move it to, or run again`;
+      why = `its DLQSourceArn names queue ${sq}: QueueNotExist: name a queue to move it to`;
+    }
+    sources.set(sq, why);
+    return why;
+  };
   let limit = q.ActiveMessages;
   if (max > 0) limit = Math.min(limit, max);
   const res = { moved: 0, to: {}, copied: 0, left: [] };
@@ -55,6 +75,7 @@ export async function redrive(client, dlq, { to = '', max = 0, progress = () => 
       const byTarget = new Map();
       for (const m of msgs) {
         const t = target(m, dlq, to);
+        if (!t.why && !to) t.why = await sourceWhy(t.q);
         if (t.why) {
           leave(m, t.why);
           continue;
