@@ -589,7 +589,11 @@ func (s *Server) changeMembers(ctx *fasthttp.RequestCtx, st *reqState, idSeg []b
 		return
 	}
 	id, err := strconv.ParseUint(string(idSeg), 10, 64)
-	if err != nil || id == 0 {
+	// Only the plain spelling: the policy resource is the segment as
+	// written, so /cluster/nodes/09 passed a Deny written for
+	// /cluster/nodes/9 and then acted on node 9 (security audit,
+	// 2026-12-06).
+	if err != nil || id == 0 || strconv.FormatUint(id, 10) != string(idSeg) {
 		s.fail(ctx, st, newAPIError(codeInvalidArgument, "the node id in the path must be a positive integer, not "+strconv.Quote(string(idSeg))))
 		return
 	}

@@ -393,6 +393,14 @@ func TestClusterStatusAndMembership(t *testing.T) {
 		return nil
 	})
 
+	// Only the plain spelling of an id: the policy resource is the path
+	// as written, so "03" passed a Deny on /cluster/nodes/3 and removed
+	// node 3 (security audit, 2026-12-06).
+	wantError(t, cl.do(req{method: "DELETE", target: "/cluster/nodes/03"}), 400, "InvalidArgument")
+	wantError(t, cl.do(req{method: "DELETE", target: "/cluster/nodes/+3"}), 400, "InvalidArgument")
+	if m := c.nodes[0].Members(); !slices.Equal(m, []uint64{1, 2, 3, 4}) {
+		t.Fatalf("members after DELETE /cluster/nodes/03: %v", m)
+	}
 	wantStatus(t, cl.do(req{method: "DELETE", target: "/cluster/nodes/3"}), 204)
 	if m := c.nodes[0].Members(); !slices.Equal(m, []uint64{1, 2, 4}) {
 		t.Fatalf("members after the removal: %v", m)

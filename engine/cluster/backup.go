@@ -161,7 +161,7 @@ func (n *Node) exportLeading(s *shard, w io.Writer) error {
 	if addr == "" {
 		return fmt.Errorf("no address for member %d", lead)
 	}
-	rc, err := n.tr.fetchState(addr, snapRequest{shard: uint32(s.id), leading: true})
+	rc, err := n.tr.fetchState(lead, addr, snapRequest{shard: uint32(s.id), leading: true})
 	if err != nil {
 		return err
 	}

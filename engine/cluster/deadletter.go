@@ -220,7 +220,7 @@ func (n *Node) sendMove(ctx context.Context, leader uint64, req []byte) error {
 			return fmt.Errorf("%w: node %d's address is not known", errMoveNotRun, leader)
 		}
 		var err error
-		if c, _, err = n.tr.dial(addr, kindMove); err != nil {
+		if c, _, err = n.tr.dial(addr, kindMove, leader); err != nil {
 			return fmt.Errorf("%w: %v", errMoveNotRun, err)
 		}
 		n.moveDials.Add(1)

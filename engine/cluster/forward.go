@@ -203,7 +203,7 @@ func (n *Node) fwdConn(leader uint64) (net.Conn, error) {
 		n.fwdDrop(leader, nil)
 		return nil, fmt.Errorf("%w: node %d's address is not known", ErrNotSent, leader)
 	}
-	c, _, err := n.tr.dial(addr, kindForward)
+	c, _, err := n.tr.dial(addr, kindForward, leader)
 	if err != nil {
 		n.fwdDrop(leader, nil)
 		return nil, fmt.Errorf("%w: %v", ErrNotSent, err)

@@ -125,7 +125,7 @@ func (n *Node) holdMovesEverywhere() (release func()) {
 				addr := n.tr.peerAddr(id)
 				ok, err := false, error(nil)
 				if addr != "" {
-					ok, err = n.tr.askMember(addr, memberHold, int(nonce), uint64(d.Milliseconds()), "")
+					ok, err = n.tr.askMember(id, addr, memberHold, int(nonce), uint64(d.Milliseconds()), "")
 				}
 				if _, seen := warned.Load(id); !ok && d > 0 && !seen {
 					warned.Store(id, true)

@@ -55,11 +55,27 @@ func (n *Node) AddMember(ctx context.Context, id uint64, raftAddr string) error 
 	if _, _, err := net.SplitHostPort(raftAddr); err != nil {
 		return fmt.Errorf("cluster: the new member's raft address: %w", err)
 	}
+	if slices.Contains(n.Members(), id) {
+		// Not probed at another address: whoever listens there could pass
+		// the probe on to the member itself and be served in this node's
+		// name (transport.go, the relay). A member moves by a restart.
+		known := n.tr.peerAddr(id)
+		if id == n.cfg.NodeID {
+			known = n.cfg.RaftListen
+		}
+		if known != raftAddr {
+			return fmt.Errorf("%w: node %d is a member already, at %s (to move a member, restart it with its new --raft-listen: docs/operations.md)", ErrMemberExists, id, known)
+		}
+	}
 	if err := n.probeMember(ctx, id, raftAddr); err != nil {
 		return err
 	}
 	return n.changeMembers(ctx, memberAdd, id, raftAddr)
 }
+
+// ErrMemberExists is AddMember's error for a member given another address
+// than the one it has.
+var ErrMemberExists = errors.New("cluster: a member at another address")
 
 // ErrMemberUnreachable is AddMember's error when this node cannot complete
 // the cluster's handshake with the new member at its address.
@@ -77,13 +93,13 @@ var ErrMemberUnreachable = errors.New("cluster: the new member cannot be reached
 func (n *Node) probeMember(ctx context.Context, id uint64, addr string) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, got, err := n.tr.dial(addr, kindMember)
+		c, got, err := n.tr.dial(addr, kindMember, id)
 		if err == nil {
 			c.Close()
-			if got != id {
-				return fmt.Errorf("%w: the node at %s is node %d, not %d", ErrMemberUnreachable, addr, got, id)
-			}
 			return nil
+		}
+		if errors.Is(err, errWrongPeer) {
+			return fmt.Errorf("%w: the node at %s is node %d, not %d", ErrMemberUnreachable, addr, got, id)
 		}
 		if refusal(err) || time.Now().After(deadline) {
 			return fmt.Errorf("%w at %s (start it with --join, the cluster's key and a certificate of its CA, then add it): %w", ErrMemberUnreachable, addr, err)
@@ -145,7 +161,7 @@ func (n *Node) changeMembers(ctx context.Context, op byte, id uint64, addr strin
 				s.do(func() { s.proposeMember(op, id, addr) })
 			case lead != 0:
 				if a := n.tr.peerAddr(lead); a != "" {
-					if _, err := n.tr.askMember(a, op, s.id, id, addr); err != nil {
+					if _, err := n.tr.askMember(lead, a, op, s.id, id, addr); err != nil {
 						n.log.Debug("membership request", "shard", s.id, "leader", lead, "err", err)
 					}
 				}
@@ -249,9 +265,9 @@ func (n *Node) serveMember(from uint64, c net.Conn) {
 	}
 }
 
-// askMember asks the node at addr to propose a change in one shard.
-func (t *transport) askMember(addr string, op byte, shard int, id uint64, member string) (bool, error) {
-	c, _, err := t.dial(addr, kindMember)
+// askMember asks node to, at addr, to propose a change in one shard.
+func (t *transport) askMember(to uint64, addr string, op byte, shard int, id uint64, member string) (bool, error) {
+	c, _, err := t.dial(addr, kindMember, to)
 	if err != nil {
 		return false, err
 	}

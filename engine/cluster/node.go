@@ -285,9 +285,10 @@ func Start(cfg Config) (*Node, error) {
 		fresh = fresh && s.bootstrapped
 	}
 	n.tr.start()
-	if fresh && !cfg.Join {
-		// Before the shards run: see rejoin.go.
-		if !n.askRejoinAll() {
+	if !cfg.Join {
+		// Whether it lost what it acknowledged (rejoin.go): before the
+		// shards run when it starts empty, beside them otherwise.
+		if !fresh || !n.askRejoinAll() {
 			n.wg.Add(1)
 			go n.rejoinLoop()
 		}

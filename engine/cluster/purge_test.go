@@ -10,8 +10,14 @@ import (
 // TestClusterPurgeReplicates: a purge on a shard's leader, of more slots
 // than one chunk of a stripe (engine/purge.go), reaches every replica as
 // deletes, and a follower restarted from its log after it agrees.
+//
+// Its 600 sends and the purge take seconds under the race detector: with
+// the default 0.2 s election timeout, a busy host made a leader step down
+// (quorum not heard in time) and an operation meet its closed broker
+// (engine: broker closed), 2 runs of 3 beside other load. A 1 s timeout.
 func TestClusterPurgeReplicates(t *testing.T) {
-	c := newTestClusterWith(t, 3, 1, func(_ int, o *engine.Options) { o.Stripes = 1 })
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, electionTicks: 50,
+		tweak: func(_ int, o *engine.Options) { o.Stripes = 1 }})
 	c.onLeader("q", func(b *engine.Broker) error {
 		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
 		return err

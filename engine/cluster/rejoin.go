@@ -1,13 +1,26 @@
 package cluster
 
-// A member that lost its data (its directory was wiped) must not take part
-// as if nothing happened: Raft assumes a member never loses what it
-// acknowledged or its vote, and the leaders still count it as holding
-// their entries. Such a node starts like a new one (its shards bootstrap a
-// fresh log) and, before its shards run, asks the other members whether it
-// lost anything; if so it is replaced in every shard — removed and added
-// back, which gives it a fresh place in each group — and catches up from
-// snapshots.
+// A member that lost its data (its directory was wiped, or put back from an
+// older copy: a volume snapshot rolled back, a backup of the directory)
+// must not take part as if nothing happened: Raft assumes a member never
+// loses what it acknowledged or its vote, and the leaders still count it
+// as holding their entries. A leader's progress for it never goes below
+// what it acknowledged, so an older copy was not even sent those entries
+// again: it stayed behind until the lead moved. So every node, at every
+// start, asks the other members whether it lost anything; if so it is
+// replaced in every shard — removed and added back, which gives it a
+// fresh place in each group — and catches up (from snapshots, or from the
+// log where the leader still has it).
+//
+// A wiped node starts like a new one (its shards bootstrap a fresh log)
+// and asks before its shards run. A node with data asks beside them, so
+// that a restart does not wait for a member that is down; until the answer
+// comes, an older copy may still vote with its older vote. A node that
+// really kept everything it acknowledged is never replaced: with --sync
+// always a follower acknowledges only what it flushed, and a kill -9
+// loses nothing the kernel has. What can replace such a node needlessly is
+// an acknowledged tail that a later leader overwrote with a shorter log
+// (entries a majority never held): it then catches up from a snapshot.
 //
 // Telling a wiped member from a new one. Every node remembers, per shard
 // and member, the highest log index the member acknowledged to it as a
@@ -144,7 +157,7 @@ func (n *Node) askRejoinAll() bool {
 		if id == n.cfg.NodeID {
 			continue
 		}
-		done, err := n.tr.askRejoin(addr, len(n.shards), lasts)
+		done, err := n.tr.askRejoin(id, addr, len(n.shards), lasts)
 		if err != nil {
 			continue
 		}
@@ -204,6 +217,15 @@ func (n *Node) replaceMember(id uint64, lost int) bool {
 	if id == n.cfg.NodeID || lost < 0 || lost >= len(n.shards) {
 		return false
 	}
+	n.bookMu.Lock()
+	gone := n.gone[id]
+	n.bookMu.Unlock()
+	if gone {
+		// Removed by the operator and started again: replacing it would
+		// add it back (below). Only AddMember does that.
+		n.log.Warn("a removed member asked to be replaced: refused (add it back with smqctl cluster add, on an empty directory)", "member", id)
+		return false
+	}
 	addr := n.tr.peerAddr(id)
 	for _, s := range n.shards {
 		s.do(func() {
@@ -230,11 +252,11 @@ func (n *Node) replaceMember(id uint64, lost int) bool {
 	return true
 }
 
-// askRejoin asks the node at addr whether this one lost data (and so is
+// askRejoin asks node to, at addr, whether this one lost data (and so is
 // replaced); lasts reads this node's last log index per shard, after the
 // answer (see the file comment).
-func (t *transport) askRejoin(addr string, shards int, lasts func() []uint64) (bool, error) {
-	c, _, err := t.dial(addr, kindRejoin)
+func (t *transport) askRejoin(to uint64, addr string, shards int, lasts func() []uint64) (bool, error) {
+	c, _, err := t.dial(addr, kindRejoin, to)
 	if err != nil {
 		return false, err
 	}

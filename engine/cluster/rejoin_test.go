@@ -1,9 +1,13 @@
 package cluster
 
 import (
+	"context"
 	"net"
+	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestRejoinQuestionCountsAcksOfTheAskersOwnRun: a new member's shards run
@@ -59,5 +63,67 @@ func TestRejoinQuestionCountsAcksOfTheAskersOwnRun(t *testing.T) {
 				t.Fatalf("replaced for shard %d, want %d", lostIn, want)
 			}
 		})
+	}
+}
+
+// TestClusterOlderCopyOfANodeIsReplaced: a member started on an older copy
+// of its own data directory (a VM or volume snapshot rolled back, a
+// backup of it put in place) holds less than it acknowledged, and an
+// older term and vote, which Raft assumes a member never loses. The
+// leader still counts it as holding what it acknowledged (its progress
+// never goes below that match, so it would not even send the entries
+// again). It must be found out at its start, as a wiped member is, and
+// replaced in every shard, then catch up.
+func TestClusterOlderCopyOfANodeIsReplaced(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true})
+	c.fillForSnapshots()
+	li, _ := c.leader("q")
+	wi := (li + 1) % 3
+	c.holds(wi, 300*16, 20*time.Second)
+	c.stop(wi)
+	old := t.TempDir() + "/old"
+	if err := os.CopyFS(old, os.DirFS(c.dirs[wi])); err != nil {
+		t.Fatal(err)
+	}
+	c.start(wi)
+	c.sendBatches("x", 100)
+	c.holds(wi, 400*16, 20*time.Second) // it acknowledged all of them
+	c.stop(wi)
+	if err := os.RemoveAll(c.dirs[wi]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(old, c.dirs[wi]); err != nil {
+		t.Fatal(err)
+	}
+	c.start(wi)
+	c.holds(wi, 400*16, 30*time.Second)
+	if c.nodes[wi].snapshots.Load() == 0 {
+		t.Fatal("the older copy caught up without being replaced: the leader took it as holding what it had acknowledged")
+	}
+}
+
+// TestRemovedMemberIsNotAddedBackByItsRejoin: a member removed by the
+// operator (smqctl cluster rm) whose process is started again — with its
+// old data, or an empty directory, by a unit that still runs it — asks
+// whether it lost data, as every start does. It held less than it once
+// acknowledged, but it is not a member: replacing it would add it back
+// (the replacement's add half), undoing the removal. Only an AddMember
+// brings it back.
+func TestRemovedMemberIsNotAddedBackByItsRejoin(t *testing.T) {
+	c := newTestCluster(t, 3, 2)
+	c.leaderQueue("gone")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.nodes[1].RemoveMember(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(2)
+	n := c.nodes[1]
+	n.noteAck(0, 3, 1<<40) // whatever it acknowledged before its removal
+	if n.replaceMember(3, 0) {
+		t.Fatal("a removed member that asked to be replaced was added back")
+	}
+	if slices.Contains(n.Members(), 3) {
+		t.Fatalf("members %v", n.Members())
 	}
 }

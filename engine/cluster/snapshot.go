@@ -81,7 +81,7 @@ func (s *shard) startInstall(m *pb.Message) {
 	s.installs.Add(1)
 	go func() {
 		defer s.n.wg.Done()
-		err := s.prepareInstall(addr, meta)
+		err := s.prepareInstall(m.GetFrom(), addr, meta)
 		s.installs.Done()
 		s.do(func() { s.finishInstall(in, err) })
 	}()
@@ -95,7 +95,7 @@ var testHookBeforeImport func(node uint64, shard int) error
 // file and imports it into a new broker in <shard dir>.new, then closes
 // that broker cleanly: nothing the loop owns is touched. The node's stop
 // cuts it short.
-func (s *shard) prepareInstall(addr string, meta *pb.SnapshotMetadata) error {
+func (s *shard) prepareInstall(from uint64, addr string, meta *pb.SnapshotMetadata) error {
 	done := make(chan struct{})
 	defer close(done)
 	var mu sync.Mutex
@@ -123,7 +123,7 @@ func (s *shard) prepareInstall(addr string, meta *pb.SnapshotMetadata) error {
 		case <-done:
 		}
 	}()
-	spool, err := s.fetchWhole(addr, meta.GetIndex(), abort)
+	spool, err := s.fetchWhole(from, addr, meta.GetIndex(), abort)
 	if err != nil {
 		return err
 	}
@@ -275,20 +275,20 @@ func (s *shard) swapInstalled(meta *pb.SnapshotMetadata) error {
 	return nil
 }
 
-// fetchWhole fetches the shard's state from the member at addr into a
+// fetchWhole fetches the shard's state from member from, at addr, into a
 // file beside the shard's directory, and returns it positioned at its
 // start once it holds the whole stream (engine.CopyState): a transfer cut
 // short, or an export that failed (engine.ExportState sends no end mark
 // then), leaves the member's state as it was.
-func (s *shard) fetchWhole(addr string, index uint64, abort func(io.Closer) bool) (*os.File, error) {
-	rc, err := s.n.tr.fetchSnapshot(addr, s.id, index)
+func (s *shard) fetchWhole(from uint64, addr string, index uint64, abort func(io.Closer) bool) (*os.File, error) {
+	rc, err := s.n.tr.fetchSnapshot(from, addr, s.id, index)
 	if errors.Is(err, errNoSnapshotAt) {
 		// Once more, then without the index: a leader of an earlier
 		// version (a rolling upgrade) closes every such request, while
 		// a connection lost at once seldom is lost twice.
-		if rc, err = s.n.tr.fetchSnapshot(addr, s.id, index); errors.Is(err, errNoSnapshotAt) {
+		if rc, err = s.n.tr.fetchSnapshot(from, addr, s.id, index); errors.Is(err, errNoSnapshotAt) {
 			s.log.Warn("the leader does not take a snapshot's index (a version before 2026-12-06): this member's topic counts may count a few publishes twice", "err", err)
-			rc, err = s.n.tr.fetchSnapshot(addr, s.id, 0)
+			rc, err = s.n.tr.fetchSnapshot(from, addr, s.id, 0)
 		}
 	}
 	if err != nil {

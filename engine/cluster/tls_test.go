@@ -185,7 +185,7 @@ func TestClusterTLSRefusesStrangers(t *testing.T) {
 	dialer := func(cfg *tls.Config) error {
 		tr := newTransport(9, testKey, "api-9", nil, slog.New(slog.DiscardHandler))
 		tr.tls = cfg
-		conn, _, err := tr.dial(addr, kindRaft)
+		conn, _, err := tr.dial(addr, kindRaft, 1)
 		if err == nil {
 			conn.Close()
 		}

@@ -17,6 +17,21 @@ package cluster
 // snapshot; nothing it sends is read past the handshake. The handshake
 // also tells each node the other's client API address (for forwarding).
 //
+// The initiator always means to reach one node, and sends its proof only
+// once the acceptor proved that it is that node (dial's want). The MACs do
+// not bind the connection to the socket it runs on, so whoever a node
+// dials could otherwise pass the node's proof on: open a connection of its
+// own to another member in the dialling node's name, hand the member's
+// answer back for the node to check, and the node's proof over. A process
+// without the key did exactly that, made node 1 dial it as a new member's
+// probe (AddMember), and read a shard's messages from node 2 and stored
+// messages with a dead-letter move (security audit, 2026-12-06;
+// TestClusterHandshakeCannotBeRelayed). An acceptor likewise refuses an
+// initiator that claims its own id. Against an attacker on the path
+// between two members (who can pass the whole handshake between the very
+// two nodes it was meant for, then write into the connection), only TLS
+// helps: see docs/operations.md, "What to protect in a cluster".
+//
 // TLS (Config.TLS). When set, a connection is a mutual TLS session (1.3,
 // both certificates verified) before the first byte of the handshake
 // above, which runs inside it unchanged: the key and the certificates
@@ -43,6 +58,7 @@ package cluster
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
@@ -91,6 +107,14 @@ type transport struct {
 	forward   func(from uint64, c net.Conn)            // serve a forward connection (forward.go)
 	member    func(from uint64, c net.Conn)            // serve a membership request (members.go)
 	move      func(from uint64, c net.Conn)            // serve a dead-letter move (deadletter.go)
+
+	handshaking  atomic.Int32 // accepted connections in their handshake (maxHandshakes)
+	handshakeCap atomic.Int32 // tests: maxHandshakes when 0
+
+	refusedMu     sync.Mutex
+	refusedAt     time.Time // guarded by refusedMu: the start of this second of refusals
+	refusedLogged int       // guarded by refusedMu: refusals logged in it
+	refusedQuiet  int       // guarded by refusedMu: refusals not logged since the last one logged
 
 	mu    sync.Mutex
 	peers map[uint64]*peer  // guarded by mu
@@ -142,6 +166,11 @@ func (t *transport) start() {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
+			if t.handshaking.Load() >= cmp.Or(t.handshakeCap.Load(), maxHandshakes) {
+				c.Close()
+				t.refusedConn(c.RemoteAddr().String(), errTooManyHandshakes)
+				continue
+			}
 			t.mu.Lock()
 			if t.done {
 				t.mu.Unlock()
@@ -150,6 +179,7 @@ func (t *transport) start() {
 			}
 			t.conns[c] = true
 			t.mu.Unlock()
+			t.handshaking.Add(1)
 			t.wg.Add(1)
 			go func() {
 				defer t.wg.Done()
@@ -290,7 +320,7 @@ func (t *transport) writeLoop(p *peer) {
 		if addr == "" {
 			return // removed
 		}
-		c, _, err := t.dial(addr, kindRaft)
+		c, _, err := t.dial(addr, kindRaft, p.id)
 		if err != nil {
 			// A refusal (key or certificate, either side) is for the
 			// operator to fix: logged (again when it changes, else every
@@ -367,30 +397,57 @@ func (t *transport) writeFrames(p *peer, c net.Conn) error {
 	}
 }
 
-// serveConn runs an accepted connection.
-func (t *transport) serveConn(c net.Conn) {
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if t.tls != nil {
-		tc := tls.Server(c, t.tls)
-		if err := tc.Handshake(); err != nil {
-			t.log.Warn("raft connection refused", "remote", c.RemoteAddr().String(), "err", explainRefusal(fmt.Errorf("TLS: %w", err)))
-			if t.refused != nil {
-				t.refused()
-			}
-			return
-		}
-		c = tc
+// maxHandshakes bounds the connections accepted and not yet
+// authenticated: each holds a descriptor and a goroutine for up to 5 s, so
+// a process without the key held as many as it opened (security audit,
+// 2026-12-06: 3,000 idle connections, 3,000 descriptors, a Warn line each).
+// One more is closed at once. A handshake between members takes well
+// under a millisecond.
+const maxHandshakes = 1024
+
+var errTooManyHandshakes = fmt.Errorf("%d connections are in their handshake already", maxHandshakes)
+
+// refusedLogBurst: refusals logged in a second; the rest are counted and
+// their number is logged with the next line (a flood of refusals would
+// otherwise flood the log).
+const refusedLogBurst = 20
+
+// refusedConn counts a refused connection and logs it (refusedLogBurst).
+func (t *transport) refusedConn(remote string, err error) {
+	if t.refused != nil {
+		t.refused()
 	}
-	kind, from, err := t.accept(c)
-	if err != nil {
-		t.log.Warn("raft connection refused", "remote", c.RemoteAddr().String(), "err", err)
-		if t.refused != nil {
-			t.refused()
-		}
+	t.refusedMu.Lock()
+	now := time.Now()
+	if now.Sub(t.refusedAt) >= time.Second {
+		t.refusedAt, t.refusedLogged = now, 0
+	}
+	if t.refusedLogged >= refusedLogBurst {
+		t.refusedQuiet++
+		t.refusedMu.Unlock()
 		return
 	}
-	c.SetDeadline(time.Time{})
+	t.refusedLogged++
+	quiet := t.refusedQuiet
+	t.refusedQuiet = 0
+	t.refusedMu.Unlock()
+	if quiet > 0 {
+		t.log.Warn("raft connection refused", "remote", remote, "err", err, "refusals_not_logged_before", quiet)
+		return
+	}
+	t.log.Warn("raft connection refused", "remote", remote, "err", err)
+}
+
+// serveConn runs an accepted connection (start counted it in
+// handshaking).
+func (t *transport) serveConn(c net.Conn) {
+	defer c.Close()
+	kind, from, c, err := t.handshake(c)
+	t.handshaking.Add(-1)
+	if err != nil {
+		t.refusedConn(c.RemoteAddr().String(), err)
+		return
+	}
 	switch kind {
 	case kindForward:
 		t.forward(from, c)
@@ -520,8 +577,14 @@ func explainRefusal(err error) error {
 	return err
 }
 
-// dial connects to addr and runs the initiator's side of the handshake.
-func (t *transport) dial(addr string, kind byte) (net.Conn, uint64, error) {
+// errWrongPeer: the node reached at an address is not the one dialled;
+// this node did not prove itself to it.
+var errWrongPeer = errors.New("cluster: the node reached is not the one dialled")
+
+// dial connects to addr and runs the initiator's side of the handshake
+// with node want: it proves this node only to node want (see the file
+// comment). It returns the acceptor's id, also with errWrongPeer.
+func (t *transport) dial(addr string, kind byte, want uint64) (net.Conn, uint64, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return nil, 0, err
@@ -568,6 +631,10 @@ func (t *transport) dial(addr string, kind byte) (net.Conn, uint64, error) {
 		c.Close()
 		return nil, 0, ErrAuth
 	}
+	if id != want {
+		c.Close()
+		return nil, id, fmt.Errorf("%w: node %d answered at %s, not node %d", errWrongPeer, id, addr, want)
+	}
 	if accepted {
 		t.log.Info("peer proved an accepted cluster key, not this node's", "peer", id)
 	}
@@ -586,6 +653,25 @@ func (t *transport) dial(addr string, kind byte) (net.Conn, uint64, error) {
 	return c, id, nil
 }
 
+// handshake runs an accepted connection's TLS session, if any, and the
+// acceptor's side of the handshake, within 5 s; it returns the connection
+// to use.
+func (t *transport) handshake(c net.Conn) (kind byte, from uint64, _ net.Conn, err error) {
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if t.tls != nil {
+		tc := tls.Server(c, t.tls)
+		if err := tc.Handshake(); err != nil {
+			return 0, 0, c, explainRefusal(fmt.Errorf("TLS: %w", err))
+		}
+		c = tc
+	}
+	if kind, from, err = t.accept(c); err != nil {
+		return 0, 0, c, err
+	}
+	c.SetDeadline(time.Time{})
+	return kind, from, c, nil
+}
+
 // accept runs the acceptor's side of the handshake.
 func (t *transport) accept(c net.Conn) (kind byte, from uint64, err error) {
 	var hello [len(handshakeMagic) + 1 + 8 + 16]byte
@@ -598,6 +684,9 @@ func (t *transport) accept(c net.Conn) (kind byte, from uint64, err error) {
 	kind = hello[len(handshakeMagic)]
 	from = binary.LittleEndian.Uint64(hello[len(handshakeMagic)+1:])
 	ni := hello[len(handshakeMagic)+9:]
+	if from == t.self {
+		return 0, 0, fmt.Errorf("%w: a peer that claims this node's own id %d", ErrAuth, from)
+	}
 	api, err := readAddr(c)
 	if err != nil {
 		return 0, 0, err
@@ -668,14 +757,14 @@ var errNoSnapshotAt = errors.New("cluster: the peer does not take a snapshot's i
 // fetchSnapshot asks node id (at addr) for a shard's state: as of the
 // snapshot of entry index (engine.ExportStateAt), or, with index 0, as
 // of now.
-func (t *transport) fetchSnapshot(addr string, shard int, index uint64) (io.ReadCloser, error) {
-	return t.fetchState(addr, snapRequest{shard: uint32(shard), at: index})
+func (t *transport) fetchSnapshot(id uint64, addr string, shard int, index uint64) (io.ReadCloser, error) {
+	return t.fetchState(id, addr, snapRequest{shard: uint32(shard), at: index})
 }
 
 // fetchState sends a snapshot request (see snapAtBit) to the node at addr
 // and returns the stream.
-func (t *transport) fetchState(addr string, r snapRequest) (io.ReadCloser, error) {
-	c, _, err := t.dial(addr, kindSnapshot)
+func (t *transport) fetchState(id uint64, addr string, r snapRequest) (io.ReadCloser, error) {
+	c, _, err := t.dial(addr, kindSnapshot, id)
 	if err != nil {
 		return nil, err
 	}
