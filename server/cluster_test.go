@@ -393,6 +393,15 @@ func TestClusterStatusAndMembership(t *testing.T) {
 		return nil
 	})
 
+	// A node cannot remove itself: the leaders stop replicating to it
+	// once its removal commits, so it waited 30 s in vain and left itself
+	// a voter of the shards it led (cluster ops audit, 2026-12-06).
+	if r := c.envs[2].client().do(req{method: "DELETE", target: "/cluster/nodes/3"}); r.status != 400 || !strings.Contains(string(r.body), "another member") {
+		t.Fatalf("node 3 asked to remove itself: %d %s", r.status, r.body)
+	}
+	if m := c.nodes[0].Members(); !slices.Equal(m, []uint64{1, 2, 3, 4}) {
+		t.Fatalf("members after node 3 was asked to remove itself: %v", m)
+	}
 	// Only the plain spelling of an id: the policy resource is the path
 	// as written, so "03" passed a Deny on /cluster/nodes/3 and removed
 	// node 3 (security audit, 2026-12-06).

@@ -329,9 +329,33 @@ wait:
 			serveErr = err
 		}
 	}
-	closeErr := broker.Close()
+	closeErr := closeWithin(broker.Close, cfg.shutdownTimeout)
+	if errors.Is(closeErr, errCloseTimedOut) {
+		log.Error("the broker did not close within --shutdown-timeout (its index or log could not be written?): leaving anyway; the next start replays the log", "timeout", cfg.shutdownTimeout)
+	}
 	log.Info("smqd stopped")
 	return errors.Join(serveErr, shutErr, closeErr)
+}
+
+var errCloseTimedOut = errors.New("the broker did not close in time")
+
+// closeWithin runs close and waits for it at most d. The close flushes
+// and syncs the log first, then writes the index's last checkpoint; an
+// index that cannot be written (a failing disk, a directory deleted under
+// it) makes Badger retry its flush for good, and SIGTERM never ended
+// (cluster ops audit, 2026-12-06). What the close did not finish, the next
+// start replays from the log.
+func closeWithin(close func() error, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- close() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return errCloseTimedOut
+	}
 }
 
 func btoi(b bool) int {

@@ -480,3 +480,46 @@ func TestDaemonDurableRestart(t *testing.T) {
 	}
 	stop()
 }
+
+// TestDaemonStopsWhenItsIndexCannotBeWritten: a broker whose index can no
+// longer be written (here its data directory is deleted under it) made
+// Badger retry its last flush for good, and a SIGTERM never ended, past
+// --shutdown-timeout (cluster ops audit, 2026-12-06). The close is waited
+// for at most --shutdown-timeout, then smqd leaves with an error.
+func TestDaemonStopsWhenItsIndexCannotBeWritten(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	addr, _, stderr, stop := startDaemon(t, "--data-dir", dir, "--shutdown-timeout", "2s", "--no-auth")
+	resp, err := http.DefaultClient.Do(mustRequest(t, "PUT", "http://"+addr+"/queues/q", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for i := range 20 {
+		resp, err := http.DefaultClient.Do(mustRequest(t, "POST", "http://"+addr+"/queues/q/messages", fmt.Sprintf("<Message><MessageBody>m%d</MessageBody></Message>", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			t.Fatalf("send: %d", resp.StatusCode)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if code := stop(); code == 0 { // stop fails the test if it takes 20 s
+		t.Fatalf("exit 0 though the broker could not close: %s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "did not close within --shutdown-timeout") {
+		t.Fatalf("no word of the close that timed out:\n%s", stderr.String())
+	}
+}
+
+func mustRequest(t *testing.T, method, url, body string) *http.Request {
+	t.Helper()
+	r, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

@@ -73,6 +73,14 @@ func (n *Node) AddMember(ctx context.Context, id uint64, raftAddr string) error 
 	return n.changeMembers(ctx, memberAdd, id, raftAddr)
 }
 
+// ErrRemoveSelf is RemoveMember's error for the node's own id. The
+// leaders stop replicating to a member once its removal commits, so it
+// never learns that the removal went through and waited for it in vain:
+// asked of node 4, the removal of node 4 failed after 30 s and left it a
+// voter of the shards it had led, in none of the member lists (cluster
+// ops audit, 2026-12-06). Another member must make it.
+var ErrRemoveSelf = errors.New("cluster: a node cannot remove itself: ask another member")
+
 // ErrMemberExists is AddMember's error for a member given another address
 // than the one it has.
 var ErrMemberExists = errors.New("cluster: a member at another address")
@@ -118,6 +126,9 @@ func (n *Node) probeMember(ctx context.Context, id uint64, addr string) error {
 // worth of members one after another is the operator's call; removing the
 // last member is refused.
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
+	if id == n.cfg.NodeID {
+		return ErrRemoveSelf
+	}
 	for _, s := range n.shards {
 		v := s.st.votersNow()
 		if len(v) == 1 && v[0] == id {

@@ -53,7 +53,7 @@ func groups() map[string]map[string]verb {
 		"cluster": {
 			"status": {"a cluster node's view: members, each shard's leader, term, commit and followers' lag", (*run).clusterStatus},
 			"add":    {"add a node (started with --join) to every shard: cluster add ID RAFT-HOST:PORT", (*run).clusterAdd},
-			"rm":     {"remove a node from every shard: cluster rm ID", (*run).clusterRm},
+			"rm":     {"remove a node from every shard, through another member: cluster rm ID", (*run).clusterRm},
 		},
 		"": {
 			"stats":      {"live message counts and rates per queue", (*run).stats},
