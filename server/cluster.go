@@ -223,6 +223,20 @@ func (s *Server) routeCluster(ctx *fasthttp.RequestCtx, st *reqState, deadline *
 				s.fail(ctx, st, engine.ErrMessageNotExist)
 				return false
 			}
+			if errors.Is(ferr, cluster.ErrTooManyForwards) {
+				// Every connection to the leader is busy (those long polls
+				// may hold, for a receive): nothing was sent, and the
+				// leader is up. A receive is answered as one beyond
+				// --max-long-polls is on a single node; anything else is
+				// told so, at once, rather than waiting for a leader and
+				// then blaming an election (scale audit, 2026-12-06).
+				if st.op.isReceive() {
+					s.fail(ctx, st, engine.ErrMessageNotExist)
+				} else {
+					s.writeError(ctx, st, codeServiceUnavailable, "too many requests in flight from this node to the shard's leader; retry")
+				}
+				return false
+			}
 			if errors.Is(ferr, errNotRun) {
 				s.noteRerouted(st)
 			}
@@ -326,7 +340,13 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) 
 	// Cut short if the shard's lead moves away from leader, which then
 	// does not answer (engine/cluster/forward_moved.go): a leader cut off
 	// from the cluster held such a request for the whole timeout.
-	f.in, err = s.c.ForwardShard(wctx, s.c.ShardOf(string(st.name)), leader, f.out, f.in[:0], timeout)
+	if st.op.isReceive() {
+		// Long polls may hold only some of the connections to a leader,
+		// so that other requests always find one (ErrTooManyForwards).
+		f.in, err = s.c.ForwardPoll(wctx, s.c.ShardOf(string(st.name)), leader, f.out, f.in[:0], timeout)
+	} else {
+		f.in, err = s.c.ForwardShard(wctx, s.c.ShardOf(string(st.name)), leader, f.out, f.in[:0], timeout)
+	}
 	if err != nil {
 		return err
 	}

@@ -15,12 +15,20 @@ package server
 // back exactly once, when that connection is closed (or when Accept fails).
 // Memory is therefore bounded by MaxConns times the cost of one connection,
 // whatever the clients send; docs/benchmarks.md has that cost measured.
+//
+// An Accept that fails for want of a resource (no file descriptor left:
+// EMFILE, ENFILE; no buffer or memory) is tried again after a pause, up to
+// a second, as net/http does. fasthttp takes any error but a timeout as
+// the listener's end, and smqd then shut down: 1,100 connections under an
+// open-file limit of 1,024 stopped the process (scale audit, 2026-12-06).
 
 import (
+	"errors"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -29,6 +37,9 @@ type connSlots struct {
 	slots   chan struct{} // one token per open connection; cap = MaxConns
 	waits   atomic.Uint64 // Accept calls that found every slot taken
 	lastLog atomic.Int64  // unix nanoseconds of the last "at the cap" log line
+	// acceptFails counts Accept errors tried again (no descriptor left).
+	acceptFails atomic.Uint64
+	lastFailLog atomic.Int64 // unix nanoseconds of the last such log line
 }
 
 func newConnSlots(max int) *connSlots { return &connSlots{slots: make(chan struct{}, max)} }
@@ -66,12 +77,36 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, net.ErrClosed
 		}
 	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-cs.slots
-		return nil, err
+	var pause time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		if err == nil {
+			return &limitConn{Conn: c, slots: cs.slots}, nil
+		}
+		if !acceptRetryable(err) {
+			<-cs.slots
+			return nil, err
+		}
+		cs.acceptFails.Add(1)
+		pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+		if now := time.Now().UnixNano(); now-cs.lastFailLog.Load() > int64(time.Minute) {
+			cs.lastFailLog.Store(now)
+			l.s.log.Error("accept failed: trying again (raise the open-file limit, or lower --max-conns)", "err", err, "max_conns", cap(cs.slots))
+		}
+		select {
+		case <-time.After(pause):
+		case <-l.done:
+			<-cs.slots
+			return nil, net.ErrClosed
+		}
 	}
-	return &limitConn{Conn: c, slots: cs.slots}, nil
+}
+
+// acceptRetryable reports whether an Accept error is a passing want of a
+// resource, after which the listener still works.
+func acceptRetryable(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
 func (l *limitListener) Close() error {

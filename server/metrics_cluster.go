@@ -52,7 +52,7 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.snapshots = desc("smqd_cluster_snapshots_installed_total", "Shard snapshots this node installed (it was too far behind, new or wiped).")
 	cc.handoffs = desc("smqd_cluster_disk_full_handoffs_total", "Leadership transfers this node started because its disk was full (the shards went to members with room).")
 	cc.hops = desc("smqd_cluster_dead_letter_hops_total", "Batches of dead letters this node's shard leaders handed to a queue of another shard: stored, or failed (the hop gave up; the messages stay hidden and a later receive moves them, or they were stored and the answer lost).", "outcome")
-	cc.relays = desc("smqd_cluster_topic_relay_hops_total", "Batches of a topic's deliveries this node's shard leaders handed to a queue of another shard: stored, or failed (retried 1 s later, doubling to every 16 s, for up to a day; a lost answer delivers twice).", "outcome")
+	cc.relays = desc("smqd_cluster_topic_relay_hops_total", "Batches of a topic's deliveries this node's shard leaders handed to a queue of another shard: stored, failed (retried 1 s later, doubling to every 16 s, for up to a day; a lost answer delivers twice), or dropped (the queue was deleted).", "outcome")
 	cc.sharedFlushes = desc("smqd_cluster_shared_flushes_total", "Flushes of the data directory's file system (syncfs) the node's shard logs made together (--cluster-flush shared); each log's waits for them count in smqd_wal_fsyncs_total.")
 	cc.role = desc("smqd_cluster_shard_role", "This node's Raft role in the shard: 1 for the current role.", "shard", "role")
 	cc.ready = desc("smqd_cluster_shard_ready", "1 if this node leads the shard and takes changes.", "shard")
@@ -111,6 +111,7 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(cc.hops, float64(st.DeadLetterHopsFailed), "failed")
 	counter(cc.relays, float64(st.TopicRelayHops), "stored")
 	counter(cc.relays, float64(st.TopicRelayHopsFailed), "failed")
+	counter(cc.relays, float64(st.TopicRelayHopsDropped), "dropped")
 	if st.SharedFlushes != nil {
 		counter(cc.sharedFlushes, float64(*st.SharedFlushes))
 	}

@@ -121,6 +121,18 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 		}
 		warnIfShared(log, cfg.tlsKey, "TLS key")
 	}
+	// Client connections, the log's and the index's files and (in a
+	// cluster) the links between nodes share the open-file limit: at it,
+	// the log cannot open its next segment (sends fail until the broker
+	// reopens) and new connections wait (scale audit, 2026-12-06).
+	reserve := uint64(fileReserve)
+	if cfg.clustered() {
+		reserve += clusterFileReserve
+	}
+	if lim := openFileLimit(); lim > 0 && lim < uint64(cfg.maxConns)+reserve {
+		log.Warn("the open-file limit is below --max-conns plus what storage (and the cluster's links) need: at it, sends fail and new connections wait; raise it (LimitNOFILE=) or lower --max-conns",
+			"limit", lim, "max_conns", cfg.maxConns, "reserve", reserve)
+	}
 	if cfg.maxConns <= cfg.maxLongPolls {
 		log.Warn("--max-conns is not above --max-long-polls: waiting long polls can hold every connection", "max_conns", cfg.maxConns, "max_long_polls", cfg.maxLongPolls)
 	}
@@ -336,6 +348,15 @@ wait:
 	log.Info("smqd stopped")
 	return errors.Join(serveErr, shutErr, closeErr)
 }
+
+// fileReserve is the open files smqd wants beyond --max-conns: the log's
+// segments and the index's tables; a cluster node adds clusterFileReserve
+// for its links and its forward connections (up to 2,048 to each other
+// node that leads, and as many from each).
+const (
+	fileReserve        = 1024
+	clusterFileReserve = 8192
+)
 
 var errCloseTimedOut = errors.New("the broker did not close in time")
 

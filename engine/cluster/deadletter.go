@@ -103,6 +103,12 @@ func (r deadLetterRouter) Move(ctx context.Context, target string, ms []engine.M
 	stored, failed := &r.n.hopsStored, &r.n.hopsFailed
 	if len(ms) > 0 && ms[0].Delivery() {
 		stored, failed = &r.n.relaysStored, &r.n.relaysFailed
+		if errors.Is(err, engine.ErrQueueNotExist) {
+			// The relay drops deliveries to a deleted queue: not retried,
+			// so not "failed" (scale audit, 2026-12-06: 860 such hops
+			// counted as failed and "retried").
+			failed = &r.n.relaysDropped
+		}
 	}
 	if err != nil {
 		failed.Add(1)

@@ -26,6 +26,7 @@ package cluster
 // taken from the pool is owned by the request using it until put back.
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -43,7 +44,13 @@ const (
 	kindMember      = 4 // a membership change request for one shard's leader (members.go)
 	maxForwardBytes = 16 << 20
 	maxForwardConns = 2048 // per leader: waiting long polls each hold one
-	maxIdleForward  = 64   // idle connections kept per leader
+	// maxForwardPolls: of those, at most this many held by long polls
+	// (ForwardPoll), so that the rest still carry sends, deletes and the
+	// like: 2,100 long polls through one node held every connection to
+	// their leader, and that node's sends waited for a free one and
+	// failed with 503 "no reachable leader" (scale audit, 2026-12-06).
+	maxForwardPolls = maxForwardConns - 256
+	maxIdleForward  = 64 // idle connections kept per leader
 )
 
 // ErrNotSent: a forwarded request could not be sent to the shard's leader
@@ -54,7 +61,8 @@ var ErrNotSent = errors.New("cluster: the request could not be sent to the shard
 // context ended); the request may have run on the leader.
 var ErrCanceled = errors.New("cluster: stopped waiting for the leader's answer")
 
-// ErrTooManyForwards: every forward connection to the leader is busy.
+// ErrTooManyForwards: every forward connection to the leader is busy (or,
+// for ForwardPoll, every one long polls may hold). Nothing was sent.
 var ErrTooManyForwards = errors.New("cluster: too many requests in flight to the shard's leader")
 
 // ForwardHandler runs a forwarded request and appends the answer to dst.
@@ -69,9 +77,13 @@ type fwdHandler struct {
 }
 
 type fwdPool struct {
-	mu   sync.Mutex
-	idle map[uint64][]net.Conn // guarded by mu
-	open map[uint64]int        // guarded by mu: connections per leader, idle or busy
+	mu    sync.Mutex
+	idle  map[uint64][]net.Conn // guarded by mu
+	open  map[uint64]int        // guarded by mu: connections per leader, idle or busy
+	polls map[uint64]int        // guarded by mu: of the busy ones, those long polls hold (maxForwardPolls)
+
+	// Tests: the caps when not 0 (maxForwardConns, maxForwardPolls).
+	capConns, capPolls int
 }
 
 // SetForwardHandler installs the handler of requests other nodes forward
@@ -87,25 +99,36 @@ func (n *Node) SetForwardHandler(base context.Context, h ForwardHandler) {
 // node cuts its forwarded long polls short). See the file comment for what
 // an error means.
 func (n *Node) Forward(ctx context.Context, leader uint64, req, dst []byte, timeout time.Duration) ([]byte, error) {
-	return n.forward(ctx, -1, leader, req, dst, timeout)
+	return n.forward(ctx, -1, leader, req, dst, timeout, false)
 }
 
 // ForwardShard is Forward for a request of shard: once this node learns
 // that the shard's lead moved away from leader, the wait is cut short
 // (forward_moved.go: ErrLeaderMoved, the request may have run).
 func (n *Node) ForwardShard(ctx context.Context, shard int, leader uint64, req, dst []byte, timeout time.Duration) ([]byte, error) {
-	return n.forward(ctx, shard, leader, req, dst, timeout)
+	return n.forward(ctx, shard, leader, req, dst, timeout, false)
+}
+
+// ForwardPoll is ForwardShard for a long poll, which may hold its
+// connection for its whole wait: long polls may hold only so many of the
+// connections to a leader (maxForwardPolls), and one more is refused at
+// once with ErrTooManyForwards, so that other requests always find one.
+func (n *Node) ForwardPoll(ctx context.Context, shard int, leader uint64, req, dst []byte, timeout time.Duration) ([]byte, error) {
+	return n.forward(ctx, shard, leader, req, dst, timeout, true)
 }
 
 // forward is Forward, watched for its shard's leader moving when shard
 // is one of the node's.
-func (n *Node) forward(ctx context.Context, shard int, leader uint64, req, dst []byte, timeout time.Duration) ([]byte, error) {
+func (n *Node) forward(ctx context.Context, shard int, leader uint64, req, dst []byte, timeout time.Duration, poll bool) ([]byte, error) {
 	if leader == n.cfg.NodeID {
 		return dst, fmt.Errorf("%w: forwarding to itself", ErrNotSent)
 	}
-	c, err := n.fwdConn(leader)
+	c, err := n.fwdConn(leader, poll)
 	if err != nil {
 		return dst, err
+	}
+	if poll {
+		defer n.fwdPollDone(leader)
 	}
 	deadline := time.Now().Add(timeout)
 	c.SetDeadline(deadline)
@@ -175,8 +198,36 @@ func (n *Node) forward(ctx context.Context, shard int, leader uint64, req, dst [
 
 func noStop() bool { return true }
 
-// fwdConn takes an idle connection to leader, or opens one.
-func (n *Node) fwdConn(leader uint64) (net.Conn, error) {
+// fwdConn takes an idle connection to leader, or opens one; for a long
+// poll, counted among the polls' (fwdPollDone gives the place back).
+func (n *Node) fwdConn(leader uint64, poll bool) (net.Conn, error) {
+	p := &n.fwd
+	if poll {
+		p.mu.Lock()
+		if p.polls[leader] >= cmp.Or(p.capPolls, maxForwardPolls) {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("%w: %w (long polls)", ErrNotSent, ErrTooManyForwards)
+		}
+		p.polls[leader]++
+		p.mu.Unlock()
+	}
+	c, err := n.fwdTake(leader)
+	if err != nil && poll {
+		n.fwdPollDone(leader)
+	}
+	return c, err
+}
+
+// fwdPollDone gives back a long poll's place (fwdConn).
+func (n *Node) fwdPollDone(leader uint64) {
+	p := &n.fwd
+	p.mu.Lock()
+	p.polls[leader]--
+	p.mu.Unlock()
+}
+
+// fwdTake takes an idle connection to leader, or opens one.
+func (n *Node) fwdTake(leader uint64) (net.Conn, error) {
 	p := &n.fwd
 	for {
 		p.mu.Lock()
@@ -192,7 +243,7 @@ func (n *Node) fwdConn(leader uint64) (net.Conn, error) {
 		}
 		n.fwdDrop(leader, c)
 	}
-	if p.open[leader] >= maxForwardConns {
+	if p.open[leader] >= cmp.Or(p.capConns, maxForwardConns) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("%w: %w", ErrNotSent, ErrTooManyForwards)
 	}

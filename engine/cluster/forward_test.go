@@ -153,3 +153,50 @@ func TestForwardedRequestContext(t *testing.T) {
 		t.Fatalf("poll at the base's end: %q, %v", got, err)
 	}
 }
+
+// Long polls forwarded to a leader may hold only some of the connections
+// to it: 2,100 long polls through one node held all 2,048, and that node's
+// sends to the same leader waited for one and failed with 503 "no
+// reachable leader" (scale audit, 2026-12-06). Here, with 4 connections of
+// which polls may hold 2, four waiting polls: two wait, two are refused at
+// once, and a send still goes through.
+func TestForwardedPollsLeaveRoomForOtherRequests(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	release := make(chan struct{})
+	c.nodes[1].SetForwardHandler(context.Background(), func(ctx context.Context, from uint64, req, dst []byte) []byte {
+		if string(req) == "poll" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			case <-time.After(20 * time.Second):
+			}
+		}
+		return append(append(dst, "re:"...), req...)
+	})
+	defer close(release)
+	n := c.nodes[0]
+	n.fwd.mu.Lock()
+	n.fwd.capConns, n.fwd.capPolls = 4, 2
+	n.fwd.mu.Unlock()
+	refused := make(chan error, 4)
+	for range 4 {
+		go func() {
+			_, err := n.ForwardPoll(context.Background(), -1, 2, []byte("poll"), nil, 30*time.Second) // no shard: not watched
+			refused <- err
+		}()
+	}
+	for range 2 {
+		select {
+		case err := <-refused:
+			if !errors.Is(err, ErrTooManyForwards) {
+				t.Fatalf("a poll beyond the polls' share: %v, want ErrTooManyForwards", err)
+			}
+		case <-time.After(10 * time.Second): // a hang, not a timing
+			t.Fatal("no poll was refused: polls may take every connection")
+		}
+	}
+	got, err := n.Forward(context.Background(), 2, []byte("send"), nil, 5*time.Second)
+	if err != nil || string(got) != "re:send" {
+		t.Fatalf("a send while polls wait: %q, %v", got, err)
+	}
+}

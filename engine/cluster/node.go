@@ -109,6 +109,7 @@ type Node struct {
 	// (deadletter.go): batches stored, and batches the hop gave up on.
 	hopsStored, hopsFailed     atomic.Int64
 	relaysStored, relaysFailed atomic.Int64 // topic deliveries (deadletter.go Move)
+	relaysDropped              atomic.Int64 // topic deliveries to a deleted queue (Move)
 
 	// Faults the tests inject into dead-letter moves served here
 	// (deadletter.go): so many requests are dropped unread, or stored and
@@ -223,7 +224,7 @@ func Start(cfg Config) (*Node, error) {
 	n.tr.forward = n.serveForward
 	n.tr.member = n.serveMember
 	n.tr.move = n.serveMove
-	n.fwd.idle, n.fwd.open = map[uint64][]net.Conn{}, map[uint64]int{}
+	n.fwd.idle, n.fwd.open, n.fwd.polls = map[uint64][]net.Conn{}, map[uint64]int{}, map[uint64]int{}
 	if n.book, err = loadMembers(cfg.Dir); err != nil {
 		ln.Close()
 		return nil, err

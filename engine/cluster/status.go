@@ -36,9 +36,12 @@ type Status struct {
 	DeadLetterHopsFailed int64 `json:"dead_letter_hops_failed"`
 	// TopicRelayHops and TopicRelayHopsFailed count the same for batches
 	// of a topic's deliveries to a queue of another shard (failed: retried
-	// 1 s later, doubling to every 16 s, for up to a day).
-	TopicRelayHops       int64 `json:"topic_relay_hops"`
-	TopicRelayHopsFailed int64 `json:"topic_relay_hops_failed"`
+	// 1 s later, doubling to every 16 s, for up to a day);
+	// TopicRelayHopsDropped those whose queue was deleted (dropped, as a
+	// single node drops deliveries to a deleted queue).
+	TopicRelayHops        int64 `json:"topic_relay_hops"`
+	TopicRelayHopsFailed  int64 `json:"topic_relay_hops_failed"`
+	TopicRelayHopsDropped int64 `json:"topic_relay_hops_dropped"`
 	// DiskFull: this node's disk is below the free-space reserve, so it
 	// hands the shards it leads to members with room (DiskFullHandoffs
 	// counts the transfers it started).
@@ -158,7 +161,8 @@ func (n *Node) Status() Status {
 		Forwarded: n.forwarded.Load(), RefusedHandshakes: n.refused.Load(), SnapshotsInstalled: n.snapshots.Load(),
 		DiskFull: n.diskFull.Load(), DiskFullHandoffs: n.handoffs.Load(),
 		DeadLetterHops: n.hopsStored.Load(), DeadLetterHopsFailed: n.hopsFailed.Load(),
-		TopicRelayHops: n.relaysStored.Load(), TopicRelayHopsFailed: n.relaysFailed.Load()}
+		TopicRelayHops: n.relaysStored.Load(), TopicRelayHopsFailed: n.relaysFailed.Load(),
+		TopicRelayHopsDropped: n.relaysDropped.Load()}
 	if n.flushFS != nil {
 		f := n.flushFS.Flushes()
 		st.SharedFlushes = &f

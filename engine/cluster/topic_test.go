@@ -191,3 +191,53 @@ func TestClusterTopicRelaySurvivesLeaderLoss(t *testing.T) {
 		t.Logf("%s: %d acknowledged publishes, %d distinct copies, %d duplicates", q, len(acked), len(seen), dups)
 	}
 }
+
+// Deliveries to a subscribed queue of another shard that was deleted are
+// dropped, as on a single node; the hops count them as dropped, not as
+// failed ("retried for up to a day"), which they are not (scale audit,
+// 2026-12-06: 860 such hops counted failed).
+func TestClusterRelayToADeletedQueueCountsDropped(t *testing.T) {
+	c := newTestCluster(t, 3, 4)
+	const topic = "drop-topic"
+	ti, _ := c.leader(topic)
+	var far string
+	for k := 0; far == ""; k++ {
+		if name := fmt.Sprintf("drop-q-%d", k); c.nodes[ti].ShardOf(name) != c.nodes[ti].ShardOf(topic) {
+			far = name
+		}
+	}
+	c.onLeader(far, func(b *engine.Broker) error {
+		_, err := b.CreateQueue(far, engine.DefaultQueueConfig())
+		return err
+	})
+	c.onLeader(topic, func(b *engine.Broker) error {
+		_, err := b.CreateTopic(topic, engine.DefaultTopicConfig())
+		return err
+	})
+	c.onLeader(topic, func(b *engine.Broker) error {
+		_, err := b.Subscribe(topic, "to-far", engine.SubscriptionConfig{Endpoint: "acs:mns:test:1:queues/" + far, Format: engine.FormatSimplified})
+		return err
+	})
+	c.onLeader(far, func(b *engine.Broker) error { return b.DeleteQueue(far) })
+	for i := range 5 {
+		c.onLeader(topic, func(b *engine.Broker) error {
+			_, err := b.Publish(topic, engine.PublishInput{Body: []byte(fmt.Sprint("p", i)), Owner: "1"})
+			return err
+		})
+	}
+	eventually(t, "the deliveries to the deleted queue dropped", func() error {
+		var dropped, failed int64
+		for _, nd := range c.nodes {
+			st := nd.Status()
+			dropped += st.TopicRelayHopsDropped
+			failed += st.TopicRelayHopsFailed
+		}
+		if failed != 0 {
+			return fmt.Errorf("%d hops counted failed", failed)
+		}
+		if dropped == 0 {
+			return errors.New("none counted dropped yet")
+		}
+		return nil
+	})
+}
