@@ -44,6 +44,9 @@ package engine
 //     plus the body that crosses it, however large the segment: a segment
 //     left part-way is taken up at the record after the last one moved
 //     (compactFrom), so the rate limit holds and nothing is read twice.
+//  5. A segment is removed only once the log is synced past every record
+//     that emptied it: its removal is durable at once, and those records
+//     (relocates, deletes in --sync none or interval) maybe were not.
 //
 // The compactor is a job on the broker's clock (job.go): appends, bodies
 // dying (in-memory mode) and checkpoints (durable mode: segments before the
@@ -138,9 +141,22 @@ func (b *Broker) compactPass(budget int64, settle bool) (removed, relocated int,
 	defer b.compactMu.Unlock()
 	segs := b.store.segments(nil)
 	limit := b.store.replayStart()
+	synced := false
 	for _, s := range segs {
 		if s.active || s.live != 0 || s.end > limit || b.backups.Load() > 0 {
 			continue // a backup copies every segment (backup.go invariant 1)
+		}
+		if !synced {
+			// What emptied the segment (a relocate record of an earlier
+			// pass, a delete of --sync none or interval) is counted at
+			// once but was maybe only written; the removal is durable at
+			// once. Made durable first: after a power loss, a message
+			// checkpointed into this segment and relocated since was gone,
+			// its relocation never on disk (recovery audit, 2026-12-06).
+			if err := b.store.sync(); err != nil {
+				return removed, relocated, err
+			}
+			synced = true
 		}
 		ok, err := b.store.removeSegment(s.start)
 		if err != nil {

@@ -319,18 +319,34 @@ func (st *stripe) killLocked() {
 	st.nActive, st.nInactive, st.nDelayed = 0, 0, 0
 }
 
+// flushChunk bounds the records of one append of flushLocked: 512
+// expiries frame to about 39 KB, within the smallest ring the log takes
+// (64 KiB).
+const flushChunk = 512
+
 // flushLocked appends the records gathered under mu (storage.changeRecord)
 // in one call, keeping the log order equal to the order of the changes. It
 // returns the position of the last record appended and whether there was
 // one (ok is false also when the append failed: err says why).
+//
+// More than flushChunk records go in appends of flushChunk: only an advance of the wheel after a pause (a process stopped, a VM
+// resumed, a clock step) gathers that many, each an expiry of its own that
+// needs no other. In one append, 55,000 expiries of a stripe outgrew the
+// log's 4 MiB ring, the append failed, and the broker refused every change
+// until it reopened (recovery audit, 2026-12-06).
 func (st *stripe) flushLocked() (last uint64, ok bool, err error) {
 	if len(st.recs) == 0 {
 		return 0, false, nil
 	}
-	if err = st.q.b.store.append(st.recs); err != nil {
-		st.q.b.storageFailed(err)
-	} else {
-		last, ok = st.recs[len(st.recs)-1].pos, true
+	for recs := st.recs; len(recs) > 0; {
+		n := min(len(recs), flushChunk)
+		if err = st.q.b.store.append(recs[:n]); err != nil {
+			st.q.b.storageFailed(err)
+			ok = false
+			break
+		}
+		last, ok = recs[n-1].pos, true
+		recs = recs[n:]
 	}
 	for i := range st.recs {
 		st.recs[i] = logRec{}
