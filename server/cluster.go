@@ -643,6 +643,10 @@ func (s *Server) changeMembers(ctx *fasthttp.RequestCtx, st *reqState, idSeg []b
 			s.fail(ctx, st, err)
 			return
 		}
+		if errors.Is(err, cluster.ErrNotAMember) {
+			s.fail(ctx, st, newAPIError(codeInvalidArgument, "this node is not a member of the cluster (yet): send the request to a member"))
+			return
+		}
 		if errors.Is(err, cluster.ErrRemoveSelf) {
 			s.fail(ctx, st, newAPIError(codeInvalidArgument, fmt.Sprintf("node %d cannot remove itself (it would never see its removal through): send the request to another member", id)))
 			return

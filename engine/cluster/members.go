@@ -55,6 +55,13 @@ func (n *Node) AddMember(ctx context.Context, id uint64, raftAddr string) error 
 	if _, _, err := net.SplitHostPort(raftAddr); err != nil {
 		return fmt.Errorf("cluster: the new member's raft address: %w", err)
 	}
+	if !slices.Contains(n.Members(), n.cfg.NodeID) {
+		// A node that is not a member itself (started with --join and not
+		// added yet, or removed) knows no members: it would probe even an
+		// existing one at any address given, and prove itself to it
+		// through whoever listens there (review, 2026-12-06).
+		return ErrNotAMember
+	}
 	if slices.Contains(n.Members(), id) {
 		// Not probed at another address: whoever listens there could pass
 		// the probe on to the member itself and be served in this node's
@@ -72,6 +79,10 @@ func (n *Node) AddMember(ctx context.Context, id uint64, raftAddr string) error 
 	}
 	return n.changeMembers(ctx, memberAdd, id, raftAddr)
 }
+
+// ErrNotAMember is AddMember's error on a node that is not a member of
+// the cluster itself.
+var ErrNotAMember = errors.New("cluster: this node is not a member of the cluster (yet): ask a member")
 
 // ErrRemoveSelf is RemoveMember's error for the node's own id. The
 // leaders stop replicating to a member once its removal commits, so it

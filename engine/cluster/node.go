@@ -131,11 +131,14 @@ type Node struct {
 	book   map[uint64]string // guarded by bookMu: the members' raft addresses (members.go)
 	gone   map[uint64]bool   // guarded by bookMu: members this node saw removed, not added back (members.go)
 
-	diskFull   atomic.Bool // this node's disk is full (handoff.go)
-	leaving    atomic.Bool // this node hands its leads over to shut down (transfer.go)
-	handoffs   atomic.Int64
-	stateMu    sync.Mutex
-	peerStates map[uint64]peerState // guarded by stateMu: what peers last said of their disks (handoff.go)
+	diskFull atomic.Bool // this node's disk is full (handoff.go)
+	leaving  atomic.Bool // this node hands its leads over to shut down (transfer.go), or to be replaced (rejoin.go)
+	// rejoinHandOver: leaving was set to be replaced, not to shut down
+	// (rejoin.go, rejoinLater), and is cleared once the question ends.
+	rejoinHandOver atomic.Bool
+	handoffs       atomic.Int64
+	stateMu        sync.Mutex
+	peerStates     map[uint64]peerState // guarded by stateMu: what peers last said of their disks (handoff.go)
 
 	flushFS *wal.SharedSyncFS // the shards' logs' shared flush, or nil (Config.FileFlush)
 }
@@ -286,13 +289,18 @@ func Start(cfg Config) (*Node, error) {
 		fresh = fresh && s.bootstrapped
 	}
 	n.tr.start()
-	if !cfg.Join {
-		// Whether it lost what it acknowledged (rejoin.go): before the
-		// shards run when it starts empty, beside them otherwise.
-		if !fresh || !n.askRejoinAll() {
-			n.wg.Add(1)
-			go n.rejoinLoop()
-		}
+	// Whether it lost what it acknowledged (rejoin.go): before the shards
+	// run when it starts empty, beside them otherwise, whatever --join
+	// says (a node added with --join keeps the flag; an older copy of it
+	// went undetected: review, 2026-12-06). An empty node with --join is
+	// new: nothing to ask.
+	switch {
+	case !fresh:
+		n.wg.Add(1)
+		go n.rejoinLoop()
+	case !cfg.Join && !n.askRejoinAll():
+		n.wg.Add(1)
+		go n.rejoinLoop()
 	}
 	n.wg.Add(2)
 	go n.ackSaver()

@@ -15,12 +15,15 @@ package cluster
 // A wiped node starts like a new one (its shards bootstrap a fresh log)
 // and asks before its shards run. A node with data asks beside them, so
 // that a restart does not wait for a member that is down; until the answer
-// comes, an older copy may still vote with its older vote. A node that
-// really kept everything it acknowledged is never replaced: with --sync
-// always a follower acknowledges only what it flushed, and a kill -9
-// loses nothing the kernel has. What can replace such a node needlessly is
-// an acknowledged tail that a later leader overwrote with a shorter log
-// (entries a majority never held): it then catches up from a snapshot.
+// comes, an older copy may still vote with its older vote. With --sync
+// always a follower acknowledges only what it flushed, so only a node
+// that lost its files is replaced. With interval or none it acknowledges
+// what it has put in its log's ring, maybe not written yet: a kill -9 (an
+// OOM kill) can lose acknowledged entries too, and such a node is
+// replaced at its next start, as Raft requires. What can replace a node
+// needlessly is an acknowledged tail that a later leader overwrote with a
+// shorter log (entries a majority never held; the table keeps indexes,
+// not terms): it then catches up from a snapshot.
 //
 // Telling a wiped member from a new one. Every node remembers, per shard
 // and member, the highest log index the member acknowledged to it as a
@@ -42,10 +45,21 @@ package cluster
 //
 // Requests (kind 2): shards u32; answered with the acknowledged index u64
 // per shard; then the asking node's verdict u32 (0: nothing lost, i+1: it
-// lost data in shard i, replace it), answered with one byte, 1 replaced.
+// lost data in shard i, replace it), answered with one byte: rejoinNot,
+// rejoinReplaced, or rejoinLater (a node before 2026-12-06 never answers
+// that, and its askers read it as not replaced).
+//
+// A member is not replaced while it leads a shard (rejoinLater). The
+// replacement's removal is applied by the shard's leader, which then adds
+// the member back; a member that led the shard stepped down at its own
+// removal, and no one added it back: the shard kept one voter less, with
+// no word of it (review, 2026-12-06: 2 runs of 5 when the member asked
+// while it led). An asker told rejoinLater hands its leads over (and takes
+// none until its question is answered), then asks again.
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -157,18 +171,50 @@ func (n *Node) askRejoinAll() bool {
 		if id == n.cfg.NodeID {
 			continue
 		}
-		done, err := n.tr.askRejoin(id, addr, len(n.shards), lasts)
+		answer, err := n.tr.askRejoin(id, addr, len(n.shards), lasts)
 		if err != nil {
 			continue
 		}
-		if done {
+		switch answer {
+		case rejoinReplaced:
 			n.log.Warn("this node holds less than it once acknowledged (its data was lost): it asked to be replaced in every shard and will catch up from snapshots", "by", id)
+			n.rejoinDone()
 			return true
+		case rejoinLater:
+			// It leads a shard: hand every lead over first, then ask again.
+			n.rejoinHandOver.Store(true)
+			if !n.leaving.Swap(true) {
+				n.log.Warn("this node holds less than it once acknowledged (its data was lost): handing its leads over before it is replaced", "by", id)
+				n.sendState()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			n.HandOverLeads(ctx)
+			cancel()
+			continue
 		}
 		answered++
 	}
-	return answered == len(n.cfg.Peers)-1
+	if answered == len(n.cfg.Peers)-1 {
+		n.rejoinDone()
+		return true
+	}
+	return false
 }
+
+// rejoinDone ends what a question left: a node that gave its leads away
+// to be replaced (rejoinLater) may lead again.
+func (n *Node) rejoinDone() {
+	if n.rejoinHandOver.Swap(false) && n.leaving.Swap(false) {
+		n.sendState()
+	}
+}
+
+// The answers to a rejoin question.
+const (
+	rejoinNot      byte = 0 // nothing lost, or not replaced (a removed member)
+	rejoinReplaced byte = 1
+	rejoinLater    byte = 2 // it leads a shard here: hand the leads over, then ask again
+)
 
 // rejoinLoop asks again the members that did not answer at start.
 func (n *Node) rejoinLoop() {
@@ -212,10 +258,16 @@ func lostShard(acked, lasts []uint64) int {
 
 // replaceMember replaces member id, which found that it holds less in
 // shard lost than it acknowledged here, in every shard (see the file
-// comment); it reports whether it did.
-func (n *Node) replaceMember(id uint64, lost int) bool {
+// comment); it answers rejoinReplaced if it did.
+func (n *Node) replaceMember(id uint64, lost int) byte {
 	if id == n.cfg.NodeID || lost < 0 || lost >= len(n.shards) {
-		return false
+		return rejoinNot
+	}
+	for _, s := range n.shards {
+		if s.lead.Load() == id {
+			n.log.Info("a member that lost data leads a shard: it is replaced once it has handed its leads over", "member", id, "shard", s.id)
+			return rejoinLater
+		}
 	}
 	n.bookMu.Lock()
 	gone := n.gone[id]
@@ -224,7 +276,7 @@ func (n *Node) replaceMember(id uint64, lost int) bool {
 		// Removed by the operator and started again: replacing it would
 		// add it back (below). Only AddMember does that.
 		n.log.Warn("a removed member asked to be replaced: refused (add it back with smqctl cluster add, on an empty directory)", "member", id)
-		return false
+		return rejoinNot
 	}
 	addr := n.tr.peerAddr(id)
 	for _, s := range n.shards {
@@ -249,16 +301,16 @@ func (n *Node) replaceMember(id uint64, lost int) bool {
 	n.ackDirty = true
 	n.ackMu.Unlock()
 	n.log.Warn("a member holds less than it acknowledged (its data was lost): replacing it in every shard", "member", id, "shard", lost)
-	return true
+	return rejoinReplaced
 }
 
 // askRejoin asks node to, at addr, whether this one lost data (and so is
 // replaced); lasts reads this node's last log index per shard, after the
 // answer (see the file comment).
-func (t *transport) askRejoin(to uint64, addr string, shards int, lasts func() []uint64) (bool, error) {
+func (t *transport) askRejoin(to uint64, addr string, shards int, lasts func() []uint64) (byte, error) {
 	c, _, err := t.dial(addr, kindRejoin, to)
 	if err != nil {
-		return false, err
+		return rejoinNot, err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -266,13 +318,13 @@ func (t *transport) askRejoin(to uint64, addr string, shards int, lasts func() [
 }
 
 // askRejoinOn asks over an open connection (askRejoin).
-func askRejoinOn(c io.ReadWriter, shards int, lasts func() []uint64) (bool, error) {
+func askRejoinOn(c io.ReadWriter, shards int, lasts func() []uint64) (byte, error) {
 	if _, err := c.Write(binary.LittleEndian.AppendUint32(nil, uint32(shards))); err != nil {
-		return false, err
+		return rejoinNot, err
 	}
 	acked := make([]byte, 8*shards)
 	if _, err := io.ReadFull(c, acked); err != nil {
-		return false, err
+		return rejoinNot, err
 	}
 	vals := make([]uint64, shards)
 	for i := range vals {
@@ -280,13 +332,13 @@ func askRejoinOn(c io.ReadWriter, shards int, lasts func() []uint64) (bool, erro
 	}
 	verdict := uint32(lostShard(vals, lasts()) + 1)
 	if _, err := c.Write(binary.LittleEndian.AppendUint32(nil, verdict)); err != nil {
-		return false, err
+		return rejoinNot, err
 	}
 	var r [1]byte
 	if _, err := io.ReadFull(c, r[:]); err != nil {
-		return false, err
+		return rejoinNot, err
 	}
-	return r[0] == 1, nil
+	return r[0], nil
 }
 
 // serveRejoin answers a rejoin request (the asked side, see the file
@@ -310,9 +362,9 @@ func (t *transport) serveRejoin(from uint64, c io.ReadWriter) {
 	if _, err := io.ReadFull(c, h[:]); err != nil {
 		return
 	}
-	ok := byte(0)
-	if v := binary.LittleEndian.Uint32(h[:]); v > 0 && v <= k && t.rejoin(from, int(v-1)) {
-		ok = 1
+	answer := rejoinNot
+	if v := binary.LittleEndian.Uint32(h[:]); v > 0 && v <= k {
+		answer = t.rejoin(from, int(v-1))
 	}
-	c.Write([]byte{ok})
+	c.Write([]byte{answer})
 }

@@ -59,6 +59,7 @@ package cluster
 import (
 	"bufio"
 	"cmp"
+	"container/list"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
@@ -102,13 +103,14 @@ type transport struct {
 	peerDown  func(peer uint64)                        // a connection to or from peer ended
 	serveSnap func(req snapRequest, w io.Writer) error // stream a shard's state
 	acked     func(from uint64, shards int) []uint64   // what a member that may have lost its data acknowledged here (rejoin.go)
-	rejoin    func(from uint64, lost int) bool         // such a member found it lost data: replace it (rejoin.go)
+	rejoin    func(from uint64, lost int) byte         // such a member found it lost data: replace it (rejoin.go: rejoin*)
 	refused   func()                                   // a handshake failed (metrics)
 	forward   func(from uint64, c net.Conn)            // serve a forward connection (forward.go)
 	member    func(from uint64, c net.Conn)            // serve a membership request (members.go)
 	move      func(from uint64, c net.Conn)            // serve a dead-letter move (deadletter.go)
 
-	handshaking  atomic.Int32 // accepted connections in their handshake (maxHandshakes)
+	pendMu       sync.Mutex
+	pending      *list.List   // guarded by pendMu: *pendingConn in their handshake, oldest first (maxHandshakes)
 	handshakeCap atomic.Int32 // tests: maxHandshakes when 0
 
 	refusedMu     sync.Mutex
@@ -166,11 +168,6 @@ func (t *transport) start() {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
-			if t.handshaking.Load() >= cmp.Or(t.handshakeCap.Load(), maxHandshakes) {
-				c.Close()
-				t.refusedConn(c.RemoteAddr().String(), errTooManyHandshakes)
-				continue
-			}
 			t.mu.Lock()
 			if t.done {
 				t.mu.Unlock()
@@ -179,11 +176,11 @@ func (t *transport) start() {
 			}
 			t.conns[c] = true
 			t.mu.Unlock()
-			t.handshaking.Add(1)
+			h := t.handshakeBegins(c)
 			t.wg.Add(1)
 			go func() {
 				defer t.wg.Done()
-				t.serveConn(c)
+				t.serveConn(c, h)
 				t.mu.Lock()
 				delete(t.conns, c)
 				t.mu.Unlock()
@@ -401,11 +398,49 @@ func (t *transport) writeFrames(p *peer, c net.Conn) error {
 // authenticated: each holds a descriptor and a goroutine for up to 5 s, so
 // a process without the key held as many as it opened (security audit,
 // 2026-12-06: 3,000 idle connections, 3,000 descriptors, a Warn line each).
-// One more is closed at once. A handshake between members takes well
-// under a millisecond.
-const maxHandshakes = 1024
+// One more closes the oldest of them, not itself: closing the newcomer let
+// 1,024 silent connections shut every member out (review, 2026-12-06),
+// while a member's handshake, well under a millisecond, outlives any
+// flood short of maxHandshakes new connections in that time. Above the
+// 2,048 forward connections a node may open to a leader, so a burst of
+// them after a failover fits.
+const maxHandshakes = 4096
 
-var errTooManyHandshakes = fmt.Errorf("%d connections are in their handshake already", maxHandshakes)
+var errTooManyHandshakes = fmt.Errorf("closed: more connections in their handshake than %d", maxHandshakes)
+
+// pendingConn is an accepted connection in its handshake (handshakeBegins).
+type pendingConn struct {
+	c       net.Conn
+	evicted bool // guarded by pendMu: closed to make room
+}
+
+// handshakeBegins counts c among the connections in their handshake,
+// closing the oldest one when there are maxHandshakes already.
+func (t *transport) handshakeBegins(c net.Conn) *list.Element {
+	t.pendMu.Lock()
+	defer t.pendMu.Unlock()
+	if t.pending == nil {
+		t.pending = list.New()
+	}
+	if t.pending.Len() >= cmp.Or(int(t.handshakeCap.Load()), maxHandshakes) {
+		old := t.pending.Remove(t.pending.Front()).(*pendingConn)
+		old.evicted = true
+		old.c.Close()
+	}
+	return t.pending.PushBack(&pendingConn{c: c})
+}
+
+// handshakeEnds takes h out of the connections in their handshake and
+// reports whether it was closed to make room.
+func (t *transport) handshakeEnds(h *list.Element) (evicted bool) {
+	t.pendMu.Lock()
+	defer t.pendMu.Unlock()
+	p := h.Value.(*pendingConn)
+	if !p.evicted {
+		t.pending.Remove(h)
+	}
+	return p.evicted
+}
 
 // refusedLogBurst: refusals logged in a second; the rest are counted and
 // their number is logged with the next line (a flood of refusals would
@@ -438,12 +473,14 @@ func (t *transport) refusedConn(remote string, err error) {
 	t.log.Warn("raft connection refused", "remote", remote, "err", err)
 }
 
-// serveConn runs an accepted connection (start counted it in
-// handshaking).
-func (t *transport) serveConn(c net.Conn) {
+// serveConn runs an accepted connection (h: its place among those in
+// their handshake).
+func (t *transport) serveConn(c net.Conn, h *list.Element) {
 	defer c.Close()
 	kind, from, c, err := t.handshake(c)
-	t.handshaking.Add(-1)
+	if t.handshakeEnds(h) {
+		err = errTooManyHandshakes
+	}
 	if err != nil {
 		t.refusedConn(c.RemoteAddr().String(), err)
 		return
@@ -553,11 +590,12 @@ func readAddr(r io.Reader) (string, error) {
 
 // refusal reports whether err, from dial, means that the peer and this
 // node refused each other (the cluster key, a certificate, a peer not
-// speaking TLS), as opposed to a peer that is down or unreachable.
+// speaking TLS, another node than the one dialled), as opposed to a peer
+// that is down or unreachable.
 func refusal(err error) bool {
 	var cv *tls.CertificateVerificationError
 	var rh tls.RecordHeaderError
-	return errors.Is(err, ErrAuth) || errors.As(err, &cv) || errors.As(err, &rh) || remoteAlert(err)
+	return errors.Is(err, ErrAuth) || errors.Is(err, errWrongPeer) || errors.As(err, &cv) || errors.As(err, &rh) || remoteAlert(err)
 }
 
 // remoteAlert reports whether err is a TLS alert the peer sent: the peer
