@@ -216,6 +216,19 @@ func TestClusterAnyNodeServesEveryQueue(t *testing.T) {
 	if fw == 0 {
 		t.Fatal("no request was forwarded: the test did not exercise forwarding")
 	}
+	// Each client request counts once over the nodes, on the node it
+	// reached: the leaders counted the forwarded ones again (cluster ops
+	// audit, 2026-12-06).
+	var sends float64
+	for k := range cl {
+		m := scrape(t, cl[k])
+		if s, ok := m[seriesKey("smqd_http_responses_total", map[string]string{"op": "SendMessage", "class": "2xx"})]; ok {
+			sends += s.value
+		}
+	}
+	if sends != float64(len(names)) {
+		t.Fatalf("the nodes counted %v SendMessage answers for %d client requests", sends, len(names))
+	}
 	// ListQueue merges the shards, in pages with a stable marker, on every
 	// node (each lists from its replicas: wait for them).
 	for k := range cl {

@@ -12,8 +12,9 @@ package server
 // encoded by github.com/prometheus/client_golang from a registry of the
 // Server's own (never the library's global one):
 //
-//	smqd_http_request_duration_seconds{op}   histogram, every request by operation
+//	smqd_http_request_duration_seconds{op}   histogram, every client request by operation
 //	smqd_http_responses_total{op,class}      counter, by status class (2xx, 4xx, 5xx)
+//	                                         (a request forwarded to another node counts on the node its client reached)
 //	smqd_http_errors_total{code}             counter, error answers by MNS code
 //	smqd_http_connections, _max              gauges, connections held / the cap
 //	smqd_http_accept_waits_total             counter, accepts held back at the cap
