@@ -28,36 +28,14 @@ import (
 // messages in any queue the same way.
 func TestClusterHandshakeCannotBeRelayed(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
-	c.onLeader("q", func(b *engine.Broker) error {
-		if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
-			return err
-		}
-		q, err := b.Queue("q")
-		if err == nil {
-			_, err = q.Send([]engine.SendEntry{{Body: []byte("relayed-secret")}}, nil)
-		}
-		return err
-	})
-	c.converged("q", 1, 0)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan []byte, 1)
-	go func() { got <- relaySnapshot(ln, c.addrs[2]) }()
+	c.sendOne("q", "relayed-secret")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.nodes[0].AddMember(ctx, 7, ln.Addr().String()); err == nil {
-		t.Fatal("node 7 added at the relay's address")
-	}
-	ln.Close()
-	var b []byte
-	select {
-	case b = <-got:
-	case <-time.After(10 * time.Second): // a hang, not a timing
-		t.Fatal("the relay did not end")
-	}
+	b := relayTrial(t, c, func(relay string) {
+		if err := c.nodes[0].AddMember(ctx, 7, relay); err == nil {
+			t.Fatal("node 7 added at the relay's address")
+		}
+	})
 	if bytes.Contains(b, []byte("relayed-secret")) {
 		t.Fatalf("a process without the key read a shard's messages through a relayed handshake (%d bytes)", len(b))
 	}
@@ -68,23 +46,52 @@ func TestClusterHandshakeCannotBeRelayed(t *testing.T) {
 	// A member "added" at the relay's address: a probe there would prove
 	// node 1 to the member itself through the relay. It is refused before
 	// any dial (the API refuses it too, server/cluster.go).
-	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	b = relayTrial(t, c, func(relay string) {
+		if err := c.nodes[0].AddMember(ctx, 2, relay); !errors.Is(err, ErrMemberExists) {
+			t.Fatalf("node 2 added again at another address: %v", err)
+		}
+	})
+	if len(b) > 0 {
+		t.Fatalf("the relay got %d bytes of a snapshot stream", len(b))
+	}
+}
+
+// sendOne creates queue q through its shard's leader, sends body to it,
+// and waits until every node holds it.
+func (c *testCluster) sendOne(q, body string) {
+	c.t.Helper()
+	c.onLeader(q, func(b *engine.Broker) error {
+		if _, err := b.CreateQueue(q, engine.DefaultQueueConfig()); err != nil {
+			return err
+		}
+		qq, err := b.Queue(q)
+		if err == nil {
+			_, err = qq.Send([]engine.SendEntry{{Body: []byte(body)}}, nil)
+		}
+		return err
+	})
+	c.converged(q, 1, 0)
+}
+
+// relayTrial listens for a relay to node 2 (relaySnapshot), runs try with
+// its address, and returns what the relay read.
+func relayTrial(t *testing.T, c *testCluster, try func(relay string)) []byte {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln2.Close()
-	go func() { got <- relaySnapshot(ln2, c.addrs[2]) }()
-	if err := c.nodes[0].AddMember(ctx, 2, ln2.Addr().String()); !errors.Is(err, ErrMemberExists) {
-		t.Fatalf("node 2 added again at another address: %v", err)
-	}
-	ln2.Close()
+	defer ln.Close()
+	got := make(chan []byte, 1)
+	go func() { got <- relaySnapshot(ln, c.addrs[2]) }()
+	try(ln.Addr().String())
+	ln.Close()
 	select {
-	case b = <-got:
+	case b := <-got:
+		return b
 	case <-time.After(10 * time.Second): // a hang, not a timing
 		t.Fatal("the relay did not end")
-	}
-	if len(b) > 0 {
-		t.Fatalf("the relay got %d bytes of a snapshot stream", len(b))
+		return nil
 	}
 }
 
@@ -214,17 +221,7 @@ func TestClusterBoundsConnectionsBeforeTheirHandshake(t *testing.T) {
 	c.nodes[0].tr.handshakeCap.Store(0)
 	// The members still reach node 1: a send through its shard's leader
 	// commits on every node.
-	c.onLeader("q", func(b *engine.Broker) error {
-		if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
-			return err
-		}
-		q, err := b.Queue("q")
-		if err == nil {
-			_, err = q.Send([]engine.SendEntry{{Body: []byte("after")}}, nil)
-		}
-		return err
-	})
-	c.converged("q", 1, 0)
+	c.sendOne("q", "after")
 }
 
 // A node started with --join and not added yet knows no members, so it
@@ -233,41 +230,19 @@ func TestClusterBoundsConnectionsBeforeTheirHandshake(t *testing.T) {
 // 2026-12-06). A node that is not a member itself adds no one.
 func TestClusterJoiningNodeAddsNoOne(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
-	c.onLeader("q", func(b *engine.Broker) error {
-		if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
-			return err
-		}
-		q, err := b.Queue("q")
-		if err == nil {
-			_, err = q.Send([]engine.SendEntry{{Body: []byte("relayed-secret")}}, nil)
-		}
-		return err
-	})
-	c.converged("q", 1, 0)
+	c.sendOne("q", "relayed-secret")
 	c.nodes = append(c.nodes, nil)
 	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
 	c.hold(4)
 	c.cfgTweak = func(i int, cfg *Config) { cfg.Join = i == 3 }
 	c.start(3)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan []byte, 1)
-	go func() { got <- relaySnapshot(ln, c.addrs[2]) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if err := c.nodes[3].AddMember(ctx, 2, ln.Addr().String()); !errors.Is(err, ErrNotAMember) {
-		t.Errorf("AddMember on a node not added yet: %v, want ErrNotAMember", err)
-	}
-	ln.Close()
-	var b []byte
-	select {
-	case b = <-got:
-	case <-time.After(10 * time.Second): // a hang, not a timing
-		t.Fatal("the relay did not end")
-	}
+	b := relayTrial(t, c, func(relay string) {
+		if err := c.nodes[3].AddMember(ctx, 2, relay); !errors.Is(err, ErrNotAMember) {
+			t.Errorf("AddMember on a node not added yet: %v, want ErrNotAMember", err)
+		}
+	})
 	if len(b) > 0 {
 		t.Fatalf("the relay read %d bytes of a shard in the joining node's name", len(b))
 	}
