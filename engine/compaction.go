@@ -154,6 +154,16 @@ func (b *Broker) compactPass(budget int64, settle bool) (removed, relocated int,
 			// checkpointed into this segment and relocated since was gone,
 			// its relocation never on disk (recovery audit, 2026-12-06).
 			if err := b.store.sync(); err != nil {
+				if b.store.stalled() != nil {
+					// The log waits for a segment file it cannot make:
+					// nothing past the stall is durable, so nothing is
+					// removed until it ends (a removal here was what could
+					// free the space; the operator must now). The
+					// relocations below still run. Returning the error
+					// logged it at Error on every pass (review,
+					// 2026-12-06).
+					break
+				}
 				return removed, relocated, err
 			}
 			synced = true

@@ -200,3 +200,42 @@ func TestCompactionAfterAnUnsyncedDeleteLeavesNoGhost(t *testing.T) {
 		})
 	}
 }
+
+// While the log waits for a segment file it cannot make, nothing past the
+// stall is durable, so compaction removes no segment (what emptied it may
+// be among the unwritten records); the pass does not fail either, which
+// logged an Error on every pass (review, 2026-12-06).
+func TestCompactionDuringAStallRemovesNothingAndDoesNotFail(t *testing.T) {
+	b, ffs := openSpareFaultBroker(t)
+	defer b.Close()
+	q := mustQueue(t, b, "fill", DefaultQueueConfig())
+	body := []byte(strings.Repeat("d", 2000))
+	for i := 0; i < 200; i++ {
+		if _, err := q.Send([]SendEntry{{Body: body}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		ms, err := q.Receive(context.Background(), ReceiveOptions{Max: 16, HasWait: true}, nil)
+		if err != nil || len(ms) == 0 {
+			break
+		}
+		hs := make([]ReceiptHandle, len(ms))
+		for i := range ms {
+			hs[i] = ms[i].Handle
+		}
+		if _, err := q.Delete(hs, make([]error, len(hs))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := durableOf(b).checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	stallLog(t, b, ffs, mustQueue(t, b, "stall", DefaultQueueConfig()))
+	if removed, _, err := b.compactOnce(0); removed != 0 || err != nil {
+		t.Fatalf("during the stall: %d removed, %v; want none, and no error", removed, err)
+	}
+}

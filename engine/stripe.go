@@ -24,6 +24,8 @@ package engine
 // under mu and read without it.
 
 import (
+	"cmp"
+	"errors"
 	"math"
 	"math/bits"
 	"sync"
@@ -329,24 +331,34 @@ const flushChunk = 512
 // returns the position of the last record appended and whether there was
 // one (ok is false also when the append failed: err says why).
 //
-// More than flushChunk records go in appends of flushChunk: only an advance of the wheel after a pause (a process stopped, a VM
-// resumed, a clock step) gathers that many, each an expiry of its own that
-// needs no other. In one append, 55,000 expiries of a stripe outgrew the
+// More than flushChunk records go in appends of flushChunk: an advance of
+// the wheel after a pause (a process stopped, a VM resumed, a clock step)
+// gathers that many, each an expiry of its own that needs no other, and so
+// does a purge's chunk (purge.go), deletes that need no other either. In one append, 55,000 expiries of a stripe outgrew the
 // log's 4 MiB ring, the append failed, and the broker refused every change
 // until it reopened (recovery audit, 2026-12-06).
 func (st *stripe) flushLocked() (last uint64, ok bool, err error) {
 	if len(st.recs) == 0 {
 		return 0, false, nil
 	}
-	for recs := st.recs; len(recs) > 0; {
+	ok = true
+	for recs := st.recs; len(recs) > 0; recs = recs[min(len(recs), flushChunk):] {
 		n := min(len(recs), flushChunk)
-		if err = st.q.b.store.append(recs[:n]); err != nil {
-			st.q.b.storageFailed(err)
-			ok = false
+		e := st.q.b.store.append(recs[:n])
+		if e == nil {
+			last = recs[n-1].pos
+			continue
+		}
+		st.q.b.storageFailed(e)
+		ok, err = false, cmp.Or(err, e)
+		if !errors.Is(e, ErrNotLeader) {
 			break
 		}
-		last, ok = recs[n-1].pos, true
-		recs = recs[n:]
+		// A replica refuses records it may not log, and remembers the
+		// expiries among them (replica_expiry.go invariant 1): every chunk
+		// must reach it, or the expiries of the chunks after the first
+		// were forgotten, and a later chunk's own records did not mark
+		// the broker diverged (review, 2026-12-06).
 	}
 	for i := range st.recs {
 		st.recs[i] = logRec{}
