@@ -478,7 +478,6 @@ type QueueStats struct {
 	Unreadable                int64 // messages dropped since start because their bodies were damaged
 	DeadLettered              int64 // messages moved to the dead-letter queue since start (deadletter.go)
 	Waiting                   int   // receives waiting (long polls)
-	Created                   time.Time
 	// OldestActive is how long the oldest message waiting for a receive
 	// has been in the queue (now less its EnqueueTime), 0 when none
 	// waits. Approximate as SQS's ApproximateAgeOfOldestMessage: it reads
@@ -555,7 +554,7 @@ func (b *Broker) Stats() Stats {
 			Name: q.name, Active: a, Inactive: i, Delayed: d,
 			Sent: q.sent.Load(), Received: q.received.Load(), Deleted: q.deleted.Load(),
 			Expired: q.expired.Load(), Unreadable: q.unreadable.Load(), DeadLettered: q.deadLettered.Load(), Waiting: q.waiters.waiting(),
-			OldestActive: age, Created: time.UnixMilli(q.meta().createMs),
+			OldestActive: age,
 		})
 	}
 	return s

@@ -23,9 +23,12 @@ package server
 // lead comes back to a node arrives with its whole history in its
 // counters: added to the totals again at each return, the sum over the
 // nodes read 4,825 sends for 3,301 (cluster ops audit, 2026-12-06). There
-// the totals take from a queue that appears, other than at the first
-// scrape or when it was created since the last one, only what it counts
-// from then on (its base).
+// the totals take from a queue that appears after the first scrape only
+// what it counts from then on (its base), as a new Prometheus series
+// counts from its first sample: a new queue's first interval is not
+// counted. (Telling a new queue from a returning one by its creation time
+// counted one whose lead moved soon after its creation on both nodes, and
+// depended on the nodes' clocks: review, 2026-12-06.)
 
 import (
 	"cmp"
@@ -96,7 +99,7 @@ type brokerCollector struct {
 	mu      sync.Mutex           // serialises Collect (concurrent scrapes)
 	seen    map[string]seenQueue // guarded by mu: queues at the previous scrape
 	retired queueCounters        // guarded by mu: counters of queues gone since start
-	scraped time.Time            // guarded by mu: when the previous scrape read the stats
+	scraped bool                 // guarded by mu: a scrape has read the stats
 
 	descs []*prometheus.Desc
 	d     brokerDescs
@@ -284,7 +287,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		delayed += q.Delayed
 		oldest = max(oldest, q.OldestActive)
 	}
-	total := c.totals(st.Queues, s.c != nil, time.Now())
+	total := c.totals(st.Queues, s.c != nil)
 	gauge(d.messages, float64(active), "active")
 	gauge(d.messages, float64(inactive), "inactive")
 	gauge(d.messages, float64(delayed), "delayed")
@@ -397,9 +400,9 @@ func selectQueues(qs []engine.QueueStats, limit int) []engine.QueueStats {
 	return qs[:limit]
 }
 
-// totals returns the *_total counters over qs, read at at (see the file
-// comment; clustered: a cluster node's queues).
-func (c *brokerCollector) totals(qs []engine.QueueStats, clustered bool, at time.Time) queueCounters {
+// totals returns the *_total counters over qs (see the file comment;
+// clustered: a cluster node's queues).
+func (c *brokerCollector) totals(qs []engine.QueueStats, clustered bool) queueCounters {
 	var total queueCounters
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -410,8 +413,8 @@ func (c *brokerCollector) totals(qs []engine.QueueStats, clustered bool, at time
 		qc := queueCounters{q.Sent, q.Received, q.Deleted, q.Expired, q.Unreadable}
 		prev, ok := c.seen[q.Name]
 		switch {
-		case !ok && clustered && !c.scraped.IsZero() && q.Created.Before(c.scraped):
-			prev.base = qc // its lead moved here: what it counted before was counted where it was led
+		case !ok && clustered && c.scraped:
+			prev.base = qc // its lead moved here (or it is new): counted from now
 		case !ok:
 		case qc.below(prev.last):
 			gone(prev) // deleted and created again since the last scrape
@@ -427,7 +430,7 @@ func (c *brokerCollector) totals(qs []engine.QueueStats, clustered bool, at time
 		}
 	}
 	c.seen = now
-	c.scraped = at
+	c.scraped = true
 	total.add(c.retired)
 	return total
 }

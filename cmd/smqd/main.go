@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -127,7 +128,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	// reopens) and new connections wait (scale audit, 2026-12-06).
 	reserve := uint64(fileReserve)
 	if cfg.clustered() {
-		reserve += clusterFileReserve
+		// Each other member: forward connections both ways, and more
+		// members than --cluster-peers names may join (at least two).
+		reserve += clusterFileReserve * uint64(max(2, strings.Count(cfg.cluster.peers, ",")))
 	}
 	if lim := openFileLimit(); lim > 0 && lim < uint64(cfg.maxConns)+reserve {
 		log.Warn("the open-file limit is below --max-conns plus what storage (and the cluster's links) need: at it, sends fail and new connections wait; raise it (LimitNOFILE=) or lower --max-conns",
@@ -351,11 +354,11 @@ wait:
 
 // fileReserve is the open files smqd wants beyond --max-conns: the log's
 // segments and the index's tables; a cluster node adds clusterFileReserve
-// for its links and its forward connections (up to 2,048 to each other
-// node that leads, and as many from each).
+// per other member for its links and its forward connections (up to 2,048
+// to each other node that leads, and as many from each).
 const (
 	fileReserve        = 1024
-	clusterFileReserve = 8192
+	clusterFileReserve = 4096
 )
 
 var errCloseTimedOut = errors.New("the broker did not close in time")

@@ -66,7 +66,7 @@ func (s *shard) balance() {
 		s.balanceOK = 0
 		s.handOff(s.activeMember, "disk full: handing the lead to a member with room") // handoff.go
 		return
-	case s.n.leaving.Load():
+	case s.n.givingLeadsAway():
 		s.balanceOK = 0
 		s.handOverForShutdown() // transfer.go
 		return

@@ -80,7 +80,7 @@ func (n *Node) sendState() {
 	if n.diskFull.Load() {
 		flags |= stateDiskFull
 	}
-	if n.leaving.Load() {
+	if n.givingLeadsAway() {
 		flags |= stateLeaving
 	}
 	n.bookMu.Lock()
@@ -125,7 +125,7 @@ func (n *Node) peerFull(id uint64) bool {
 // same of itself.
 func (n *Node) unwanted(id uint64) bool {
 	if id == n.cfg.NodeID {
-		return n.diskFull.Load() || n.leaving.Load()
+		return n.diskFull.Load() || n.givingLeadsAway()
 	}
 	n.stateMu.Lock()
 	ps := n.peerStates[id]

@@ -132,13 +132,15 @@ type Node struct {
 	gone   map[uint64]bool   // guarded by bookMu: members this node saw removed, not added back (members.go)
 
 	diskFull atomic.Bool // this node's disk is full (handoff.go)
-	leaving  atomic.Bool // this node hands its leads over to shut down (transfer.go), or to be replaced (rejoin.go)
-	// rejoinHandOver: leaving was set to be replaced, not to shut down
-	// (rejoin.go, rejoinLater), and is cleared once the question ends.
-	rejoinHandOver atomic.Bool
-	handoffs       atomic.Int64
-	stateMu        sync.Mutex
-	peerStates     map[uint64]peerState // guarded by stateMu: what peers last said of their disks (handoff.go)
+	leaving  atomic.Bool // this node hands its leads over to shut down (transfer.go); never cleared
+	// rejoinLeaving: this node hands its leads over to be replaced
+	// (rejoin.go, rejoinLater) since rejoinSince (unix ns); cleared when
+	// its question ends, or rejoinLeavingFor on.
+	rejoinLeaving atomic.Bool
+	rejoinSince   atomic.Int64
+	handoffs      atomic.Int64
+	stateMu       sync.Mutex
+	peerStates    map[uint64]peerState // guarded by stateMu: what peers last said of their disks (handoff.go)
 
 	flushFS *wal.SharedSyncFS // the shards' logs' shared flush, or nil (Config.FileFlush)
 }
@@ -496,6 +498,7 @@ func (n *Node) confChanged(shard int, e *pb.Entry) {
 			if c.GetNodeId() != n.cfg.NodeID && !strings.HasPrefix(string(cc.GetContext()), replacePrefix) {
 				n.tr.removePeer(c.GetNodeId())
 				n.rememberMember(c.GetNodeId(), "", true)
+				n.forgetAcks(c.GetNodeId())
 			}
 		}
 	}

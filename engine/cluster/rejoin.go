@@ -59,10 +59,12 @@ package cluster
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -157,7 +159,12 @@ func loadAcked(dir string) (map[ackKey]uint64, error) {
 }
 
 // askRejoinAll asks every other member once; true when all answered (or
-// one replaced this node), so nothing is left to ask.
+// one replaced this node), so nothing is left to ask. The members are
+// those of the shards' configurations as this node knows them and those
+// --cluster-peers names (a wiped node knows no others), less this node and
+// those removed. It counted the answers against --cluster-peers less one
+// for itself, which a --join node's flags do not name: its question never
+// ended (review, 2026-12-06).
 func (n *Node) askRejoinAll() bool {
 	lasts := func() []uint64 {
 		out := make([]uint64, len(n.shards))
@@ -166,11 +173,22 @@ func (n *Node) askRejoinAll() bool {
 		}
 		return out
 	}
-	answered := 0
-	for id, addr := range n.cfg.Peers {
-		if id == n.cfg.NodeID {
+	answered, asked := 0, 0
+	n.bookMu.Lock()
+	gone := maps.Clone(n.gone)
+	n.bookMu.Unlock()
+	ids := n.Members()
+	for id := range n.cfg.Peers {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id) // a wiped node's shards know no members yet
+		}
+	}
+	for _, id := range ids {
+		addr := cmp.Or(n.tr.peerAddr(id), n.cfg.Peers[id])
+		if id == n.cfg.NodeID || gone[id] || addr == "" {
 			continue
 		}
+		asked++
 		answer, err := n.tr.askRejoin(id, addr, len(n.shards), lasts)
 		if err != nil {
 			continue
@@ -182,19 +200,19 @@ func (n *Node) askRejoinAll() bool {
 			return true
 		case rejoinLater:
 			// It leads a shard: hand every lead over first, then ask again.
-			n.rejoinHandOver.Store(true)
-			if !n.leaving.Swap(true) {
+			if !n.rejoinLeaving.Swap(true) {
+				n.rejoinSince.Store(time.Now().UnixNano())
 				n.log.Warn("this node holds less than it once acknowledged (its data was lost): handing its leads over before it is replaced", "by", id)
 				n.sendState()
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			n.HandOverLeads(ctx)
+			n.handOverAll(ctx)
 			cancel()
 			continue
 		}
 		answered++
 	}
-	if answered == len(n.cfg.Peers)-1 {
+	if answered == asked {
 		n.rejoinDone()
 		return true
 	}
@@ -204,10 +222,16 @@ func (n *Node) askRejoinAll() bool {
 // rejoinDone ends what a question left: a node that gave its leads away
 // to be replaced (rejoinLater) may lead again.
 func (n *Node) rejoinDone() {
-	if n.rejoinHandOver.Swap(false) && n.leaving.Swap(false) {
+	if n.rejoinLeaving.Swap(false) {
 		n.sendState()
 	}
 }
+
+// rejoinLeavingFor is how long a node waits to be replaced without leading:
+// a member that answered rejoinLater and then went for good would
+// otherwise keep it from ever leading again (review, 2026-12-06). The
+// question goes on; the next rejoinLater starts another wait.
+const rejoinLeavingFor = time.Minute
 
 // The answers to a rejoin question.
 const (
@@ -221,6 +245,10 @@ func (n *Node) rejoinLoop() {
 	defer n.wg.Done()
 	backoff := 100 * time.Millisecond
 	for !n.askRejoinAll() {
+		if n.rejoinLeaving.Load() && time.Since(time.Unix(0, n.rejoinSince.Load())) > rejoinLeavingFor {
+			n.log.Warn("this node waited a minute to be replaced without an answer: it may lead again meanwhile")
+			n.rejoinDone()
+		}
 		select {
 		case <-n.stop:
 			return
@@ -294,14 +322,22 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 			}
 		})
 	}
+	n.forgetAcks(id) // its new incarnation starts over
+	n.log.Warn("a member holds less than it acknowledged (its data was lost): replacing it in every shard", "member", id, "shard", lost)
+	return rejoinReplaced
+}
+
+// forgetAcks forgets what member id acknowledged here: it was replaced, or
+// removed by the operator (added back later on an empty directory, it was
+// found to have "lost" what its former self acknowledged and replaced
+// again: review, 2026-12-06).
+func (n *Node) forgetAcks(id uint64) {
 	n.ackMu.Lock()
 	for i := range n.shards {
-		delete(n.acked, ackKey{i, id}) // its new incarnation starts over
+		delete(n.acked, ackKey{i, id})
 	}
 	n.ackDirty = true
 	n.ackMu.Unlock()
-	n.log.Warn("a member holds less than it acknowledged (its data was lost): replacing it in every shard", "member", id, "shard", lost)
-	return rejoinReplaced
 }
 
 // askRejoin asks node to, at addr, whether this one lost data (and so is

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,7 +179,116 @@ func TestClusterMemberThatLeadsIsReplacedOnlyAfterItsHandOver(t *testing.T) {
 		}
 		return nil
 	})
-	if c.nodes[2].leaving.Load() {
+	if c.nodes[2].givingLeadsAway() {
 		t.Fatal("node 3 still refuses leads after its question ended")
+	}
+}
+
+// A node's question asks the members it knows, not --cluster-peers: on a
+// --join node that names the others only, the count wanted one answer
+// more than there were, and the question never ended (review, 2026-12-06).
+func TestClusterRejoinQuestionEndsWithoutItselfInThePeers(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 2})
+	c.leaderQueue("q")
+	n := c.nodes[0]
+	peers := maps.Clone(n.cfg.Peers)
+	delete(peers, n.cfg.NodeID) // as a --join node is configured
+	n.cfg.Peers = peers
+	for range 20 {
+		if n.askRejoinAll() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("every member answered, but the question never ended")
+}
+
+// A member removed by the operator and added back under its id on an empty
+// directory (the documented way) must not be found to have "lost" what its
+// former self acknowledged: the members forget a removed member's
+// acknowledgements (review, 2026-12-06: it was replaced again).
+func TestClusterReaddedMemberIsNotReplacedAgain(t *testing.T) {
+	var logs syncBuffer
+	c := &testCluster{t: t, nodes: make([]*Node, 3), shards: 1}
+	c.cfgTweak = func(i int, cfg *Config) {
+		if i < 2 {
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		}
+		if i == 2 && strings.HasSuffix(c.dirs[2], "new3") {
+			cfg.Join = true
+		}
+	}
+	startTestCluster(c)
+	c.leaderQueue("q")
+	eventually(t, "the members hold acknowledgements of node 3", func() error {
+		if c.nodes[0].ackedBy(3, 1)[0] == 0 && c.nodes[1].ackedBy(3, 1)[0] == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.nodes[0].RemoveMember(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the members forget node 3's acknowledgements", func() error {
+		for _, n := range c.nodes[:2] {
+			if a := n.ackedBy(3, 1)[0]; a != 0 {
+				return fmt.Errorf("node %d still counts %d acknowledged by node 3", n.cfg.NodeID, a)
+			}
+		}
+		return nil
+	})
+	c.stop(2)
+	c.dirs[2] = filepath.Join(t.TempDir(), "new3")
+	c.start(2)
+	if err := c.nodes[0].AddMember(ctx, 3, c.addrs[3]); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "node 3's question ends", func() error {
+		if !c.nodes[2].askRejoinAll() {
+			return errors.New("not all answered")
+		}
+		return nil
+	})
+	if strings.Contains(logs.String(), "replacing it in every shard") {
+		t.Fatalf("a member added back on an empty directory was replaced again:\n%s", logs.String())
+	}
+}
+
+// A shutdown's hand-over must stay in force when a question that had made
+// the node give its leads away ends (review, 2026-12-06: rejoinDone
+// cleared it, and the peers could hand the stopping node leads again).
+func TestClusterRejoinDoesNotUndoAShutdownsHandOver(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 2})
+	c.leaderQueue("q")
+	eventually(t, "node 3 leads shard 0", func() error {
+		for _, n := range c.nodes {
+			s := n.shards[0]
+			if s.lead.Load() == 3 && c.nodes[2].shards[0].ready.Load() {
+				return nil
+			}
+			if s.lead.Load() == n.cfg.NodeID && n.cfg.NodeID != 3 {
+				s.do(func() { s.rn.TransferLeader(3) })
+			}
+		}
+		return errors.New("not yet")
+	})
+	c.nodes[1].noteAck(1, 3, 1<<40)
+	n3 := c.nodes[2]
+	if n3.askRejoinAll() {
+		t.Fatal("the first question ended at once; want rejoinLater")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	n3.HandOverLeads(ctx) // SIGTERM
+	cancel()
+	eventually(t, "the question ends", func() error {
+		if !n3.askRejoinAll() {
+			return errors.New("not all answered")
+		}
+		return nil
+	})
+	if !n3.givingLeadsAway() || !n3.leaving.Load() {
+		t.Fatal("node 3 is shutting down, but the end of its question cleared its hand-over")
 	}
 }

@@ -121,6 +121,17 @@ func (n *Node) HandOverLeads(ctx context.Context) error {
 		n.log.Info("handing over every shard this node leads (shutting down)")
 		n.sendState()
 	}
+	return n.handOverAll(ctx)
+}
+
+// givingLeadsAway reports whether this node hands over every lead it has
+// and wants none: it shuts down (leaving, set for good), or it waits to be
+// replaced (rejoinLeaving, rejoin.go). Two flags, so that the end of the
+// wait never clears a shutdown's (review, 2026-12-06).
+func (n *Node) givingLeadsAway() bool { return n.leaving.Load() || n.rejoinLeaving.Load() }
+
+// handOverAll is HandOverLeads' wait, once givingLeadsAway holds.
+func (n *Node) handOverAll(ctx context.Context) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	// A shard this node led is handed over once this node knows its new
