@@ -334,9 +334,10 @@ const flushChunk = 512
 // More than flushChunk records go in appends of flushChunk: an advance of
 // the wheel after a pause (a process stopped, a VM resumed, a clock step)
 // gathers that many, each an expiry of its own that needs no other, and so
-// does a purge's chunk (purge.go), deletes that need no other either. In one append, 55,000 expiries of a stripe outgrew the
-// log's 4 MiB ring, the append failed, and the broker refused every change
-// until it reopened (recovery audit, 2026-12-06).
+// does a purge's chunk (purge.go), deletes that need no other either. In
+// one append, 55,000 expiries of a stripe outgrew the log's 4 MiB ring, the
+// append failed, and the broker refused every change until it reopened
+// (recovery audit, 2026-12-06).
 func (st *stripe) flushLocked() (last uint64, ok bool, err error) {
 	if len(st.recs) == 0 {
 		return 0, false, nil
