@@ -15,13 +15,7 @@ func TestReplicaMassExpiryRemembersEveryChunk(t *testing.T) {
 		h, _ := newHandShard(t)
 		q := h.shortQueue()
 		const n = 1200
-		for i := 0; i < n; i += 16 {
-			es := make([]SendEntry, 16)
-			for j := range es {
-				es[j] = SendEntry{Body: []byte("x")}
-			}
-			h.do(func() error { _, err := q.Send(es, nil); return err })
-		}
+		h.sendMany(q, n)
 		if yield {
 			if err := h.leader.Yield(true); err != nil {
 				t.Fatal(err)
@@ -49,13 +43,7 @@ func TestReplicaMassExpiryDuringAHandOverIsLoggedWhole(t *testing.T) {
 	h, _ := newHandShard(t)
 	q := h.shortQueue()
 	const n = 1200
-	for i := 0; i < n; i += 16 {
-		es := make([]SendEntry, 16)
-		for j := range es {
-			es[j] = SendEntry{Body: []byte("x")}
-		}
-		h.do(func() error { _, err := q.Send(es, nil); return err })
-	}
+	h.sendMany(q, n)
 	if err := h.leader.Yield(true); err != nil {
 		t.Fatal(err)
 	}
@@ -75,5 +63,17 @@ func TestReplicaMassExpiryDuringAHandOverIsLoggedWhole(t *testing.T) {
 	}
 	if got != n+1 {
 		t.Errorf("the new leader logged %d of %d expiries; the rest stay live in every replica's log and index", got, n+1)
+	}
+}
+
+// sendMany sends n one-byte messages (n a multiple of 16) to q through
+// the leader.
+func (h *handShard) sendMany(q *Queue, n int) {
+	for range n / 16 {
+		es := make([]SendEntry, 16)
+		for j := range es {
+			es[j] = SendEntry{Body: []byte("x")}
+		}
+		h.do(func() error { _, err := q.Send(es, nil); return err })
 	}
 }

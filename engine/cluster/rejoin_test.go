@@ -144,18 +144,7 @@ func TestRemovedMemberIsNotAddedBackByItsRejoin(t *testing.T) {
 func TestClusterMemberThatLeadsIsReplacedOnlyAfterItsHandOver(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 2, infoLogs: true})
 	c.leaderQueue("q")
-	eventually(t, "node 3 leads shard 0", func() error {
-		for _, n := range c.nodes {
-			s := n.shards[0]
-			if s.lead.Load() == 3 && c.nodes[2].shards[0].ready.Load() {
-				return nil
-			}
-			if s.lead.Load() == n.cfg.NodeID && n.cfg.NodeID != 3 {
-				s.do(func() { s.rn.TransferLeader(3) })
-			}
-		}
-		return errors.New("not yet")
-	})
+	c.leadShard0(3)
 	// Node 2 counts more acknowledged by node 3 in shard 1 than it holds.
 	c.nodes[1].noteAck(1, 3, 1<<40)
 	if got := c.nodes[1].replaceMember(3, 1); got != rejoinLater {
@@ -262,18 +251,7 @@ func TestClusterReaddedMemberIsNotReplacedAgain(t *testing.T) {
 func TestClusterRejoinDoesNotUndoAShutdownsHandOver(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 2})
 	c.leaderQueue("q")
-	eventually(t, "node 3 leads shard 0", func() error {
-		for _, n := range c.nodes {
-			s := n.shards[0]
-			if s.lead.Load() == 3 && c.nodes[2].shards[0].ready.Load() {
-				return nil
-			}
-			if s.lead.Load() == n.cfg.NodeID && n.cfg.NodeID != 3 {
-				s.do(func() { s.rn.TransferLeader(3) })
-			}
-		}
-		return errors.New("not yet")
-	})
+	c.leadShard0(3)
 	c.nodes[1].noteAck(1, 3, 1<<40)
 	n3 := c.nodes[2]
 	if n3.askRejoinAll() {
@@ -291,4 +269,21 @@ func TestClusterRejoinDoesNotUndoAShutdownsHandOver(t *testing.T) {
 	if !n3.givingLeadsAway() || !n3.leaving.Load() {
 		t.Fatal("node 3 is shutting down, but the end of its question cleared its hand-over")
 	}
+}
+
+// leadShard0 makes node id the leader of shard 0, ready.
+func (c *testCluster) leadShard0(id uint64) {
+	c.t.Helper()
+	eventually(c.t, fmt.Sprintf("node %d leads shard 0", id), func() error {
+		for _, n := range c.nodes {
+			s := n.shards[0]
+			if s.lead.Load() == id && c.nodes[id-1].shards[0].ready.Load() {
+				return nil
+			}
+			if s.lead.Load() == n.cfg.NodeID && n.cfg.NodeID != id {
+				s.do(func() { s.rn.TransferLeader(id) })
+			}
+		}
+		return errors.New("not yet")
+	})
 }
