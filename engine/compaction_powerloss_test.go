@@ -43,24 +43,15 @@ func powerLossOpen(t *testing.T, dir string, fs *wal.MemFS, clk *FakeClock, mode
 func TestCompactionRemovesASegmentOnlyAfterWhatEmptiedItIsDurable(t *testing.T) {
 	for _, mode := range []wal.SyncMode{wal.SyncNone, wal.SyncInterval, wal.SyncAlways} {
 		t.Run(mode.String(), func(t *testing.T) {
-			dir := t.TempDir()
-			fs := wal.NewMemFS()
-			clk := NewFakeClock(t0)
+			dir, fs, clk := t.TempDir(), wal.NewMemFS(), NewFakeClock(t0)
 			b := powerLossOpen(t, dir, fs, clk, mode)
-			cfg := DefaultQueueConfig()
-			cfg.Retention = MaxRetention
-			q := mustQueue(t, b, "keep", cfg)
+			q := mustQueue(t, b, "keep", keptConfig())
 			ctx := context.Background()
 			// The one message to keep, then filler that fills a few segments.
 			if _, err := q.SendOne(ctx, SendEntry{Body: []byte("precious"), Delay: time.Hour, HasDelay: true}); err != nil {
 				t.Fatal(err)
 			}
-			filler := strings.Repeat("f", 2000)
-			for i := 0; i < 100; i++ {
-				if _, err := q.SendOne(ctx, SendEntry{Body: []byte(fmt.Sprintf("f%03d%s", i, filler))}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			sendFiller(t, q, 100)
 			// Consume the filler (the precious one is delayed an hour).
 			for i := 0; i < 200; i++ {
 				m, err := q.ReceiveOne(ctx, 0)
@@ -138,20 +129,11 @@ func TestCompactionRemovesASegmentOnlyAfterWhatEmptiedItIsDurable(t *testing.T) 
 func TestCompactionAfterAnUnsyncedDeleteLeavesNoGhost(t *testing.T) {
 	for _, mode := range []wal.SyncMode{wal.SyncNone, wal.SyncInterval} {
 		t.Run(mode.String(), func(t *testing.T) {
-			dir := t.TempDir()
-			fs := wal.NewMemFS()
-			clk := NewFakeClock(t0)
+			dir, fs, clk := t.TempDir(), wal.NewMemFS(), NewFakeClock(t0)
 			b := powerLossOpen(t, dir, fs, clk, mode)
-			cfg := DefaultQueueConfig()
-			cfg.Retention = MaxRetention
-			q := mustQueue(t, b, "keep", cfg)
+			q := mustQueue(t, b, "keep", keptConfig())
 			ctx := context.Background()
-			filler := strings.Repeat("f", 2000)
-			for i := 0; i < 100; i++ {
-				if _, err := q.SendOne(ctx, SendEntry{Body: []byte(fmt.Sprintf("f%03d%s", i, filler))}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			sendFiller(t, q, 100)
 			if err := b.Sync(); err != nil {
 				t.Fatal(err)
 			}
@@ -209,12 +191,7 @@ func TestCompactionDuringAStallRemovesNothingAndDoesNotFail(t *testing.T) {
 	b, ffs := openSpareFaultBroker(t)
 	defer b.Close()
 	q := mustQueue(t, b, "fill", DefaultQueueConfig())
-	body := []byte(strings.Repeat("d", 2000))
-	for i := 0; i < 200; i++ {
-		if _, err := q.Send([]SendEntry{{Body: body}}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sendFiller(t, q, 200)
 	for {
 		ms, err := q.Receive(context.Background(), ReceiveOptions{Max: 16, HasWait: true}, nil)
 		if err != nil || len(ms) == 0 {
@@ -237,5 +214,25 @@ func TestCompactionDuringAStallRemovesNothingAndDoesNotFail(t *testing.T) {
 	stallLog(t, b, ffs, mustQueue(t, b, "stall", DefaultQueueConfig()))
 	if removed, _, err := b.compactOnce(0); removed != 0 || err != nil {
 		t.Fatalf("during the stall: %d removed, %v; want none, and no error", removed, err)
+	}
+}
+
+// keptConfig is a queue whose messages outlive the test (the longest
+// retention).
+func keptConfig() QueueConfig {
+	cfg := DefaultQueueConfig()
+	cfg.Retention = MaxRetention
+	return cfg
+}
+
+// sendFiller sends n messages of about 2 KB to q, enough to fill segments
+// of the power-loss tests' size.
+func sendFiller(t *testing.T, q *Queue, n int) {
+	t.Helper()
+	filler := strings.Repeat("f", 2000)
+	for i := range n {
+		if _, err := q.SendOne(context.Background(), SendEntry{Body: []byte(fmt.Sprintf("f%03d%s", i, filler))}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
