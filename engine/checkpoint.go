@@ -118,6 +118,15 @@ func (d *durableStore) checkpointLocked() error {
 	if pos, open := f.openGroupAt(); open {
 		to = pos // never fold part of a publish group (publish.go invariant 2)
 	}
+	err = f.dropDeletedQueues(func(qid uint64) (bool, error) {
+		if d.b.queueByID(qid) != nil {
+			return true, nil
+		}
+		return d.idx.HasQueue(qid) // absent: its deletion is in the index
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", mapErr(err))
+	}
 	batch := d.idx.NewBatch()
 	f.ft.write(batch)
 	if err := f.ft.writeCounts(batch, d.idx.TopicCount, d.clock.Now().UnixMilli()); err != nil {

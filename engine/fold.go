@@ -233,6 +233,48 @@ func (f *fold) openGroupAt() (pos uint64, open bool) {
 	return pos, true
 }
 
+// dropDeletedQueues marks dead the entries of queues that the window
+// neither creates, changes nor deletes and that exists says are gone: a
+// send (publish delivery, dead-letter move) that reserved its slot before
+// DeleteQueue fenced the queue's stripes logs its record after the
+// deletion, since it appends outside the stripe lock. A window holding
+// that record but not the deletion would put the message in the index,
+// where nothing removes it (recovery audit, 2026-12-06). exists is asked
+// once per such queue.
+func (f *fold) dropDeletedQueues(exists func(qid uint64) (bool, error)) error {
+	var lastQ uint64
+	lastGone := false
+	seen := map[uint64]bool{} // queue id -> gone
+	for i := range f.nents {
+		m := f.ent(i)
+		if m.dead {
+			continue
+		}
+		qid := m.k.qid
+		if qid != lastQ {
+			if _, inWindow := f.queues[qid]; inWindow {
+				lastQ, lastGone = qid, false
+				continue
+			}
+			gone, ok := seen[qid]
+			if !ok {
+				live, err := exists(qid)
+				if err != nil {
+					return err
+				}
+				gone = !live
+				seen[qid] = gone
+			}
+			lastQ, lastGone = qid, gone
+		}
+		if lastGone {
+			m.dead = true
+			delete(f.at, m.k)
+		}
+	}
+	return nil
+}
+
 // ent returns entry i (< nents).
 func (f *fold) ent(i int) *foldMsg { return &f.chunks[i>>foldChunkBits][i&(1<<foldChunkBits-1)] }
 

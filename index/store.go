@@ -277,6 +277,16 @@ func (s *Store) TopicCount(id uint64) ([]byte, error) {
 	return val, nil
 }
 
+// HasQueue reports whether queue id is in the store (its PutQueue committed
+// and no DeleteQueue after it).
+func (s *Store) HasQueue(id uint64) (bool, error) {
+	val, err := s.get(appendQueueKey(nil, id))
+	if err != nil {
+		return false, fmt.Errorf("index: read queue %d: %w", id, err)
+	}
+	return val != nil, nil
+}
+
 // Messages calls fn for every message of every queue in key order (queue id,
 // then seq). val is valid only during the call. An error from fn stops the
 // scan and is returned as is. This is the start-up path; see doc.go

@@ -68,3 +68,31 @@ func TestTopicsAndSubscriptions(t *testing.T) {
 		t.Fatalf("a topic key parsed as a subscription key: %d", k)
 	}
 }
+
+// HasQueue: a committed PutQueue is there, a DeleteQueue takes it away, a
+// queue never put is absent, and a topic of the same id is not a queue.
+func TestHasQueue(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{})
+	defer s.Close()
+	b := s.NewBatch()
+	b.PutQueue(1, []byte("q1"))
+	b.PutQueue(2, []byte("q2"))
+	b.PutTopic(3, []byte("t3"))
+	if err := s.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	b = s.NewBatch()
+	b.DeleteQueue(2)
+	if err := s.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[uint64]bool{1: true, 2: false, 3: false, 4: false} {
+		if got, err := s.HasQueue(id); err != nil || got != want {
+			t.Errorf("HasQueue(%d) = %v, %v; want %v", id, got, err, want)
+		}
+	}
+	s.Close()
+	if _, err := s.HasQueue(1); err == nil {
+		t.Error("HasQueue on a closed store: no error")
+	}
+}
