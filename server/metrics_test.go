@@ -519,6 +519,12 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 	n := 0
 	for _, panel := range dash.Panels {
 		for _, target := range panel.Targets {
+			// In a cluster each node exports the queues it leads, and a
+			// queue's series moves with its lead: a per-queue panel adds
+			// the nodes' series up by queue, or it shows one node's share.
+			if strings.Contains(target.Expr, "smqd_queue_") && !strings.Contains(target.Expr, "by (queue)") {
+				t.Errorf("panel %q: per-queue series not aggregated by queue: %s", panel.Title, target.Expr)
+			}
 			for _, m := range name.FindAllString(target.Expr, -1) {
 				n++
 				base := m
