@@ -337,6 +337,12 @@ func TestStats(t *testing.T) {
 	if r.code != ExitOK || !strings.Contains(r.stderr, "no send/receive/delete rates") {
 		t.Errorf("stats without metrics: %+v", r)
 	}
+	// Several (a cluster's members on --metrics-listen): the rates of those
+	// that answer, and a word about the others.
+	r = c.run("stats", "a", "--count", "2", "--interval", "100ms", "--json", "--metrics-url", " http://"+d.addr+"/metrics, http://"+d.addr+"/nope")
+	if r.code != ExitOK || !strings.Contains(r.stdout, `"sent_per_s":0`) {
+		t.Errorf("stats with two metrics URLs, one readable: %+v", r)
+	}
 	c.fail(ExitNotFound, "stats", "missing")
 	c.fail(ExitUsage, "stats", "--interval", "1ms")
 }

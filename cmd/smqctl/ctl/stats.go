@@ -6,7 +6,9 @@ package ctl
 // Send, receive and delete rates come from smqd's Prometheus counters
 // (smqd_queue_{sent,received,deleted}_total) on /metrics, which is not
 // signed; when /metrics cannot be read (on another address: give
-// --metrics-url; or the queue is beyond --metrics-per-queue's top N), the
+// --metrics-url, a cluster's members' separated by commas, since their
+// --metrics-listen addresses are not in GET /cluster; or the queue is
+// beyond --metrics-per-queue's top N), the
 // view shows only the backlog's change per second. A cluster node exports
 // the series of the queues whose shards it leads, so through a cluster
 // node the counters of every member's /metrics are added up (its members'
@@ -101,7 +103,7 @@ func (r *run) stats(ctx context.Context, name string, args []string) error {
 	interval := fs.Duration("interval", 2*time.Second, "time between refreshes")
 	count := fs.Int("count", -1, "refreshes before exiting (default: until interrupted on a terminal, 1 otherwise; rates need 2)")
 	prefix := fs.String("prefix", "", "only queues whose name starts with this")
-	metricsURL := fs.String("metrics-url", "", "where smqd serves /metrics, for send, receive and delete rates (default: the endpoint's /metrics)")
+	metricsURL := fs.String("metrics-url", "", "where smqd serves /metrics, for send, receive and delete rates; a cluster's members' separated by commas (default: the endpoint's /metrics, and every member's at its API address)")
 	pos, err := r.parse(fs, args, 0, -1)
 	if err != nil {
 		return err
@@ -120,8 +122,13 @@ func (r *run) stats(ctx context.Context, name string, args []string) error {
 	if err != nil {
 		return err
 	}
-	murls := []string{*metricsURL}
-	if *metricsURL == "" {
+	var murls []string
+	for u := range strings.SplitSeq(*metricsURL, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			murls = append(murls, u)
+		}
+	}
+	if len(murls) == 0 {
 		murls = []string{c.base + "/metrics"}
 		rctx, cancel := r.reqCtx(ctx, 0)
 		if us := clusterMetricsURLs(rctx, c); len(us) > 0 {
