@@ -322,11 +322,12 @@ wait:
 			}
 		}
 	}
+	b := shutdownBudget(cfg.shutdownTimeout, time.Now())
 	if node != nil && serveErr == nil {
 		// Hand every shard this node leads to another member while the
 		// API still serves (and forwards): the others need no election
 		// timeout to replace it, and no client request fails.
-		hctx, hcancel := context.WithTimeout(context.Background(), min(10*time.Second, cfg.shutdownTimeout/3))
+		hctx, hcancel := context.WithTimeout(context.Background(), b.handOver)
 		start := time.Now()
 		err := node.HandOverLeads(hctx)
 		hcancel()
@@ -336,7 +337,7 @@ wait:
 			log.Info("every lead handed over", "took", time.Since(start))
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	sctx, cancel := context.WithDeadline(context.Background(), b.drainBy)
 	defer cancel()
 	shutErr := srv.Shutdown(sctx)
 	for ; running > 0; running-- {
@@ -344,7 +345,7 @@ wait:
 			serveErr = err
 		}
 	}
-	closeErr := closeWithin(broker.Close, cfg.shutdownTimeout)
+	closeErr := closeWithin(broker.Close, max(time.Until(b.stopBy), b.closeMin))
 	if errors.Is(closeErr, errCloseTimedOut) {
 		log.Error("the broker did not close within --shutdown-timeout (its index or log could not be written?): leaving anyway; the next start replays the log", "timeout", cfg.shutdownTimeout)
 	}
@@ -362,6 +363,27 @@ const (
 )
 
 var errCloseTimedOut = errors.New("the broker did not close in time")
+
+// stopBudget splits --shutdown-timeout over a graceful stop's steps, so
+// that the whole stop takes at most the timeout (a service manager's
+// stop timeout can be set from it): before, the hand-over, the requests'
+// drain and the broker's close were each bounded on their own, and a stop
+// could take a third more than twice the timeout.
+type stopBudget struct {
+	handOver time.Duration // a cluster node's hand-over of its leads
+	drainBy  time.Time     // requests in flight finish by then
+	closeMin time.Duration // the broker's close gets at least this
+	stopBy   time.Time     // everything is done by then
+}
+
+func shutdownBudget(timeout time.Duration, now time.Time) stopBudget {
+	return stopBudget{
+		handOver: min(10*time.Second, timeout/3),
+		drainBy:  now.Add(timeout - timeout/4),
+		closeMin: timeout / 4,
+		stopBy:   now.Add(timeout),
+	}
+}
 
 // closeWithin runs close and waits for it at most d. The close flushes
 // and syncs the log first, then writes the index's last checkpoint; an

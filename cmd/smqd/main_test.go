@@ -523,3 +523,23 @@ func mustRequest(t *testing.T, method, url, body string) *http.Request {
 	}
 	return r
 }
+
+// shutdownBudget: the steps of a graceful stop fit in --shutdown-timeout
+// together (each had the whole timeout before, and a cluster node's stop
+// could take 2⅓ times it), the hand-over comes first and the close always
+// keeps a share.
+func TestShutdownBudgetFitsTheTimeout(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	for _, timeout := range []time.Duration{time.Second, 2 * time.Second, 30 * time.Second, 5 * time.Minute} {
+		b := shutdownBudget(timeout, now)
+		if got := b.stopBy.Sub(now); got != timeout {
+			t.Errorf("%v: everything done %v after the signal", timeout, got)
+		}
+		if b.handOver <= 0 || now.Add(b.handOver).After(b.drainBy) {
+			t.Errorf("%v: a hand-over of %v does not end before the drain's deadline (%v)", timeout, b.handOver, b.drainBy.Sub(now))
+		}
+		if b.closeMin <= 0 || b.drainBy.Add(b.closeMin).After(b.stopBy) {
+			t.Errorf("%v: drain until %v, then a close of at least %v, overrun %v", timeout, b.drainBy.Sub(now), b.closeMin, timeout)
+		}
+	}
+}
