@@ -71,10 +71,29 @@ func TestConsoleRedriveInBrowser(t *testing.T) {
 		t.Errorf("policy after turning it off: %+v", info.Config)
 	}
 
-	// orders dead-letters into dead again: its messages may go back.
-	if err := b.SetQueueAttributes("orders", engine.ConfigPatch{DeadLetterQueue: ptr("dead"), MaxReceiveCount: ptr(3)}); err != nil {
+	// orders dead-letters into dead again (its messages may go back), set
+	// elsewhere while the page is open: the form follows, and a save of
+	// another field keeps it. The form was filled once, and a Save wrote
+	// every field back: the policy went off and the timeout back to 30 s
+	// (console audit, 2026-12-06).
+	if err := b.SetQueueAttributes("orders", engine.ConfigPatch{DeadLetterQueue: ptr("dead"), MaxReceiveCount: ptr(3),
+		VisibilityTimeout: ptr(120 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
+	step(t, ctx, "the form follows a change made elsewhere",
+		until(`document.querySelector('#attr-DeadLetterTargetQueue').value === 'dead' && document.querySelector('#attr-VisibilityTimeout').value === '120'`))
+	step(t, ctx, "save another field",
+		chromedp.SetValue(chromedp.CSS("#attr-PollingWaitSeconds"), "5"),
+		chromedp.Click(chromedp.CSS("#save-attrs")),
+		until(`document.querySelector('#attrs-result').className === 'note'`),
+		textIs("#attrs-result", "Saved: PollingWaitSeconds."))
+	if info, _ := orders.Attributes(); info.Config.DeadLetterQueue != "dead" || info.Config.MaxReceiveCount != 3 || info.Config.VisibilityTimeout != 120*time.Second || info.Config.PollingWait != 5*time.Second {
+		t.Errorf("after a save of the polling wait: %+v", info.Config)
+	}
+	step(t, ctx, "save with nothing changed",
+		chromedp.Click(chromedp.CSS("#save-attrs")),
+		until(`document.querySelector('#attrs-result').className !== 'note'`),
+		textIs("#attrs-result", "Nothing to save: no field was changed."))
 
 	// The dead-letter queue's page: peek shows where a message came from.
 	step(t, ctx, "open dead", chromedp.Navigate(base+"/console/#/queue/dead"), chromedp.WaitVisible(chromedp.CSS("#redrive-form")),
@@ -82,6 +101,16 @@ func TestConsoleRedriveInBrowser(t *testing.T) {
 	step(t, ctx, "peek", chromedp.Click(chromedp.CSS("#peek")),
 		until(`[...document.querySelectorAll('#peek-rows td.props')].some((td) => td.textContent.includes('DLQSourceArn=acs:mns:local:0:/queues/orders'))`))
 
+	// Into itself: refused, as smqctl refuses it; once every message was
+	// sent again into dead without the properties naming its source
+	// (console audit, 2026-12-06).
+	step(t, ctx, "redrive into itself",
+		chromedp.SetValue(chromedp.CSS("#redrive-to"), "dead"),
+		chromedp.Click(chromedp.CSS("#redrive")),
+		until(`document.querySelector('#redrive-result').className !== 'note' && document.querySelector('#redrive-result').textContent.includes('dead itself')`),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#redrive-to').value = ''`))
+	step(t, ctx, "peek again", chromedp.Click(chromedp.CSS("#peek")),
+		until(`[...document.querySelectorAll('#peek-rows td.props')].some((td) => td.textContent.includes('DLQSourceArn=acs:mns:local:0:/queues/orders'))`))
 	step(t, ctx, "redrive", chromedp.Click(chromedp.CSS("#redrive")),
 		until(`document.querySelector('#redrive-result').textContent.startsWith('Moved 1 message(s): 1 to orders. 2 left here.')`),
 		until(`document.querySelectorAll('#redrive-left tr').length === 2 && document.querySelector('#redrive-left').textContent.includes('no DLQSourceArn') && document.querySelector('#redrive-left').textContent.includes('whose dead-letter queue is not dead')`))

@@ -201,8 +201,10 @@ export class Client {
   }
 
   // follow calls page(marker) from the first page on, following
-  // NextMarker, until the last page or max items.
-  static async follow(page, max = 5000) {
+  // NextMarker, until the last page or max items (default: all; a cap of
+  // 5,000 once left the rest out of every page's counts and totals without
+  // a word: console audit, 2026-12-06).
+  static async follow(page, max = Infinity) {
     let out = [], marker = '';
     do {
       const p = await page(marker);

@@ -38,6 +38,10 @@ function target(m, dlq, to) {
 // {moved, to: {queue: n}, copied, left: [{id, why}]}. progress(result)
 // is called after each batch.
 export async function redrive(client, dlq, { to = '', max = 0, progress = () => {} } = {}) {
+  // Into itself: every message would be sent again into the queue it is
+  // in, without the properties that say where it came from (smqctl
+  // refuses it too).
+  if (to === dlq) throw new Error(`the queue to move them to is ${dlq} itself`);
   const q = await client.getQueue(dlq);
   const sources = new Map(); // queue → why its messages stay ('' to move them)
   const sourceWhy = async (sq) => {

@@ -113,13 +113,25 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
     h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Left here'), h('th', {}, 'Why'))), rdLeft),
     h('h2', {}, 'Danger zone'), h('div', { class: 'row' }, purge, ' ', delQ));
 
-  let filled = false;
+  // The form follows the queue: every refresh puts the current values in
+  // the fields the user has not edited, and Save sends only the edited
+  // ones. Once it was filled once and Save wrote every field back, so a
+  // change made elsewhere since the page opened (a dead-letter policy set
+  // by smqctl) was silently undone (console audit, 2026-12-06).
+  // A field is edited while its value differs from the one it was last
+  // filled with.
+  let shown = {};
+  const edited = (k) => k in shown && inputs[k].value !== shown[k];
   function fill(q) {
-    for (const [k] of ATTRS) inputs[k].value = q[k];
-    inputs.LoggingEnabled.value = q.LoggingEnabled ? 'true' : 'false';
-    inputs.DeadLetterTargetQueue.value = q.DeadLetterTargetQueue || '';
-    inputs.MaxReceiveCount.value = q.MaxReceiveCount || '';
-    filled = true;
+    const set = (k, v) => {
+      if (edited(k)) return;
+      inputs[k].value = String(v);
+      shown[k] = inputs[k].value;
+    };
+    for (const [k] of ATTRS) set(k, q[k]);
+    set('LoggingEnabled', q.LoggingEnabled ? 'true' : 'false');
+    set('DeadLetterTargetQueue', q.DeadLetterTargetQueue || '');
+    set('MaxReceiveCount', q.MaxReceiveCount || '');
   }
 
   async function refresh() {
@@ -131,21 +143,29 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
     hist.add('a', t, q.ActiveMessages);
     hist.add('i', t, q.InactiveMessages);
     replace(graph, chart([{ points: hist.points('a') }, { points: hist.points('i') }]));
-    if (!filled) fill(q);
+    fill(q);
     status.textContent = '';
   }
 
   listen(attrForm, 'submit', (ev) => {
     ev.preventDefault();
     const attrs = {};
-    for (const [k] of ATTRS) attrs[k] = inputs[k].value;
-    attrs.LoggingEnabled = inputs.LoggingEnabled.value;
-    attrs.DeadLetterTargetQueue = inputs.DeadLetterTargetQueue.value.trim();
-    if (attrs.DeadLetterTargetQueue) attrs.MaxReceiveCount = inputs.MaxReceiveCount.value;
+    for (const [k] of ATTRS) if (edited(k)) attrs[k] = inputs[k].value;
+    if (edited('LoggingEnabled')) attrs.LoggingEnabled = inputs.LoggingEnabled.value;
+    if (edited('DeadLetterTargetQueue') || edited('MaxReceiveCount')) {
+      // The policy is one: its two fields go together.
+      attrs.DeadLetterTargetQueue = inputs.DeadLetterTargetQueue.value.trim();
+      if (attrs.DeadLetterTargetQueue) attrs.MaxReceiveCount = inputs.MaxReceiveCount.value;
+    }
+    if (Object.keys(attrs).length === 0) {
+      say(attrNote, false, 'Nothing to save: no field was changed.');
+      return;
+    }
     attempt(attrNote, 'Save', async () => {
       await client.setQueue(name, attrs);
+      shown = {};
       fill(await client.getQueue(name));
-      say(attrNote, true, 'Attributes saved.');
+      say(attrNote, true, 'Saved: ' + Object.keys(attrs).join(', ') + '.');
     });
   });
 

@@ -7,6 +7,7 @@ import { h, listen, replace, say, fmt, fmtRate } from '../dom.js';
 import { chart, sparkline, History } from '../chart.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9-]{0,255}$/;
+const ROWS = 5000; // queues shown in the table
 
 export function queuesView({ client, main, every, describe, attempt }) {
   const hist = new History(80);
@@ -37,25 +38,33 @@ export function queuesView({ client, main, every, describe, attempt }) {
     const t = Date.now() / 1000;
     const seen = new Set(['*']);
     let sum = 0;
-    for (const q of queues) {
+    for (const [i, q] of queues.entries()) {
       const backlog = q.ActiveMessages + q.InactiveMessages + q.DelayMessages;
       sum += backlog;
-      hist.add(q.QueueName, t, backlog);
-      seen.add(q.QueueName);
+      if (i < ROWS) { // a sparkline for the rows shown
+        hist.add(q.QueueName, t, backlog);
+        seen.add(q.QueueName);
+      }
     }
     hist.add('*', t, sum);
     hist.keep(seen);
     count.textContent = `(${queues.length})`;
     replace(total, chart([{ points: hist.points('*') }]));
+    // Every queue counts; the table shows the first ROWS (a browser
+    // table of 100,000 rows redrawn every refresh is unusable), and says
+    // so.
+    const more = queues.length - ROWS;
     replace(rows, queues.length === 0
       ? h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No queues yet.'))
-      : queues.map((q) => h('tr', { 'data-queue': q.QueueName },
+      : queues.slice(0, ROWS).map((q) => h('tr', { 'data-queue': q.QueueName },
         h('td', {}, h('a', { href: '#/queue/' + encodeURIComponent(q.QueueName) }, q.QueueName)),
         h('td', { class: 'num active' }, fmt(q.ActiveMessages)),
         h('td', { class: 'num inactive' }, fmt(q.InactiveMessages)),
         h('td', { class: 'num delayed' }, fmt(q.DelayMessages)),
         h('td', { class: 'num rate' }, fmtRate(hist.rate(q.QueueName))),
-        h('td', {}, sparkline(hist.points(q.QueueName))))));
+        h('td', {}, sparkline(hist.points(q.QueueName)))))
+        .concat(more > 0 ? [h('tr', { id: 'queue-rows-more' }, h('td', { colspan: 6, class: 'muted' },
+          `and ${fmt(more)} more queues (counted above; smqctl queue ls lists them all)`))] : []));
     status.textContent = '';
   }
 

@@ -9,6 +9,8 @@
 
 import { h, listen, replace, say, confirmed, fmt, fmtTime } from '../dom.js';
 
+const ROWS = 5000; // topics shown in the table
+
 export function topicsView({ client, main, every, describe, attempt }) {
   const name = h('input', { id: 'new-topic-name', placeholder: 'topic name', required: true });
   const size = h('input', { id: 'new-topic-size', type: 'number', min: 1024, max: 65536, placeholder: '65536' });
@@ -58,9 +60,11 @@ export function topicsView({ client, main, every, describe, attempt }) {
     const names = new Set(topics.map((t) => t.TopicName));
     for (const n of armed) if (!names.has(n)) armed.delete(n);
     count.textContent = `(${topics.length})`;
+    const more = topics.length - ROWS;
     replace(rows, topics.length === 0
       ? h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No topics yet.'))
-      : topics.map(row));
+      : topics.slice(0, ROWS).map(row).concat(more > 0 ? [h('tr', { id: 'topic-rows-more' }, h('td', { colspan: 6, class: 'muted' },
+        `and ${fmt(more)} more topics (counted above; smqctl topic ls lists them all)`))] : []));
     status.textContent = '';
   }
 
