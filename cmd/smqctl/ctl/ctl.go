@@ -80,7 +80,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	str(&g.keyID, "access-key-id", "access key id (default $ALIBABA_CLOUD_ACCESS_KEY_ID, else the credentials file)")
 	str(&g.keySecret, "access-key-secret", "access key secret (default $ALIBABA_CLOUD_ACCESS_KEY_SECRET)")
 	str(&g.credFile, "credentials-file", "smqd's credentials file, \"<id> <secret>\" lines (default ./"+DefaultCredentialsFile+", what make run writes)")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "time allowed for each request (a receive's wait comes on top)")
+	durationVar(fs, &g.timeout, "timeout", g.timeout, "time allowed for each request (a receive's wait comes on top)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of a table")
 }
 
@@ -223,6 +223,17 @@ func (r *run) parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]stri
 	}
 	if len(pos) < minPos || maxPos >= 0 && len(pos) > maxPos {
 		return nil, usagef("%s: %s", fs.Name(), argCountMsg(minPos, maxPos, len(pos)))
+	}
+	// No name, handle or body is empty; an empty one is an unset variable
+	// in a script. `queue get ""` read the list endpoint and printed a
+	// queue of zeros, exit 0 (console audit, 2026-12-06).
+	for i, p := range pos {
+		if p == "" {
+			return nil, usagef("%s: argument %d is empty (an unset variable?)", fs.Name(), i+1)
+		}
+	}
+	if r.g.timeout <= 0 {
+		return nil, usagef("--timeout must be positive, not %v", r.g.timeout)
 	}
 	return pos, nil
 }

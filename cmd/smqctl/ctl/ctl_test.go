@@ -405,6 +405,21 @@ func TestCredentialsAndErrors(t *testing.T) {
 	c.fail(ExitUsage, "queue", "ls", "--no-such-flag")
 	c.fail(ExitUsage, "queue", "get")
 	c.fail(ExitUsage, "queue", "get", "a", "b")
+	// An empty name (an unset variable) is not the list endpoint: these
+	// printed a record of zeros, exit 0; a negative delay sent with the
+	// queue's delay; durations took no whole seconds, and a zero timeout
+	// failed every request (console audit, 2026-12-06).
+	for _, args := range [][]string{{"queue", "get", ""}, {"topic", "get", ""}, {"subscription", "get", "t", ""},
+		{"queue", "redrive", ""}, {"send", "q", "x", "--delay", "-5"}, {"queue", "ls", "--timeout", "0"},
+		{"receive", "q", "--wait", "-1"}} {
+		if r := c.fail(ExitUsage, args...); r.stdout != "" {
+			t.Errorf("%q printed %q", args, r.stdout)
+		}
+	}
+	if out := c.ok("queue", "ls", "--quiet", "--timeout", "10"); out != "q\n" {
+		t.Errorf("--timeout 10 (whole seconds): %q", out)
+	}
+	c.ok("receive", "q", "--wait", "1", "--json")
 	if out := c.ok("help"); !strings.Contains(out, "queue create") || !strings.Contains(out, "topic publish") || !strings.Contains(out, "subscription create") || !strings.Contains(out, "Exit status") {
 		t.Errorf("help:\n%s", out)
 	}

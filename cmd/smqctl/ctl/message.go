@@ -96,7 +96,8 @@ func (r *run) msgReceive(ctx context.Context, name string, args []string) error 
 	fs := flag.NewFlagSet("receive QUEUE [flags]", flag.ContinueOnError)
 	var m messageFlags
 	m.register(fs, "receive")
-	wait := fs.Duration("wait", 0, "wait up to this long for a message, 0..30s (0: the queue's polling wait)")
+	wait := new(time.Duration)
+	durationVar(fs, wait, "wait", 0, "wait up to this long for a message, 0..30s (0: the queue's polling wait)")
 	del := fs.Bool("delete", false, "delete the messages once printed")
 	pos, err := r.parse(fs, args, 1, 1)
 	if err != nil {

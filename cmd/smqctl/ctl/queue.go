@@ -22,29 +22,71 @@ func (f *secondsFlag) String() string {
 }
 
 func (f *secondsFlag) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil || d%time.Second != 0 {
+		return fmt.Errorf("want whole seconds (60), a duration (1m30s) or whole days (4d, 1d12h), not %q", s)
+	}
+	n := int(d / time.Second)
+	f.v = &n
+	return nil
+}
+
+// parseDuration reads a duration as the docs say smqctl takes them: whole
+// seconds ("60"), a Go duration ("1m30s", "1.5s"), or whole days before
+// the rest ("4d", "1d12h"). Negative ones are refused (a --delay of -5
+// once sent the message with the queue's delay, exit 0: console audit,
+// 2026-12-06).
+func parseDuration(s string) (time.Duration, error) {
+	bad := fmt.Errorf("want whole seconds (60), a duration (1m30s) or whole days (4d, 1d12h), not %q", s)
 	if n, err := strconv.Atoi(s); err == nil {
-		f.v = &n
-		return nil
+		if n < 0 || n > 3650*86400 {
+			return 0, bad
+		}
+		return time.Duration(n) * time.Second, nil
 	}
 	var days int
 	rest := s
 	if i := strings.IndexByte(s, 'd'); i > 0 {
 		n, err := strconv.Atoi(s[:i])
 		if err != nil || n < 0 || n > 3650 {
-			return fmt.Errorf("want whole seconds (60), a duration (1m30s) or whole days (4d, 1d12h), not %q", s)
+			return 0, bad
 		}
 		days, rest = n, s[i+1:]
 	}
 	var d time.Duration
 	if rest != "" || days == 0 {
 		var err error
-		if d, err = time.ParseDuration(rest); err != nil || d < 0 || d%time.Second != 0 {
-			return fmt.Errorf("want whole seconds (60), a duration (1m30s) or whole days (4d, 1d12h), not %q", s)
+		if d, err = time.ParseDuration(rest); err != nil || d < 0 {
+			return 0, bad
 		}
 	}
-	n := days*86400 + int(d/time.Second)
-	f.v = &n
+	return time.Duration(days)*24*time.Hour + d, nil
+}
+
+// durationFlag is a duration flag that takes what parseDuration takes
+// (flag.Duration refused "20" with "parse error", against the docs).
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*f.d = d
 	return nil
+}
+
+// durationVar defines a durationFlag on fs.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var(durationFlag{p}, name, usage)
 }
 
 // propsFlag collects message properties: NAME=VALUE (a STRING) or

@@ -100,7 +100,8 @@ func oldestOf(s *sample, q string) *float64 {
 
 func (r *run) stats(ctx context.Context, name string, args []string) error {
 	fs := flag.NewFlagSet("stats [QUEUE...] [flags]", flag.ContinueOnError)
-	interval := fs.Duration("interval", 2*time.Second, "time between refreshes")
+	interval := new(time.Duration)
+	durationVar(fs, interval, "interval", 2*time.Second, "time between refreshes")
 	count := fs.Int("count", -1, "refreshes before exiting (default: until interrupted on a terminal, 1 otherwise; rates need 2)")
 	prefix := fs.String("prefix", "", "only queues whose name starts with this")
 	metricsURL := fs.String("metrics-url", "", "where smqd serves /metrics, for send, receive and delete rates; a cluster's members' separated by commas (default: the endpoint's /metrics, and every member's at its API address)")

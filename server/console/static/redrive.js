@@ -63,7 +63,7 @@ export async function redrive(client, dlq, { to = '', max = 0, progress = () => 
   };
   let limit = q.ActiveMessages;
   if (max > 0) limit = Math.min(limit, max);
-  const res = { moved: 0, to: {}, copied: 0, left: [] };
+  const res = { moved: 0, to: Object.create(null), copied: 0, left: [] };
   const left = new Map(); // message id → {id, why, handle}
   const leave = (m, why) => {
     const l = left.get(m.MessageId) || { id: m.MessageId };
