@@ -68,6 +68,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -491,11 +492,23 @@ func (ps *pushSub) deliver(ctx context.Context, ms []Message) (delivered bool) {
 	if !ps.takeSlot(ctx, ms) {
 		return false // stopping, or its lease lapsed: it reappears
 	}
+	// Built and signed before the lease is checked and the attempt's
+	// timeout starts: the signature may wait for a CPU (signSlots).
+	req, err := ps.request(ctx, sub, &env)
+	if err != nil && ctx.Err() != nil {
+		<-ps.sem
+		return false // stopping: the message reappears after its lease
+	}
 	if !ps.leaseFor(m) {
 		<-ps.sem
 		return false
 	}
-	ok := ps.push(ctx, sub, &env)
+	ok := false
+	if err != nil {
+		p.b.log.Error("push request could not be built", "subscription", sub.name, "err", err)
+	} else {
+		ok = ps.push(ctx, sub, req)
+	}
 	<-ps.sem
 	if ok {
 		p.delivered.Add(1)
@@ -566,18 +579,13 @@ func (ps *pushSub) settleDelete(m *Message) {
 	}
 }
 
-// push makes one attempt (the caller holds the endpoint's slot): true if
-// the endpoint answered 2xx in time.
-func (ps *pushSub) push(ctx context.Context, sub *subscription, env *pushEnvelope) bool {
+// push makes one attempt with req (the caller holds the endpoint's
+// slot): true if the endpoint answered 2xx within PushOptions.Timeout.
+func (ps *pushSub) push(ctx context.Context, sub *subscription, req *http.Request) bool {
 	p := ps.p
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
-	req, err := ps.request(ctx, sub, env)
-	if err != nil {
-		p.b.log.Error("push request could not be built", "subscription", sub.name, "err", err)
-		return false
-	}
-	resp, err := ps.client.Do(req)
+	resp, err := ps.client.Do(req.WithContext(ctx))
 	if err != nil {
 		p.b.log.Debug("push failed", "subscription", sub.name, "endpoint", ps.u.url, "err", err)
 		return false
@@ -639,7 +647,7 @@ func (ps *pushSub) request(ctx context.Context, sub *subscription, env *pushEnve
 		h[kv[0]] = []string{kv[1]}
 	}
 	if p.opts.Signer != nil {
-		sig, err := p.sign(PushStringToSign(md5hex, ctype, date, mns, ps.u.resource))
+		sig, err := p.sign(ctx, PushStringToSign(md5hex, ctype, date, mns, ps.u.resource))
 		if err != nil {
 			return nil, err
 		}
@@ -685,7 +693,22 @@ func PushStringToSign(md5hex, ctype, date string, mns [][2]string, resource stri
 	return sb.String()
 }
 
-func (p *pusher) sign(s string) (string, error) {
+// signSlots bounds the push signatures computed at once in the process
+// to half its CPUs (at least one). An RSA-2048 signature takes about a
+// millisecond of CPU, one per attempt: a burst to 200 endpoints, each
+// worker signing at once, took the CPUs from the API (a SendMessage took
+// 0.5-3.4 s instead of 1 ms), and the signing, inside the attempts'
+// timeouts, made healthy endpoints time out and be pushed again (push
+// audit, 2026-12-06).
+var signSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+
+func (p *pusher) sign(ctx context.Context, s string) (string, error) {
+	select {
+	case signSlots <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-signSlots }()
 	d := sha1.Sum([]byte(s)) //nolint:gosec // the spec's algorithm (§3.6)
 	sig, err := p.opts.Signer.Sign(rand.Reader, d[:], crypto.SHA1)
 	if err != nil {
