@@ -436,12 +436,19 @@ func (ps *pushSub) work(ctx context.Context) {
 			if ps.sub.Load().relay {
 				done = ps.relay(ctx, dst, done) // topic_relay.go
 			} else {
+			tries:
 				for i := range dst {
 					if dst[i].Handle.IsZero() {
 						continue // its lease lapsed while it waited (takeSlot)
 					}
-					if ps.deliver(ctx, dst[i:]) {
+					switch ps.deliver(ctx, dst[i:]) {
+					case pushDelivered:
 						ps.deleteDelivered(&dst[i])
+					case pushUntried:
+						if ctx.Err() != nil {
+							ps.giveBack(dst[i:]) // stopping: the rest was never tried
+							break tries
+						}
 					}
 				}
 			}
@@ -470,38 +477,47 @@ func (ps *pushSub) work(ctx context.Context) {
 	}
 }
 
+// What deliver did with a notification.
+type pushOutcome uint8
+
+const (
+	pushSettled   pushOutcome = iota // tried and failed (retry, dead letter, discard), or discarded unread
+	pushDelivered                    // answered 2xx: the caller deletes it
+	pushUntried                      // not tried: stopping, or its lease lapsed
+)
+
 // deliver makes one attempt at m, ms[0], and settles it (the table above),
-// except that it returns true for the caller to delete m after a 2xx
-// answer. ms is the rest of the worker's batch, whose leases it renews
-// while it waits for the endpoint's slot (push_lease.go).
-func (ps *pushSub) deliver(ctx context.Context, ms []Message) (delivered bool) {
+// except that after a 2xx answer the caller deletes m. ms is the rest of
+// the worker's batch, whose leases it renews while it waits for the
+// endpoint's slot (push_lease.go).
+func (ps *pushSub) deliver(ctx context.Context, ms []Message) pushOutcome {
 	p, b := ps.p, ps.p.b
 	m := &ms[0]
 	sub := ps.sub.Load()
 	if ctx.Err() != nil {
-		return false // stopping: the message reappears after its lease
+		return pushUntried
 	}
 	env, err := decodePushEnvelope(m.Body)
 	if err != nil {
 		b.log.Error("discarding a push queue message that is no notification", "topic", sub.topic, "subscription", sub.name, "err", err)
 		ps.settleDelete(m)
 		p.discarded.Add(1)
-		return false
+		return pushSettled
 	}
 	// The endpoint's slot (invariant 3), then the lease (invariant 5).
 	if !ps.takeSlot(ctx, ms) {
-		return false // stopping, or its lease lapsed: it reappears
+		return pushUntried // stopping, or its lease lapsed: it reappears
 	}
 	// Built and signed before the lease is checked and the attempt's
 	// timeout starts: the signature may wait for a CPU (signSlots).
 	req, err := ps.request(ctx, sub, &env)
 	if err != nil && ctx.Err() != nil {
 		<-ps.sem
-		return false // stopping: the message reappears after its lease
+		return pushUntried
 	}
 	if !ps.leaseFor(m) {
 		<-ps.sem
-		return false
+		return pushUntried
 	}
 	ok := false
 	if err != nil {
@@ -512,10 +528,23 @@ func (ps *pushSub) deliver(ctx context.Context, ms []Message) (delivered bool) {
 	<-ps.sem
 	if ok {
 		p.delivered.Add(1)
-		return true
+		return pushDelivered
 	}
 	ps.attemptFailed(ctx, m, &env, sub)
-	return false
+	return pushSettled
+}
+
+// giveBack returns the notifications of ms that still hold their lease,
+// never tried, to the push queue (Queue.giveBack).
+func (ps *pushSub) giveBack(ms []Message) {
+	for i := range ms {
+		if ms[i].Handle.IsZero() {
+			continue
+		}
+		if err := ps.q.giveBack(ms[i].Handle); err != nil {
+			ps.p.b.log.Debug("an untried notification stays leased; it comes back after its lease", "err", err)
+		}
+	}
 }
 
 // attemptFailed settles a message whose delivery attempt failed: a retry

@@ -89,3 +89,58 @@ func TestPushSignaturesAreBounded(t *testing.T) {
 		t.Fatalf("%d signatures, at most %d at once; the bound is %d", signer.signatures.Load(), most, cap(signSlots))
 	}
 }
+
+// TestPushStopGivesBackUntriedNotifications: a worker receives a batch
+// and tries its notifications one after another; those it had not tried
+// when the broker stopped kept the receive in their DequeueCount, the
+// attempt number of their schedule, so each clean restart cost them an
+// attempt they never had (push audit, 2026-12-06: 66 of 100 discarded
+// after 3 real attempts of BACKOFF_RETRY's 4). Now they go back, visible
+// at once and uncounted; the one being pushed keeps its attempt.
+func TestPushStopGivesBackUntriedNotifications(t *testing.T) {
+	dir := t.TempDir()
+	clk := NewFakeClock(t0)
+	rcv := newReceiver(t, clk)
+	rcv.hang = true
+	open := func(disabled bool) *Broker {
+		o := Options{Dir: dir, Clock: clk, Stripes: 1, Logger: testLogger(t), Push: pushOptions()}
+		o.Push.Disabled = disabled
+		o.Push.Concurrency = 1 // one worker: it takes the whole backlog in one batch
+		nb, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nb
+	}
+	b := open(true)
+	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Subscribe("t", "s", SubscriptionConfig{Endpoint: rcv.url("/"), Format: FormatSimplified}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	for i := range n {
+		if _, err := b.Publish("t", PublishInput{Body: []byte(fmt.Sprintf("n%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := subID(t, b, "t", "s")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = open(false)
+	rcv.next(t) // the first is being pushed (the receiver never answers)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = open(true)
+	defer b.Close()
+	counts := map[string]int{}
+	dumpQueue(b.internalQueue(pushQueueName(id)), func(_ MessageID, _ []byte, state string, dq uint32, _ int64) {
+		counts[fmt.Sprintf("%s dq=%d", state, dq)]++
+	})
+	if counts["Inactive dq=1"] != 1 || counts["Active dq=0"] != n-1 {
+		t.Fatalf("after a stop during the first push of a batch of %d: %v, want 1 Inactive dq=1 (tried) and %d Active dq=0", n, counts, n-1)
+	}
+}

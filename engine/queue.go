@@ -447,6 +447,25 @@ func (q *Queue) changeVisibility(h ReceiptHandle, timeout time.Duration, durable
 	if err := checkDuration("VisibilityTimeout", timeout, MinVisibilityTimeout, MaxVisibilityTimeout); err != nil {
 		return ReceiptHandle{}, time.Time{}, err
 	}
+	return q.revisit(h, timeout, durable, false)
+}
+
+// giveBack makes a message the pusher received but never tried (its
+// worker stopped first: a shutdown, a lost lead) visible again at once,
+// and takes its receive back from its DequeueCount, which is the attempt
+// number of its retry schedule: every clean restart cost each such
+// notification an attempt it never had (push audit, 2026-12-06: 66 of 100
+// discarded after 3 real attempts of 4). Not waited for: one lost in a
+// crash leaves the message as it was. It runs while the broker closes
+// (the pusher stops first), so it does not ask usable.
+func (q *Queue) giveBack(h ReceiptHandle) error {
+	_, _, err := q.revisit(h, 0, false, true)
+	return err
+}
+
+// revisit sets the message of h visible timeout from now (0: at once),
+// with a record; back also takes its last receive off its DequeueCount.
+func (q *Queue) revisit(h ReceiptHandle, timeout time.Duration, durable, back bool) (ReceiptHandle, time.Time, error) {
 	if err := q.checkHandle(h); err != nil {
 		return ReceiptHandle{}, time.Time{}, err
 	}
@@ -475,6 +494,11 @@ func (q *Queue) changeVisibility(h ReceiptHandle, timeout time.Duration, durable
 		s := st.slab.at(idx)
 		st.wheel.remove(&st.slab, idx)
 		s.gen++
+		if back && s.dequeues > 0 {
+			if s.dequeues--; s.dequeues == 0 {
+				s.firstOff = 0
+			}
+		}
 		// From the wheel's time at least (a clock stepped back would
 		// arm a deadline already past: a push retry fired at once, all
 		// its retries in a burst), and from the enqueue time at least:
