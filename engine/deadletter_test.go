@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -291,4 +292,57 @@ func TestDeadLetterReceiveAllocs(t *testing.T) {
 	if a > n {
 		t.Fatalf("a cycle on a queue with a dead-letter policy allocates %.1f times, without %.1f", a, n)
 	}
+}
+
+// TestReceiveFindsAMessageBehindManyDeadLetters: 512 messages due for the
+// dead-letter queue ahead of an Active one (each received MaxReceiveCount
+// times, then visible again). One receive moves them and returns the one
+// behind them. It answered MessageNotExist, and long polls slept their
+// whole wait, until three receives had moved 80 each (semantics audit,
+// 2026-12-06).
+func TestReceiveFindsAMessageBehindManyDeadLetters(t *testing.T) {
+	bothModes(t, func(t *testing.T) {
+		var b *Broker
+		clk := NewFakeClock(t0)
+		if strings.HasSuffix(t.Name(), "durable") {
+			b = openDurableTest(t, t.TempDir(), clk, nil)
+		} else {
+			var err error
+			if b, err = Open(Options{Clock: clk, Logger: testLogger(t), Stripes: 2}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defer b.Close()
+		dlq := mustQueue(t, b, "dlq", DefaultQueueConfig())
+		src := mustQueue(t, b, "src", dlqConfig("dlq", 1))
+		const poison = 512
+		for i := 0; i < poison/MaxBatch; i++ {
+			es := make([]SendEntry, MaxBatch)
+			for k := range es {
+				es[k] = SendEntry{Body: []byte(fmt.Sprintf("poison %d", i*MaxBatch+k)), Priority: 1}
+			}
+			if _, err := src.Send(es, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for got := 0; got < poison; {
+			msgs := receiveBatch(t, src)
+			if len(msgs) == 0 {
+				t.Fatalf("received %d of %d", got, poison)
+			}
+			got += len(msgs)
+		}
+		clk.Advance(11 * time.Second) // visible again, due for the dead-letter queue
+		if _, err := src.SendOne(context.Background(), SendEntry{Body: []byte("normal")}); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := src.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil)
+		if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "normal" {
+			info, _ := src.Attributes()
+			t.Fatalf("a receive with one message Active behind %d due for the dead-letter queue: %d messages, %v (src %+v)", poison, len(msgs), err, info)
+		}
+		if info, _ := dlq.Attributes(); info.Active != poison {
+			t.Errorf("dlq holds %d, want %d", info.Active, poison)
+		}
+	})
 }

@@ -176,95 +176,121 @@ func (q *Queue) receiveNow(max int, dst []Message) ([]Message, error) {
 }
 
 // tryReceive takes up to max Active messages without waiting. If every
-// message it took was dropped as damaged it tries again, up to again times.
+// message it took was dropped as damaged, or held for a dead-letter move
+// (Options.MovesHeld), it tries again, up to again times; while every
+// message it took was moved to the dead-letter queue it looks again, up
+// to maxMoveRounds rounds, since each round takes what it moved off the
+// lanes. With a bounded retry there, a queue whose head held more than 80
+// messages due for the dead-letter queue answered MessageNotExist to a
+// receive while a message was Active behind them, and a long poll slept
+// its whole wait, since nothing wakes it (semantics audit, 2026-12-06:
+// 512 such messages, three receives to get the one behind them).
 func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error) {
-	if q.dead.Load() {
-		return dst, q.goneErr()
-	}
-	now := q.b.nowMs()
-	for i := range q.stripes {
-		q.stripes[i].catchUp(now)
-	}
 	base := len(dst)
 	var locs [MaxBatch]bodyLoc
-	// Messages due for the dead-letter queue (deadletter.go): only a queue
-	// with a live policy pays for the scratch.
-	var mv *moves
-	if m := q.meta(); m.maxRecv != 0 {
-		if t := q.deadLetterTarget(m); t != nil {
-			mv = &moves{target: t, maxRecv: m.maxRecv}
-		} else if name := q.deadLetterElsewhere(m); name != "" {
-			mv = &moves{elsewhere: name, maxRecv: m.maxRecv}
+	for round := 1; ; round++ {
+		if q.dead.Load() {
+			return dst, q.goneErr()
 		}
-	}
-	if mv != nil && q.b.movesHeld() {
-		mv.held = true // Options.MovesHeld (deadletter.go heldHide)
-	}
-	S := len(q.stripes)
-	for attempt := 0; len(dst)-base < max && attempt < max+2*S; attempt++ {
-		start := int(q.recvRR.Add(1))
-		best, bestP, secondP := -1, numLanes, numLanes
-		for k := 0; k < S; k++ {
-			j := (start + k) % S
-			p := bestLane(q.stripes[j].laneBits.Load())
-			if p < bestP {
-				secondP, bestP, best = bestP, p, j
-			} else if p < secondP {
-				secondP = p
+		now := q.b.nowMs()
+		for i := range q.stripes {
+			q.stripes[i].catchUp(now)
+		}
+		// Messages due for the dead-letter queue (deadletter.go): only a
+		// queue with a live policy pays for the scratch.
+		var mv *moves
+		if m := q.meta(); m.maxRecv != 0 {
+			if t := q.deadLetterTarget(m); t != nil {
+				mv = &moves{target: t, maxRecv: m.maxRecv}
+			} else if name := q.deadLetterElsewhere(m); name != "" {
+				mv = &moves{elsewhere: name, maxRecv: m.maxRecv}
 			}
 		}
-		if best < 0 {
-			break
+		if mv != nil && q.b.movesHeld() {
+			mv.held = true // Options.MovesHeld (deadletter.go heldHide)
 		}
-		st := &q.stripes[best]
-		st.mu.Lock()
-		if st.dead {
+		S := len(q.stripes)
+		for attempt := 0; len(dst)-base < max && attempt < max+2*S; attempt++ {
+			start := int(q.recvRR.Add(1))
+			best, bestP, secondP := -1, numLanes, numLanes
+			for k := 0; k < S; k++ {
+				j := (start + k) % S
+				p := bestLane(q.stripes[j].laneBits.Load())
+				if p < bestP {
+					secondP, bestP, best = bestP, p, j
+				} else if p < secondP {
+					secondP = p
+				}
+			}
+			if best < 0 {
+				break
+			}
+			st := &q.stripes[best]
+			st.mu.Lock()
+			if st.dead {
+				st.mu.Unlock()
+				return dst[:base], q.goneErr()
+			}
+			dst = st.takeLocked(now, max-(len(dst)-base), secondP, dst, locs[len(dst)-base:], mv)
+			st.scheduleLocked(now)
+			st.flushLocked()
 			st.mu.Unlock()
-			return dst[:base], q.goneErr()
-		}
-		dst = st.takeLocked(now, max-(len(dst)-base), secondP, dst, locs[len(dst)-base:], mv)
-		st.scheduleLocked(now)
-		st.flushLocked()
-		st.mu.Unlock()
-		if mv != nil && mv.n == len(mv.locs) {
-			break // move these first
-		}
-	}
-	if mv != nil && mv.n > 0 {
-		// Registered only around a move that runs (beginMove), not for
-		// every receive of a queue with a policy: a hold waits for the
-		// count to reach 0.
-		switch {
-		case mv.held, !q.b.beginMove():
-			// Held (Options.MovesHeld): they stay hidden in this queue (for
-			// heldHide, or, held since they were hidden, their visibility
-			// timeout), as after a move that could not be made, and are
-			// moved once visible again.
-			mv.n = 0
-		default:
-			err := q.deadLetter(mv)
-			q.b.endMove()
-			if err != nil {
-				return dst, err
+			if mv != nil && mv.n == len(mv.locs) {
+				break // move these first
 			}
 		}
-		if len(dst) == base && again > 0 {
-			// Everything taken was moved: look again.
-			return q.tryReceive(max, dst, again-1)
+		if mv != nil && mv.n > 0 {
+			// Registered only around a move that runs (beginMove), not for
+			// every receive of a queue with a policy: a hold waits for the
+			// count to reach 0.
+			moved := false
+			switch {
+			case mv.held, !q.b.beginMove():
+				// Held (Options.MovesHeld): they stay hidden in this queue
+				// (for heldHide, or, held since they were hidden, their
+				// visibility timeout), as after a move that could not be
+				// made, and are moved once visible again.
+				mv.n = 0
+			default:
+				err := q.deadLetter(mv)
+				q.b.endMove()
+				if err != nil {
+					return dst, err
+				}
+				moved = true
+			}
+			if len(dst) == base {
+				// Everything taken was moved, or held: look again.
+				if moved && round < maxMoveRounds {
+					continue
+				}
+				if again > 0 {
+					again--
+					continue
+				}
+			}
 		}
+		if len(dst) == base {
+			return dst, nil
+		}
+		var dropped int
+		var err error
+		dst, dropped, err = q.readBodies(dst, base, locs[:len(dst)-base])
+		q.received.Add(int64(len(dst) - base))
+		if err == nil && len(dst) == base && dropped > 0 && again > 0 {
+			// Everything taken was damaged and dropped: look again, so that
+			// another message's damage never ends this receive empty-handed.
+			again--
+			continue
+		}
+		return dst, err
 	}
-	if len(dst) == base {
-		return dst, nil
-	}
-	dst, dropped, err := q.readBodies(dst, base, locs[:len(dst)-base])
-	q.received.Add(int64(len(dst) - base))
-	if err == nil && len(dst) == base && dropped > 0 && again > 0 {
-		// Everything taken was damaged and dropped: look again, so that
-		// another message's damage never ends this receive empty-handed.
-		return q.tryReceive(max, dst, again-1)
-	}
-	return dst, err
 }
+
+// maxMoveRounds bounds the rounds of one receive whose every message was
+// moved to the dead-letter queue: 16,384 messages at most, then it
+// answers as for an empty queue.
+const maxMoveRounds = 1024
 
 // nextMessage extends dst by one element, keeping that element's Body buffer.
 func nextMessage(dst []Message) ([]Message, *Message) {
