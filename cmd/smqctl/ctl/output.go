@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/smqd/smqd/cmd/internal/version"
 )
@@ -37,11 +38,17 @@ func msTime(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000Z")
 }
 
-// oneLine shortens a body for a table cell.
+// oneLine shortens a body for a table cell: line breaks and tabs shown
+// escaped (a tab split the cell into columns of the table), cut at a
+// character, not inside one (console audit, 2026-12-06).
 func oneLine(s string, max int) string {
-	s = strings.ReplaceAll(strings.ReplaceAll(s, "\r", `\r`), "\n", `\n`)
+	s = strings.NewReplacer("\r", `\r`, "\n", `\n`, "\t", `\t`).Replace(s)
 	if len(s) > max {
-		return s[:max-1] + "…"
+		cut := max - 1
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return s[:cut] + "…"
 	}
 	return s
 }
