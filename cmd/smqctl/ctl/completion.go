@@ -38,10 +38,17 @@ func (r *run) completion(ctx context.Context, name string, args []string) error 
 // subscription ls TOPIC --quiet".
 const bashCompletion = `# bash completion for smqctl: source <(smqctl completion bash)
 _smqctl() {
-  local cur=${COMP_WORDS[COMP_CWORD]} words=("${COMP_WORDS[@]:1:COMP_CWORD-1}") cmd="" verb="" w
-  local -a args=()
+  local cur=${COMP_WORDS[COMP_CWORD]} words=("${COMP_WORDS[@]:1:COMP_CWORD-1}") cmd="" verb="" w value=""
+  local -a args=() conn=()
   for w in "${words[@]}"; do
-    case $w in -*) ;; *) if [ -z "$cmd" ]; then cmd=$w; elif [ -z "$verb" ]; then verb=$w; else args+=("$w"); fi ;; esac
+    # The connection flags (and their values) go with every name list.
+    if [ -n "$value" ]; then conn+=("$w"); value=""; continue; fi
+    case $w in
+      -endpoint|--endpoint|-access-key-id|--access-key-id|-access-key-secret|--access-key-secret|-credentials-file|--credentials-file|-timeout|--timeout) conn+=("$w"); value=1 ;;
+      -endpoint=*|--endpoint=*|-access-key-id=*|--access-key-id=*|-access-key-secret=*|--access-key-secret=*|-credentials-file=*|--credentials-file=*|-timeout=*|--timeout=*) conn+=("$w") ;;
+      -*) ;;
+      *) if [ -z "$cmd" ]; then cmd=$w; elif [ -z "$verb" ]; then verb=$w; else args+=("$w"); fi ;;
+    esac
   done
   if [[ $cur == -* ]]; then
     COMPREPLY=($(compgen -W "$(smqctl $cmd $verb -h 2>/dev/null | sed -n 's/^  \(-[a-z-]*\).*/-\1/p')" -- "$cur"))
@@ -49,16 +56,16 @@ _smqctl() {
   fi
   case $cmd in
     "") COMPREPLY=($(compgen -W "%s" -- "$cur")) ;;
-    queue) if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); else COMPREPLY=($(compgen -W "$(smqctl queue ls --quiet 2>/dev/null)" -- "$cur")); fi ;;
-    message) if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); else COMPREPLY=($(compgen -W "$(smqctl queue ls --quiet 2>/dev/null)" -- "$cur")); fi ;;
-    topic) if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); elif [ "$verb" != ls ] && [ "$verb" != create ]; then COMPREPLY=($(compgen -W "$(smqctl topic ls --quiet 2>/dev/null)" -- "$cur")); fi ;;
+    queue) if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); else COMPREPLY=($(compgen -W "$(smqctl "${conn[@]}" queue ls --quiet 2>/dev/null)" -- "$cur")); fi ;;
+    message) if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); else COMPREPLY=($(compgen -W "$(smqctl "${conn[@]}" queue ls --quiet 2>/dev/null)" -- "$cur")); fi ;;
+    topic) if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); elif [ "$verb" != ls ] && [ "$verb" != create ]; then COMPREPLY=($(compgen -W "$(smqctl "${conn[@]}" topic ls --quiet 2>/dev/null)" -- "$cur")); fi ;;
     subscription)
       if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur"))
-      elif [ ${#args[@]} -eq 0 ]; then COMPREPLY=($(compgen -W "$(smqctl topic ls --quiet 2>/dev/null)" -- "$cur"))
-      elif [ "$verb" != ls ] && [ "$verb" != create ]; then COMPREPLY=($(compgen -W "$(smqctl subscription ls "${args[0]}" --quiet 2>/dev/null)" -- "$cur"))
+      elif [ ${#args[@]} -eq 0 ]; then COMPREPLY=($(compgen -W "$(smqctl "${conn[@]}" topic ls --quiet 2>/dev/null)" -- "$cur"))
+      elif [ "$verb" != ls ] && [ "$verb" != create ]; then COMPREPLY=($(compgen -W "$(smqctl "${conn[@]}" subscription ls "${args[0]}" --quiet 2>/dev/null)" -- "$cur"))
       fi ;;
     cluster) if [ -z "$verb" ]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); fi ;;
-    send|receive|peek|stats) COMPREPLY=($(compgen -W "$(smqctl queue ls --quiet 2>/dev/null)" -- "$cur")) ;;
+    send|receive|peek|stats) COMPREPLY=($(compgen -W "$(smqctl "${conn[@]}" queue ls --quiet 2>/dev/null)" -- "$cur")) ;;
     completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")) ;;
   esac
 }

@@ -43,6 +43,8 @@ func TestCompletionScriptsParse(t *testing.T) {
     "queue ls --quiet") printf 'orders\nemails\n' ;;
     "topic ls --quiet") printf 'news\nalerts\n' ;;
     "subscription ls news --quiet") printf 'hook\nto-inbox\n' ;;
+    "--endpoint 127.0.0.1:1 queue ls --quiet") printf 'far\n' ;;
+    "--credentials-file creds --timeout 5 queue ls --quiet") printf 'keyed\n' ;;
   esac
 }
 source "$1"; shift
@@ -72,6 +74,11 @@ printf '%s\n' "${COMPREPLY[*]}"`
 			{[]string{"smqctl", "subscription", "set", "--json", "news", ""}, "hook to-inbox"},
 			{[]string{"smqctl", "subscription", "create", "news", ""}, ""},
 			{[]string{"smqctl", "cluster", ""}, "add rm status"},
+			// A flag's value is not the command, and the connection flags
+			// reach the name lists (console audit, 2026-12-06).
+			{[]string{"smqctl", "--endpoint", "127.0.0.1:1", "que"}, "queue"},
+			{[]string{"smqctl", "--endpoint", "127.0.0.1:1", "queue", "get", ""}, "far"},
+			{[]string{"smqctl", "queue", "get", "--credentials-file", "creds", "--timeout", "5", ""}, "keyed"},
 		} {
 			if got := complete(tc.words...); got != tc.want {
 				t.Errorf("completing %q: %q, want %q", tc.words, got, tc.want)

@@ -443,7 +443,7 @@ func TestCredentialsAndErrors(t *testing.T) {
 func TestCompletion(t *testing.T) {
 	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{}}
 	if out := c.ok("completion", "bash"); !strings.Contains(out, "complete -F _smqctl smqctl") || !strings.Contains(out, "create get ls rm set") ||
-		!strings.Contains(out, "create get ls publish rm set") || !strings.Contains(out, "smqctl subscription ls") {
+		!strings.Contains(out, "create get ls publish rm set") || !strings.Contains(out, `subscription ls "${args[0]}"`) {
 		t.Errorf("bash completion:\n%s", out)
 	}
 	if out := c.ok("completion", "zsh"); !strings.HasPrefix(out, "#compdef smqctl") || !strings.Contains(out, "delete peek receive send visibility") ||
