@@ -35,7 +35,7 @@ type clusterCollector struct {
 	silences, silenceMax, fastCampaigns                *prometheus.Desc
 	leadConfirms, leadUnconfirmed                      *prometheus.Desc
 	leaseReads, votesDeferred, bumpsDropped            *prometheus.Desc
-	beatsDropped                                       *prometheus.Desc
+	beatsDropped, strangers                            *prometheus.Desc
 	unlogged, unloggedDropped                          *prometheus.Desc
 }
 
@@ -47,6 +47,7 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 		return d
 	}
 	cc.healthy = desc("smqd_cluster_healthy", "1 while this node can serve every shard (/healthz ready), else 0.")
+	cc.strangers = desc("smqd_cluster_voters_not_members", "Voters of some shard that are not in the member list (no address): they count in every quorum and are sent nothing; remove them (smqctl cluster rm ID).")
 	cc.forwarded = desc("smqd_cluster_forwarded_requests_total", "Client requests this node forwarded to a shard's leader and got answered.")
 	cc.refused = desc("smqd_cluster_refused_handshakes_total", "Inter-node connections refused, by this node or by the peer it dialled: a wrong or missing cluster key, or a certificate the other side refused.")
 	cc.snapshots = desc("smqd_cluster_snapshots_installed_total", "Shard snapshots this node installed (it was too far behind, new or wiped).")
@@ -103,6 +104,7 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		healthy = 1
 	}
 	gauge(cc.healthy, healthy)
+	gauge(cc.strangers, float64(len(st.VotersNotMembers)))
 	counter(cc.forwarded, float64(st.Forwarded))
 	counter(cc.refused, float64(st.RefusedHandshakes))
 	counter(cc.snapshots, float64(st.SnapshotsInstalled))

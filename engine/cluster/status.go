@@ -3,6 +3,7 @@ package cluster
 // The node's view of the cluster, for GET /cluster and the metrics.
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -51,6 +52,14 @@ type Status struct {
 	// together (Config.FileFlush unset; absent when each log flushes its
 	// own files).
 	SharedFlushes *uint64 `json:"shared_flushes,omitempty"`
+	// VotersNotMembers: voters of some shard that are not in the member
+	// list (no Raft address): they count in the shard's quorum and are
+	// sent nothing. A member removed and started again on an empty
+	// directory while an older member (before 2026-12-06) ran was taken
+	// back so, and the cluster lost its fault tolerance with every member
+	// listed healthy (upgrade audit, 2026-12-06). Remove them with
+	// `smqctl cluster rm ID`.
+	VotersNotMembers []uint64 `json:"voters_not_members,omitempty"`
 }
 
 // MemberStatus is a member as this node knows it.
@@ -267,7 +276,29 @@ func (n *Node) Status() Status {
 		ss.ProposalSeconds, ss.ProposalCounts, ss.ProposalSum = lat.Bounds, lat.Counts, lat.Sum
 		st.Shards = append(st.Shards, ss)
 	}
+	st.VotersNotMembers = votersNotMembers(st.Members, st.Shards)
 	return st
+}
+
+// votersNotMembers returns the voters of any shard that have no Raft
+// address in members, in id order.
+func votersNotMembers(members []MemberStatus, shards []ShardStatus) []uint64 {
+	known := map[uint64]bool{}
+	for _, m := range members {
+		if m.Raft != "" {
+			known[m.NodeID] = true
+		}
+	}
+	var out []uint64
+	for _, s := range shards {
+		for _, v := range s.Voters {
+			if !known[v] && !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Brokers returns this node's shard brokers (replicas: only a leader's

@@ -42,7 +42,8 @@ type clusterStatus struct {
 			State  string `json:"state"`
 		} `json:"followers"`
 	} `json:"shards"`
-	Forwarded int64 `json:"forwarded"`
+	Forwarded        int64    `json:"forwarded"`
+	VotersNotMembers []uint64 `json:"voters_not_members"`
 }
 
 func (r *run) clusterStatus(ctx context.Context, name string, args []string) error {
@@ -73,6 +74,9 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 		health = "NOT healthy: " + st.Problem
 	}
 	fmt.Fprintf(r.env.Stdout, "node %d: %s; %d requests forwarded\n\n", st.NodeID, health, st.Forwarded)
+	for _, id := range st.VotersNotMembers {
+		fmt.Fprintf(r.env.Stdout, "WARNING: node %d votes in the shards but is no member (no address): it counts in every quorum and is sent nothing; remove it: smqctl cluster rm %d\n\n", id, id)
+	}
 	versions := memberVersions(rctx, c, &st)
 	rows := [][]string{{"MEMBER", "RAFT", "API", "DISK", "VERSION"}}
 	for _, m := range st.Members {
