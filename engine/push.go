@@ -101,6 +101,14 @@ type PushOptions struct {
 	// (scheme, host and port) at most, and the number of workers of each
 	// HTTP subscription; default 16.
 	Concurrency int
+	// MaxConns bounds the connections to endpoints the pusher holds open
+	// at once, busy or idle (default DefaultPushMaxConns): they share the
+	// process's open-file limit with clients, the log and the index. With
+	// only a per-endpoint bound, 400 busy endpoints took every descriptor
+	// the documented limit left: the index could not open a file and the
+	// process ended (push audit, 2026-12-06). A push that finds none free
+	// waits for one within its timeout.
+	MaxConns int
 	// Timeout bounds one push attempt; default 5 s (spec §3.3).
 	Timeout time.Duration
 	// Lease is how long a notification being pushed stays invisible to
@@ -189,6 +197,9 @@ func (p *pusher) init(b *Broker) error {
 	if p.opts.Timeout <= 0 {
 		p.opts.Timeout = 5 * time.Second
 	}
+	if p.opts.MaxConns <= 0 {
+		p.opts.MaxConns = DefaultPushMaxConns
+	}
 	if p.opts.Lease <= 0 {
 		p.opts.Lease = pushLease
 	}
@@ -221,13 +232,16 @@ func (p *pusher) init(b *Broker) error {
 		}
 	}
 	tlsConf := &tls.Config{InsecureSkipVerify: p.opts.InsecureSkipVerify} //nolint:gosec // tests only, documented
+	conns := make(chan struct{}, p.opts.MaxConns)                         // one per open connection, both clients
+	idle := max(1, p.opts.MaxConns/2)                                     // the rest stays free for new endpoints
 	transport := func(control func(network, address string, c syscall.RawConn) error) *http.Client {
 		d := &net.Dialer{Timeout: p.opts.Timeout, Control: control}
 		return &http.Client{Transport: &http.Transport{
-			DialContext:         d.DialContext,
+			DialContext:         boundedDial(d, conns),
 			TLSClientConfig:     tlsConf,
-			MaxIdleConnsPerHost: p.opts.Concurrency,
-			IdleConnTimeout:     90 * time.Second,
+			MaxIdleConns:        idle,
+			MaxIdleConnsPerHost: min(p.opts.Concurrency, idle),
+			IdleConnTimeout:     30 * time.Second,
 			DisableCompression:  true,
 		}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}

@@ -247,6 +247,7 @@ func (c *config) logAttrs() []any {
 		"shutdown_timeout", c.shutdownTimeout,
 		"push_allow", c.push.allow,
 		"push_concurrency", c.push.concurrency,
+		"push_max_conns", c.push.maxConns,
 		"push_timeout", c.push.timeout,
 		"push_lease", c.push.lease,
 		"push_key_file", c.push.keyFile,

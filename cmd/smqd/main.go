@@ -126,14 +126,14 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	// cluster) the links between nodes share the open-file limit: at it,
 	// the log cannot open its next segment (sends fail until the broker
 	// reopens) and new connections wait (scale audit, 2026-12-06).
-	reserve := uint64(fileReserve)
+	reserve := uint64(fileReserve) + uint64(cfg.push.maxConns)
 	if cfg.clustered() {
 		// Each other member: forward connections both ways, and more
 		// members than --cluster-peers names may join (at least two).
 		reserve += clusterFileReserve * uint64(max(2, strings.Count(cfg.cluster.peers, ",")))
 	}
 	if lim := openFileLimit(); lim > 0 && lim < uint64(cfg.maxConns)+reserve {
-		log.Warn("the open-file limit is below --max-conns plus what storage (and the cluster's links) need: at it, sends fail and new connections wait; raise it (LimitNOFILE=) or lower --max-conns",
+		log.Warn("the open-file limit is below --max-conns plus what storage, pushes (--push-max-conns) and the cluster's links need: at it, sends fail and new connections wait; raise it (LimitNOFILE=) or lower --max-conns",
 			"limit", lim, "max_conns", cfg.maxConns, "reserve", reserve)
 	}
 	if cfg.maxConns <= cfg.maxLongPolls {

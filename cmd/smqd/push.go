@@ -20,6 +20,7 @@ import (
 type pushConfig struct {
 	allow       string
 	concurrency int
+	maxConns    int
 	timeout     time.Duration
 	lease       time.Duration
 	keyFile     string
@@ -30,6 +31,7 @@ type pushConfig struct {
 func (p *pushConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.allow, "push-allow", "127.0.0.0/8,::1/128", "comma-separated CIDR prefixes and host names that HTTP subscription endpoints may point at; anything else is refused at Subscribe (400 EndpointInvalid) and at connect time (default: loopback only, so a subscription cannot probe your network)")
 	fs.IntVar(&p.concurrency, "push-concurrency", 16, "pushes in flight to one endpoint (scheme, host and port) at most")
+	fs.IntVar(&p.maxConns, "push-max-conns", engine.DefaultPushMaxConns, "connections to push endpoints open at once at most, over all endpoints, busy or idle (they count against the open-file limit)")
 	fs.DurationVar(&p.timeout, "push-timeout", 5*time.Second, "time an endpoint has to answer a push with 2xx before the attempt counts as failed")
 	fs.DurationVar(&p.lease, "push-lease", 60*time.Second, "how long a notification being pushed (or relayed to a queue on another shard) stays invisible to other workers; after a crash or a change of leader it is pushed again once this ends. At least 2 x --push-timeout and 10s")
 	fs.StringVar(&p.keyFile, "push-key-file", "", "PEM RSA private key that signs pushes (with --push-cert-file; default: generated at the first start and kept in <data-dir>/push-signing.key)")
@@ -43,6 +45,9 @@ func (p *pushConfig) validate() error {
 	}
 	if p.concurrency <= 0 || p.concurrency > 1024 {
 		return errors.New("--push-concurrency must be between 1 and 1024")
+	}
+	if p.maxConns <= 0 || p.maxConns > 65536 {
+		return errors.New("--push-max-conns must be between 1 and 65536")
 	}
 	if p.timeout <= 0 {
 		return errors.New("--push-timeout must be positive")
@@ -101,6 +106,7 @@ func (p *pushConfig) options(s *server.PushSigner, addr string, tls bool, log *s
 	return engine.PushOptions{
 		Allow:       p.allowList(),
 		Concurrency: p.concurrency,
+		MaxConns:    p.maxConns,
 		Timeout:     p.timeout,
 		Lease:       p.lease,
 		Signer:      s.Key,

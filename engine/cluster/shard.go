@@ -234,6 +234,12 @@ func shardShare(o engine.Options, shards int) engine.Options {
 	if o.FreeSpaceReserve == 0 {
 		o.FreeSpaceReserve = int64(shards) * engine.SizedFreeSpaceReserve(o)
 	}
+	// Push connections too: the node's bound is the shards' together.
+	pc := o.Push.MaxConns
+	if pc <= 0 {
+		pc = engine.DefaultPushMaxConns
+	}
+	o.Push.MaxConns = max(1, pc/shards)
 	return o
 }
 
