@@ -173,7 +173,7 @@ const heldHide = 5 * time.Second
 // body unreadable for now, the target gone) stays hidden in its queue and
 // becomes visible again at the end of its visibility timeout. It fails
 // only on a storage failure.
-func (q *Queue) deadLetter(mv *moves) error {
+func (q *Queue) deadLetter(mv *moves) (int, error) {
 	if mv.target == nil {
 		return q.moveElsewhere(mv)
 	}
@@ -195,7 +195,7 @@ func (q *Queue) deadLetter(mv *moves) error {
 	if _, ferr := q.finishMoves(pend[:n]); err == nil {
 		err = ferr
 	}
-	return err
+	return n, err
 }
 
 // readForMove reads a message hidden for a move into msg. false: it is

@@ -127,9 +127,10 @@ func (q *Queue) deadLetterElsewhere(m *queueMeta) string {
 }
 
 // moveElsewhere moves the messages hidden in mv to the queue mv.elsewhere
-// names, through the broker's router. Messages it cannot move stay hidden
-// (invariant 3). It fails only on a storage failure of the source.
-func (q *Queue) moveElsewhere(mv *moves) error {
+// names, through the broker's router, and returns how many it moved.
+// Messages it cannot move stay hidden (invariant 3). It fails only on a
+// storage failure of the source.
+func (q *Queue) moveElsewhere(mv *moves) (int, error) {
 	r := q.b.getReader()
 	defer q.b.putReader(r)
 	var msg Message
@@ -155,7 +156,7 @@ func (q *Queue) moveElsewhere(mv *moves) error {
 	}
 	mv.n = 0
 	if n == 0 {
-		return nil
+		return 0, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), moveTimeout)
 	err := q.b.opts.DeadLetterRouter.Move(ctx, mv.elsewhere, batch[:n])
@@ -163,14 +164,14 @@ func (q *Queue) moveElsewhere(mv *moves) error {
 	if err != nil {
 		q.b.log.Warn("messages not moved to their dead-letter queue on another shard; they stay hidden for their visibility timeout (10 s at least), then a later receive moves them",
 			"queue", q.name, "dead_letter_queue", mv.elsewhere, "messages", n, "err", err)
-		return nil
+		return 0, nil
 	}
 	var errs [MaxBatch]error
 	if _, err := q.delete(handles[:n], errs[:n], true); err != nil {
 		if errors.Is(err, ErrRetryOnLeader) || errors.Is(err, ErrQueueNotExist) || errors.Is(err, ErrClosed) {
-			return nil // the copies stay (invariant 2)
+			return 0, nil // the copies stay (invariant 2)
 		}
-		return err
+		return 0, err
 	}
 	moved := 0
 	for _, e := range errs[:n] {
@@ -179,7 +180,7 @@ func (q *Queue) moveElsewhere(mv *moves) error {
 		}
 	}
 	q.deadLettered.Add(int64(moved))
-	return nil
+	return moved, nil
 }
 
 // AcceptMoved stores messages another broker's dead-letter policy moves

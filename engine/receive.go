@@ -252,15 +252,18 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 				// made, and are moved once visible again.
 				mv.n = 0
 			default:
-				err := q.deadLetter(mv)
+				n, err := q.deadLetter(mv)
 				q.b.endMove()
 				if err != nil {
 					return dst, err
 				}
-				moved = true
+				moved = n > 0
 			}
 			if len(dst) == base {
-				// Everything taken was moved, or held: look again.
+				// Everything taken was moved, or held, or could not be
+				// moved (a dead-letter queue on another shard that does
+				// not answer): look again, while moves are made, else a
+				// few times.
 				if moved && round < maxMoveRounds {
 					continue
 				}
