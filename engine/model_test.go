@@ -815,17 +815,6 @@ func (r *modelRun) setAttrs(name string, mq *mQueue) {
 	}
 	mq.cfg = cfg
 	mq.modifyMs = r.m.now
-	if p.Retention != nil {
-		// The messages held take the new retention (retention.go); those
-		// past it are gone at once.
-		for id, g := range mq.msgs {
-			g.expAt = g.enq + p.Retention.Milliseconds()
-			if g.expAt <= r.m.now {
-				mq.addDead(g.handle, mq.inc)
-				delete(mq.msgs, id)
-			}
-		}
-	}
 }
 
 // purge: every message goes, as by deletes; their handles stop working.
