@@ -344,10 +344,9 @@ func (b *Broker) Queue(name string) (*Queue, error) {
 	return q, nil
 }
 
-// SetQueueAttributes changes the attributes named by p. VisibilityTimeout
-// applies to later receives and DelaySeconds to later sends;
-// MessageRetentionPeriod applies to every message the queue holds too
-// (each expires the new retention after its EnqueueTime: retention.go).
+// SetQueueAttributes changes the attributes named by p. New values apply to
+// later operations: VisibilityTimeout to later receives, DelaySeconds and
+// MessageRetentionPeriod to later sends.
 func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
 	if err := b.usable(); err != nil {
 		return err
@@ -377,13 +376,7 @@ func (b *Broker) SetQueueAttributes(name string, p ConfigPatch) error {
 			return err
 		}
 	}
-	if err := b.setQueueConfigLocked(q, cfg); err != nil {
-		return err
-	}
-	if p.Retention != nil {
-		return q.applyRetention(cfg.Retention.Milliseconds())
-	}
-	return nil
+	return b.setQueueConfigLocked(q, cfg)
 }
 
 // setQueueConfigLocked gives q the configuration cfg, logged and durable
