@@ -187,7 +187,7 @@ func (a *attrFlags) register(fs *flag.FlagSet) {
 	fs.Var(&a.visibility, "visibility-timeout", "VisibilityTimeout: how long a received message stays invisible, 1s..12h (default 30s)")
 	fs.Var(&a.delay, "delay", "DelaySeconds: delay of every new message, 0..7d (default 0)")
 	fs.Var(&a.pollWait, "polling-wait", "PollingWaitSeconds: a receive's default long-poll wait, 0..30s (default 0)")
-	fs.Var(&a.retention, "retention", "MessageRetentionPeriod: how long a message lives, 60s..7d (default 4d = 345600)")
+	fs.Var(&a.retention, "retention", "MessageRetentionPeriod: how long a message lives after its send, 60s..7d (default 4d = 345600); a change applies to later sends only")
 	fs.Var(&a.maxSize, "max-message-size", "MaximumMessageSize in bytes, 1024..65536 (default 65536)")
 	fs.Var(&a.logging, "logging", "LoggingEnabled (default false)")
 	fs.Var(&a.deadLetter, "dead-letter-queue", "dead-letter policy: the queue a message received --max-receive-count times moves to (an existing queue; \"\" turns the policy off)")
