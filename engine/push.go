@@ -117,7 +117,10 @@ type PushOptions struct {
 	// Timeout + 2 s.
 	Lease time.Duration
 	// Signer signs every push with RSA PKCS #1 v1.5 over SHA-1 (spec
-	// §3.6); nil sends pushes unsigned (no Authorization header).
+	// §3.6); nil sends pushes unsigned (no Authorization header). At most
+	// half the process's CPUs (GOMAXPROCS/2, at least one) sign at once,
+	// so a Signer that waits (a remote key service) bounds the push rate
+	// to that many signatures in flight.
 	Signer crypto.Signer
 	// CertURL is where receivers fetch the Signer's X.509 certificate; it
 	// is sent base64-encoded in x-mns-signing-cert-url.
