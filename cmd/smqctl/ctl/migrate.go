@@ -25,6 +25,8 @@ package ctl
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -101,6 +103,11 @@ func (r *run) migrate(ctx context.Context, name string, args []string) error {
 	if strings.TrimRight(ep, "/") == src.base {
 		return usagef("migrate: --to is the source itself")
 	}
+	if same, err := sameBroker(ctx, r, src, dst); err != nil {
+		fmt.Fprintf(r.env.Stderr, "smqctl: could not check that --to is another broker (%v); going on\n", err)
+	} else if same {
+		return usagef("migrate: --to %s is the source itself under another address (a queue made there shows at the source)", *to)
+	}
 
 	m := &migration{Moved: map[string]int{}, Left: map[string]string{}, Refused: map[string]map[string]string{}, Copied: map[string]int{}}
 	queues, err := m.queues(ctx, r, src, dst, *prefix)
@@ -124,6 +131,40 @@ func (r *run) migrate(ctx context.Context, name string, args []string) error {
 		return fmt.Errorf("migration incomplete: %d conflict(s), %d queue(s) with messages left at the source", len(m.Conflicts), len(m.Left))
 	}
 	return nil
+}
+
+// sameBroker reports whether src and dst are one broker (or one cluster)
+// reached at two addresses: a queue of a random name made at dst shows at
+// src. Compared by address only, localhost against 127.0.0.1 passed, and
+// each round moved the messages back into their own queue, with new ids,
+// until --wait ran out (console audit, 2026-12-06). The probe is deleted.
+func sameBroker(ctx context.Context, r *run, src, dst *client) (bool, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return false, err
+	}
+	name := "smqctl-migrate-probe-" + hex.EncodeToString(b[:])
+	rctx, cancel := r.reqCtx(ctx, 0)
+	defer cancel()
+	if _, err := dst.createQueue(rctx, name, &queueAttrs{}); err != nil {
+		return false, err
+	}
+	defer func() {
+		dctx, cancel := r.reqCtx(context.WithoutCancel(ctx), 0)
+		defer cancel()
+		if err := dst.deleteQueue(dctx, name); err != nil {
+			fmt.Fprintf(r.env.Stderr, "smqctl: the probe queue %s could not be deleted at the destination: %v\n", name, err)
+		}
+	}()
+	_, err := src.getQueue(rctx, name)
+	var ae *APIError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ae) && ae.Code == "QueueNotExist":
+		return false, nil
+	}
+	return false, err
 }
 
 // queues makes the source's queues at the destination, then their

@@ -262,3 +262,27 @@ func TestMigrateLeavesTheMessagesOfAQueueWithoutItsPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateRefusesTheSourceUnderAnotherAddress: --to naming the source
+// by another address (localhost for 127.0.0.1) passed the check by
+// address, and each round moved the messages back into their own queue
+// with new ids until --wait ran out, reporting them moved (console audit,
+// 2026-12-06). A probe queue made at --to and seen at the source now
+// refuses it, and the probe is gone afterwards.
+func TestMigrateRefusesTheSourceUnderAnotherAddress(t *testing.T) {
+	d := startDaemon(t)
+	c := d.ctl(t)
+	q := d.queueWith(t, "self1", nil)
+	sendEntries(t, q, engine.SendEntry{Body: []byte("s1")})
+	_, port, _ := strings.Cut(d.addr, ":")
+	r := c.fail(ExitUsage, "migrate", "--to", "localhost:"+port, "--wait", "1s")
+	if !strings.Contains(r.stderr, "the source itself under another address") {
+		t.Errorf("migrate to itself: %+v", r)
+	}
+	if names, _, _ := d.b.ListQueues("", "", 0); len(names) != 1 || names[0] != "self1" {
+		t.Errorf("queues after the refused migrate: %v", names)
+	}
+	if info, _ := q.Attributes(); info.Active != 1 {
+		t.Errorf("self1 after the refused migrate: %+v", info)
+	}
+}
