@@ -188,6 +188,7 @@ type pushSub struct {
 	client *http.Client
 	sem    chan struct{}
 	cancel context.CancelFunc
+	slow   atomic.Int32 // slow failures since the last delivery (pauseAfterSlowFailure)
 }
 
 // initPush parses the options; Open calls it before loading anything.
@@ -435,6 +436,8 @@ func (ps *pushSub) work(ctx context.Context) {
 	done := make([]ReceiptHandle, 0, batch)
 	errs := make([]error, batch)
 	for ctx.Err() == nil {
+		var pause time.Duration
+		untried := 0
 		if ps.sub.Load().relay && b.movesHeld() {
 			// Options.MovesHeld: take nothing meanwhile (taking would
 			// lease the whole backlog again and again, each time a record).
@@ -461,6 +464,15 @@ func (ps *pushSub) work(ctx context.Context) {
 					switch ps.deliver(ctx, dst[i:]) {
 					case pushDelivered:
 						ps.deleteDelivered(&dst[i])
+						ps.slow.Store(0)
+					case pushSlowFailure:
+						// The endpoint holds its slots for the timeout:
+						// the rest goes back, and this worker pauses, so
+						// that the endpoint's other subscriptions get the
+						// slots (push audit, 2026-12-06).
+						ps.giveBack(dst[i+1:])
+						pause, untried = ps.pauseAfterSlowFailure(), len(dst)-i-1
+						break tries
 					case pushUntried:
 						if ctx.Err() != nil {
 							ps.giveBack(dst[i:]) // stopping: the rest was never tried
@@ -475,9 +487,12 @@ func (ps *pushSub) work(ctx context.Context) {
 				}
 			}
 			if ps.p.onAttempt != nil {
-				for range dst {
+				for range len(dst) - untried {
 					ps.p.onAttempt()
 				}
+			}
+			if pause > 0 && !ps.sleep(ctx, pause) {
+				return
 			}
 		case errors.Is(err, ErrMessageNotExist):
 		case errors.Is(err, ErrQueueNotExist), errors.Is(err, ErrClosed), ctx.Err() != nil:
@@ -498,9 +513,10 @@ func (ps *pushSub) work(ctx context.Context) {
 type pushOutcome uint8
 
 const (
-	pushSettled   pushOutcome = iota // tried and failed (retry, dead letter, discard), or discarded unread
-	pushDelivered                    // answered 2xx: the caller deletes it
-	pushUntried                      // not tried: stopping, or its lease lapsed
+	pushSettled     pushOutcome = iota // tried and failed (retry, dead letter, discard), or discarded unread
+	pushDelivered                      // answered 2xx: the caller deletes it
+	pushUntried                        // not tried: stopping, or its lease lapsed
+	pushSlowFailure                    // tried and failed after half its timeout or more (settled as pushSettled)
 )
 
 // deliver makes one attempt at m, ms[0], and settles it (the table above),
@@ -537,6 +553,7 @@ func (ps *pushSub) deliver(ctx context.Context, ms []Message) pushOutcome {
 		return pushUntried
 	}
 	ok := false
+	start := time.Now()
 	if err != nil {
 		p.b.log.Error("push request could not be built", "subscription", sub.name, "err", err)
 	} else {
@@ -548,20 +565,10 @@ func (ps *pushSub) deliver(ctx context.Context, ms []Message) pushOutcome {
 		return pushDelivered
 	}
 	ps.attemptFailed(ctx, m, &env, sub)
-	return pushSettled
-}
-
-// giveBack returns the notifications of ms that still hold their lease,
-// never tried, to the push queue (Queue.giveBack).
-func (ps *pushSub) giveBack(ms []Message) {
-	for i := range ms {
-		if ms[i].Handle.IsZero() {
-			continue
-		}
-		if err := ps.q.giveBack(ms[i].Handle); err != nil {
-			ps.p.b.log.Debug("an untried notification stays leased; it comes back after its lease", "err", err)
-		}
+	if time.Since(start) >= p.opts.Timeout/2 && ctx.Err() == nil {
+		return pushSlowFailure
 	}
+	return pushSettled
 }
 
 // attemptFailed settles a message whose delivery attempt failed: a retry

@@ -224,3 +224,57 @@ func TestPushConnectionsAreBounded(t *testing.T) {
 	}
 	t.Logf("at most %d connections open at once", most.Load())
 }
+
+// TestPushHangingPathLeavesItsEndpointToOthers: two subscriptions behind
+// one host and port, one path hanging. A worker whose attempt failed
+// slowly gives the rest of its batch back and pauses (on the broker's
+// clock, not advanced here), so the hanging subscription stops taking the
+// endpoint's slots after one attempt per worker, and the healthy one is
+// delivered. Its workers took every slot for the timeout, again and
+// again, and the healthy one behind the same gateway got a twentieth of
+// its rate (push audit, 2026-12-06).
+func TestPushHangingPathLeavesItsEndpointToOthers(t *testing.T) {
+	var hung, ok atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/hang" {
+			hung.Add(1)
+			<-r.Context().Done() // until the pusher gives up
+			return
+		}
+		ok.Add(1)
+		w.WriteHeader(204)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	base := "http://" + ln.Addr().String()
+	const workers = 4
+	b, _ := openTest(t, Options{Push: PushOptions{Concurrency: workers, Timeout: time.Second}})
+	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{"bad": "/hang", "good": "/ok"} {
+		if _, err := b.Subscribe("t", name, SubscriptionConfig{Endpoint: base + path, Format: FormatSimplified}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 40
+	for range n {
+		if _, err := b.Publish("t", PublishInput{Body: []byte("x"), Owner: "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); ok.Load() < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the healthy subscription got %d of %d in 60 s; the hanging one %d attempts", ok.Load(), n, hung.Load())
+		}
+	}
+	if h := hung.Load(); h > workers {
+		t.Fatalf("the hanging subscription made %d attempts while the healthy one was delivered, want at most %d (one a worker)", h, workers)
+	}
+	t.Logf("hanging subscription: %d attempts", hung.Load())
+}
