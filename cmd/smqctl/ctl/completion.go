@@ -82,7 +82,19 @@ _smqctl() {
   topic=(%s)
   subscription=(%s)
   cluster=(%s)
-  local -a words_=(${words[2,CURRENT-1]:#-*})
+  # The words before the cursor less flags; the connection flags (and
+  # their values) go with every name list.
+  local -a words_ conn
+  local w value=0
+  for w in ${words[2,CURRENT-1]}; do
+    if (( value )); then conn+=($w); value=0; continue; fi
+    case $w in
+      (-endpoint|--endpoint|-access-key-id|--access-key-id|-access-key-secret|--access-key-secret|-credentials-file|--credentials-file|-timeout|--timeout) conn+=($w); value=1 ;;
+      (-endpoint=*|--endpoint=*|-access-key-id=*|--access-key-id=*|-access-key-secret=*|--access-key-secret=*|-credentials-file=*|--credentials-file=*|-timeout=*|--timeout=*) conn+=($w) ;;
+      (-*) ;;
+      (*) words_+=($w) ;;
+    esac
+  done
   case ${#words_} in
     0) _describe command top ;;
     1)
@@ -93,15 +105,15 @@ _smqctl() {
         subscription) _describe verb subscription ;;
         cluster) _describe verb cluster ;;
         completion) _values shell bash zsh ;;
-        stats|send|receive|peek) names=(${(f)"$(smqctl queue ls --quiet 2>/dev/null)"}); _describe queue names ;;
+        stats|send|receive|peek) names=(${(f)"$(smqctl $conn queue ls --quiet 2>/dev/null)"}); _describe queue names ;;
       esac ;;
     *)
       case ${words_[1]} in
-        queue|message|send|receive|peek|stats) names=(${(f)"$(smqctl queue ls --quiet 2>/dev/null)"}); _describe queue names ;;
-        topic) if [[ ${words_[2]} != (ls|create) ]]; then names=(${(f)"$(smqctl topic ls --quiet 2>/dev/null)"}); _describe topic names; fi ;;
+        queue|message|send|receive|peek|stats) names=(${(f)"$(smqctl $conn queue ls --quiet 2>/dev/null)"}); _describe queue names ;;
+        topic) if [[ ${words_[2]} != (ls|create) ]]; then names=(${(f)"$(smqctl $conn topic ls --quiet 2>/dev/null)"}); _describe topic names; fi ;;
         subscription)
-          if (( ${#words_} == 2 )); then names=(${(f)"$(smqctl topic ls --quiet 2>/dev/null)"}); _describe topic names
-          elif [[ ${words_[2]} != (ls|create) ]]; then names=(${(f)"$(smqctl subscription ls ${words_[3]} --quiet 2>/dev/null)"}); _describe subscription names; fi ;;
+          if (( ${#words_} == 2 )); then names=(${(f)"$(smqctl $conn topic ls --quiet 2>/dev/null)"}); _describe topic names
+          elif [[ ${words_[2]} != (ls|create) ]]; then names=(${(f)"$(smqctl $conn subscription ls ${words_[3]} --quiet 2>/dev/null)"}); _describe subscription names; fi ;;
       esac ;;
   esac
 }
