@@ -4,7 +4,9 @@ package engine
 // notifications from the push queues (push_queue.go) and POSTs them to
 // their subscriptions' endpoints.
 //
-// Design: each HTTP subscription has PushOptions.Concurrency workers. A
+// Design: each HTTP subscription has up to PushOptions.Concurrency workers
+// (one while idle; a worker that takes a full batch starts another, and
+// one started so leaves when a poll finds nothing: push_pause.go grow). A
 // worker receives up to pushBatch notifications from the subscription's
 // push queue (waiting like a long poll when there is none), and for each
 // takes a slot of its endpoint's semaphore, renews the notification's
@@ -98,8 +100,9 @@ type PushOptions struct {
 	// "localhost" is allowed whenever 127.0.0.1 is.
 	Allow []string
 	// Concurrency is the number of pushes in flight to one endpoint
-	// (scheme, host and port) at most, and the number of workers of each
-	// HTTP subscription; default 16.
+	// (scheme, host and port) at most, and the most workers an HTTP
+	// subscription runs (one while idle, more while a backlog waits);
+	// default 16.
 	Concurrency int
 	// MaxConns bounds the connections to endpoints the pusher holds open
 	// at once, busy or idle (default DefaultPushMaxConns): they share the
@@ -189,6 +192,9 @@ type pushSub struct {
 	sem    chan struct{}
 	cancel context.CancelFunc
 	slow   atomic.Int32 // slow failures since the last delivery (pauseAfterSlowFailure)
+	// workers is the most workers ps runs, running those it runs (grow).
+	workers int32
+	running atomic.Int32
 }
 
 // initPush parses the options; Open calls it before loading anything.
@@ -358,11 +364,11 @@ func (p *pusher) start(s *subscription, q *Queue) {
 			p.sems[ps.u.key] = ps.sem
 		}
 	}
+	ps.workers = int32(workers)
+	ps.running.Store(1)
+	p.wg.Add(1)
 	p.mu.Unlock()
-	for range workers {
-		p.wg.Add(1)
-		go ps.work(ctx)
-	}
+	go ps.work(ctx, true)
 }
 
 // update installs a subscription's new value (its strategy, tag or
@@ -427,9 +433,12 @@ func (p *pusher) stats() PushStats {
 // PushStats returns the push delivery counters.
 func (b *Broker) PushStats() PushStats { return b.pusher.stats() }
 
-// work is one worker's loop: receive, push, settle.
-func (ps *pushSub) work(ctx context.Context) {
+// work is one worker's loop: receive, push, settle. The first worker of a
+// subscription (keeper) runs until ctx ends; the others leave when a poll
+// finds nothing (grow).
+func (ps *pushSub) work(ctx context.Context, keeper bool) {
 	defer ps.p.wg.Done()
+	defer ps.running.Add(-1)
 	q, b := ps.q, ps.p.b
 	batch := ps.p.pushBatch()
 	dst := make([]Message, 0, batch)
@@ -452,6 +461,9 @@ func (ps *pushSub) work(ctx context.Context) {
 		dst, err = q.pollInternal(ctx, batch, dst[:0], 30*time.Second)
 		switch {
 		case err == nil:
+			if len(dst) == batch {
+				ps.grow(ctx) // more may wait
+			}
 			done = done[:0]
 			if ps.sub.Load().relay {
 				done = ps.relay(ctx, dst, done) // topic_relay.go
@@ -495,6 +507,9 @@ func (ps *pushSub) work(ctx context.Context) {
 				return
 			}
 		case errors.Is(err, ErrMessageNotExist):
+			if !keeper {
+				return // nothing waits: the keeper is enough
+			}
 		case errors.Is(err, ErrQueueNotExist), errors.Is(err, ErrClosed), ctx.Err() != nil:
 			return
 		default:

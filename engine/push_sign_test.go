@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -277,4 +278,39 @@ func TestPushHangingPathLeavesItsEndpointToOthers(t *testing.T) {
 		t.Fatalf("the hanging subscription made %d attempts while the healthy one was delivered, want at most %d (one a worker)", h, workers)
 	}
 	t.Logf("hanging subscription: %d attempts", hung.Load())
+}
+
+// TestPushIdleSubscriptionsHoldOneWorkerEach: a subscription starts one
+// worker, more only while a backlog waits (grow). 2,000 idle HTTP
+// subscriptions were 32,000 goroutines parked in long polls, 409 MB and
+// 13.6 % of a CPU at rest (push audit, 2026-12-06).
+func TestPushIdleSubscriptionsHoldOneWorkerEach(t *testing.T) {
+	b, clk := openTest(t, Options{Push: PushOptions{Concurrency: 16}})
+	rcv := newReceiver(t, clk)
+	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	const subs = 20
+	for i := range subs {
+		if _, err := b.Subscribe("t", fmt.Sprintf("s%d", i), SubscriptionConfig{Endpoint: rcv.url("/"), Format: FormatSimplified}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if added := runtime.NumGoroutine() - before; added > 2*subs {
+		t.Fatalf("%d idle subscriptions added %d goroutines (16 workers each before)", subs, added)
+	}
+	// A backlog still gets its workers, and every notification is pushed.
+	done := attempts(b)
+	for range 40 {
+		if _, err := b.Publish("t", PublishInput{Body: []byte("x"), Owner: "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 40 * subs {
+		waitAttempt(t, done)
+	}
+	if st := b.PushStats(); st.Delivered != 40*subs || st.Failed != 0 {
+		t.Fatalf("push stats %+v", st)
+	}
 }
