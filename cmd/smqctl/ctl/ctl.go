@@ -27,6 +27,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -222,7 +223,12 @@ func (r *run) parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]stri
 		args = rest[1:]
 	}
 	if len(pos) < minPos || maxPos >= 0 && len(pos) > maxPos {
-		return nil, usagef("%s: %s", fs.Name(), argCountMsg(minPos, maxPos, len(pos)))
+		hint := ""
+		if maxPos >= 0 && len(pos) > maxPos && slices.ContainsFunc(pos, func(p string) bool { return p == "true" || p == "false" }) {
+			// "--logging false": a boolean flag takes no separate value.
+			hint = " (a true/false flag takes its value with '=': --logging=false)"
+		}
+		return nil, usagef("%s: %s%s", fs.Name(), argCountMsg(minPos, maxPos, len(pos)), hint)
 	}
 	// No name, handle or body is empty; an empty one is an unset variable
 	// in a script. `queue get ""` read the list endpoint and printed a

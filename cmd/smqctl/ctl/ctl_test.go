@@ -420,6 +420,9 @@ func TestCredentialsAndErrors(t *testing.T) {
 		t.Errorf("--timeout 10 (whole seconds): %q", out)
 	}
 	c.ok("receive", "q", "--wait", "1", "--json")
+	if r := c.fail(ExitUsage, "queue", "create", "lg", "--logging", "false"); !strings.Contains(r.stderr, "--logging=false") {
+		t.Errorf("a boolean flag's separate value: %q", r.stderr)
+	}
 	if out := c.ok("help"); !strings.Contains(out, "queue create") || !strings.Contains(out, "topic publish") || !strings.Contains(out, "subscription create") || !strings.Contains(out, "Exit status") {
 		t.Errorf("help:\n%s", out)
 	}
