@@ -28,6 +28,21 @@ func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
 func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countHandler) WithGroup(string) slog.Handler      { return h }
 
+// openCheckpointless opens a durable broker on fs whose background
+// checkpoints wait a day (the tests checkpoint by hand), pushes off.
+func openCheckpointless(t *testing.T, dir string, fs *wal.MemFS, clk *FakeClock, stripes int, log *slog.Logger) *Broker {
+	t.Helper()
+	o := Options{Dir: dir, Clock: clk, Stripes: stripes, Logger: log}
+	o.WAL.FS = fs
+	o.Push.Disabled = true
+	o.CheckpointInterval = 24 * time.Hour
+	b, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // TestDeleteQueueThenCrashReportsNoOrphans: DeleteQueue of a checkpointed
 // backlog, a queue of the same name again with new messages, kill -9
 // before the next checkpoint. The restart shows the new queue only, and
@@ -38,17 +53,7 @@ func TestDeleteQueueThenCrashReportsNoOrphans(t *testing.T) {
 	fs := wal.NewMemFS()
 	clk := NewFakeClock(t0)
 	ch := &countHandler{n: map[string]int{}}
-	open := func() *Broker {
-		o := Options{Dir: dir, Clock: clk, Stripes: 2, Logger: slog.New(ch)}
-		o.WAL.FS = fs
-		o.Push.Disabled = true
-		o.CheckpointInterval = 24 * time.Hour
-		b, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	open := func() *Broker { return openCheckpointless(t, dir, fs, clk, 2, slog.New(ch)) }
 	b := open()
 	cfg := DefaultQueueConfig()
 	cfg.Retention = MaxRetention
@@ -124,17 +129,7 @@ func TestSendRacingDeleteQueueLeavesNothingInTheIndex(t *testing.T) {
 	fs := wal.NewMemFS()
 	clk := NewFakeClock(t0)
 	ch := &countHandler{n: map[string]int{}}
-	open := func() *Broker {
-		o := Options{Dir: dir, Clock: clk, Stripes: 1, Logger: slog.New(ch)}
-		o.WAL.FS = fs
-		o.Push.Disabled = true
-		o.CheckpointInterval = 24 * time.Hour
-		b, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	open := func() *Broker { return openCheckpointless(t, dir, fs, clk, 1, slog.New(ch)) }
 	b := open()
 	cfg := DefaultQueueConfig()
 	gone := mustQueue(t, b, "gone", cfg)

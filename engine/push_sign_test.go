@@ -107,14 +107,8 @@ func TestPushStopGivesBackUntriedNotifications(t *testing.T) {
 	rcv := newReceiver(t, clk)
 	rcv.hang = true
 	open := func(disabled bool) *Broker {
-		o := Options{Dir: dir, Clock: clk, Stripes: 1, Logger: testLogger(t), Push: pushOptions()}
-		o.Push.Disabled = disabled
-		o.Push.Concurrency = 1 // one worker: it takes the whole backlog in one batch
-		nb, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nb
+		// One worker: it takes the whole backlog in one batch.
+		return openPushDurable(t, dir, clk, 1, disabled, func(o *PushOptions) { o.Concurrency = 1 })
 	}
 	b := open(true)
 	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {

@@ -236,6 +236,22 @@ func failRetries(t *testing.T, b *Broker, clk *FakeClock, rcv *receiver, done ch
 	}
 }
 
+// openPushDurable opens a durable broker in dir with pushOptions (mod
+// changes them), its pusher disabled or not.
+func openPushDurable(t *testing.T, dir string, clk *FakeClock, stripes int, disabled bool, mod func(*PushOptions)) *Broker {
+	t.Helper()
+	o := Options{Dir: dir, Clock: clk, Stripes: stripes, Logger: testLogger(t), Push: pushOptions()}
+	o.Push.Disabled = disabled
+	if mod != nil {
+		mod(&o.Push)
+	}
+	b, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func pushOptions() PushOptions {
 	return PushOptions{Signer: testPushKey(), CertURL: testCertURL, Concurrency: 2}
 }
@@ -527,15 +543,7 @@ func TestPushCrash(t *testing.T) {
 	dir := t.TempDir()
 	clk := NewFakeClock(t0)
 	rcv := newReceiver(t, clk)
-	open := func(disabled bool) *Broker {
-		o := Options{Dir: dir, Clock: clk, Stripes: 2, Logger: testLogger(t), Push: pushOptions()}
-		o.Push.Disabled = disabled
-		nb, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nb
-	}
+	open := func(disabled bool) *Broker { return openPushDurable(t, dir, clk, 2, disabled, nil) }
 	b := open(true)
 	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
 		t.Fatal(err)

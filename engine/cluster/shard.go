@@ -32,6 +32,7 @@ package cluster
 // storage's writes; b is also read by request handlers (an atomic pointer).
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -235,11 +236,7 @@ func shardShare(o engine.Options, shards int) engine.Options {
 		o.FreeSpaceReserve = int64(shards) * engine.SizedFreeSpaceReserve(o)
 	}
 	// Push connections too: the node's bound is the shards' together.
-	pc := o.Push.MaxConns
-	if pc <= 0 {
-		pc = engine.DefaultPushMaxConns
-	}
-	o.Push.MaxConns = max(1, pc/shards)
+	o.Push.MaxConns = max(1, cmp.Or(max(o.Push.MaxConns, 0), engine.DefaultPushMaxConns)/shards)
 	return o
 }
 

@@ -67,6 +67,13 @@ func TestShardShare(t *testing.T) {
 		t.Errorf("a reserve set by the operator became %d", got)
 	}
 	t.Logf("8 shards: node reserve %d MiB (each shard needs %d MiB)", o.FreeSpaceReserve>>20, o.FreeSpaceReserve/8>>20)
+	// The node's push connections are the shards' together.
+	if o.Push.MaxConns != engine.DefaultPushMaxConns/8 {
+		t.Errorf("8 shards: push connections %d a shard, want %d", o.Push.MaxConns, engine.DefaultPushMaxConns/8)
+	}
+	if got := shardShare(engine.Options{Push: engine.PushOptions{MaxConns: 4}}, 8).Push.MaxConns; got != 1 {
+		t.Errorf("4 push connections over 8 shards: %d a shard, want 1", got)
+	}
 }
 
 // TestClusterLargestSendFitsAShardsRing: the largest batch one operation
