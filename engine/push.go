@@ -242,13 +242,16 @@ func (p *pusher) init(b *Broker) error {
 		}
 	}
 	tlsConf := &tls.Config{InsecureSkipVerify: p.opts.InsecureSkipVerify} //nolint:gosec // tests only, documented
-	conns := make(chan struct{}, p.opts.MaxConns)                         // one per open connection, both clients
-	idle := max(1, p.opts.MaxConns/2)                                     // the rest stays free for new endpoints
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	conns := make(chan struct{}, p.opts.MaxConns) // one per open connection, both clients
+	idle := max(1, p.opts.MaxConns/4)             // each client's: the rest stays free for new endpoints
+	closeIdle := func() { p.restricted.CloseIdleConnections(); p.byName.CloseIdleConnections() }
 	transport := func(control func(network, address string, c syscall.RawConn) error) *http.Client {
 		d := &net.Dialer{Timeout: p.opts.Timeout, Control: control}
 		return &http.Client{Transport: &http.Transport{
-			DialContext:         boundedDial(d, conns),
+			DialContext:         boundedDial(d, conns, closeIdle, p.ctx.Done()),
 			TLSClientConfig:     tlsConf,
+			TLSHandshakeTimeout: p.opts.Timeout, // an unanswered one held its slot (review G)
 			MaxIdleConns:        idle,
 			MaxIdleConnsPerHost: min(p.opts.Concurrency, idle),
 			IdleConnTimeout:     30 * time.Second,
@@ -265,7 +268,6 @@ func (p *pusher) init(b *Broker) error {
 	p.byName = transport(nil)
 	p.subs = map[uint64]*pushSub{}
 	p.sems = map[string]chan struct{}{}
-	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return nil
 }
 
