@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -345,4 +346,59 @@ func TestReceiveFindsAMessageBehindManyDeadLetters(t *testing.T) {
 			t.Errorf("dlq holds %d, want %d", info.Active, poison)
 		}
 	})
+}
+
+// slowRouter stores every move it is given, each taking lat on the
+// broker's fake clock (a commit on another node).
+type slowRouter struct {
+	clk  *FakeClock
+	lat  time.Duration
+	hops atomic.Int32
+}
+
+func (r *slowRouter) Elsewhere(name string) bool { return strings.HasPrefix(name, "far-") }
+func (r *slowRouter) Exists(string) bool         { return true }
+func (r *slowRouter) CatchUp(string)             {}
+func (r *slowRouter) Move(context.Context, string, []MovedMessage) error {
+	r.hops.Add(1)
+	r.clk.Advance(r.lat)
+	return nil
+}
+
+// TestReceiveMovesToAnotherShardForASecondAtMost: one receive whose
+// queue's dead letters go to another shard, each hop taking 100 ms, stops
+// moving after a second (maxMoveTime): it made 256 hops, 5.2 s, for 4,096
+// dead letters (review G, 2026-12-06).
+func TestReceiveMovesToAnotherShardForASecondAtMost(t *testing.T) {
+	clk := NewFakeClock(t0)
+	router := &slowRouter{clk: clk}
+	b, err := Open(Options{Clock: clk, Logger: testLogger(t), Stripes: 2, DeadLetterRouter: router})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	src := mustQueue(t, b, "src", dlqConfig("far-dlq", 1))
+	const poison = 4096
+	for i := 0; i < poison/MaxBatch; i++ {
+		es := make([]SendEntry, MaxBatch)
+		for k := range es {
+			es[k] = SendEntry{Body: []byte(fmt.Sprintf("poison %d", i*MaxBatch+k)), Priority: 1}
+		}
+		if _, err := src.Send(es, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for got := 0; got < poison; {
+		msgs := receiveBatch(t, src)
+		if len(msgs) == 0 {
+			t.Fatalf("received %d of %d", got, poison)
+		}
+		got += len(msgs)
+	}
+	clk.Advance(11 * time.Second) // visible again, due for the dead-letter queue
+	router.lat = 100 * time.Millisecond
+	receiveBatch(t, src)
+	if h := router.hops.Load(); h > 11 || h < 2 { // a second of 100 ms hops, and the one that crossed it
+		t.Fatalf("one receive made %d hops of 100 ms", h)
+	}
 }

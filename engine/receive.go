@@ -188,6 +188,7 @@ func (q *Queue) receiveNow(max int, dst []Message) ([]Message, error) {
 func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error) {
 	base := len(dst)
 	var locs [MaxBatch]bodyLoc
+	start := q.b.clock.Now()
 	for round := 1; ; round++ {
 		if q.dead.Load() {
 			return dst, q.goneErr()
@@ -264,10 +265,11 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 				// moved (a dead-letter queue on another shard that does
 				// not answer): look again, while moves are made, else a
 				// few times.
-				if moved && round < maxMoveRounds {
-					continue
-				}
-				if again > 0 {
+				if moved {
+					if round < maxMoveRounds && q.b.clock.Now().Sub(start) < maxMoveTime {
+						continue
+					}
+				} else if again > 0 {
 					again--
 					continue
 				}
@@ -290,10 +292,14 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 	}
 }
 
-// maxMoveRounds bounds the rounds of one receive whose every message was
-// moved to the dead-letter queue: 16,384 messages at most, then it
-// answers as for an empty queue.
-const maxMoveRounds = 1024
+// maxMoveRounds and maxMoveTime bound the rounds of one receive whose
+// every message was moved to the dead-letter queue: 16,384 messages, or a
+// second (moves to another shard's queue that each succeed slowly: 256
+// hops took 5.2 s, review G), then it answers as for an empty queue.
+const (
+	maxMoveRounds = 1024
+	maxMoveTime   = time.Second
+)
 
 // nextMessage extends dst by one element, keeping that element's Body buffer.
 func nextMessage(dst []Message) ([]Message, *Message) {
