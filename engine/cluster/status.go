@@ -52,13 +52,15 @@ type Status struct {
 	// together (Config.FileFlush unset; absent when each log flushes its
 	// own files).
 	SharedFlushes *uint64 `json:"shared_flushes,omitempty"`
-	// VotersNotMembers: voters of some shard that are not in the member
-	// list (no Raft address): they count in the shard's quorum and are
-	// sent nothing. A member removed and started again on an empty
-	// directory while an older member (before 2026-12-06) ran was taken
-	// back so, and the cluster lost its fault tolerance with every member
-	// listed healthy (upgrade audit, 2026-12-06). Remove them with
-	// `smqctl cluster rm ID`.
+	// VotersNotMembers: voters of some shard for which this node has no
+	// Raft address: it sends them nothing, and they count in the shard's
+	// quorum. Either this node never learnt a member's address (a node
+	// joined while that member was down, without it in --cluster-peers:
+	// review G), or the voter is no member at all (a member removed and
+	// started again on an empty directory while an older member, before
+	// 2026-12-06, ran was taken back so, and the cluster lost its fault
+	// tolerance with every member listed healthy: upgrade audit). Another
+	// member's list tells the two apart.
 	VotersNotMembers []uint64 `json:"voters_not_members,omitempty"`
 }
 
