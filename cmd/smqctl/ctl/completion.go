@@ -38,7 +38,13 @@ func (r *run) completion(ctx context.Context, name string, args []string) error 
 // subscription ls TOPIC --quiet".
 const bashCompletion = `# bash completion for smqctl: source <(smqctl completion bash)
 _smqctl() {
-  local cur=${COMP_WORDS[COMP_CWORD]} words=("${COMP_WORDS[@]:1:COMP_CWORD-1}") cmd="" verb="" w value=""
+  # The line split at blanks only: COMP_WORDS is split at COMP_WORDBREAKS
+  # too (":" and "="), which cut "--endpoint http://h:p" into five words.
+  local line=${COMP_LINE:0:COMP_POINT} cur="" cmd="" verb="" w value=""
+  local -a words=()
+  read -r -a words <<< "$line"
+  if [[ $line != *[[:space:]] ]]; then cur=${words[${#words[@]}-1]}; unset 'words[${#words[@]}-1]'; fi
+  words=("${words[@]:1}")
   local -a args=() conn=()
   for w in "${words[@]}"; do
     # The connection flags (and their values) go with every name list.

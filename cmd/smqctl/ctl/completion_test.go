@@ -44,11 +44,12 @@ func TestCompletionScriptsParse(t *testing.T) {
     "topic ls --quiet") printf 'news\nalerts\n' ;;
     "subscription ls news --quiet") printf 'hook\nto-inbox\n' ;;
     "--endpoint 127.0.0.1:1 queue ls --quiet") printf 'far\n' ;;
+    "--endpoint=127.0.0.1:1 queue ls --quiet") printf 'far2\n' ;;
     "--credentials-file creds --timeout 5 queue ls --quiet") printf 'keyed\n' ;;
   esac
 }
 source "$1"; shift
-COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
+COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
 _smqctl
 printf '%s\n' "${COMPREPLY[*]}"`
 			return strings.TrimSpace(shellRun(t, bash, append([]string{"-c", prog, "complete", p}, words...)...))
@@ -78,6 +79,9 @@ printf '%s\n' "${COMPREPLY[*]}"`
 			// reach the name lists (console audit, 2026-12-06).
 			{[]string{"smqctl", "--endpoint", "127.0.0.1:1", "que"}, "queue"},
 			{[]string{"smqctl", "--endpoint", "127.0.0.1:1", "queue", "get", ""}, "far"},
+			// COMP_LINE as typed: bash also splits COMP_WORDS at ':' and '='
+			// (review G), which the script no longer reads.
+			{[]string{"smqctl", "--endpoint=127.0.0.1:1", "queue", "get", ""}, "far2"},
 			{[]string{"smqctl", "queue", "get", "--credentials-file", "creds", "--timeout", "5", ""}, "keyed"},
 		} {
 			if got := complete(tc.words...); got != tc.want {
