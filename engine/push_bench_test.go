@@ -85,6 +85,9 @@ func pushBenchBroker(b *testing.B, dir string, disabled bool) *Broker {
 		o.Push.Concurrency = v
 	}
 	o.Push.Disabled = disabled
+	if os.Getenv("SMQD_PUSH_SIGN") != "" { // signed, as smqd signs every push
+		o.Push.Signer, o.Push.CertURL = testPushKey(), testCertURL
+	}
 	br, err := Open(o)
 	if err != nil {
 		b.Fatal(err)
