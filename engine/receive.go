@@ -188,7 +188,7 @@ func (q *Queue) receiveNow(max int, dst []Message) ([]Message, error) {
 func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error) {
 	base := len(dst)
 	var locs [MaxBatch]bodyLoc
-	start := q.b.clock.Now()
+	var movingSince time.Time // the first round that only moved (read only then: no clock read per receive)
 	for round := 1; ; round++ {
 		if q.dead.Load() {
 			return dst, q.goneErr()
@@ -266,7 +266,10 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 				// not answer): look again, while moves are made, else a
 				// few times.
 				if moved {
-					if round < maxMoveRounds && q.b.clock.Now().Sub(start) < maxMoveTime {
+					if movingSince.IsZero() {
+						movingSince = q.b.clock.Now()
+					}
+					if round < maxMoveRounds && q.b.clock.Now().Sub(movingSince) < maxMoveTime {
 						continue
 					}
 				} else if again > 0 {
