@@ -317,23 +317,7 @@ func TestReceiveFindsAMessageBehindManyDeadLetters(t *testing.T) {
 		dlq := mustQueue(t, b, "dlq", DefaultQueueConfig())
 		src := mustQueue(t, b, "src", dlqConfig("dlq", 1))
 		const poison = 512
-		for i := 0; i < poison/MaxBatch; i++ {
-			es := make([]SendEntry, MaxBatch)
-			for k := range es {
-				es[k] = SendEntry{Body: []byte(fmt.Sprintf("poison %d", i*MaxBatch+k)), Priority: 1}
-			}
-			if _, err := src.Send(es, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for got := 0; got < poison; {
-			msgs := receiveBatch(t, src)
-			if len(msgs) == 0 {
-				t.Fatalf("received %d of %d", got, poison)
-			}
-			got += len(msgs)
-		}
-		clk.Advance(11 * time.Second) // visible again, due for the dead-letter queue
+		makePoison(t, src, clk, poison)
 		if _, err := src.SendOne(context.Background(), SendEntry{Body: []byte("normal")}); err != nil {
 			t.Fatal(err)
 		}
@@ -379,7 +363,21 @@ func TestReceiveMovesToAnotherShardForASecondAtMost(t *testing.T) {
 	defer b.Close()
 	src := mustQueue(t, b, "src", dlqConfig("far-dlq", 1))
 	const poison = 4096
-	for i := 0; i < poison/MaxBatch; i++ {
+	makePoison(t, src, clk, poison)
+	router.lat = 100 * time.Millisecond
+	receiveBatch(t, src)
+	if h := router.hops.Load(); h > 11 || h < 2 { // a second of 100 ms hops, and the one that crossed it
+		t.Fatalf("one receive made %d hops of 100 ms", h)
+	}
+}
+
+// makePoison sends n messages of priority 1 to src (a queue whose
+// MaxReceiveCount is 1 and visibility 10 s, dlqConfig), receives each
+// once, and moves the clock on until they are visible again: each is due
+// for the dead-letter queue at its next receive.
+func makePoison(t *testing.T, src *Queue, clk *FakeClock, n int) {
+	t.Helper()
+	for i := 0; i < n/MaxBatch; i++ {
 		es := make([]SendEntry, MaxBatch)
 		for k := range es {
 			es[k] = SendEntry{Body: []byte(fmt.Sprintf("poison %d", i*MaxBatch+k)), Priority: 1}
@@ -388,17 +386,12 @@ func TestReceiveMovesToAnotherShardForASecondAtMost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for got := 0; got < poison; {
+	for got := 0; got < n; {
 		msgs := receiveBatch(t, src)
 		if len(msgs) == 0 {
-			t.Fatalf("received %d of %d", got, poison)
+			t.Fatalf("received %d of %d", got, n)
 		}
 		got += len(msgs)
 	}
-	clk.Advance(11 * time.Second) // visible again, due for the dead-letter queue
-	router.lat = 100 * time.Millisecond
-	receiveBatch(t, src)
-	if h := router.hops.Load(); h > 11 || h < 2 { // a second of 100 ms hops, and the one that crossed it
-		t.Fatalf("one receive made %d hops of 100 ms", h)
-	}
+	clk.Advance(11 * time.Second)
 }
