@@ -17,9 +17,15 @@ import (
 	"time"
 )
 
-// okEndpoint serves 204 to every request, counting the connections it
-// accepts.
-func okEndpoint(t *testing.T, accepted *atomic.Int32) string {
+// sink is an HTTP endpoint that answers 204 to every request after
+// delay, counting the connections it accepts and those open at once.
+type sink struct {
+	delay                time.Duration
+	accepted, open, most atomic.Int32
+}
+
+// start serves on 127.0.0.1 until the test ends and returns the address.
+func (k *sink) start(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,9 +38,12 @@ func okEndpoint(t *testing.T, accepted *atomic.Int32) string {
 			if err != nil {
 				return
 			}
-			accepted.Add(1)
+			k.accepted.Add(1)
+			n := k.open.Add(1)
+			for m := k.most.Load(); n > m && !k.most.CompareAndSwap(m, n); m = k.most.Load() {
+			}
 			go func() {
-				defer c.Close()
+				defer func() { k.open.Add(-1); c.Close() }()
 				br := bufio.NewReader(c)
 				for {
 					req, err := http.ReadRequest(br)
@@ -42,6 +51,7 @@ func okEndpoint(t *testing.T, accepted *atomic.Int32) string {
 						return
 					}
 					io.Copy(io.Discard, req.Body)
+					time.Sleep(k.delay)
 					if _, err := io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n"); err != nil {
 						return
 					}
@@ -83,8 +93,8 @@ func publishTimes(t *testing.T, b *Broker, topic string, n int) {
 func TestPushIdleConnectionsMakeRoom(t *testing.T) {
 	b, _ := openTest(t, Options{Push: PushOptions{MaxConns: 2, Timeout: time.Second, Allow: []string{"127.0.0.0/8", "localhost"}}})
 	done := attempts(b)
-	var acc [3]atomic.Int32
-	a, bb, c := okEndpoint(t, &acc[0]), okEndpoint(t, &acc[1]), okEndpoint(t, &acc[2])
+	var ks [3]sink
+	a, bb, c := ks[0].start(t), ks[1].start(t), ks[2].start(t)
 	_, bport, _ := net.SplitHostPort(bb)
 	for i, ep := range []string{"http://" + a + "/", "http://localhost:" + bport + "/", "http://" + c + "/"} {
 		topic := fmt.Sprintf("t%d", i)
@@ -103,9 +113,9 @@ func TestPushIdleConnectionsMakeRoom(t *testing.T) {
 func TestPushDialsDoNotOutliveTheBroker(t *testing.T) {
 	b, _ := openTest(t, Options{Push: PushOptions{MaxConns: 1, Concurrency: 4, Timeout: 500 * time.Millisecond}})
 	done := attempts(b)
-	var acc [2]atomic.Int32
-	pushTopic(t, b, "t0", "http://"+okEndpoint(t, &acc[0])+"/")
-	pushTopic(t, b, "t1", "http://"+okEndpoint(t, &acc[1])+"/")
+	var ks [2]sink
+	pushTopic(t, b, "t0", "http://"+ks[0].start(t)+"/")
+	pushTopic(t, b, "t1", "http://"+ks[1].start(t)+"/")
 	publishTimes(t, b, "t0", 1)
 	waitAttempt(t, done) // t0's connection is idle and holds the only slot
 	publishTimes(t, b, "t1", 8)
@@ -150,11 +160,11 @@ func TestPushHungTLSHandshakeGivesItsSlotBack(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	var acc atomic.Int32
+	var good sink
 	b, clk := openTest(t, Options{Push: PushOptions{MaxConns: 4, Timeout: 500 * time.Millisecond}})
 	done := attempts(b)
 	pushTopic(t, b, "t0", "https://"+ln.Addr().String()+"/")
-	pushTopic(t, b, "t1", "http://"+okEndpoint(t, &acc)+"/")
+	pushTopic(t, b, "t1", "http://"+good.start(t)+"/")
 	publishTimes(t, b, "t0", 1)
 	for range 4 {
 		waitAttempt(t, done)

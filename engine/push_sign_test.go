@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"crypto"
 	"crypto/rsa"
 	"fmt"
@@ -149,43 +148,8 @@ func TestPushStopGivesBackUntriedNotifications(t *testing.T) {
 // every descriptor the documented open-file limit left, and the process
 // ended (push audit, 2026-12-06).
 func TestPushConnectionsAreBounded(t *testing.T) {
-	var open, most atomic.Int32
-	var served atomic.Int32
-	endpoint := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				n := open.Add(1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
-				go func() {
-					defer func() { open.Add(-1); c.Close() }()
-					br := bufio.NewReader(c)
-					for {
-						req, err := http.ReadRequest(br)
-						if err != nil {
-							return
-						}
-						io.Copy(io.Discard, req.Body)
-						time.Sleep(20 * time.Millisecond) // several at once
-						served.Add(1)
-						if _, err := io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n"); err != nil {
-							return
-						}
-					}
-				}()
-			}
-		}()
-		return "http://" + ln.Addr().String() + "/"
-	}
+	k := &sink{delay: 20 * time.Millisecond} // several at once
+	endpoint := func() string { return "http://" + k.start(t) + "/" }
 	// A lease of 2 timeouts: each worker takes one notification at a
 	// time (pushBatch), so all 8 of an endpoint's push at once.
 	b, _ := openTest(t, Options{Push: PushOptions{Concurrency: 8, MaxConns: 2, Timeout: 5 * time.Second, Lease: 10 * time.Second}})
@@ -214,10 +178,10 @@ func TestPushConnectionsAreBounded(t *testing.T) {
 	// after the pusher closed it and maybe dialled another: 3-4 seen for
 	// the bound of 2, against 35 without it (4 endpoints x 8, and more
 	// than one connection a worker as the idle ones are dropped).
-	if m := most.Load(); m > 8 {
+	if m := k.most.Load(); m > 8 {
 		t.Fatalf("%d push connections open at once, MaxConns 2", m)
 	}
-	t.Logf("at most %d connections open at once", most.Load())
+	t.Logf("at most %d connections open at once", k.most.Load())
 }
 
 // TestPushHangingPathLeavesItsEndpointToOthers: two subscriptions behind
