@@ -47,7 +47,7 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 		return d
 	}
 	cc.healthy = desc("smqd_cluster_healthy", "1 while this node can serve every shard (/healthz ready), else 0.")
-	cc.strangers = desc("smqd_cluster_voters_not_members", "Voters of some shard for which this node knows no address: it sends them nothing and they count in every quorum. If another member lists one, restart this node with it in --cluster-peers; if none does, remove it (smqctl cluster rm ID).")
+	cc.strangers = desc("smqd_cluster_voters_not_members", "Voters of some shard for which this node knows no address: it sends them nothing and they count in every quorum. If another member lists one, this node learns its address from the members within a minute (else restart it with it in --cluster-peers); if none does, remove it (smqctl cluster rm ID).")
 	cc.forwarded = desc("smqd_cluster_forwarded_requests_total", "Client requests this node forwarded to a shard's leader and got answered.")
 	cc.refused = desc("smqd_cluster_refused_handshakes_total", "Inter-node connections refused, by this node or by the peer it dialled: a wrong or missing cluster key, or a certificate the other side refused.")
 	cc.snapshots = desc("smqd_cluster_snapshots_installed_total", "Shard snapshots this node installed (it was too far behind, new or wiped).")

@@ -39,9 +39,10 @@ import (
 )
 
 const (
-	memberAdd    = 1
-	memberRemove = 2
-	memberHold   = 3 // hold moves between queues (holdmoves.go); the id field carries the ms
+	memberAdd     = 1
+	memberRemove  = 2
+	memberHold    = 3 // hold moves between queues (holdmoves.go); the id field carries the ms
+	memberAddress = 4 // a voter's raft address, asked of another member (addresses.go)
 )
 
 // AddMember adds node id, reachable at raftAddr, to every shard. The new
@@ -263,6 +264,10 @@ func (n *Node) serveMember(from uint64, c net.Conn) {
 		c.SetDeadline(time.Now().Add(holdSettle + 5*time.Second))
 		n.holdMoves(from<<32|uint64(uint32(sh)), time.Duration(min(id, uint64(holdFor.Milliseconds())))*time.Millisecond)
 		c.Write([]byte{1})
+		return
+	}
+	if op == memberAddress {
+		n.serveAddress(c, id) // addresses.go
 		return
 	}
 	if sh >= len(n.shards) || (op != memberAdd && op != memberRemove) {

@@ -195,3 +195,66 @@ func TestClusterAddRefusesAMemberNoOneReaches(t *testing.T) {
 		t.Fatalf("members %v", m)
 	}
 }
+
+// A node that joined while a member was down, with that member missing
+// from its flags, learns the member's address from the others once it is
+// back (addresses.go), keeps it across a restart, and is a replica of it
+// again. It used to hold that member as a voter of every shard with no
+// address, sending it nothing: the shards it led had one replica fewer
+// than their member lists said (review G, 2026-12-06).
+func TestClusterJoinedNodeLearnsADownMembersAddress(t *testing.T) {
+	c := newTestCluster(t, 3, 4)
+	queue := ""
+	for k := 0; queue == ""; k++ {
+		if q := fmt.Sprint("learnt-", k); c.nodes[0].ShardOf(q) == 3 {
+			queue = q // shard 3's preferred leader is node 4 once it is a member (balance.go)
+		}
+	}
+	c.leaderQueue(queue)
+	c.stop(0)
+	c.nodes = append(c.nodes, nil)
+	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
+	c.hold(4)
+	withoutNode1 := func(i int, cfg *Config) {
+		if i == 3 {
+			cfg.Join = true
+			cfg.Peers = map[uint64]string{2: c.addrs[2], 3: c.addrs[3], 4: c.addrs[4]}
+		}
+	}
+	c.cfgTweak = withoutNode1
+	c.start(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.nodes[1].AddMember(ctx, 4, c.addrs[4]); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "node 4 holds node 1 as a voter of every shard", func() error {
+		for _, s := range c.nodes[3].shards {
+			if !slices.Contains(s.st.votersNow(), 1) {
+				return fmt.Errorf("shard %d: voters %v", s.id, s.st.votersNow())
+			}
+		}
+		return nil
+	})
+	c.start(0)
+	learnt := func(what string) {
+		eventually(t, what, func() error {
+			if a := c.nodes[3].tr.peerAddr(1); a != c.addrs[1] {
+				return fmt.Errorf("node 4 dials node 1 at %q, want %s", a, c.addrs[1])
+			}
+			if v := c.nodes[3].Status().VotersNotMembers; len(v) > 0 {
+				return fmt.Errorf("node 4's voters with no address: %v", v)
+			}
+			return nil
+		})
+	}
+	learnt("node 4 learns node 1's address from the others")
+	c.stop(3) // its flags still do not name node 1: the address book does
+	c.start(3)
+	learnt("node 4 still knows node 1's address after a restart")
+	c.preferredLeaders()
+	if li, _ := c.leader(queue); li != 3 {
+		t.Fatalf("node %d leads %s's shard, want node 4", li+1, queue)
+	}
+	c.sendAndHold(queue, 0, "node 1, a replica of the shard node 4 leads,")
+}

@@ -304,9 +304,10 @@ func Start(cfg Config) (*Node, error) {
 		n.wg.Add(1)
 		go n.rejoinLoop()
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.ackSaver()
 	go n.balanceLoop()
+	go n.addressLoop() // addresses.go
 	n.wg.Add(1)
 	go n.tickLoop()
 	for i, s := range n.shards {

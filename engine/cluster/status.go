@@ -54,9 +54,11 @@ type Status struct {
 	SharedFlushes *uint64 `json:"shared_flushes,omitempty"`
 	// VotersNotMembers: voters of some shard for which this node has no
 	// Raft address: it sends them nothing, and they count in the shard's
-	// quorum. Either this node never learnt a member's address (a node
-	// joined while that member was down, without it in --cluster-peers:
-	// review G), or the voter is no member at all (a member removed and
+	// quorum. Either this node has not learnt a member's address yet (a
+	// node joined while that member was down, without it in
+	// --cluster-peers: review G; it asks the other members every few
+	// seconds, addresses.go, and members of builds before 2026-12-06 do
+	// not answer), or the voter is no member at all (a member removed and
 	// started again on an empty directory while an older member, before
 	// 2026-12-06, ran was taken back so, and the cluster lost its fault
 	// tolerance with every member listed healthy: upgrade audit). Another

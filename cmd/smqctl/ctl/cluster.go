@@ -76,8 +76,9 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 	fmt.Fprintf(r.env.Stdout, "node %d: %s; %d requests forwarded\n\n", st.NodeID, health, st.Forwarded)
 	for _, id := range st.VotersNotMembers {
 		fmt.Fprintf(r.env.Stdout, "WARNING: node %d votes in the shards but this node knows no address for it, so it sends it nothing. "+
-			"If another member lists it (smqctl --endpoint OTHER cluster status), restart this node with %d in --cluster-peers; "+
-			"if no member does, it is no member: remove it (smqctl cluster rm %d)\n\n", id, id, id)
+			"If another member lists it (smqctl --endpoint OTHER cluster status), this node asks the members for its address and learns it within a minute; "+
+			"if it does not (members of an older build do not answer), restart this node with %d in --cluster-peers. "+
+			"If no member lists it, it is no member: remove it (smqctl cluster rm %d)\n\n", id, id, id)
 	}
 	versions := memberVersions(rctx, c, &st)
 	rows := [][]string{{"MEMBER", "RAFT", "API", "DISK", "VERSION"}}

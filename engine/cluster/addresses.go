@@ -1,0 +1,177 @@
+package cluster
+
+// Learning a voter's address from the other members.
+//
+// A node knows its peers' Raft addresses from its flags, its address book
+// and the membership changes it applies in shard 0. A shard caught up from
+// a snapshot carries no addresses, so a node that joined (--join) while a
+// member was down, with that member not in its --cluster-peers, held it as
+// a voter of every shard with no address: it sent it nothing, and that
+// member sent it nothing back on the shards this node led, so each such
+// shard had one replica fewer than its member list said and stopped at the
+// next failure (review G, 2026-12-06).
+//
+// Invariants:
+//   - a node that holds a voter with no address, and has not seen that
+//     voter removed, asks the members it reaches for it (addressEvery,
+//     backing off to a minute while nobody knows it) and, once told,
+//     dials it there and keeps it in its address book;
+//   - an address this node has is never replaced by another member's
+//     view of it (addPeer keeps it: a member's route may be its own);
+//   - a member answers only for a voter or member of its shards that it
+//     has not seen removed; a removed member taken back by an older build
+//     ("Upgrading", voters_not_members) is learnt by nobody;
+//   - a node of an older build closes such a request unanswered: the
+//     asking node goes on to the next member.
+//
+// The request is a membership request (members.go, kind 4) with op
+// memberAddress, the voter's id in the id field and an empty address; the
+// answer is one byte, 1 with the address after it (u16 length, bytes) or
+// 0 for none.
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"time"
+)
+
+const (
+	addressEvery  = 2 * time.Second
+	addressAtMost = time.Minute
+)
+
+// addressLoop asks the other members for the addresses of the voters this
+// node has none for, until the node closes.
+func (n *Node) addressLoop() {
+	defer n.wg.Done()
+	wait := addressEvery
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(wait):
+		}
+		missing := n.votersWithoutAddress()
+		switch {
+		case len(missing) == 0 || n.learnAddresses(missing):
+			wait = addressEvery
+		default:
+			wait = min(2*wait, addressAtMost)
+		}
+	}
+}
+
+// votersWithoutAddress returns the voters of any shard, other than this
+// node and those it saw removed, that it has no address for.
+func (n *Node) votersWithoutAddress() []uint64 {
+	var out []uint64
+	for _, id := range n.Members() {
+		if id == n.cfg.NodeID || n.tr.peerAddr(id) != "" {
+			continue
+		}
+		n.bookMu.Lock()
+		gone := n.gone[id]
+		n.bookMu.Unlock()
+		if !gone {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// learnAddresses asks every member this node reaches for each voter of
+// missing, and dials those it learns. It reports whether it learnt any.
+func (n *Node) learnAddresses(missing []uint64) bool {
+	n.bookMu.Lock()
+	asked := make(map[uint64]string, len(n.book))
+	for id, addr := range n.book {
+		if id != n.cfg.NodeID && addr != "" && !slices.Contains(missing, id) {
+			asked[id] = addr
+		}
+	}
+	n.bookMu.Unlock()
+	learnt := false
+	for _, id := range missing {
+		for from, at := range asked {
+			addr, err := n.tr.askAddress(from, at, id)
+			if err != nil {
+				n.log.Debug("asking a member for a voter's address", "member", from, "voter", id, "err", err)
+				continue
+			}
+			if addr == "" {
+				continue
+			}
+			n.log.Info("learnt a voter's raft address from another member", "voter", id, "addr", addr, "from", from)
+			n.tr.addPeer(id, addr)
+			n.rememberMember(id, addr, false)
+			learnt = true
+			break
+		}
+		select {
+		case <-n.stop:
+			return learnt
+		default:
+		}
+	}
+	return learnt
+}
+
+// serveAddress answers a memberAddress request for voter id (serveMember).
+func (n *Node) serveAddress(c net.Conn, id uint64) {
+	addr := ""
+	if slices.Contains(n.Members(), id) {
+		n.bookMu.Lock()
+		if !n.gone[id] {
+			addr = n.book[id]
+		}
+		n.bookMu.Unlock()
+		if addr == "" && id != n.cfg.NodeID {
+			addr = n.tr.peerAddr(id)
+		}
+	}
+	if addr == "" {
+		c.Write([]byte{0})
+		return
+	}
+	if _, err := c.Write([]byte{1}); err == nil {
+		writeAddr(c, addr)
+	}
+}
+
+// askAddress asks member to, at addr, for voter id's raft address ("" if
+// it has none to give).
+func (t *transport) askAddress(to uint64, addr string, id uint64) (string, error) {
+	c, _, err := t.dial(addr, kindMember, to)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	var b [1 + 4 + 8]byte
+	b[0] = memberAddress
+	binary.LittleEndian.PutUint64(b[5:], id)
+	if _, err := c.Write(b[:]); err != nil {
+		return "", err
+	}
+	if err := writeAddr(c, ""); err != nil {
+		return "", err
+	}
+	var r [1]byte
+	if _, err := io.ReadFull(c, r[:]); err != nil {
+		return "", err // an older build closes the request unanswered
+	}
+	if r[0] != 1 {
+		return "", nil
+	}
+	got, err := readAddr(c)
+	if err != nil {
+		return "", err
+	}
+	if _, _, err := net.SplitHostPort(got); err != nil {
+		return "", errors.New("cluster: a member answered a malformed address")
+	}
+	return got, nil
+}
