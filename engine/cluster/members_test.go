@@ -258,3 +258,40 @@ func TestClusterJoinedNodeLearnsADownMembersAddress(t *testing.T) {
 	}
 	c.sendAndHold(queue, 0, "node 1, a replica of the shard node 4 leads,")
 }
+
+// A live member removed while another member is down (4 voters, 3 up) is
+// removed from every shard, and every shard keeps a leader. The transport
+// forgot the member at shard 0's removal, while the shards whose removal
+// was still to come needed its vote: they lost their leaders and elected
+// none until the down member came back, and the removal failed (console2
+// audit, 2026-12-06).
+func TestClusterRemovingALiveMemberWhileAnotherIsDown(t *testing.T) {
+	c := newTestCluster(t, 3, 8)
+	c.leaderQueue("q")
+	c.nodes = append(c.nodes, nil)
+	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
+	c.hold(4)
+	c.cfgTweak = func(i int, cfg *Config) { cfg.Join = i == 3 }
+	c.start(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.nodes[0].AddMember(ctx, 4, c.addrs[4]); err != nil {
+		t.Fatal(err)
+	}
+	everyShardLed := func(what string, voters int) {
+		eventually(t, what, func() error {
+			for _, s := range c.nodes[0].shards {
+				if len(s.st.votersNow()) != voters || s.lead.Load() == 0 {
+					return fmt.Errorf("shard %d: voters %v, leader %d", s.id, s.st.votersNow(), s.lead.Load())
+				}
+			}
+			return nil
+		})
+	}
+	everyShardLed("every shard led, with 4 voters", 4)
+	c.stop(2) // nodes 1, 2 and 4 are a quorum of 4
+	if err := c.nodes[0].RemoveMember(ctx, 4); err != nil {
+		t.Fatalf("removing node 4 with nodes 1, 2 and 4 up: %v", err)
+	}
+	everyShardLed("every shard led after the removal, with 3 voters", 3)
+}

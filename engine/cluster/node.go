@@ -479,9 +479,15 @@ func (n *Node) peerDown(peer uint64) {
 }
 
 // confChanged follows membership: the transport learns added members'
-// addresses (the change's context) and forgets removed ones.
+// addresses (shard 0's change carries them in its context) and forgets a
+// removed member once no shard here holds it. Shards commit a removal one
+// at a time, and one that has not yet still needs the member's votes:
+// forgotten at shard 0's removal, a live member removed while another was
+// down (4 voters, 3 up) took every shard whose removal was still to come
+// below its quorum, and they stayed without a leader until the down member
+// came back (console2 audit, 2026-12-06).
 func (n *Node) confChanged(shard int, e *pb.Entry) {
-	if shard != 0 || e.GetType() != pb.EntryConfChangeV2 {
+	if e.GetType() != pb.EntryConfChangeV2 {
 		return
 	}
 	var cc pb.ConfChangeV2
@@ -491,18 +497,28 @@ func (n *Node) confChanged(shard int, e *pb.Entry) {
 	for _, c := range cc.GetChanges() {
 		switch c.GetType() {
 		case pb.ConfChangeAddNode, pb.ConfChangeAddLearnerNode:
-			if len(cc.GetContext()) > 0 {
+			if shard == 0 && len(cc.GetContext()) > 0 {
 				n.tr.addPeer(c.GetNodeId(), string(cc.GetContext()))
 				n.rememberMember(c.GetNodeId(), string(cc.GetContext()), false)
 			}
 		case pb.ConfChangeRemoveNode:
-			if c.GetNodeId() != n.cfg.NodeID && !strings.HasPrefix(string(cc.GetContext()), replacePrefix) {
+			if c.GetNodeId() != n.cfg.NodeID && !strings.HasPrefix(string(cc.GetContext()), replacePrefix) && !n.inAnyShard(c.GetNodeId()) {
 				n.tr.removePeer(c.GetNodeId())
 				n.rememberMember(c.GetNodeId(), "", true)
 				n.forgetAcks(c.GetNodeId())
 			}
 		}
 	}
+}
+
+// inAnyShard reports whether some shard's configuration here holds id.
+func (n *Node) inAnyShard(id uint64) bool {
+	for _, s := range n.shards {
+		if slices.Contains(s.st.membersNow(), id) {
+			return true
+		}
+	}
+	return false
 }
 
 // ShardOf returns the shard a queue lives in.
