@@ -43,6 +43,19 @@ func TestConsoleClusterPageInBrowser(t *testing.T) {
 			t.Errorf("the members table %q lacks the API address %s", got, e.addr)
 		}
 	}
+	// A member killed shows as not answering on the shards this node leads
+	// (it showed "lag 0" on an idle shard, like a live one: console2 audit,
+	// 2026-12-06); a live one never does.
+	c.stop(2)
+	step(t, ctx, "the stopped member is shown as not answering",
+		until(`[...document.querySelectorAll('#cluster-shards tr td:nth-child(7)')].some(td => td.textContent.includes('3: not answering'))`))
+	got, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#cluster-shards').textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(got, "2: not answering") {
+		t.Errorf("a live member is shown as not answering: %q", got)
+	}
 	if errs := log.errors(); len(errs) > 0 {
 		t.Errorf("the page logged %d error(s):\n%s", len(errs), strings.Join(errs, "\n"))
 	}

@@ -30,6 +30,7 @@ type clusterCollector struct {
 	handoffs, sharedFlushes, hops, relays              *prometheus.Desc
 	role, ready, leader, term                          *prometheus.Desc
 	commit, applied, applyLag, followerLag             *prometheus.Desc
+	followerActive                                     *prometheus.Desc
 	elections, proposals, failed, pending              *prometheus.Desc
 	proposalSeconds, rebuilds, rebuildsSkips, restarts *prometheus.Desc
 	silences, silenceMax, fastCampaigns                *prometheus.Desc
@@ -62,7 +63,8 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.commit = desc("smqd_cluster_shard_commit_index", "The shard's commit index on this node.", "shard")
 	cc.applied = desc("smqd_cluster_shard_applied_index", "The last entry of the shard this node applied.", "shard")
 	cc.applyLag = desc("smqd_cluster_shard_apply_lag", "Committed entries of the shard this node has not applied yet.", "shard")
-	cc.followerLag = desc("smqd_cluster_shard_follower_lag", "On the shard's leader: entries each follower lacks.", "shard", "follower")
+	cc.followerLag = desc("smqd_cluster_shard_follower_lag", "On the shard's leader: entries each follower lacks. A follower that is down shows 0 on a shard with nothing new: see smqd_cluster_shard_follower_active.", "shard", "follower")
+	cc.followerActive = desc("smqd_cluster_shard_follower_active", "On the shard's leader: 1 if it heard from the follower within two election timeouts, 0 if the follower is not answering (down, or cut off).", "shard", "follower")
 	cc.elections = desc("smqd_cluster_shard_elections_total", "Leader changes of the shard this node saw.", "shard")
 	cc.proposals = desc("smqd_cluster_shard_proposals_total", "Proposals this node handed to the shard's Raft group.", "shard")
 	cc.failed = desc("smqd_cluster_shard_proposals_failed_total", "Proposals of this node that never committed (it lost the lead first).", "shard")
@@ -142,6 +144,11 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(cc.applyLag, lag, id)
 		for _, f := range sh.Followers {
 			gauge(cc.followerLag, float64(f.Lag), id, strconv.FormatUint(f.NodeID, 10))
+			active := 0.0
+			if f.Active {
+				active = 1
+			}
+			gauge(cc.followerActive, active, id, strconv.FormatUint(f.NodeID, 10))
 		}
 		counter(cc.elections, float64(sh.Elections), id)
 		counter(cc.silences, float64(sh.Silences), id)

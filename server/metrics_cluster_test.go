@@ -65,6 +65,9 @@ func TestClusterMetrics(t *testing.T) {
 						continue
 					}
 					value(t, m, "smqd_cluster_shard_follower_lag", "shard", id, "follower", fmt.Sprint(f))
+					if v := value(t, m, "smqd_cluster_shard_follower_active", "shard", id, "follower", fmt.Sprint(f)); v != 1 {
+						t.Errorf("node %d shard %s: follower %d, a live member, has smqd_cluster_shard_follower_active %v", i+1, id, f, v)
+					}
 				}
 				if value(t, m, "smqd_cluster_shard_ready", "shard", id) != 1 {
 					t.Errorf("node %d leads shard %s but is not ready", i+1, id)

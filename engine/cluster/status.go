@@ -158,7 +158,12 @@ type FollowerStatus struct {
 	Match  uint64 `json:"match_index"`
 	Lag    uint64 `json:"lag"`   // entries behind the leader's last
 	State  string `json:"state"` // probe, replicate or snapshot
-	Active bool   `json:"active"`
+	// Active: the leader heard from it within two election timeouts. A
+	// member that is down shows a lag of 0 on a shard with nothing new to
+	// send; Active says it is down. (Raft's RecentActive, shown before
+	// 2026-12-06, is cleared every election timeout with CheckQuorum and
+	// read false for live followers at times.)
+	Active bool `json:"active"`
 	// Next: the next entry the leader sends it; Paused: its flow is
 	// throttled (in-flight appends full, or a probe sent); Inflight:
 	// appends sent and not yet acknowledged.
@@ -202,6 +207,7 @@ func (n *Node) Status() Status {
 		queued     int
 		busy       bool
 		installing bool
+		active     map[uint64]bool // on a leader: the members heard from lately (activeMember)
 	}
 	res := make([]chan loopView, len(n.shards))
 	for i, s := range n.shards {
@@ -209,6 +215,12 @@ func (n *Node) Status() Status {
 		s.do(func() {
 			v := loopView{rs: s.rn.Status(), installing: s.installing != nil}
 			v.queued, v.busy = s.app.backlog()
+			if v.rs.RaftState == raft.StateLeader {
+				v.active = make(map[uint64]bool, len(v.rs.Progress))
+				for id := range v.rs.Progress {
+					v.active[id] = s.activeMember(id)
+				}
+			}
 			res[i] <- v
 		})
 	}
@@ -249,7 +261,7 @@ func (n *Node) Status() Status {
 						lag = last - pr.Match
 					}
 					fs := FollowerStatus{NodeID: id, Match: pr.Match, Lag: lag,
-						State: progressName(pr.State), Active: pr.RecentActive, Next: pr.Next, Paused: pr.MsgAppFlowPaused}
+						State: progressName(pr.State), Active: v.active[id], Next: pr.Next, Paused: pr.MsgAppFlowPaused}
 					if pr.Inflights != nil {
 						fs.Inflight = pr.Inflights.Count()
 					}

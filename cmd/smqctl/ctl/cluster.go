@@ -40,6 +40,8 @@ type clusterStatus struct {
 			NodeID uint64 `json:"node_id"`
 			Lag    uint64 `json:"lag"`
 			State  string `json:"state"`
+			Active *bool  `json:"active"` // absent from versions before 2026-12-06's status: taken as answering
+
 		} `json:"followers"`
 	} `json:"shards"`
 	Forwarded        int64    `json:"forwarded"`
@@ -98,6 +100,10 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 	for _, s := range st.Shards {
 		var fl []string
 		for _, f := range s.Followers {
+			if f.Active != nil && !*f.Active {
+				fl = append(fl, fmt.Sprintf("%d:%d(not-answering)", f.NodeID, f.Lag))
+				continue
+			}
 			fl = append(fl, fmt.Sprintf("%d:%d", f.NodeID, f.Lag))
 		}
 		rows = append(rows, []string{strconv.Itoa(s.Shard), s.Role, strconv.FormatUint(s.Leader, 10),

@@ -10,16 +10,18 @@ export function clusterView({ client, main, every, describe }) {
   const members = h('tbody', { id: 'cluster-members' });
   const shards = h('tbody', { id: 'cluster-shards' });
   const status = h('p', { class: 'error', id: 'poll-error', role: 'alert' });
+  const warnings = h('div', { id: 'cluster-warnings' });
   replace(main,
     h('h1', {}, 'Cluster'),
+    status,
     head,
+    warnings,
     h('h2', {}, 'Members'),
     h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Node'), h('th', {}, 'Raft address'), h('th', {}, 'API address'))), members),
     h('h2', {}, 'Shards'),
     h('table', {}, h('thead', {}, h('tr', {}, h('th', { class: 'num' }, 'Shard'), h('th', {}, 'Role here'),
       h('th', { class: 'num' }, 'Leader'), h('th', { class: 'num' }, 'Term'), h('th', { class: 'num' }, 'Commit'),
       h('th', { class: 'num' }, 'Applied'), h('th', {}, 'Followers (node: lag)'))), shards),
-    status,
     h('p', { class: 'muted' }, 'From GET /cluster of this node every 1.5 s. Followers\u2019 lag is known only on the shards this node leads; ' +
       'membership changes are smqctl cluster add|rm (docs/operations.md).'));
 
@@ -35,7 +37,10 @@ export function clusterView({ client, main, every, describe }) {
       h('td', { class: 'num' }, String(s.shard)), h('td', {}, s.role),
       h('td', { class: 'num' }, s.leader ? String(s.leader) : 'none'), h('td', { class: 'num' }, fmt(s.term)),
       h('td', { class: 'num' }, fmt(s.commit_index)), h('td', { class: 'num' }, fmt(s.applied_index)),
-      h('td', {}, (s.followers || []).map((f) => `${f.node_id}: ${fmt(f.lag)}`).join(', ') || '\u2014'))));
+      h('td', {}, (s.followers || []).map((f) => `${f.node_id}: ${f.active === false ? `not answering (lag ${fmt(f.lag)})` : fmt(f.lag)}`).join(', ') || '\u2014'))));
+    replace(warnings, (st.voters_not_members || []).map((id) => h('p', { class: 'error', role: 'alert' },
+      `Node ${id} votes in the shards but this node knows no address for it: it sends it nothing, and one more failure may stop a shard. ` +
+      'If another member lists it, this node learns its address from the members within a minute; if no member does, remove it (smqctl cluster rm ' + id + ').')));
     status.textContent = '';
   }
 

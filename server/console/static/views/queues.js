@@ -25,13 +25,13 @@ export function queuesView({ client, main, every, describe, attempt }) {
   replace(main,
     h('h1', {}, 'Queues ', count),
     form, note,
+    status,
     h('div', { class: 'card' }, h('div', { class: 'legend' }, h('span', { class: 'c1' }, 'backlog, all queues (active + inactive + delayed)')), total),
     h('table', {},
       h('thead', {}, h('tr', {},
         h('th', {}, 'Queue'), h('th', { class: 'num' }, 'Active'), h('th', { class: 'num' }, 'Inactive'),
         h('th', { class: 'num' }, 'Delayed'), h('th', { class: 'num' }, 'Backlog change'), h('th', {}, 'Backlog'))),
-      rows),
-    status);
+      rows));
 
   async function refresh() {
     const queues = await client.allQueues();
@@ -83,5 +83,9 @@ export function queuesView({ client, main, every, describe, attempt }) {
     });
   });
 
-  every(refresh, (e) => { status.textContent = 'Refresh failed: ' + describe(e); });
+  let shownAt = 0; // when the table's counts were read
+  every(async () => { await refresh(); shownAt = Date.now(); }, (e) => {
+    const age = shownAt ? ` The counts below are from ${new Date(shownAt).toLocaleTimeString()}.` : '';
+    status.textContent = 'Refresh failed: ' + describe(e) + age;
+  });
 }

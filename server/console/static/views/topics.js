@@ -28,12 +28,12 @@ export function topicsView({ client, main, every, describe, attempt }) {
   replace(main,
     h('h1', {}, 'Topics ', count),
     form, note,
+    status,
     h('table', {},
       h('thead', {}, h('tr', {},
         h('th', {}, 'Topic'), h('th', { class: 'num' }, 'Messages'), h('th', { class: 'num' }, 'Maximum size'),
         h('th', {}, 'Logging'), h('th', {}, 'Created'), h('th', {}, ''))),
       rows),
-    status,
     h('p', { class: 'muted' }, 'Messages: those published within the topic\u2019s retention period (1 day), pushed or not. ' +
       'Deleting a topic deletes its subscriptions; messages already delivered to queues stay there.'));
 
