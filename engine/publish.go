@@ -69,7 +69,9 @@ type PublishInput struct {
 	Body []byte // 1..the topic's MaximumMessageSize bytes; copied
 	Tag  string // MessageTag: "" (untagged) or at most 16 characters
 	// Owner is the account id written as TopicOwner and Subscriber in XML
-	// and JSON notifications.
+	// and JSON notifications, and in the x-mns-topic-owner and
+	// x-mns-subscriber headers of a SIMPLIFIED push: at most 255 bytes of
+	// UTF-8 with no control characters (else an *ArgumentError).
 	Owner string
 	// Properties are the message's user and system properties (props.go):
 	// copied to every queue delivery (spec §3.7) and to the dead-letter
@@ -123,6 +125,9 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 		return res, argErr("MessageBody", "is %d bytes, more than the topic's MaximumMessageSize of %d bytes", len(in.Body), tm.cfg.MaxMessageBytes)
 	}
 	if err := checkTag("MessageTag", in.Tag); err != nil {
+		return res, err
+	}
+	if err := checkOwner(in.Owner); err != nil {
 		return res, err
 	}
 	var props []byte

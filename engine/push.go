@@ -406,6 +406,11 @@ func (p *pusher) stop() {
 	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
+	// The workers are gone; their kept-alive connections (and each one's
+	// reading and writing goroutines) stayed open until IdleConnTimeout,
+	// 30 s after Close returned (embedding audit 2, 2026-12-06).
+	p.restricted.CloseIdleConnections()
+	p.byName.CloseIdleConnections()
 }
 
 func (p *pusher) stats() PushStats {

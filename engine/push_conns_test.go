@@ -130,6 +130,30 @@ func TestPushDialsDoNotOutliveTheBroker(t *testing.T) {
 	}
 }
 
+// TestPushCloseClosesItsConnections: Broker.Close closes the pushes'
+// kept-alive connections. They stayed open, each with its reading and
+// writing goroutines, until IdleConnTimeout, 30 s after Close returned
+// (embedding audit 2, 2026-12-06).
+func TestPushCloseClosesItsConnections(t *testing.T) {
+	b, _ := openTest(t, Options{Push: PushOptions{Timeout: time.Second}})
+	done := attempts(b)
+	var k sink
+	pushTopic(t, b, "t", "http://"+k.start(t)+"/")
+	publishTimes(t, b, "t", 3)
+	for range 3 {
+		waitAttempt(t, done)
+	}
+	if k.open.Load() == 0 {
+		t.Fatal("no connection open to the endpoint before Close")
+	}
+	b.Close()
+	for deadline := time.Now().Add(10 * time.Second); k.open.Load() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after Broker.Close the endpoint still has %d connection(s) open", k.open.Load())
+		}
+	}
+}
+
 // TestPushHungTLSHandshakeGivesItsSlotBack: an https endpoint that accepts
 // and never answers the handshake kept each attempt's slot for as long as
 // it held the connection (no TLSHandshakeTimeout): with MaxConns 4, four

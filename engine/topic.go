@@ -293,6 +293,25 @@ func checkTag(field, tag string) error {
 	return nil
 }
 
+// maxOwnerBytes bounds PublishInput.Owner (a push envelope keeps 255).
+const maxOwnerBytes = 255
+
+// checkOwner refuses an Owner no push could carry: it goes into HTTP
+// headers, where a control character made every SIMPLIFIED push of the
+// message fail until its retries ended (embedding audit 2, 2026-12-06),
+// and into push envelopes, which cut it at 255 bytes.
+func checkOwner(owner string) error {
+	if len(owner) > maxOwnerBytes || !utf8.ValidString(owner) {
+		return argErr("Owner", "must be at most %d bytes of UTF-8", maxOwnerBytes)
+	}
+	for i := 0; i < len(owner); i++ {
+		if c := owner[i]; c < 0x20 || c == 0x7f {
+			return argErr("Owner", "must not contain control characters (byte 0x%02x at %d)", c, i)
+		}
+	}
+	return nil
+}
+
 // validateTopicName applies the queue name rules with the topic errors.
 func validateTopicName(name string, errLen, errChars error) error {
 	switch ValidateQueueName(name) {

@@ -258,7 +258,18 @@ func TestPublishFormats(t *testing.T) {
 	if _, err := b.Publish("orders", PublishInput{Body: []byte("x"), Tag: strings.Repeat("t", 17)}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("long tag: %v", err)
 	}
-	if info, _ := b.GetTopicAttributes("orders"); info.MessageCount != 2 {
+	// Owner goes into a SIMPLIFIED push's headers and every push's
+	// envelope: a control character made each push of the message fail
+	// until its retries ended (embedding audit 2, 2026-12-06).
+	for _, owner := range []string{"acct\r\nX-Injected: 1", "a\x00", "a\x7f", "\xff", strings.Repeat("o", 256)} {
+		if _, err := b.Publish("orders", PublishInput{Body: []byte("x"), Owner: owner}); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("the owner %q: %v, want InvalidArgument", owner, err)
+		}
+	}
+	if _, err := b.Publish("orders", PublishInput{Body: []byte("x"), Owner: strings.Repeat("o", 255)}); err != nil {
+		t.Fatalf("an owner of 255 bytes: %v", err)
+	}
+	if info, _ := b.GetTopicAttributes("orders"); info.MessageCount != 3 {
 		t.Fatalf("MessageCount %d", info.MessageCount)
 	}
 }

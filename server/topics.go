@@ -130,7 +130,9 @@ func appendSubURL(b []byte, ctx *fasthttp.RequestCtx, st *reqState, topic, sub s
 }
 
 // accountOf is the account id a self-hosted server reports as TopicOwner
-// and Subscriber: the first label of the Host header (spec §2.8).
+// and Subscriber: the first label of the Host header (spec §2.8), or
+// "smqd" when there is none or it is no printable ASCII of at most 255
+// bytes.
 func accountOf(ctx *fasthttp.RequestCtx) string {
 	h := ctx.Request.Header.Host()
 	if i := bytes.LastIndexByte(h, ':'); i >= 0 && bytes.IndexByte(h[i:], ']') < 0 {
@@ -139,8 +141,13 @@ func accountOf(ctx *fasthttp.RequestCtx) string {
 	if i := bytes.IndexByte(h, '.'); i >= 0 {
 		h = h[:i]
 	}
-	if len(h) == 0 {
+	if len(h) == 0 || len(h) > 255 {
 		return "smqd"
+	}
+	for _, c := range h {
+		if c <= ' ' || c >= 0x7f {
+			return "smqd" // no account id: a push's headers could not carry it (engine checkOwner)
+		}
 	}
 	return string(h)
 }
