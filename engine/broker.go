@@ -24,6 +24,7 @@ type Broker struct {
 	clock        Clock
 	log          *slog.Logger
 	store        storage // the backend, chosen once in Open (storage.go)
+	maxRecord    int     // store.recordLimit(): the largest record (Queue.Send)
 	maxLongPolls int
 	secret       [handleSecretLen]byte // keys receipt-handle checks
 
@@ -110,6 +111,7 @@ func Open(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.store = store
+	b.maxRecord = store.recordLimit() - len(b.opts.ARNPrefix) // maxMoveHead
 	if err := store.load(b); err != nil {
 		store.close(false)
 		return nil, err

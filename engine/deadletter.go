@@ -408,6 +408,13 @@ func (q *Queue) splitMoveLocked(st *stripe, t *Queue, tst *stripe, tidx uint32, 
 // dead-lettered from a queue.
 const dlqTypeQueue = "QUEUE"
 
+// maxMoveHead bounds what a dead-letter move's record (moveRecord) holds
+// beyond the message's body and its own properties: two snapshots, the
+// MD5, the properties' length, and the three DLQ properties, whose
+// DLQSourceArn also holds Options.ARNPrefix (taken off Broker.maxRecord
+// in Open). TestMaxMoveHead checks it against the longest queue name.
+const maxMoveHead = 2*snapLen + 16 + 4 + 1024
+
 // deadLetterProps returns the properties block of msg (seq in q) as it
 // enters the dead-letter queue: its own properties, without DLQ ones of an
 // earlier move, then DLQMessageType, DLQSourceArn (this queue) and

@@ -226,6 +226,8 @@ func (d *durableStore) append(recs []logRec) error {
 	return nil
 }
 
+func (d *durableStore) recordLimit() int { return d.wal.MaxRecord() }
+
 func (d *durableStore) waitDurable(pos uint64) error { return mapErr(d.wal.WaitDurable(wal.Pos(pos))) }
 
 // maxKeptBuf bounds the read buffer a reader keeps after the log grew it.

@@ -28,7 +28,11 @@ type Options struct {
 	// second; default 64 MiB.
 	CompactionBytesPerSec int64
 	// WAL configures the write-ahead log of durable mode, including its sync
-	// mode (WAL.Sync: always, the default, interval or none).
+	// mode (WAL.Sync: always, the default, interval or none). A message
+	// that could outgrow one record (a 64 KiB body with 32 KiB of
+	// properties needs about 100 KiB, as a dead letter: SegmentBytes and
+	// BufferBytes of 128 KiB or more hold it), or a batch the write
+	// buffer (BufferBytes), is refused with an *ArgumentError.
 	WAL wal.Options
 	// Index configures the Badger index of durable mode.
 	Index index.Options

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"crypto/md5"
+	"errors"
 	"sync/atomic"
 	"time"
 
 	"github.com/smqd/smqd/engine/internal/md5x"
+	"github.com/smqd/smqd/wal"
 )
 
 // Queue is one message queue. All methods are safe for concurrent use.
@@ -144,10 +146,19 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 			// Not silently the queue's delay instead of the one asked for.
 			return out, argErr("DelaySeconds", "is set without HasDelay (set HasDelay for a message's own delay; false means the queue's DelaySeconds)")
 		}
+		need := maxMoveHead + len(e.Body)
 		if len(e.Properties) > 0 {
-			if _, err := checkProps(e.Properties); err != nil {
+			n, err := checkProps(e.Properties)
+			if err != nil {
 				return out, err
 			}
+			need += n
+		}
+		if need > q.b.maxRecord {
+			// Only with a log smaller than its defaults (Options.WAL): the
+			// append failed as a storage failure, and the broker refused
+			// every change until reopened (embedding audit 2, 2026-12-06).
+			return out, argErr("MessageBody", "with its properties may need a log record of %d bytes (as a dead letter), more than this broker's log takes in one (%d: Options.WAL.SegmentBytes and BufferBytes)", need, q.b.maxRecord)
 		}
 		total += len(e.Body)
 	}
@@ -233,7 +244,14 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 		}
 	}
 	if err != nil {
-		q.b.storageFailed(err)
+		if errors.Is(err, wal.ErrRecordTooLarge) {
+			// Nothing was written: the batch's records outgrow the log's
+			// write buffer (a BufferBytes below the defaults). The
+			// caller's error, not the storage's (as in Publish).
+			err = argErr("Messages", "need more than this broker's log takes in one write (Options.WAL.BufferBytes): send fewer at once (%v)", err)
+		} else {
+			q.b.storageFailed(err)
+		}
 		st.mu.Lock()
 		if !st.dead {
 			for i := 0; i < n; i++ {

@@ -93,6 +93,10 @@ type storage interface {
 
 	// append appends recs contiguously and in order, filling pos and size.
 	append(recs []logRec) error
+	// recordLimit is the largest payload (head and body) one record may
+	// carry: a send whose records could outgrow it is refused before
+	// anything is reserved (Queue.Send).
+	recordLimit() int
 	// waitDurable waits until the record at pos is acknowledged by the
 	// backend's durability mode.
 	waitDurable(pos uint64) error

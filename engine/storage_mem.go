@@ -22,6 +22,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,8 @@ func (m *memStore) append(recs []logRec) error {
 }
 
 func (m *memStore) waitDurable(uint64) error { return nil }
+
+func (m *memStore) recordLimit() int { return math.MaxInt } // a segment grows to a record that outgrows it
 
 func (m *memStore) read(pos uint64, _ uint32, buf []byte) (uint8, []byte, []byte, error) {
 	typ, payload, err := m.memLog.read(pos)

@@ -152,6 +152,13 @@ func (l *Log) SyncedEnd() Pos { return Pos(l.synced.Load()) }
 // Dir returns the log's directory.
 func (l *Log) Dir() string { return l.dir }
 
+// MaxRecord returns the largest payload (head and body) one record may
+// carry: it must fit a segment, and, framed, the ring that Append writes it
+// through (compression, which may shrink a record, is not counted on).
+func (l *Log) MaxRecord() int {
+	return min(l.maxPayload, (l.ring.size()&^(recordAlign-1))-headerSize)
+}
+
 // Options returns the options in effect (defaults applied).
 func (l *Log) Options() Options { return l.opts }
 

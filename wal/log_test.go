@@ -92,6 +92,29 @@ func TestOptions(t *testing.T) {
 	}
 }
 
+// MaxRecord is the largest payload Append takes, whichever of the segment
+// and the ring bounds it: one byte more is ErrRecordTooLarge. The engine
+// refuses a message that would need more (engine Queue.Send).
+func TestMaxRecord(t *testing.T) {
+	for _, c := range []struct {
+		segment int64
+		ring    int
+	}{{MinSegmentBytes, 1 << 20}, {1 << 20, minBufferBytes}, {1 << 20, minBufferBytes + 2}} {
+		o := testOptions(t, NewMemFS())
+		o.SegmentBytes, o.BufferBytes, o.CompressMinBytes = c.segment, c.ring, -1
+		l := mustOpen(t, crashDir, o)
+		max := l.MaxRecord()
+		if err := l.Append([]Record{{Type: 1, Body: make([]byte, max+1)}}); !errors.Is(err, ErrRecordTooLarge) {
+			t.Errorf("segment %d, ring %d: a record of MaxRecord+1 = %d bytes: %v", c.segment, c.ring, max+1, err)
+		}
+		r := appendWait(t, l, 1, testPayload(1, max, false))
+		if _, got, err := l.ReadAt(r.Pos, 0, nil); err != nil || len(got) != max {
+			t.Errorf("segment %d, ring %d: a record of MaxRecord = %d bytes: %d read, %v", c.segment, c.ring, max, len(got), err)
+		}
+		l.Close()
+	}
+}
+
 func TestAppendErrors(t *testing.T) {
 	l := mustOpen(t, crashDir, testOptions(t, NewMemFS()))
 	defer l.Close()

@@ -50,6 +50,8 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		{"--max-long-polls", "0"},
 		{"--procs", "-1"},
 		{"--max-body-bytes", "65536"},
+		{"--wal-segment-bytes", "65536"}, // a 64 KiB message with its properties would not fit one record
+		{"--wal-segment-bytes", "200000"},
 		{"--max-conns", "0"},
 		{"--header-timeout", "0s"},
 		{"--tls-cert", "c.pem"},

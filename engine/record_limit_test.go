@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// A message that could outgrow the log's largest record, or a batch its
+// write buffer, is refused with an *ArgumentError before anything is
+// reserved, and the broker goes on. With WAL.SegmentBytes or BufferBytes
+// at their documented minimum (64 KiB), one maximum-size message made the
+// append fail as a storage failure: the broker refused every change until
+// it was reopened, and smqd answered 500s (embedding audit 2, 2026-12-06).
+func TestSendBeyondTheLogsLimitsIsRefused(t *testing.T) {
+	props := func(n int) []Property {
+		v := make([]byte, n) // printable and incompressible: the log compresses records
+		for i, x := 0, uint32(1); i < n; i++ {
+			x = x*1664525 + 1013904223
+			v[i] = 'a' + byte(x>>24)%26
+		}
+		return []Property{{Name: []byte("p"), Value: v, Type: PropString}}
+	}
+	for _, c := range []struct {
+		what            string
+		segment, buffer int
+		entries         []SendEntry
+	}{
+		{"a 64 KiB body, 64 KiB segments", 64 << 10, 0, []SendEntry{{Body: make([]byte, MaxMessageBytes)}}},
+		{"a 64 KiB body, a 64 KiB buffer", 1 << 20, 64 << 10, []SendEntry{{Body: make([]byte, MaxMessageBytes)}}},
+		{"16 messages of 30 KiB of properties, a 64 KiB buffer", 1 << 20, 64 << 10, func() []SendEntry {
+			es := make([]SendEntry, MaxBatch)
+			for i := range es {
+				es[i] = SendEntry{Body: []byte("b"), Properties: props(30 << 10)}
+			}
+			return es
+		}()},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			b := openDurableTest(t, t.TempDir(), NewFakeClock(t0), func(o *Options) {
+				o.WAL.SegmentBytes = int64(c.segment)
+				if c.buffer > 0 {
+					o.WAL.BufferBytes = c.buffer
+				}
+			})
+			q := mustQueue(t, b, "q", DefaultQueueConfig())
+			_, err := q.Send(c.entries, nil)
+			var ae *ArgumentError
+			if !errors.As(err, &ae) || !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("send: %v, want an *ArgumentError", err)
+			}
+			t.Log(err)
+			if err := b.Health(); err != nil {
+				t.Fatalf("the broker after the refused send: %v", err)
+			}
+			if _, err := q.Send([]SendEntry{{Body: []byte("small")}}, nil); err != nil {
+				t.Fatalf("a small send after it: %v", err)
+			}
+			if info, err := q.Attributes(); err != nil || info.Active != 1 {
+				t.Fatalf("%d messages active (%v), want the small one alone", info.Active, err)
+			}
+		})
+	}
+}
+
+// maxMoveHead covers what a dead-letter move adds to a message's body and
+// properties, for the longest queue and topic names (ARNPrefix aside).
+func TestMaxMoveHead(t *testing.T) {
+	long := strings.Repeat("n", MaxQueueNameLen)
+	for _, arn := range []string{":/queues/" + long, ":/topics/" + long + "/subscriptions/" + long} {
+		block := appendProps(nil, []Property{
+			{Name: []byte(SysDLQMessageType), Value: []byte("SUBSCRIPTION"), Type: PropString, System: true},
+			{Name: []byte(SysDLQSourceArn), Value: []byte(arn), Type: PropString, System: true},
+			{Name: []byte(SysDLQOriginMessageID), Value: bytes.Repeat([]byte("0"), 64), Type: PropString, System: true},
+		})
+		if n := 2*snapLen + 16 + 4 + len(block); n > maxMoveHead {
+			t.Errorf("a move with the DLQSourceArn %q needs %d bytes beyond the message, maxMoveHead is %d", arn[:20], n, maxMoveHead)
+		}
+	}
+}
