@@ -147,7 +147,7 @@ type PushStats struct {
 	// subscription's dead-letter queue or dropped.
 	Failed       int64 // attempts that failed (each retry counts)
 	DeadLettered int64 // notifications moved to a dead-letter queue
-	Discarded    int64 // notifications dropped with no retry left and no dead-letter queue
+	Discarded    int64 // notifications dropped with no retry left and no dead-letter queue, or waiting when their subscription or topic was deleted
 	// Relays and RelayBacklog: the queue subscriptions relayed to another
 	// broker, and the deliveries waiting in their push queues (not HTTP
 	// pushes: a cluster counts their hops itself).

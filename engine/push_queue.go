@@ -35,7 +35,10 @@ package engine
 //     deleted only after its endpoint answered 2xx, or when its retries
 //     are exhausted, in which case it is moved to the subscription's
 //     dead-letter queue in one log record (deadletter.go invariant 1) if
-//     it has one, and discarded otherwise.
+//     it has one, and discarded otherwise; or when its subscription or
+//     topic is deleted, which discards what waits (counted in
+//     PushStats.Discarded and logged; not dead-lettered: a divergence from
+//     the topic spec's §3.3, docs/api-compatibility.md).
 //
 // Owner: Broker.adminMu creates and deletes push queues, with the
 // subscription changes that need them.
@@ -113,7 +116,19 @@ func (b *Broker) deletePushQueueLocked(subID uint64) error {
 	if q == nil {
 		return nil
 	}
-	return b.deleteQueueLocked(q)
+	info, _ := q.Attributes()
+	if err := b.deleteQueueLocked(q); err != nil {
+		return err
+	}
+	// Dropped silently, neither dead-lettered nor counted, until the
+	// embedding audit 2 (2026-12-06) found a re-subscription (the only
+	// way to change an endpoint) losing every notification waiting for a
+	// retry without a trace.
+	if n := info.Active + info.Inactive + info.Delayed; n > 0 {
+		b.pusher.discarded.Add(n)
+		b.log.Warn("subscription deleted: the notifications waiting for its endpoint are discarded", "subscription_id", subID, "discarded", n)
+	}
+	return nil
 }
 
 // reconcilePush restores invariant 2 after start-up and returns the HTTP

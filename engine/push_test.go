@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
@@ -653,4 +654,36 @@ func TestPushTagAsSent(t *testing.T) {
 		t.Errorf("x-mns-message-tag %q, want the tag as HTTP sends it, %q", got, "sp")
 	}
 	verifyPush(t, req, &testPushKey().PublicKey, testCertURL)
+}
+
+// Unsubscribe and DeleteTopic count the notifications still waiting for
+// their endpoint as discarded (and log them). They were dropped with
+// their push queue without a trace: not dead-lettered, and Discarded
+// stayed 0 (embedding audit 2, 2026-12-06).
+func TestPushUnsubscribeCountsWhatItDiscards(t *testing.T) {
+	for _, drop := range []string{"unsubscribe", "delete topic"} {
+		t.Run(drop, func(t *testing.T) {
+			b, _ := openTest(t, Options{Push: PushOptions{Timeout: time.Second}})
+			done := attempts(b)
+			failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) }))
+			defer failing.Close()
+			pushTopic(t, b, "t", failing.URL+"/")
+			publishTimes(t, b, "t", 3)
+			for range 3 {
+				waitAttempt(t, done) // each failed once: the rest of their retries wait
+			}
+			var err error
+			if drop == "unsubscribe" {
+				err = b.Unsubscribe("t", "s")
+			} else {
+				err = b.DeleteTopic("t")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := b.PushStats(); st.Discarded != 3 || st.Backlog != 0 {
+				t.Fatalf("after the %s: %+v, want 3 discarded", drop, st)
+			}
+		})
+	}
 }

@@ -505,7 +505,8 @@ func (b *Broker) GetTopicAttributes(name string) (TopicInfo, error) {
 
 // DeleteTopic deletes a topic and its subscriptions (ErrTopicNotExist if
 // there is none; the wire answers that with 204 all the same). Messages
-// already delivered to queues stay there.
+// already delivered to queues stay there; notifications waiting for an
+// HTTP endpoint are discarded (PushStats.Discarded), as by Unsubscribe.
 func (b *Broker) DeleteTopic(name string) error {
 	if err := b.usable(); err != nil {
 		return err
@@ -758,7 +759,11 @@ func (b *Broker) GetSubscriptionAttributes(topicName, name string) (Subscription
 
 // Unsubscribe deletes a subscription: ErrTopicNotExist for a missing topic,
 // ErrSubscriptionNotExist for a missing subscription (the wire answers
-// that with 204 all the same).
+// that with 204 all the same). The notifications of an HTTP subscription
+// still waiting for its endpoint (retries to come) are discarded, counted
+// in PushStats.Discarded and logged, even with a dead-letter queue: to
+// change an endpoint without losing them, subscribe the new one first and
+// unsubscribe the old one once its PushStats backlog is 0.
 func (b *Broker) Unsubscribe(topicName, name string) error {
 	if err := b.usable(); err != nil {
 		return err

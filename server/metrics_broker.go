@@ -159,7 +159,7 @@ func newBrokerCollector(s *Server) *brokerCollector {
 	d.expired = desc("smqd_messages_expired_total", "Messages dropped by retention since start, all queues (deleted queues included).")
 	d.pushSubs = desc("smqd_push_subscriptions", "HTTP subscriptions being pushed.")
 	d.pushBacklog = desc("smqd_push_backlog", "Notifications waiting or in flight in the HTTP subscriptions' push queues.")
-	d.pushes = desc("smqd_push_notifications_total", "HTTP push outcomes since start: delivered (2xx), failed (each failed attempt), dead_lettered, discarded (no retry left, no dead-letter queue).", "outcome")
+	d.pushes = desc("smqd_push_notifications_total", "HTTP push outcomes since start: delivered (2xx), failed (each failed attempt), dead_lettered, discarded (no retry left and no dead-letter queue, or waiting when the subscription or topic was deleted).", "outcome")
 	d.fsyncSeconds = desc("smqd_wal_fsync_duration_seconds", "Latency of each fdatasync of a WAL segment.")
 	d.batchRecords = desc("smqd_wal_batch_records", "Records per group-commit write batch.")
 
