@@ -191,16 +191,35 @@ func TestPushHungTLSHandshakeGivesItsSlotBack(t *testing.T) {
 	pushTopic(t, b, "t1", "http://"+good.start(t)+"/")
 	publishTimes(t, b, "t0", 1)
 	for range 4 {
-		waitAttempt(t, done)
-		clk.Advance(25 * time.Second) // the next retry, and the end of any pause
+		waitAttemptAdvancing(t, done, clk) // the next retry, and the end of any pause
 	}
 	publishTimes(t, b, "t1", 1)
 	for range 20 { // each attempt waits at most the timeout for a slot; retries come with the clock
-		waitAttempt(t, done)
+		waitAttemptAdvancing(t, done, clk)
 		if b.PushStats().Delivered > 0 {
 			return
 		}
-		clk.Advance(25 * time.Second)
 	}
 	t.Fatalf("a healthy endpoint gets nothing after 4 hung TLS handshakes: %+v", b.PushStats())
+}
+
+// waitAttemptAdvancing waits for an attempt to settle while moving clk on
+// by 25 s every 20 ms: a worker arms its pause after its attempt settled,
+// and a single move made just before that left it paused for good (the
+// test failed so under -race on a loaded machine, 2026-12-06).
+func waitAttemptAdvancing(t *testing.T, ch chan struct{}, clk *FakeClock) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case <-ch:
+			return
+		case <-tick.C:
+			clk.Advance(25 * time.Second)
+		case <-deadline:
+			t.Fatal("no push attempt settled within 30 s")
+		}
+	}
 }
