@@ -625,7 +625,7 @@ func (s *Server) changeMembers(ctx *fasthttp.RequestCtx, st *reqState, idSeg []b
 			s.fail(ctx, st, newAPIError(codeInvalidArgument, "give the new node's raft address: PUT /cluster/nodes/{id}?raft=HOST:PORT"))
 			return
 		}
-		if slices.Contains(s.c.Members(), id) {
+		if s.c.MemberOfEveryShard(id) {
 			s.fail(ctx, st, newAPIError(codeInvalidArgument, fmt.Sprintf("node %d is a member already", id)))
 			return
 		}

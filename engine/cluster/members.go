@@ -150,6 +150,20 @@ func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
 	return n.changeMembers(ctx, memberRemove, id, "")
 }
 
+// MemberOfEveryShard reports whether id is a voter of every shard. An add
+// cut short (the member asked killed, a timeout) leaves it a voter of some
+// only; the server refused every retry of it as "a member already", on
+// Members' union, and nothing else finished it (members audit,
+// 2026-12-06).
+func (n *Node) MemberOfEveryShard(id uint64) bool {
+	for _, s := range n.shards {
+		if !slices.Contains(s.st.votersNow(), id) {
+			return false
+		}
+	}
+	return true
+}
+
 // Members returns the voters of every shard as this node knows them (the
 // union, sorted).
 func (n *Node) Members() []uint64 {

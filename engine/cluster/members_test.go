@@ -295,3 +295,54 @@ func TestClusterRemovingALiveMemberWhileAnotherIsDown(t *testing.T) {
 	}
 	everyShardLed("every shard led after the removal, with 3 voters", 3)
 }
+
+// An add cut short leaves the node a voter of some shards only: it is no
+// member of every shard (the server takes a retry of the add, which
+// finishes it; it refused one as "a member already": members audit,
+// 2026-12-06), and a retried AddMember completes the rest.
+func TestClusterAddCutShortIsFinishedByARetry(t *testing.T) {
+	c := newTestCluster(t, 3, 2)
+	c.leaderQueue("q")
+	c.nodes = append(c.nodes, nil)
+	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
+	c.hold(4)
+	c.cfgTweak = func(i int, cfg *Config) { cfg.Join = i == 3 }
+	c.start(3)
+	eventually(t, "node 4 a voter of shard 0 alone", func() error {
+		for _, n := range c.nodes[:3] {
+			if s := n.shards[0]; s.lead.Load() == n.cfg.NodeID {
+				s.do(func() { s.proposeMember(memberAdd, 4, c.addrs[4]) })
+			}
+		}
+		if !slices.Contains(c.nodes[0].shards[0].st.votersNow(), 4) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	n := c.nodes[0]
+	if !slices.Contains(n.Members(), 4) || n.MemberOfEveryShard(4) {
+		t.Fatalf("members %v, of every shard %v: want a member of shard 0 alone", n.Members(), n.MemberOfEveryShard(4))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.AddMember(ctx, 4, c.addrs[4]); err != nil {
+		t.Fatal(err)
+	}
+	if !n.MemberOfEveryShard(4) {
+		t.Fatal("the retried add left node 4 out of a shard")
+	}
+}
+
+// Health counts a leader as reachable only with a raft address to forward
+// to: a node that knew none answered /healthz 200 while every forward
+// failed (members audit, 2026-12-06).
+func TestClusterHealthNeedsTheLeadersAddress(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	li, _ := c.leader("q")
+	f := (li + 1) % 3
+	eventually(t, "a follower healthy", func() error { return c.nodes[f].Health() })
+	c.nodes[f].tr.removePeer(uint64(li + 1))
+	if err := c.nodes[f].Health(); err == nil {
+		t.Fatal("healthy with no raft address for its shard's leader")
+	}
+}

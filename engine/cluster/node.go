@@ -606,7 +606,12 @@ func (n *Node) Health() error {
 		if lead == 0 || lead == n.cfg.NodeID {
 			return fmt.Errorf("shard %d: %w", s.id, ErrNoLeader)
 		}
-		if _, ok := n.tr.peerAPI(lead); !ok {
+		// Forwarding dials the leader's raft address: one known from the
+		// handshakes of its own connections alone (its API address) is not
+		// enough. A node that joined knowing no member's address answered
+		// /healthz 200 while it forwarded nothing (members audit,
+		// 2026-12-06).
+		if _, ok := n.tr.peerAPI(lead); !ok || n.tr.peerAddr(lead) == "" {
 			return fmt.Errorf("shard %d: leader %d not reachable", s.id, lead)
 		}
 	}
