@@ -635,7 +635,11 @@ func (s *Server) changeMembers(ctx *fasthttp.RequestCtx, st *reqState, idSeg []b
 			s.fail(ctx, st, newAPIError(codeInvalidArgument, fmt.Sprintf("node %d is not a member", id)))
 			return
 		}
-		err = s.c.RemoveMember(wait, id)
+		if string(ctx.QueryArgs().Peek("force")) == "true" {
+			err = s.c.ForceRemoveMember(wait, id)
+		} else {
+			err = s.c.RemoveMember(wait, id)
+		}
 	}
 	if err != nil {
 		var ae *apiError
@@ -649,6 +653,10 @@ func (s *Server) changeMembers(ctx *fasthttp.RequestCtx, st *reqState, idSeg []b
 		}
 		if errors.Is(err, cluster.ErrRemoveSelf) {
 			s.fail(ctx, st, newAPIError(codeInvalidArgument, fmt.Sprintf("node %d cannot remove itself (it would never see its removal through): send the request to another member", id)))
+			return
+		}
+		if errors.Is(err, cluster.ErrQuorumAtRisk) {
+			s.fail(ctx, st, newAPIError(codeInvalidArgument, "node not removed: "+err.Error()+" (DELETE /cluster/nodes/{id}?force=true, smqctl cluster rm --force)"))
 			return
 		}
 		if errors.Is(err, cluster.ErrMemberUnreachable) {

@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -134,10 +135,33 @@ func (n *Node) probeMember(ctx context.Context, id uint64, addr string) error {
 	}
 }
 
-// RemoveMember removes node id from every shard. Removing a majority's
-// worth of members one after another is the operator's call; removing the
-// last member is refused.
+// RemoveMember removes node id from every shard. Removing the last member
+// is refused, and so is a removal after which some shard's voters left
+// are no majority of the members this node reaches now (ErrQuorumAtRisk):
+// with 3 members and one down, removing a live one left 2 voters, one of
+// them down, and every shard stopped until the down one came back
+// (members audit, 2026-12-06). ForceRemoveMember skips that check.
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
+	if err := n.checkRemoval(id); err != nil {
+		return err
+	}
+	if err := n.reachableAfter(ctx, id); err != nil {
+		return err
+	}
+	return n.changeMembers(ctx, memberRemove, id, "")
+}
+
+// ForceRemoveMember is RemoveMember without the reachability check: the
+// operator knows the members that are down are gone for good, or will be
+// back.
+func (n *Node) ForceRemoveMember(ctx context.Context, id uint64) error {
+	if err := n.checkRemoval(id); err != nil {
+		return err
+	}
+	return n.changeMembers(ctx, memberRemove, id, "")
+}
+
+func (n *Node) checkRemoval(id uint64) error {
 	if id == n.cfg.NodeID {
 		return ErrRemoveSelf
 	}
@@ -147,7 +171,57 @@ func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
 			return fmt.Errorf("cluster: node %d is shard %d's only member", id, s.id)
 		}
 	}
-	return n.changeMembers(ctx, memberRemove, id, "")
+	return nil
+}
+
+// ErrQuorumAtRisk is RemoveMember's error when some shard would keep
+// voters of which this node reaches no majority.
+var ErrQuorumAtRisk = errors.New("cluster: after the removal a shard would keep no majority of members that answer")
+
+// reachableAfter probes, at once, every voter other than this node and id
+// (the cluster's handshake, as probeMember, each within its dial and
+// handshake timeouts) and checks that each shard would keep a majority of
+// voters that answered (this node counts).
+func (n *Node) reachableAfter(ctx context.Context, id uint64) error {
+	up := map[uint64]bool{n.cfg.NodeID: true}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, v := range n.Members() {
+		addr := n.tr.peerAddr(v)
+		if v == id || v == n.cfg.NodeID || addr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c, _, err := n.tr.dial(addr, kindMember, v); err == nil {
+				c.Close()
+				mu.Lock()
+				up[v] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, s := range n.shards {
+		var left, answering []uint64
+		for _, v := range s.st.votersNow() {
+			if v == id {
+				continue
+			}
+			left = append(left, v)
+			if up[v] {
+				answering = append(answering, v)
+			}
+		}
+		if len(answering) <= len(left)/2 {
+			return fmt.Errorf("%w: shard %d would keep %v, of which %v answer here; bring the others back or remove them first (or force it)", ErrQuorumAtRisk, s.id, left, answering)
+		}
+	}
+	return nil
 }
 
 // MemberOfEveryShard reports whether id is a voter of every shard. An add

@@ -346,3 +346,36 @@ func TestClusterHealthNeedsTheLeadersAddress(t *testing.T) {
 		t.Fatal("healthy with no raft address for its shard's leader")
 	}
 }
+
+// A removal after which some shard would keep no majority of members that
+// answer is refused, and changes nothing; once the down member is back it
+// goes through. With 3 members and one down, removing a live one was
+// accepted, and every shard stopped until the down one came back (members
+// audit, 2026-12-06).
+func TestClusterRemovalThatWouldStopTheShardsIsRefused(t *testing.T) {
+	c := newTestCluster(t, 3, 2)
+	c.leaderQueue("q")
+	c.stop(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := c.nodes[0].RemoveMember(ctx, 2)
+	if !errors.Is(err, ErrQuorumAtRisk) {
+		t.Fatalf("removing node 2 with node 3 down: %v, want ErrQuorumAtRisk", err)
+	}
+	t.Log(err)
+	if m := c.nodes[0].Members(); !slices.Equal(m, []uint64{1, 2, 3}) {
+		t.Fatalf("members after the refused removal: %v", m)
+	}
+	c.start(2)
+	if err := c.nodes[0].RemoveMember(ctx, 2); err != nil {
+		t.Fatalf("removing node 2 with nodes 1 and 3 up: %v", err)
+	}
+	eventually(t, "every shard led by 1 or 3", func() error {
+		for _, s := range c.nodes[0].shards {
+			if l := s.lead.Load(); l != 1 && l != 3 {
+				return fmt.Errorf("shard %d led by %d", s.id, l)
+			}
+		}
+		return nil
+	})
+}

@@ -184,7 +184,8 @@ func (r *run) clusterAdd(ctx context.Context, name string, args []string) error 
 }
 
 func (r *run) clusterRm(ctx context.Context, name string, args []string) error {
-	fs := flag.NewFlagSet("cluster rm ID", flag.ContinueOnError)
+	fs := flag.NewFlagSet("cluster rm [--force] ID", flag.ContinueOnError)
+	force := fs.Bool("force", false, "remove it even if some shard would then keep no majority of members that answer (the members down are gone for good, or will be back)")
 	pos, err := r.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -193,7 +194,11 @@ func (r *run) clusterRm(ctx context.Context, name string, args []string) error {
 	if err != nil {
 		return err
 	}
-	return r.member(ctx, "DELETE", "/cluster/nodes/"+strconv.FormatUint(id, 10), id, "removed")
+	target := "/cluster/nodes/" + strconv.FormatUint(id, 10)
+	if *force {
+		target += "?force=true"
+	}
+	return r.member(ctx, "DELETE", target, id, "removed")
 }
 
 func nodeID(s string) (uint64, error) {
