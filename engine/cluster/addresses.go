@@ -28,6 +28,14 @@ package cluster
 // memberAddress, the voter's id in the id field and an empty address; the
 // answer is one byte, 1 with the address after it (u16 length, bytes) or
 // 0 for none.
+//
+// A node being added cannot ask: it holds no voter yet, and may know no
+// member it can reach (started with --join naming only a member that was
+// down, or only itself; the cluster reached it, and it could answer no
+// one: every shard lost its quorum, members audit F3, 2026-12-06). So the
+// member that adds it first tells it every member's address it has (op
+// memberTell, one request per member, answered with one byte), which the
+// node takes for the members it has no address for.
 
 import (
 	"encoding/binary"
@@ -117,6 +125,69 @@ func (n *Node) learnAddresses(missing []uint64) bool {
 		}
 	}
 	return learnt
+}
+
+// tellAddresses tells the node being added, id at addr, the raft address
+// of every member this node has one for (this node's own as the flags
+// name it). Best effort: a node that does not take them (an older build
+// closes the request) has its flags.
+func (n *Node) tellAddresses(id uint64, addr string) {
+	for _, m := range n.Members() {
+		at := n.tr.peerAddr(m)
+		if m == n.cfg.NodeID {
+			n.bookMu.Lock()
+			at = n.book[m]
+			n.bookMu.Unlock()
+		}
+		if m == id || at == "" {
+			continue
+		}
+		if err := n.tr.tellAddress(id, addr, m, at); err != nil {
+			n.log.Debug("telling a new member an address", "member", id, "of", m, "err", err)
+		}
+	}
+}
+
+// learnTold takes the address of member id that a member (from) told this
+// node, unless it has one or saw id removed.
+func (n *Node) learnTold(from, id uint64, addr string) {
+	if id == n.cfg.NodeID || n.tr.peerAddr(id) != "" {
+		return
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return
+	}
+	n.bookMu.Lock()
+	gone := n.gone[id]
+	n.bookMu.Unlock()
+	if gone {
+		return
+	}
+	n.log.Info("told a member's raft address by the member adding this node", "member", id, "addr", addr, "from", from)
+	n.tr.addPeer(id, addr)
+	n.rememberMember(id, addr, false)
+}
+
+// tellAddress tells node to, at addr, that member id is at at.
+func (t *transport) tellAddress(to uint64, addr string, id uint64, at string) error {
+	c, _, err := t.dial(addr, kindMember, to)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	var b [1 + 4 + 8]byte
+	b[0] = memberTell
+	binary.LittleEndian.PutUint64(b[5:], id)
+	if _, err := c.Write(b[:]); err != nil {
+		return err
+	}
+	if err := writeAddr(c, at); err != nil {
+		return err
+	}
+	var r [1]byte
+	_, err = io.ReadFull(c, r[:])
+	return err
 }
 
 // serveAddress answers a memberAddress request for voter id (serveMember).

@@ -44,6 +44,7 @@ const (
 	memberRemove  = 2
 	memberHold    = 3 // hold moves between queues (holdmoves.go); the id field carries the ms
 	memberAddress = 4 // a voter's raft address, asked of another member (addresses.go)
+	memberTell    = 5 // a member's raft address, told to a node being added (addresses.go)
 )
 
 // AddMember adds node id, reachable at raftAddr, to every shard. The new
@@ -79,6 +80,7 @@ func (n *Node) AddMember(ctx context.Context, id uint64, raftAddr string) error 
 	if err := n.probeMember(ctx, id, raftAddr); err != nil {
 		return err
 	}
+	n.tellAddresses(id, raftAddr) // addresses.go
 	return n.changeMembers(ctx, memberAdd, id, raftAddr)
 }
 
@@ -354,8 +356,13 @@ func (n *Node) serveMember(from uint64, c net.Conn) {
 		c.Write([]byte{1})
 		return
 	}
-	if op == memberAddress {
+	switch op {
+	case memberAddress:
 		n.serveAddress(c, id) // addresses.go
+		return
+	case memberTell:
+		n.learnTold(from, id, addr) // addresses.go
+		c.Write([]byte{1})
 		return
 	}
 	if sh >= len(n.shards) || (op != memberAdd && op != memberRemove) {

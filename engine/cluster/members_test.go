@@ -379,3 +379,36 @@ func TestClusterRemovalThatWouldStopTheShardsIsRefused(t *testing.T) {
 		return nil
 	})
 }
+
+// A node added while the one member its flags name is down learns the
+// other members' addresses from the member that adds it, and the shards
+// keep their leaders. It knew no member it could reach: the cluster
+// reached it, it answered no one, and every shard lost its quorum until
+// the down member came back (members audit F3, 2026-12-06).
+func TestClusterAddedNodeIsToldTheMembers(t *testing.T) {
+	c := newTestCluster(t, 3, 2)
+	const queue = "told"
+	c.leaderQueue(queue)
+	c.stop(0)
+	c.nodes = append(c.nodes, nil)
+	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
+	c.hold(4)
+	c.cfgTweak = func(i int, cfg *Config) {
+		if i == 3 {
+			cfg.Join = true
+			cfg.Peers = map[uint64]string{1: c.addrs[1], 4: c.addrs[4]} // node 1 alone, and it is down
+		}
+	}
+	c.start(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.nodes[1].AddMember(ctx, 4, c.addrs[4]); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{2, 3} {
+		if a := c.nodes[3].tr.peerAddr(id); a != c.addrs[id] {
+			t.Fatalf("node 4 dials node %d at %q, want %s", id, a, c.addrs[id])
+		}
+	}
+	c.sendAndHold(queue, 3, "node 4, added with only a down member in its flags,")
+}
