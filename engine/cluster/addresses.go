@@ -16,8 +16,10 @@ package cluster
 //     voter removed, asks the members it reaches for it (addressEvery,
 //     backing off to a minute while nobody knows it) and, once told,
 //     dials it there and keeps it in its address book;
-//   - an address this node has is never replaced by another member's
-//     view of it (addPeer keeps it: a member's route may be its own);
+//   - an address this node has is replaced by another member's view of
+//     it only when every dial at it failed for addressStale and the voter
+//     completes the cluster's handshake at the other one, from here
+//     (relearnFailing): a member's route may be its own;
 //   - a member answers only for a voter or member of its shards that it
 //     has not seen removed; a removed member taken back by an older build
 //     ("Upgrading", voters_not_members) is learnt by nobody;
@@ -51,8 +53,13 @@ const (
 	addressAtMost = time.Minute
 )
 
+// addressStale: a voter every dial of which failed this long is asked
+// about too (relearnFailing). A variable for the tests alone.
+var addressStale = 10 * time.Second
+
 // addressLoop asks the other members for the addresses of the voters this
-// node has none for, until the node closes.
+// node has none for, or cannot reach at the one it has, until the node
+// closes.
 func (n *Node) addressLoop() {
 	defer n.wg.Done()
 	wait := addressEvery
@@ -63,13 +70,74 @@ func (n *Node) addressLoop() {
 		case <-time.After(wait):
 		}
 		missing := n.votersWithoutAddress()
+		failing := n.tr.failingPeers(addressStale)
+		learnt := len(missing) > 0 && n.learnAddresses(missing)
+		learnt = n.relearnFailing(failing) || learnt
 		switch {
-		case len(missing) == 0 || n.learnAddresses(missing):
+		case learnt || len(missing)+len(failing) == 0:
 			wait = addressEvery
 		default:
 			wait = min(2*wait, addressAtMost)
 		}
 	}
+}
+
+// askable returns the members this node may ask, with their addresses:
+// those of its address book but itself and except.
+func (n *Node) askable(except []uint64) map[uint64]string {
+	n.bookMu.Lock()
+	defer n.bookMu.Unlock()
+	out := make(map[uint64]string, len(n.book))
+	for id, addr := range n.book {
+		if id != n.cfg.NodeID && addr != "" && !slices.Contains(except, id) {
+			out[id] = addr
+		}
+	}
+	return out
+}
+
+// relearnFailing asks the other members about each voter of failing
+// (every dial at the address this node has failed for addressStale) and,
+// when one gives another address at which that voter completes the
+// cluster's handshake, dials it there and records it. A member re-added at
+// a new address was dialled at its old one by a node restarted with its
+// usual flags (the flags win over the address book), and a node that
+// learnt an address from a member in that state kept it for good: a
+// shard each led kept a replica that got nothing (members audit F1, F5,
+// 2026-12-06). It reports whether it moved any.
+func (n *Node) relearnFailing(failing map[uint64]string) bool {
+	members := n.Members()
+	moved := false
+	for id, at := range failing {
+		if !slices.Contains(members, id) {
+			continue
+		}
+		for from, addr := range n.askable([]uint64{id}) {
+			got, err := n.tr.askAddress(from, addr, id)
+			if err != nil || got == "" || got == at {
+				continue
+			}
+			c, _, err := n.tr.dial(got, kindMember, id)
+			if err != nil {
+				n.log.Debug("a member's address from another member does not answer either", "member", id, "addr", got, "from", from, "err", err)
+				continue
+			}
+			c.Close()
+			if n.tr.movePeer(id, at, got) {
+				n.log.Warn("a member did not answer at its raft address for a while, and answers at the one another member has: dialled there (give it in --cluster-peers too)", "member", id, "was", at, "now", got, "from", from)
+				n.bookMu.Lock()
+				n.book[id] = got
+				err := saveMembers(n.cfg.Dir, n.book)
+				n.bookMu.Unlock()
+				if err != nil {
+					n.log.Warn("the member address book could not be saved", "err", err)
+				}
+				moved = true
+			}
+			break
+		}
+	}
+	return moved
 }
 
 // votersWithoutAddress returns the voters of any shard, other than this
@@ -93,14 +161,7 @@ func (n *Node) votersWithoutAddress() []uint64 {
 // learnAddresses asks every member this node reaches for each voter of
 // missing, and dials those it learns. It reports whether it learnt any.
 func (n *Node) learnAddresses(missing []uint64) bool {
-	n.bookMu.Lock()
-	asked := make(map[uint64]string, len(n.book))
-	for id, addr := range n.book {
-		if id != n.cfg.NodeID && addr != "" && !slices.Contains(missing, id) {
-			asked[id] = addr
-		}
-	}
-	n.bookMu.Unlock()
+	asked := n.askable(missing)
 	learnt := false
 	for _, id := range missing {
 		for from, at := range asked {

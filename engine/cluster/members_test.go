@@ -412,3 +412,40 @@ func TestClusterAddedNodeIsToldTheMembers(t *testing.T) {
 	}
 	c.sendAndHold(queue, 3, "node 4, added with only a down member in its flags,")
 }
+
+// A node that dials a member at an address where it does not answer asks
+// the other members once every dial failed for addressStale, and dials it
+// where it completes the handshake. A node restarted with its usual flags
+// after a member was re-added at a new address kept dialling the old one,
+// and a node that learnt a wrong address kept it: each left a shard with
+// a replica that got nothing (members audit F1, F5, 2026-12-06).
+func TestClusterMemberAtAWrongAddressIsFoundAgain(t *testing.T) {
+	old := addressStale
+	addressStale = 300 * time.Millisecond
+	t.Cleanup(func() { addressStale = old })
+	c := newTestCluster(t, 3, 2)
+	c.leaderQueue("q")
+	nothing, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := nothing.Addr().String()
+	nothing.Close()
+	if !c.nodes[0].tr.movePeer(3, c.addrs[3], wrong) {
+		t.Fatal("node 1 did not dial node 3 at its address")
+	}
+	c.stop(2) // its connections end: node 1 dials again, at the wrong address
+	c.start(2)
+	eventually(t, "node 1 dials node 3 where it answers", func() error {
+		if a := c.nodes[0].tr.peerAddr(3); a != c.addrs[3] {
+			return fmt.Errorf("node 1 dials node 3 at %s", a)
+		}
+		return nil
+	})
+	c.nodes[0].bookMu.Lock()
+	got := c.nodes[0].book[3]
+	c.nodes[0].bookMu.Unlock()
+	if got != c.addrs[3] {
+		t.Fatalf("node 1's address book has node 3 at %q, want %s", got, c.addrs[3])
+	}
+}

@@ -127,13 +127,14 @@ type transport struct {
 }
 
 type peer struct {
-	id   uint64
-	addr string
-	mu   sync.Mutex
-	q    [][]byte // guarded by mu: chunks of frames to send; the last one is filled next
-	qlen int      // guarded by mu: bytes in q
-	free [][]byte // guarded by mu: written chunks of chunkBytes, for reuse
-	kick chan struct{}
+	id      uint64
+	addr    string    // guarded by mu once the writer runs (movePeer)
+	failing time.Time // guarded by mu: since when every dial failed (zero: the last one worked)
+	mu      sync.Mutex
+	q       [][]byte // guarded by mu: chunks of frames to send; the last one is filled next
+	qlen    int      // guarded by mu: bytes in q
+	free    [][]byte // guarded by mu: written chunks of chunkBytes, for reuse
+	kick    chan struct{}
 }
 
 const (
@@ -316,6 +317,14 @@ func (t *transport) writeLoop(p *peer) {
 			return // removed
 		}
 		c, _, err := t.dial(addr, kindRaft, p.id)
+		p.mu.Lock()
+		switch {
+		case err == nil:
+			p.failing = time.Time{}
+		case p.failing.IsZero():
+			p.failing = time.Now()
+		}
+		p.mu.Unlock()
 		if err != nil {
 			// A refusal (key or certificate, either side) is for the
 			// operator to fix: logged (again when it changes, else every
@@ -593,6 +602,39 @@ func (c idleConn) Read(p []byte) (int, error) {
 func (c idleConn) Write(p []byte) (int, error) {
 	c.Conn.SetWriteDeadline(time.Now().Add(c.idle))
 	return c.Conn.Write(p)
+}
+
+// failingPeers returns the peers every dial of which failed for at least d,
+// with the address dialled.
+func (t *transport) failingPeers(d time.Duration) map[uint64]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[uint64]string{}
+	for id, p := range t.peers {
+		p.mu.Lock()
+		if !p.failing.IsZero() && time.Since(p.failing) >= d && p.addr != "" {
+			out[id] = p.addr
+		}
+		p.mu.Unlock()
+	}
+	return out
+}
+
+// movePeer dials peer id at to from now on, if it was dialled at from.
+func (t *transport) movePeer(id uint64, from, to string) bool {
+	t.mu.Lock()
+	p := t.peers[id]
+	t.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	moved := p.addr == from
+	if moved {
+		p.addr, p.failing = to, time.Time{}
+	}
+	p.mu.Unlock()
+	return moved
 }
 
 // peerAddr returns the raft address of a peer.
