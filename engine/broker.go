@@ -87,9 +87,18 @@ func Open(opts Options) (*Broker, error) {
 	if n := len(o.HandleSecret); n != 0 && n != handleSecretLen {
 		return nil, fmt.Errorf("engine: HandleSecret is %d bytes, not %d", n, handleSecretLen)
 	}
+	if len(o.HandleSecret) != 0 && allZero(o.HandleSecret) {
+		// A guessable key: anyone could forge handles (embedding audit 2).
+		return nil, errors.New("engine: HandleSecret is all zero bytes: give it from a random source")
+	}
 	for _, s := range o.AcceptHandleSecrets {
-		if len(s) != handleSecretLen || len(o.HandleSecret) == 0 {
-			return nil, fmt.Errorf("engine: an AcceptHandleSecrets entry is %d bytes, not %d, or HandleSecret is not set", len(s), handleSecretLen)
+		switch {
+		case len(o.HandleSecret) == 0:
+			return nil, errors.New("engine: AcceptHandleSecrets needs HandleSecret set")
+		case len(s) != handleSecretLen:
+			return nil, fmt.Errorf("engine: an AcceptHandleSecrets entry is %d bytes, not %d", len(s), handleSecretLen)
+		case allZero(s):
+			return nil, errors.New("engine: an AcceptHandleSecrets entry is all zero bytes")
 		}
 	}
 	b := &Broker{
@@ -654,4 +663,14 @@ func (b *Broker) addQueueLocked(q *Queue) {
 	if !isInternalQueue(q.name) {
 		b.names.insert(q.name)
 	}
+}
+
+// allZero reports whether b holds zero bytes only.
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

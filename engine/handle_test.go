@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"regexp"
 	"testing"
 )
@@ -173,5 +174,29 @@ func TestHandleSecretOption(t *testing.T) {
 			b.Close()
 			t.Errorf("a %d-byte HandleSecret was accepted", n)
 		}
+	}
+	// All zero bytes: a key anyone can guess, so forge handles with
+	// (embedding audit 2, 2026-12-06); an accepted key too.
+	for what, o := range map[string]Options{
+		"HandleSecret":                             {HandleSecret: make([]byte, handleSecretLen)},
+		"AcceptHandleSecrets":                      {HandleSecret: secret, AcceptHandleSecrets: [][]byte{make([]byte, handleSecretLen)}},
+		"AcceptHandleSecrets without HandleSecret": {AcceptHandleSecrets: [][]byte{secret}},
+	} {
+		if b, err := Open(o); err == nil {
+			b.Close()
+			t.Errorf("%s: accepted", what)
+		} else {
+			t.Log(err)
+		}
+	}
+}
+
+// ExportState answers ErrClosed after Close, as every other method does;
+// it wrote a stream of nothing (embedding audit 2, 2026-12-06).
+func TestExportStateAfterClose(t *testing.T) {
+	b, _ := openTest(t, Options{})
+	b.Close()
+	if err := b.ExportState(io.Discard); !errors.Is(err, ErrClosed) {
+		t.Fatalf("ExportState after Close: %v, want ErrClosed", err)
 	}
 }

@@ -66,7 +66,14 @@ const publishHeadFixed = 8 + 8 + 8 + 4
 
 // PublishInput is one message published to a topic.
 type PublishInput struct {
-	Body []byte // 1..the topic's MaximumMessageSize bytes; copied
+	// Body: 1..the topic's MaximumMessageSize bytes; copied. Delivered in
+	// the XML or JSON format it is written as text: bytes that are not
+	// UTF-8, or control characters other than tab, LF and CR, make an XML
+	// notification no parser takes and a JSON one whose Message does not
+	// match its MessageMD5 (the wire API cannot carry such bodies; an
+	// embedder publishing binary data should encode it, base64 say, or
+	// subscribe with FormatSimplified, which carries the bytes as they are).
+	Body []byte
 	Tag  string // MessageTag: "" (untagged) or at most 16 characters
 	// Owner is the account id written as TopicOwner and Subscriber in XML
 	// and JSON notifications, and in the x-mns-topic-owner and

@@ -123,7 +123,10 @@ type PushOptions struct {
 	// §3.6); nil sends pushes unsigned (no Authorization header). At most
 	// half the process's CPUs (GOMAXPROCS/2, at least one) sign at once,
 	// so a Signer that waits (a remote key service) bounds the push rate
-	// to that many signatures in flight.
+	// to that many signatures in flight. Broker.Close waits for a Sign in
+	// progress: give a remote Signer its own timeout. Its key must be RSA
+	// (receivers verify RSA signatures); CertURL without a Signer is
+	// ignored.
 	Signer crypto.Signer
 	// CertURL is where receivers fetch the Signer's X.509 certificate; it
 	// is sent base64-encoded in x-mns-signing-cert-url.
@@ -132,7 +135,8 @@ type PushOptions struct {
 	// (tests only).
 	InsecureSkipVerify bool
 	// Disabled stops push delivery: notifications wait in their push
-	// queues (for tools that open a data directory).
+	// queues (for tools that open a data directory). PushStats then
+	// counts no subscription and no backlog: the queues are not followed.
 	Disabled bool
 }
 

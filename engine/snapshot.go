@@ -109,6 +109,9 @@ func (b *Broker) ImportedTerm() uint64 {
 // exportState is ExportState, with the counts as of entry at (0: the
 // live counts).
 func (b *Broker) exportState(w io.Writer, at uint64) error {
+	if err := b.readable(); err != nil {
+		return err // it wrote a stream of nothing after Close (embedding audit 2)
+	}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	b.mu.RLock()
 	qs := make([]*Queue, 0, b.names.n)

@@ -40,6 +40,8 @@ package engine
 // invariant 4).
 
 import (
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -574,6 +576,16 @@ func (b *Broker) checkSubscription(t *topic, cfg SubscriptionConfig) (endpointKi
 	kind, qname, err := parseEndpoint(cfg.Endpoint)
 	if err != nil {
 		return 0, "", err
+	}
+	if kind == endpointHTTP {
+		// Not in parsePushURL: subscriptions stored by earlier versions are
+		// parsed there at every start. A port out of range was taken, and
+		// every push failed until its retries ended (embedding audit 2).
+		if u, err := url.Parse(cfg.Endpoint); err == nil && u.Port() != "" {
+			if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+				return 0, "", &EndpointError{Endpoint: cfg.Endpoint, Msg: "its port must be 1 to 65535"}
+			}
+		}
 	}
 	if kind == endpointQueue {
 		if b.relayed(qname) {

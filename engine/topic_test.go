@@ -86,6 +86,8 @@ func TestTopicAdmin(t *testing.T) {
 		{SubscriptionConfig{Endpoint: "http://u:p@127.0.0.1:9/ep"}, ErrEndpointInvalid},
 		{SubscriptionConfig{Endpoint: "http://internal.example/ep"}, ErrEndpointInvalid},
 		{SubscriptionConfig{Endpoint: "ftp://x"}, ErrEndpointInvalid},
+		{SubscriptionConfig{Endpoint: "http://127.0.0.1:99999/port"}, ErrEndpointInvalid}, // every push failed (embedding audit 2)
+		{SubscriptionConfig{Endpoint: "http://127.0.0.1:0/port"}, ErrEndpointInvalid},
 		{SubscriptionConfig{Endpoint: qEndpoint("missing")}, ErrEndpointInvalid},
 		{SubscriptionConfig{Endpoint: "acs:mns:r:a:topics/x"}, ErrEndpointInvalid},
 		{SubscriptionConfig{Endpoint: qEndpoint("q1"), FilterTag: strings.Repeat("x", 17)}, ErrInvalidArgument},

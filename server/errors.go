@@ -142,7 +142,7 @@ var engineErrors = [...]struct {
 	// moved), and the request found no leader to run it within the wait.
 	{engine.ErrRetryOnLeader, codeServiceUnavailable, "the queue's shard is handing its lead to another node; the request did not run; retry"},
 	// A cluster node's broker of a shard it stopped leading mid-request.
-	{engine.ErrNotLeader, codeServiceUnavailable, "this node stopped leading the queue's shard while the request ran (a failover); retry"},
+	{engine.ErrNotLeader, codeServiceUnavailable, "this node stopped leading the queue's shard while the request ran (a failover): it may or may not have run (a send retried may be stored twice); retry"},
 	{engine.ErrDiverged, codeServiceUnavailable, "the queue's shard is being rebuilt on this node after a failover; retry"},
 	{engine.ErrTopicNotExist, codeTopicNotExist, "the topic does not exist"},
 	{engine.ErrTopicAlreadyExist, codeTopicAlreadyExist, "a topic with this name exists with different attributes"},

@@ -88,7 +88,7 @@ type Config struct {
 
 // ErrNoLeader: the queue's shard has no leader this node knows of right
 // now (an election is running). Retryable.
-var ErrNoLeader = errors.New("cluster: no leader for this queue's shard yet")
+var ErrNoLeader = errors.New("cluster: the shard has no leader yet") // also /healthz's, where no queue is involved (console2 audit)
 
 // Node is one node of a cluster: a member of every shard's Raft group.
 type Node struct {
