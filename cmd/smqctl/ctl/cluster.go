@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -63,12 +64,18 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 	if err != nil {
 		return err
 	}
-	if r.g.json {
-		_, err := r.env.Stdout.Write(b)
-		return err
-	}
 	var st clusterStatus
-	if err := json.Unmarshal(b, &st); err != nil {
+	jerr := json.Unmarshal(b, &st)
+	if r.g.json {
+		if _, err := r.env.Stdout.Write(b); err != nil {
+			return err
+		}
+		if jerr == nil && (!st.Healthy || len(st.VotersNotMembers) > 0) {
+			return errUnhealthy
+		}
+		return nil
+	}
+	if err := jerr; err != nil {
 		return fmt.Errorf("GET /cluster: %w", err)
 	}
 	health := "healthy"
@@ -110,8 +117,16 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 			strconv.FormatUint(s.Term, 10), strconv.FormatUint(s.Commit, 10), strconv.FormatUint(s.Applied, 10), strings.Join(fl, " ")})
 	}
 	r.table(rows)
+	if !st.Healthy || len(st.VotersNotMembers) > 0 {
+		return errUnhealthy
+	}
 	return nil
 }
+
+// errUnhealthy: cluster status printed a node that is not healthy, or that
+// warns of voters it cannot reach (ExitUnhealthy). It exited 0 while it
+// printed "NOT healthy" (console2 audit, 2026-12-06).
+var errUnhealthy = errors.New("the node is not healthy, or warns of voters it cannot reach (see above)")
 
 // memberBases returns the base URL of each member's API whose address is
 // known, with the endpoint's scheme. A member's API address that binds

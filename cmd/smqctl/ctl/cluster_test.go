@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -338,6 +342,36 @@ func TestClusterStats(t *testing.T) {
 		for _, q := range last.Queues {
 			if q.Sent == nil || q.Deleted == nil || q.OldestWaiting == nil || q.Active != 1 {
 				t.Errorf("stats through node %d, queue %s: %+v", i+1, q.Name, q)
+			}
+		}
+	}
+}
+
+// cluster status exits 5 for a node that is not healthy, or warns of a
+// voter it cannot reach, and prints the status all the same; it exited 0
+// while it printed "NOT healthy" (console2 audit, 2026-12-06).
+func TestClusterStatusExitsUnhealthy(t *testing.T) {
+	var answer atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answer.Load().(string))
+	}))
+	defer srv.Close()
+	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{
+		"SMQ_ENDPOINT": srv.URL, "ALIBABA_CLOUD_ACCESS_KEY_ID": keyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret}}
+	for _, tc := range []struct {
+		body string
+		code int
+	}{
+		{`{"node_id":1,"healthy":true}`, ExitOK},
+		{`{"node_id":1,"healthy":false,"problem":"shard 0: cluster: the shard has no leader yet"}`, ExitUnhealthy},
+		{`{"node_id":1,"healthy":true,"voters_not_members":[3]}`, ExitUnhealthy},
+	} {
+		answer.Store(tc.body)
+		for _, args := range [][]string{{"cluster", "status"}, {"--json", "cluster", "status"}} {
+			r := c.run(args...)
+			if r.code != tc.code || !strings.Contains(r.stdout, "1") {
+				t.Errorf("%s for %s: exit %d (want %d), stdout %q, stderr %q", strings.Join(args, " "), tc.body, r.code, tc.code, r.stdout, r.stderr)
 			}
 		}
 	}

@@ -163,6 +163,7 @@ else the credentials file smqd writes (./`+DefaultCredentialsFile+` after make r
 
 Exit status: 0 done (an empty receive too), 1 the server refused or failed,
 2 bad command line or no credentials, 3 queue, message, topic or
-subscription not found, 4 credentials refused.
+subscription not found, 4 credentials refused, 5 cluster status of a node
+that is not healthy (printed all the same).
 `)
 }

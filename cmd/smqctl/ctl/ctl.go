@@ -42,6 +42,10 @@ const (
 	ExitUsage    = 2 // bad command line: unknown verb or flag, bad value, missing argument, no credentials
 	ExitNotFound = 3 // the queue, message, topic or subscription does not exist (QueueNotExist, MessageNotExist, TopicNotExist, SubscriptionNotExist)
 	ExitAuth     = 4 // the server refused the credentials (unknown key, bad signature, clock skew, access denied)
+	// ExitUnhealthy: cluster status answered, and the node is not healthy
+	// (a shard without a leader it reaches) or warns of voters it cannot
+	// reach; the status is printed all the same.
+	ExitUnhealthy = 5
 )
 
 // Env is what a run sees of the world.
@@ -111,6 +115,9 @@ func (r *run) exit(err error) int {
 	var ue *usageError
 	var ae *APIError
 	switch {
+	case errors.Is(err, errUnhealthy):
+		fmt.Fprintf(r.env.Stderr, "smqctl: %v\n", err)
+		return ExitUnhealthy
 	case errors.As(err, &ue):
 		fmt.Fprintf(r.env.Stderr, "smqctl: %v\nRun 'smqctl help' for usage.\n", err)
 		return ExitUsage
