@@ -647,3 +647,24 @@ func TestClusterForwardedLongPollEndsWhenTheClientHangsUp(t *testing.T) {
 		t.Fatalf("received %+v, sent %+v", got, sent)
 	}
 }
+
+// A cluster backup through a node that reaches no leader of some shard is
+// refused at once (503) instead of answering 200 and cutting the archive
+// short 30 s later, which read as a damaged archive (console2 audit,
+// 2026-12-06).
+func TestClusterBackupWithoutAMajorityIsRefused(t *testing.T) {
+	c := startCluster(t, 3, 2)
+	c.ready()
+	c.stop(1)
+	c.stop(2)
+	clusterEventually(t, "node 1 is not healthy", func() error {
+		if c.nodes[0].Health() == nil {
+			return fmt.Errorf("healthy")
+		}
+		return nil
+	})
+	r := c.envs[0].client().get("/backup")
+	if r.status != 503 || !strings.Contains(string(r.body), "cluster backup needs a leader") {
+		t.Fatalf("backup with no majority: %d %.300s", r.status, r.body)
+	}
+}
