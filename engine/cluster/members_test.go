@@ -124,11 +124,7 @@ func TestClusterMemberAddedWhileDownIsKept(t *testing.T) {
 	c := newTestCluster(t, 3, 2)
 	c.leaderQueue("kept")
 	c.stop(0)
-	c.nodes = append(c.nodes, nil)
-	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
-	c.hold(4)
-	c.cfgTweak = func(i int, cfg *Config) { cfg.Join = i == 3 }
-	c.start(3)
+	c.joinNode4()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := c.nodes[1].AddMember(ctx, 4, c.addrs[4]); err != nil {
@@ -183,11 +179,7 @@ func TestClusterAddRefusesAMemberNoOneReaches(t *testing.T) {
 			t.Fatalf("%s: members %v", what, m)
 		}
 	}
-	c.nodes = append(c.nodes, nil)
-	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
-	c.hold(4)
-	c.cfgTweak = func(i int, cfg *Config) { cfg.Join = i == 3 }
-	c.start(3)
+	c.joinNode4()
 	if err := c.nodes[0].AddMember(ctx, 4, c.addrs[4]); err != nil {
 		t.Fatal(err)
 	}
@@ -212,17 +204,7 @@ func TestClusterJoinedNodeLearnsADownMembersAddress(t *testing.T) {
 	}
 	c.leaderQueue(queue)
 	c.stop(0)
-	c.nodes = append(c.nodes, nil)
-	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
-	c.hold(4)
-	withoutNode1 := func(i int, cfg *Config) {
-		if i == 3 {
-			cfg.Join = true
-			cfg.Peers = map[uint64]string{2: c.addrs[2], 3: c.addrs[3], 4: c.addrs[4]}
-		}
-	}
-	c.cfgTweak = withoutNode1
-	c.start(3)
+	c.joinNode4(1) // its flags do not name node 1
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := c.nodes[1].AddMember(ctx, 4, c.addrs[4]); err != nil {
@@ -268,11 +250,7 @@ func TestClusterJoinedNodeLearnsADownMembersAddress(t *testing.T) {
 func TestClusterRemovingALiveMemberWhileAnotherIsDown(t *testing.T) {
 	c := newTestCluster(t, 3, 8)
 	c.leaderQueue("q")
-	c.nodes = append(c.nodes, nil)
-	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
-	c.hold(4)
-	c.cfgTweak = func(i int, cfg *Config) { cfg.Join = i == 3 }
-	c.start(3)
+	c.joinNode4()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := c.nodes[0].AddMember(ctx, 4, c.addrs[4]); err != nil {
@@ -303,11 +281,7 @@ func TestClusterRemovingALiveMemberWhileAnotherIsDown(t *testing.T) {
 func TestClusterAddCutShortIsFinishedByARetry(t *testing.T) {
 	c := newTestCluster(t, 3, 2)
 	c.leaderQueue("q")
-	c.nodes = append(c.nodes, nil)
-	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
-	c.hold(4)
-	c.cfgTweak = func(i int, cfg *Config) { cfg.Join = i == 3 }
-	c.start(3)
+	c.joinNode4()
 	eventually(t, "node 4 a voter of shard 0 alone", func() error {
 		for _, n := range c.nodes[:3] {
 			if s := n.shards[0]; s.lead.Load() == n.cfg.NodeID {
@@ -390,16 +364,7 @@ func TestClusterAddedNodeIsToldTheMembers(t *testing.T) {
 	const queue = "told"
 	c.leaderQueue(queue)
 	c.stop(0)
-	c.nodes = append(c.nodes, nil)
-	c.dirs = append(c.dirs, filepath.Join(t.TempDir(), "4"))
-	c.hold(4)
-	c.cfgTweak = func(i int, cfg *Config) {
-		if i == 3 {
-			cfg.Join = true
-			cfg.Peers = map[uint64]string{1: c.addrs[1], 4: c.addrs[4]} // node 1 alone, and it is down
-		}
-	}
-	c.start(3)
+	c.joinNode4(2, 3) // its flags name node 1 alone, and it is down
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := c.nodes[1].AddMember(ctx, 4, c.addrs[4]); err != nil {
@@ -448,4 +413,26 @@ func TestClusterMemberAtAWrongAddressIsFoundAgain(t *testing.T) {
 	if got != c.addrs[3] {
 		t.Fatalf("node 1's address book has node 3 at %q, want %s", got, c.addrs[3])
 	}
+}
+
+// joinNode4 starts node 4 on a new directory with --join (Config.Join),
+// its --cluster-peers naming every node but those of without.
+func (c *testCluster) joinNode4(without ...uint64) {
+	c.t.Helper()
+	c.nodes = append(c.nodes, nil)
+	c.dirs = append(c.dirs, filepath.Join(c.t.TempDir(), "4"))
+	c.hold(4)
+	c.cfgTweak = func(i int, cfg *Config) {
+		if i != 3 {
+			return
+		}
+		cfg.Join = true
+		cfg.Peers = map[uint64]string{}
+		for id, addr := range c.addrs {
+			if !slices.Contains(without, id) {
+				cfg.Peers[id] = addr
+			}
+		}
+	}
+	c.start(3)
 }
