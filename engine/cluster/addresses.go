@@ -40,7 +40,6 @@ package cluster
 // node takes for the members it has no address for.
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -231,21 +230,11 @@ func (n *Node) learnTold(from, id uint64, addr string) {
 
 // tellAddress tells node to, at addr, that member id is at at.
 func (t *transport) tellAddress(to uint64, addr string, id uint64, at string) error {
-	c, _, err := t.dial(addr, kindMember, to)
+	c, err := t.memberRequest(to, addr, 2*time.Second, memberTell, 0, id, at)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	var b [1 + 4 + 8]byte
-	b[0] = memberTell
-	binary.LittleEndian.PutUint64(b[5:], id)
-	if _, err := c.Write(b[:]); err != nil {
-		return err
-	}
-	if err := writeAddr(c, at); err != nil {
-		return err
-	}
 	var r [1]byte
 	_, err = io.ReadFull(c, r[:])
 	return err
@@ -276,21 +265,11 @@ func (n *Node) serveAddress(c net.Conn, id uint64) {
 // askAddress asks member to, at addr, for voter id's raft address ("" if
 // it has none to give).
 func (t *transport) askAddress(to uint64, addr string, id uint64) (string, error) {
-	c, _, err := t.dial(addr, kindMember, to)
+	c, err := t.memberRequest(to, addr, 2*time.Second, memberAddress, 0, id, "")
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	var b [1 + 4 + 8]byte
-	b[0] = memberAddress
-	binary.LittleEndian.PutUint64(b[5:], id)
-	if _, err := c.Write(b[:]); err != nil {
-		return "", err
-	}
-	if err := writeAddr(c, ""); err != nil {
-		return "", err
-	}
 	var r [1]byte
 	if _, err := io.ReadFull(c, r[:]); err != nil {
 		return "", err // an older build closes the request unanswered

@@ -389,31 +389,44 @@ func (n *Node) serveMember(from uint64, c net.Conn) {
 
 // askMember asks node to, at addr, to propose a change in one shard.
 func (t *transport) askMember(to uint64, addr string, op byte, shard int, id uint64, member string) (bool, error) {
-	c, _, err := t.dial(addr, kindMember, to)
+	wait := 5 * time.Second
+	if op == memberHold {
+		wait += holdSettle // the member waits for its moves in flight first
+	}
+	c, err := t.memberRequest(to, addr, wait, op, shard, id, member)
 	if err != nil {
 		return false, err
 	}
 	defer c.Close()
-	wait := 5 * time.Second
-	if op == memberHold {
-		wait += holdSettle // the member waits for its moves in flight first
+	var r [1]byte
+	if _, err := io.ReadFull(c, r[:]); err != nil {
+		return false, err
+	}
+	return r[0] == 1, nil
+}
+
+// memberRequest dials node to at addr and sends it one membership request
+// (the file comment), with wait for the whole exchange; the caller reads
+// the answer and closes the connection.
+func (t *transport) memberRequest(to uint64, addr string, wait time.Duration, op byte, shard int, id uint64, member string) (net.Conn, error) {
+	c, _, err := t.dial(addr, kindMember, to)
+	if err != nil {
+		return nil, err
 	}
 	c.SetDeadline(time.Now().Add(wait))
 	var b [1 + 4 + 8]byte
 	b[0] = op
 	binary.LittleEndian.PutUint32(b[1:], uint32(shard))
 	binary.LittleEndian.PutUint64(b[5:], id)
-	if _, err := c.Write(b[:]); err != nil {
-		return false, err
+	_, err = c.Write(b[:])
+	if err == nil {
+		err = writeAddr(c, member)
 	}
-	if err := writeAddr(c, member); err != nil {
-		return false, err
+	if err != nil {
+		c.Close()
+		return nil, err
 	}
-	var r [1]byte
-	if _, err := io.ReadFull(c, r[:]); err != nil {
-		return false, err
-	}
-	return r[0] == 1, nil
+	return c, nil
 }
 
 // The address book (<dir>/members): "id address" per line.
