@@ -56,18 +56,24 @@ const (
 // about too (relearnFailing). A variable for the tests alone.
 var addressStale = 10 * time.Second
 
+// unlistedAfter: a node that served no shard this long asks whether the
+// members still list it (checkListed). A variable for the tests alone.
+var unlistedAfter = 30 * time.Second
+
 // addressLoop asks the other members for the addresses of the voters this
 // node has none for, or cannot reach at the one it has, until the node
 // closes.
 func (n *Node) addressLoop() {
 	defer n.wg.Done()
 	wait := addressEvery
+	var unhealthy time.Time
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-time.After(wait):
 		}
+		n.checkListed(&unhealthy)
 		missing := n.votersWithoutAddress()
 		failing := n.tr.failingPeers(addressStale)
 		learnt := len(missing) > 0 && n.learnAddresses(missing)
@@ -79,6 +85,45 @@ func (n *Node) addressLoop() {
 			wait = min(2*wait, addressAtMost)
 		}
 	}
+}
+
+// checkListed: once this node has served no shard for unlistedAfter
+// (unhealthy holds since when), it asks the members it reaches for its own
+// address. If every one that answers gives none, they no longer hold it:
+// it was removed while it was away, and never saw its removal (the
+// leaders stop sending to a member once its removal commits). Health says
+// so from then on, until the node is healthy or a member lists it. It sat
+// "no leader" for good, listing itself and the old members, with nothing
+// in its log (members audit L2, 2026-12-06).
+func (n *Node) checkListed(unhealthy *time.Time) {
+	switch {
+	case n.health() == nil:
+		*unhealthy = time.Time{}
+		n.unlisted.Store(false)
+		return
+	case unhealthy.IsZero():
+		*unhealthy = time.Now()
+		return
+	case time.Since(*unhealthy) < unlistedAfter:
+		return
+	}
+	answered, listed := 0, false
+	for from, at := range n.askable(nil) {
+		got, err := n.tr.askAddress(from, at, n.cfg.NodeID)
+		if err != nil {
+			continue
+		}
+		answered++
+		if got != "" {
+			listed = true
+			break
+		}
+	}
+	unlisted := answered > 0 && !listed
+	if unlisted && !n.unlisted.Load() {
+		n.log.Warn("the members this node reaches do not list it: it was removed while it was away (smqctl cluster rm); stop it, or add it back on an empty directory with --join", "asked", answered)
+	}
+	n.unlisted.Store(unlisted)
 }
 
 // askable returns the members this node may ask, with their addresses:

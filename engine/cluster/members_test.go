@@ -436,3 +436,33 @@ func (c *testCluster) joinNode4(without ...uint64) {
 	}
 	c.start(3)
 }
+
+// A member removed while it was away, started again, says so once it has
+// served no shard for unlistedAfter: the members it reaches do not list
+// it. It sat "no leader" for good with nothing in its log (members audit
+// L2, 2026-12-06); a node that is only cut off says nothing of the kind.
+func TestClusterRemovedMemberLearnsItWasRemoved(t *testing.T) {
+	old := unlistedAfter
+	unlistedAfter = 200 * time.Millisecond
+	t.Cleanup(func() { unlistedAfter = old })
+	c := newTestCluster(t, 3, 2)
+	c.leaderQueue("q")
+	c.stop(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.nodes[0].RemoveMember(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	c.start(2)
+	eventually(t, "node 3 says it was removed", func() error {
+		if err := c.nodes[2].Health(); !errors.Is(err, ErrUnlisted) {
+			return fmt.Errorf("health: %v", err)
+		}
+		return nil
+	})
+	for _, n := range c.nodes[:2] {
+		if err := n.Health(); err != nil {
+			t.Errorf("node %d: %v", n.cfg.NodeID, err)
+		}
+	}
+}

@@ -126,6 +126,7 @@ type Node struct {
 	acked    map[ackKey]uint64 // guarded by ackMu: the highest index each member acknowledged, per shard (rejoin.go)
 	ackDirty bool              // guarded by ackMu
 	acks     atomic.Uint64     // entries members acknowledged to this node's leaders, summed (Activity)
+	unlisted atomic.Bool       // the members reached do not list this node (addresses.go, checkListed)
 
 	bookMu sync.Mutex
 	book   map[uint64]string // guarded by bookMu: the members' raft addresses (members.go)
@@ -595,6 +596,17 @@ func (n *Node) closed() bool {
 // Health is nil while this node can serve every shard: each has a leader
 // (this node or one it can forward to) and no shard loop failed.
 func (n *Node) Health() error {
+	err := n.health()
+	if err != nil && n.unlisted.Load() {
+		return fmt.Errorf("%w (%v)", ErrUnlisted, err)
+	}
+	return err
+}
+
+// ErrUnlisted: the members this node reaches no longer list it.
+var ErrUnlisted = errors.New("cluster: the members this node reaches do not list it: it was removed (smqctl cluster rm) while it was away; stop it, or add it back on an empty directory with --join (smqctl cluster add)")
+
+func (n *Node) health() error {
 	for _, s := range n.shards {
 		if f := s.failure.Load(); f != nil {
 			return f
