@@ -31,8 +31,10 @@ type Options struct {
 	// mode (WAL.Sync: always, the default, interval or none). A message
 	// that could outgrow one record (a 64 KiB body with 32 KiB of
 	// properties needs about 100 KiB, as a dead letter: SegmentBytes and
-	// BufferBytes of 128 KiB or more hold it), or a batch the write
-	// buffer (BufferBytes), is refused with an *ArgumentError.
+	// BufferBytes of 128 KiB or more hold a sent one; a publish's XML or
+	// JSON copy for a subscription can be five times its body), or a
+	// batch the write buffer (BufferBytes), is refused with an
+	// *ArgumentError.
 	WAL wal.Options
 	// Index configures the Badger index of durable mode.
 	Index index.Options

@@ -183,6 +183,16 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 		}
 		targets = append(targets, pubTarget{q: q, body: n.render(s)})
 	}
+	for i := range targets {
+		// Each copy must stay movable as a dead letter, as a sent message
+		// must (Queue.Send): an XML or JSON rendering of a body of '&' is
+		// five or six times the body, and a copy whose move outgrew one
+		// log record failed the broker at every receive (review H,
+		// 2026-12-06).
+		if need := maxMoveHead + len(targets[i].body) + len(props); need > b.maxRecord {
+			return res, argErr("MessageBody", "as delivered to a subscription (%d bytes in its format) may need a log record of %d bytes as a dead letter, more than this broker's log takes in one (%d: Options.WAL.SegmentBytes and BufferBytes)", len(targets[i].body), need, b.maxRecord)
+		}
+	}
 
 	// Phase 1: reserve a pending slot per delivery, one stripe at a time.
 	store := b.store

@@ -123,7 +123,9 @@ func (b *Broker) deletePushQueueLocked(subID uint64) error {
 	// Dropped silently, neither dead-lettered nor counted, until the
 	// embedding audit 2 (2026-12-06) found a re-subscription (the only
 	// way to change an endpoint) losing every notification waiting for a
-	// retry without a trace.
+	// retry without a trace. One whose push was in flight (Inactive) is
+	// counted too: its attempt was cut short (counted failed), and it is
+	// discarded, whether the endpoint had it or not.
 	if n := info.Active + info.Inactive + info.Delayed; n > 0 {
 		b.pusher.discarded.Add(n)
 		b.log.Warn("subscription deleted: the notifications waiting for its endpoint are discarded", "subscription_id", subID, "discarded", n)

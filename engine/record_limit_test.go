@@ -79,3 +79,35 @@ func TestMaxMoveHead(t *testing.T) {
 		}
 	}
 }
+
+// A publish whose copy for a subscription could outgrow one log record as
+// a dead letter is refused as a send is: an XML rendering of a body of
+// '&' is five times the body, and at 128 KiB segments (smqd's minimum) a
+// 26 KiB publish was stored whose dead-letter move then failed the broker
+// at every receive, after every reopen too (review H, 2026-12-06).
+func TestPublishBeyondTheLogsLimitsIsRefused(t *testing.T) {
+	b := openDurableTest(t, t.TempDir(), NewFakeClock(t0), func(o *Options) { o.WAL.SegmentBytes = 128 << 10 })
+	dlq := DefaultQueueConfig()
+	mustQueue(t, b, "dlq", dlq)
+	src := DefaultQueueConfig()
+	src.DeadLetterQueue, src.MaxReceiveCount = "dlq", 1
+	mustQueue(t, b, "src", src)
+	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Subscribe("t", "s", SubscriptionConfig{Endpoint: qEndpoint("src"), Format: FormatXML}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Publish("t", PublishInput{Body: bytes.Repeat([]byte("&"), 26116)})
+	var ae *ArgumentError
+	if !errors.As(err, &ae) {
+		t.Fatalf("publish: %v, want an *ArgumentError", err)
+	}
+	t.Log(err)
+	if _, err := b.Publish("t", PublishInput{Body: bytes.Repeat([]byte("&"), 4096)}); err != nil {
+		t.Fatalf("a smaller publish: %v", err)
+	}
+	if err := b.Health(); err != nil {
+		t.Fatal(err)
+	}
+}

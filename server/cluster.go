@@ -659,6 +659,10 @@ func (s *Server) changeMembers(ctx *fasthttp.RequestCtx, st *reqState, idSeg []b
 			s.fail(ctx, st, newAPIError(codeInvalidArgument, "node not removed: "+err.Error()+" (DELETE /cluster/nodes/{id}?force=true, smqctl cluster rm --force)"))
 			return
 		}
+		if errors.Is(err, cluster.ErrMemberExists) {
+			s.fail(ctx, st, newAPIError(codeInvalidArgument, "node not added: "+err.Error()))
+			return
+		}
 		if errors.Is(err, cluster.ErrMemberUnreachable) {
 			s.fail(ctx, st, newAPIError(codeInvalidArgument, "node not added: "+err.Error()))
 			return

@@ -95,6 +95,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	var creds map[string]string
 	var src credSource
 	var credPath string
+	if cfg.walSegmentAsked != 0 {
+		log.Warn("--wal-segment-bytes is below 131072, which the largest message needs in one record: raised to 131072", "asked", cfg.walSegmentAsked)
+	}
 	if cfg.noAuth {
 		log.Warn("AUTHENTICATION IS OFF (--no-auth): anyone who can reach " + cfg.listen + " can read, send and delete messages. Use this for local development only.")
 	} else {

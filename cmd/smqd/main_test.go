@@ -42,6 +42,12 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 	if c.listen != "127.0.0.1:1" || c.sync != "interval" || c.syncInterval != 5*time.Millisecond || !c.noAuth || c.logFormat != "json" || c.maxLongPolls != 7 || c.dataDir != "/tmp/x" {
 		t.Fatalf("env: %+v", c)
 	}
+	// A --wal-segment-bytes that versions before 2026-12-06 took is
+	// raised, not refused: an upgraded node kept its flags and did not
+	// start (review H); the largest message needs 131072 in one record.
+	if c, err := parseConfig([]string{"--wal-segment-bytes", "65536"}, env(nil), io.Discard); err != nil || c.walSegmentBytes != 128<<10 || c.walSegmentAsked != 65536 {
+		t.Errorf("--wal-segment-bytes 65536: %v, %+v", err, c)
+	}
 	for _, bad := range [][]string{
 		{"--sync", "sometimes"},
 		{"--log-format", "xml"},
@@ -50,7 +56,7 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 		{"--max-long-polls", "0"},
 		{"--procs", "-1"},
 		{"--max-body-bytes", "65536"},
-		{"--wal-segment-bytes", "65536"}, // a 64 KiB message with its properties would not fit one record
+		{"--wal-segment-bytes", "32768"},
 		{"--wal-segment-bytes", "200000"},
 		{"--max-conns", "0"},
 		{"--header-timeout", "0s"},

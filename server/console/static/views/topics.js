@@ -79,5 +79,9 @@ export function topicsView({ client, main, every, describe, attempt }) {
     });
   });
 
-  every(refresh, (e) => { status.textContent = 'Refresh failed: ' + describe(e); });
+  let shownAt = 0; // when the table was read
+  every(async () => { await refresh(); shownAt = Date.now(); }, (e) => {
+    const age = shownAt ? ` The table below is from ${new Date(shownAt).toLocaleTimeString()}.` : '';
+    status.textContent = 'Refresh failed: ' + describe(e) + age;
+  });
 }
