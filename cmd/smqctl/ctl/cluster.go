@@ -41,7 +41,7 @@ type clusterStatus struct {
 			NodeID uint64 `json:"node_id"`
 			Lag    uint64 `json:"lag"`
 			State  string `json:"state"`
-			Active *bool  `json:"active"` // absent from versions before 2026-12-06's status: taken as answering
+			Active *bool  `json:"active"` // absent: answering (versions before stop 57 sent Raft's RecentActive here, false for a live follower at moments)
 
 		} `json:"followers"`
 	} `json:"shards"`
