@@ -82,7 +82,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.sync, "sync", "always", "durability of sends: always (ack after fsync) | interval (ack after write, fsync every --sync-interval) | none (fsync on segment roll and shutdown)")
 	fs.DurationVar(&c.syncInterval, "sync-interval", time.Second, "fsync period for --sync interval")
 	fs.BoolVar(&c.walRepair, "wal-repair", false, "at start, skip damaged log records instead of refusing to start: every valid record after the damage is kept, and each lost message is logged and listed in <data-dir>/repair-<time>.json")
-	fs.Int64Var(&c.walSegmentBytes, "wal-segment-bytes", 64<<20, "size of each write-ahead log segment file (a multiple of 4096; below 131072, which the largest message sent, with its properties, needs as a dead letter, it is raised to that with a warning)")
+	fs.Int64Var(&c.walSegmentBytes, "wal-segment-bytes", 64<<20, "size of each write-ahead log segment file (a multiple of 4096, at least 65536; below 131072, which the largest message sent, with its properties, needs as a dead letter, it is raised to that with a warning)")
 	fs.Int64Var(&c.memtableBytes, "index-memtable-bytes", 8<<20, "size of one index (Badger) memtable; the index keeps a few, and its free-space reserve scales with it; in cluster mode the node's budget, split among its shards (at least 2 MiB each)")
 	fs.Int64Var(&c.freeReserve, "free-space-reserve", 0, "free bytes below which new messages and queues are refused (503 DiskFull) while receives and deletes go on; 0 sizes it from the segment and memtable sizes (docs/operations.md), negative turns the guard off")
 	fs.StringVar(&c.accessKeyID, "access-key-id", "", "access key id (with --access-key-secret)")
@@ -174,7 +174,7 @@ func (c *config) validate() error {
 		return errors.New("--metrics-listen must differ from --listen")
 	}
 	if c.walSegmentBytes < 64<<10 || c.walSegmentBytes%4096 != 0 {
-		return errors.New("--wal-segment-bytes must be a multiple of 4096, at least 131072")
+		return errors.New("--wal-segment-bytes must be a multiple of 4096, at least 65536 (and below 131072 it is raised to 131072)")
 	}
 	if c.walSegmentBytes < 128<<10 {
 		// A 64 KiB message with 32 KiB of properties must fit one record

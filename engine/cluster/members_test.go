@@ -472,3 +472,23 @@ func TestClusterRemovedMemberLearnsItWasRemoved(t *testing.T) {
 		}
 	}
 }
+
+// A node started with --join and not added yet is not told it was
+// removed, however long it waits: nobody lists it, and nobody removed it
+// (review I, 2026-12-06).
+func TestClusterJoiningNodeIsNotToldItWasRemoved(t *testing.T) {
+	old := unlistedAfter
+	unlistedAfter = 100 * time.Millisecond
+	t.Cleanup(func() { unlistedAfter = old })
+	c := newTestCluster(t, 3, 2)
+	c.leaderQueue("q")
+	c.joinNode4()
+	var unhealthy time.Time
+	for range 3 {
+		c.nodes[3].checkListed(&unhealthy)
+		time.Sleep(unlistedAfter)
+	}
+	if err := c.nodes[3].Health(); errors.Is(err, ErrUnlisted) {
+		t.Fatalf("a node waiting to be added: %v", err)
+	}
+}
