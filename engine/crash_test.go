@@ -47,6 +47,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,7 +84,12 @@ func TestCrashKill9(t *testing.T) {
 }
 
 type crashHistory struct {
-	lines          []string // every line of every child, for failure reports
+	lines []string // every line of every child but its start-up dump, for failure reports
+	// dump and prevDump: the start-up dumps of this cycle and the one
+	// before (for failure reports too). Every dump kept made the parent
+	// hold quadratic memory: 200 cycles of a growing backlog took 23 GB
+	// and the machine with it (2026-12-06).
+	dump, prevDump []string
 	attempted      map[string]bool
 	acked          map[string]string // tag -> id
 	ackedIDs       map[string]string // id -> tag
@@ -120,8 +126,9 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 	// The start-up dump.
 	present := map[string]bool{}
 	ready := false
+	h.prevDump, h.dump = h.dump, nil
 	for sc.Scan() {
-		h.lines = append(h.lines, fmt.Sprintf("c%d %s", cycle, sc.Text()))
+		h.dump = append(h.dump, fmt.Sprintf("c%d %s", cycle, sc.Text()))
 		f := strings.Fields(sc.Text())
 		if len(f) == 1 && f[0] == "READY" {
 			ready = true
@@ -238,7 +245,7 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 // grep returns the history lines that mention any of the words.
 func (h *crashHistory) grep(words ...string) string {
 	var out []string
-	for _, l := range h.lines {
+	for _, l := range slices.Concat(h.lines, h.prevDump, h.dump) {
 		for _, w := range words {
 			if strings.Contains(l, w) {
 				out = append(out, l)
@@ -331,6 +338,10 @@ func TestCrashChild(t *testing.T) {
 				for i := range res {
 					emit("S %s %s", entries[i].Body, res[i].ID)
 				}
+				// 2 ms between batches bounds what 200 cycles
+				// send: unthrottled, the history the parent keeps (and
+				// each start's dump) grew past the machine's memory.
+				time.Sleep(2 * time.Millisecond)
 			}
 		}(p)
 	}
