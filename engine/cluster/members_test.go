@@ -391,9 +391,7 @@ func TestClusterAddedNodeIsToldTheMembers(t *testing.T) {
 // and a node that learnt a wrong address kept it: each left a shard with
 // a replica that got nothing (members audit F1, F5, 2026-12-06).
 func TestClusterMemberAtAWrongAddressIsFoundAgain(t *testing.T) {
-	old := addressStale
-	addressStale = 300 * time.Millisecond
-	t.Cleanup(func() { addressStale = old })
+	shorten(t, &addressStale, 300 * time.Millisecond)
 	c := newTestCluster(t, 3, 2)
 	c.leaderQueue("q")
 	nothing, err := net.Listen("tcp", "127.0.0.1:0")
@@ -448,9 +446,7 @@ func (c *testCluster) joinNode4(without ...uint64) {
 // it. It sat "no leader" for good with nothing in its log (members audit
 // L2, 2026-12-06); a node that is only cut off says nothing of the kind.
 func TestClusterRemovedMemberLearnsItWasRemoved(t *testing.T) {
-	old := unlistedAfter
-	unlistedAfter = 200 * time.Millisecond
-	t.Cleanup(func() { unlistedAfter = old })
+	shorten(t, &unlistedAfter, 200 * time.Millisecond)
 	c := newTestCluster(t, 3, 2)
 	c.leaderQueue("q")
 	c.stop(2)
@@ -477,9 +473,7 @@ func TestClusterRemovedMemberLearnsItWasRemoved(t *testing.T) {
 // removed, however long it waits: nobody lists it, and nobody removed it
 // (review I, 2026-12-06).
 func TestClusterJoiningNodeIsNotToldItWasRemoved(t *testing.T) {
-	old := unlistedAfter
-	unlistedAfter = 100 * time.Millisecond
-	t.Cleanup(func() { unlistedAfter = old })
+	shorten(t, &unlistedAfter, 100 * time.Millisecond)
 	c := newTestCluster(t, 3, 2)
 	c.leaderQueue("q")
 	c.joinNode4()
@@ -491,4 +485,12 @@ func TestClusterJoiningNodeIsNotToldItWasRemoved(t *testing.T) {
 	if err := c.nodes[3].Health(); errors.Is(err, ErrUnlisted) {
 		t.Fatalf("a node waiting to be added: %v", err)
 	}
+}
+
+// shorten sets *v to d for the test (a period the package keeps in a
+// variable for the tests alone).
+func shorten(t *testing.T, v *time.Duration, d time.Duration) {
+	old := *v
+	*v = d
+	t.Cleanup(func() { *v = old })
 }
