@@ -391,7 +391,7 @@ func TestClusterAddedNodeIsToldTheMembers(t *testing.T) {
 // and a node that learnt a wrong address kept it: each left a shard with
 // a replica that got nothing (members audit F1, F5, 2026-12-06).
 func TestClusterMemberAtAWrongAddressIsFoundAgain(t *testing.T) {
-	shorten(t, &addressStale, 300 * time.Millisecond)
+	shorten(t, &addressStale, 300*time.Millisecond)
 	c := newTestCluster(t, 3, 2)
 	c.leaderQueue("q")
 	nothing, err := net.Listen("tcp", "127.0.0.1:0")
@@ -446,7 +446,7 @@ func (c *testCluster) joinNode4(without ...uint64) {
 // it. It sat "no leader" for good with nothing in its log (members audit
 // L2, 2026-12-06); a node that is only cut off says nothing of the kind.
 func TestClusterRemovedMemberLearnsItWasRemoved(t *testing.T) {
-	shorten(t, &unlistedAfter, 200 * time.Millisecond)
+	shorten(t, &unlistedAfter, 200*time.Millisecond)
 	c := newTestCluster(t, 3, 2)
 	c.leaderQueue("q")
 	c.stop(2)
@@ -473,7 +473,7 @@ func TestClusterRemovedMemberLearnsItWasRemoved(t *testing.T) {
 // removed, however long it waits: nobody lists it, and nobody removed it
 // (review I, 2026-12-06).
 func TestClusterJoiningNodeIsNotToldItWasRemoved(t *testing.T) {
-	shorten(t, &unlistedAfter, 100 * time.Millisecond)
+	shorten(t, &unlistedAfter, 100*time.Millisecond)
 	c := newTestCluster(t, 3, 2)
 	c.leaderQueue("q")
 	c.joinNode4()
