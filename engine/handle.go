@@ -121,9 +121,9 @@ func unhexInto(dst, text []byte) bool {
 		return false
 	}
 	for i := range dst {
-		hi, ok1 := unhex(text[2*i])
-		lo, ok2 := unhex(text[2*i+1])
-		if !ok1 || !ok2 {
+		t := text[2*i : 2*i+2 : 2*i+2] // one bounds check per byte pair
+		hi, lo := unhexTab[t[0]], unhexTab[t[1]]
+		if hi|lo == 0xff {
 			return false
 		}
 		dst[i] = hi<<4 | lo
@@ -131,17 +131,23 @@ func unhexInto(dst, text []byte) bool {
 	return true
 }
 
-func unhex(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
+// unhexTab maps a hex digit of either case to its value and every other
+// byte to 0xff. With one bounds check per byte pair it parses a handle
+// faster than a switch per digit did (BenchmarkParseReceiptHandle, side
+// by side on a loaded 2-core host: 56-58 ns against 70-78 ns).
+var unhexTab = func() (t [256]byte) {
+	for c := range t {
+		t[c] = 0xff
 	}
-	return 0, false
-}
+	for c := byte('0'); c <= '9'; c++ {
+		t[c] = c - '0'
+	}
+	for c := byte('a'); c <= 'f'; c++ {
+		t[c] = c - 'a' + 10
+		t[c-'a'+'A'] = c - 'a' + 10
+	}
+	return
+}()
 
 // handleKey is a queue's secret for handle checks.
 type handleKey [16]byte

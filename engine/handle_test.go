@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"io"
 	"regexp"
@@ -122,6 +123,31 @@ func FuzzParseReceiptHandle(f *testing.F) {
 			t.Fatalf("a handle not issued under the key verified: %+v", h)
 		}
 	})
+}
+
+// unhexInto agrees with encoding/hex on every pair of bytes: the table
+// takes exactly the hex digits of either case.
+func TestUnhexIntoEveryBytePair(t *testing.T) {
+	var dst, want [1]byte
+	for a := range 256 {
+		for b := range 256 {
+			text := []byte{byte(a), byte(b)}
+			_, err := hex.Decode(want[:], text)
+			if ok := unhexInto(dst[:], text); ok != (err == nil) || ok && dst != want {
+				t.Fatalf("unhexInto(%q) = %v %x, encoding/hex: %v %x", text, ok, dst, err, want)
+			}
+		}
+	}
+}
+
+func BenchmarkParseReceiptHandle(b *testing.B) {
+	k := handleKey{7}
+	text := []byte(k.issue(1, 2, 3, 4).String())
+	for b.Loop() {
+		if _, err := ParseReceiptHandle(text); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // Wire forms of the golden handles (TestReceiptHandleGolden).
