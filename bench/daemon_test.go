@@ -53,6 +53,11 @@ func TestBacklogRestartCheck(t *testing.T) {
 	if res.RestartMs <= 0 || !res.RestartCountOK || res.RSSBytes <= 0 {
 		t.Fatalf("restart check: %+v", res)
 	}
+	// The drain's CPU, over its part before the kill (the perf audit of
+	// 2026-12-06 measured it by hand: backlog reported none).
+	if runtime.GOOS == "linux" && (res.ServerCPUUsPerMsg <= 0 || res.ClientCPUUsPerMsg <= 0 || res.ServerPID <= 0 || res.ServerPID == d.PID()) {
+		t.Fatalf("drain CPU: server %v µs/msg (pid %d, now %d), smqbench %v µs/msg", res.ServerCPUUsPerMsg, res.ServerPID, d.PID(), res.ClientCPUUsPerMsg)
+	}
 	t.Logf("restart %.1f ms, counted %d of %d, rss %d", res.RestartMs, res.CountAfterRestart, res.ExpectedAfterRestart, res.RSSBytes)
 	pid := d.PID()
 	if err := d.Stop(10 * time.Second); err != nil {

@@ -58,7 +58,9 @@ type Result struct {
 	// spawned daemon or --server-pid) and the load generator's own, in
 	// seconds, as cores (CPU seconds per wall second; CPUs is the machine's
 	// ceiling) and in µs per message deleted (sent, for produce). Zero when
-	// not measured (no server process named, or not Linux).
+	// not measured (no server process named, or not Linux). For backlog:
+	// over the drain (its part before a restart check's kill), per message
+	// drained.
 	CPUWallS          float64 `json:"cpu_wall_s,omitempty"`
 	CPUs              int     `json:"cpus,omitempty"`
 	ServerPID         int     `json:"server_pid,omitempty"`
@@ -272,6 +274,9 @@ func (res *Result) WriteTable(w io.Writer) error {
 	if res.Preloaded > 0 {
 		p("preload", fmt.Sprintf("%d msgs in %.2f s = %.0f msgs/s", res.Preloaded, res.PreloadS, res.PreloadPerS))
 		p("drain", fmt.Sprintf("%d msgs in %.2f s = %.0f msgs/s", res.Drained, res.DrainS, res.DrainPerS))
+		if res.CPUWallS > 0 {
+			p("drain cpu", res.cpuText())
+		}
 		if res.RSSBytes > 0 {
 			if res.RSSSettledBytes > 0 {
 				p("rss settled", fmt.Sprintf("%.1f MiB (after %.0f s idle)", float64(res.RSSSettledBytes)/(1<<20), res.RSSSettledS))

@@ -426,8 +426,19 @@ func (r *runner) backlog(ctx context.Context, res *Result) error {
 	if cfg.RestartCheck {
 		first = int64(float64(res.Preloaded) * cfg.RestartAfter)
 	}
+	// The drain's CPU, server and smqbench, per message drained: its first
+	// phase only (a restart check's kill gives the server a new PID).
+	cpu0 := sampleCPU(r.serverPID(), r.cfg.ServerPIDs...)
 	d1, t1 := r.drain(ctx, first)
+	setCPU(res, cpu0, sampleCPU(r.serverPID(), r.cfg.ServerPIDs...), d1)
 	res.Drained, res.DrainS = d1, t1.Seconds()
+	// Cores over the drain itself, to its last delete, not over the empty
+	// receives that ended it (a second of idle long poll at 20,000).
+	if res.CPUWallS > 0 && res.DrainS > 0 {
+		res.ServerCores = round2(res.ServerCPUS / res.DrainS)
+		res.ClientCores = round2(res.ClientCPUS / res.DrainS)
+		res.CPUWallS = round3(res.DrainS)
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
