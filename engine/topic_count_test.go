@@ -140,3 +140,44 @@ func TestTopicCountOfPublishesDeliveredNowhere(t *testing.T) {
 		t.Fatalf("MessageCount %d after a clean restart, want 3", n)
 	}
 }
+
+// The log tail's publishes count after a crash when a topic or
+// subscription record follows them in the tail: recovery's fold made
+// its topic maps at the first such record and cleared the publishes it
+// had counted with them (found by TestTopicModel, 2026-12-06).
+func TestTopicCountTailBeforeATopicRecord(t *testing.T) {
+	for _, after := range []string{"Subscribe", "CreateTopic", "SetTopicAttributes", "Unsubscribe"} {
+		t.Run(after, func(t *testing.T) {
+			clk := NewFakeClock(t0)
+			dir := t.TempDir()
+			b := openPubDurable(t, dir, clk)
+			setupPubTopic(t, b)
+			mustQueue(t, b, "later", DefaultQueueConfig())
+			if err := durableOf(b).checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			publishN(t, b, clk, 3) // in the log tail only
+			var err error
+			switch after {
+			case "Subscribe":
+				_, err = b.Subscribe("pt", "later", SubscriptionConfig{Endpoint: qEndpoint("later")})
+			case "CreateTopic":
+				_, err = b.CreateTopic("other", DefaultTopicConfig())
+			case "SetTopicAttributes":
+				on := true
+				err = b.SetTopicAttributes("pt", TopicPatch{LoggingEnabled: &on})
+			case "Unsubscribe":
+				err = b.Unsubscribe("pt", "to-"+pubSinks[0])
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			crashBroker(b)
+			b = openPubDurable(t, dir, clk)
+			defer b.Close()
+			if n := messageCount(t, b, "pt"); n != 3 {
+				t.Fatalf("MessageCount %d after a crash, want 3", n)
+			}
+		})
+	}
+}

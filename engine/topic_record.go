@@ -227,7 +227,11 @@ func foldDel(m map[uint64]*foldObj, id uint64) {
 // apply folds one topic record (types 32..35).
 func (ft *foldTopics) apply(typ uint8, payload []byte) error {
 	if ft.topics == nil {
-		ft.reset()
+		// Not reset, which clears the counts too: a window's publishes
+		// folded before its first topic or subscription record were
+		// dropped from MessageCount at the next start (topic model,
+		// 2026-12-06).
+		ft.topics, ft.subs = map[uint64]*foldObj{}, map[uint64]*foldObj{}
 	}
 	switch typ {
 	case recTopic:
