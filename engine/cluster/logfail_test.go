@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -215,4 +217,57 @@ func TestClusterStatusWithStalledLoops(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("Status did not answer with two shard loops stalled")
 	}
+}
+
+// TestClusterLeaderCheckpointFsyncFails: a leader's broker that fails on
+// its own, with no append failing (an idle leader's checkpoint meets a
+// failed fsync), restarts its shard: the others take its queues. The
+// shard kept the lead and answered every request with an error until
+// the process restarted (disk-full audit, 2026-12-06).
+func TestClusterLeaderCheckpointFsyncFails(t *testing.T) {
+	ffs := wal.NewFaultFS(wal.OSFS())
+	ffs.Filter = func(p string) bool {
+		return strings.Contains(p, string(filepath.Separator)+"shards"+string(filepath.Separator)+"0"+string(filepath.Separator))
+	}
+	c := newTestClusterWith(t, 3, 2, func(i int, o *engine.Options) {
+		if i == 0 {
+			o.WAL.FS = ffs
+			o.CheckpointInterval = 100 * time.Millisecond
+		}
+	})
+	names, sent, _ := c.queuePerShard()
+	name := names[0]
+	var b *engine.Broker
+	eventually(t, "node 1 leads shard 0", func() error {
+		c.nodes[0].shards[0].do(func() {
+			if c.nodes[0].shards[0].rn.Status().Lead != 1 {
+				c.nodes[0].shards[0].rn.Campaign()
+			}
+		})
+		var err error
+		if b, _, err = c.nodes[0].Route(name); err != nil || b == nil {
+			return fmt.Errorf("not yet: %v", err)
+		}
+		return nil
+	})
+	for range 5 {
+		if err := sendCounted(b, name, sent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ffs.FailNthSync(1, syscall.EIO) // the next fsync of shard 0's log on node 1: a checkpoint's
+	eventually(t, "the fsync failing", func() error {
+		if ffs.Injected() == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	eventuallyWithin(t, 30*time.Second, "a send to "+name+" through any node", func() error {
+		for i := range c.nodes {
+			if nb, _, err := c.nodes[i].Route(name); err == nil && nb != nil {
+				return sendCounted(nb, name, sent)
+			}
+		}
+		return errors.New("no node takes it")
+	})
 }

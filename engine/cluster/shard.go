@@ -423,6 +423,14 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 		s.afterQuiet()    // lease.go
 		s.beginConfirms() // confirm.go
 		err := s.app.failed()
+		if b := s.broker(); err == nil && b != nil {
+			// A failure the broker met on its own (a checkpoint's fsync)
+			// makes it refuse every change, and an idle leader proposes
+			// nothing, so the append worker never sees one: the shard kept
+			// the lead and answered 500 to every request until the process
+			// restarted (disk-full audit, 2026-12-06).
+			err = b.NeedsReopen()
+		}
 		if err == nil {
 			err = s.rebuildIfDiverged()
 		}
