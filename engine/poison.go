@@ -18,8 +18,19 @@ package engine
 //
 // Invariant: a message is dropped only while its stripe's lock is held and
 // its slot still holds the very message (seq) that was found unreadable.
+//
+// A replicated broker (a cluster shard) drops nothing: the damage is its
+// own disk's, and the other members hold the body intact, so a delete
+// (replicated by a leader) would lose the message on every member (docs
+// audit, 2026-12-06: a bad sector under one body on a leader's disk lost
+// an acknowledged message on all three nodes). It fails instead, saying
+// so (Broker.Damaged), and engine/cluster rebuilds the shard on that node
+// from the others.
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // errDamaged wraps a storage error that means the record is damaged for
 // good (a checksum failure, a record skipped by repair, a record that does
@@ -29,6 +40,10 @@ var errDamaged = errors.New("engine: record damaged")
 // dropUnreadable drops the message at loc, whose body could not be read
 // because of err, if the slot still holds it. It reports whether it did.
 func (q *Queue) dropUnreadable(loc *bodyLoc, err error) bool {
+	if _, ok := q.b.store.(*replStore); ok {
+		q.b.replicaDamaged(fmt.Errorf("queue %s, message %s, body at %d: %w", q.name, q.messageID(loc.seq), loc.pos, err))
+		return false
+	}
 	st := &q.stripes[loc.stripe]
 	st.mu.Lock()
 	if st.dead || !st.slab.valid(loc.slot) {
@@ -50,4 +65,25 @@ func (q *Queue) dropUnreadable(loc *bodyLoc, err error) bool {
 	q.b.log.Error("message body unreadable (damaged on disk); the message is dropped", "queue", q.name,
 		"message_id", q.messageID(loc.seq).String(), "pos", loc.pos, "err", err)
 	return true
+}
+
+// replicaDamaged fails a replicated broker whose log holds a damaged
+// record (see the file comment).
+func (b *Broker) replicaDamaged(err error) {
+	if b.damage.CompareAndSwap(nil, &err) {
+		b.log.Error("a message body is damaged in this replica's log; nothing is dropped: the shard is rebuilt on this node from the other members", "err", err)
+	}
+	b.storageFailed(err)
+}
+
+// Damaged returns the damage a replicated broker met in its own log (a
+// message body that failed its checksum), nil if none. Such a broker has
+// failed (NeedsReopen), and its directory must not be opened again as it
+// is: the cluster puts it aside and rebuilds the shard from the other
+// members (engine/cluster).
+func (b *Broker) Damaged() error {
+	if p := b.damage.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

@@ -335,7 +335,7 @@ func (d *durableStore) recover(b *Broker) error {
 	}
 	d.recovered = RecoveryStats{Messages: rb.installed, Expired: len(rb.expired), Orphans: rb.orphans, Moved: rb.moved,
 		Lost: len(rb.lost) + inferred, Recreated: len(recreate), Replayed: replayed, Checkpoint: cp, LogEnd: uint64(end), Took: time.Since(start),
-		AbortedPublishes: aborted, Resynced: resynced}
+		AbortedPublishes: aborted, Resynced: resynced, Damaged: rs.skipped || cp > uint64(end)}
 	b.log.Info("broker recovered", "dir", b.opts.Dir, "queues", len(vals), "messages", rb.installed,
 		"expired", len(rb.expired), "orphans", rb.orphans, "log_records_replayed", replayed,
 		"checkpoint", cp, "log_end", end, "tail_resynced_bytes", resynced, "took", time.Since(start))
@@ -363,6 +363,13 @@ type RecoveryStats struct {
 	// Resynced counts the bytes past the checkpoint written again and
 	// fsynced before serving (wal.Log.ResyncTail): the tail a crash left.
 	Resynced int64
+	// Damaged: the log lost records that the state depends on — a range a
+	// repair skipped (Options.WAL.Repair), or a tail cut below what the
+	// index had checkpointed — whether or not a message was lost with them
+	// (a lost delete or receive is not counted in Lost). A torn tail past
+	// the checkpoint, which only a crash leaves, is not damage. A cluster
+	// shard rebuilds such a replica from the other members (engine/cluster).
+	Damaged bool
 }
 
 // Recovery returns what the last start-up found (zero in memory mode).

@@ -76,6 +76,7 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 	// reads them back, and a later power loss must not find a hole there.
 	failed := s.broker()
 	if failed != nil {
+		s.damage = failed.Damaged() // its directory is put aside at the restart (damaged.go)
 		s.retire(failed)
 		s.b.Store(nil)
 	}
@@ -128,6 +129,12 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 			s.restarts.Add(1)
 			s.failure.Store(nil)
 			s.log.Warn("shard restarted after its storage failed", "after", delay)
+			if s.setAside.Swap(false) {
+				// Its replica started empty: be replaced (rejoin.go), as
+				// a node with a wiped directory is at its start.
+				s.n.wg.Add(1)
+				go s.n.rejoinLoop()
+			}
 			return true
 		}
 		delay = min(2*delay, restartMax)

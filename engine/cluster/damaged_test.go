@@ -1,0 +1,201 @@
+package cluster
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+)
+
+// shardSegments returns the log segment files of node i's shard 0, oldest
+// first.
+func (c *testCluster) shardSegments(i int) []string {
+	c.t.Helper()
+	segs, err := filepath.Glob(filepath.Join(c.dirs[i], "shards", "0", "wal", "*.wal"))
+	if err != nil || len(segs) == 0 {
+		c.t.Fatalf("segments of node %d: %v %v", i+1, segs, err)
+	}
+	slices.Sort(segs)
+	return segs
+}
+
+// setAside reports whether node i put a damaged replica of shard 0 aside.
+func (c *testCluster) setAside(i int) bool {
+	m, _ := filepath.Glob(filepath.Join(c.dirs[i], "shards", "0.damaged-*"))
+	return len(m) > 0
+}
+
+// A replica whose log lost its tail below the checkpoint (a cut file, a
+// disk that lost written data) drops the messages whose bodies were
+// there. It must not go on as if it held them: its Raft position says it
+// does, so no leader sends them again, and while it led, clients saw
+// acknowledged messages gone (docs audit, 2026-12-06). Nor must one whose
+// log is damaged in the middle stay down until an operator repairs it
+// (--wal-repair then made it lie the same way). Either is put aside and
+// the shard catches up from the others.
+func TestClusterDamagedReplicaIsRebuilt(t *testing.T) {
+	for _, damage := range []string{"cut tail", "flipped byte"} {
+		t.Run(damage, func(t *testing.T) {
+			c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
+			c.fillForSnapshots() // 300 x 16
+			c.sendBatches("last", 1)
+			li, _ := c.leader("q")
+			wi := (li + 1) % 3
+			c.holds(wi, 301*16, 20*time.Second)
+			c.stop(wi) // a clean stop: its checkpoint covers the whole log
+			segs := c.shardSegments(wi)
+			seg := segs[len(segs)-1]
+			data, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			end := len(bytes.TrimRight(data, "\x00"))
+			if end < 4096 {
+				t.Fatalf("the newest segment holds %d bytes", end)
+			}
+			if damage == "cut tail" {
+				err = os.Truncate(seg, int64(end-2048)) // the last batch's records and more
+			} else {
+				// A body with valid records after it: the log does not
+				// open (what --wal-repair would skip).
+				k := bytes.Index(data, []byte("last0-5"))
+				if k < 0 {
+					t.Fatal("the last batch is not in the newest segment")
+				}
+				data[k+2] ^= 0xff
+				err = os.WriteFile(seg, data, 0o600)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.start(wi)
+			c.holds(wi, 301*16, 30*time.Second)
+			if !c.setAside(wi) {
+				t.Fatal("the damaged replica was not put aside")
+			}
+		})
+	}
+}
+
+// A body damaged on the leader's disk alone is read back by a receive:
+// the leader must not drop it (a replicated delete would drop it on every
+// member, whose copies are intact: docs audit, 2026-12-06). Its shard
+// restarts from the others' copy, and the message is received.
+func TestClusterLeadersDamagedBodyIsNotDroppedEverywhere(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, tweak: func(_ int, o *engine.Options) {
+		o.CheckpointRecords = 0 // keep the first segment: it holds the body
+		o.ReplicaKeepEntries = 0
+	}})
+	c.preferredLeaders()
+	c.onLeader("q", func(b *engine.Broker) error {
+		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
+		return err
+	})
+	marker := make([]byte, 512)
+	rand.Read(marker)
+	first := append([]byte("precious-"), marker...)
+	c.onLeader("q", func(b *engine.Broker) error {
+		q, err := b.Queue("q")
+		if err == nil {
+			_, err = q.Send([]engine.SendEntry{{Body: first}}, nil)
+		}
+		return err
+	})
+	// Enough after it that the body is read from the disk, not the log's
+	// ring of recent records (2 MiB a shard at least: shardShare).
+	filler := make([]byte, 8<<10)
+	rand.Read(filler) // incompressible (the log compresses records)
+	for range 160 {
+		c.onLeader("q", func(b *engine.Broker) error {
+			q, err := b.Queue("q")
+			if err == nil {
+				_, err = q.Send([]engine.SendEntry{{Body: filler}, {Body: filler}, {Body: filler}, {Body: filler}}, nil)
+			}
+			return err
+		})
+	}
+	li, lb := c.leader("q")
+	for i := range c.nodes {
+		c.holdsIn(i, "q", 1+160*4)
+	}
+	damaged := 0 // every copy in the leader's log (a relocation makes one more)
+	for _, seg := range c.shardSegments(li) {
+		data, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; ; {
+			k := bytes.Index(data[off:], marker)
+			if k < 0 {
+				break
+			}
+			k += off
+			f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.WriteAt([]byte{data[k+100] ^ 0xff}, int64(k+100))
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			damaged++
+			off = k + len(marker)
+		}
+	}
+	if damaged == 0 {
+		t.Fatal("the body is in no segment of the leader's")
+	}
+	q, err := lb.Queue("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Receive(t.Context(), engine.ReceiveOptions{Max: 1, HasWait: true}, nil) // meets the damage
+	eventuallyWithin(t, 60*time.Second, "the first message received through a leader", func() error {
+		_, b := c.leader("q")
+		q, err := b.Queue("q")
+		if err != nil {
+			return err
+		}
+		msgs, err := q.Receive(t.Context(), engine.ReceiveOptions{Max: 16, HasWait: true}, nil)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			if bytes.Equal(m.Body, first) {
+				return nil
+			}
+		}
+		return errors.New("not yet")
+	})
+	eventuallyWithin(t, 30*time.Second, "the damaged replica put aside", func() error {
+		if !c.setAside(li) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	c.holdsIn(li, "q", 1+160*4) // rebuilt from the others
+}
+
+// holdsIn waits until node i's replica of queue holds want messages
+// (Active and Inactive).
+func (c *testCluster) holdsIn(i int, queue string, want int64) {
+	c.t.Helper()
+	eventually(c.t, fmt.Sprintf("node %d holds %d in %s", i+1, want, queue), func() error {
+		info, err := c.counts(i, queue)
+		if err != nil {
+			return err
+		}
+		if n := info.Active + info.Inactive; n != want {
+			return fmt.Errorf("%d", n)
+		}
+		return nil
+	})
+}
