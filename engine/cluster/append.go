@@ -167,6 +167,9 @@ func (a *appender) process(batch []*pb.Message) error {
 			// Its state was installed before Raft saw it (finishInstall).
 			meta := snap.GetMetadata()
 			s.st.reset(b, meta.GetIndex(), meta.GetTerm(), meta.GetConfState())
+			for _, id := range meta.GetConfState().GetVoters() {
+				s.n.unmarkGone(id) // a voter is no removed member (confChanged)
+			}
 			mustSync = true
 		}
 		if len(m.Entries) > 0 {

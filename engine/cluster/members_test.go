@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // A member moved to a new raft address is reached there once the others
@@ -493,4 +495,48 @@ func shorten(t *testing.T, v *time.Duration, d time.Duration) {
 	old := *v
 	*v = d
 	t.Cleanup(func() { *v = old })
+}
+
+// A node catching up replays a member's old removal in one shard while
+// another shard knows no members yet: the member must not be taken for
+// removed (it was added back since, in the configurations to come), and
+// an add applied in any shard clears a removed mark. A joining node
+// marked a live member removed for good, never dialled it, and its
+// shards ran a voter short (churn audit, 2026-12-06).
+func TestClusterCatchingUpNodeKeepsAReaddedMember(t *testing.T) {
+	c := newTestCluster(t, 3, 2)
+	n := c.nodes[0]
+	setConf := func(shard int, cs *pb.ConfState) *pb.ConfState {
+		st := n.shards[shard].st
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		old := st.cs
+		st.cs = cs
+		return old
+	}
+	gone := func() bool {
+		n.bookMu.Lock()
+		defer n.bookMu.Unlock()
+		return n.gone[3]
+	}
+	entry := func(typ pb.ConfChangeType) *pb.Entry {
+		data, err := proto.Marshal(&pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: typ.Enum(), NodeId: proto.Uint64(3)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &pb.Entry{Type: pb.EntryConfChangeV2.Enum(), Data: data}
+	}
+	old0 := setConf(0, &pb.ConfState{Voters: []uint64{1, 2}}) // shard 0 applied the removal
+	old1 := setConf(1, &pb.ConfState{})                       // shard 1 knows no members yet
+	n.confChanged(0, entry(pb.ConfChangeRemoveNode))
+	if gone() {
+		t.Error("a member taken for removed while a shard knew no members yet")
+	}
+	n.rememberMember(3, "", true)
+	n.confChanged(1, entry(pb.ConfChangeAddNode))
+	if gone() {
+		t.Error("a member added back in shard 1 is still taken for removed")
+	}
+	setConf(0, old0)
+	setConf(1, old1)
 }

@@ -506,6 +506,11 @@ func (n *Node) confChanged(shard int, e *pb.Entry) {
 			if shard == 0 && len(cc.GetContext()) > 0 {
 				n.tr.addPeer(c.GetNodeId(), string(cc.GetContext()))
 				n.rememberMember(c.GetNodeId(), string(cc.GetContext()), false)
+			} else {
+				// Added back in any shard: no longer removed. Only shard
+				// 0's add cleared the mark, and a node catching up may get
+				// that add inside a snapshot (unmarkGone there too).
+				n.unmarkGone(c.GetNodeId())
 			}
 		case pb.ConfChangeRemoveNode:
 			if c.GetNodeId() != n.cfg.NodeID && !strings.HasPrefix(string(cc.GetContext()), replacePrefix) && !n.inAnyShard(c.GetNodeId()) {
@@ -517,14 +522,33 @@ func (n *Node) confChanged(shard int, e *pb.Entry) {
 	}
 }
 
-// inAnyShard reports whether some shard's configuration here holds id.
+// inAnyShard reports whether some shard's configuration here holds id,
+// or may: a shard with no configuration yet (catching up) may. A node
+// that joined replayed an old removal in one shard while its others knew
+// no members yet, took a live member for removed for good, and never
+// sent it anything: every shard it led ran a voter short (churn audit,
+// 2026-12-06).
 func (n *Node) inAnyShard(id uint64) bool {
 	for _, s := range n.shards {
-		if slices.Contains(s.st.membersNow(), id) {
+		if m := s.st.membersNow(); len(m) == 0 || slices.Contains(m, id) {
 			return true
 		}
 	}
 	return false
+}
+
+// unmarkGone forgets that id was removed: it is a member again. The
+// address loop (addresses.go) then finds its address.
+func (n *Node) unmarkGone(id uint64) {
+	n.bookMu.Lock()
+	defer n.bookMu.Unlock()
+	if !n.gone[id] {
+		return
+	}
+	delete(n.gone, id)
+	if err := saveRemoved(n.cfg.Dir, n.gone); err != nil {
+		n.log.Warn("the removed members could not be saved", "err", err)
+	}
 }
 
 // ShardOf returns the shard a queue lives in.
