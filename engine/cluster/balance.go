@@ -25,6 +25,19 @@ const (
 // balanceLoop checks every shard's leader once per balanceEvery.
 func (n *Node) balanceLoop() {
 	defer n.wg.Done()
+	// This node's state at once, and a few times while the transport's
+	// connections come up: the peers kept the "leaving" of its last
+	// shutdown until its first balance tick, a second after /healthz said
+	// 200, and a rolling restart's next stop, taken then as the docs say,
+	// found no member to hand its leads to (drain audit, 2026-12-06).
+	for range 5 {
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		n.sendState()
+	}
 	t := time.NewTicker(balanceEvery)
 	defer t.Stop()
 	for {

@@ -323,12 +323,15 @@ func (n *Node) serveForward(from uint64, c net.Conn) {
 			return
 		}
 		ctx.reset(h.base, c)
+		n.fwdActive.Add(1) // Close lets its answer out
 		resp = h.h(&ctx, from, req, resp[:0])
-		if !ctx.stop() {
-			return // the forwarding node went away, or sent bytes unasked
+		ok := ctx.stop()
+		if ok {
+			err = writeFrame(c, resp)
 		}
-		if err := writeFrame(c, resp); err != nil {
-			return
+		n.fwdActive.Add(-1)
+		if !ok || err != nil {
+			return // the forwarding node went away, or sent bytes unasked
 		}
 	}
 }

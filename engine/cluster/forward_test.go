@@ -200,3 +200,31 @@ func TestForwardedPollsLeaveRoomForOtherRequests(t *testing.T) {
 		t.Fatalf("a send while polls wait: %q, %v", got, err)
 	}
 }
+
+// A request another node forwarded here and still running when this node
+// closes gets its answer to the forwarding node: Close closed the
+// connections first, and the forwarding node told its client "may or may
+// not have run" for a request that had not run (drain audit, 2026-12-06).
+func TestClusterCloseLetsForwardedRequestsAnswer(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	started := make(chan struct{})
+	c.nodes[1].SetForwardHandler(context.Background(), func(_ context.Context, from uint64, req, dst []byte) []byte {
+		close(started)
+		time.Sleep(30 * time.Millisecond) // a handler that answers after the stop began
+		return append(dst, "not-run"...)
+	})
+	type res struct {
+		got []byte
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		got, err := c.nodes[0].Forward(context.Background(), 2, []byte("DELETE /queues/q/messages"), nil, 5*time.Second)
+		done <- res{got, err}
+	}()
+	<-started
+	c.stop(1)
+	if r := <-done; r.err != nil || string(r.got) != "not-run" {
+		t.Fatalf("the forwarding node got %q, %v; want the answer", r.got, r.err)
+	}
+}

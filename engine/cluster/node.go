@@ -118,8 +118,9 @@ type Node struct {
 	moveDials                    atomic.Int64 // move connections dialed (deadletter.go), for tests
 
 	fwd        fwdPool
-	moves      movePool // idle move connections (deadletter.go)
-	fwdWatch   fwdWatch // forwards under way, cut short when their shard's lead moves (forward_moved.go)
+	fwdActive  atomic.Int64 // forwarded requests running here, answer not yet written (serveForward; Close waits)
+	moves      movePool     // idle move connections (deadletter.go)
+	fwdWatch   fwdWatch     // forwards under way, cut short when their shard's lead moves (forward_moved.go)
 	fwdHandler atomic.Pointer[fwdHandler]
 
 	ackMu    sync.Mutex
@@ -678,6 +679,14 @@ func (n *Node) Close() error {
 			b.SetLeader(false, 0)
 		}
 	}
+	// Their answers first (after a hand-over, most say "not run here, send
+	// it on"): the transport closed the connections at once, 3-20 ms
+	// before those answers, and the forwarding nodes told their clients
+	// "may or may not have run" for requests that had not (drain audit,
+	// 2026-12-06). Bounded: a handler stuck in I/O does not hold the stop.
+	for until := time.Now().Add(fwdAnswerWait); n.fwdActive.Load() > 0 && time.Now().Before(until); {
+		time.Sleep(time.Millisecond)
+	}
 	n.closeForwards()
 	n.closeMoves()
 	n.tr.close()
@@ -692,6 +701,10 @@ func (n *Node) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// fwdAnswerWait bounds how long Close waits for the forwarded requests
+// running here to write their answers.
+const fwdAnswerWait = 2 * time.Second
 
 // votersNow returns the shard's voters.
 func (st *raftStorage) votersNow() []uint64 {
