@@ -334,3 +334,20 @@ func (t *transport) askAddress(to uint64, addr string, id uint64) (string, error
 	}
 	return got, nil
 }
+
+// knowsQuorum reports whether this node knows a raft address for a
+// majority of the shard's voters, itself included. A node added by a
+// member of an older build is told no addresses; asked to take a shard's
+// lead (a balancer's transfer), it campaigned, could not win, and the
+// shard had no leader for 3 s at each try, over and over (upgrade audit
+// 3, 2026-12-06).
+func (s *shard) knowsQuorum() bool {
+	voters := s.st.votersNow()
+	known := 0
+	for _, v := range voters {
+		if v == s.n.cfg.NodeID || s.n.tr.peerAddr(v) != "" {
+			known++
+		}
+	}
+	return known > len(voters)/2
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -539,4 +540,37 @@ func TestClusterCatchingUpNodeKeepsAReaddedMember(t *testing.T) {
 	}
 	setConf(0, old0)
 	setConf(1, old1)
+}
+
+// A member that knows no address for a majority of a shard's voters does
+// not take a leadership transfer: its campaign cannot win, and the shard
+// had no leader for 3 s at each of the balancer's tries (a node added by
+// an older member, which tells it no addresses: upgrade audit 3,
+// 2026-12-06).
+func TestClusterTransferNeedsTheVotersAddresses(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	li, _ := c.leader("q")
+	f := (li + 1) % 3
+	n := c.nodes[f]
+	for id := range c.addrs {
+		if id != n.cfg.NodeID {
+			n.tr.removePeer(id)
+		}
+	}
+	s := n.shards[0]
+	states := make(chan raft.StateType, 1)
+	s.do(func() { // in the shard's loop
+		term := s.rn.BasicStatus().GetTerm()
+		s.step(&pb.Message{Type: pb.MsgTimeoutNow.Enum(), From: proto.Uint64(uint64(li + 1)), To: proto.Uint64(n.cfg.NodeID), Term: proto.Uint64(term)})
+		states <- s.rn.BasicStatus().RaftState
+	})
+	state := <-states
+	for id, addr := range c.addrs {
+		if id != n.cfg.NodeID {
+			n.tr.addPeer(id, addr)
+		}
+	}
+	if state != raft.StateFollower {
+		t.Fatalf("took the transfer (%v) knowing no other voter's address", state)
+	}
 }

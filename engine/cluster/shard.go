@@ -455,6 +455,9 @@ func (s *shard) step(m *pb.Message) {
 		if s.diskCritical() {
 			return // a leadership transfer to a disk that takes no entries
 		}
+		if !s.knowsQuorum() {
+			return // a campaign it cannot win
+		}
 	case pb.MsgSnapStatus:
 		// A member's report that its install failed (snapshot.go,
 		// installFailed); a local message type to etcd raft, which
