@@ -52,6 +52,12 @@ func TestDaemonClusterBackupAndRestore(t *testing.T) {
 		d.stop(t)
 	}
 
+	// Without --node-id: told it is a cluster's backup, not that the
+	// binary is too old (docs audit, 2026-12-06).
+	if out, err := exec.Command(bin, "restore", "--from", file, "--data-dir", filepath.Join(t.TempDir(), "single")).CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "this is a cluster's backup") || strings.Contains(string(out), "this version reads") {
+		t.Errorf("a cluster's backup restored as a single node's: %v\n%s", err, out)
+	}
 	raft2, api2, peers2 := clusterAddrs(t, n)
 	dirs := make([]string, n)
 	for i := range n {

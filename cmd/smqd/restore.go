@@ -71,7 +71,9 @@ func runRestore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	info, err := engine.Restore(in, *dir)
 	if err != nil {
 		if strings.Contains(err.Error(), fmt.Sprintf("format %d;", cluster.BackupFormat)) {
-			err = fmt.Errorf("%w (a cluster's backup: restore it on each member of a new cluster with --node-id and --cluster-peers)", err)
+			// Not a version too old: a single node's restore meeting a
+			// cluster's backup (docs audit, 2026-12-06).
+			err = fmt.Errorf("this is a cluster's backup (format %d), not a single node's: restore it on each member of a new cluster with --node-id and --cluster-peers", cluster.BackupFormat)
 		}
 		fmt.Fprintln(stderr, "smqd restore:", err)
 		return 1
