@@ -241,6 +241,11 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 		ctx.Response.SetBodyString("shutting down")
 		return
 	}
+	if s.draining.Load() {
+		ctx.Response.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.Response.SetBodyString("draining: shutting down soon (requests are still served)")
+		return
+	}
 	if err := s.health(); err != nil {
 		ctx.Response.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		ctx.Response.SetBodyString("unhealthy: " + err.Error())

@@ -41,6 +41,9 @@ type Server struct {
 	watch   watchSet // receives waiting on their clients (clientwatch.go)
 	cancel  context.CancelFunc
 	closing atomic.Bool
+	// draining: /healthz answers 503 while everything else still serves
+	// (Drain: smqd --shutdown-delay).
+	draining atomic.Bool
 
 	lnMu sync.Mutex
 	lns  []net.Listener // guarded by lnMu: listeners given to Serve
@@ -204,6 +207,14 @@ func (s *Server) serveOn(srv *fasthttp.Server, ln net.Listener) error {
 	}
 	return err
 }
+
+// Drain makes /healthz answer 503 "draining" while the server goes on
+// serving every request: a load balancer that probes it stops sending new
+// connections before Shutdown closes the listener (smqd --shutdown-delay).
+// The API's listener used to close with the first sign of the stop, and
+// requests racing its close met a reset or EOF they could not tell from a
+// lost answer (drain audit, 2026-12-06).
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // Shutdown stops accepting connections, answers every waiting long poll at
 // once (404 MessageNotExist, as if the wait had ended), lets requests in

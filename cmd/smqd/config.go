@@ -54,6 +54,7 @@ type config struct {
 	tlsKey          string
 	stripes         int
 	shutdownTimeout time.Duration
+	shutdownDelay   time.Duration
 	cluster         clusterConfig // cluster.go
 	push            pushConfig    // push.go
 }
@@ -101,6 +102,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.DurationVar(&c.bodyTimeout, "body-timeout", 60*time.Second, "time allowed to send the rest of a request's body once its headers are authenticated")
 	fs.IntVar(&c.stripes, "stripes", 4, "lock stripes of a new queue")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take")
+	fs.DurationVar(&c.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, first answer /healthz 503 (\"draining\") for this long while serving every request as usual, so that load balancers stop sending new connections before the listener closes; part of --shutdown-timeout (at most half of it)")
 	fs.IntVar(&c.gcPercent, "gc-percent", 25, "Go GC target (as GOGC): the heap is mostly long-lived, pointer-free message metadata that costs the collector nothing to keep, so a low target keeps resident memory near the live data at little CPU; the GOGC environment variable, when set, wins")
 	fs.IntVar(&c.procs, "procs", 0, "Go Ps (as GOMAXPROCS); 0: the CPUs available, plus one on a single node with --sync always, whose log writer spends most of its time blocked in fdatasync while the runtime still counts its P as busy (docs/benchmarks.md, \"One more P\"); the GOMAXPROCS environment variable, when set, wins")
 	c.cluster.addFlags(fs)
@@ -197,6 +199,9 @@ func (c *config) validate() error {
 	if c.shutdownTimeout <= 0 {
 		return errors.New("--shutdown-timeout must be positive")
 	}
+	if c.shutdownDelay < 0 || c.shutdownDelay > c.shutdownTimeout/2 {
+		return fmt.Errorf("--shutdown-delay must be between 0 and half of --shutdown-timeout (%s), not %s", c.shutdownTimeout, c.shutdownDelay)
+	}
 	if c.dataDir == "" {
 		return errors.New("--data-dir must not be empty")
 	}
@@ -255,6 +260,7 @@ func (c *config) logAttrs() []any {
 		"tls_key", c.tlsKey,
 		"stripes", c.stripes,
 		"shutdown_timeout", c.shutdownTimeout,
+		"shutdown_delay", c.shutdownDelay,
 		"push_allow", c.push.allow,
 		"push_concurrency", c.push.concurrency,
 		"push_max_conns", c.push.maxConns,

@@ -325,7 +325,16 @@ wait:
 			}
 		}
 	}
-	b := shutdownBudget(cfg.shutdownTimeout, time.Now())
+	timeout := cfg.shutdownTimeout
+	if cfg.shutdownDelay > 0 && serveErr == nil {
+		// Load balancers see /healthz 503 and stop sending new
+		// connections; everything is still served meanwhile.
+		srv.Drain()
+		log.Info("draining: /healthz answers 503 for --shutdown-delay, then the stop goes on", "delay", cfg.shutdownDelay)
+		time.Sleep(cfg.shutdownDelay)
+		timeout -= cfg.shutdownDelay
+	}
+	b := shutdownBudget(timeout, time.Now())
 	if node != nil && serveErr == nil {
 		// Hand every shard this node leads to another member while the
 		// API still serves (and forwards): the others need no election

@@ -551,3 +551,37 @@ func TestShutdownBudgetFitsTheTimeout(t *testing.T) {
 		}
 	}
 }
+
+// --shutdown-delay: after SIGTERM /healthz answers 503 "draining" while
+// every request is still served, then the stop goes on (drain audit,
+// 2026-12-06: a load balancer had no warning before the listener closed).
+func TestDaemonShutdownDelayDrainsFirst(t *testing.T) {
+	addr, _, stderr, stop := startDaemon(t, "--no-auth", "--data-dir", filepath.Join(t.TempDir(), "d"), "--shutdown-delay", "3s")
+	exited := make(chan int, 1)
+	go func() { exited <- stop() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			t.Fatalf("healthz before the delay ended: %v\n%s", err, stderr.String())
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 503 && strings.HasPrefix(string(b), "draining") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("healthz never said draining: %d %q", resp.StatusCode, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	req, _ := http.NewRequest("PUT", "http://"+addr+"/queues/while-draining", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("a request while draining: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if code := <-exited; code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
