@@ -407,7 +407,23 @@ func (d *durableStore) health() error { return mapErr(d.wal.Health()) }
 
 func (d *durableStore) stalled() error { return mapErr(d.wal.Stalled()) }
 
-func (d *durableStore) resync() error { return d.wal.Resync() }
+// resync makes durable what a reopen would find (Broker.Resync). While
+// free space is below the guard's critical level it refuses, with an error
+// wrapping ErrDiskFull: its callers (the single node's reopen and a
+// cluster shard's restart in place) close the broker next, and closing the
+// index flushes Badger's memtable into a table written through a memory
+// mapping of a sparse file, which on a disk with no room is SIGBUS, the end
+// of the whole process. They retry with their backoff instead, as
+// checkpoints wait for room (space.go). Close's own resync (the broker is
+// closed already) is not refused: close handles a full disk itself.
+func (d *durableStore) resync() error {
+	if g := d.space; g.critical > 0 && (d.b == nil || !d.b.closed.Load()) {
+		if free := d.freeBytes(); free < g.critical {
+			return fmt.Errorf("%w: %d bytes free, and closing the index needs %d", ErrDiskFull, free, g.critical)
+		}
+	}
+	return d.wal.Resync()
+}
 
 func (d *durableStore) stats(st *StorageStats) {
 	st.Durable = true
@@ -435,11 +451,27 @@ func (d *durableStore) releaseMemory() {
 
 // close stops the checkpointer, writes a final checkpoint if the broker is
 // healthy, and closes the log and the index.
+//
+// With free space below the critical level the index is not closed now:
+// Badger's Close flushes a non-empty memtable (it has no way to skip that),
+// through a memory mapping of a sparse file, and on a disk with no room
+// that is SIGBUS (a SIGTERM while the disk is full, or a cluster rebuild
+// on it). Leaving it open is what a crash leaves, which the engine
+// recovers from: every index commit is synced (index.Commit), the log is
+// closed and holds everything after the checkpoint position, and the next
+// open replays it. closeIndexWithRoom closes it once space is back, and
+// only then is the data directory unlocked, so an open of the directory
+// in this process fails with ErrLocked meanwhile (it would be refused for
+// lack of space anyway: the guard's minimum is above the critical level).
 func (d *durableStore) close(clean bool) error {
 	d.cp.stop()
 	d.spaceJ.stop()
 	var errs []error
-	if clean && !d.diskFull.Load() { // space.go: on a full disk the restart replays instead
+	// space.go: on a full disk the restart replays instead. A fresh
+	// sample too: the guard's last one may be a poll old, and a checkpoint
+	// writes Badger's memtable log through a mapping as well.
+	critical := d.space.critical > 0 && d.freeBytes() < d.space.critical
+	if clean && !d.diskFull.Load() && !critical {
 		if err := d.checkpoint(); err != nil {
 			errs = append(errs, err)
 		}
@@ -447,9 +479,37 @@ func (d *durableStore) close(clean bool) error {
 	if err := d.wal.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	if g := d.space; g.critical > 0 {
+		if free := d.freeBytes(); free < g.critical {
+			d.log.Error("disk space critical: the index stays open until space is freed (closing it would write its memtable "+
+				"onto the full disk); the next start replays the log instead", "free_bytes", free, "needed_bytes", g.critical)
+			go d.closeIndexWithRoom()
+			return errors.Join(errs...)
+		}
+	}
 	if err := d.idx.Close(); err != nil {
 		errs = append(errs, err)
 	}
 	d.unlock()
 	return errors.Join(errs...)
+}
+
+// indexCloseRetry is how often a close that left the index open looks
+// again for room to close it (real time: the broker's jobs are stopped).
+const indexCloseRetry = time.Second
+
+// closeIndexWithRoom (close, on a critically full disk) closes the index
+// once free space is at the critical level again, then unlocks the data
+// directory. If the process ends first, its index is as after a crash.
+func (d *durableStore) closeIndexWithRoom() {
+	t := time.NewTicker(indexCloseRetry)
+	defer t.Stop()
+	for d.freeBytes() < d.space.critical {
+		<-t.C
+	}
+	if err := d.idx.Close(); err != nil {
+		d.log.Warn("closing the index after space was freed", "err", err)
+	}
+	d.unlock()
+	d.log.Info("index closed once space was freed", "dir", d.opts.Dir)
 }

@@ -546,6 +546,13 @@ func (s *Server) metricStats() brokerStats {
 		out.Push.DeadLettered += st.Push.DeadLettered
 		out.Push.Discarded += st.Push.Discarded
 	}
+	if s.c != nil && s.c.DiskFull() {
+		// A shard that failed for lack of space waits to restart with no
+		// broker to say so: with every shard so, smqd_disk_full said 0
+		// beside smqd_disk_free_bytes 0 (disk-full audit, 2026-12-06).
+		// smqd_disk_full is the largest over the shards.
+		out.Storage = append(out.Storage, engine.StorageStats{DiskFull: true})
+	}
 	return out
 }
 
@@ -575,6 +582,9 @@ func (s *Server) health() error {
 // diskFull reports whether any broker refuses new messages for want of
 // disk space.
 func (s *Server) diskFull() bool {
+	if s.c != nil && s.c.DiskFull() { // a shard failed for lack of space has no broker
+		return true
+	}
 	for _, b := range s.brokers() {
 		if b != nil && b.Stats().Storage.DiskFull {
 			return true

@@ -31,10 +31,15 @@ package cluster
 // both.
 
 import (
+	"errors"
+	"syscall"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/wal"
 )
 
 const (
@@ -55,10 +60,14 @@ type peerState struct {
 
 // pollDiskFull sets n.diskFull from the shard brokers (their disks are
 // one file system: any full one means the node's is) and tells the peers.
+// A shard whose log failed for lack of space counts as full too: it waits
+// to restart with no broker whose guard could say so (restart.go), and
+// with every shard of the node in that state the node used to tell its
+// peers, its status and its metrics that its disk had room (audit F3).
 func (n *Node) pollDiskFull() {
 	full := false
 	for _, s := range n.shards {
-		if b := s.broker(); b != nil && b.DiskFull() {
+		if b := s.broker(); (b != nil && b.DiskFull()) || s.failedForSpace() {
 			full = true
 			break
 		}
@@ -71,6 +80,26 @@ func (n *Node) pollDiskFull() {
 		}
 	}
 	n.sendState()
+}
+
+// DiskFull reports whether this node counts its disk as full
+// (pollDiskFull): a shard's broker says so, or a shard waits to restart
+// after its storage failed for lack of space. What the server reports
+// from the brokers alone (smqd_disk_full, /healthz's note) misses the
+// latter: a waiting shard has no broker.
+func (n *Node) DiskFull() bool { return n.diskFull.Load() }
+
+// failedForSpace reports whether the shard waits to restart after its
+// storage failed for lack of space (the log's write met ENOSPC or EDQUOT,
+// or the guard refused). Its cause, not a sample of free space, decides:
+// the guard that sizes the reserve lives in the broker, which is gone, and
+// the failure stays until a restart succeeds, which needs the room the
+// guard asks for (engine.Broker.Resync, the open's minimum); from then on
+// the new broker's guard answers.
+func (s *shard) failedForSpace() bool {
+	f := s.failure.Load()
+	return f != nil && (errors.Is(f.err, syscall.ENOSPC) || errors.Is(f.err, syscall.EDQUOT) ||
+		errors.Is(f.err, engine.ErrDiskFull) || errors.Is(f.err, wal.ErrNoSpace))
 }
 
 // sendState tells every peer this node's state: its disk full, it leaving

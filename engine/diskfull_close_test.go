@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/smqd/smqd/wal"
+)
+
+// freeFS reports the free space the test sets, whatever the real one is:
+// the guard takes the smaller of the log's and the index's figures, so
+// this one decides.
+type freeFS struct {
+	wal.FS
+	free *atomic.Int64
+}
+
+func (f freeFS) FreeBytes(string) (int64, error) { return f.free.Load(), nil }
+
+// openFailedOnFullDisk opens a broker whose log is on a FaultFS with a
+// free-space figure the test sets (8 MiB reserve: critical below 2 MiB),
+// sends acknowledged messages, then fails the log's writes with ENOSPC and
+// makes the disk critically full, as another process filling a disk on
+// which the log's segments are sparse (no fallocate) does. The fault is
+// disarmed again: a resync that rewrites nothing succeeds on any disk.
+func openFailedOnFullDisk(t *testing.T, dir string, clk *FakeClock, free *atomic.Int64) (*Broker, []string, func(*Options)) {
+	t.Helper()
+	ffs := wal.NewFaultFS(wal.NewMemFS())
+	free.Store(1 << 40)
+	mod := func(o *Options) {
+		o.WAL.FS = freeFS{ffs, free}
+		o.WAL.Sync = SyncAlways
+		o.FreeSpaceReserve = 8 << 20
+	}
+	b := openDurableTest(t, dir, clk, mod)
+	q := mustQueue(t, b, "full", DefaultQueueConfig())
+	var acked []string
+	for i := range 20 {
+		body := fmt.Sprintf("m-%d", i)
+		sendBody(t, q, body)
+		acked = append(acked, body)
+	}
+	ffs.FailWrites(syscall.ENOSPC)
+	if _, err := q.Send([]SendEntry{{Body: []byte("refused")}}, nil); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("send on a log failing with ENOSPC: %v", err)
+	}
+	if b.NeedsReopen() == nil {
+		t.Fatal("the log failed with ENOSPC and the broker does not need a reopen")
+	}
+	free.Store(0)
+	ffs.Disarm()
+	return b, acked, mod
+}
+
+// TestResyncRefusedOnCriticallyFullDisk: after the log failed on a full
+// disk, Resync refuses (ErrDiskFull) while free space is below the
+// critical level, so that the single node's reopen (server/reopen.go) and
+// a shard's restart in place (cluster/restart.go) keep waiting instead of
+// closing the broker: closing the index there flushes Badger's memtable
+// through a memory mapping onto the full disk, which is SIGBUS for the
+// whole process (audit F1). Once space is back Resync succeeds, and the
+// reopen finds every acknowledged send.
+//
+// Seen failing without the fix: Resync returned nil with 0 bytes free.
+func TestResyncRefusedOnCriticallyFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	clk := NewFakeClock(t0)
+	var free atomic.Int64
+	b, acked, mod := openFailedOnFullDisk(t, dir, clk, &free)
+	err := b.Resync()
+	if !errors.Is(err, ErrDiskFull) {
+		b.Close()
+		t.Fatalf("Resync with 0 bytes free returned %v, want ErrDiskFull: its caller would close the index onto the full disk", err)
+	}
+	t.Logf("refused, as it must be: %v", err)
+	free.Store(1 << 40)
+	if err := b.Resync(); err != nil {
+		t.Fatalf("Resync once space is back: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Logf("close of the failed broker: %v", err)
+	}
+	b = openDurableTest(t, dir, clk, mod)
+	defer b.Close()
+	have := bodiesIn(t, b, "full")
+	for _, body := range acked {
+		if !have[body] {
+			t.Fatalf("acknowledged %s lost across the reopen", body)
+		}
+	}
+}
+
+// TestCloseOnCriticallyFullDiskWritesNoIndexTable: a broker closed while
+// free space is below the critical level (a SIGTERM while the reopen waits
+// for room) leaves its index open rather than let Badger flush its
+// memtable onto the full disk (SIGBUS); no index table is written. Reopen
+// is refused meanwhile; once space is back the index is closed, and the
+// reopen replays the log and finds every acknowledged send.
+//
+// Seen failing without the fix: Close wrote a new table into the index.
+func TestCloseOnCriticallyFullDiskWritesNoIndexTable(t *testing.T) {
+	dir := t.TempDir()
+	clk := NewFakeClock(t0)
+	var free atomic.Int64
+	b, acked, mod := openFailedOnFullDisk(t, dir, clk, &free)
+	before := indexTables(t, dir)
+	if err := b.Close(); err != nil {
+		t.Logf("close of the failed broker on a full disk: %v", err)
+	}
+	if after := indexTables(t, dir); after != before {
+		free.Store(1 << 40)
+		t.Fatalf("closing on a critically full disk wrote index tables (%d before, %d after): Badger's flush meets the full disk", before, after)
+	}
+	if b2, err := Open(durableTestOptions(t, dir, clk, mod)); err == nil {
+		b2.Close()
+		t.Fatal("a reopen on a critically full disk succeeded")
+	} else {
+		t.Logf("reopen while full refused, as it must be: %v", err)
+	}
+	free.Store(1 << 40)
+	var err error
+	deadline := time.Now().Add(30 * time.Second) // the index is closed within indexCloseRetry of the space coming back
+	for b, err = Open(durableTestOptions(t, dir, clk, mod)); err != nil; b, err = Open(durableTestOptions(t, dir, clk, mod)) {
+		if !errors.Is(err, ErrLocked) || time.Now().After(deadline) {
+			t.Fatalf("reopen once space is back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	defer b.Close()
+	have := bodiesIn(t, b, "full")
+	for _, body := range acked {
+		if !have[body] {
+			t.Fatalf("acknowledged %s lost across the reopen", body)
+		}
+	}
+}
+
+// indexTables counts the index's table files.
+func indexTables(t *testing.T, dir string) int {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, "index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".sst") {
+			n++
+		}
+	}
+	return n
+}
