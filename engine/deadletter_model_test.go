@@ -437,14 +437,8 @@ func runDeadLetterModel(t *testing.T, seed uint64, ops int, dir string) {
 // TestDeadLetterModel runs the dead-letter model in memory and durably
 // (with restarts, crashes and power losses).
 func TestDeadLetterModel(t *testing.T) {
-	seeds, ops := []uint64{1, 2, 3}, 6_000
-	if testing.Short() {
-		seeds, ops = []uint64{1, 2}, 3_000
-	}
-	if modelLong {
-		seeds, ops = []uint64{11, 12, 13, 14, 15, 16}, 60_000
-	}
-	seeds = seedsFromEnv(t, seeds)
+	seeds, ops := modelRuns(t, modelSize{[]uint64{1, 2, 3}, 6_000}, modelSize{[]uint64{1, 2}, 3_000},
+		modelSize{[]uint64{11, 12, 13, 14, 15, 16}, 60_000})
 	for _, seed := range seeds {
 		for _, durable := range []bool{false, true} {
 			t.Run(fmt.Sprintf("seed=%d/durable=%v", seed, durable), func(t *testing.T) {

@@ -864,6 +864,25 @@ func runModel(t *testing.T, seed uint64, stripes, ops int, dir string) {
 	}
 }
 
+// modelRuns picks a model test's seeds and operations: def, short under
+// -short, long with -tags long; SMQD_MODEL_SEED replays one seed.
+func modelRuns(t *testing.T, def, short, long modelSize) ([]uint64, int) {
+	r := def
+	if testing.Short() {
+		r = short
+	}
+	if modelLong {
+		r = long
+	}
+	return seedsFromEnv(t, r.seeds), r.ops
+}
+
+// modelSize is a model test's seeds and operations per seed.
+type modelSize struct {
+	seeds []uint64
+	ops   int
+}
+
 // seedsFromEnv returns the one seed SMQD_MODEL_SEED names (to replay a
 // failure), else seeds.
 func seedsFromEnv(t *testing.T, seeds []uint64) []uint64 {

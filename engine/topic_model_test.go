@@ -519,14 +519,8 @@ func runTopicModel(t *testing.T, seed uint64, stripes, ops int, dir string) {
 // TestTopicModel runs the topic model in memory and durably (with
 // restarts, crashes and power losses), on one stripe and on four.
 func TestTopicModel(t *testing.T) {
-	seeds, ops := []uint64{1, 2, 3}, 4_000
-	if testing.Short() {
-		seeds, ops = []uint64{1, 2}, 2_000
-	}
-	if modelLong {
-		seeds, ops = []uint64{11, 12, 13, 14, 15, 16}, 40_000
-	}
-	seeds = seedsFromEnv(t, seeds)
+	seeds, ops := modelRuns(t, modelSize{[]uint64{1, 2, 3}, 4_000}, modelSize{[]uint64{1, 2}, 2_000},
+		modelSize{[]uint64{11, 12, 13, 14, 15, 16}, 40_000})
 	for _, seed := range seeds {
 		for _, stripes := range []int{1, 4} {
 			for _, durable := range []bool{false, true} {
