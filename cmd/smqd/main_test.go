@@ -437,6 +437,16 @@ func TestDaemonBadFlags(t *testing.T) {
 	if code := run(context.Background(), cluster, env(nil), io.Discard, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "--cluster-flush must be shared or file") {
 		t.Fatalf("--cluster-flush fsync: exit %d: %s", code, stderr.String())
 	}
+	// A negative --sync-interval with the default --sync always: a usage
+	// error, not a failure at run time after the data directory was made.
+	stderr.Reset()
+	dir := filepath.Join(t.TempDir(), "never-made")
+	if code := run(context.Background(), []string{"--no-auth", "--sync-interval", "-1s", "--data-dir", dir}, env(nil), io.Discard, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "--sync-interval must be positive") {
+		t.Fatalf("--sync-interval -1s: exit %d: %s", code, stderr.String())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the data directory of a refused start: %v", err)
+	}
 	if code := run(context.Background(), []string{"-h"}, env(nil), io.Discard, io.Discard, nil); code != 0 {
 		t.Fatalf("-h exit %d", code)
 	}
