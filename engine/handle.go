@@ -133,8 +133,9 @@ func unhexInto(dst, text []byte) bool {
 
 // unhexTab maps a hex digit of either case to its value and every other
 // byte to 0xff. With one bounds check per byte pair it parses a handle
-// faster than a switch per digit did (BenchmarkParseReceiptHandle, side
-// by side on a loaded 2-core host: 56-58 ns against 70-78 ns).
+// in about half the time a switch per digit took (BenchmarkParseReceiptHandle,
+// 4 interleaved pairs on a loaded 2-core host: 41-66 ns against 74-140 ns,
+// 0.44-0.68 x).
 var unhexTab = func() (t [256]byte) {
 	for c := range t {
 		t[c] = 0xff
