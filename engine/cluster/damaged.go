@@ -1,141 +1,77 @@
 package cluster
 
-// A replica whose own log is damaged is rebuilt from the other members.
+// A replica whose own log is damaged does not take part in its shard.
 //
 // A single broker that finds damage drops what it cannot read and reports
-// it: there is no other copy. A shard's replica has two others, and its
-// damage is its disk's alone. Kept as it was, it lied: its Raft position
-// said it held every entry up to its applied index, so no leader sent the
-// lost ones again, and while it led, clients saw acknowledged messages
-// gone (docs audit, 2026-12-06: after --wal-repair, after a log tail cut
-// below the checkpoint); and a damaged body it met as a leader was
-// dropped by a replicated delete, on every member.
+// it: there is no other copy. A shard's replica has others, and its damage
+// is its disk's alone. Kept as it was, it lied: its Raft position said it
+// held every entry up to its applied index, so no leader sent the lost
+// ones again, and while it led, clients saw acknowledged messages gone
+// (docs audit, 2026-12-06: after a log tail cut below the checkpoint, or
+// --wal-repair); and a damaged body it met as a leader was dropped by a
+// replicated delete, on every member.
 //
-// So a replica that opens on a damaged log (engine.RecoveryStats.Damaged),
-// whose log does not open for damage (what --wal-repair would skip), or
-// whose broker met a damaged body (engine.Broker.Damaged, then the shard
-// restarts: restart.go), puts its directory aside, renamed
-// <dir>.damaged-<time> and kept for the operator, and starts the shard
-// empty, as on a wiped node. The node then asks the members whether it
-// lost what it acknowledged (rejoin.go): it did, so it is replaced, and
-// catches up from a snapshot or the leader's log.
+// So a shard whose replica opens on a damaged log (engine.RecoveryStats
+// .Damaged: a tail cut below the checkpoint), whose log does not open for
+// damage (wal.ErrCorrupt), or whose broker met a damaged body while it ran
+// (engine.Broker.Damaged: a replicated broker drops nothing, it fails)
+// does not start on this node: at the process's start the node does not
+// start, and at a restart in place the shard stays out of its group,
+// saying why (Health, GET /cluster's failure). The other members carry it.
+// The operator empties this node's data directory and starts it again: it
+// is then replaced in every shard and catches up (rejoin.go), as a wiped
+// node is. Only when every member's copy is damaged is --wal-repair the
+// way: a repaired replica is trusted as it is.
+//
+// Rebuilding it by itself was tried and withdrawn the same day (review J,
+// 2026-12-06): a replica put aside and started empty voted at once, before
+// it was replaced, and with the one other holder of the committed tail
+// down it elected a member that lacked it (320 acknowledged messages
+// gone); and every member's copy could be put aside at one start, which
+// emptied the shard.
 //
 // Invariants:
-//  1. A damaged replica never serves or votes on its damaged state: it is
-//     set aside before its Raft member starts.
-//  2. A shard whose only member is this node keeps its repaired state (a
-//     single broker's semantics: there is no other copy), or does not
-//     open (--wal-repair then applies); so does one whose members are
-//     unknown. The rest of the cluster never gives up its copy for this
-//     one's.
-//  3. Nothing is deleted: the damaged directory stays until the operator
-//     removes it.
+//  1. A damaged replica never votes, leads or serves: its shard does not
+//     start here.
+//  2. Nothing is deleted or moved: the operator decides.
 //
 // Owner: the shard's loop (start runs there, or before the loops start).
 
 import (
 	"errors"
 	"fmt"
-	"os"
-	"time"
 
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/wal"
-	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
-// openChecked opens the shard's broker, putting a damaged replica aside
-// first (see the file comment): one whose broker met a damaged body
-// before this restart (s.damage), one whose log does not open for damage
-// (wal.ErrCorrupt: what --wal-repair would skip), and one that opened on
-// a damaged log (engine.RecoveryStats.Damaged).
+// errDamagedReplica explains what to do with a damaged replica.
+var errDamagedReplica = errors.New("this node's copy of the shard is damaged and does not take part in it (the other members carry it): " +
+	"stop this node, empty its data directory and start it again, and it is replaced and catches up from the others; " +
+	"only if every member's copy is damaged, start the one that lost least with --wal-repair")
+
+// openChecked opens the shard's broker unless its replica is damaged (see
+// the file comment): its broker met a damaged body before this restart
+// (s.damage), its log does not open for damage, or it opened on a damaged
+// log without --wal-repair.
 func (s *shard) openChecked() (*engine.Broker, error) {
 	if s.damage != nil {
-		why := "a message body in its log is damaged: " + s.damage.Error()
-		s.damage = nil
-		if s.othersHold(nil) {
-			if err := s.putAside(why); err != nil {
-				return nil, err
-			}
-		}
+		return nil, fmt.Errorf("%w (a message body in its log failed its checksum: %v)", errDamagedReplica, s.damage)
 	}
 	b, err := s.openBroker()
-	if errors.Is(err, wal.ErrCorrupt) && s.othersHold(nil) {
-		if err := s.putAside("its log does not open: " + err.Error()); err != nil {
-			return nil, err
-		}
-		b, err = s.openBroker()
+	if errors.Is(err, wal.ErrCorrupt) {
+		return nil, fmt.Errorf("%w (%v)", errDamagedReplica, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	rec := b.Recovery()
-	if !rec.Damaged {
-		return b, nil
-	}
-	rs, err := b.ReplicaState()
-	if err != nil {
+	if rec := b.Recovery(); rec.Damaged {
+		if s.n.cfg.Engine.WAL.Repair {
+			s.log.Warn("this replica's log was damaged and is repaired as --wal-repair asks: it is trusted as it is (right only when every member's copy is damaged)", "lost_messages", rec.Lost)
+			return b, nil
+		}
 		b.Close()
-		return nil, err
+		return nil, fmt.Errorf("%w (its log lost records it had acknowledged: %d messages with them)", errDamagedReplica, rec.Lost)
 	}
-	cs := &pb.ConfState{}
-	if rs.ConfState != nil {
-		if err := proto.Unmarshal(rs.ConfState, cs); err != nil {
-			b.Close()
-			return nil, fmt.Errorf("configuration: %w", err)
-		}
-	}
-	if !s.othersHold(cs.GetVoters()) {
-		s.log.Warn("this replica's log lost records at start and no other member holds the shard: it keeps what survived", "lost_messages", rec.Lost)
-		return b, nil
-	}
-	if err := b.CloseForRebuild(); err != nil {
-		s.log.Debug("closing the damaged replica", "err", err)
-	}
-	if err := s.putAside(fmt.Sprintf("its log lost records at start (%d messages with them)", rec.Lost)); err != nil {
-		return nil, err
-	}
-	return s.openBroker()
-}
-
-// othersHold reports whether another member holds the shard: one of
-// voters (the configuration the replica's log holds), else of the
-// configuration the shard ran with before this restart, else of the
-// members this node knows (a start: --cluster-peers and those learnt).
-func (s *shard) othersHold(voters []uint64) bool {
-	if voters == nil && s.st != nil {
-		voters = s.st.votersNow()
-	}
-	if voters == nil {
-		s.n.bookMu.Lock()
-		for id := range s.n.book {
-			voters = append(voters, id)
-		}
-		s.n.bookMu.Unlock()
-		for id := range s.n.cfg.Peers {
-			voters = append(voters, id)
-		}
-	}
-	for _, v := range voters {
-		if v != s.n.cfg.NodeID {
-			return true
-		}
-	}
-	return false
-}
-
-// putAside renames the shard's directory <dir>.damaged-<time> and makes
-// an empty one (invariant 3).
-func (s *shard) putAside(why string) error {
-	aside := s.dir + ".damaged-" + time.Now().UTC().Format("20060102T150405.000")
-	if err := os.Rename(s.dir, aside); err != nil {
-		return fmt.Errorf("putting the damaged replica aside: %w", err)
-	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return err
-	}
-	s.setAside.Store(true)
-	s.log.Warn("this replica is damaged: its directory is put aside and the shard catches up from the other members", "why", why, "aside", aside)
-	return nil
+	return b, nil
 }

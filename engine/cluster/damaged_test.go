@@ -26,21 +26,14 @@ func (c *testCluster) shardSegments(i int) []string {
 	return segs
 }
 
-// setAside reports whether node i put a damaged replica of shard 0 aside.
-func (c *testCluster) setAside(i int) bool {
-	m, _ := filepath.Glob(filepath.Join(c.dirs[i], "shards", "0.damaged-*"))
-	return len(m) > 0
-}
-
 // A replica whose log lost its tail below the checkpoint (a cut file, a
-// disk that lost written data) drops the messages whose bodies were
-// there. It must not go on as if it held them: its Raft position says it
-// does, so no leader sends them again, and while it led, clients saw
-// acknowledged messages gone (docs audit, 2026-12-06). Nor must one whose
-// log is damaged in the middle stay down until an operator repairs it
-// (--wal-repair then made it lie the same way). Either is put aside and
-// the shard catches up from the others.
-func TestClusterDamagedReplicaIsRebuilt(t *testing.T) {
+// disk that lost written data) or is damaged in the middle does not start:
+// started as it was, it said it held what it had lost, so no leader sent
+// it again, and while it led, clients saw acknowledged messages gone (docs
+// audit, 2026-12-06). Rebuilt by itself, it voted empty before it was
+// replaced (review J). The operator empties the node's directory, and it
+// is replaced and catches up.
+func TestClusterDamagedReplicaDoesNotStart(t *testing.T) {
 	for _, damage := range []string{"cut tail", "flipped byte"} {
 		t.Run(damage, func(t *testing.T) {
 			c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
@@ -75,19 +68,22 @@ func TestClusterDamagedReplicaIsRebuilt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.start(wi)
-			c.holds(wi, 301*16, 30*time.Second)
-			if !c.setAside(wi) {
-				t.Fatal("the damaged replica was not put aside")
+			if n, err := Start(c.config(wi)); !errors.Is(err, errDamagedReplica) {
+				if n != nil {
+					n.Close()
+				}
+				t.Fatalf("a damaged replica started: %v", err)
 			}
+			c.wipe(wi) // what the error says to do
+			c.holds(wi, 301*16, 30*time.Second)
 		})
 	}
 }
 
 // A body damaged on the leader's disk alone is read back by a receive:
 // the leader must not drop it (a replicated delete would drop it on every
-// member, whose copies are intact: docs audit, 2026-12-06). Its shard
-// restarts from the others' copy, and the message is received.
+// member, whose copies are intact: docs audit, 2026-12-06). Its broker
+// fails, another member leads, and the message is received there.
 func TestClusterLeadersDamagedBodyIsNotDroppedEverywhere(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, tweak: func(_ int, o *engine.Options) {
 		o.CheckpointRecords = 0 // keep the first segment: it holds the body
@@ -175,13 +171,16 @@ func TestClusterLeadersDamagedBodyIsNotDroppedEverywhere(t *testing.T) {
 		}
 		return errors.New("not yet")
 	})
-	eventuallyWithin(t, 30*time.Second, "the damaged replica put aside", func() error {
-		if !c.setAside(li) {
-			return errors.New("not yet")
+	// Its shard stays out on that node, saying why, until the operator
+	// empties the node's directory; then it is replaced and catches up.
+	eventually(t, "the damaged shard out on node "+fmt.Sprint(li+1), func() error {
+		if err := c.nodes[li].Health(); !errors.Is(err, errDamagedReplica) {
+			return fmt.Errorf("health: %v", err)
 		}
 		return nil
 	})
-	c.holdsIn(li, "q", 1+160*4) // rebuilt from the others
+	c.wipe(li)
+	c.holdsIn(li, "q", 1+160*4)
 }
 
 // holdsIn waits until node i's replica of queue holds want messages

@@ -288,10 +288,9 @@ func Start(cfg Config) (*Node, error) {
 	for id, addr := range n.book {
 		n.tr.addPeer(id, addr)
 	}
-	fresh, aside := true, false
+	fresh := true
 	for _, s := range n.shards {
 		fresh = fresh && s.bootstrapped
-		aside = s.setAside.Swap(false) || aside // damaged.go
 	}
 	n.tr.start()
 	// Whether it lost what it acknowledged (rejoin.go): before the shards
@@ -304,10 +303,6 @@ func Start(cfg Config) (*Node, error) {
 		n.wg.Add(1)
 		go n.rejoinLoop()
 	case !cfg.Join && !n.askRejoinAll():
-		n.wg.Add(1)
-		go n.rejoinLoop()
-	case cfg.Join && aside:
-		// Its shards were put aside as damaged (damaged.go): not new.
 		n.wg.Add(1)
 		go n.rejoinLoop()
 	}

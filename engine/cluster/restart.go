@@ -29,6 +29,7 @@ package cluster
 // Health and Status.
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,7 +77,7 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 	// reads them back, and a later power loss must not find a hole there.
 	failed := s.broker()
 	if failed != nil {
-		s.damage = failed.Damaged() // its directory is put aside at the restart (damaged.go)
+		s.damage = failed.Damaged() // then the shard does not start again here (damaged.go)
 		s.retire(failed)
 		s.b.Store(nil)
 	}
@@ -129,13 +130,10 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 			s.restarts.Add(1)
 			s.failure.Store(nil)
 			s.log.Warn("shard restarted after its storage failed", "after", delay)
-			if s.setAside.Swap(false) {
-				// Its replica started empty: be replaced (rejoin.go), as
-				// a node with a wiped directory is at its start.
-				s.n.wg.Add(1)
-				go s.n.rejoinLoop()
-			}
 			return true
+		}
+		if errors.Is(err, errDamagedReplica) {
+			s.failure.Store(&failedShard{shard: s.id, err: err}) // Health says what to do
 		}
 		delay = min(2*delay, restartMax)
 		s.log.Error("shard restart failed; trying again", "err", err, "in", delay)

@@ -88,7 +88,6 @@ type shard struct {
 	rebuilds  atomic.Int64                // broker reopened from the log (diverged at a step-down)
 	restarts  atomic.Int64                // restarts after the log failed (restart.go)
 	damage    error                       // owned by run: the failed broker met a damaged body (damaged.go)
-	setAside  atomic.Bool                 // a damaged replica was put aside: the node asks to be replaced
 	failure   atomic.Pointer[failedShard] // the log failed: the shard waits to restart
 	installs  sync.WaitGroup              // snapshots being prepared off the loop
 	// run: the last restart (restart.go), for its backoff
