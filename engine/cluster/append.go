@@ -170,6 +170,7 @@ func (a *appender) process(batch []*pb.Message) error {
 			for _, id := range meta.GetConfState().GetVoters() {
 				s.n.unmarkGone(id) // a voter is no removed member (confChanged)
 			}
+			s.n.settleRemovals() // this shard has a configuration now
 			mustSync = true
 		}
 		if len(m.Entries) > 0 {

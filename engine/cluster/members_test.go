@@ -533,7 +533,13 @@ func TestClusterCatchingUpNodeKeepsAReaddedMember(t *testing.T) {
 	if gone() {
 		t.Error("a member taken for removed while a shard knew no members yet")
 	}
-	n.rememberMember(3, "", true)
+	// Shard 1's configuration comes (a snapshot): without 3, the removal
+	// is settled; it was left unsettled for good (review J, 2026-12-06).
+	setConf(1, &pb.ConfState{Voters: []uint64{1, 2}})
+	n.settleRemovals()
+	if !gone() {
+		t.Error("a removed member is not forgotten once every shard has a configuration without it")
+	}
 	n.confChanged(1, entry(pb.ConfChangeAddNode))
 	if gone() {
 		t.Error("a member added back in shard 1 is still taken for removed")

@@ -132,6 +132,9 @@ type Node struct {
 	bookMu sync.Mutex
 	book   map[uint64]string // guarded by bookMu: the members' raft addresses (members.go)
 	gone   map[uint64]bool   // guarded by bookMu: members this node saw removed, not added back (members.go)
+	// guarded by bookMu: removals seen while some shard here had no
+	// configuration yet, settled once every shard has one (settleRemovals)
+	maybeGone map[uint64]bool
 
 	diskFull atomic.Bool // this node's disk is full (handoff.go)
 	leaving  atomic.Bool // this node hands its leads over to shut down (transfer.go); never cleared
@@ -499,6 +502,9 @@ func (n *Node) confChanged(shard int, e *pb.Entry) {
 	for _, c := range cc.GetChanges() {
 		switch c.GetType() {
 		case pb.ConfChangeAddNode, pb.ConfChangeAddLearnerNode:
+			n.bookMu.Lock()
+			delete(n.maybeGone, c.GetNodeId())
+			n.bookMu.Unlock()
 			if shard == 0 && len(cc.GetContext()) > 0 {
 				n.tr.addPeer(c.GetNodeId(), string(cc.GetContext()))
 				n.rememberMember(c.GetNodeId(), string(cc.GetContext()), false)
@@ -509,12 +515,42 @@ func (n *Node) confChanged(shard int, e *pb.Entry) {
 				n.unmarkGone(c.GetNodeId())
 			}
 		case pb.ConfChangeRemoveNode:
-			if c.GetNodeId() != n.cfg.NodeID && !strings.HasPrefix(string(cc.GetContext()), replacePrefix) && !n.inAnyShard(c.GetNodeId()) {
-				n.tr.removePeer(c.GetNodeId())
-				n.rememberMember(c.GetNodeId(), "", true)
-				n.forgetAcks(c.GetNodeId())
+			if c.GetNodeId() != n.cfg.NodeID && !strings.HasPrefix(string(cc.GetContext()), replacePrefix) {
+				n.bookMu.Lock()
+				if n.maybeGone == nil {
+					n.maybeGone = map[uint64]bool{}
+				}
+				n.maybeGone[c.GetNodeId()] = true
+				n.bookMu.Unlock()
 			}
 		}
+	}
+	n.settleRemovals()
+}
+
+// settleRemovals forgets the members removed (confChanged) that no shard
+// here holds, once every shard has a configuration; before, a shard that
+// has none yet may hold them. A removal seen while a shard had none was
+// left unsettled for good when that shard's configuration came in a
+// snapshot: the removed member was dialled forever (review J,
+// 2026-12-06). The snapshot path calls it too (append.go).
+func (n *Node) settleRemovals() {
+	n.bookMu.Lock()
+	ids := make([]uint64, 0, len(n.maybeGone))
+	for id := range n.maybeGone {
+		ids = append(ids, id)
+	}
+	n.bookMu.Unlock()
+	for _, id := range ids {
+		if n.inAnyShard(id) {
+			continue // still a member somewhere, or a shard may hold it
+		}
+		n.bookMu.Lock()
+		delete(n.maybeGone, id)
+		n.bookMu.Unlock()
+		n.tr.removePeer(id)
+		n.rememberMember(id, "", true)
+		n.forgetAcks(id)
 	}
 }
 
