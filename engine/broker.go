@@ -62,7 +62,7 @@ type Broker struct {
 	movesBusy  atomic.Int64 // moves between queues running (beginMove)
 	closed     atomic.Bool
 	failure    atomic.Pointer[error] // first storage failure: the broker stops accepting changes
-	damage     atomic.Pointer[error] // a replica's damaged body (poison.go): its log must be rebuilt
+	damage     atomic.Pointer[error] // a replica's damaged body (poison.go): its copy must not serve again
 	waiterPool sync.Pool
 	readers    sync.Pool // *bodyReader: scratch for reading bodies back (receive.go)
 	sendPool   sync.Pool // *sendBatch scratch of Send

@@ -24,8 +24,9 @@ package engine
 // (replicated by a leader) would lose the message on every member (docs
 // audit, 2026-12-06: a bad sector under one body on a leader's disk lost
 // an acknowledged message on all three nodes). It fails instead, saying
-// so (Broker.Damaged), and engine/cluster rebuilds the shard on that node
-// from the others.
+// so (Broker.Damaged), and engine/cluster keeps that node's copy of the
+// shard out of its group until the operator empties the node's directory
+// (engine/cluster/damaged.go).
 
 import (
 	"errors"
@@ -71,7 +72,7 @@ func (q *Queue) dropUnreadable(loc *bodyLoc, err error) bool {
 // record (see the file comment).
 func (b *Broker) replicaDamaged(err error) {
 	if b.damage.CompareAndSwap(nil, &err) {
-		b.log.Error("a message body is damaged in this replica's log; nothing is dropped: the shard is rebuilt on this node from the other members", "err", err)
+		b.log.Error("a message body is damaged in this replica's log; nothing is dropped: this copy of the shard stops, and the other members carry it", "err", err)
 	}
 	b.storageFailed(err)
 }
@@ -79,8 +80,7 @@ func (b *Broker) replicaDamaged(err error) {
 // Damaged returns the damage a replicated broker met in its own log (a
 // message body that failed its checksum), nil if none. Such a broker has
 // failed (NeedsReopen), and its directory must not be opened again as it
-// is: the cluster puts it aside and rebuilds the shard from the other
-// members (engine/cluster).
+// is: engine/cluster keeps that copy of the shard out of its group.
 func (b *Broker) Damaged() error {
 	if p := b.damage.Load(); p != nil {
 		return *p

@@ -368,7 +368,8 @@ type RecoveryStats struct {
 	// index had checkpointed — whether or not a message was lost with them
 	// (a lost delete or receive is not counted in Lost). A torn tail past
 	// the checkpoint, which only a crash leaves, is not damage. A cluster
-	// shard rebuilds such a replica from the other members (engine/cluster).
+	// shard does not start on such a replica unless it was repaired on
+	// purpose (Options.WAL.Repair; engine/cluster/damaged.go).
 	Damaged bool
 }
 
