@@ -450,19 +450,12 @@ func (d *durableStore) releaseMemory() {
 }
 
 // close stops the checkpointer, writes a final checkpoint if the broker is
-// healthy, and closes the log and the index.
-//
-// With free space below the critical level the index is not closed now:
-// Badger's Close flushes a non-empty memtable (it has no way to skip that),
-// through a memory mapping of a sparse file, and on a disk with no room
-// that is SIGBUS (a SIGTERM while the disk is full, or a cluster rebuild
-// on it). Leaving it open is what a crash leaves, which the engine
-// recovers from: every index commit is synced (index.Commit), the log is
-// closed and holds everything after the checkpoint position, and the next
-// open replays it. closeIndexWithRoom closes it once space is back, and
-// only then is the data directory unlocked, so an open of the directory
-// in this process fails with ErrLocked meanwhile (it would be refused for
-// lack of space anyway: the guard's minimum is above the critical level).
+// healthy and the disk has room, and closes the log and the index. On a
+// critically full disk the index's own close may still meet the disk
+// (Badger flushes its memtable through a mapping); the reopen and restart
+// paths wait for room before they close (resync), and leaving the index
+// open instead, tried on 2026-12-06, let its late close delete the files
+// of a new broker opened in the same directory (review K).
 func (d *durableStore) close(clean bool) error {
 	d.cp.stop()
 	d.spaceJ.stop()
@@ -479,37 +472,9 @@ func (d *durableStore) close(clean bool) error {
 	if err := d.wal.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	if g := d.space; g.critical > 0 {
-		if free := d.freeBytes(); free < g.critical {
-			d.log.Error("disk space critical: the index stays open until space is freed (closing it would write its memtable "+
-				"onto the full disk); the next start replays the log instead", "free_bytes", free, "needed_bytes", g.critical)
-			go d.closeIndexWithRoom()
-			return errors.Join(errs...)
-		}
-	}
 	if err := d.idx.Close(); err != nil {
 		errs = append(errs, err)
 	}
 	d.unlock()
 	return errors.Join(errs...)
-}
-
-// indexCloseRetry is how often a close that left the index open looks
-// again for room to close it (real time: the broker's jobs are stopped).
-const indexCloseRetry = time.Second
-
-// closeIndexWithRoom (close, on a critically full disk) closes the index
-// once free space is at the critical level again, then unlocks the data
-// directory. If the process ends first, its index is as after a crash.
-func (d *durableStore) closeIndexWithRoom() {
-	t := time.NewTicker(indexCloseRetry)
-	defer t.Stop()
-	for d.freeBytes() < d.space.critical {
-		<-t.C
-	}
-	if err := d.idx.Close(); err != nil {
-		d.log.Warn("closing the index after space was freed", "err", err)
-	}
-	d.unlock()
-	d.log.Info("index closed once space was freed", "dir", d.opts.Dir)
 }

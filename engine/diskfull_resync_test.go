@@ -3,13 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/smqd/smqd/wal"
 )
@@ -95,65 +91,4 @@ func TestResyncRefusedOnCriticallyFullDisk(t *testing.T) {
 			t.Fatalf("acknowledged %s lost across the reopen", body)
 		}
 	}
-}
-
-// TestCloseOnCriticallyFullDiskWritesNoIndexTable: a broker closed while
-// free space is below the critical level (a SIGTERM while the reopen waits
-// for room) leaves its index open rather than let Badger flush its
-// memtable onto the full disk (SIGBUS); no index table is written. Reopen
-// is refused meanwhile; once space is back the index is closed, and the
-// reopen replays the log and finds every acknowledged send.
-//
-// Seen failing without the fix: Close wrote a new table into the index.
-func TestCloseOnCriticallyFullDiskWritesNoIndexTable(t *testing.T) {
-	dir := t.TempDir()
-	clk := NewFakeClock(t0)
-	var free atomic.Int64
-	b, acked, mod := openFailedOnFullDisk(t, dir, clk, &free)
-	before := indexTables(t, dir)
-	if err := b.Close(); err != nil {
-		t.Logf("close of the failed broker on a full disk: %v", err)
-	}
-	if after := indexTables(t, dir); after != before {
-		free.Store(1 << 40)
-		t.Fatalf("closing on a critically full disk wrote index tables (%d before, %d after): Badger's flush meets the full disk", before, after)
-	}
-	if b2, err := Open(durableTestOptions(t, dir, clk, mod)); err == nil {
-		b2.Close()
-		t.Fatal("a reopen on a critically full disk succeeded")
-	} else {
-		t.Logf("reopen while full refused, as it must be: %v", err)
-	}
-	free.Store(1 << 40)
-	var err error
-	deadline := time.Now().Add(30 * time.Second) // the index is closed within indexCloseRetry of the space coming back
-	for b, err = Open(durableTestOptions(t, dir, clk, mod)); err != nil; b, err = Open(durableTestOptions(t, dir, clk, mod)) {
-		if !errors.Is(err, ErrLocked) || time.Now().After(deadline) {
-			t.Fatalf("reopen once space is back: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	defer b.Close()
-	have := bodiesIn(t, b, "full")
-	for _, body := range acked {
-		if !have[body] {
-			t.Fatalf("acknowledged %s lost across the reopen", body)
-		}
-	}
-}
-
-// indexTables counts the index's table files.
-func indexTables(t *testing.T, dir string) int {
-	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(dir, "index"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".sst") {
-			n++
-		}
-	}
-	return n
 }
