@@ -30,16 +30,26 @@ package cluster
 // gone); and every member's copy could be put aside at one start, which
 // emptied the shard.
 //
+// The refusal is written down (damagedMarker in the shard's directory)
+// before anything else: the refused open has already cut and checkpointed
+// the damaged log, so the next start found no damage and served the
+// damaged copy (review K, 2026-12-06). Emptying the directory removes the
+// mark; --wal-repair removes it too.
+//
 // Invariants:
 //  1. A damaged replica never votes, leads or serves: its shard does not
-//     start here.
+//     start here, at this start or any later one, until the operator
+//     empties the directory or asks for --wal-repair.
 //  2. Nothing is deleted or moved: the operator decides.
 //
 // Owner: the shard's loop (start runs there, or before the loops start).
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/wal"
@@ -55,23 +65,49 @@ var errDamagedReplica = errors.New("this node's copy of the shard is damaged and
 // (s.damage), its log does not open for damage, or it opened on a damaged
 // log without --wal-repair.
 func (s *shard) openChecked() (*engine.Broker, error) {
+	repair := s.n.cfg.Engine.WAL.Repair
+	mark := filepath.Join(s.dir, damagedMarker)
+	if why, err := os.ReadFile(mark); err == nil {
+		if !repair {
+			return nil, fmt.Errorf("%w (found earlier: %s)", errDamagedReplica, bytes.TrimSpace(why))
+		}
+		s.log.Warn("this replica was found damaged earlier; --wal-repair starts it as it is", "why", string(bytes.TrimSpace(why)))
+		if err := os.Remove(mark); err != nil {
+			return nil, err
+		}
+	}
 	if s.damage != nil {
-		return nil, fmt.Errorf("%w (a message body in its log failed its checksum: %v)", errDamagedReplica, s.damage)
+		err := s.refuse(fmt.Sprintf("a message body in its log failed its checksum: %v", s.damage))
+		s.damage = nil
+		return nil, err
 	}
 	b, err := s.openBroker()
 	if errors.Is(err, wal.ErrCorrupt) {
-		return nil, fmt.Errorf("%w (%v)", errDamagedReplica, err)
+		return nil, s.refuse(err.Error())
 	}
 	if err != nil {
 		return nil, err
 	}
 	if rec := b.Recovery(); rec.Damaged {
-		if s.n.cfg.Engine.WAL.Repair {
+		if repair {
 			s.log.Warn("this replica's log was damaged and is repaired as --wal-repair asks: it is trusted as it is (right only when every member's copy is damaged)", "lost_messages", rec.Lost)
 			return b, nil
 		}
 		b.Close()
-		return nil, fmt.Errorf("%w (its log lost records it had acknowledged: %d messages with them)", errDamagedReplica, rec.Lost)
+		return nil, s.refuse(fmt.Sprintf("its log lost records it had acknowledged (%d messages with them)", rec.Lost))
 	}
 	return b, nil
+}
+
+// damagedMarker is the file that says a shard's replica was found damaged
+// (see the file comment).
+const damagedMarker = "DAMAGED"
+
+// refuse writes the damage down in the shard's directory and returns the
+// error that explains it.
+func (s *shard) refuse(why string) error {
+	if err := os.WriteFile(filepath.Join(s.dir, damagedMarker), []byte(why+"\n"), 0o600); err != nil {
+		s.log.Error("the damaged replica's mark could not be written: a later start may not see the damage", "err", err)
+	}
+	return fmt.Errorf("%w (%s)", errDamagedReplica, why)
 }

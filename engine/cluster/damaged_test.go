@@ -68,11 +68,16 @@ func TestClusterDamagedReplicaDoesNotStart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n, err := Start(c.config(wi)); !errors.Is(err, errDamagedReplica) {
-				if n != nil {
-					n.Close()
+			// Refused at every start: the refused open has cut and
+			// checkpointed the log already, and a second start found no
+			// damage and served (review K, 2026-12-06).
+			for i := range 2 {
+				if n, err := Start(c.config(wi)); !errors.Is(err, errDamagedReplica) {
+					if n != nil {
+						n.Close()
+					}
+					t.Fatalf("start %d: a damaged replica started: %v", i+1, err)
 				}
-				t.Fatalf("a damaged replica started: %v", err)
 			}
 			c.wipe(wi) // what the error says to do
 			c.holds(wi, 301*16, 30*time.Second)
