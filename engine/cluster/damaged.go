@@ -103,10 +103,11 @@ func (s *shard) openChecked() (*engine.Broker, error) {
 // (see the file comment).
 const damagedMarker = "DAMAGED"
 
-// refuse writes the damage down in the shard's directory and returns the
-// error that explains it.
+// refuse writes the damage down in the shard's directory, durably (a
+// power loss must not make the next start serve the cut copy), and
+// returns the error that explains it.
 func (s *shard) refuse(why string) error {
-	if err := os.WriteFile(filepath.Join(s.dir, damagedMarker), []byte(why+"\n"), 0o600); err != nil {
+	if err := writeSynced(filepath.Join(s.dir, damagedMarker), why+"\n"); err != nil { // members.go
 		s.log.Error("the damaged replica's mark could not be written: a later start may not see the damage", "err", err)
 	}
 	return fmt.Errorf("%w (%s)", errDamagedReplica, why)
