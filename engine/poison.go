@@ -87,3 +87,6 @@ func (b *Broker) Damaged() error {
 	}
 	return nil
 }
+
+// isReplica: the broker is a cluster shard's replica (review-l trial).
+func (b *Broker) isReplica() bool { _, ok := b.store.(*replStore); return ok }

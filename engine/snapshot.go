@@ -208,6 +208,11 @@ func (b *Broker) exportState(w io.Writer, at uint64) error {
 				var m Message
 				ok, err := q.readBody(r, &m, &items[i].loc)
 				switch {
+				case errors.Is(err, errDamaged) && b.isReplica():
+					// A replica drops nothing: its copy fails (poison.go),
+					// and the follower gets the message from another.
+					b.replicaDamaged(fmt.Errorf("queue %s, message %s, body at %d: %w", q.name, q.messageID(items[i].loc.seq), items[i].loc.pos, err))
+					return err
 				case errors.Is(err, errDamaged):
 					// Lost here too: a receive drops it (poison.go).
 					b.log.Warn("snapshot: a message's body is damaged; the follower does without it", "queue", q.name, "seq", items[i].loc.seq, "err", err)

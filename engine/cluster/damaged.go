@@ -58,24 +58,34 @@ import (
 // errDamagedReplica explains what to do with a damaged replica.
 var errDamagedReplica = errors.New("this node's copy of the shard is damaged and does not take part in it (the other members carry it): " +
 	"stop this node, empty its data directory and start it again, and it is replaced and catches up from the others; " +
-	"only if every member's copy is damaged, start the one that lost least with --wal-repair")
+	"only if every member's copy is damaged, or this node is the shard's only member (do not empty it then), start it with --wal-repair")
 
 // openChecked opens the shard's broker unless its replica is damaged (see
 // the file comment): its broker met a damaged body before this restart
 // (s.damage), its log does not open for damage, or it opened on a damaged
 // log without --wal-repair.
 func (s *shard) openChecked() (*engine.Broker, error) {
-	repair := s.n.cfg.Engine.WAL.Repair
+	repair := s.n.cfg.Engine.WAL.Repair && s.rn == nil // an operator's decision at the process start, not at a restart in place
 	mark := filepath.Join(s.dir, damagedMarker)
+	marked := false
 	if why, err := os.ReadFile(mark); err == nil {
 		if !repair {
 			return nil, fmt.Errorf("%w (found earlier: %s)", errDamagedReplica, bytes.TrimSpace(why))
 		}
 		s.log.Warn("this replica was found damaged earlier; --wal-repair starts it as it is", "why", string(bytes.TrimSpace(why)))
-		if err := os.Remove(mark); err != nil {
+		marked = true
+	}
+	b, err := s.openCheckedUnmarked(repair)
+	if err == nil && marked {
+		if err = os.Remove(mark); err != nil { // only once the repaired copy opened
+			b.Close()
 			return nil, err
 		}
 	}
+	return b, err
+}
+
+func (s *shard) openCheckedUnmarked(repair bool) (*engine.Broker, error) {
 	if s.damage != nil {
 		err := s.refuse(fmt.Sprintf("a message body in its log failed its checksum: %v", s.damage))
 		s.damage = nil

@@ -78,6 +78,11 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 	failed := s.broker()
 	if failed != nil {
 		s.damage = failed.Damaged() // then the shard does not start again here (damaged.go)
+		if s.damage != nil {
+			// Written now: a stop before the first restart attempt must not
+			// let the next process start serve this copy.
+			s.refuse(fmt.Sprintf("a message body in its log failed its checksum: %v", s.damage))
+		}
 		s.retire(failed)
 		s.b.Store(nil)
 	}
