@@ -88,5 +88,5 @@ func (b *Broker) Damaged() error {
 	return nil
 }
 
-// isReplica: the broker is a cluster shard's replica (review-l trial).
+// isReplica reports whether the broker is a cluster shard's replica.
 func (b *Broker) isReplica() bool { _, ok := b.store.(*replStore); return ok }

@@ -85,6 +85,8 @@ func (s *shard) openChecked() (*engine.Broker, error) {
 	return b, err
 }
 
+// openCheckedUnmarked is openChecked past the mark: it refuses a replica
+// found damaged now, unless repair.
 func (s *shard) openCheckedUnmarked(repair bool) (*engine.Broker, error) {
 	if s.damage != nil {
 		err := s.refuse(fmt.Sprintf("a message body in its log failed its checksum: %v", s.damage))
