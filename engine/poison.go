@@ -41,7 +41,7 @@ var errDamaged = errors.New("engine: record damaged")
 // dropUnreadable drops the message at loc, whose body could not be read
 // because of err, if the slot still holds it. It reports whether it did.
 func (q *Queue) dropUnreadable(loc *bodyLoc, err error) bool {
-	if _, ok := q.b.store.(*replStore); ok {
+	if q.b.isReplica() {
 		q.b.replicaDamaged(fmt.Errorf("queue %s, message %s, body at %d: %w", q.name, q.messageID(loc.seq), loc.pos, err))
 		return false
 	}
