@@ -147,7 +147,7 @@ func (n *Node) forward(ctx context.Context, shard int, leader uint64, req, dst [
 	}
 	var fc *fwdCall
 	if shard >= 0 && shard < len(n.shards) {
-		fc = n.watchForward(shard, leader, c, deadline)
+		fc = n.watchForward(ctx, shard, leader, c, deadline)
 	}
 	// unwatch ends the watch once, and reports whether the leader moved
 	// under the wait (its connection must not be reused then).

@@ -22,6 +22,16 @@ package cluster
 //     record of every member's messages; a leader sends one every tick),
 //     L is taken as gone and the forward fails at once: the lead usually
 //     moves because L went silent for a whole election timeout.
+//  1a. A pre-vote is not a move. A follower that missed L's heartbeats
+//     for an election timeout (L's loop busy catching a member up, a lost
+//     packet) becomes a pre-candidate with no leader in view, and when the
+//     other members still hear L no election follows and L answers what
+//     this node forwarded: failed at once, those requests were answered
+//     503 "may have run" although they ran (clients that retry a 503 sent
+//     again). So a pre-candidate's "none" gives the forwards the grace,
+//     never the silent cut, and when L is in view again their own
+//     deadlines come back (a long poll outlives the blip). A real move
+//     after it cuts as in 1, never later than the grace already given.
 //  2. ErrLeaderMoved is an outcome unknown: the old leader may have run
 //     the request (its change commits only if a majority had it, and then
 //     the new leader has it too). The server answers 503, and the client
@@ -36,6 +46,7 @@ package cluster
 // Owner: fwdWatch.mu guards the registry and each call's cut flag.
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sync"
@@ -68,24 +79,29 @@ type fwdWatch struct {
 	pool  sync.Pool
 }
 
-// fwdCall is a forward waiting for its answer.
+// fwdCall is a forward waiting for its answer. The fields after until are
+// guarded by fwdWatch.mu.
 type fwdCall struct {
 	shard  int
 	leader uint64
 	c      net.Conn
-	until  time.Time // the forward's own deadline: a move never extends it
-	cut    bool      // guarded by fwdWatch.mu
+	ctx    context.Context // its end moves the deadline to now (forward)
+	until  time.Time       // the forward's own deadline: a move never extends it
+	cut    bool            // a move set the deadline: the connection is not reused
+	moving bool            // a move's deadline holds (moved)
+	blip   bool            // that move was a pre-vote's only (invariant 1a)
+	moved  time.Time
 }
 
 // watchForward registers a forward to leader for shard that waits on c
 // (invariant 3).
-func (n *Node) watchForward(shard int, leader uint64, c net.Conn, until time.Time) *fwdCall {
+func (n *Node) watchForward(ctx context.Context, shard int, leader uint64, c net.Conn, until time.Time) *fwdCall {
 	w := &n.fwdWatch
 	fc, _ := w.pool.Get().(*fwdCall)
 	if fc == nil {
 		fc = new(fwdCall)
 	}
-	*fc = fwdCall{shard: shard, leader: leader, c: c, until: until}
+	*fc = fwdCall{shard: shard, leader: leader, c: c, ctx: ctx, until: until}
 	w.mu.Lock()
 	if w.calls == nil {
 		w.calls = map[*fwdCall]struct{}{}
@@ -93,7 +109,7 @@ func (n *Node) watchForward(shard int, leader uint64, c net.Conn, until time.Tim
 	w.calls[fc] = struct{}{}
 	w.mu.Unlock()
 	if lead := n.shards[shard].lead.Load(); lead != leader {
-		n.leaderMoved(shard, lead, nil) // not the loop: its record is not ours to read
+		n.leaderMoved(shard, lead, nil, false) // not the loop: its record is not ours to read
 	}
 	return fc
 }
@@ -113,22 +129,39 @@ func (n *Node) unwatchForward(fc *fwdCall) bool {
 
 // leaderMoved (after lead was stored as the shard's leader) gives the
 // forwards waiting on another node for shard their grace, or none for a
-// node silent reports gone (invariant 1; nil: none is).
-func (n *Node) leaderMoved(shard int, lead uint64, silent func(id uint64) bool) {
+// node silent reports gone (invariant 1; nil: none is). prevote: lead is
+// a pre-candidate's "none" (invariant 1a); the forwards to a leader back
+// in view after one get their own deadlines again.
+func (n *Node) leaderMoved(shard int, lead uint64, silent func(id uint64) bool, prevote bool) {
 	w := &n.fwdWatch
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
 	for fc := range w.calls {
-		if fc.shard == shard && fc.leader != lead && !fc.cut {
-			fc.cut = true
+		switch {
+		case fc.shard != shard:
+		case fc.leader == lead:
+			if fc.moving && fc.blip {
+				fc.moving, fc.blip = false, false
+				fc.c.SetReadDeadline(fc.until)
+				if fc.ctx.Err() != nil { // ended before the line above: keep its cut
+					fc.c.SetReadDeadline(now)
+				}
+			}
+		case fc.moving && (!fc.blip || prevote):
+			// a move's deadline holds already
+		default:
 			until := now.Add(fwdMovedGrace)
-			if silent != nil && silent(fc.leader) {
+			if !prevote && silent != nil && silent(fc.leader) {
 				until = now
+			}
+			if fc.moving && fc.moved.Before(until) {
+				until = fc.moved // a real move after a pre-vote's: never later
 			}
 			if !fc.until.IsZero() && fc.until.Before(until) {
 				until = fc.until
 			}
+			fc.cut, fc.moving, fc.blip, fc.moved = true, true, prevote, until
 			fc.c.SetReadDeadline(until)
 		}
 	}

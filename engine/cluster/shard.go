@@ -638,12 +638,16 @@ func (s *shard) applyConfChange(b *engine.Broker, e *pb.Entry) error {
 // handleSoftState follows leadership.
 func (s *shard) handleSoftState(ss *raft.SoftState) error {
 	lead := ss.Lead
+	// lastLead is the last leader known: a pre-vote's "none" and the same
+	// leader back after it is no leader change.
 	if lead != s.lastLead && lead != raft.None {
 		s.elections.Add(1)
+		s.lastLead = lead
 	}
-	s.lastLead = lead
 	if s.lead.Swap(lead) != lead {
-		s.n.leaderMoved(s.id, lead, s.silent) // forward_moved.go
+		// forward_moved.go: a pre-candidate's "none" elects nobody
+		prevote := lead == raft.None && ss.RaftState == raft.StatePreCandidate
+		s.n.leaderMoved(s.id, lead, s.silent, prevote)
 	}
 	s.term.Store(s.rn.BasicStatus().GetTerm())
 	switch {
