@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 )
@@ -463,7 +464,14 @@ func (q *Queue) readBodies(dst []Message, base int, locs []bodyLoc) (out []Messa
 			continue
 		}
 		if err != nil {
-			q.b.log.Error("message body could not be read; the message is not delivered", "queue", q.name,
+			// A broker closed under the read (a cluster member's step-down
+			// rebuilds it) damaged nothing: no Error line for it (churn
+			// audit). The message is received again after its timeout.
+			lvl := slog.LevelError
+			if errors.Is(err, ErrClosed) {
+				lvl = slog.LevelInfo
+			}
+			q.b.log.Log(context.Background(), lvl, "message body could not be read; the message is not delivered", "queue", q.name,
 				"message_id", q.messageID(locs[i].seq).String(), "pos", locs[i].pos, "err", err)
 			if firstErr == nil {
 				firstErr = err
