@@ -511,6 +511,22 @@ func TestClusterLongPollAtAStepDownIsEmpty(t *testing.T) {
 	wantError(t, result(t, forwarded), 404, "MessageNotExist")
 }
 
+// A long poll waiting in a shard's broker that this member closes to
+// rebuild it (a step-down after a lost quorum: drain audit F6) is answered
+// as an empty receive, as at a step-down, not 503 "the broker is shutting
+// down" while nothing shuts down.
+func TestClusterLongPollInARebuiltBrokerIsEmpty(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/idle", ""), 201)
+	lead := c.leaderOf("idle")
+	lb := c.nodes[lead].Broker(0)
+	direct := async(c.envs[lead], "/queues/idle/messages?waitseconds=30")
+	waitLongPolls(t, "the long poll waits on the leader", lb, 1)
+	lb.Close() // what the shard's rebuild does to the broker it replaces
+	wantError(t, result(t, direct), 404, "MessageNotExist")
+}
+
 // ListQueue through any node lists every queue whose creation was
 // acknowledged before it, through whichever node: the list comes from
 // the node's replicas, which first apply what every shard's leader has

@@ -190,6 +190,13 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 			// receive, and the SDK's next poll reaches the new one.
 			return engine.ErrMessageNotExist
 		}
+		if s.c != nil && !peek && errors.Is(err, engine.ErrClosed) {
+			// A shard's broker this member closed under the receive (a
+			// rebuild after a step-down, a restart): as at a step-down,
+			// an empty receive; what it may have taken comes back at its
+			// visibility timeout. The node is not shutting down (above).
+			return engine.ErrMessageNotExist
+		}
 		var rw *engine.RetryWaitError
 		if !peek && errors.As(err, &rw) {
 			// It waited on a leader that handed its lead over and took
