@@ -118,11 +118,33 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	if _, err := envflag.Apply(fs, envPrefix, getenv); err != nil {
+	onCmdline := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCmdline[f.Name] = true })
+	set, err := envflag.Apply(fs, envPrefix, getenv)
+	if err != nil {
 		return nil, err
 	}
 	c.cluster.keyEnv = getenv(clusterKeyEnv)
-	return c, c.validate()
+	if err := c.validate(); err != nil {
+		return c, namesVariable(err, fs, onCmdline, set)
+	}
+	return c, nil
+}
+
+// namesVariable adds the environment variable to a validation error that
+// names a flag ("--sync must be ...") set by that variable only: the
+// operator set no such flag (docs audit).
+func namesVariable(err error, fs *flag.FlagSet, onCmdline, set map[string]bool) error {
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "--") {
+		return err
+	}
+	name, _, _ := strings.Cut(msg[2:], " ")
+	f := fs.Lookup(name)
+	if f == nil || onCmdline[name] || !set[name] {
+		return err
+	}
+	return fmt.Errorf("%s=%q: %w", envName(name), f.Value.String(), err)
 }
 
 func (c *config) validate() error {

@@ -72,6 +72,13 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 			t.Errorf("%v accepted", bad)
 		}
 	}
+	// A value refused that came from the environment names the variable.
+	if _, err := parseConfig(nil, env(map[string]string{"SMQD_SYNC": "bogus"}), io.Discard); err == nil || !strings.HasPrefix(err.Error(), `SMQD_SYNC="bogus": --sync must be`) {
+		t.Errorf("SMQD_SYNC=bogus: %v, want the variable named", err)
+	}
+	if _, err := parseConfig([]string{"--sync", "bogus"}, env(map[string]string{"SMQD_SYNC": "always"}), io.Discard); err == nil || !strings.HasPrefix(err.Error(), "--sync must be") {
+		t.Errorf("--sync bogus: %v, want the flag named only", err)
+	}
 	if _, err := parseConfig([]string{"--node-id", "1", "--raft-listen", "127.0.0.1:7001", "--cluster-peers", "1=127.0.0.1:7001", "--no-auth",
 		"--cluster-tls-cert", "c.pem", "--cluster-tls-key", "k.pem"}, env(map[string]string{"SMQD_CLUSTER_KEY": "0123456789abcdef0123"}), io.Discard); err == nil || !strings.Contains(err.Error(), "go together") {
 		t.Errorf("--cluster-tls-cert and -key without -ca: %v", err)
