@@ -199,20 +199,8 @@ func (c *config) validate() error {
 	if c.metricsListen != "" && c.metricsListen == c.listen && !strings.HasSuffix(c.listen, ":0") {
 		return errors.New("--metrics-listen must differ from --listen")
 	}
-	if c.walSegmentBytes < 64<<10 || c.walSegmentBytes%4096 != 0 {
-		return errors.New("--wal-segment-bytes must be a multiple of 4096, at least 65536 (and below 131072 it is raised to 131072)")
-	}
-	if c.walSegmentBytes < 128<<10 {
-		// A 64 KiB message with 32 KiB of properties must fit one record
-		// as a dead letter: at 65536 one such send failed as a storage
-		// failure (embedding audit 2, 2026-12-06; the engine now refuses
-		// it, 400). Raised, not refused: versions before took 65536, and a
-		// node upgraded with its flags would not start (review H); the
-		// log opens segments of any earlier size.
-		c.walSegmentAsked, c.walSegmentBytes = c.walSegmentBytes, 128<<10
-	}
-	if c.memtableBytes < 1<<20 || c.memtableBytes > 1<<30 {
-		return errors.New("--index-memtable-bytes must be between 1 MiB and 1 GiB")
+	if err := c.validateSizes(); err != nil {
+		return err
 	}
 	if err := (server.Options{NoAuth: true, MetricsPerQueue: c.metricsPerQueue}).Validate(); err != nil {
 		return fmt.Errorf("--metrics-per-queue must be all, off or top:N with N >= 1, not %q", c.metricsPerQueue)
@@ -338,4 +326,25 @@ func parseProxies(v string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// validateSizes checks the log's segment and the index's memtable sizes
+// (smqd restore opens with them too).
+func (c *config) validateSizes() error {
+	if c.walSegmentBytes < 64<<10 || c.walSegmentBytes%4096 != 0 {
+		return errors.New("--wal-segment-bytes must be a multiple of 4096, at least 65536 (and below 131072 it is raised to 131072)")
+	}
+	if c.walSegmentBytes < 128<<10 {
+		// A 64 KiB message with 32 KiB of properties must fit one record
+		// as a dead letter: at 65536 one such send failed as a storage
+		// failure (embedding audit 2, 2026-12-06; the engine now refuses
+		// it, 400). Raised, not refused: versions before took 65536, and a
+		// node upgraded with its flags would not start (review H); the
+		// log opens segments of any earlier size.
+		c.walSegmentAsked, c.walSegmentBytes = c.walSegmentBytes, 128<<10
+	}
+	if c.memtableBytes < 1<<20 || c.memtableBytes > 1<<30 {
+		return errors.New("--index-memtable-bytes must be between 1 MiB and 1 GiB")
+	}
+	return nil
 }

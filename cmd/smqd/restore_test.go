@@ -78,6 +78,20 @@ func TestRestoreCommand(t *testing.T) {
 	if code, _, _ := restore("--data-dir", nd); code != 2 {
 		t.Errorf("no --from: exit %d", code)
 	}
+	// The check opens with the sizes given (those smqd will start with):
+	// a bad one is a usage error, and one that does not fit the free
+	// space says which flags set it (docs audit: the hint named flags
+	// restore did not have).
+	if code, _, errs := restore("--from", file, "--data-dir", nd, "--wal-segment-bytes", "200000"); code != 2 || !strings.Contains(errs, "--wal-segment-bytes must be") {
+		t.Errorf("a bad segment size: exit %d: %s", code, errs)
+	}
+	if code, _, errs := restore("--from", file, "--data-dir", nd, "--free-space-reserve", "1000000000000000000"); code != 1 || !strings.Contains(errs, "restore again with the values smqd will start with") {
+		t.Errorf("a check that does not fit the free space: exit %d: %s", code, errs)
+	}
+	if code, out, errs := restore("--from", file, "--data-dir", nd, "--wal-segment-bytes", "131072", "--index-memtable-bytes", "2097152"); code != 0 || !strings.Contains(out, "checked: 1 queues, 2 messages recovered") {
+		t.Errorf("smaller sizes: exit %d\n%s\n%s", code, out, errs)
+	}
+	os.RemoveAll(nd)
 	// A single node's backup is not a cluster's, and a member must be one
 	// of the peers.
 	peers := "1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003"
