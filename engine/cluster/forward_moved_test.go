@@ -166,10 +166,15 @@ func TestForwardOutlivesAPreVote(t *testing.T) {
 	}
 	s.lead.Store(0)
 	n.leaderMoved(0, 0, s.silent, true)
+	n.leaderMoved(0, 0, s.silent, true)  // still a pre-candidate: nothing more
+	n.leaderMoved(0, 0, s.silent, false) // its pre-vote won: a candidate
+	if len(c.read) != 4 || time.Until(c.read[3]) > fwdMovedGrace/2 {
+		t.Fatalf("a pre-vote that won, the former leader silent: read deadlines %v, want now last", c.read)
+	}
 	s.lead.Store(3)
 	n.leaderMoved(0, 3, s.silent, false)
-	if len(c.read) != 4 || time.Until(c.read[3]) > fwdMovedGrace/2 {
-		t.Fatalf("a new leader after a pre-vote, the former one silent: read deadlines %v, want now last", c.read)
+	if len(c.read) != 4 {
+		t.Fatalf("a new leader after a cut: read deadlines %v, want no more", c.read)
 	}
 	s.lead.Store(2)
 	n.leaderMoved(0, 2, s.silent, false)

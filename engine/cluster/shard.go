@@ -644,9 +644,10 @@ func (s *shard) handleSoftState(ss *raft.SoftState) error {
 		s.elections.Add(1)
 		s.lastLead = lead
 	}
-	if s.lead.Swap(lead) != lead {
-		// forward_moved.go: a pre-candidate's "none" elects nobody
-		prevote := lead == raft.None && ss.RaftState == raft.StatePreCandidate
+	// forward_moved.go: a pre-candidate's "none" elects nobody; "none"
+	// in any other state (its pre-vote won: a candidate) is a move.
+	prevote := lead == raft.None && ss.RaftState == raft.StatePreCandidate
+	if s.lead.Swap(lead) != lead || lead == raft.None && !prevote {
 		s.n.leaderMoved(s.id, lead, s.silent, prevote)
 	}
 	s.term.Store(s.rn.BasicStatus().GetTerm())
