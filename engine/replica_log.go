@@ -379,6 +379,11 @@ func (b *Broker) Entries(lo, hi uint64, maxBytes int) ([]ReplicaEntry, bool, err
 				data = append(data, payload...)
 			})
 			if err != nil {
+				if errors.Is(err, errDamaged) {
+					// A replica drops nothing and serves nothing damaged:
+					// its copy fails (poison.go, review M).
+					b.replicaDamaged(fmt.Errorf("log entry %d: %w", e.index, err))
+				}
 				return out, len(out) > 0, err
 			}
 			re.Data = data

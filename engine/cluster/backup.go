@@ -155,7 +155,11 @@ func (n *Node) exportLeading(s *shard, w io.Writer) error {
 		if b == nil {
 			return errNoBroker
 		}
-		return b.ExportStateLeading(w)
+		err := b.ExportStateLeading(w)
+		if err != nil && b.Damaged() != nil {
+			err = fmt.Errorf("%w (only this member's copy is damaged: it stops leading the shard, and the backup taken again in a few seconds comes from another member)", err)
+		}
+		return err
 	}
 	addr := n.tr.peerAddr(lead)
 	if addr == "" {

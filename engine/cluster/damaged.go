@@ -89,9 +89,7 @@ func (s *shard) openChecked() (*engine.Broker, error) {
 // found damaged now, unless repair.
 func (s *shard) openCheckedUnmarked(repair bool) (*engine.Broker, error) {
 	if s.damage != nil {
-		err := s.refuse(fmt.Sprintf("a message body in its log failed its checksum: %v", s.damage))
-		s.damage = nil
-		return nil, err
+		return nil, s.refuseBody(s.damage)
 	}
 	b, err := s.openBroker()
 	if errors.Is(err, wal.ErrCorrupt) {
@@ -115,12 +113,22 @@ func (s *shard) openCheckedUnmarked(repair bool) (*engine.Broker, error) {
 // (see the file comment).
 const damagedMarker = "DAMAGED"
 
+// refuseBody refuses the replica for the damaged body its broker met (d:
+// engine.Broker.Damaged). The damage is kept (s.damage): every later
+// attempt in place refuses too, also if the mark could not be written
+// (review M).
+func (s *shard) refuseBody(d error) error {
+	s.damage = d
+	return s.refuse(fmt.Sprintf("a message body in its log failed its checksum: %v", d))
+}
+
 // refuse writes the damage down in the shard's directory, durably (a
 // power loss must not make the next start serve the cut copy), and
 // returns the error that explains it.
 func (s *shard) refuse(why string) error {
 	if err := writeSynced(filepath.Join(s.dir, damagedMarker), why+"\n"); err != nil { // members.go
 		s.log.Error("the damaged replica's mark could not be written: a later start may not see the damage", "err", err)
+		return fmt.Errorf("%w (%s; its mark could not be written (%v): a later start would serve the damaged copy, so do not start it again before its directory is emptied)", errDamagedReplica, why, err)
 	}
 	return fmt.Errorf("%w (%s)", errDamagedReplica, why)
 }

@@ -27,6 +27,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -528,7 +529,17 @@ func writeSynced(p, content string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, p)
+	if err := os.Rename(tmp, p); err != nil {
+		return err
+	}
+	// The rename itself is durable only once the directory is synced
+	// (review M: a power loss right after it left DAMAGED.tmp alone).
+	d, err := os.Open(filepath.Dir(p))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // forgetRemoved (Open, once the shards have started, before any peer is

@@ -31,6 +31,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -49,6 +50,10 @@ type failedShard struct {
 }
 
 func (f *failedShard) Error() string {
+	if errors.Is(f.err, errDamagedReplica) {
+		// Not restarting: it stays out until the operator acts (review M).
+		return fmt.Sprintf("shard %d: out of its group: %v", f.shard, strings.TrimPrefix(f.err.Error(), fmt.Sprintf("shard %d: ", f.shard)))
+	}
 	return fmt.Sprintf("shard %d: its storage failed, restarting: %v", f.shard, f.err)
 }
 
@@ -77,11 +82,11 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 	// reads them back, and a later power loss must not find a hole there.
 	failed := s.broker()
 	if failed != nil {
-		s.damage = failed.Damaged() // then the shard does not start again here (damaged.go)
-		if s.damage != nil {
+		if d := failed.Damaged(); d != nil {
 			// Written now: a stop before the first restart attempt must not
-			// let the next process start serve this copy.
-			s.refuse(fmt.Sprintf("a message body in its log failed its checksum: %v", s.damage))
+			// let the next process start serve this copy; and the shard
+			// does not start again here (damaged.go).
+			s.failure.Store(&failedShard{shard: s.id, err: s.refuseBody(d)}) // Health says what to do at once
 		}
 		s.retire(failed)
 		s.b.Store(nil)
@@ -89,6 +94,9 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 	defer func() {
 		if failed != nil {
 			failed.CloseForRebuild() // the node stopped first
+			if d := failed.Damaged(); d != nil && s.damage == nil {
+				s.refuseBody(d) // met since (below)
+			}
 		}
 	}()
 	s.installs.Wait() // a snapshot being prepared writes beside the shard's directory
@@ -127,6 +135,12 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 				continue
 			}
 			failed.CloseForRebuild()
+			if d := failed.Damaged(); d != nil && s.damage == nil {
+				// Met by a read still under way on the failed broker
+				// since the failure (review M): closed now, nothing more
+				// can come.
+				s.failure.Store(&failedShard{shard: s.id, err: s.refuseBody(d)})
+			}
 			failed = nil
 		}
 		err := s.start(nil)

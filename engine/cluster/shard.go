@@ -723,6 +723,11 @@ func (s *shard) rebuild() error {
 	s.retire(old)
 	s.b.Store(nil)
 	old.CloseForRebuild()
+	if d := old.Damaged(); d != nil {
+		// Met since the loop last looked (review M): the copy must not be
+		// opened again as it is (damaged.go). The loop's restart refuses it.
+		return s.refuseBody(d)
+	}
 	b, err := s.openBroker()
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)

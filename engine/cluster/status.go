@@ -227,7 +227,8 @@ func (n *Node) Status() Status {
 	// Closed after a second: every shard whose loop has not answered by
 	// then is reported without Raft's view. (A time.After channel fires
 	// once: with two loops not answering, the second wait never ended.)
-	deadline := make(chan struct{})
+	deadline, ended := make(chan struct{}), make(chan struct{})
+	close(ended)
 	t := time.AfterFunc(time.Second, func() { close(deadline) })
 	defer t.Stop()
 	for i, s := range n.shards {
@@ -238,8 +239,10 @@ func (n *Node) Status() Status {
 			BeatsDropped: s.beatsDropped.Load(),
 			Silences:     s.silences.Load(), SilenceMax: time.Duration(s.silenceMax.Load()).Seconds(),
 			Rebuilds: s.rebuilds.Load(), RebuildsSkipped: s.rebuildsSkipped.Load(), Restarts: s.restarts.Load()}
+		wait := deadline
 		if f := s.failure.Load(); f != nil {
 			ss.Failure = f.err.Error()
+			wait = ended // its loop waits to restart, or refuses a damaged copy: no answer comes (review M)
 		}
 		ss.LastIndex, _ = s.st.LastIndex()
 		ss.AppendsRefused = s.appendsRefused.Load()
@@ -269,7 +272,7 @@ func (n *Node) Status() Status {
 				}
 				sort.Slice(ss.Followers, func(a, b int) bool { return ss.Followers[a].NodeID < ss.Followers[b].NodeID })
 			}
-		case <-deadline:
+		case <-wait:
 		}
 		s.statsMu.Lock()
 		var lat wal.Histogram

@@ -134,7 +134,11 @@ func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	limit := int(min(maxSize, syncReadBytes))
 	ents, ok, err := b.Entries(lo, hi, limit)
 	if err != nil {
-		return nil, raft.ErrUnavailable
+		// Not ErrUnavailable: etcd raft panics on it (log.go slice), and a
+		// damaged record took the whole process down (review M). The
+		// follower is sent a snapshot instead; a damaged broker has failed
+		// (engine.Broker.Damaged) and the shard leaves its group.
+		return nil, raft.ErrCompacted
 	}
 	if !ok {
 		// The broker's checkpointer folded lo away since this storage last
@@ -182,6 +186,11 @@ func (s *raftStorage) FirstIndex() (uint64, error) {
 func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.b != nil && s.b.NeedsReopen() != nil {
+		// Failed (a damaged record Entries met: review M): the shard's
+		// loop restarts it; another member sends the snapshot.
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
 	// Follow the broker first, up to what Raft has applied: an idle
 	// shard's storage lags its checkpoints (compact runs after applies),
 	// and a snapshot older than the broker's point names entries the
