@@ -139,10 +139,27 @@ func namesVariable(err error, fs *flag.FlagSet, onCmdline, set map[string]bool) 
 	if !strings.HasPrefix(msg, "--") {
 		return err
 	}
-	name, _, _ := strings.Cut(msg[2:], " ")
-	f := fs.Lookup(name)
-	if f == nil || onCmdline[name] || !set[name] {
+	// Every flag the message names: the first is the one to blame, unless
+	// another one it names came from the command line ("--a and --b go
+	// together").
+	var names []string
+	for _, w := range strings.Fields(msg) {
+		if n, ok := strings.CutPrefix(strings.TrimRight(w, ":,.;)"), "--"); ok && fs.Lookup(n) != nil {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 || !strings.HasPrefix(msg, "--"+names[0]) {
 		return err
+	}
+	name := names[0]
+	f := fs.Lookup(name)
+	if onCmdline[name] || !set[name] {
+		return err
+	}
+	for _, n := range names[1:] {
+		if onCmdline[n] {
+			return err
+		}
 	}
 	return fmt.Errorf("%s=%q: %w", envName(name), f.Value.String(), err)
 }

@@ -79,6 +79,23 @@ func TestConfigFlagsAndEnv(t *testing.T) {
 	if _, err := parseConfig([]string{"--sync", "bogus"}, env(map[string]string{"SMQD_SYNC": "always"}), io.Discard); err == nil || !strings.HasPrefix(err.Error(), "--sync must be") {
 		t.Errorf("--sync bogus: %v, want the flag named only", err)
 	}
+	// Errors that name the flag with a colon, and errors about two flags
+	// (review N: the variable was not named, or the wrong one was).
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string // the error must start with this
+	}{
+		{nil, map[string]string{"SMQD_TRUSTED_PROXIES": "bogus"}, `SMQD_TRUSTED_PROXIES="bogus": `},
+		{nil, map[string]string{"SMQD_PUSH_ALLOW": "10.0.0.0/33"}, `SMQD_PUSH_ALLOW="10.0.0.0/33": `},
+		{[]string{"--node-id", "1", "--raft-listen", "127.0.0.1:7001", "--no-auth"},
+			map[string]string{"SMQD_CLUSTER_PEERS": "bogus", "SMQD_CLUSTER_KEY": "0123456789abcdef0123"}, `SMQD_CLUSTER_PEERS="bogus": `},
+		{[]string{"--body-timeout", "0s"}, map[string]string{"SMQD_HEADER_TIMEOUT": "5s"}, `--header-timeout and --body-timeout must be positive`},
+	} {
+		if _, err := parseConfig(tc.args, env(tc.env), io.Discard); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%v %v: %v\n\twant it to start with %s", tc.env, tc.args, err, tc.want)
+		}
+	}
 	if _, err := parseConfig([]string{"--node-id", "1", "--raft-listen", "127.0.0.1:7001", "--cluster-peers", "1=127.0.0.1:7001", "--no-auth",
 		"--cluster-tls-cert", "c.pem", "--cluster-tls-key", "k.pem"}, env(map[string]string{"SMQD_CLUSTER_KEY": "0123456789abcdef0123"}), io.Discard); err == nil || !strings.Contains(err.Error(), "go together") {
 		t.Errorf("--cluster-tls-cert and -key without -ca: %v", err)

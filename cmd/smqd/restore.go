@@ -72,7 +72,11 @@ func runRestore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	privateUmask() // the restored files are as private as the daemon's
 	start := time.Now()
 	if *peers != "" || *nodeID != 0 {
-		return restoreCluster(in, *dir, *nodeID, *peers, start, stdout, stderr)
+		// The shards' brokers are opened to import their state: with the
+		// sizes the members will start with (their free-space minimum).
+		eo := engine.Options{FreeSpaceReserve: sizes.freeReserve}
+		eo.WAL.SegmentBytes, eo.Index.MemTableBytes = sizes.walSegmentBytes, sizes.memtableBytes
+		return restoreCluster(in, *dir, *nodeID, *peers, eo, start, stdout, stderr)
 	}
 	_, statErr := os.Stat(*dir)
 	existed := statErr == nil
@@ -150,7 +154,7 @@ func unrestore(dir string, existed bool) error {
 
 // restoreCluster is "smqd restore" of a cluster's backup, as member id of
 // a new cluster whose members are peers.
-func restoreCluster(in io.Reader, dir string, id uint64, peers string, start time.Time, stdout, stderr io.Writer) int {
+func restoreCluster(in io.Reader, dir string, id uint64, peers string, eo engine.Options, start time.Time, stdout, stderr io.Writer) int {
 	members, err := parsePeers(peers)
 	if err == nil && (id == 0 || members[id] == "") {
 		err = fmt.Errorf("--node-id %d is not one of --cluster-peers %q", id, peers)
@@ -160,9 +164,12 @@ func restoreCluster(in io.Reader, dir string, id uint64, peers string, start tim
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	info, err := cluster.Restore(in, dir, cluster.Config{NodeID: id, Peers: members, Logger: log})
+	info, err := cluster.Restore(in, dir, cluster.Config{NodeID: id, Peers: members, Logger: log, Engine: eo})
 	if err != nil {
 		fmt.Fprintln(stderr, "smqd restore:", err)
+		if errors.Is(err, engine.ErrDiskFull) {
+			fmt.Fprintln(stderr, "smqd restore: the shards open with --wal-segment-bytes, --index-memtable-bytes and --free-space-reserve: restore again with the values smqd will start with")
+		}
 		return 1
 	}
 	fmt.Fprintf(stdout, "restored a cluster's backup of %s into %s as member %d of %d: %d shards, %d queues, %d messages, %d other files, in %s; start it with --node-id %d --cluster-peers %q --shards %d\n",

@@ -37,8 +37,10 @@ package cluster
 //     the new leader has it too). The server answers 503, and the client
 //     retries.
 //  3. A forward registered while the leader moves sees the move: it
-//     checks the shard's leader after it registered, and the loop stores
-//     the new leader before it looks at the registered forwards.
+//     checks the shard's leader after it registered, under the registry's
+//     lock, and the loop stores the new leader before it looks at the
+//     registered forwards. Registered while no leader is in view, it gets
+//     the grace, as at a pre-vote (1a), and only it is concerned.
 //  4. Only forwards under way are registered: each unregisters, under the
 //     same lock the cut takes, before its connection goes back to the pool,
 //     and a cut connection never goes back (its deadline was moved).
@@ -107,10 +109,15 @@ func (n *Node) watchForward(ctx context.Context, shard int, leader uint64, c net
 		w.calls = map[*fwdCall]struct{}{}
 	}
 	w.calls[fc] = struct{}{}
-	w.mu.Unlock()
 	if lead := n.shards[shard].lead.Load(); lead != leader {
-		n.leaderMoved(shard, lead, nil, false) // not the loop: its record is not ours to read
+		// Not the loop: its record is not ours to read, nor is its state;
+		// only this forward is concerned, and a "none" (a pre-vote, for
+		// all this forward can tell) gives it the grace, as a pre-vote
+		// does: a later move of the loop cuts it, the leader back in view
+		// gives it its own deadline again.
+		fc.move(lead, nil, lead == 0, time.Now())
 	}
+	w.mu.Unlock()
 	return fc
 }
 
@@ -138,32 +145,38 @@ func (n *Node) leaderMoved(shard int, lead uint64, silent func(id uint64) bool, 
 	defer w.mu.Unlock()
 	now := time.Now()
 	for fc := range w.calls {
-		switch {
-		case fc.shard != shard:
-		case fc.leader == lead:
-			if fc.moving && fc.blip {
-				fc.moving, fc.blip = false, false
-				fc.c.SetReadDeadline(fc.until)
-				if fc.ctx.Err() != nil { // ended before the line above: keep its cut
-					fc.c.SetReadDeadline(now)
-				}
-			}
-		case fc.moving && (!fc.blip || prevote):
-			// a move's deadline holds already
-		default:
-			until := now.Add(fwdMovedGrace)
-			if !prevote && silent != nil && silent(fc.leader) {
-				until = now
-			}
-			if fc.moving && fc.moved.Before(until) {
-				until = fc.moved // a real move after a pre-vote's: never later
-			}
-			if !fc.until.IsZero() && fc.until.Before(until) {
-				until = fc.until
-			}
-			fc.cut, fc.moving, fc.blip, fc.moved = true, true, prevote, until
-			fc.c.SetReadDeadline(until)
+		if fc.shard == shard {
+			fc.move(lead, silent, prevote, now)
 		}
+	}
+}
+
+// move (fwdWatch.mu held) is leaderMoved for one forward.
+func (fc *fwdCall) move(lead uint64, silent func(id uint64) bool, prevote bool, now time.Time) {
+	switch {
+	case fc.leader == lead:
+		if fc.moving && fc.blip {
+			fc.moving, fc.blip = false, false
+			fc.c.SetReadDeadline(fc.until)
+			if fc.ctx.Err() != nil { // ended before the line above: keep its cut
+				fc.c.SetReadDeadline(now)
+			}
+		}
+	case fc.moving && (!fc.blip || prevote):
+		// a move's deadline holds already
+	default:
+		until := now.Add(fwdMovedGrace)
+		if !prevote && silent != nil && silent(fc.leader) {
+			until = now
+		}
+		if fc.moving && fc.moved.Before(until) {
+			until = fc.moved // a real move after a pre-vote's: never later
+		}
+		if !fc.until.IsZero() && fc.until.Before(until) {
+			until = fc.until
+		}
+		fc.cut, fc.moving, fc.blip, fc.moved = true, true, prevote, until
+		fc.c.SetReadDeadline(until)
 	}
 }
 

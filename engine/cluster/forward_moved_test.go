@@ -227,6 +227,7 @@ func TestForwardToALiveLeaderOutlivesAFollowersPreVote(t *testing.T) {
 		return nil
 	})
 	blip := time.Now()
+	elections := fs.elections.Load()
 	dropping.Store(false)
 	eventually(t, "the follower sees its leader again", func() error {
 		if fs.lead.Load() != lid {
@@ -237,6 +238,9 @@ func TestForwardToALiveLeaderOutlivesAFollowersPreVote(t *testing.T) {
 	if l := c.nodes[li].shards[0].lead.Load(); l != lid {
 		t.Skipf("the lead moved to %d (a real election): not the case under test", l)
 	}
+	if got := fs.elections.Load(); got != elections {
+		t.Errorf("a pre-vote and the same leader back counted as an election: %d -> %d", elections, got)
+	}
 	time.Sleep(time.Until(blip.Add(fwdMovedGrace + 300*time.Millisecond))) // past the grace: an order, not a timing assertion
 	close(release)
 	select {
@@ -246,5 +250,91 @@ func TestForwardToALiveLeaderOutlivesAFollowersPreVote(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second): // a bound
 		t.Fatal("the forward did not end")
+	}
+}
+
+// A forward routed to L just before this follower's pre-vote that
+// registers during it (the shard's leader reads "none") gets the grace
+// and, with L back in view, its own deadline, as do those registered
+// before; it turned the pre-vote of every forward of the shard into a
+// real move (review N).
+func TestForwardRegisteredDuringAPreVoteOutlivesIt(t *testing.T) {
+	n := &Node{cfg: Config{Tick: 50 * time.Millisecond}}
+	s := &shard{n: n, heard: map[uint64]time.Time{2: time.Now().Add(-time.Minute)}}
+	n.shards = []*shard{s}
+	s.lead.Store(2)
+	own := time.Now().Add(time.Hour)
+	c, late := &deadlineConn{}, &deadlineConn{}
+	fc := n.watchForward(context.Background(), 0, 2, c, own)
+	defer n.unwatchForward(fc)
+	s.lead.Store(0)
+	n.leaderMoved(0, 0, s.silent, true) // the loop: a pre-vote
+	fcLate := n.watchForward(context.Background(), 0, 2, late, own)
+	defer n.unwatchForward(fcLate)
+	s.lead.Store(2)
+	n.leaderMoved(0, 2, s.silent, false) // the loop: 2 back in view
+	if last := c.read[len(c.read)-1]; !last.Equal(own) {
+		t.Errorf("a forward waiting since before the pre-vote: read deadlines %v, want its own %v last", c.read, own)
+	}
+	if len(late.read) == 0 || !late.read[len(late.read)-1].Equal(own) {
+		t.Errorf("a forward registered during the pre-vote: read deadlines %v, want its own %v last", late.read, own)
+	}
+}
+
+// A real election that the same leader wins again (it stepped down for a
+// lost quorum, campaigned in a new term and won) counts as an election
+// on every node (review N: keeping the last leader across a pre-vote's
+// "none" had stopped counting it).
+func TestClusterReElectionOfTheSameLeaderIsCounted(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	li, _ := c.leaderQueue("q")
+	lid := uint64(li + 1)
+	ls := c.nodes[li].shards[0]
+	var phase atomic.Int32
+	drop := func(m *pb.Message) bool {
+		switch phase.Load() {
+		case 1: // nothing reaches the leader: it steps down (CheckQuorum)
+			return m.GetTo() == lid
+		case 2: // only the former leader's campaign gets anywhere
+			if m.GetFrom() == lid {
+				return false
+			}
+			t := m.GetType()
+			return t != pb.MsgPreVoteResp && t != pb.MsgVoteResp && t != pb.MsgAppResp && t != pb.MsgHeartbeatResp
+		}
+		return false
+	}
+	testHookDrop.Store(&drop)
+	t.Cleanup(func() { testHookDrop.Store(nil) })
+	term0 := ls.term.Load()
+	before := make([]int64, 3)
+	for i, n := range c.nodes {
+		before[i] = n.shards[0].elections.Load()
+	}
+	phase.Store(1)
+	eventually(t, "the leader steps down", func() error {
+		if ls.lead.Load() == lid {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	phase.Store(2)
+	eventually(t, "the former leader wins again, in a later term", func() error {
+		for _, n := range c.nodes {
+			if n.shards[0].lead.Load() != lid {
+				return errors.New("not yet")
+			}
+		}
+		return nil
+	})
+	phase.Store(0)
+	t.Logf("term %d -> %d, leader %d both times", term0, ls.term.Load(), lid)
+	if ls.term.Load() <= term0 {
+		t.Skip("no new term")
+	}
+	for i, n := range c.nodes {
+		if got := n.shards[0].elections.Load(); got == before[i] {
+			t.Errorf("node %d: elections %d -> %d across a real election (term %d -> %d)", i+1, before[i], got, term0, ls.term.Load())
+		}
 	}
 }

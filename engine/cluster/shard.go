@@ -84,6 +84,7 @@ type shard struct {
 	firstOurs uint64                      // run: index of the first entry of leaderOf's term, once seen
 	elections atomic.Int64                // elections this member saw won (leader changes)
 	lastLead  uint64                      // run
+	leadTerm  uint64                      // run: the term lastLead was seen leading in
 	proposals atomic.Int64                // proposals handed to Raft (metrics)
 	rebuilds  atomic.Int64                // broker reopened from the log (diverged at a step-down)
 	restarts  atomic.Int64                // restarts after the log failed (restart.go)
@@ -640,9 +641,10 @@ func (s *shard) handleSoftState(ss *raft.SoftState) error {
 	lead := ss.Lead
 	// lastLead is the last leader known: a pre-vote's "none" and the same
 	// leader back after it is no leader change.
-	if lead != s.lastLead && lead != raft.None {
+	// A term of its own is an election, the same leader's or not.
+	if term := s.rn.BasicStatus().GetTerm(); lead != raft.None && (lead != s.lastLead || term != s.leadTerm) {
 		s.elections.Add(1)
-		s.lastLead = lead
+		s.lastLead, s.leadTerm = lead, term
 	}
 	// forward_moved.go: a pre-candidate's "none" elects nobody; "none"
 	// in any other state (its pre-vote won: a candidate) is a move.
