@@ -292,6 +292,14 @@ func (b *Broker) applyQueue(v queueVal) {
 		q.cfg.Store(meta)
 		return
 	}
+	b.mu.RLock()
+	live := b.queues[v.name]
+	b.mu.RUnlock()
+	if live != nil && live.id > v.id {
+		// A replayed create of an older incarnation of the name
+		// over a snapshot that already holds a later one: stale.
+		return
+	}
 	b.addQueueLocked(newQueue(b, v.name, v.id, v.stripes, meta))
 }
 

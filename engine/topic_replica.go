@@ -84,6 +84,9 @@ func (b *Broker) applyTopicRecord(typ uint8, pos uint64, payload []byte) error {
 		ts.mu.Lock()
 		if t := ts.byID[v.id]; t != nil {
 			t.meta.Store(&m)
+		} else if live := ts.byName[v.name]; live != nil && live.id > v.id {
+			// A replayed create of an older incarnation of the
+			// name over a snapshot that holds a later one: stale.
 		} else {
 			t := newTopic(v.id, v.name, m)
 			t.seq.Store(b.store.seqBase())

@@ -1,0 +1,215 @@
+package cluster
+
+// A queue or topic deleted and created again while a member catches up
+// from a snapshot (converge audit, 2026-12-06): the member replayed the
+// first incarnation's create over the second one the snapshot held, then
+// its delete removed the live one. The member lost the queue (on every
+// node once it led), and ExportState and Stats (the metrics) panicked on
+// the name it still listed. Seen failing so, all three.
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/smqd/smqd/engine"
+)
+
+// A member that installs a snapshot while a queue is created, deleted and
+// created again (after the snapshot's index, before the leader exported
+// its state) replays the first create over the second queue: its broker
+// then lists the queue but holds no queue of that name, and ExportState
+// panics on it (nil *Queue).
+func TestClusterQueueRecreatedDuringASnapshotSurvivesIt(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
+	c.fillForSnapshots()
+	li, _ := c.leader("q")
+	wi := (li + 1) % 3
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookServeSnapshot = func(int, uint64) {
+		once.Do(func() {
+			close(held)
+			select {
+			case <-release:
+			case <-time.After(30 * time.Second):
+			}
+		})
+	}
+	t.Cleanup(func() { testHookServeSnapshot = nil })
+	c.wipe(wi)
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no snapshot was served")
+	}
+	// After the snapshot's index, before the export: create, delete, create.
+	c.onLeader("x", func(b *engine.Broker) error {
+		if _, err := b.CreateQueue("x", engine.DefaultQueueConfig()); err != nil {
+			return err
+		}
+		if err := b.DeleteQueue("x"); err != nil {
+			return err
+		}
+		_, err := b.CreateQueue("x", engine.DefaultQueueConfig())
+		return err
+	})
+	c.onLeader("x", func(b *engine.Broker) error {
+		q, err := b.Queue("x")
+		if err == nil {
+			_, err = q.Send([]engine.SendEntry{{Body: []byte("kept")}}, nil)
+		}
+		return err
+	})
+	close(release)
+	c.caughtUp(wi)
+	_, lb := c.leader("x")
+	eventually(t, "the wiped member applied what the leader did", func() error {
+		a, _ := lb.Applied()
+		b, _ := c.nodes[wi].Broker(0).Applied()
+		if a != b {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	b := c.nodes[wi].Broker(0)
+	names, _, _ := b.ListQueues("", "", 0)
+	_, qerr := b.Queue("x")
+	t.Logf("wiped member %d: ListQueues %v, Queue(x): %v", wi+1, names, qerr)
+	if qerr != nil {
+		t.Errorf("the wiped member lost queue x: %v", qerr)
+	} else if info, err := c.counts(wi, "x"); err != nil || info.Active != 1 {
+		t.Errorf("the wiped member's queue x: %+v, %v; want the message sent to it", info, err)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("ExportState on the wiped member panics: %v", p)
+			}
+		}()
+		var buf bytes.Buffer
+		_ = b.ExportState(&buf)
+	}()
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("Stats (the metrics) on the wiped member panics: %v", p)
+			}
+		}()
+		_ = b.Stats()
+	}()
+}
+
+// The same with a topic: created, deleted and created again after the
+// snapshot's index, before the export.
+func TestClusterTopicRecreatedDuringASnapshotSurvivesIt(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
+	c.fillForSnapshots()
+	li, _ := c.leader("q")
+	wi := (li + 1) % 3
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookServeSnapshot = func(int, uint64) {
+		once.Do(func() {
+			close(held)
+			select {
+			case <-release:
+			case <-time.After(30 * time.Second):
+			}
+		})
+	}
+	t.Cleanup(func() { testHookServeSnapshot = nil })
+	c.wipe(wi)
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no snapshot was served")
+	}
+	c.onLeader("tp", func(b *engine.Broker) error {
+		if _, err := b.CreateTopic("tp", engine.DefaultTopicConfig()); err != nil {
+			return err
+		}
+		if err := b.DeleteTopic("tp"); err != nil {
+			return err
+		}
+		_, err := b.CreateTopic("tp", engine.DefaultTopicConfig())
+		return err
+	})
+	close(release)
+	c.caughtUp(wi)
+	_, lb := c.leader("tp")
+	eventually(t, "the wiped member applied what the leader did", func() error {
+		a, _ := lb.Applied()
+		b, _ := c.nodes[wi].Broker(0).Applied()
+		if a != b {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	b := c.nodes[wi].Broker(0)
+	names, _, _ := b.ListTopics("", "", 0)
+	_, terr := b.GetTopicAttributes("tp")
+	t.Logf("wiped member %d: ListTopics %v, GetTopicAttributes(tp): %v", wi+1, names, terr)
+	if terr != nil {
+		t.Errorf("the wiped member lost topic tp: %v", terr)
+	}
+}
+
+// No hook: a queue created, deleted and created again since the leader's
+// last checkpoint, then a member that needs a snapshot (here a wiped one;
+// also one that was down long enough, or a new one) loses it.
+func TestClusterQueueRecreatedBeforeASnapshotSurvivesIt(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
+	c.fillForSnapshots()
+	c.onLeader("x", func(b *engine.Broker) error {
+		if _, err := b.CreateQueue("x", engine.DefaultQueueConfig()); err != nil {
+			return err
+		}
+		if err := b.DeleteQueue("x"); err != nil {
+			return err
+		}
+		_, err := b.CreateQueue("x", engine.DefaultQueueConfig())
+		return err
+	})
+	li, lb := c.leader("x")
+	wi := (li + 1) % 3
+	c.wipe(wi)
+	c.caughtUp(wi)
+	eventually(t, "the wiped member applied what the leader did", func() error {
+		a, _ := lb.Applied()
+		b, _ := c.nodes[wi].Broker(0).Applied()
+		if a != b {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	b := c.nodes[wi].Broker(0)
+	names, _, _ := b.ListQueues("", "", 0)
+	_, qerr := b.Queue("x")
+	t.Logf("wiped member %d (snapshots %d): ListQueues %v, Queue(x): %v", wi+1, c.nodes[wi].snapshots.Load(), names, qerr)
+	if qerr != nil {
+		t.Errorf("the wiped member lost queue x: %v", qerr)
+	}
+	// It leads: the queue is gone for clients, and the metrics panic.
+	c.stop(li)
+	eventually(t, "the wiped member leads", func() error {
+		if !c.nodes[wi].Leading(0) {
+			s := c.nodes[wi].shards[0]
+			s.do(func() { s.rn.Campaign() })
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	_, err := c.nodes[wi].Broker(0).Queue("x")
+	t.Logf("on the new leader (the wiped member): Queue(x): %v", err)
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("Stats on the new leader panics: %v", p)
+			}
+		}()
+		_ = c.nodes[wi].Broker(0).Stats()
+	}()
+}
