@@ -126,8 +126,12 @@ type Node struct {
 	ackMu    sync.Mutex
 	acked    map[ackKey]uint64 // guarded by ackMu: the highest index each member acknowledged, per shard (rejoin.go)
 	ackDirty bool              // guarded by ackMu
-	acks     atomic.Uint64     // entries members acknowledged to this node's leaders, summed (Activity)
-	unlisted atomic.Bool       // the members reached do not list this node (addresses.go, checkListed)
+	// replacing (guarded by ackMu): per shard and member, how far a
+	// replacement went here: replaceRemoved once its removal applied,
+	// replaceReadded once the member was added back (rejoin.go).
+	replacing map[ackKey]byte
+	acks      atomic.Uint64 // entries members acknowledged to this node's leaders, summed (Activity)
+	unlisted  atomic.Bool   // the members reached do not list this node (addresses.go, checkListed)
 
 	bookMu sync.Mutex
 	book   map[uint64]string // guarded by bookMu: the members' raft addresses (members.go)
@@ -502,6 +506,7 @@ func (n *Node) confChanged(shard int, e *pb.Entry) {
 	for _, c := range cc.GetChanges() {
 		switch c.GetType() {
 		case pb.ConfChangeAddNode, pb.ConfChangeAddLearnerNode:
+			n.replaceStep(shard, c.GetNodeId(), false)
 			n.bookMu.Lock()
 			delete(n.maybeGone, c.GetNodeId())
 			n.bookMu.Unlock()
@@ -515,6 +520,9 @@ func (n *Node) confChanged(shard int, e *pb.Entry) {
 				n.unmarkGone(c.GetNodeId())
 			}
 		case pb.ConfChangeRemoveNode:
+			if strings.HasPrefix(string(cc.GetContext()), replacePrefix) {
+				n.replaceStep(shard, c.GetNodeId(), true)
+			}
 			if c.GetNodeId() != n.cfg.NodeID && !strings.HasPrefix(string(cc.GetContext()), replacePrefix) {
 				n.bookMu.Lock()
 				if n.maybeGone == nil {

@@ -307,24 +307,100 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 		return rejoinNot
 	}
 	addr := n.tr.peerAddr(id)
-	for _, s := range n.shards {
-		s.do(func() {
-			// Removed first, then added back by the leader that applies the
-			// removal (applyConfChange): only a new member's progress starts
-			// from nothing; a joint remove-and-add would keep the old one.
-			cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(id)}},
-				Context: []byte(replacePrefix + addr)}
-			if !slices.Contains(s.st.votersNow(), id) {
-				cc = addMember(id, addr)
+	// Proposed in every shard whose replacement has not been seen through
+	// here, then answered "replaced" only once it has been in every shard.
+	// A proposal can be lost (no leader known here, a leader handing its
+	// lead over, a leader that fails before it commits, a re-add dropped):
+	// the member was told it was replaced, asked no more, and stayed
+	// unreplaced in that shard, its leader's progress for it above its
+	// empty log, so it never caught up there (audit "rejoin", 2026-12-06).
+	// Until then it is told to ask again (rejoinLater), and the
+	// acknowledgements it lost stay counted, so that the next question
+	// finds it again.
+	propose := func() {
+		for _, s := range n.shards {
+			if n.replaceState(s.id, id) == replaceReadded && slices.Contains(s.st.votersNow(), id) {
+				continue
 			}
-			if err := s.rn.ProposeConfChange(cc); err != nil {
-				s.log.Warn("replace member: proposal dropped", "member", id, "err", err)
-			}
-		})
+			s.do(func() {
+				// Removed first, then added back by the leader that applies the
+				// removal (applyConfChange): only a new member's progress starts
+				// from nothing; a joint remove-and-add would keep the old one.
+				cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(id)}},
+					Context: []byte(replacePrefix + addr)}
+				if !slices.Contains(s.st.votersNow(), id) {
+					cc = addMember(id, addr)
+				}
+				if err := s.rn.ProposeConfChange(cc); err != nil {
+					s.log.Warn("replace member: proposal dropped", "member", id, "err", err)
+				}
+			})
+		}
 	}
-	n.forgetAcks(id) // its new incarnation starts over
+	done := func() bool {
+		for _, s := range n.shards {
+			if n.replaceState(s.id, id) != replaceReadded || !slices.Contains(s.st.votersNow(), id) {
+				return false
+			}
+		}
+		return true
+	}
+	n.ackMu.Lock()
+	if n.replacing[ackKey{lost, id}] == replaceReadded {
+		// Its acknowledgements in that shard were forgotten when it was
+		// added back: it lost data again since, a new replacement.
+		for i := range n.shards {
+			delete(n.replacing, ackKey{i, id})
+		}
+	}
+	n.ackMu.Unlock()
 	n.log.Warn("a member holds less than it acknowledged (its data was lost): replacing it in every shard", "member", id, "shard", lost)
+	propose()
+	for deadline := time.Now().Add(3 * time.Second); !done(); {
+		if time.Now().After(deadline) {
+			n.log.Warn("a member that lost data is not replaced in every shard yet: it is told to ask again", "member", id)
+			return rejoinLater
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n.ackMu.Lock()
+	for i := range n.shards {
+		delete(n.replacing, ackKey{i, id})
+	}
+	n.ackMu.Unlock()
+	n.forgetAcks(id) // its new incarnation starts over
 	return rejoinReplaced
+}
+
+const (
+	replaceRemoved byte = 1
+	replaceReadded byte = 2
+)
+
+func (n *Node) replaceState(shard int, id uint64) byte {
+	n.ackMu.Lock()
+	defer n.ackMu.Unlock()
+	return n.replacing[ackKey{shard, id}]
+}
+
+// replaceStep follows a replacement of member id in shard (confChanged):
+// its removal applied (removed), or the member added back. Once added
+// back, what its former self acknowledged in that shard is forgotten.
+func (n *Node) replaceStep(shard int, id uint64, removed bool) {
+	k := ackKey{shard, id}
+	n.ackMu.Lock()
+	defer n.ackMu.Unlock()
+	if n.replacing == nil {
+		n.replacing = map[ackKey]byte{}
+	}
+	switch {
+	case removed:
+		n.replacing[k] = replaceRemoved
+	case n.replacing[k] == replaceRemoved:
+		n.replacing[k] = replaceReadded
+		delete(n.acked, k)
+		n.ackDirty = true
+	}
 }
 
 // forgetAcks forgets what member id acknowledged here: it was replaced, or
