@@ -171,7 +171,7 @@ func (d *durableStore) planRepair(cp uint64, end wal.Pos) (from uint64, rs *repa
 			case x.Flags&1 != 0:
 			case len(x.Prefix) >= 16 && recordHasSnapshot(typ):
 				rec.QueueID = le.Uint64(x.Prefix[0:8])
-				rec.MessageID = makeMessageID(rec.QueueID, le.Uint64(x.Prefix[8:16])).String()
+				rec.MessageID = makeMessageID(rec.QueueID|uint64(d.opts.MessageIDSpace)<<48, le.Uint64(x.Prefix[8:16])).String() // the id clients saw (Broker.messageID)
 			case len(x.Prefix) >= 8 && (typ == recQueueCreate || typ == recQueueConfig || typ == recQueueDelete):
 				rec.QueueID = le.Uint64(x.Prefix[0:8]) // queue records start with the queue id
 				if typ != recQueueDelete && len(x.Prefix) >= queueValFixed {
