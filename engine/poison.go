@@ -72,7 +72,7 @@ func (q *Queue) dropUnreadable(loc *bodyLoc, err error) bool {
 // record (see the file comment).
 func (b *Broker) replicaDamaged(err error) {
 	if b.damage.CompareAndSwap(nil, &err) {
-		b.log.Error("a message body is damaged in this replica's log; nothing is dropped: this copy of the shard stops, and the other members carry it", "err", err)
+		b.log.Error("a message body is damaged in this replica's log; nothing is dropped: this copy of the shard stops and takes no part until the operator acts (docs/operations.md, \"What survives what\")", "err", err)
 	}
 	b.storageFailed(err)
 }

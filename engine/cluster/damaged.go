@@ -56,9 +56,10 @@ import (
 )
 
 // errDamagedReplica explains what to do with a damaged replica.
-var errDamagedReplica = errors.New("this node's copy of the shard is damaged and does not take part in it (the other members carry it): " +
-	"stop this node, empty its data directory and start it again, and it is replaced and catches up from the others; " +
-	"only if every member's copy is damaged, or this node is the shard's only member (do not empty it then), start it with --wal-repair")
+var errDamagedReplica = errors.New("this node's copy of the shard is damaged and does not take part in it: " +
+	"if the shard has a leader on the other members (GET /cluster), stop this node, empty its data directory and start it again, and it is replaced and catches up; " +
+	"if it has none, more than one copy is damaged: empty nothing yet, start exactly one damaged copy (the one that ran last) with --wal-repair " +
+	"(docs/operations.md, \"What survives what\", a node's log damaged); this node the shard's only member: --wal-repair, never empty it")
 
 // openChecked opens the shard's broker unless its replica is damaged (see
 // the file comment): its broker met a damaged body before this restart
