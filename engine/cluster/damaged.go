@@ -17,11 +17,14 @@ package cluster
 // (engine.Broker.Damaged: a replicated broker drops nothing, it fails)
 // does not start on this node: at the process's start the node does not
 // start, and at a restart in place the shard stays out of its group,
-// saying why (Health, GET /cluster's failure). The other members carry it.
-// The operator empties this node's data directory and starts it again: it
-// is then replaced in every shard and catches up (rejoin.go), as a wiped
-// node is. Only when every member's copy is damaged is --wal-repair the
-// way: a repaired replica is trusted as it is.
+// saying why (Health, GET /cluster's failure). While the other members
+// still elect a leader, the operator empties this node's data directory
+// and starts it again: it is then replaced in every shard and catches up
+// (rejoin.go), as a wiped node is. When they do not (more than one copy
+// damaged, or the undamaged one behind), an emptied node would vote for a
+// member lacking the newest entries (allbad audit): the operator starts
+// exactly one damaged copy with --wal-repair, which is then trusted as it
+// is, and empties the others once it leads (docs/operations.md).
 //
 // Rebuilding it by itself was tried and withdrawn the same day (review J,
 // 2026-12-06): a replica put aside and started empty voted at once, before
