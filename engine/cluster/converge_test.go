@@ -197,12 +197,12 @@ type cvRun struct {
 	joined    bool // node 4 joined (and left) once
 	// strong: handles that must work until used: a 1 h visibility change's
 	// or a 1 h delayed send's (nothing else can receive the message meanwhile)
-	strong map[engine.ReceiptHandle]bool
-	off       *atomic.Int64 // the nodes' clock offset (jumpClock)
-	bgSent    map[string]bool
-	bgDel     map[string]bool
-	bgUncert  map[string]bool
-	bgBody    map[engine.ReceiptHandle]string
+	strong   map[engine.ReceiptHandle]bool
+	off      *atomic.Int64 // the nodes' clock offset (jumpClock)
+	bgSent   map[string]bool
+	bgDel    map[string]bool
+	bgUncert map[string]bool
+	bgBody   map[engine.ReceiptHandle]string
 }
 
 func (r *cvRun) logf(format string, args ...any) {
@@ -1142,4 +1142,3 @@ func TestConverge(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runConverge(t, seed, cycles, ops) })
 	}
 }
-
