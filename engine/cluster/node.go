@@ -129,7 +129,7 @@ type Node struct {
 	// replacing (guarded by ackMu): per shard and member, how far a
 	// replacement went here: replaceRemoved once its removal applied,
 	// replaceReadded once the member was added back (rejoin.go).
-	replacing map[ackKey]byte
+	replacing map[ackKey]replaceMark
 	acks      atomic.Uint64 // entries members acknowledged to this node's leaders, summed (Activity)
 	unlisted  atomic.Bool   // the members reached do not list this node (addresses.go, checkListed)
 

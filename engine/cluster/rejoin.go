@@ -346,9 +346,17 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 		return true
 	}
 	n.ackMu.Lock()
-	if n.replacing[ackKey{lost, id}] == replaceReadded {
+	stale := n.replacing[ackKey{lost, id}].state == replaceReadded
+	for i := range n.shards {
+		if m, ok := n.replacing[ackKey{i, id}]; ok && time.Since(m.at) > replaceStale {
+			stale = true
+		}
+	}
+	if stale {
 		// Its acknowledgements in that shard were forgotten when it was
-		// added back: it lost data again since, a new replacement.
+		// added back, so it lost data again since; or what this node saw
+		// of a replacement is old (it may have missed some of it, caught
+		// up by a snapshot): a new replacement, from the start.
 		for i := range n.shards {
 			delete(n.replacing, ackKey{i, id})
 		}
@@ -372,15 +380,28 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 	return rejoinReplaced
 }
 
+// How far a replacement went in a shard, as this node applied it.
 const (
 	replaceRemoved byte = 1
 	replaceReadded byte = 2
 )
 
+// replaceMark is a replacement's state in a shard and when it was reached.
+type replaceMark struct {
+	state byte
+	at    time.Time
+}
+
+// replaceStale: a replacement this node saw longer ago is taken as over;
+// one takes seconds, and a member that missed part of it (it caught up by
+// a snapshot, which applies no configuration change) must not take a
+// later one for done in the shards where it saw the earlier one through.
+const replaceStale = 2 * time.Minute
+
 func (n *Node) replaceState(shard int, id uint64) byte {
 	n.ackMu.Lock()
 	defer n.ackMu.Unlock()
-	return n.replacing[ackKey{shard, id}]
+	return n.replacing[ackKey{shard, id}].state
 }
 
 // replaceStep follows a replacement of member id in shard (confChanged):
@@ -391,13 +412,13 @@ func (n *Node) replaceStep(shard int, id uint64, removed bool) {
 	n.ackMu.Lock()
 	defer n.ackMu.Unlock()
 	if n.replacing == nil {
-		n.replacing = map[ackKey]byte{}
+		n.replacing = map[ackKey]replaceMark{}
 	}
 	switch {
 	case removed:
-		n.replacing[k] = replaceRemoved
-	case n.replacing[k] == replaceRemoved:
-		n.replacing[k] = replaceReadded
+		n.replacing[k] = replaceMark{replaceRemoved, time.Now()}
+	case n.replacing[k].state == replaceRemoved:
+		n.replacing[k] = replaceMark{replaceReadded, time.Now()}
 		delete(n.acked, k)
 		n.ackDirty = true
 	}
