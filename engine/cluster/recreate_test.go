@@ -24,55 +24,25 @@ import (
 // panics on it (nil *Queue).
 func TestClusterQueueRecreatedDuringASnapshotSurvivesIt(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
-	c.fillForSnapshots()
-	li, _ := c.leader("q")
-	wi := (li + 1) % 3
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	testHookServeSnapshot = func(int, uint64) {
-		once.Do(func() {
-			close(held)
-			select {
-			case <-release:
-			case <-time.After(30 * time.Second):
+	wi := c.wipedWhile(func() {
+		// After the snapshot's index, before the export: create, delete, create.
+		c.onLeader("x", func(b *engine.Broker) error {
+			if _, err := b.CreateQueue("x", engine.DefaultQueueConfig()); err != nil {
+				return err
 			}
+			if err := b.DeleteQueue("x"); err != nil {
+				return err
+			}
+			_, err := b.CreateQueue("x", engine.DefaultQueueConfig())
+			return err
 		})
-	}
-	t.Cleanup(func() { testHookServeSnapshot = nil })
-	c.wipe(wi)
-	select {
-	case <-held:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no snapshot was served")
-	}
-	// After the snapshot's index, before the export: create, delete, create.
-	c.onLeader("x", func(b *engine.Broker) error {
-		if _, err := b.CreateQueue("x", engine.DefaultQueueConfig()); err != nil {
+		c.onLeader("x", func(b *engine.Broker) error {
+			q, err := b.Queue("x")
+			if err == nil {
+				_, err = q.Send([]engine.SendEntry{{Body: []byte("kept")}}, nil)
+			}
 			return err
-		}
-		if err := b.DeleteQueue("x"); err != nil {
-			return err
-		}
-		_, err := b.CreateQueue("x", engine.DefaultQueueConfig())
-		return err
-	})
-	c.onLeader("x", func(b *engine.Broker) error {
-		q, err := b.Queue("x")
-		if err == nil {
-			_, err = q.Send([]engine.SendEntry{{Body: []byte("kept")}}, nil)
-		}
-		return err
-	})
-	close(release)
-	c.caughtUp(wi)
-	_, lb := c.leader("x")
-	eventually(t, "the wiped member applied what the leader did", func() error {
-		a, _ := lb.Applied()
-		b, _ := c.nodes[wi].Broker(0).Applied()
-		if a != b {
-			return errors.New("not yet")
-		}
-		return nil
+		})
 	})
 	b := c.nodes[wi].Broker(0)
 	names, _, _ := b.ListQueues("", "", 0)
@@ -106,47 +76,17 @@ func TestClusterQueueRecreatedDuringASnapshotSurvivesIt(t *testing.T) {
 // snapshot's index, before the export.
 func TestClusterTopicRecreatedDuringASnapshotSurvivesIt(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
-	c.fillForSnapshots()
-	li, _ := c.leader("q")
-	wi := (li + 1) % 3
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	testHookServeSnapshot = func(int, uint64) {
-		once.Do(func() {
-			close(held)
-			select {
-			case <-release:
-			case <-time.After(30 * time.Second):
+	wi := c.wipedWhile(func() {
+		c.onLeader("tp", func(b *engine.Broker) error {
+			if _, err := b.CreateTopic("tp", engine.DefaultTopicConfig()); err != nil {
+				return err
 			}
+			if err := b.DeleteTopic("tp"); err != nil {
+				return err
+			}
+			_, err := b.CreateTopic("tp", engine.DefaultTopicConfig())
+			return err
 		})
-	}
-	t.Cleanup(func() { testHookServeSnapshot = nil })
-	c.wipe(wi)
-	select {
-	case <-held:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no snapshot was served")
-	}
-	c.onLeader("tp", func(b *engine.Broker) error {
-		if _, err := b.CreateTopic("tp", engine.DefaultTopicConfig()); err != nil {
-			return err
-		}
-		if err := b.DeleteTopic("tp"); err != nil {
-			return err
-		}
-		_, err := b.CreateTopic("tp", engine.DefaultTopicConfig())
-		return err
-	})
-	close(release)
-	c.caughtUp(wi)
-	_, lb := c.leader("tp")
-	eventually(t, "the wiped member applied what the leader did", func() error {
-		a, _ := lb.Applied()
-		b, _ := c.nodes[wi].Broker(0).Applied()
-		if a != b {
-			return errors.New("not yet")
-		}
-		return nil
 	})
 	b := c.nodes[wi].Broker(0)
 	names, _, _ := b.ListTopics("", "", 0)
@@ -212,4 +152,46 @@ func TestClusterQueueRecreatedBeforeASnapshotSurvivesIt(t *testing.T) {
 		}()
 		_ = c.nodes[wi].Broker(0).Stats()
 	}()
+}
+
+// wipedWhile fills the cluster so that a wiped member needs a snapshot,
+// wipes a follower, runs f on the leader's side after the snapshot's index
+// and before its state is exported (the first snapshot served is held),
+// then waits until the wiped member applied what the leader did. It
+// returns the wiped member.
+func (c *testCluster) wipedWhile(f func()) int {
+	t := c.t
+	c.fillForSnapshots()
+	li, lb := c.leader("q")
+	wi := (li + 1) % 3
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookServeSnapshot = func(int, uint64) {
+		once.Do(func() {
+			close(held)
+			select {
+			case <-release:
+			case <-time.After(30 * time.Second):
+			}
+		})
+	}
+	t.Cleanup(func() { testHookServeSnapshot = nil })
+	c.wipe(wi)
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no snapshot was served")
+	}
+	f()
+	close(release)
+	c.caughtUp(wi)
+	eventually(t, "the wiped member applied what the leader did", func() error {
+		a, _ := lb.Applied()
+		b, _ := c.nodes[wi].Broker(0).Applied()
+		if a != b {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	return wi
 }
