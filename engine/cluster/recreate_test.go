@@ -162,7 +162,7 @@ func TestClusterQueueRecreatedBeforeASnapshotSurvivesIt(t *testing.T) {
 func (c *testCluster) wipedWhile(f func()) int {
 	t := c.t
 	c.fillForSnapshots()
-	li, lb := c.leader("q")
+	li, _ := c.leader("q")
 	wi := (li + 1) % 3
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -186,6 +186,7 @@ func (c *testCluster) wipedWhile(f func()) int {
 	close(release)
 	c.caughtUp(wi)
 	eventually(t, "the wiped member applied what the leader did", func() error {
+		_, lb := c.leader("q")
 		a, _ := lb.Applied()
 		b, _ := c.nodes[wi].Broker(0).Applied()
 		if a != b {
