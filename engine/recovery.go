@@ -226,6 +226,20 @@ func (d *durableStore) recover(b *Broker) error {
 		idxMaxQueue = binary.LittleEndian.Uint64(hwm)
 	}
 	now := b.nowMs()
+	// One queue per name: a replica's log may hold a replayed create of an
+	// older incarnation (a lower id) over a snapshot that held a later one
+	// (apply.go applyQueue skips it at run time); the later one is live.
+	byName := map[string]uint64{}
+	for id, v := range vals {
+		if o, ok := byName[v.name]; ok {
+			if o > id {
+				delete(vals, id)
+				continue
+			}
+			delete(vals, o)
+		}
+		byName[v.name] = id
+	}
 	recreate, maxMsgQueue := d.settleQueues(rs, f, vals, cp, idxMaxQueue, now) // repair_queues.go
 	if maxMsgQueue >= b.nextQueueID {
 		b.nextQueueID = maxMsgQueue + 1 // never reuse the id of a message's queue

@@ -349,10 +349,28 @@ func (d *durableStore) loadTopics(b *Broker, ft *foldTopics) error {
 			*hw.next = max(*hw.next, binary.LittleEndian.Uint64(v)+1)
 		}
 	}
+	// One topic per name, the highest id: a replica's log may hold a
+	// replayed create of an older incarnation over a snapshot that held a
+	// later one (topic_replica.go skips it at run time).
+	byName := map[string]uint64{}
 	for id, val := range tvals {
 		v, err := decodeTopicVal(val)
 		if err != nil {
 			return fmt.Errorf("engine: topic %d: %w", id, err)
+		}
+		if o, ok := byName[v.name]; ok && o > id {
+			continue
+		}
+		byName[v.name] = id
+	}
+	for id, val := range tvals {
+		v, err := decodeTopicVal(val)
+		if err != nil {
+			return fmt.Errorf("engine: topic %d: %w", id, err)
+		}
+		if byName[v.name] != id {
+			ts.nextTopicID = max(ts.nextTopicID, id+1)
+			continue
 		}
 		t := newTopic(v.id, v.name, topicMeta{cfg: v.cfg, createMs: v.createMs, modifyMs: v.modifyMs})
 		t.seq.Store(d.seqBase())

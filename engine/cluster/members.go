@@ -261,6 +261,11 @@ func (n *Node) Members() []uint64 {
 
 func (n *Node) changeMembers(ctx context.Context, op byte, id uint64, addr string) error {
 	done := func(s *shard) bool {
+		if op == memberRemove && n.replaceState(s.id, id) == replaceRemoved {
+			// A replacement's removal applied, its re-add still to come
+			// (rejoin.go): that add would undo this removal.
+			return false
+		}
 		return slices.Contains(s.st.votersNow(), id) == (op == memberAdd)
 	}
 	if op == memberAdd {

@@ -10,11 +10,13 @@ package cluster
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // A member that installs a snapshot while a queue is created, deleted and
@@ -195,4 +197,205 @@ func (c *testCluster) wipedWhile(f func()) int {
 		return nil
 	})
 	return wi
+}
+
+// 66a005e skips, at run time, a replayed create of an older incarnation of
+// a name over a snapshot holding a later one; but the skipped create is in
+// the member's log all the same. Restarted between that create and the
+// older incarnation's delete, the member's recovery folds both ids of the
+// name as live queues (recovery.go: vals by id), and the replayed delete of
+// the older one then removes the name (removeQueueLocked deletes
+// b.queues[name] whatever id it maps to): the live queue is lost there.
+func TestClusterStaleQueueCreateSurvivesARestartBeforeItsDelete(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
+	c.fillForSnapshots()
+	li, _ := c.leader("q")
+	wi := (li + 1) % 3
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookServeSnapshot = func(int, uint64) {
+		once.Do(func() {
+			close(held)
+			select {
+			case <-release:
+			case <-time.After(30 * time.Second):
+			}
+		})
+	}
+	t.Cleanup(func() { testHookServeSnapshot = nil })
+	c.wipe(wi)
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no snapshot was served")
+	}
+	var idx1 uint64
+	c.onLeader("x", func(b *engine.Broker) error {
+		if _, err := b.CreateQueue("x", engine.DefaultQueueConfig()); err != nil {
+			return err
+		}
+		idx1, _ = b.Applied()
+		if err := b.DeleteQueue("x"); err != nil {
+			return err
+		}
+		_, err := b.CreateQueue("x", engine.DefaultQueueConfig())
+		return err
+	})
+	c.onLeader("x", func(b *engine.Broker) error {
+		q, err := b.Queue("x")
+		if err == nil {
+			_, err = q.Send([]engine.SendEntry{{Body: []byte("kept")}}, nil)
+		}
+		return err
+	})
+	// The wiped member gets the log up to the first create only.
+	to := uint64(wi + 1)
+	drop := func(m *pb.Message) bool {
+		if m.GetTo() == to && m.GetType() == pb.MsgApp {
+			k := 0
+			for k < len(m.Entries) && m.Entries[k].GetIndex() <= idx1 {
+				k++
+			}
+			m.Entries = m.Entries[:k]
+		}
+		return false
+	}
+	testHookDrop.Store(&drop)
+	t.Cleanup(func() { testHookDrop.Store(nil) })
+	close(release)
+	eventually(t, "the wiped member applied the first create", func() error {
+		wb := c.nodes[wi].Broker(0)
+		if wb == nil {
+			return errors.New("no broker")
+		}
+		if a, _ := wb.Applied(); a < idx1 {
+			return fmt.Errorf("applied %d < %d", a, idx1)
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	a, _ := c.nodes[wi].Broker(0).Applied()
+	t.Logf("wiped member applied %d (first create at <= %d)", a, idx1)
+	c.stop(wi)
+	c.start(wi)
+	testHookDrop.Store(nil)
+	_, lb := c.leader("x")
+	eventually(t, "the wiped member applied what the leader did", func() error {
+		a, _ := lb.Applied()
+		wb := c.nodes[wi].Broker(0)
+		if wb == nil {
+			return errors.New("no broker")
+		}
+		b, _ := wb.Applied()
+		if b < a {
+			return fmt.Errorf("%d < %d", b, a)
+		}
+		return nil
+	})
+	info, err := c.counts(wi, "x")
+	t.Logf("wiped member %d: queue x %+v, %v", wi+1, info, err)
+	if err != nil || info.Active != 1 {
+		t.Errorf("the wiped member lost queue x (or its message) after a restart between the stale create and its delete: %v", err)
+	}
+}
+
+// The same for a topic (loadTopics: one topic per name, the highest id).
+func TestClusterStaleTopicCreateSurvivesARestartBeforeItsDelete(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
+	c.fillForSnapshots()
+	li, _ := c.leader("q")
+	wi := (li + 1) % 3
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookServeSnapshot = func(int, uint64) {
+		once.Do(func() {
+			close(held)
+			select {
+			case <-release:
+			case <-time.After(30 * time.Second):
+			}
+		})
+	}
+	t.Cleanup(func() { testHookServeSnapshot = nil })
+	c.wipe(wi)
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no snapshot was served")
+	}
+	var idx1 uint64
+	c.onLeader("x", func(b *engine.Broker) error {
+		if _, err := b.CreateTopic("x", engine.DefaultTopicConfig()); err != nil {
+			return err
+		}
+		idx1, _ = b.Applied()
+		if err := b.DeleteTopic("x"); err != nil {
+			return err
+		}
+		_, err := b.CreateTopic("x", engine.DefaultTopicConfig())
+		return err
+	})
+	// The wiped member gets the log up to the first create only.
+	to := uint64(wi + 1)
+	drop := func(m *pb.Message) bool {
+		if m.GetTo() == to && m.GetType() == pb.MsgApp {
+			k := 0
+			for k < len(m.Entries) && m.Entries[k].GetIndex() <= idx1 {
+				k++
+			}
+			m.Entries = m.Entries[:k]
+		}
+		return false
+	}
+	testHookDrop.Store(&drop)
+	t.Cleanup(func() { testHookDrop.Store(nil) })
+	close(release)
+	eventually(t, "the wiped member applied the first create", func() error {
+		wb := c.nodes[wi].Broker(0)
+		if wb == nil {
+			return errors.New("no broker")
+		}
+		if a, _ := wb.Applied(); a < idx1 {
+			return fmt.Errorf("applied %d < %d", a, idx1)
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	a, _ := c.nodes[wi].Broker(0).Applied()
+	t.Logf("wiped member applied %d (first create at <= %d)", a, idx1)
+	c.stop(wi)
+	c.start(wi)
+	testHookDrop.Store(nil)
+	_, lb := c.leader("x")
+	eventually(t, "the wiped member applied what the leader did", func() error {
+		a, _ := lb.Applied()
+		wb := c.nodes[wi].Broker(0)
+		if wb == nil {
+			return errors.New("no broker")
+		}
+		b, _ := wb.Applied()
+		if b < a {
+			return fmt.Errorf("%d < %d", b, a)
+		}
+		return nil
+	})
+	_, terr := c.nodes[wi].Broker(0).GetTopicAttributes("x")
+	names, _, _ := c.nodes[wi].Broker(0).ListTopics("", "", 0)
+	t.Logf("wiped member %d: topics %v, GetTopicAttributes(x): %v", wi+1, names, terr)
+	if terr != nil {
+		t.Errorf("the wiped member lost topic x after a restart between the stale create and its delete: %v", terr)
+	}
+	for what, f := range map[string]func(){
+		"ExportState": func() { var buf bytes.Buffer; _ = c.nodes[wi].Broker(0).ExportState(&buf) },
+		"Stats":       func() { _ = c.nodes[wi].Broker(0).Stats() },
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s on the wiped member panics: %v", what, p)
+				}
+			}()
+			f()
+		}()
+	}
 }

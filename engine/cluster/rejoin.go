@@ -369,7 +369,11 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 			n.log.Warn("a member that lost data is not replaced in every shard yet: it is told to ask again", "member", id)
 			return rejoinLater
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-n.stop: // this node stops: the member asks another
+			return rejoinLater
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	n.ackMu.Lock()
 	for i := range n.shards {
@@ -401,7 +405,10 @@ const replaceStale = 2 * time.Minute
 func (n *Node) replaceState(shard int, id uint64) byte {
 	n.ackMu.Lock()
 	defer n.ackMu.Unlock()
-	return n.replacing[ackKey{shard, id}].state
+	if m := n.replacing[ackKey{shard, id}]; time.Since(m.at) <= replaceStale {
+		return m.state
+	}
+	return 0
 }
 
 // replaceStep follows a replacement of member id in shard (confChanged):
