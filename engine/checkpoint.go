@@ -133,9 +133,10 @@ func (d *durableStore) checkpointLocked() error {
 		return fmt.Errorf("checkpoint: %w", mapErr(err))
 	}
 	for id, fq := range f.queues {
-		if fq.deleted {
-			batch.DeleteQueue(id)
-		} else if fq.val != nil {
+		if fq.deleted || fq.reborn {
+			batch.DeleteQueue(id) // with its earlier incarnation's messages
+		}
+		if !fq.deleted && fq.val != nil {
 			batch.PutQueue(id, fq.val)
 		}
 	}

@@ -61,6 +61,11 @@ type foldRef struct {
 type foldQueue struct {
 	val     []byte // latest value (create or config record); nil if unchanged
 	deleted bool
+	// reborn: deleted, then created again in the window. Only a replica
+	// hands an id out twice (one that caught up from a snapshot, which
+	// carries no queue high-water mark, and then led: review O): the
+	// messages of the id's earlier incarnation are dead, the index's too.
+	reborn bool
 }
 
 type fold struct {
@@ -130,6 +135,9 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 			return err
 		}
 		fq := f.queue(v.id)
+		if typ == recQueueCreate && fq.deleted {
+			fq.deleted, fq.reborn = false, true
+		}
 		fq.val = append(fq.val[:0], payload...)
 		f.maxQueue = max(f.maxQueue, v.id)
 		return nil

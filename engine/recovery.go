@@ -430,8 +430,8 @@ func (rb *rebuild) install(val []byte) {
 		q = rb.b.byID[s.qid]
 		rb.last = q
 	}
-	if fq := rb.tailQueues[s.qid]; q == nil && fq != nil && fq.deleted {
-		rb.dropped++
+	if fq := rb.tailQueues[s.qid]; fq != nil && (q == nil && fq.deleted || fq.reborn) {
+		rb.dropped++ // an indexed message of a queue the tail deleted (and created again: fold.go)
 		return
 	}
 	if q == nil || int(s.stripe) >= len(q.stripes) || s.recSize == 0 {
