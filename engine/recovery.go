@@ -281,7 +281,7 @@ func (d *durableStore) recover(b *Broker) error {
 				return
 			}
 			if m := f.ent(int(tail[ti].i)); !m.gone {
-				rb.install(m.snap[:])
+				rb.installTail(m.snap[:])
 			}
 		}
 	}
@@ -306,7 +306,7 @@ func (d *durableStore) recover(b *Broker) error {
 		if ti < len(tail) && tail[ti].k == k {
 			// The tail's version wins.
 			if m := f.ent(int(tail[ti].i)); !m.gone {
-				rb.install(m.snap[:])
+				rb.installTail(m.snap[:])
 			}
 			ti++
 			return nil
@@ -413,6 +413,14 @@ type rebuild struct {
 	// MB) and orphans=200000 (recovery audit, 2026-12-06).
 	tailQueues map[uint64]*foldQueue
 	dropped    int // messages of queues the tail deleted
+	fromTail   bool // install: the message is the tail's (a reborn queue keeps it)
+}
+
+// installTail installs a message of the tail.
+func (rb *rebuild) installTail(val []byte) {
+	rb.fromTail = true
+	rb.install(val)
+	rb.fromTail = false
 }
 
 func (rb *rebuild) install(val []byte) {
@@ -430,7 +438,7 @@ func (rb *rebuild) install(val []byte) {
 		q = rb.b.byID[s.qid]
 		rb.last = q
 	}
-	if fq := rb.tailQueues[s.qid]; fq != nil && (q == nil && fq.deleted || fq.reborn) {
+	if fq := rb.tailQueues[s.qid]; fq != nil && (q == nil && fq.deleted || fq.reborn && !rb.fromTail) {
 		rb.dropped++ // an indexed message of a queue the tail deleted (and created again: fold.go)
 		return
 	}
@@ -534,6 +542,8 @@ func (rb *rebuild) evict(st *stripe, i uint32) {
 // every recorded slot (so that none takes another recorded message's).
 func (rb *rebuild) installLater() {
 	rb.moving = true
+	rb.fromTail = true // an index message of a reborn queue never got here
+	defer func() { rb.fromTail = false }()
 	for i := range rb.later {
 		rb.install(rb.later[i][:])
 	}
