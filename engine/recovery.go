@@ -412,7 +412,7 @@ type rebuild struct {
 	// messages and a kill -9, the next start logged 200,000 warnings (30
 	// MB) and orphans=200000 (recovery audit, 2026-12-06).
 	tailQueues map[uint64]*foldQueue
-	dropped    int // messages of queues the tail deleted
+	dropped    int  // messages of queues the tail deleted
 	fromTail   bool // install: the message is the tail's (a reborn queue keeps it)
 }
 
