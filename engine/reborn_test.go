@@ -8,6 +8,24 @@ import (
 	"github.com/smqd/smqd/wal"
 )
 
+// reborn deletes old, creates queue name with old's id again (reuseID) and
+// sends body to it.
+func reborn(t *testing.T, b *Broker, old *Queue, name string, cfg QueueConfig, body string) *Queue {
+	t.Helper()
+	if err := b.DeleteQueue(old.name); err != nil {
+		t.Fatal(err)
+	}
+	reuseID(b, old.id)
+	c := mustQueue(t, b, name, cfg)
+	if c.id != old.id {
+		t.Fatalf("%s got id %d, not %d", name, c.id, old.id)
+	}
+	if _, err := c.SendOne(context.Background(), SendEntry{Body: []byte(body)}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // reuseID makes the next CreateQueue hand out id (as a replica that caught
 // up from a snapshot and then led does: review O).
 func reuseID(b *Broker, id uint64) {
@@ -34,17 +52,7 @@ func TestRebornQueueKeepsItsTailMessagesAtRecovery(t *testing.T) {
 	if _, err := old.SendOne(context.Background(), SendEntry{Body: []byte("old")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.DeleteQueue("b"); err != nil {
-		t.Fatal(err)
-	}
-	reuseID(b, old.id)
-	c := mustQueue(t, b, "c", cfg)
-	if c.id != old.id {
-		t.Fatalf("c got id %d, not %d", c.id, old.id)
-	}
-	if _, err := c.SendOne(context.Background(), SendEntry{Body: []byte("kept")}); err != nil {
-		t.Fatal(err)
-	}
+	reborn(t, b, old, "c", cfg, "kept")
 	if err := durableOf(b).sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -85,17 +93,7 @@ func testRebornWithIndexedOld(t *testing.T, mode string) {
 	if err := d.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.DeleteQueue("b"); err != nil {
-		t.Fatal(err)
-	}
-	reuseID(b, old.id)
-	c := mustQueue(t, b, "c", cfg)
-	if c.id != old.id {
-		t.Fatalf("c got id %d, not %d", c.id, old.id)
-	}
-	if _, err := c.SendOne(context.Background(), SendEntry{Body: []byte("new")}); err != nil {
-		t.Fatal(err)
-	}
+	reborn(t, b, old, "c", cfg, "new")
 	if err := d.sync(); err != nil {
 		t.Fatal(err)
 	}
