@@ -34,6 +34,9 @@ func TestClusterMetrics(t *testing.T) {
 		if v := value(t, m, "smqd_cluster_voters_not_members"); v != 0 {
 			t.Errorf("node %d: smqd_cluster_voters_not_members %v", i+1, v)
 		}
+		if v := value(t, m, "smqd_cluster_vote_held"); v != 0 {
+			t.Errorf("node %d: smqd_cluster_vote_held %v (a new cluster: released once a majority answered)", i+1, v)
+		}
 		forwarded += value(t, m, "smqd_cluster_forwarded_requests_total")
 		value(t, m, "smqd_cluster_rerouted_requests_total") // served (counted in TestClusterClosingLeaderRunsItsClientsRequestOnTheNextLeader)
 		// SyncAlways on the OS file system: the shards' logs share their

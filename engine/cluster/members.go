@@ -539,12 +539,7 @@ func writeSynced(p, content string) error {
 	}
 	// The rename itself is durable only once the directory is synced
 	// (review M: a power loss right after it left DAMAGED.tmp alone).
-	d, err := os.Open(filepath.Dir(p))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return syncDir(filepath.Dir(p))
 }
 
 // forgetRemoved (Open, once the shards have started, before any peer is

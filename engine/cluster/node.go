@@ -147,6 +147,7 @@ type Node struct {
 	// its question ends, or rejoinLeavingFor on.
 	rejoinLeaving atomic.Bool
 	rejoinSince   atomic.Int64
+	voteHeld      atomic.Bool // this node grants no vote until it is replaced or the cluster is new (votehold.go)
 	handoffs      atomic.Int64
 	stateMu       sync.Mutex
 	peerStates    map[uint64]peerState // guarded by stateMu: what peers last said of their disks (handoff.go)
@@ -229,6 +230,7 @@ func Start(cfg Config) (*Node, error) {
 	n.tr.peerDown = n.peerDown
 	n.tr.serveSnap = n.serveSnapshot
 	n.tr.acked = n.ackedBy
+	n.tr.history = n.historyBytes
 	n.tr.rejoin = n.replaceMember
 	if n.acked, err = loadAcked(cfg.Dir); err != nil {
 		ln.Close()
@@ -292,6 +294,16 @@ func Start(cfg Config) (*Node, error) {
 		n.ticks = append(n.ticks, make(chan struct{}, 1))
 	}
 	n.forgetRemoved() // members.go
+	if err := n.holdVoteAtStart(); err != nil {
+		for _, s := range n.shards {
+			s.close()
+		}
+		if n.flushFS != nil {
+			n.flushFS.Close()
+		}
+		ln.Close()
+		return nil, err
+	}
 	for id, addr := range n.book {
 		n.tr.addPeer(id, addr)
 	}

@@ -62,13 +62,16 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -174,6 +177,8 @@ func (n *Node) askRejoinAll() bool {
 		return out
 	}
 	answered, asked := 0, 0
+	held := n.voteHeld.Load()
+	fresh, history := 1, false // answers from copies without history, itself counted; any with it (votehold.go)
 	n.bookMu.Lock()
 	gone := maps.Clone(n.gone)
 	n.bookMu.Unlock()
@@ -189,13 +194,19 @@ func (n *Node) askRejoinAll() bool {
 			continue
 		}
 		asked++
-		answer, err := n.tr.askRejoin(id, addr, len(n.shards), lasts)
+		answer, hist, err := n.tr.askRejoin(id, addr, len(n.shards), lasts, held)
 		if err != nil {
 			continue
 		}
+		if hist {
+			history = true
+		} else {
+			fresh++
+		}
 		switch answer {
 		case rejoinReplaced:
-			n.log.Warn("this node holds less than it once acknowledged (its data was lost): it asked to be replaced in every shard and will catch up from snapshots", "by", id)
+			n.log.Warn("this node holds less than it once acknowledged, or may (it started empty in a cluster with history): it asked to be replaced in every shard and will catch up from snapshots", "by", id)
+			n.releaseVote("replaced in every shard")
 			n.rejoinDone()
 			return true
 		case rejoinLater:
@@ -212,7 +223,17 @@ func (n *Node) askRejoinAll() bool {
 		}
 		answered++
 	}
+	members := len(ids)
+	if !slices.Contains(ids, n.cfg.NodeID) {
+		members++
+	}
+	if held && !history && 2*fresh > members {
+		n.releaseVote("a majority of the members answered, none with history: a new cluster")
+	}
 	if answered == asked {
+		if n.voteHeld.Load() {
+			n.log.Warn("this node's replacement was refused (a removed member?): it keeps holding its vote", "members", ids)
+		}
 		n.rejoinDone()
 		return true
 	}
@@ -288,7 +309,7 @@ func lostShard(acked, lasts []uint64) int {
 // shard lost than it acknowledged here, in every shard (see the file
 // comment); it answers rejoinReplaced if it did.
 func (n *Node) replaceMember(id uint64, lost int) byte {
-	if id == n.cfg.NodeID || lost < 0 || lost >= len(n.shards) {
+	if id == n.cfg.NodeID || lost < replaceAsked || lost >= len(n.shards) {
 		return rejoinNot
 	}
 	for _, s := range n.shards {
@@ -346,7 +367,7 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 		return true
 	}
 	n.ackMu.Lock()
-	stale := n.replacing[ackKey{lost, id}].state == replaceReadded
+	stale := lost >= 0 && n.replacing[ackKey{lost, id}].state == replaceReadded
 	for i := range n.shards {
 		if m, ok := n.replacing[ackKey{i, id}]; ok && time.Since(m.at) > replaceStale {
 			stale = true
@@ -362,7 +383,11 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 		}
 	}
 	n.ackMu.Unlock()
-	n.log.Warn("a member holds less than it acknowledged (its data was lost): replacing it in every shard", "member", id, "shard", lost)
+	if lost == replaceAsked {
+		n.log.Warn("a member that started empty in a cluster with history holds its vote: replacing it in every shard", "member", id)
+	} else {
+		n.log.Warn("a member holds less than it acknowledged (its data was lost): replacing it in every shard", "member", id, "shard", lost)
+	}
 	propose()
 	for deadline := time.Now().Add(3 * time.Second); !done(); {
 		if time.Now().After(deadline) {
@@ -383,6 +408,11 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 	n.forgetAcks(id) // its new incarnation starts over
 	return rejoinReplaced
 }
+
+// replaceAsked, as replaceMember's lost shard: the member holds its vote
+// and asks to be replaced though no acknowledgement shows a loss
+// (votehold.go, invariant 2).
+const replaceAsked = -1
 
 // How far a replacement went in a shard, as this node applied it.
 const (
@@ -446,39 +476,99 @@ func (n *Node) forgetAcks(id uint64) {
 
 // askRejoin asks node to, at addr, whether this one lost data (and so is
 // replaced); lasts reads this node's last log index per shard, after the
-// answer (see the file comment).
-func (t *transport) askRejoin(to uint64, addr string, shards int, lasts func() []uint64) (byte, error) {
-	c, _, err := t.dial(addr, kindRejoin, to)
-	if err != nil {
-		return rejoinNot, err
+// answer (see the file comment). It asks whether the member's copies have
+// history too (votehold.go); a member of an earlier build closes the
+// connection at that question, and is asked again without it: its
+// copies are then taken to have history. held: this node holds its vote,
+// and asks to be replaced if any copy there has history.
+func (t *transport) askRejoin(to uint64, addr string, shards int, lasts func() []uint64, held bool) (byte, bool, error) {
+	if h := testHookRejoinAsk.Load(); h != nil && !(*h)(t.self, to) {
+		return rejoinNot, false, errors.New("rejoin question dropped (test)")
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	return askRejoinOn(c, shards, lasts)
+	for _, withHistory := range []bool{true, false} {
+		c, _, err := t.dial(addr, kindRejoin, to)
+		if err != nil {
+			return rejoinNot, false, err
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		answer, hist, err := askRejoinOn(c, shards, lasts, held, withHistory)
+		c.Close()
+		if err != errOlderMember {
+			return answer, hist, err
+		}
+	}
+	return rejoinNot, false, errOlderMember
 }
 
+// errOlderMember: the asked member closed the connection at the question
+// for history (a build before it).
+var errOlderMember = errors.New("the member does not answer whether it has history")
+
+// testHookRejoinAsk, when set (tests), drops the rejoin questions from a
+// node to a member it reports false for.
+var testHookRejoinAsk atomic.Pointer[func(from, to uint64) bool]
+
+// The question's flag and verdict for the vote hold (votehold.go).
+const (
+	// rejoinWantsHistory, in the question's shard count: answer a byte
+	// per shard after the acknowledged indexes, 1 if the copy there has
+	// history.
+	rejoinWantsHistory = 1 << 31
+	// rejoinReplaceMe, as the verdict: replace this node in every shard,
+	// though no acknowledgement shows a loss (replaceAsked).
+	rejoinReplaceMe = math.MaxUint32
+)
+
 // askRejoinOn asks over an open connection (askRejoin).
-func askRejoinOn(c io.ReadWriter, shards int, lasts func() []uint64) (byte, error) {
-	if _, err := c.Write(binary.LittleEndian.AppendUint32(nil, uint32(shards))); err != nil {
-		return rejoinNot, err
+func askRejoinOn(c io.ReadWriter, shards int, lasts func() []uint64, held, withHistory bool) (answer byte, history bool, err error) {
+	q := uint32(shards)
+	if withHistory {
+		q |= rejoinWantsHistory
 	}
-	acked := make([]byte, 8*shards)
-	if _, err := io.ReadFull(c, acked); err != nil {
-		return rejoinNot, err
+	if _, err := c.Write(binary.LittleEndian.AppendUint32(nil, q)); err != nil {
+		return rejoinNot, false, err
+	}
+	n := 8 * shards
+	if withHistory {
+		n += shards
+	}
+	got := make([]byte, n)
+	if k, err := io.ReadFull(c, got); err != nil {
+		if withHistory && k == 0 && errors.Is(err, io.EOF) {
+			return rejoinNot, false, errOlderMember
+		}
+		return rejoinNot, false, err
 	}
 	vals := make([]uint64, shards)
 	for i := range vals {
-		vals[i] = binary.LittleEndian.Uint64(acked[8*i:])
+		vals[i] = binary.LittleEndian.Uint64(got[8*i:])
 	}
+	first := -1 // the first shard whose copy there has history
+	for i := range shards {
+		if !withHistory || got[8*shards+i] != 0 {
+			first = i
+			break
+		}
+	}
+	history = first >= 0
 	verdict := uint32(lostShard(vals, lasts()) + 1)
+	switch {
+	case verdict > 0 || !held || !history:
+	case withHistory:
+		verdict = rejoinReplaceMe
+	default:
+		// An earlier build knows no rejoinReplaceMe: a shard it then
+		// takes as lost.
+		verdict = uint32(first + 1)
+	}
 	if _, err := c.Write(binary.LittleEndian.AppendUint32(nil, verdict)); err != nil {
-		return rejoinNot, err
+		return rejoinNot, history, err
 	}
 	var r [1]byte
 	if _, err := io.ReadFull(c, r[:]); err != nil {
-		return rejoinNot, err
+		return rejoinNot, history, err
 	}
-	return r[0], nil
+	return r[0], history, nil
 }
 
 // serveRejoin answers a rejoin request (the asked side, see the file
@@ -489,12 +579,17 @@ func (t *transport) serveRejoin(from uint64, c io.ReadWriter) {
 		return
 	}
 	k := binary.LittleEndian.Uint32(h[:])
+	withHistory := k&rejoinWantsHistory != 0
+	k &^= rejoinWantsHistory
 	if k > 1024 {
 		return
 	}
-	b := make([]byte, 0, 8*k)
+	b := make([]byte, 0, 9*k)
 	for _, v := range t.acked(from, int(k)) {
 		b = binary.LittleEndian.AppendUint64(b, v)
+	}
+	if withHistory {
+		b = append(b, t.history(int(k))...)
 	}
 	if _, err := c.Write(b); err != nil {
 		return
@@ -503,7 +598,10 @@ func (t *transport) serveRejoin(from uint64, c io.ReadWriter) {
 		return
 	}
 	answer := rejoinNot
-	if v := binary.LittleEndian.Uint32(h[:]); v > 0 && v <= k {
+	switch v := binary.LittleEndian.Uint32(h[:]); {
+	case v == rejoinReplaceMe && withHistory:
+		answer = t.rejoin(from, replaceAsked)
+	case v > 0 && v <= k:
 		answer = t.rejoin(from, int(v-1))
 	}
 	c.Write([]byte{answer})

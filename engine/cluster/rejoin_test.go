@@ -47,7 +47,8 @@ func TestRejoinQuestionCountsAcksOfTheAskersOwnRun(t *testing.T) {
 					last.Store(tc.last)
 					return []uint64{0, tc.acked}
 				},
-				rejoin: func(from uint64, lost int) byte { lostIn = lost; return rejoinReplaced },
+				rejoin:  func(from uint64, lost int) byte { lostIn = lost; return rejoinReplaced },
+				history: func(shards int) []byte { return make([]byte, shards) },
 			}
 			a, b := net.Pipe()
 			done := make(chan struct{})
@@ -56,7 +57,7 @@ func TestRejoinQuestionCountsAcksOfTheAskersOwnRun(t *testing.T) {
 				defer b.Close()
 				tr.serveRejoin(7, b)
 			}()
-			got, err := askRejoinOn(a, 2, func() []uint64 { return []uint64{5, last.Load()} })
+			got, _, err := askRejoinOn(a, 2, func() []uint64 { return []uint64{5, last.Load()} }, false, true)
 			a.Close()
 			<-done
 			if err != nil {

@@ -137,6 +137,7 @@ type shard struct {
 	heardLead     int64                // run: mono when the loop last stepped a leader's message, or the shard started (lease.go)
 	deferred      []*pb.Message        // run: vote requests held while quiet (lease.go)
 	votesDeferred atomic.Int64         // vote requests held while quiet
+	votesHeld     atomic.Int64         // vote requests dropped while the node holds its vote (votehold.go)
 	bumpsDropped  atomic.Int64         // empty appends that only bumped a follower's commit index, not sent (bump.go)
 	beatsDropped  atomic.Int64         // heartbeats to a follower sent an append within the tick, not sent (bump.go)
 	appSent       map[uint64]time.Time // run: when an append last left for each follower (bump.go)
@@ -427,6 +428,10 @@ func (s *shard) step(m *pb.Message) {
 		if last, _ := s.st.LastIndex(); m.GetCommit() > last {
 			m.Commit = proto.Uint64(last)
 		}
+	}
+	if t := m.GetType(); (t == pb.MsgVote || t == pb.MsgPreVote) && s.n.voteHeld.Load() && m.GetFrom() != s.n.cfg.NodeID {
+		s.votesHeld.Add(1) // votehold.go: it may have lost what it acknowledged
+		return
 	}
 	s.noteLeaderMessage(m) // lease.go
 	s.noteAppendAck(m)     // lease.go

@@ -64,6 +64,11 @@ type Status struct {
 	// tolerance with every member listed healthy: upgrade audit). Another
 	// member's list tells the two apart.
 	VotersNotMembers []uint64 `json:"voters_not_members,omitempty"`
+	// VoteHeld: this node may have lost what it acknowledged (it started
+	// empty, or an earlier start held its vote and was not released): it
+	// grants no vote and takes no lead until a member answers that it was
+	// replaced, or that the cluster is new (votehold.go).
+	VoteHeld bool `json:"vote_held,omitempty"`
 }
 
 // MemberStatus is a member as this node knows it.
@@ -177,7 +182,7 @@ type FollowerStatus struct {
 func (n *Node) Status() Status {
 	st := Status{NodeID: n.cfg.NodeID, API: n.cfg.APIAddr, Version: n.cfg.Version,
 		Forwarded: n.forwarded.Load(), RefusedHandshakes: n.refused.Load(), SnapshotsInstalled: n.snapshots.Load(),
-		DiskFull: n.diskFull.Load(), DiskFullHandoffs: n.handoffs.Load(),
+		DiskFull: n.diskFull.Load(), DiskFullHandoffs: n.handoffs.Load(), VoteHeld: n.voteHeld.Load(),
 		DeadLetterHops: n.hopsStored.Load(), DeadLetterHopsFailed: n.hopsFailed.Load(),
 		TopicRelayHops: n.relaysStored.Load(), TopicRelayHopsFailed: n.relaysFailed.Load(),
 		TopicRelayHopsDropped: n.relaysDropped.Load()}

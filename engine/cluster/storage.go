@@ -197,6 +197,16 @@ func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
 	// broker no longer holds, whose publishes the member's counts need
 	// (engine.ExportStateAt refuses it).
 	s.compactLocked(s.applied)
+	if s.snapIndex == 0 {
+		// Nothing folded yet: etcd raft panics on an empty snapshot ("need
+		// non-empty snapshot"), which it asks for when a follower's
+		// progress is past the leader's log. Seen with a leader that a
+		// wiped node's vote elected over a member with a longer log
+		// (votehold.go: TestClusterWipedNodeHoldsItsVoteUntilReplaced
+		// without the hold): the whole process went down. Raft retries
+		// later instead.
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
 	return &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(s.snapIndex), Term: proto.Uint64(s.snapTerm),
 		ConfState: proto.Clone(s.cs).(*pb.ConfState)}}, nil
 }

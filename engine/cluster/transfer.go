@@ -128,7 +128,9 @@ func (n *Node) HandOverLeads(ctx context.Context) error {
 // and wants none: it shuts down (leaving, set for good), or it waits to be
 // replaced (rejoinLeaving, rejoin.go). Two flags, so that the end of the
 // wait never clears a shutdown's (review, 2026-12-06).
-func (n *Node) givingLeadsAway() bool { return n.leaving.Load() || n.rejoinLeaving.Load() }
+func (n *Node) givingLeadsAway() bool {
+	return n.leaving.Load() || n.rejoinLeaving.Load() || n.voteHeld.Load()
+}
 
 // handOverAll is HandOverLeads' wait, once givingLeadsAway holds.
 func (n *Node) handOverAll(ctx context.Context) error {

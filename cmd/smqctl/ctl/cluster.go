@@ -47,6 +47,7 @@ type clusterStatus struct {
 	} `json:"shards"`
 	Forwarded        int64    `json:"forwarded"`
 	VotersNotMembers []uint64 `json:"voters_not_members"`
+	VoteHeld         bool     `json:"vote_held"`
 }
 
 func (r *run) clusterStatus(ctx context.Context, name string, args []string) error {
@@ -88,6 +89,10 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 			"If another member lists it (smqctl --endpoint OTHER cluster status), this node asks the members for its address and learns it within a minute; "+
 			"if it does not (members of an older build do not answer), restart this node with %d in --cluster-peers. "+
 			"If no member lists it, it is no member: remove it (smqctl cluster rm %d)\n\n", id, id, id)
+	}
+	if st.VoteHeld {
+		fmt.Fprintf(r.env.Stdout, "NOTE: node %d holds its vote: it started empty (or an earlier start held it), so it may have lost entries it acknowledged. "+
+			"It grants no vote and leads no shard until a member replaces it, which needs the shards' leaders; a shard whose other members cannot elect one without it waits for its down members to come back\n\n", st.NodeID)
 	}
 	versions := memberVersions(rctx, c, &st)
 	rows := [][]string{{"MEMBER", "RAFT", "API", "DISK", "VERSION"}}

@@ -1,0 +1,122 @@
+package cluster
+
+// A node that may have lost its data holds its vote until it is replaced.
+//
+// Raft assumes a member never forgets what it acknowledged: the leaders
+// counted it as holding entries. A wiped node (an empty directory started
+// with the same --cluster-peers) bootstraps a fresh log and, as it was,
+// voted at once for any candidate, before its question (rejoin.go) had
+// it replaced. With the holder of the newest entries down and another
+// member behind, its vote elected the member that lacked them, and the
+// entries it had acknowledged were lost (the rejoin audit, 2026-12-06:
+// 78 of 1,800 with real processes). A new cluster's node starts empty
+// too, and must vote, even with a member never started; the two look
+// alike from the node itself.
+//
+// Invariants:
+//  1. A node that starts without --join holds its vote (grants no vote
+//     and no pre-vote, takes no lead: givingLeadsAway) when it has no
+//     history in any shard (no entry, term or snapshot past the
+//     bootstrap's term 1: empty, or a new cluster that never elected), or
+//     when <dir>/vote-held says an earlier start held it and was not
+//     released. The mark is written, synced, before its shards run, so a
+//     crash before its replacement (a node that meanwhile received
+//     entries and so has history) holds the vote again.
+//  2. It votes again only when (a) a member answered that it was replaced
+//     in every shard (removed and added back: from then on Raft counts it
+//     as a new member, with an empty log, which is safe), or (b) no member
+//     that answered has any history and those answering, itself counted,
+//     are a majority of the members: the cluster is new. A member with
+//     history means the node may have acknowledged entries: it asks to be
+//     replaced, whatever the acknowledgement tables say (an acknowledgement
+//     may be known only to a member that is down). A node whose
+//     replacement is refused (it was removed) holds its vote for good.
+//  3. The mark goes (removed, directory synced) before the hold ends.
+//
+// What is left: two emptied nodes of three, with the third down, look
+// like a new cluster to each other (invariant 2b) and elect each other;
+// so does an emptied node with a member that has held nothing since the
+// cluster began. A node added with --join holds nothing: it never
+// bootstraps, and its flags may not name every member.
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// voteHeldFile marks a start that held the vote (invariant 1).
+const voteHeldFile = "vote-held"
+
+// holdVoteAtStart holds the vote if invariant 1 says so; it runs before
+// the shards do.
+func (n *Node) holdVoteAtStart() error {
+	if n.cfg.Join {
+		return nil
+	}
+	path := filepath.Join(n.cfg.Dir, voteHeldFile)
+	_, err := os.Stat(path)
+	marked := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if !marked {
+		for _, s := range n.shards {
+			if s.st.hasHistory() {
+				return nil
+			}
+		}
+		if err := writeSynced(path, "this node holds its vote until it is replaced or the cluster is found new (engine/cluster/votehold.go)\n"); err != nil {
+			return err
+		}
+	}
+	n.voteHeld.Store(true)
+	n.log.Info("this node holds its vote until the other members answer whether it lost data", "marked", marked)
+	return nil
+}
+
+// releaseVote ends the hold (invariant 2), once.
+func (n *Node) releaseVote(why string) {
+	if !n.voteHeld.Load() {
+		return
+	}
+	path := filepath.Join(n.cfg.Dir, voteHeldFile)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Held again at the next start, and replaced again: safe.
+		n.log.Warn("vote-held mark not removed", "err", err)
+	} else if err := syncDir(n.cfg.Dir); err != nil {
+		n.log.Warn("vote-held mark removal not synced", "err", err)
+	}
+	if n.voteHeld.Swap(false) {
+		n.log.Info("this node votes again", "why", why)
+		n.sendState() // it may lead again
+	}
+}
+
+// hasHistory reports whether the log holds anything past a new cluster's
+// bootstrap: an entry or a term past 1, or a snapshot.
+func (s *raftStorage) hasHistory() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.snapIndex > 0 || s.hs.GetTerm() > 1 {
+		return true
+	}
+	return len(s.terms) > 0 && s.terms[len(s.terms)-1] > 1
+}
+
+// historyBytes is, per shard, 1 when this node's copy has history (the
+// answer to a rejoin question that asks for it); zeros for a question of
+// another shard count.
+func (n *Node) historyBytes(shards int) []byte {
+	out := make([]byte, shards)
+	if shards != len(n.shards) {
+		return out
+	}
+	for i, s := range n.shards {
+		if s.st.hasHistory() {
+			out[i] = 1
+		}
+	}
+	return out
+}

@@ -1,0 +1,240 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/smqd/smqd/engine"
+)
+
+// TestRejoinQuestionOfANodeHoldingItsVote: a node that holds its vote asks
+// to be replaced when the asked member's copy has history, though no
+// acknowledgement shows a loss; not when it has none (a new cluster), and
+// a node that does not hold its vote never does so. A member of an
+// earlier build closes the connection at the question for history: it is
+// asked again the old way, its copies taken to have history, and the
+// replacement asked for a shard it knows.
+func TestRejoinQuestionOfANodeHoldingItsVote(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		held     bool
+		history  []byte
+		replaced bool
+	}{
+		{"held, history", true, []byte{0, 1}, true},
+		{"held, new cluster", true, []byte{0, 0}, false},
+		{"not held, history", false, []byte{1, 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lostIn := 99
+			tr := &transport{
+				acked:   func(uint64, int) []uint64 { return []uint64{0, 0} },
+				rejoin:  func(_ uint64, lost int) byte { lostIn = lost; return rejoinReplaced },
+				history: func(int) []byte { return tc.history },
+			}
+			a, b := net.Pipe()
+			go func() {
+				defer b.Close()
+				tr.serveRejoin(7, b)
+			}()
+			got, hist, err := askRejoinOn(a, 2, func() []uint64 { return []uint64{3, 3} }, tc.held, true)
+			a.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hist != (tc.history[1] == 1) || (got == rejoinReplaced) != tc.replaced {
+				t.Fatalf("answer %d history %v", got, hist)
+			}
+			if tc.replaced && lostIn != replaceAsked {
+				t.Fatalf("replaced for shard %d, want replaceAsked", lostIn)
+			}
+		})
+	}
+	t.Run("earlier build", func(t *testing.T) {
+		older := func(c net.Conn, verdict *uint32) {
+			defer c.Close()
+			var h [4]byte
+			if _, err := io.ReadFull(c, h[:]); err != nil {
+				return
+			}
+			k := int(h[0]) | int(h[1])<<8 | int(h[2])<<16 | int(h[3])<<24
+			if k > 1024 || k < 0 {
+				return // what an earlier build does with the flag
+			}
+			c.Write(make([]byte, 8*k))
+			if _, err := io.ReadFull(c, h[:]); err != nil {
+				return
+			}
+			*verdict = uint32(h[0]) | uint32(h[1])<<8
+			c.Write([]byte{rejoinReplaced})
+		}
+		var v uint32
+		a, b := net.Pipe()
+		go older(b, &v)
+		if _, _, err := askRejoinOn(a, 2, func() []uint64 { return []uint64{3, 3} }, true, true); err != errOlderMember {
+			t.Fatalf("flagged question to an earlier build: %v", err)
+		}
+		a.Close()
+		a, b = net.Pipe()
+		done := make(chan struct{})
+		go func() { older(b, &v); close(done) }()
+		got, hist, err := askRejoinOn(a, 2, func() []uint64 { return []uint64{3, 3} }, true, false)
+		a.Close()
+		<-done
+		if err != nil || got != rejoinReplaced || !hist || v != 1 {
+			t.Fatalf("answer %d history %v verdict %d err %v", got, hist, v, err)
+		}
+	})
+}
+
+// TestClusterWipedNodeHoldsItsVoteUntilReplaced: the rejoin audit's loss.
+// Node 1 leads and node 2 lags (node 1's appends to it are dropped), so
+// node 3 is the one other holder of what node 1 acknowledged. Node 1 goes
+// down and node 3 comes back empty. Node 3 must not elect node 2, which
+// lacks those messages: the shard waits for node 1, and then every
+// message is on every member. Voting at once, node 3 elected node 2, and
+// node 1, back, took node 2's shorter log.
+func TestClusterWipedNodeHoldsItsVoteUntilReplaced(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
+	c.leadShard0(1)
+	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.converged("q", 0, 0)
+	lag := func(m *pb.Message) bool {
+		return m.GetFrom() == 1 && m.GetTo() == 2 && (m.GetType() == pb.MsgApp || m.GetType() == pb.MsgSnap)
+	}
+	testHookDrop.Store(&lag)
+	t.Cleanup(func() { testHookDrop.Store(nil) })
+	const sent = 200
+	for range sent / 2 {
+		c.onLeader("q", func(b *engine.Broker) error {
+			q, err := b.Queue("q")
+			if err == nil {
+				_, err = q.Send([]engine.SendEntry{{Body: []byte("x")}, {Body: []byte("y")}}, nil)
+			}
+			return err
+		})
+	}
+	if info, err := c.counts(1, "q"); err != nil || info.Active >= sent {
+		t.Fatalf("node 2 did not lag: %+v %v", info, err)
+	}
+	c.stop(0)
+	c.wipe(2)
+	testHookDrop.Store(nil)
+	eventually(t, "node 2 campaigns and node 3 holds its vote", func() error {
+		if !c.nodes[2].voteHeld.Load() {
+			return errors.New("node 3 does not hold its vote")
+		}
+		if n := c.nodes[2].shards[0].votesHeld.Load(); n < 3 {
+			return fmt.Errorf("%d vote requests held", n)
+		}
+		return nil
+	})
+	c.start(0)
+	eventuallyWithin(t, 60*time.Second, "node 3 is replaced and votes again", func() error {
+		if c.nodes[2].voteHeld.Load() {
+			return errors.New("still held")
+		}
+		if _, err := os.Stat(filepath.Join(c.dirs[2], voteHeldFile)); err == nil {
+			return errors.New("the mark is left")
+		}
+		return nil
+	})
+	c.converged("q", sent, 0)
+}
+
+// TestClusterNewClusterWithAMemberNeverStarted: two members of a new
+// cluster of three elect a leader without the third (a majority answered,
+// none with history); the third, started late, asks to be replaced
+// (the others have history), and then votes: with node 1 down, nodes 2
+// and 3 elect a leader.
+func TestClusterNewClusterWithAMemberNeverStarted(t *testing.T) {
+	c := &testCluster{t: t, nodes: make([]*Node, 3), shards: 1}
+	c.addrs = map[uint64]string{}
+	for i := range c.nodes {
+		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprint(i+1)))
+		c.hold(uint64(i + 1))
+	}
+	t.Cleanup(c.stopAll)
+	done := make(chan struct{})
+	go func() { c.start(1); close(done) }()
+	c.start(0)
+	<-done
+	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.sendBatches("a", 50)
+	c.start(2)
+	eventuallyWithin(t, 60*time.Second, "node 3 votes", func() error {
+		if c.nodes[2].voteHeld.Load() {
+			return errors.New("still held")
+		}
+		return nil
+	})
+	c.converged("q", 800, 0)
+	c.stop(0)
+	c.sendBatches("b", 50) // needs nodes 2 and 3 to elect a leader
+	for i := 1; i < 3; i++ {
+		c.holds(i, 1600, 20*time.Second)
+	}
+}
+
+// TestClusterVoteHoldSurvivesARestart: a node that held its vote and was
+// then sent entries by a leader elected without it (so it has history)
+// but not replaced, restarted, holds its vote again (the vote-held mark):
+// its history does not show that it holds what it acknowledged.
+func TestClusterVoteHoldSurvivesARestart(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
+	c.leadShard0(1)
+	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.sendBatches("a", 100)
+	c.converged("q", 1600, 0)
+	var asked atomic.Int64
+	mute := func(from, to uint64) bool {
+		if from == 3 {
+			asked.Add(1)
+			return false
+		}
+		return true
+	}
+	testHookRejoinAsk.Store(&mute)
+	t.Cleanup(func() { testHookRejoinAsk.Store(nil) })
+	c.wipe(2)
+	if !c.nodes[2].voteHeld.Load() {
+		t.Fatal("a wiped node does not hold its vote")
+	}
+	// A leader elected while node 3 holds its vote starts its progress
+	// for node 3 afresh, and sends it the shard.
+	c.nodes[0].shards[0].do(func() { c.nodes[0].shards[0].rn.TransferLeader(2) })
+	eventuallyWithin(t, 60*time.Second, "node 3 gets the shard from node 2", func() error {
+		if info, err := c.counts(2, "q"); err != nil || info.Active != 1600 {
+			return fmt.Errorf("%+v %v", info, err)
+		}
+		return nil
+	})
+	c.stop(2)
+	c.start(2)
+	if !c.nodes[2].shards[0].st.hasHistory() {
+		t.Fatal("node 3 has no history: the test shows nothing")
+	}
+	if !c.nodes[2].voteHeld.Load() {
+		t.Fatal("node 3, restarted before it was replaced, votes")
+	}
+	if asked.Load() == 0 {
+		t.Fatal("node 3 asked nothing")
+	}
+	testHookRejoinAsk.Store(nil)
+	eventuallyWithin(t, 60*time.Second, "node 3 is replaced and votes again", func() error {
+		if c.nodes[2].voteHeld.Load() {
+			return errors.New("still held")
+		}
+		return nil
+	})
+	c.converged("q", 1600, 0)
+}
