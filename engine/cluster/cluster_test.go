@@ -137,25 +137,36 @@ func (c *testCluster) start(i int) {
 // would wait for its rejoin question (rejoin.go) to time out on each peer
 // whose held listener (hold) is not accepting yet.
 func (c *testCluster) startAll() {
-	cfgs := make([]Config, len(c.nodes))
-	for i := range cfgs {
-		cfgs[i] = c.config(i)
-		cfgs[i].RaftListener = c.lns[cfgs[i].NodeID]
-		delete(c.lns, cfgs[i].NodeID)
+	c.t.Helper()
+	is := make([]int, len(c.nodes))
+	for i := range is {
+		is[i] = i
 	}
-	errs := make([]error, len(c.nodes))
+	c.startSome(is...)
+}
+
+// startSome starts nodes is at once (startAll).
+func (c *testCluster) startSome(is ...int) {
+	c.t.Helper()
+	cfgs := make([]Config, len(is))
+	for k, i := range is {
+		cfgs[k] = c.config(i)
+		cfgs[k].RaftListener = c.lns[cfgs[k].NodeID]
+		delete(c.lns, cfgs[k].NodeID)
+	}
+	errs := make([]error, len(is))
 	var wg sync.WaitGroup
-	for i := range cfgs {
+	for k, i := range is {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.nodes[i], errs[i] = Start(cfgs[i])
+			c.nodes[i], errs[k] = Start(cfgs[k])
 		}()
 	}
 	wg.Wait()
-	for i, err := range errs {
+	for k, err := range errs {
 		if err != nil {
-			c.t.Fatalf("start node %d: %v", i+1, err)
+			c.t.Fatalf("start node %d: %v", is[k]+1, err)
 		}
 	}
 }

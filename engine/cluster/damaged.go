@@ -85,6 +85,7 @@ func (s *shard) openChecked() (*engine.Broker, error) {
 			b.Close()
 			return nil, err
 		}
+		s.repaired.Store(true)
 	}
 	return b, err
 }
@@ -105,6 +106,7 @@ func (s *shard) openCheckedUnmarked(repair bool) (*engine.Broker, error) {
 	if rec := b.Recovery(); rec.Damaged {
 		if repair {
 			s.log.Warn("this replica's log was damaged and is repaired as --wal-repair asks: it is trusted as it is (right only when every member's copy is damaged)", "lost_messages", rec.Lost)
+			s.repaired.Store(true)
 			return b, nil
 		}
 		b.Close()

@@ -230,7 +230,7 @@ func Start(cfg Config) (*Node, error) {
 	n.tr.peerDown = n.peerDown
 	n.tr.serveSnap = n.serveSnapshot
 	n.tr.acked = n.ackedBy
-	n.tr.history = n.historyBytes
+	n.tr.flags = n.rejoinFlags
 	n.tr.rejoin = n.replaceMember
 	if n.acked, err = loadAcked(cfg.Dir); err != nil {
 		ln.Close()

@@ -178,7 +178,10 @@ func (n *Node) askRejoinAll() bool {
 	}
 	answered, asked := 0, 0
 	held := n.voteHeld.Load()
-	fresh, history := 1, false // answers from copies without history, itself counted; any with it (votehold.go)
+	// For the vote hold (votehold.go): answers from copies without
+	// history, itself counted; whether any had history; whether any
+	// member has this node as a voter.
+	fresh, history, voter := 1, false, false
 	n.bookMu.Lock()
 	gone := maps.Clone(n.gone)
 	n.bookMu.Unlock()
@@ -194,15 +197,24 @@ func (n *Node) askRejoinAll() bool {
 			continue
 		}
 		asked++
-		answer, hist, err := n.tr.askRejoin(id, addr, len(n.shards), lasts, held)
+		decide := func(acked []uint64, flags []byte) uint32 {
+			for i, f := range flags {
+				if f&rejoinRepaired != 0 && i < len(n.shards) {
+					n.shards[i].repairedPeer.Store(id) // votehold.go, invariant 4
+				}
+			}
+			return n.rejoinVerdict(held, acked, lasts(), flags)
+		}
+		answer, flags, err := n.tr.askRejoin(id, addr, len(n.shards), decide)
 		if err != nil {
 			continue
 		}
-		if hist {
-			history = true
+		if flags == nil || anyFlag(flags, rejoinHistory) >= 0 {
+			history = true // a member of an earlier build: taken to have it
 		} else {
 			fresh++
 		}
+		voter = voter || anyFlag(flags, rejoinVoter) >= 0
 		switch answer {
 		case rejoinReplaced:
 			n.log.Warn("this node holds less than it once acknowledged, or may (it started empty in a cluster with history): it asked to be replaced in every shard and will catch up from snapshots", "by", id)
@@ -227,8 +239,12 @@ func (n *Node) askRejoinAll() bool {
 	if !slices.Contains(ids, n.cfg.NodeID) {
 		members++
 	}
-	if held && !history && 2*fresh > members {
+	switch {
+	case !held:
+	case !n.cfg.Join && !history && 2*fresh > members:
 		n.releaseVote("a majority of the members answered, none with history: a new cluster")
+	case n.cfg.Join && answered == asked && !voter:
+		n.releaseVote("every member answered, none with this node in a shard's configuration: a new member")
 	}
 	if answered == asked {
 		if n.voteHeld.Load() {
@@ -238,6 +254,29 @@ func (n *Node) askRejoinAll() bool {
 		return true
 	}
 	return false
+}
+
+// rejoinVerdict is the verdict on an answer (the file comment): i+1 if
+// this node holds less in shard i than it acknowledged there (lasts, read
+// after the answer), else, while it holds its vote (votehold.go,
+// invariant 2), a request to be replaced if the member's copy has history
+// (a node started with --join: if it is a voter there), else 0. To a
+// member of an earlier build (flags nil) a node without --join names
+// shard 0 as lost, which that build replaces it for; one with --join asks
+// nothing (such a build would add a node it does not know).
+func (n *Node) rejoinVerdict(held bool, acked, lasts []uint64, flags []byte) uint32 {
+	if i := lostShard(acked, lasts); i >= 0 || !held {
+		return uint32(i + 1)
+	}
+	switch {
+	case flags == nil && !n.cfg.Join:
+		return 1
+	case flags == nil:
+		return 0
+	case n.cfg.Join && anyFlag(flags, rejoinVoter) >= 0, !n.cfg.Join && anyFlag(flags, rejoinHistory) >= 0:
+		return rejoinReplaceMe
+	}
+	return 0
 }
 
 // rejoinDone ends what a question left: a node that gave its leads away
@@ -321,6 +360,12 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 	n.bookMu.Lock()
 	gone := n.gone[id]
 	n.bookMu.Unlock()
+	if lost == replaceAsked && !slices.ContainsFunc(n.shards, func(s *shard) bool { return slices.Contains(s.st.votersNow(), id) }) {
+		// Asked by a node that holds its vote and is no member here (one
+		// started with --join and not added yet, or removed): replacing
+		// it would add it.
+		return rejoinNot
+	}
 	if gone {
 		// Removed by the operator and started again: replacing it would
 		// add it back (below). Only AddMember does that.
@@ -475,100 +520,101 @@ func (n *Node) forgetAcks(id uint64) {
 }
 
 // askRejoin asks node to, at addr, whether this one lost data (and so is
-// replaced); lasts reads this node's last log index per shard, after the
-// answer (see the file comment). It asks whether the member's copies have
-// history too (votehold.go); a member of an earlier build closes the
-// connection at that question, and is asked again without it: its
-// copies are then taken to have history. held: this node holds its vote,
-// and asks to be replaced if any copy there has history.
-func (t *transport) askRejoin(to uint64, addr string, shards int, lasts func() []uint64, held bool) (byte, bool, error) {
+// replaced); decide gives the verdict from the answer (see the file
+// comment, and votehold.go). It asks for the member's flags per shard too
+// (rejoinHistory, rejoinVoter); a member of an earlier build closes the
+// connection at that question, and is asked again without it: flags is
+// then nil.
+func (t *transport) askRejoin(to uint64, addr string, shards int, decide func(acked []uint64, flags []byte) uint32) (answer byte, flags []byte, err error) {
 	if h := testHookRejoinAsk.Load(); h != nil && !(*h)(t.self, to) {
-		return rejoinNot, false, errors.New("rejoin question dropped (test)")
+		return rejoinNot, nil, errors.New("rejoin question dropped (test)")
 	}
-	for _, withHistory := range []bool{true, false} {
+	for _, withFlags := range []bool{true, false} {
 		c, _, err := t.dial(addr, kindRejoin, to)
 		if err != nil {
-			return rejoinNot, false, err
+			return rejoinNot, nil, err
 		}
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		answer, hist, err := askRejoinOn(c, shards, lasts, held, withHistory)
+		answer, flags, err := askRejoinOn(c, shards, withFlags, decide)
 		c.Close()
 		if err != errOlderMember {
-			return answer, hist, err
+			return answer, flags, err
 		}
 	}
-	return rejoinNot, false, errOlderMember
+	return rejoinNot, nil, errOlderMember
 }
 
 // errOlderMember: the asked member closed the connection at the question
-// for history (a build before it).
-var errOlderMember = errors.New("the member does not answer whether it has history")
+// for its flags (a build before them).
+var errOlderMember = errors.New("the member does not answer with its flags")
 
 // testHookRejoinAsk, when set (tests), drops the rejoin questions from a
 // node to a member it reports false for.
 var testHookRejoinAsk atomic.Pointer[func(from, to uint64) bool]
 
-// The question's flag and verdict for the vote hold (votehold.go).
+// The question's flag, the answer's flags and the verdict for the vote
+// hold (votehold.go).
 const (
-	// rejoinWantsHistory, in the question's shard count: answer a byte
-	// per shard after the acknowledged indexes, 1 if the copy there has
-	// history.
-	rejoinWantsHistory = 1 << 31
+	// rejoinWantsFlags, in the question's shard count: answer a byte of
+	// flags per shard after the acknowledged indexes.
+	rejoinWantsFlags = 1 << 31
+	// rejoinHistory: the member's copy of the shard has history.
+	rejoinHistory byte = 1
+	// rejoinVoter: the asker is a voter of the shard there.
+	rejoinVoter byte = 2
+	// rejoinRepaired: that member's process started its copy of the
+	// shard with --wal-repair, on a damaged log.
+	rejoinRepaired byte = 4
 	// rejoinReplaceMe, as the verdict: replace this node in every shard,
 	// though no acknowledgement shows a loss (replaceAsked).
 	rejoinReplaceMe = math.MaxUint32
 )
 
+// anyFlag returns the first shard whose flags have f, or -1.
+func anyFlag(flags []byte, f byte) int {
+	for i, v := range flags {
+		if v&f != 0 {
+			return i
+		}
+	}
+	return -1
+}
+
 // askRejoinOn asks over an open connection (askRejoin).
-func askRejoinOn(c io.ReadWriter, shards int, lasts func() []uint64, held, withHistory bool) (answer byte, history bool, err error) {
+func askRejoinOn(c io.ReadWriter, shards int, withFlags bool, decide func(acked []uint64, flags []byte) uint32) (answer byte, flags []byte, err error) {
 	q := uint32(shards)
-	if withHistory {
-		q |= rejoinWantsHistory
+	if withFlags {
+		q |= rejoinWantsFlags
 	}
 	if _, err := c.Write(binary.LittleEndian.AppendUint32(nil, q)); err != nil {
-		return rejoinNot, false, err
+		return rejoinNot, nil, err
 	}
 	n := 8 * shards
-	if withHistory {
+	if withFlags {
 		n += shards
 	}
 	got := make([]byte, n)
 	if k, err := io.ReadFull(c, got); err != nil {
-		if withHistory && k == 0 && errors.Is(err, io.EOF) {
-			return rejoinNot, false, errOlderMember
+		if withFlags && k == 0 && errors.Is(err, io.EOF) {
+			return rejoinNot, nil, errOlderMember
 		}
-		return rejoinNot, false, err
+		return rejoinNot, nil, err
 	}
 	vals := make([]uint64, shards)
 	for i := range vals {
 		vals[i] = binary.LittleEndian.Uint64(got[8*i:])
 	}
-	first := -1 // the first shard whose copy there has history
-	for i := range shards {
-		if !withHistory || got[8*shards+i] != 0 {
-			first = i
-			break
-		}
+	if withFlags {
+		flags = got[8*shards:]
 	}
-	history = first >= 0
-	verdict := uint32(lostShard(vals, lasts()) + 1)
-	switch {
-	case verdict > 0 || !held || !history:
-	case withHistory:
-		verdict = rejoinReplaceMe
-	default:
-		// An earlier build knows no rejoinReplaceMe: a shard it then
-		// takes as lost.
-		verdict = uint32(first + 1)
-	}
-	if _, err := c.Write(binary.LittleEndian.AppendUint32(nil, verdict)); err != nil {
-		return rejoinNot, history, err
+	if _, err := c.Write(binary.LittleEndian.AppendUint32(nil, decide(vals, flags))); err != nil {
+		return rejoinNot, flags, err
 	}
 	var r [1]byte
 	if _, err := io.ReadFull(c, r[:]); err != nil {
-		return rejoinNot, history, err
+		return rejoinNot, flags, err
 	}
-	return r[0], history, nil
+	return r[0], flags, nil
 }
 
 // serveRejoin answers a rejoin request (the asked side, see the file
@@ -579,8 +625,8 @@ func (t *transport) serveRejoin(from uint64, c io.ReadWriter) {
 		return
 	}
 	k := binary.LittleEndian.Uint32(h[:])
-	withHistory := k&rejoinWantsHistory != 0
-	k &^= rejoinWantsHistory
+	withFlags := k&rejoinWantsFlags != 0
+	k &^= rejoinWantsFlags
 	if k > 1024 {
 		return
 	}
@@ -588,8 +634,8 @@ func (t *transport) serveRejoin(from uint64, c io.ReadWriter) {
 	for _, v := range t.acked(from, int(k)) {
 		b = binary.LittleEndian.AppendUint64(b, v)
 	}
-	if withHistory {
-		b = append(b, t.history(int(k))...)
+	if withFlags {
+		b = append(b, t.flags(from, int(k))...)
 	}
 	if _, err := c.Write(b); err != nil {
 		return
@@ -599,7 +645,7 @@ func (t *transport) serveRejoin(from uint64, c io.ReadWriter) {
 	}
 	answer := rejoinNot
 	switch v := binary.LittleEndian.Uint32(h[:]); {
-	case v == rejoinReplaceMe && withHistory:
+	case v == rejoinReplaceMe && withFlags:
 		answer = t.rejoin(from, replaceAsked)
 	case v > 0 && v <= k:
 		answer = t.rejoin(from, int(v-1))

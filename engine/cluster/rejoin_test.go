@@ -47,8 +47,8 @@ func TestRejoinQuestionCountsAcksOfTheAskersOwnRun(t *testing.T) {
 					last.Store(tc.last)
 					return []uint64{0, tc.acked}
 				},
-				rejoin:  func(from uint64, lost int) byte { lostIn = lost; return rejoinReplaced },
-				history: func(shards int) []byte { return make([]byte, shards) },
+				rejoin: func(from uint64, lost int) byte { lostIn = lost; return rejoinReplaced },
+				flags:  func(_ uint64, shards int) []byte { return make([]byte, shards) },
 			}
 			a, b := net.Pipe()
 			done := make(chan struct{})
@@ -57,7 +57,9 @@ func TestRejoinQuestionCountsAcksOfTheAskersOwnRun(t *testing.T) {
 				defer b.Close()
 				tr.serveRejoin(7, b)
 			}()
-			got, _, err := askRejoinOn(a, 2, func() []uint64 { return []uint64{5, last.Load()} }, false, true)
+			got, _, err := askRejoinOn(a, 2, true, func(acked []uint64, flags []byte) uint32 {
+				return (&Node{}).rejoinVerdict(false, acked, []uint64{5, last.Load()}, flags)
+			})
 			a.Close()
 			<-done
 			if err != nil {

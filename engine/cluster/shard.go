@@ -138,6 +138,8 @@ type shard struct {
 	deferred      []*pb.Message        // run: vote requests held while quiet (lease.go)
 	votesDeferred atomic.Int64         // vote requests held while quiet
 	votesHeld     atomic.Int64         // vote requests dropped while the node holds its vote (votehold.go)
+	repaired      atomic.Bool          // this process started the shard on a damaged copy with --wal-repair (damaged.go)
+	repairedPeer  atomic.Uint64        // a member whose copy --wal-repair started: a held vote goes to it (votehold.go)
 	bumpsDropped  atomic.Int64         // empty appends that only bumped a follower's commit index, not sent (bump.go)
 	beatsDropped  atomic.Int64         // heartbeats to a follower sent an append within the tick, not sent (bump.go)
 	appSent       map[uint64]time.Time // run: when an append last left for each follower (bump.go)
@@ -429,7 +431,7 @@ func (s *shard) step(m *pb.Message) {
 			m.Commit = proto.Uint64(last)
 		}
 	}
-	if t := m.GetType(); (t == pb.MsgVote || t == pb.MsgPreVote) && s.n.voteHeld.Load() && m.GetFrom() != s.n.cfg.NodeID {
+	if t := m.GetType(); (t == pb.MsgVote || t == pb.MsgPreVote) && s.n.voteHeld.Load() && m.GetFrom() != s.n.cfg.NodeID && m.GetFrom() != s.repairedPeer.Load() {
 		s.votesHeld.Add(1) // votehold.go: it may have lost what it acknowledged
 		return
 	}

@@ -102,7 +102,7 @@ type transport struct {
 	serveSnap func(req snapRequest, w io.Writer) error // stream a shard's state
 	acked     func(from uint64, shards int) []uint64   // what a member that may have lost its data acknowledged here (rejoin.go)
 	rejoin    func(from uint64, lost int) byte         // such a member found it lost data: replace it (rejoin.go: rejoin*)
-	history   func(shards int) []byte                  // per shard, whether this node's copy has history (votehold.go)
+	flags     func(from uint64, shards int) []byte     // per shard, rejoinHistory and rejoinVoter (votehold.go)
 	refused   func()                                   // a handshake failed (metrics)
 	forward   func(from uint64, c net.Conn)            // serve a forward connection (forward.go)
 	member    func(from uint64, c net.Conn)            // serve a membership request (members.go)

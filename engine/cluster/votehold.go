@@ -14,36 +14,53 @@ package cluster
 // alike from the node itself.
 //
 // Invariants:
-//  1. A node that starts without --join holds its vote (grants no vote
-//     and no pre-vote, takes no lead: givingLeadsAway) when it has no
-//     history in any shard (no entry, term or snapshot past the
-//     bootstrap's term 1: empty, or a new cluster that never elected), or
-//     when <dir>/vote-held says an earlier start held it and was not
-//     released. The mark is written, synced, before its shards run, so a
-//     crash before its replacement (a node that meanwhile received
-//     entries and so has history) holds the vote again.
+//  1. A node holds its vote (grants no vote and no pre-vote, takes no
+//     lead: givingLeadsAway) from its start when it has no history in any
+//     shard (no entry, term or snapshot past a new cluster's bootstrap:
+//     empty, a new cluster that never elected, a node started with --join
+//     that has received nothing), or when <dir>/vote-held says an earlier
+//     start held it and was not released. The mark is written, synced,
+//     before its shards run, so a crash before its replacement (a node
+//     that meanwhile received entries and so has history) holds the vote
+//     again.
 //  2. It votes again only when (a) a member answered that it was replaced
 //     in every shard (removed and added back: from then on Raft counts it
-//     as a new member, with an empty log, which is safe), or (b) no member
-//     that answered has any history and those answering, itself counted,
-//     are a majority of the members: the cluster is new. A member with
-//     history means the node may have acknowledged entries: it asks to be
-//     replaced, whatever the acknowledgement tables say (an acknowledgement
-//     may be known only to a member that is down). A node whose
-//     replacement is refused (it was removed) holds its vote for good.
+//     as a new member, with an empty log, which is safe); or, without
+//     --join, (b) no member that answered has any history and those
+//     answering, itself counted, are a majority of the members: the
+//     cluster is new; or, with --join, (c) every member it asked answered
+//     and none has it as a voter of any shard: it is a new member, not
+//     added yet (`smqctl cluster add` needs it running, so it asks
+//     before), and Raft adds it with an empty log. Otherwise it asks to be
+//     replaced, whatever the acknowledgement tables say (an
+//     acknowledgement may be known only to a member that is down, and a
+//     leader elected since sends it a snapshot, after which its indexes no
+//     longer show a loss): without --join as soon as a member's copy has
+//     history, with --join as soon as a member has it as a voter. A node
+//     whose replacement is refused (it was removed) holds its vote for
+//     good; a member never replaces a node that is a voter of no shard
+//     there (it would add it).
 //  3. The mark goes (removed, directory synced) before the hold ends.
+//  4. One exception: a held node grants its vote in a shard to a member
+//     that answered that its process started its copy of that shard with
+//     --wal-repair on a damaged log. The operator chose that copy as what
+//     survives when every copy is damaged (docs/operations.md), and it
+//     cannot lead without a vote from an emptied node; nor then can it
+//     replace that node. Held without exception, the documented way out
+//     stopped (TestClusterEveryCopyDamagedRepairOneEmptyTheOthers).
 //
 // What is left: two emptied nodes of three, with the third down, look
 // like a new cluster to each other (invariant 2b) and elect each other;
 // so does an emptied node with a member that has held nothing since the
-// cluster began. A node added with --join holds nothing: it never
-// bootstraps, and its flags may not name every member.
+// cluster began. An emptied node added with --join whose --cluster-peers
+// name only members that lag behind its own addition looks new (2c).
 
 import (
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // voteHeldFile marks a start that held the vote (invariant 1).
@@ -52,9 +69,6 @@ const voteHeldFile = "vote-held"
 // holdVoteAtStart holds the vote if invariant 1 says so; it runs before
 // the shards do.
 func (n *Node) holdVoteAtStart() error {
-	if n.cfg.Join {
-		return nil
-	}
 	path := filepath.Join(n.cfg.Dir, voteHeldFile)
 	_, err := os.Stat(path)
 	marked := err == nil
@@ -105,17 +119,24 @@ func (s *raftStorage) hasHistory() bool {
 	return len(s.terms) > 0 && s.terms[len(s.terms)-1] > 1
 }
 
-// historyBytes is, per shard, 1 when this node's copy has history (the
-// answer to a rejoin question that asks for it); zeros for a question of
-// another shard count.
-func (n *Node) historyBytes(shards int) []byte {
+// rejoinFlags is, per shard, what a rejoin question asks of this node
+// besides the acknowledgements: rejoinHistory when its copy has history,
+// rejoinVoter when member from is a voter of the shard here; zeros for a
+// question of another shard count.
+func (n *Node) rejoinFlags(from uint64, shards int) []byte {
 	out := make([]byte, shards)
 	if shards != len(n.shards) {
 		return out
 	}
 	for i, s := range n.shards {
 		if s.st.hasHistory() {
-			out[i] = 1
+			out[i] |= rejoinHistory
+		}
+		if slices.Contains(s.st.votersNow(), from) {
+			out[i] |= rejoinVoter
+		}
+		if s.repaired.Load() {
+			out[i] |= rejoinRepaired
 		}
 	}
 	return out

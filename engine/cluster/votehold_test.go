@@ -1,12 +1,14 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,42 +19,48 @@ import (
 )
 
 // TestRejoinQuestionOfANodeHoldingItsVote: a node that holds its vote asks
-// to be replaced when the asked member's copy has history, though no
-// acknowledgement shows a loss; not when it has none (a new cluster), and
-// a node that does not hold its vote never does so. A member of an
-// earlier build closes the connection at the question for history: it is
-// asked again the old way, its copies taken to have history, and the
-// replacement asked for a shard it knows.
+// to be replaced when the asked member's copy has history (with --join:
+// when the member has it as a voter), though no acknowledgement shows a
+// loss; not when it has none (a new cluster, a new member), and a node
+// that does not hold its vote never does so. A member of an earlier build
+// closes the connection at the question for flags: it is asked again the
+// old way, and a node without --join names a shard it knows.
 func TestRejoinQuestionOfANodeHoldingItsVote(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
+		join     bool
 		held     bool
-		history  []byte
+		flags    []byte
 		replaced bool
 	}{
-		{"held, history", true, []byte{0, 1}, true},
-		{"held, new cluster", true, []byte{0, 0}, false},
-		{"not held, history", false, []byte{1, 1}, false},
+		{"held, history", false, true, []byte{0, rejoinHistory}, true},
+		{"held, new cluster", false, true, []byte{0, 0}, false},
+		{"not held, history", false, false, []byte{rejoinHistory, rejoinHistory | rejoinVoter}, false},
+		{"joined, held, a voter", true, true, []byte{rejoinHistory, rejoinHistory | rejoinVoter}, true},
+		{"joined, held, no voter", true, true, []byte{rejoinHistory, rejoinHistory}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			n := &Node{cfg: Config{Join: tc.join}}
 			lostIn := 99
 			tr := &transport{
-				acked:   func(uint64, int) []uint64 { return []uint64{0, 0} },
-				rejoin:  func(_ uint64, lost int) byte { lostIn = lost; return rejoinReplaced },
-				history: func(int) []byte { return tc.history },
+				acked:  func(uint64, int) []uint64 { return []uint64{0, 0} },
+				rejoin: func(_ uint64, lost int) byte { lostIn = lost; return rejoinReplaced },
+				flags:  func(uint64, int) []byte { return tc.flags },
 			}
 			a, b := net.Pipe()
 			go func() {
 				defer b.Close()
 				tr.serveRejoin(7, b)
 			}()
-			got, hist, err := askRejoinOn(a, 2, func() []uint64 { return []uint64{3, 3} }, tc.held, true)
+			got, flags, err := askRejoinOn(a, 2, true, func(acked []uint64, flags []byte) uint32 {
+				return n.rejoinVerdict(tc.held, acked, []uint64{3, 3}, flags)
+			})
 			a.Close()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if hist != (tc.history[1] == 1) || (got == rejoinReplaced) != tc.replaced {
-				t.Fatalf("answer %d history %v", got, hist)
+			if string(flags) != string(tc.flags) || (got == rejoinReplaced) != tc.replaced {
+				t.Fatalf("answer %d flags %v", got, flags)
 			}
 			if tc.replaced && lostIn != replaceAsked {
 				t.Fatalf("replaced for shard %d, want replaceAsked", lostIn)
@@ -77,21 +85,23 @@ func TestRejoinQuestionOfANodeHoldingItsVote(t *testing.T) {
 			*verdict = uint32(h[0]) | uint32(h[1])<<8
 			c.Write([]byte{rejoinReplaced})
 		}
+		n := &Node{}
+		decide := func(acked []uint64, flags []byte) uint32 { return n.rejoinVerdict(true, acked, []uint64{3, 3}, flags) }
 		var v uint32
 		a, b := net.Pipe()
 		go older(b, &v)
-		if _, _, err := askRejoinOn(a, 2, func() []uint64 { return []uint64{3, 3} }, true, true); err != errOlderMember {
+		if _, _, err := askRejoinOn(a, 2, true, decide); err != errOlderMember {
 			t.Fatalf("flagged question to an earlier build: %v", err)
 		}
 		a.Close()
 		a, b = net.Pipe()
 		done := make(chan struct{})
 		go func() { older(b, &v); close(done) }()
-		got, hist, err := askRejoinOn(a, 2, func() []uint64 { return []uint64{3, 3} }, true, false)
+		got, flags, err := askRejoinOn(a, 2, false, decide)
 		a.Close()
 		<-done
-		if err != nil || got != rejoinReplaced || !hist || v != 1 {
-			t.Fatalf("answer %d history %v verdict %d err %v", got, hist, v, err)
+		if err != nil || got != rejoinReplaced || flags != nil || v != 1 {
+			t.Fatalf("answer %d flags %v verdict %d err %v", got, flags, v, err)
 		}
 	})
 }
@@ -129,15 +139,7 @@ func TestClusterWipedNodeHoldsItsVoteUntilReplaced(t *testing.T) {
 	c.stop(0)
 	c.wipe(2)
 	testHookDrop.Store(nil)
-	eventually(t, "node 2 campaigns and node 3 holds its vote", func() error {
-		if !c.nodes[2].voteHeld.Load() {
-			return errors.New("node 3 does not hold its vote")
-		}
-		if n := c.nodes[2].shards[0].votesHeld.Load(); n < 3 {
-			return fmt.Errorf("%d vote requests held", n)
-		}
-		return nil
-	})
+	c.campaignedAt(2)
 	c.start(0)
 	eventuallyWithin(t, 60*time.Second, "node 3 is replaced and votes again", func() error {
 		if c.nodes[2].voteHeld.Load() {
@@ -164,10 +166,7 @@ func TestClusterNewClusterWithAMemberNeverStarted(t *testing.T) {
 		c.hold(uint64(i + 1))
 	}
 	t.Cleanup(c.stopAll)
-	done := make(chan struct{})
-	go func() { c.start(1); close(done) }()
-	c.start(0)
-	<-done
+	c.startSome(0, 1)
 	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	c.sendBatches("a", 50)
 	c.start(2)
@@ -237,4 +236,84 @@ func TestClusterVoteHoldSurvivesARestart(t *testing.T) {
 		return nil
 	})
 	c.converged("q", 1600, 0)
+}
+
+// TestClusterWipedJoinedNodeHoldsItsVote: the same loss with a member that
+// was added with --join and comes back empty with the same flags: it
+// must hold its vote too (a new member does not: it is no voter yet when
+// it asks).
+func TestClusterWipedJoinedNodeHoldsItsVote(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
+	c.leadShard0(1)
+	c.joinNode4()
+	eventually(t, "node 4, new, votes", func() error {
+		if c.nodes[3].voteHeld.Load() {
+			return errors.New("held")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.nodes[0].AddMember(ctx, 4, c.addrs[4]); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(2)
+	if err := c.nodes[0].RemoveMember(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "node 1 leads shard 0 of members 1, 2 and 4", func() error {
+		s := c.nodes[0].shards[0]
+		if v := s.st.votersNow(); len(v) != 3 || slices.Contains(v, 3) {
+			return fmt.Errorf("voters %v", v)
+		}
+		if s.lead.Load() != 1 {
+			s.do(func() { s.rn.TransferLeader(1) }) // asynchronous
+			return errors.New("not the leader yet")
+		}
+		return nil
+	})
+	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	lag := func(m *pb.Message) bool {
+		return m.GetFrom() == 1 && m.GetTo() == 2 && (m.GetType() == pb.MsgApp || m.GetType() == pb.MsgSnap)
+	}
+	testHookDrop.Store(&lag)
+	t.Cleanup(func() { testHookDrop.Store(nil) })
+	c.sendBatches("a", 20)
+	if info, err := c.counts(1, "q"); err == nil && info.Active >= 320 {
+		t.Fatalf("node 2 did not lag: %+v", info)
+	}
+	c.stop(0)
+	c.wipe(3)
+	testHookDrop.Store(nil)
+	c.campaignedAt(3)
+	c.start(0)
+	eventuallyWithin(t, 60*time.Second, "node 4 is replaced and votes again", func() error {
+		if c.nodes[3].voteHeld.Load() {
+			return errors.New("still held")
+		}
+		return nil
+	})
+	for _, i := range []int{0, 1, 3} {
+		c.holds(i, 320, 30*time.Second)
+	}
+}
+
+// campaignedAt waits until node i, wiped, has been asked for its vote (or
+// pre-vote) in shard 0 three times, or a leader was elected (with its
+// vote: what the hold prevents), as the running nodes see it.
+func (c *testCluster) campaignedAt(i int) {
+	c.t.Helper()
+	eventually(c.t, fmt.Sprintf("the others ask node %d for its vote", i+1), func() error {
+		s := c.nodes[i].shards[0]
+		if n := s.votesHeld.Load() + s.preVotes.Load(); n < 3 {
+			for _, o := range c.nodes {
+				if o != nil && o.shards[0].lead.Load() != 0 && o.shards[0].lead.Load() == o.cfg.NodeID {
+					c.t.Logf("node %d leads shard 0", o.cfg.NodeID)
+					return nil
+				}
+			}
+			return fmt.Errorf("%d vote requests", n)
+		}
+		return nil
+	})
 }
