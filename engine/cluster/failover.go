@@ -115,7 +115,7 @@ func (s *shard) fastElectTick() {
 // campaignFast campaigns unless this member is quiet (invariant 4); false
 // if it did not.
 func (s *shard) campaignFast() bool {
-	if s.quiet() {
+	if s.quiet() || s.n.voteHeld.Load() { // votehold.go: no vote, not even its own
 		return false
 	}
 	s.fastCampaigns.Add(1)

@@ -315,7 +315,9 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			if h := testHookTick.Load(); h != nil && !(*h)(s.n.cfg.NodeID) {
 				continue
 			}
-			s.rn.Tick()
+			if !s.n.voteHeld.Load() || s.rn.BasicStatus().RaftState == raft.StateLeader {
+				s.rn.Tick() // a held node does not campaign either (votehold.go)
+			}
 			s.ticks.Add(1)
 			s.fastElectTick() // failover.go
 			s.confirmTick()   // confirm.go
@@ -461,6 +463,9 @@ func (s *shard) step(m *pb.Message) {
 	case pb.MsgTimeoutNow:
 		if s.diskCritical() {
 			return // a leadership transfer to a disk that takes no entries
+		}
+		if s.n.voteHeld.Load() {
+			return // votehold.go: it would vote for itself
 		}
 		if !s.knowsQuorum() {
 			return // a campaign it cannot win

@@ -14,8 +14,9 @@ package cluster
 // alike from the node itself.
 //
 // Invariants:
-//  1. A node holds its vote (grants no vote and no pre-vote, takes no
-//     lead: givingLeadsAway) from its start when it has no history in any
+//  1. A node holds its vote (grants no vote and no pre-vote, does not
+//     campaign, even on a leader's MsgTimeoutNow, and is handed no lead:
+//     givingLeadsAway) from its start when it has no history in any
 //     shard (no entry, term or snapshot past a new cluster's bootstrap:
 //     empty, a new cluster that never elected, a node started with --join
 //     that has received nothing), or when <dir>/vote-held says an earlier

@@ -137,9 +137,27 @@ func TestClusterWipedNodeHoldsItsVoteUntilReplaced(t *testing.T) {
 		t.Fatalf("node 2 did not lag: %+v %v", info, err)
 	}
 	c.stop(0)
+	var campaigns atomic.Int64 // node 3 campaigning: a vote for itself
+	watch := func(m *pb.Message) bool {
+		if m.GetFrom() == 3 && (m.GetType() == pb.MsgPreVote || m.GetType() == pb.MsgVote) {
+			campaigns.Add(1)
+		}
+		return false
+	}
+	testHookDrop.Store(&watch)
 	c.wipe(2)
-	testHookDrop.Store(nil)
 	c.campaignedAt(2)
+	// Past its own election timeouts (10 to 20 ticks) several times.
+	eventually(t, "node 3 ticks", func() error {
+		if n := c.nodes[2].shards[0].ticks.Load(); n < 60 {
+			return fmt.Errorf("%d ticks", n)
+		}
+		return nil
+	})
+	if n := campaigns.Load(); n > 0 {
+		t.Fatalf("node 3, holding its vote, campaigned (%d requests)", n)
+	}
+	testHookDrop.Store(nil)
 	c.start(0)
 	eventuallyWithin(t, 60*time.Second, "node 3 is replaced and votes again", func() error {
 		if c.nodes[2].voteHeld.Load() {
