@@ -179,9 +179,13 @@ func (n *Node) askRejoinAll() bool {
 	answered, asked := 0, 0
 	held := n.voteHeld.Load()
 	// For the vote hold (votehold.go): answers from copies without
-	// history, itself counted; whether any had history; whether any
-	// member has this node as a voter.
+	// history, itself counted; whether any had history (its own too: a
+	// held node that received entries since is in no new cluster);
+	// whether any member has this node as a voter.
 	fresh, history, voter := 1, false, false
+	if slices.ContainsFunc(n.shards, func(s *shard) bool { return s.st.hasHistory() }) {
+		fresh, history = 0, true
+	}
 	n.bookMu.Lock()
 	gone := maps.Clone(n.gone)
 	n.bookMu.Unlock()

@@ -27,9 +27,9 @@ package cluster
 //  2. It votes again only when (a) a member answered that it was replaced
 //     in every shard (removed and added back: from then on Raft counts it
 //     as a new member, with an empty log, which is safe); or, without
-//     --join, (b) no member that answered has any history and those
-//     answering, itself counted, are a majority of the members: the
-//     cluster is new; or, with --join, (c) every member it asked answered
+//     --join, (b) neither it nor any member that answered has any history
+//     and those answering, itself counted, are a majority of the members:
+//     the cluster is new; or, with --join, (c) every member it asked answered
 //     and none has it as a voter of any shard: it is a new member, not
 //     added yet (`smqctl cluster add` needs it running, so it asks
 //     before), and Raft adds it with an empty log. Otherwise it asks to be
@@ -55,6 +55,10 @@ package cluster
 // so does an emptied node with a member that has held nothing since the
 // cluster began. An emptied node added with --join whose --cluster-peers
 // name only members that lag behind its own addition looks new (2c).
+// More than a minority holding their votes at once (a node emptied while
+// another, emptied before, was not replaced yet) leaves the shards with no
+// leader to replace them: they wait for good, safe but stopped (the data
+// is on the members that do not hold their votes).
 
 import (
 	"errors"

@@ -207,12 +207,57 @@ func TestClusterNewClusterWithAMemberNeverStarted(t *testing.T) {
 // but not replaced, restarted, holds its vote again (the vote-held mark):
 // its history does not show that it holds what it acknowledged.
 func TestClusterVoteHoldSurvivesARestart(t *testing.T) {
+	c, _ := heldWithHistory(t)
+	testHookRejoinAsk.Store(nil)
+	eventuallyWithin(t, 60*time.Second, "node 3 is replaced and votes again", func() error {
+		if c.nodes[2].voteHeld.Load() {
+			return errors.New("still held")
+		}
+		return nil
+	})
+	c.converged("q", 1600, 0)
+}
+
+// TestClusterHeldNodeWithHistoryIsNoNewCluster: a held node that has
+// history of its own (TestClusterVoteHoldSurvivesARestart) never takes
+// the cluster for new, even when the members that answer have none (here
+// node 2, emptied, with node 1 down): it counted itself as one without.
+func TestClusterHeldNodeWithHistoryIsNoNewCluster(t *testing.T) {
+	c, asked := heldWithHistory(t)
+	c.stop(0)
+	c.wipe(1)
+	var toNode2 atomic.Int64
+	count := func(from, to uint64) bool {
+		if from == 3 && to == 2 {
+			toNode2.Add(1)
+		}
+		return true
+	}
+	testHookRejoinAsk.Store(&count)
+	eventually(t, "node 3 asks node 2 twice (one whole question answered)", func() error {
+		if n := toNode2.Load(); n < 2 {
+			return fmt.Errorf("%d questions (%d muted before)", n, asked.Load())
+		}
+		return nil
+	})
+	if !c.nodes[2].voteHeld.Load() {
+		t.Fatal("node 3, with history of its own, took the cluster for new and votes")
+	}
+	// Node 1 back would find both others holding their votes, and no
+	// leader to replace them: what is left (votehold.go).
+}
+
+// heldWithHistory makes node 3 of a new 3-node cluster (1,600 messages in
+// q) a node that holds its vote and has history: wiped, sent the shard by
+// a leader elected after, restarted; its rejoin questions are muted (the
+// count of them returned) until the caller sets testHookRejoinAsk.
+func heldWithHistory(t *testing.T) (*testCluster, *atomic.Int64) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
 	c.leadShard0(1)
 	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	c.sendBatches("a", 100)
 	c.converged("q", 1600, 0)
-	var asked atomic.Int64
+	asked := new(atomic.Int64)
 	mute := func(from, to uint64) bool {
 		if from == 3 {
 			asked.Add(1)
@@ -246,14 +291,7 @@ func TestClusterVoteHoldSurvivesARestart(t *testing.T) {
 	if asked.Load() == 0 {
 		t.Fatal("node 3 asked nothing")
 	}
-	testHookRejoinAsk.Store(nil)
-	eventuallyWithin(t, 60*time.Second, "node 3 is replaced and votes again", func() error {
-		if c.nodes[2].voteHeld.Load() {
-			return errors.New("still held")
-		}
-		return nil
-	})
-	c.converged("q", 1600, 0)
+	return c, asked
 }
 
 // TestClusterWipedJoinedNodeHoldsItsVote: the same loss with a member that
