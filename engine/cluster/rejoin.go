@@ -387,9 +387,15 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 	// Until then it is told to ask again (rejoinLater), and the
 	// acknowledgements it lost stay counted, so that the next question
 	// finds it again.
+	// Asked by a node that holds its vote (replaceAsked), it is replaced
+	// only in the shards it is a voter of (or whose replacement is under
+	// way): an add cut short is the operator's to finish, not this one's.
+	in := func(s *shard) bool {
+		return lost != replaceAsked || n.replaceState(s.id, id) != 0 || slices.Contains(s.st.votersNow(), id)
+	}
 	propose := func() {
 		for _, s := range n.shards {
-			if n.replaceState(s.id, id) == replaceReadded && slices.Contains(s.st.votersNow(), id) {
+			if !in(s) || n.replaceState(s.id, id) == replaceReadded && slices.Contains(s.st.votersNow(), id) {
 				continue
 			}
 			s.do(func() {
@@ -409,7 +415,7 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 	}
 	done := func() bool {
 		for _, s := range n.shards {
-			if n.replaceState(s.id, id) != replaceReadded || !slices.Contains(s.st.votersNow(), id) {
+			if in(s) && (n.replaceState(s.id, id) != replaceReadded || !slices.Contains(s.st.votersNow(), id)) {
 				return false
 			}
 		}
