@@ -48,7 +48,7 @@ func main() {
 // signal. ready, if not nil, is called with the listening address (tests).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(addr string)) int {
 	if len(args) > 0 && args[0] == "restore" {
-		return runRestore(args[1:], os.Stdin, stdout, stderr)
+		return runRestore(args[1:], getenv, os.Stdin, stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "policy" {
 		return runPolicy(args[1:], stdout, stderr)

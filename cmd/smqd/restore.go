@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smqd/smqd/cmd/internal/envflag"
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/engine/cluster"
 )
@@ -26,7 +27,7 @@ import (
 var backupFiles = []string{defaultCredentialsName, "push-signing.key", "push-signing.crt"}
 
 // runRestore is "smqd restore"; it returns the exit status.
-func runRestore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func runRestore(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("smqd restore", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	from := fs.String("from", "", "the backup file to restore (- reads standard input)")
@@ -51,12 +52,21 @@ func runRestore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	// As the daemon's flags: SMQD_DATA_DIR and the sizes smqd starts with
+	// count here too (they were ignored until 2026-12-06).
+	onCmdline := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCmdline[f.Name] = true })
+	set, err := envflag.Apply(fs, envPrefix, getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "smqd restore:", err)
+		return 2
+	}
 	if *from == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return 2
 	}
 	if err := sizes.validateSizes(); err != nil {
-		fmt.Fprintln(stderr, "smqd restore:", err)
+		fmt.Fprintln(stderr, "smqd restore:", namesVariable(err, fs, onCmdline, set))
 		return 2
 	}
 	in := stdin

@@ -88,6 +88,19 @@ func TestRestoreCommand(t *testing.T) {
 	if code, _, errs := restore("--from", file, "--data-dir", nd, "--free-space-reserve", "1000000000000000000"); code != 1 || !strings.Contains(errs, "restore again with the values smqd will start with") {
 		t.Errorf("a check that does not fit the free space: exit %d: %s", code, errs)
 	}
+	// The daemon's variables count as its flags do: SMQD_DATA_DIR, and
+	// the sizes (an invalid one refused as the flag's would be).
+	env := map[string]string{"SMQD_DATA_DIR": nd, "SMQD_WAL_SEGMENT_BYTES": "200000"}
+	var eo, ee bytes.Buffer
+	if code := run(context.Background(), []string{"restore", "--from", file}, func(k string) string { return env[k] }, &eo, &ee, nil); code != 2 || !strings.Contains(ee.String(), `SMQD_WAL_SEGMENT_BYTES="200000": --wal-segment-bytes must be`) {
+		t.Fatalf("SMQD_WAL_SEGMENT_BYTES=200000: exit %d\n%s", code, ee.String())
+	}
+	env["SMQD_WAL_SEGMENT_BYTES"], env["SMQD_INDEX_MEMTABLE_BYTES"] = "131072", "2097152"
+	eo.Reset()
+	if code := run(context.Background(), []string{"restore", "--from", file}, func(k string) string { return env[k] }, &eo, &ee, nil); code != 0 || !strings.Contains(eo.String(), "checked: 1 queues, 2 messages recovered") {
+		t.Fatalf("restore with SMQD_DATA_DIR: exit %d\n%s\n%s", code, eo.String(), ee.String())
+	}
+	nd = filepath.Join(t.TempDir(), "n2")
 	if code, out, errs := restore("--from", file, "--data-dir", nd, "--wal-segment-bytes", "131072", "--index-memtable-bytes", "2097152"); code != 0 || !strings.Contains(out, "checked: 1 queues, 2 messages recovered") {
 		t.Errorf("smaller sizes: exit %d\n%s\n%s", code, out, errs)
 	}
