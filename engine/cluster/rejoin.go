@@ -252,13 +252,28 @@ func (n *Node) askRejoinAll() bool {
 	}
 	if answered == asked {
 		if n.voteHeld.Load() {
-			n.log.Warn("this node's replacement was refused (a removed member?): it keeps holding its vote", "members", ids)
+			// Refused (a removed member): it may be added back while it
+			// runs (smqctl cluster add), a voter then, which must be
+			// replaced to vote: it asks again, slowly (rejoinLoop). Its
+			// question ended here, and it stayed a voter that never voted
+			// until its next start (review Q,
+			// TestClusterRemovedMemberAddedBackVotes).
+			if !n.rejoinRefused.Swap(true) {
+				n.log.Warn("this node's replacement was refused (a removed member?): it keeps holding its vote, and asks again now and then", "members", ids)
+			}
+			return false
 		}
+		n.rejoinRefused.Store(false)
 		n.rejoinDone()
 		return true
 	}
+	n.rejoinRefused.Store(false)
 	return false
 }
+
+// rejoinRefusedEvery is how often a node that holds its vote asks again
+// once every member refused to replace it (a removed member).
+const rejoinRefusedEvery = 10 * time.Second
 
 // rejoinVerdict is the verdict on an answer (the file comment): i+1 if
 // this node holds less in shard i than it acknowledged there (lasts, read
@@ -319,6 +334,9 @@ func (n *Node) rejoinLoop() {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)
+		if n.rejoinRefused.Load() {
+			backoff = rejoinRefusedEvery
+		}
 	}
 }
 

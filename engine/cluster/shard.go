@@ -550,6 +550,15 @@ func (s *shard) handleReady(rd raft.Ready) error {
 				// (a failed write takes the shard out, restart.go). It still votes.
 				continue
 			}
+			if t := m.GetType(); (t == pb.MsgPreVote || t == pb.MsgVote) && s.n.voteHeld.Load() {
+				// votehold.go: no campaign of its own either (its ticks are
+				// skipped; this catches any other way into one). Its own
+				// vote counted: caught up part of the way, past a lagging
+				// member, it was elected with that member's vote, short of
+				// what was acknowledged (review Q,
+				// TestClusterHeldNodeDoesNotElectItself).
+				continue
+			}
 			net = append(net, m)
 		}
 	}
