@@ -229,7 +229,11 @@ func (n *Node) askRejoinAll() bool {
 			// It leads a shard: hand every lead over first, then ask again.
 			if !n.rejoinLeaving.Swap(true) {
 				n.rejoinSince.Store(time.Now().UnixNano())
-				n.log.Warn("this node holds less than it once acknowledged (its data was lost): handing its leads over before it is replaced", "by", id)
+				if held {
+					n.log.Warn("this node holds its vote (it started empty, or may have lost data): it is replaced once the shards have leaders", "by", id)
+				} else {
+					n.log.Warn("this node holds less than it once acknowledged (its data was lost): handing its leads over before it is replaced", "by", id)
+				}
 				n.sendState()
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

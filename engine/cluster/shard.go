@@ -233,6 +233,7 @@ func (s *shard) start(voters []uint64) error {
 	}
 	if st := newRaftStorage(b, rs, cs); s.st == nil {
 		s.st = st
+		st.log = s.log
 	} else {
 		s.st.reload(st) // a restart (restart.go): others hold s.st
 	}

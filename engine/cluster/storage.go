@@ -18,6 +18,7 @@ package cluster
 // the loop itself updates it, and the snapshot server reads it.
 
 import (
+	"log/slog"
 	"math"
 	"sync"
 
@@ -61,6 +62,8 @@ type raftStorage struct {
 	terms     []uint64
 	recent    []*pb.Entry // the newest entries, ascending, contiguous, ending at the last
 	recentLen int         // bytes of data in recent
+	log       *slog.Logger
+	noSnap    int // Snapshot calls answered "unavailable" for want of one (Snapshot)
 }
 
 // newRaftStorage loads the storage state of a shard broker just opened.
@@ -204,7 +207,11 @@ func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
 		// wiped node's vote elected over a member with a longer log
 		// (votehold.go: TestClusterWipedNodeHoldsItsVoteUntilReplaced
 		// without the hold): the whole process went down. Raft retries
-		// later instead.
+		// later instead; a follower it wants the snapshot for is stuck
+		// meanwhile, so say so.
+		if s.noSnap++; s.noSnap%1024 == 1 && s.log != nil {
+			s.log.Warn("raft asked for a snapshot of a shard that has none yet: a follower it is for gets nothing until the log is folded (a leader elected without entries a member holds?)", "times", s.noSnap)
+		}
 		return nil, raft.ErrSnapshotTemporarilyUnavailable
 	}
 	return &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(s.snapIndex), Term: proto.Uint64(s.snapTerm),
