@@ -147,8 +147,9 @@ type Node struct {
 	// its question ends, or rejoinLeavingFor on.
 	rejoinLeaving atomic.Bool
 	rejoinSince   atomic.Int64
-	voteHeld      atomic.Bool // this node grants no vote until it is replaced or the cluster is new (votehold.go)
-	rejoinRefused atomic.Bool // every member refused to replace this node, which holds its vote: it asks again slowly (rejoin.go)
+	voteHeld      atomic.Bool  // this node grants no vote until it is replaced or the cluster is new (votehold.go)
+	rejoinRefused atomic.Bool  // every member refused to replace this node, which holds its vote: it asks again slowly (rejoin.go)
+	rejoinPasses  atomic.Int64 // rejoin questions asked, to start each at another member (rejoin.go)
 	handoffs      atomic.Int64
 	stateMu       sync.Mutex
 	peerStates    map[uint64]peerState // guarded by stateMu: what peers last said of their disks (handoff.go)

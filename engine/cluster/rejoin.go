@@ -195,6 +195,11 @@ func (n *Node) askRejoinAll() bool {
 			ids = append(ids, id) // a wiped node's shards know no members yet
 		}
 	}
+	// Each question starts at the next member: a held node stops at the
+	// first "later" (below), and one member that cannot get it replaced
+	// (it reaches no leader) must not be the only one asked.
+	k := int(n.rejoinPasses.Add(1)) % max(len(ids), 1)
+	ids = slices.Concat(ids[k:], ids[:k])
 	for _, id := range ids {
 		addr := cmp.Or(n.tr.peerAddr(id), n.cfg.Peers[id])
 		if id == n.cfg.NodeID || gone[id] || addr == "" {
@@ -239,6 +244,12 @@ func (n *Node) askRejoinAll() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			n.handOverAll(ctx)
 			cancel()
+			if held {
+				// Its replacement waits for the shards' leaders: every
+				// other member would wait for them too, 3 s each (a held
+				// node's start took that long per member: review Q).
+				return false
+			}
 			continue
 		}
 		answered++
