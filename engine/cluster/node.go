@@ -129,9 +129,10 @@ type Node struct {
 	// replacing (guarded by ackMu): per shard and member, how far a
 	// replacement went here: replaceRemoved once its removal applied,
 	// replaceReadded once the member was added back (rejoin.go).
-	replacing map[ackKey]replaceMark
-	acks      atomic.Uint64 // entries members acknowledged to this node's leaders, summed (Activity)
-	unlisted  atomic.Bool   // the members reached do not list this node (addresses.go, checkListed)
+	replacing     map[ackKey]replaceMark
+	replaceLogged map[uint64]time.Time // guarded by ackMu: when a replacement of a member last logged at Warn (rejoin.go)
+	acks          atomic.Uint64        // entries members acknowledged to this node's leaders, summed (Activity)
+	unlisted      atomic.Bool          // the members reached do not list this node (addresses.go, checkListed)
 
 	bookMu sync.Mutex
 	book   map[uint64]string // guarded by bookMu: the members' raft addresses (members.go)

@@ -65,6 +65,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"os"
@@ -340,7 +341,9 @@ func (n *Node) rejoinLoop() {
 	backoff := 100 * time.Millisecond
 	for !n.askRejoinAll() {
 		if n.rejoinLeaving.Load() && time.Since(time.Unix(0, n.rejoinSince.Load())) > rejoinLeavingFor {
-			n.log.Warn("this node waited a minute to be replaced without an answer: it may lead again meanwhile")
+			if !n.voteHeld.Load() { // a held node leads nothing anyway (votehold.go)
+				n.log.Warn("this node waited a minute to be replaced without an answer: it may lead again meanwhile")
+			}
 			n.rejoinDone()
 		}
 		select {
@@ -406,10 +409,11 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 	if gone {
 		// Removed by the operator and started again: replacing it would
 		// add it back (below). Only AddMember does that.
-		n.log.Warn("a removed member asked to be replaced: refused (add it back with smqctl cluster add, on an empty directory)", "member", id)
+		n.log.Log(context.Background(), n.replaceLevel(id), "a removed member asked to be replaced: refused (add it back with smqctl cluster add, on an empty directory)", "member", id)
 		return rejoinNot
 	}
 	addr := n.tr.peerAddr(id)
+	level := n.replaceLevel(id)
 	// Proposed in every shard whose replacement has not been seen through
 	// here, then answered "replaced" only once it has been in every shard.
 	// A proposal can be lost (no leader known here, a leader handing its
@@ -441,7 +445,7 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 					cc = addMember(id, addr)
 				}
 				if err := s.rn.ProposeConfChange(cc); err != nil {
-					s.log.Warn("replace member: proposal dropped", "member", id, "err", err)
+					s.log.Log(context.Background(), level, "replace member: proposal dropped", "member", id, "err", err)
 				}
 			})
 		}
@@ -472,14 +476,14 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 	}
 	n.ackMu.Unlock()
 	if lost == replaceAsked {
-		n.log.Warn("a member that started empty in a cluster with history holds its vote: replacing it in every shard", "member", id)
+		n.log.Log(context.Background(), level, "a member that started empty in a cluster with history holds its vote: replacing it in every shard", "member", id)
 	} else {
-		n.log.Warn("a member holds less than it acknowledged (its data was lost): replacing it in every shard", "member", id, "shard", lost)
+		n.log.Log(context.Background(), level, "a member holds less than it acknowledged (its data was lost): replacing it in every shard", "member", id, "shard", lost)
 	}
 	propose()
 	for deadline := time.Now().Add(3 * time.Second); !done(); {
 		if time.Now().After(deadline) {
-			n.log.Warn("a member that lost data is not replaced in every shard yet: it is told to ask again", "member", id)
+			n.log.Log(context.Background(), level, "a member that lost data is not replaced in every shard yet: it is told to ask again", "member", id)
 			return rejoinLater
 		}
 		select {
@@ -501,6 +505,24 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 // and asks to be replaced though no acknowledgement shows a loss
 // (votehold.go, invariant 2).
 const replaceAsked = -1
+
+// replaceLevel is the level of a replacement's log lines about member id:
+// Warn once a minute, Debug between. A member that holds its vote while
+// the shards have no leader asks every few seconds, for as long as a
+// member is down (votehold.go); each question logged a few Warn lines per
+// shard.
+func (n *Node) replaceLevel(id uint64) slog.Level {
+	n.ackMu.Lock()
+	defer n.ackMu.Unlock()
+	if time.Since(n.replaceLogged[id]) < time.Minute {
+		return slog.LevelDebug
+	}
+	if n.replaceLogged == nil {
+		n.replaceLogged = map[uint64]time.Time{}
+	}
+	n.replaceLogged[id] = time.Now()
+	return slog.LevelWarn
+}
 
 // How far a replacement went in a shard, as this node applied it.
 const (
