@@ -400,7 +400,13 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 	n.bookMu.Lock()
 	gone := n.gone[id]
 	n.bookMu.Unlock()
-	if lost == replaceAsked && !slices.ContainsFunc(n.shards, func(s *shard) bool { return slices.Contains(s.st.votersNow(), id) }) {
+	// Asked by a node that holds its vote (replaceAsked), it is replaced
+	// only in the shards it is a voter of (or whose replacement is under
+	// way): an add cut short is the operator's to finish, not this one's.
+	in := func(s *shard) bool {
+		return lost != replaceAsked || n.replaceState(s.id, id) != 0 || slices.Contains(s.st.votersNow(), id)
+	}
+	if !slices.ContainsFunc(n.shards, in) {
 		// Asked by a node that holds its vote and is no member here (one
 		// started with --join and not added yet, or removed): replacing
 		// it would add it.
@@ -424,12 +430,6 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 	// Until then it is told to ask again (rejoinLater), and the
 	// acknowledgements it lost stay counted, so that the next question
 	// finds it again.
-	// Asked by a node that holds its vote (replaceAsked), it is replaced
-	// only in the shards it is a voter of (or whose replacement is under
-	// way): an add cut short is the operator's to finish, not this one's.
-	in := func(s *shard) bool {
-		return lost != replaceAsked || n.replaceState(s.id, id) != 0 || slices.Contains(s.st.votersNow(), id)
-	}
 	propose := func() {
 		for _, s := range n.shards {
 			if !in(s) || n.replaceState(s.id, id) == replaceReadded && slices.Contains(s.st.votersNow(), id) {
