@@ -140,6 +140,7 @@ type shard struct {
 	votesHeld     atomic.Int64         // vote requests dropped while the node holds its vote (votehold.go)
 	repaired      atomic.Bool          // this process started the shard on a damaged copy with --wal-repair (damaged.go)
 	repairedPeer  atomic.Uint64        // a member whose copy --wal-repair started: a held vote goes to it (votehold.go)
+	repairUpTo    uint64               // the loop's: where the repaired copy's log was when it first led (votehold.go)
 	bumpsDropped  atomic.Int64         // empty appends that only bumped a follower's commit index, not sent (bump.go)
 	beatsDropped  atomic.Int64         // heartbeats to a follower sent an append within the tick, not sent (bump.go)
 	appSent       map[uint64]time.Time // run: when an append last left for each follower (bump.go)
@@ -316,13 +317,12 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			if h := testHookTick.Load(); h != nil && !(*h)(s.n.cfg.NodeID) {
 				continue
 			}
-			if !s.n.voteHeld.Load() || s.rn.BasicStatus().RaftState == raft.StateLeader {
-				s.rn.Tick() // a held node does not campaign either (votehold.go)
-			}
+			s.rn.Tick()
 			s.ticks.Add(1)
 			s.fastElectTick() // failover.go
 			s.confirmTick()   // confirm.go
 			s.stuckTick()     // stuck.go
+			s.repairTick()    // votehold.go
 		case m := <-s.inbox:
 			s.step(m)
 			// A few more, then the Ready: every step may queue appends (entries
@@ -552,12 +552,10 @@ func (s *shard) handleReady(rd raft.Ready) error {
 				continue
 			}
 			if t := m.GetType(); (t == pb.MsgPreVote || t == pb.MsgVote) && s.n.voteHeld.Load() {
-				// votehold.go: no campaign of its own either (its ticks are
-				// skipped; this catches any other way into one). Its own
-				// vote counted: caught up part of the way, past a lagging
-				// member, it was elected with that member's vote, short of
-				// what was acknowledged (review Q,
-				// TestClusterHeldNodeDoesNotElectItself).
+				// votehold.go: no campaign of its own (review Q,
+				// TestClusterHeldNodeDoesNotElectItself). Its ticks go on:
+				// skipped, a leader it had heard kept it "in lease" for
+				// good, so that it ignored even the votes it may give.
 				continue
 			}
 			net = append(net, m)

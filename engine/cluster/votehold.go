@@ -14,9 +14,10 @@ package cluster
 // alike from the node itself.
 //
 // Invariants:
-//  1. A node holds its vote (grants no vote and no pre-vote, does not
-//     campaign, even on a leader's MsgTimeoutNow, and is handed no lead:
-//     givingLeadsAway) from its start when it has no history in any
+//  1. A node holds its vote (grants no vote and no pre-vote, sends none of
+//     its own: its pre-vote needs another's, so it never campaigns; drops
+//     a leader's MsgTimeoutNow, and is handed no lead: givingLeadsAway)
+//     from its start when it has no history in any
 //     shard (no entry, term or snapshot past a new cluster's bootstrap:
 //     empty, a new cluster that never elected, a node started with --join
 //     that has received nothing), or when <dir>/vote-held says an earlier
@@ -50,7 +51,8 @@ package cluster
 //     survives when every copy is damaged (docs/operations.md), and it
 //     cannot lead without a vote from an emptied node; nor then can it
 //     replace that node. Held without exception, the documented way out
-//     stopped (TestClusterEveryCopyDamagedRepairOneEmptyTheOthers).
+//     stopped (TestClusterEveryCopyDamagedRepairOneEmptyTheOthers). It
+//     ends once that copy led and every voter holds its log (repairTick).
 //
 // What is left: two emptied nodes of three, with the third down, look
 // like a new cluster to each other (invariant 2b) and elect each other;
@@ -73,6 +75,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"go.etcd.io/raft/v3"
 )
 
 // voteHeldFile marks a start that held the vote (invariant 1).
@@ -152,4 +156,27 @@ func (n *Node) rejoinFlags(from uint64, shards int) []byte {
 		}
 	}
 	return out
+}
+
+// repairTick (the shard's loop, every tick) ends invariant 4's exception
+// once this repaired copy leads its shard and every voter holds its log
+// up to where it was when first seen leading (repairUpTo): the procedure
+// it is for is over. A repaired copy that fell behind later (its process
+// still running) would otherwise collect held votes over a member that
+// holds more.
+func (s *shard) repairTick() {
+	if !s.repaired.Load() || s.rn.BasicStatus().RaftState != raft.StateLeader {
+		return
+	}
+	if s.repairUpTo == 0 {
+		s.repairUpTo = s.st.lastIndexNow()
+	}
+	st := s.rn.Status()
+	for _, id := range s.st.votersNow() {
+		if pr, ok := st.Progress[id]; !ok || pr.Match < s.repairUpTo {
+			return
+		}
+	}
+	s.repaired.Store(false)
+	s.log.Info("every member holds this repaired copy's log: held votes no longer go to it")
 }
