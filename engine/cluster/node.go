@@ -711,6 +711,9 @@ func (n *Node) health() error {
 			return fmt.Errorf("shard %d: leader %d not reachable", s.id, lead)
 		}
 	}
+	if n.voteHeld.Load() {
+		return ErrVoteHeld // votehold.go
+	}
 	return nil
 }
 

@@ -79,6 +79,11 @@ import (
 	"go.etcd.io/raft/v3"
 )
 
+// ErrVoteHeld is Health's answer while this node holds its vote: it
+// serves, but its shards count a voter that does not vote, and "healthy"
+// let a rolling restart stop another member meanwhile (rejoin2 audit).
+var ErrVoteHeld = errors.New("cluster: this node holds its vote until it is replaced (it started empty, or may have lost data): it serves requests, but its shards count it as a member that does not vote; do not stop another member until it votes")
+
 // voteHeldFile marks a start that held the vote (invariant 1).
 const voteHeldFile = "vote-held"
 
