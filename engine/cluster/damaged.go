@@ -79,13 +79,16 @@ func (s *shard) openChecked() (*engine.Broker, error) {
 		s.log.Warn("this replica was found damaged earlier; --wal-repair starts it as it is", "why", string(bytes.TrimSpace(why)))
 		marked = true
 	}
+	if _, err := os.Stat(filepath.Join(s.dir, repairedMarker)); err == nil {
+		s.repaired.Store(true) // an earlier start repaired it (votehold.go, invariant 4)
+	}
 	b, err := s.openCheckedUnmarked(repair)
 	if err == nil && marked {
+		s.markRepaired()                       // before the DAMAGED mark goes
 		if err = os.Remove(mark); err != nil { // only once the repaired copy opened
 			b.Close()
 			return nil, err
 		}
-		s.repaired.Store(true)
 	}
 	return b, err
 }
@@ -106,7 +109,7 @@ func (s *shard) openCheckedUnmarked(repair bool) (*engine.Broker, error) {
 	if rec := b.Recovery(); rec.Damaged {
 		if repair {
 			s.log.Warn("this replica's log was damaged and is repaired as --wal-repair asks: it is trusted as it is (right only when every member's copy is damaged)", "lost_messages", rec.Lost)
-			s.repaired.Store(true)
+			s.markRepaired()
 			return b, nil
 		}
 		b.Close()
@@ -118,6 +121,22 @@ func (s *shard) openCheckedUnmarked(repair bool) (*engine.Broker, error) {
 // damagedMarker is the file that says a shard's replica was found damaged
 // (see the file comment).
 const damagedMarker = "DAMAGED"
+
+// repairedMarker says this copy was started with --wal-repair on a damaged
+// log and the procedure it is for is not over (votehold.go, invariant 4):
+// kept across restarts, since the repaired node restarted (the flag taken
+// off its unit, a crash) before the second copy was emptied left that
+// node holding its vote for good (review R,
+// TestClusterEveryCopyDamagedRepairedNodeRestarted).
+const repairedMarker = "REPAIRED"
+
+// markRepaired notes a repaired copy, durably if it can.
+func (s *shard) markRepaired() {
+	s.repaired.Store(true)
+	if err := writeSynced(filepath.Join(s.dir, repairedMarker), "started with --wal-repair on a damaged log (engine/cluster/votehold.go)\n"); err != nil {
+		s.log.Warn("REPAIRED mark not written: a restart before every member holds this copy ends its exception for held votes", "err", err)
+	}
+}
 
 // refuseBody refuses the replica for the damaged body its broker met (d:
 // engine.Broker.Damaged). The damage is kept (s.damage): every later

@@ -316,15 +316,12 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.tr.start()
 	// Whether it lost what it acknowledged (rejoin.go): before the shards
-	// run when it starts empty, beside them otherwise, whatever --join
-	// says (a node added with --join keeps the flag; an older copy of it
-	// went undetected: review, 2026-12-06). An empty node with --join is
-	// new: nothing to ask.
-	switch {
-	case !fresh:
-		n.wg.Add(1)
-		go n.rejoinLoop()
-	case !cfg.Join && !n.askRejoinAll():
+	// run when it starts empty or holds its vote (votehold.go: a --join
+	// node added before its first question ended was a voter that held
+	// its vote: review R), beside them otherwise, whatever --join says (a
+	// node added with --join keeps the flag; an older copy of it went
+	// undetected: review, 2026-12-06).
+	if !fresh && !n.voteHeld.Load() || !n.askRejoinAll() {
 		n.wg.Add(1)
 		go n.rejoinLoop()
 	}

@@ -147,6 +147,22 @@ func (s *raftStorage) hasHistory() bool {
 func (n *Node) rejoinFlags(from uint64, shards int) []byte {
 	out := make([]byte, shards)
 	if shards != len(n.shards) {
+		// Another shard count (a wrong --shards on the asker): no shard to
+		// compare, but taken as "no history" this answer made an emptied
+		// node find a new cluster and vote at once (review R,
+		// TestClusterWipedNodeWithAnotherShardCountHoldsItsVote).
+		var f byte
+		for _, s := range n.shards {
+			if s.st.hasHistory() {
+				f |= rejoinHistory
+			}
+			if slices.Contains(s.st.votersNow(), from) {
+				f |= rejoinVoter
+			}
+		}
+		for i := range out {
+			out[i] = f
+		}
 		return out
 	}
 	for i, s := range n.shards {
@@ -181,6 +197,13 @@ func (s *shard) repairTick() {
 		if pr, ok := st.Progress[id]; !ok || pr.Match < s.repairUpTo {
 			return
 		}
+	}
+	if err := os.Remove(filepath.Join(s.dir, repairedMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("REPAIRED mark not removed", "err", err)
+		return
+	}
+	if err := syncDir(s.dir); err != nil {
+		s.log.Warn("REPAIRED mark removal not synced", "err", err)
 	}
 	s.repaired.Store(false)
 	s.log.Info("every member holds this repaired copy's log: held votes no longer go to it")
