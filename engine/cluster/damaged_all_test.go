@@ -64,34 +64,12 @@ func (c *testCluster) tryStart(i int, repair bool) error {
 }
 
 func TestClusterEveryCopyDamagedRepairOneEmptyTheOthers(t *testing.T) {
-	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
-	c.fillForSnapshots() // 300 x 16
-	c.sendBatches("la", 1)
-	c.sendBatches("lb", 1)
-	c.sendBatches("lc", 1)
-	const all = 303 * 16
-	for i := range 3 {
-		c.holds(i, all, 20*time.Second)
-	}
-	for i := range 3 {
-		c.stop(i)
-	}
-	for i, body := range []string{"la0-5", "lb0-5", "lc0-5"} {
-		c.flipBody(i, body)
-	}
-	for i := range 3 {
-		if err := c.tryStart(i, false); !errors.Is(err, errDamagedReplica) {
-			t.Fatalf("node %d started on its damaged copy: %v", i+1, err)
-		}
-	}
-	if err := c.tryStart(0, true); err != nil {
-		t.Fatalf("node 1 with --wal-repair: %v", err)
-	}
+	c, all := everyCopyDamaged(t)
 	c.wipe(1) // empties node 2's directory and starts it
-	c.holdsIn(0, "q", all-1)
-	c.holdsIn(1, "q", all-1)
+	c.holdsIn(0, "q", all)
+	c.holdsIn(1, "q", all)
 	c.wipe(2)
-	c.holdsIn(2, "q", all-1)
+	c.holdsIn(2, "q", all)
 	// The held votes' exception for the repaired copy (votehold.go,
 	// invariant 4) ends once every member holds its log.
 	eventually(t, "node 1's copy no longer counts as repaired", func() error {
@@ -125,4 +103,35 @@ func TestClusterEveryCopyDamagedRepairOneEmptyTheOthers(t *testing.T) {
 	if len(r.LostMessages) != 1 || len(r.LostRecords) != 1 || r.LostMessages[0].MessageID != r.LostRecords[0].MessageID {
 		t.Fatalf("the report's ids disagree: %s", data)
 	}
+}
+
+// everyCopyDamaged fills queue q of a new 3-node cluster with 303 x 16
+// messages, stops every node, damages a different body in each copy
+// (each refuses to start), and starts node 1 with --wal-repair; it
+// returns what the repaired copy holds (all but the body it lost).
+func everyCopyDamaged(t *testing.T) (*testCluster, int64) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
+	c.fillForSnapshots() // 300 x 16
+	c.sendBatches("la", 1)
+	c.sendBatches("lb", 1)
+	c.sendBatches("lc", 1)
+	const all = 303 * 16
+	for i := range 3 {
+		c.holds(i, all, 20*time.Second)
+	}
+	for i := range 3 {
+		c.stop(i)
+	}
+	for i, body := range []string{"la0-5", "lb0-5", "lc0-5"} {
+		c.flipBody(i, body)
+	}
+	for i := range 3 {
+		if err := c.tryStart(i, false); !errors.Is(err, errDamagedReplica) {
+			t.Fatalf("node %d started on its damaged copy: %v", i+1, err)
+		}
+	}
+	if err := c.tryStart(0, true); err != nil {
+		t.Fatalf("node 1 with --wal-repair: %v", err)
+	}
+	return c, all - 1
 }

@@ -27,29 +27,12 @@ import (
 // though that node lags behind what was acknowledged: it leads without
 // the acknowledged entries, and they are lost on every member.
 func TestClusterRepairedCopyGetsNoHeldVoteLater(t *testing.T) {
-	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
-	c.fillForSnapshots() // 300 x 16
-	c.sendBatches("la", 1)
-	c.sendBatches("lb", 1)
-	c.sendBatches("lc", 1)
-	const all = 303 * 16
-	for i := range 3 {
-		c.holds(i, all, 20*time.Second)
-	}
-	for i := range 3 {
-		c.stop(i)
-	}
-	for i, body := range []string{"la0-5", "lb0-5", "lc0-5"} {
-		c.flipBody(i, body)
-	}
-	if err := c.tryStart(0, true); err != nil {
-		t.Fatalf("node 1 with --wal-repair: %v", err)
-	}
+	c, kept := everyCopyDamaged(t)
 	c.wipe(1)
-	c.holdsIn(0, "q", all-1)
-	c.holdsIn(1, "q", all-1)
+	c.holdsIn(0, "q", kept)
+	c.holdsIn(1, "q", kept)
 	c.wipe(2)
-	c.holdsIn(2, "q", all-1)
+	c.holdsIn(2, "q", kept)
 	eventuallyWithin(t, 60*time.Second, "no node holds its vote", func() error {
 		for i := range 3 {
 			if c.nodes[i].voteHeld.Load() {
@@ -68,9 +51,9 @@ func TestClusterRepairedCopyGetsNoHeldVoteLater(t *testing.T) {
 	testHookDrop.Store(&drop)
 	t.Cleanup(func() { testHookDrop.Store(nil) })
 	c.sendBatches("acked", 5) // 80 messages, acknowledged by nodes 2 and 3
-	c.holdsIn(1, "q", all-1+80)
-	c.holdsIn(2, "q", all-1+80)
-	if info, _ := c.counts(0, "q"); info.Active+info.Inactive != all-1 {
+	c.holdsIn(1, "q", kept+80)
+	c.holdsIn(2, "q", kept+80)
+	if info, _ := c.counts(0, "q"); info.Active+info.Inactive != kept {
 		t.Fatalf("node 1 did not lag: %+v", info)
 	}
 	// Node 2 goes down; node 3's disk is lost and it starts empty: it
@@ -102,12 +85,12 @@ func TestClusterRepairedCopyGetsNoHeldVoteLater(t *testing.T) {
 			}
 		}
 		if got[0] == got[1] && got[1] == got[2] {
-			t.Logf("nodes 1, 2, 3 hold %v in q (acknowledged: %d)", got, all-1+80)
+			t.Logf("nodes 1, 2, 3 hold %v in q (acknowledged: %d)", got, kept+80)
 			break
 		}
 	}
 	for i := range 3 {
-		c.holdsIn(i, "q", all-1+80)
+		c.holdsIn(i, "q", kept+80)
 	}
 }
 
@@ -230,24 +213,7 @@ func TestClusterWipedNodeWithAnotherShardCountHoldsItsVote(t *testing.T) {
 // holds its vote and asks to be replaced, which needs the leader it
 // would help elect: the shard stays without one for good.
 func TestClusterEveryCopyDamagedRepairedNodeRestarted(t *testing.T) {
-	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
-	c.fillForSnapshots() // 300 x 16
-	c.sendBatches("la", 1)
-	c.sendBatches("lb", 1)
-	c.sendBatches("lc", 1)
-	const all = 303 * 16
-	for i := range 3 {
-		c.holds(i, all, 20*time.Second)
-	}
-	for i := range 3 {
-		c.stop(i)
-	}
-	for i, body := range []string{"la0-5", "lb0-5", "lc0-5"} {
-		c.flipBody(i, body)
-	}
-	if err := c.tryStart(0, true); err != nil {
-		t.Fatalf("node 1 with --wal-repair: %v", err)
-	}
+	c, kept := everyCopyDamaged(t)
 	c.stop(0)
 	if err := c.tryStart(0, false); err != nil { // the flag taken off the unit
 		t.Fatalf("node 1 again: %v", err)
@@ -258,7 +224,7 @@ func TestClusterEveryCopyDamagedRepairedNodeRestarted(t *testing.T) {
 		if err != nil {
 			return fmt.Errorf("%v (held %v)", err, c.nodes[1].voteHeld.Load())
 		}
-		if n := info.Active + info.Inactive; n != all-1 {
+		if n := info.Active + info.Inactive; n != kept {
 			return fmt.Errorf("%d", n)
 		}
 		return nil

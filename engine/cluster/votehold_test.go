@@ -124,15 +124,7 @@ func TestClusterWipedNodeHoldsItsVoteUntilReplaced(t *testing.T) {
 	testHookDrop.Store(&lag)
 	t.Cleanup(func() { testHookDrop.Store(nil) })
 	const sent = 200
-	for range sent / 2 {
-		c.onLeader("q", func(b *engine.Broker) error {
-			q, err := b.Queue("q")
-			if err == nil {
-				_, err = q.Send([]engine.SendEntry{{Body: []byte("x")}, {Body: []byte("y")}}, nil)
-			}
-			return err
-		})
-	}
+	c.sendPairs(sent)
 	if info, err := c.counts(1, "q"); err != nil || info.Active >= sent {
 		t.Fatalf("node 2 did not lag: %+v %v", info, err)
 	}
@@ -428,15 +420,7 @@ func TestClusterHeldNodeDoesNotElectItself(t *testing.T) {
 	testHookDrop.Store(&hook)
 	t.Cleanup(func() { testHookDrop.Store(nil) })
 	const sent = 200
-	for range sent / 2 {
-		c.onLeader("q", func(b *engine.Broker) error {
-			q, err := b.Queue("q")
-			if err == nil {
-				_, err = q.Send([]engine.SendEntry{{Body: []byte("x")}, {Body: []byte("y")}}, nil)
-			}
-			return err
-		})
-	}
+	c.sendPairs(sent)
 	eventually(t, "node 3 holds every message", func() error {
 		if info, err := c.counts(2, "q"); err != nil || info.Active != sent {
 			return fmt.Errorf("%+v %v", info, err)
@@ -542,4 +526,19 @@ func TestClusterRemovedMemberAddedBackVotes(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// sendPairs sends n messages to queue q, two a request, through its
+// shard's leader.
+func (c *testCluster) sendPairs(n int) {
+	c.t.Helper()
+	for range n / 2 {
+		c.onLeader("q", func(b *engine.Broker) error {
+			q, err := b.Queue("q")
+			if err == nil {
+				_, err = q.Send([]engine.SendEntry{{Body: []byte("x")}, {Body: []byte("y")}}, nil)
+			}
+			return err
+		})
+	}
 }
