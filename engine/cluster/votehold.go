@@ -16,8 +16,8 @@ package cluster
 // Invariants:
 //  1. A node holds its vote (grants no vote and no pre-vote, sends none of
 //     its own: its pre-vote needs another's, so it never campaigns; drops
-//     a leader's MsgTimeoutNow, and is handed no lead: givingLeadsAway)
-//     from its start when it has no history in any
+//     a leader's MsgTimeoutNow, and is handed no lead: givingLeadsAway;
+//     /healthz says so) from its start when it has no history in any
 //     shard (no entry, term or snapshot past a new cluster's bootstrap:
 //     empty, a new cluster that never elected, a node started with --join
 //     that has received nothing), or when <dir>/vote-held says an earlier
@@ -52,7 +52,9 @@ package cluster
 //     cannot lead without a vote from an emptied node; nor then can it
 //     replace that node. Held without exception, the documented way out
 //     stopped (TestClusterEveryCopyDamagedRepairOneEmptyTheOthers). It
-//     ends once that copy led and every voter holds its log (repairTick).
+//     ends once that copy led and every voter holds its log (repairTick);
+//     shards/<S>/REPAIRED keeps it across that node's restarts until then
+//     (damaged.go).
 //
 // What is left: two emptied nodes of three, with the third down, look
 // like a new cluster to each other (invariant 2b) and elect each other;
@@ -142,39 +144,33 @@ func (s *raftStorage) hasHistory() bool {
 
 // rejoinFlags is, per shard, what a rejoin question asks of this node
 // besides the acknowledgements: rejoinHistory when its copy has history,
-// rejoinVoter when member from is a voter of the shard here; zeros for a
-// question of another shard count.
+// rejoinVoter when member from is a voter of the shard here,
+// rejoinRepaired (invariant 4). To a question of another shard count (a
+// wrong --shards on the asker) every shard's answer is the history and
+// voter flags of all of them: taken as "no history", zeros made an
+// emptied node find a new cluster and vote at once (review R,
+// TestClusterWipedNodeWithAnotherShardCountHoldsItsVote).
 func (n *Node) rejoinFlags(from uint64, shards int) []byte {
-	out := make([]byte, shards)
-	if shards != len(n.shards) {
-		// Another shard count (a wrong --shards on the asker): no shard to
-		// compare, but taken as "no history" this answer made an emptied
-		// node find a new cluster and vote at once (review R,
-		// TestClusterWipedNodeWithAnotherShardCountHoldsItsVote).
-		var f byte
-		for _, s := range n.shards {
-			if s.st.hasHistory() {
-				f |= rejoinHistory
-			}
-			if slices.Contains(s.st.votersNow(), from) {
-				f |= rejoinVoter
-			}
-		}
-		for i := range out {
-			out[i] = f
-		}
-		return out
-	}
+	own := make([]byte, len(n.shards))
+	var all byte
 	for i, s := range n.shards {
 		if s.st.hasHistory() {
-			out[i] |= rejoinHistory
+			own[i] |= rejoinHistory
 		}
 		if slices.Contains(s.st.votersNow(), from) {
-			out[i] |= rejoinVoter
+			own[i] |= rejoinVoter
 		}
+		all |= own[i]
 		if s.repaired.Load() {
-			out[i] |= rejoinRepaired
+			own[i] |= rejoinRepaired
 		}
+	}
+	if shards == len(n.shards) {
+		return own
+	}
+	out := make([]byte, shards)
+	for i := range out {
+		out[i] = all
 	}
 	return out
 }
@@ -198,11 +194,11 @@ func (s *shard) repairTick() {
 			return
 		}
 	}
+	// A mark left (a failed removal) brings the exception back after a
+	// restart, until this copy leads and is followed again.
 	if err := os.Remove(filepath.Join(s.dir, repairedMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Warn("REPAIRED mark not removed", "err", err)
-		return
-	}
-	if err := syncDir(s.dir); err != nil {
+	} else if err := syncDir(s.dir); err != nil {
 		s.log.Warn("REPAIRED mark removal not synced", "err", err)
 	}
 	s.repaired.Store(false)
