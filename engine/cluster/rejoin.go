@@ -209,8 +209,12 @@ func (n *Node) askRejoinAll() bool {
 		asked++
 		decide := func(acked []uint64, flags []byte) uint32 {
 			for i, f := range flags {
-				if f&rejoinRepaired != 0 && i < len(n.shards) {
+				switch {
+				case i >= len(n.shards):
+				case f&rejoinRepaired != 0:
 					n.shards[i].repairedPeer.Store(id) // votehold.go, invariant 4
+				default:
+					n.shards[i].repairedPeer.CompareAndSwap(id, 0) // its exception ended
 				}
 			}
 			return n.rejoinVerdict(held, acked, lasts(), flags)
