@@ -279,7 +279,7 @@ func (n *Node) askRejoinAll() bool {
 			// until its next start (review Q,
 			// TestClusterRemovedMemberAddedBackVotes).
 			if !n.rejoinRefused.Swap(true) {
-				n.log.Warn("this node's replacement was refused (a removed member?): it keeps holding its vote, and asks again now and then", "members", ids)
+				n.log.Warn("this node's replacement was refused: no member has it as a voter (removed, or a replacement cut short while it was down): it keeps holding its vote and asks again every 10 s; if it should be a member, add it back (smqctl cluster add)", "members", ids)
 			}
 			return false
 		}
