@@ -40,15 +40,7 @@ func reuseID(b *Broker, id uint64) {
 // ones of the earlier incarnation (review P: every message of the reborn
 // queue was dropped, and came back one restart later; seen failing).
 func TestRebornQueueKeepsItsTailMessagesAtRecovery(t *testing.T) {
-	dir := t.TempDir()
-	fs := wal.NewMemFS()
-	clk := NewFakeClock(t0)
-	ch := &countHandler{n: map[string]int{}}
-	open := func() *Broker { return openCheckpointless(t, dir, fs, clk, 1, slog.New(ch)) }
-	b := open()
-	cfg := DefaultQueueConfig()
-	mustQueue(t, b, "a", cfg)
-	old := mustQueue(t, b, "b", cfg)
+	open, b, old, cfg := rebornStart(t)
 	if _, err := old.SendOne(context.Background(), SendEntry{Body: []byte("old")}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,15 +67,7 @@ func TestRebornQueueKeepsItsTailMessagesAtRecovery(t *testing.T) {
 // mode: "crash" (recovery folds the window), "checkpoint" (the checkpoint
 // folds it, then a crash), "close" (a clean Close and Open).
 func testRebornWithIndexedOld(t *testing.T, mode string) {
-	dir := t.TempDir()
-	fs := wal.NewMemFS()
-	clk := NewFakeClock(t0)
-	ch := &countHandler{n: map[string]int{}}
-	open := func() *Broker { return openCheckpointless(t, dir, fs, clk, 1, slog.New(ch)) }
-	b := open()
-	cfg := DefaultQueueConfig()
-	mustQueue(t, b, "a", cfg)
-	old := mustQueue(t, b, "b", cfg)
+	open, b, old, cfg := rebornStart(t)
 	for i := 0; i < 3; i++ {
 		if _, err := old.SendOne(context.Background(), SendEntry{Body: []byte("old")}); err != nil {
 			t.Fatal(err)
@@ -135,3 +119,16 @@ func testRebornWithIndexedOld(t *testing.T, mode string) {
 func TestRebornQueueIndexedOldCrash(t *testing.T)      { testRebornWithIndexedOld(t, "crash") }
 func TestRebornQueueIndexedOldCheckpoint(t *testing.T) { testRebornWithIndexedOld(t, "checkpoint") }
 func TestRebornQueueIndexedOldClose(t *testing.T)      { testRebornWithIndexedOld(t, "close") }
+
+// rebornStart opens a checkpointless broker (openCheckpointless) on a new
+// directory of an in-memory file system, with queues a and b (old, whose
+// id the reborn tests hand out again); open opens it again.
+func rebornStart(t *testing.T) (open func() *Broker, b *Broker, old *Queue, cfg QueueConfig) {
+	dir, fs, clk := t.TempDir(), wal.NewMemFS(), NewFakeClock(t0)
+	ch := &countHandler{n: map[string]int{}}
+	open = func() *Broker { return openCheckpointless(t, dir, fs, clk, 1, slog.New(ch)) }
+	b = open()
+	cfg = DefaultQueueConfig()
+	mustQueue(t, b, "a", cfg)
+	return open, b, mustQueue(t, b, "b", cfg), cfg
+}
