@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"log/slog"
 	"math/rand/v2"
 	"testing"
 
@@ -130,5 +131,66 @@ func TestStorageLogReadIsCapped(t *testing.T) {
 	}
 	if got[0].GetIndex() != 1 || got[len(got)-1].GetIndex() != uint64(len(got)) {
 		t.Fatalf("entries %d..%d, want 1..%d", got[0].GetIndex(), got[len(got)-1].GetIndex(), len(got))
+	}
+}
+
+// A leader whose shard has folded nothing yet has no snapshot to send:
+// the storage answers "temporarily unavailable", and Raft tries later.
+// etcd raft panics on an empty snapshot ("need non-empty snapshot"), and
+// it asks for one when a follower's progress is past the leader's log (a
+// leader elected without entries a member holds: seen with the vote hold
+// broken, when the whole process went down). Here a follower's
+// acknowledgement names an index past the leader's log. Seen failing (the
+// panic) with the guard in raftStorage.Snapshot removed.
+func TestStorageNoSnapshotBeforeAFold(t *testing.T) {
+	b, err := engine.Open(engine.Options{Dir: t.TempDir(), Replica: proposeNothing{}, FreeSpaceReserve: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	st, err := b.ReplicaState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newRaftStorage(b, st, &pb.ConfState{Voters: []uint64{1, 2}})
+	rn, err := raft.NewRawNode(&raft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: s,
+		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 16, Logger: raftLogger{l: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	persist := func() {
+		for rn.HasReady() {
+			rd := rn.Ready()
+			s.append(rd.Entries)
+			rn.Advance(rd)
+		}
+	}
+	if err := rn.Campaign(); err != nil {
+		t.Fatal(err)
+	}
+	persist()
+	term := rn.Status().GetTerm()
+	if err := rn.Step(&pb.Message{Type: pb.MsgVoteResp.Enum(), From: proto.Uint64(2), To: proto.Uint64(1), Term: proto.Uint64(term)}); err != nil {
+		t.Fatal(err)
+	}
+	persist()
+	if rn.Status().RaftState != raft.StateLeader {
+		t.Fatalf("not leader: %v", rn.Status().RaftState)
+	}
+	last, _ := s.LastIndex()
+	// The follower says it holds far more than this leader's log.
+	if err := rn.Step(&pb.Message{Type: pb.MsgAppResp.Enum(), From: proto.Uint64(2), To: proto.Uint64(1), Term: proto.Uint64(term), Index: proto.Uint64(last + 50)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rn.Propose([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	persist()
+	for range 3 {
+		rn.Tick()
+		persist()
+	}
+	if snap, err := s.Snapshot(); err != raft.ErrSnapshotTemporarilyUnavailable {
+		t.Fatalf("snapshot of a shard that folded nothing: %v, %v; want ErrSnapshotTemporarilyUnavailable", snap, err)
 	}
 }
