@@ -208,7 +208,7 @@ func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
 		// (votehold.go: TestClusterWipedNodeHoldsItsVoteUntilReplaced
 		// without the hold): the whole process went down. Raft retries
 		// later instead; a follower it wants the snapshot for is stuck
-		// meanwhile, so say so.
+		// meanwhile, so say so (TestStorageNoSnapshotBeforeAFold).
 		if s.noSnap++; s.noSnap%1024 == 1 && s.log != nil {
 			s.log.Warn("raft asked for a snapshot of a shard that has none yet: a follower it is for gets nothing until the log is folded (a leader elected without entries a member holds?)", "times", s.noSnap)
 		}
