@@ -159,6 +159,21 @@ func (s *Server) serveClusterQueue(ctx *fasthttp.RequestCtx, st *reqState, op op
 	}
 }
 
+// retryClosedRead is the error of a read (a peek, GetQueueAttributes)
+// that found its shard's broker closed while this node runs (the member
+// rebuilds it, or restarts the shard in place): ErrRetryOnLeader, since a
+// read changed nothing, so serveClusterQueue runs it again where the
+// shard is led, within the leader wait. It was 503 "the broker is
+// shutting down" (TestClusterPeekInAClosedBrokerRunsOnTheLeader). A
+// change is not run again: it may have been under way when the broker
+// closed.
+func (s *Server) retryClosedRead(err error) error {
+	if s.c != nil && !s.closing.Load() && errors.Is(err, engine.ErrClosed) {
+		return engine.ErrRetryOnLeader
+	}
+	return err
+}
+
 // hdrWaitMs carries what is left of a long poll's wait (ms) on a request
 // forwarded again after it waited on a leader that handed its lead over,
 // and on the not-run answer of such a request. Only forwarded requests

@@ -527,6 +527,37 @@ func TestClusterLongPollInARebuiltBrokerIsEmpty(t *testing.T) {
 	wantError(t, result(t, direct), 404, "MessageNotExist")
 }
 
+// A peek that finds its shard's broker closed under it (the member
+// rebuilds it, or restarts the shard) while the node does not shut down
+// runs again where the shard is led, within the leader wait, since a peek
+// changes nothing: here the lead is handed to another node meanwhile, and
+// both the client that asked the old leader and the one whose node
+// forwarded to it see the message. It was 503 "the broker is shutting
+// down" at once.
+func TestClusterPeekInAClosedBrokerRunsOnTheLeader(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	cl := c.envs[0].client()
+	wantStatus(t, cl.put("/queues/peeked", ""), 201)
+	sent := cl.mustSend("peeked", "peek me", "")
+	lead := c.leaderOf("peeked")
+	c.nodes[lead].Broker(0).Close() // what a rebuild does to the broker it replaces
+	direct := async(c.envs[lead], "/queues/peeked/messages?peekonly=true")
+	forwarded := async(c.envs[(lead+1)%3], "/queues/peeked/messages?peekonly=true")
+	attrs := async(c.envs[lead], "/queues/peeked")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go c.nodes[lead].HandOverLeads(ctx) //nolint:errcheck // the peeks' answers are the check
+	for _, r := range []*response{result(t, direct), result(t, forwarded)} {
+		if r.status != 200 || !strings.Contains(string(r.body), sent.MessageId) {
+			t.Fatalf("peek: %d %s; want 200 with %s", r.status, r.body, sent.MessageId)
+		}
+	}
+	if r := result(t, attrs); r.status != 200 || !strings.Contains(string(r.body), "<QueueName>peeked<") {
+		t.Fatalf("GetQueueAttributes: %d %s", r.status, r.body)
+	}
+}
+
 // ListQueue through any node lists every queue whose creation was
 // acknowledged before it, through whichever node: the list comes from
 // the node's replicas, which first apply what every shard's leader has

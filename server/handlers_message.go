@@ -182,6 +182,9 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 		break
 	}
 	if err != nil {
+		if peek {
+			err = s.retryClosedRead(err)
+		}
 		if (s.closing.Load() || st.fw != nil) && (errors.Is(err, engine.ErrClosed) || errors.Is(err, context.Canceled)) {
 			return engine.ErrMessageNotExist
 		}

@@ -92,7 +92,7 @@ func appendQueueAttrs(b []byte, info *engine.QueueInfo) []byte {
 func (s *Server) getQueueAttributes(ctx *fasthttp.RequestCtx, st *reqState) error {
 	info, err := st.b.GetQueueAttributes(string(st.name))
 	if err != nil {
-		return err
+		return s.retryClosedRead(err)
 	}
 	b := appendRootOpen(respBody(ctx), "Queue")
 	b = appendQueueAttrs(b, &info)
