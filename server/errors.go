@@ -183,7 +183,7 @@ func classify(err error) (c errCode, msg string, known bool) {
 	}
 	var ee *engine.EndpointError
 	if errors.As(err, &ee) {
-		return codeEndpointInvalid, "the endpoint " + ee.Endpoint + " " + ee.Msg, true
+		return codeEndpointInvalid, "the endpoint " + ee.Endpoint + ": " + ee.Msg, true
 	}
 	var xe *xmlSyntaxError
 	if errors.As(err, &xe) {

@@ -109,7 +109,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	c.push.flags(fs)
 	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's net/http/pprof profiles on this address (off when empty; never expose it: it is not authenticated)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: smqd [flags]\n       smqd restore --from FILE --data-dir DIR   (a backup from smqctl backup; smqd restore --help)\n       smqd policy check --policy-file FILE [--key ID --action A --resource R]   (smqd policy check --help)\n\nEvery flag can also be set by an environment variable, e.g. --listen by %s.\n\nFlags:\n", envName("listen"))
+		fmt.Fprintf(stderr, "Usage: smqd [flags]\n       smqd --version   (the git revision it was built from)\n       smqd restore --from FILE --data-dir DIR   (a backup from smqctl backup; smqd restore --help)\n       smqd policy check --policy-file FILE [--key ID --action A --resource R]   (smqd policy check --help)\n\nEvery flag can also be set by an environment variable, e.g. --listen by %s.\n\nFlags:\n", envName("listen"))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -31,7 +31,9 @@ package cluster
 // both.
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"syscall"
 	"time"
 
@@ -171,10 +173,15 @@ func (s *shard) handOff(active func(uint64) bool, why string) bool {
 		if to == s.n.cfg.NodeID || s.n.unwanted(to) || !active(to) {
 			continue
 		}
-		s.log.Warn(why, "to", to)
+		// A full disk is a fault (Warn); a shutdown or a removal is the
+		// operator's plan, one line per shard led (Info: a rolling restart
+		// trips no alert on Warn lines; tour audit, 2026-12-06).
+		level := slog.LevelInfo
 		if s.n.diskFull.Load() {
+			level = slog.LevelWarn
 			s.n.handoffs.Add(1)
 		}
+		s.log.Log(context.Background(), level, why, "to", to)
 		s.handLeadTo(to) // transfer.go
 		return true
 	}
