@@ -19,7 +19,6 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/smqd/smqd/engine"
@@ -407,63 +406,6 @@ func (n *Node) deliver(shard int, m *pb.Message) {
 	}
 }
 
-// snapshotLost (the loop): a leader waiting for peer to install a
-// snapshot takes it as failed when the connection to peer ends. The peer
-// fetches and installs a snapshot on its own (snapshot.go), and etcd raft
-// leaves the peer's progress waiting for it until it is reported: a peer
-// restarted in the middle of an install was never sent another, and never
-// caught up while that leader led (TestClusterStopDuringASnapshotInstall).
-// Raft probes it again, and sends a new snapshot if it still needs one.
-//
-// The same when peer reports that it could not install the snapshot (a
-// MsgSnapStatus with Reject, snapshot.go): its connection stays up then,
-// and without the report this leader sent it no other snapshot while it
-// led (seen with a member of an earlier version that refuses a newer
-// snapshot's records, and the case of any failed install:
-// TestClusterMemberRetriesAFailedInstall).
-func (s *shard) snapshotLost(peer uint64, why string) {
-	if s.rn.BasicStatus().RaftState != raft.StateLeader {
-		return
-	}
-	if pr, ok := s.rn.Status().Progress[peer]; ok && pr.State == tracker.StateSnapshot {
-		s.log.Info(why+": it will be probed again", "member", peer)
-		s.rn.ReportSnapshot(peer, raft.SnapshotFailure)
-	}
-}
-
-// snapshotOutrun (the loop, leading): a member that installed a snapshot
-// and answered from its index, which this leader's log no longer holds
-// (it compacted past it while the member installed it), stays waiting
-// for a snapshot in etcd raft, which sends it none until the snapshot is
-// reported. Reported failed here, Raft probes the member again and sends
-// a newer snapshot. A 5-node chaos run left a wiped member 42,664 entries
-// behind for 90 s (TestClusterMemberCatchesUpWhenItsSnapshotIsOutrun).
-//
-// It runs only for a member this replica sent a snapshot to (snapSent),
-// until that member leaves the snapshot state, not on every append's
-// answer.
-func (s *shard) snapshotOutrun(peer uint64) {
-	outrun, waiting := false, false
-	s.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-		if id != peer || pr.State != tracker.StateSnapshot {
-			return
-		}
-		waiting = true
-		if pr.Match >= pr.PendingSnapshot {
-			if first, err := s.st.FirstIndex(); err == nil && pr.Match+1 < first {
-				outrun = true
-			}
-		}
-	})
-	if !waiting || outrun {
-		delete(s.snapSent, peer)
-	}
-	if outrun {
-		s.log.Info("a member installed a snapshot this leader's log has moved past: it is sent a newer one", "member", peer)
-		s.rn.ReportSnapshot(peer, raft.SnapshotFailure)
-	}
-}
-
 // peerDown: a connection to or from peer ended. A shard whose leader it
 // was forgets that leader at once, and the lowest surviving member calls
 // an election: a closed connection is a faster signal than missed
@@ -759,29 +701,6 @@ func (n *Node) Close() error {
 // fwdAnswerWait bounds how long Close waits for the forwarded requests
 // running here to write their answers.
 const fwdAnswerWait = 2 * time.Second
-
-// votersNow returns the shard's voters.
-func (st *raftStorage) votersNow() []uint64 {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return append([]uint64(nil), st.cs.GetVoters()...)
-}
-
-// membersNow returns every member of the configuration: voters, outgoing
-// voters and learners.
-func (st *raftStorage) membersNow() []uint64 {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return slices.Concat(st.cs.GetVoters(), st.cs.GetVotersOutgoing(), st.cs.GetLearners(), st.cs.GetLearnersNext())
-}
-
-// leaseVoters appends the voters to dst, and reports whether the
-// configuration is joint (lease.go: no lease from appends then).
-func (st *raftStorage) leaseVoters(dst []uint64) ([]uint64, bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return append(dst, st.cs.GetVoters()...), len(st.cs.GetVotersOutgoing()) > 0
-}
 
 // replacePrefix marks the context of a removal that is half of a
 // replacement: the leader adds the member back once it is applied.

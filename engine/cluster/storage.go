@@ -20,6 +20,7 @@ package cluster
 import (
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 
 	"go.etcd.io/raft/v3"
@@ -386,4 +387,27 @@ func (s *raftStorage) lastIndexNow() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lastLocked()
+}
+
+// votersNow returns the shard's voters.
+func (st *raftStorage) votersNow() []uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return append([]uint64(nil), st.cs.GetVoters()...)
+}
+
+// membersNow returns every member of the configuration: voters, outgoing
+// voters and learners.
+func (st *raftStorage) membersNow() []uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return slices.Concat(st.cs.GetVoters(), st.cs.GetVotersOutgoing(), st.cs.GetLearners(), st.cs.GetLearnersNext())
+}
+
+// leaseVoters appends the voters to dst, and reports whether the
+// configuration is joint (lease.go: no lease from appends then).
+func (st *raftStorage) leaseVoters(dst []uint64) ([]uint64, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return append(dst, st.cs.GetVoters()...), len(st.cs.GetVotersOutgoing()) > 0
 }
