@@ -157,6 +157,17 @@ func (s *Server) refuse(ctx *fasthttp.RequestCtx, st *reqState, err error) {
 	s.fail(ctx, st, err)
 }
 
+// refuseAuthenticated answers err for an authenticated request whose body
+// was not read (its policies or its rate refuse it): the body is drained
+// as refuse drains it, and the connection is kept if it ended there. A
+// body already in memory (a forwarded request) needs nothing.
+func (s *Server) refuseAuthenticated(ctx *fasthttp.RequestCtx, st *reqState, err error) {
+	if hasBody(&ctx.Request.Header) && ctx.RequestBodyStream() != nil && !s.discardBody(ctx) {
+		ctx.SetConnectionClose()
+	}
+	s.fail(ctx, st, err)
+}
+
 // discardBody reads and drops the request body, up to drainLimit bytes,
 // within HeaderTimeout. It reports whether the body ended.
 func (s *Server) discardBody(ctx *fasthttp.RequestCtx) bool {

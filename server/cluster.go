@@ -601,7 +601,10 @@ func (s *Server) diskFull() bool {
 		return true
 	}
 	for _, b := range s.brokers() {
-		if b != nil && b.Stats().Storage.DiskFull {
+		// Not Stats().Storage.DiskFull: Stats walks every queue and
+		// takes each stripe's lock, 2.7 ms and 4.6 MB with 10,000 queues
+		// for every unsigned GET /healthz (security2 audit).
+		if b != nil && b.DiskFull() {
 			return true
 		}
 	}

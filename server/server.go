@@ -405,7 +405,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		}
 	case opMetrics:
 		if !s.opts.SeparateMetrics {
-			s.serveMetrics(ctx, st)
+			s.serveSharedMetrics(ctx, st)
 			return
 		}
 		s.refuse(ctx, st, newAPIError(codeInvalidRequestURL, "/metrics is served on the metrics address, not here"))
@@ -438,6 +438,26 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		s.refuse(ctx, st, err)
 		return
 	}
+	// Then the key's policies and rate, which need only the headers and
+	// the query: a refused request's body is drained, never buffered
+	// (a key refused everything, or over its rate, made the server read
+	// and keep up to MaxRequestBodyBytes of it; security2 audit).
+	var err error
+	st.qbuf, err = parseQuery(rawQuery, &st.query, st.qbuf)
+	if err != nil {
+		s.refuseAuthenticated(ctx, st, err)
+		return
+	}
+	st.op = refinedOp(r.op, &st.query)
+	s.noteSource(ctx, st)
+	if err = s.authorize(st, &r); err != nil {
+		s.refuseAuthenticated(ctx, st, err)
+		return
+	}
+	if err = s.rateLimit(st); err != nil {
+		s.refuseAuthenticated(ctx, st, err)
+		return
+	}
 	if err := s.readBody(ctx, st); err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) {
@@ -455,22 +475,6 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 	// replayed with another body).
 	if md5 := ctx.Request.Header.Peek("Content-MD5"); len(md5) > 0 && !mnsauth.ContentMD5Matches(md5, st.body) {
 		s.fail(ctx, st, newAPIError(codeInvalidDegist, "the Content-MD5 header does not match the request body (neither base64 of the hex MD5 nor base64 of the raw MD5)"))
-		return
-	}
-	var err error
-	st.qbuf, err = parseQuery(rawQuery, &st.query, st.qbuf)
-	if err != nil {
-		s.fail(ctx, st, err)
-		return
-	}
-	st.op = refinedOp(r.op, &st.query)
-	s.noteSource(ctx, st)
-	if err = s.authorize(st, &r); err != nil {
-		s.fail(ctx, st, err)
-		return
-	}
-	if err = s.rateLimit(st); err != nil {
-		s.fail(ctx, st, err)
 		return
 	}
 	if r.op == opClusterAddNode || r.op == opClusterRemoveNode {

@@ -644,8 +644,14 @@ func newLimiter(l Limit) *Limiter {
 	if l.Burst == 0 {
 		l.Burst = max(1, int(math.Ceil(l.RequestsPerSecond)))
 	}
-	interval := max(1, int64(float64(time.Second)/l.RequestsPerSecond))
-	return &Limiter{limit: l, interval: interval, tolerance: int64(l.Burst-1) * interval}
+	// In float64 and capped: a rate of 1e-10 made the interval overflow
+	// int64 (and max(1, MinInt64) allowed a request every nanosecond),
+	// and a large burst of a small rate made the tolerance overflow (and
+	// refused every request). The cap, 73 years, keeps tat + interval
+	// within int64 too.
+	const most = float64(1 << 61)
+	iv := min(max(1, float64(time.Second)/l.RequestsPerSecond), most)
+	return &Limiter{limit: l, interval: int64(iv), tolerance: int64(min(float64(l.Burst-1)*iv, most))}
 }
 
 // Allow reports whether a request at now (Unix nanoseconds) is within the
