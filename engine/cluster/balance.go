@@ -95,10 +95,36 @@ func (s *shard) balance() {
 		s.balanceOK = 0
 		return
 	}
+	if !s.electable() {
+		s.balanceOK = 0
+		return
+	}
 	if s.balanceOK++; s.balanceOK < balanceChecks {
 		return
 	}
 	s.balanceOK = 0
 	s.log.Info("handing the lead to the shard's preferred leader", "to", want, "term", st.GetTerm())
 	s.handLeadTo(want) // transfer.go
+}
+
+// electable reports whether the shard's voters could elect the target of
+// a hand-over: this leader and the other voters heard from lately that do
+// not say they are leaving (a node that holds its vote says so:
+// givingLeadsAway, votehold.go) are a majority of the voters. A transfer
+// makes the leader step down when its target campaigns; with no majority
+// to vote, the shard is left with no leader, and with a held voter among
+// them for good, since that node's replacement needs a leader in every
+// shard (rolling audit, 2026-12-07: a dead member and a held --join node
+// among four voters, the balancer's move after the add left two shards
+// leaderless for minutes). A node shutting down is not counted either,
+// though it votes until it exits: a move can wait.
+func (s *shard) electable() bool {
+	voters := s.st.votersNow()
+	n := 0
+	for _, v := range voters {
+		if v == s.n.cfg.NodeID || s.activeMember(v) && !s.n.peerLeaving(v) {
+			n++
+		}
+	}
+	return 2*n > len(voters)
 }

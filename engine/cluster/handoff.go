@@ -164,11 +164,23 @@ func (n *Node) unwanted(id uint64) bool {
 	return (ps.full || ps.leaving) && time.Since(ps.at) < stateStale
 }
 
+// peerLeaving reports whether member id said recently that it leaves
+// (shutting down, or holding its vote: transfer.go).
+func (n *Node) peerLeaving(id uint64) bool {
+	n.stateMu.Lock()
+	ps := n.peerStates[id]
+	n.stateMu.Unlock()
+	return ps.leaving && time.Since(ps.at) < stateStale
+}
+
 // handOff (the shard's loop, on its leader: the node's disk is full, or it
 // is shutting down) hands the shard to the first voter in its order of
 // preference that is active and wanted; with none, it keeps the lead
 // (false).
 func (s *shard) handOff(active func(uint64) bool, why string) bool {
+	if !s.electable() { // balance.go: no member could win; keep the lead
+		return false
+	}
 	for _, to := range s.preference() {
 		if to == s.n.cfg.NodeID || s.n.unwanted(to) || !active(to) {
 			continue
