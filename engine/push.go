@@ -163,8 +163,8 @@ type pusher struct {
 	wg     sync.WaitGroup
 
 	mu   sync.Mutex
-	subs map[uint64]*pushSub      // guarded by mu
-	sems map[string]chan struct{} // guarded by mu: per endpoint (invariant 3)
+	subs map[uint64]*pushSub     // guarded by mu
+	sems map[string]*endpointSem // guarded by mu: per endpoint (invariant 3)
 	// following: a replica that does not lead its shard starts no worker
 	// (topic_replica.go); gen counts its role changes. Guarded by mu.
 	following bool
@@ -173,6 +173,17 @@ type pusher struct {
 	reqSeq                             atomic.Uint64
 	delivered, failed, dead, discarded atomic.Int64
 	onAttempt                          func() // tests: called after each attempt
+}
+
+// endpointSem is the semaphore of one endpoint (invariant 3) and the
+// number of pushSubs holding it. The last one to end (its last worker
+// returns, so none of its attempts holds a slot any more) drops it from
+// pusher.sems: kept for every endpoint ever subscribed, the map grew with
+// each new scheme, host and port for the life of the process (leak audit,
+// 2026-12-06).
+type endpointSem struct {
+	ch   chan struct{}
+	refs int // guarded by pusher.mu
 }
 
 // pushSub is one HTTP subscription being pushed.
@@ -260,7 +271,7 @@ func (p *pusher) init(b *Broker) error {
 	})
 	p.byName = transport(nil)
 	p.subs = map[uint64]*pushSub{}
-	p.sems = map[string]chan struct{}{}
+	p.sems = map[string]*endpointSem{}
 	return nil
 }
 
@@ -353,17 +364,34 @@ func (p *pusher) start(s *subscription, q *Queue) {
 	}
 	p.subs[s.id] = ps
 	if ps.u != nil {
-		ps.sem = p.sems[ps.u.key]
-		if ps.sem == nil {
-			ps.sem = make(chan struct{}, p.opts.Concurrency)
-			p.sems[ps.u.key] = ps.sem
+		es := p.sems[ps.u.key]
+		if es == nil {
+			es = &endpointSem{ch: make(chan struct{}, p.opts.Concurrency)}
+			p.sems[ps.u.key] = es
 		}
+		es.refs++
+		ps.sem = es.ch
 	}
 	ps.workers = int32(workers)
 	ps.running.Store(1)
 	p.wg.Add(1)
 	p.mu.Unlock()
 	go ps.work(ctx, true)
+}
+
+// releaseSem drops ps's hold on its endpoint's semaphore, and the
+// semaphore with the last hold.
+func (p *pusher) releaseSem(ps *pushSub) {
+	if ps.u == nil || ps.sem == nil {
+		return
+	}
+	p.mu.Lock()
+	if es := p.sems[ps.u.key]; es != nil && es.ch == ps.sem {
+		if es.refs--; es.refs <= 0 {
+			delete(p.sems, ps.u.key)
+		}
+	}
+	p.mu.Unlock()
 }
 
 // update installs a subscription's new value (its strategy, tag or
@@ -438,7 +466,12 @@ func (b *Broker) PushStats() PushStats { return b.pusher.stats() }
 // finds nothing (grow).
 func (ps *pushSub) work(ctx context.Context, keeper bool) {
 	defer ps.p.wg.Done()
-	defer ps.running.Add(-1)
+	defer func() {
+		// The last worker: grow starts none from zero, so ps is done.
+		if ps.running.Add(-1) == 0 {
+			ps.p.releaseSem(ps)
+		}
+	}()
 	q, b := ps.q, ps.p.b
 	batch := ps.p.pushBatch()
 	dst := make([]Message, 0, batch)
