@@ -70,6 +70,12 @@ package cluster
 // committed leaves them counting one voter less until they do (review Q:
 // five members, one started late, two down: 2 runs of 4 stalled until a
 // down member came back). Before the hold such a member was not replaced.
+// A --join node added while a member is down (it cannot hear from every
+// member, so it is still held when added) leaves, in a cluster of three,
+// two voters of four that vote: leaders keep their leads (no hand-over is
+// made then: balance.go electable, rolling audit), but a leader lost
+// before the new node is replaced is not succeeded until the down member
+// is back. Remove a dead member before adding its replacement.
 
 import (
 	"errors"
