@@ -537,6 +537,10 @@ type brokerStats struct {
 	LongPolls int64
 	Storage   []engine.StorageStats
 	Push      engine.PushStats // summed over the brokers
+	// Walked counts the queues Stats walked, on every broker: a cluster
+	// node's replicas of shards it does not lead too, which Queues leaves
+	// out but which cost a gather as much (sharedExposition).
+	Walked int
 }
 
 func (s *Server) metricStats() brokerStats {
@@ -546,6 +550,7 @@ func (s *Server) metricStats() brokerStats {
 			continue
 		}
 		st := b.Stats()
+		out.Walked += len(st.Queues)
 		out.Storage = append(out.Storage, st.Storage)
 		if s.c == nil || s.c.Leading(i) {
 			out.Queues = append(out.Queues, st.Queues...)

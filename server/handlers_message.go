@@ -152,6 +152,11 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 	opt.MaxWait = engine.MaxPollingWait - pollAnswerEarly
 	q, err := s.queue(st)
 	if err != nil {
+		if peek {
+			// The lookup meets a closed broker as the peek does (a queue
+			// not in the cache: never looked up here, or swept).
+			err = s.retryClosedRead(err)
+		}
 		return err
 	}
 	var msgs []engine.Message
@@ -175,6 +180,9 @@ func (s *Server) receiveOrPeek(ctx *fasthttp.RequestCtx, st *reqState) error {
 		}
 		if try == 0 && s.stale(st, q, err) {
 			if q, err = s.queue(st); err != nil {
+				if peek {
+					err = s.retryClosedRead(err)
+				}
 				return err
 			}
 			continue

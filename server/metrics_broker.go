@@ -268,7 +268,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.acceptWaits, float64(s.conns.waits.Load()))
 
 	st := s.metricStats()
-	s.metrics.shared.queues.Store(int64(len(st.Queues)))
+	s.metrics.shared.queues.Store(int64(st.Walked))
 	gauge(d.queues, float64(len(st.Queues)))
 	gauge(d.longPolls, float64(st.LongPolls))
 	gauge(d.pushSubs, float64(st.Push.Subscriptions))

@@ -77,7 +77,7 @@ func (s *shard) balance() {
 	switch {
 	case s.n.diskFull.Load():
 		s.balanceOK = 0
-		s.handOff(s.activeMember, "disk full: handing the lead to a member with room") // handoff.go
+		s.handOff(s.activeMember, whyDiskFull) // handoff.go
 		return
 	case s.n.givingLeadsAway():
 		s.balanceOK = 0

@@ -173,6 +173,10 @@ func (n *Node) peerLeaving(id uint64) bool {
 	return ps.leaving && time.Since(ps.at) < stateStale
 }
 
+// whyDiskFull is the reason handOff logs for a full disk's hand-over
+// (balance.go), the one logged at Warn.
+const whyDiskFull = "disk full: handing the lead to a member with room"
+
 // handOff (the shard's loop, on its leader: the node's disk is full, or it
 // is shutting down) hands the shard to the first voter in its order of
 // preference that is active and wanted; with none, it keeps the lead
@@ -188,9 +192,13 @@ func (s *shard) handOff(active func(uint64) bool, why string) bool {
 		// A full disk is a fault (Warn); a shutdown or a removal is the
 		// operator's plan, one line per shard led (Info: a rolling restart
 		// trips no alert on Warn lines; tour audit, 2026-12-06).
+		// By the reason, not by the disk's state now: a removal's
+		// hand-over that races a full disk is still the plan (review S).
 		level := slog.LevelInfo
-		if s.n.diskFull.Load() {
+		if why == whyDiskFull {
 			level = slog.LevelWarn
+		}
+		if s.n.diskFull.Load() {
 			s.n.handoffs.Add(1)
 		}
 		s.log.Log(context.Background(), level, why, "to", to)
