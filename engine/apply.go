@@ -214,6 +214,11 @@ func (st *stripe) installLocked(s msgSnap, bodyPos uint64, recSize uint32, now i
 	if !st.slab.valid(s.slot) || st.slab.at(s.slot).seq == 0 {
 		// A follower never allocates: its free list is rebuilt when it
 		// becomes the leader (SetLeader), so claiming out of order is fine.
+		// Emptied, it gives its chunks back as the leader's alloc does
+		// (slab.go): it never allocates, so it kept them while it followed.
+		if st.slab.used == 0 && len(st.slab.chunks) > 1 {
+			st.slab.shrink()
+		}
 		if !st.slab.claim(s.slot) {
 			return 0
 		}

@@ -389,8 +389,8 @@ func (b *Broker) salvage(from, to uint64) (int, error) {
 					return moved, err
 				case ok:
 					st.mu.Lock()
-					s := st.slab.at(loc.slot)
-					moveOK := s.seq == loc.seq
+					// valid first: the stripe may have died or shrunk (slab.go) meanwhile.
+					moveOK := !st.dead && st.slab.valid(loc.slot) && st.slab.at(loc.slot).seq == loc.seq
 					var rerr error
 					if moveOK {
 						moveOK, rerr = b.relocateLocked(q, st, loc.slot, loc.pos, &m.MD5, m.props, m.Body, &head)

@@ -546,9 +546,11 @@ func (q *Queue) readBody(r *bodyReader, m *Message, loc *bodyLoc) (bool, error) 
 		// The body was relocated after we looked: find it again.
 		st := &q.stripes[loc.stripe]
 		st.mu.Lock()
-		s := st.slab.at(loc.slot)
-		alive := !st.dead && st.slab.valid(loc.slot) && s.seq == loc.seq
+		// Checked before at: a dead stripe has no chunks, and one that
+		// emptied and shrank (slab.go) none past its first.
+		alive := !st.dead && st.slab.valid(loc.slot) && st.slab.at(loc.slot).seq == loc.seq
 		if alive {
+			s := st.slab.at(loc.slot)
 			loc.pos, loc.size = s.bodyPos, s.recSize
 		}
 		st.mu.Unlock()
