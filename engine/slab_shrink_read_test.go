@@ -11,21 +11,7 @@ import (
 // (slab.go), that slot is past the slab's chunks, and the lookup must say
 // "gone", not index past them (review-e, 2026-12-07).
 func TestReadBodyAfterShrinkAndCompaction(t *testing.T) {
-	b, _ := openTest(t, Options{Stripes: 1, MemSegmentBytes: 64 << 10})
-	q := mustQueue(t, b, "q", DefaultQueueConfig())
-	other := mustQueue(t, b, "other", DefaultQueueConfig())
-	body := bytes.Repeat([]byte("x"), 1000)
-	es := make([]SendEntry, 10)
-	for i := range es {
-		es[i].Body = body
-	}
-	var out []SendResult
-	for range 30 { // 300 messages: slots 0..299, more than one chunk
-		var err error
-		if out, err = q.Send(es, out[:0]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b, q, other, es := shrinkReadSetup(t, 300) // slots 0..299, more than one chunk
 	// The locs a receive (or a push worker, or a snapshot export) took of
 	// the messages in slots 256.. before reading their bodies outside the
 	// lock.
@@ -42,19 +28,8 @@ func TestReadBodyAfterShrinkAndCompaction(t *testing.T) {
 	if _, err := q.Purge(); err != nil {
 		t.Fatal(err)
 	}
-	for range 40 { // move the log's head well past the old segments
-		var err error
-		if out, err = other.Send(es, out[:0]); err != nil {
-			t.Fatal(err)
-		}
-		ms, _ := other.Receive(t.Context(), ReceiveOptions{Max: 10}, nil)
-		hs := make([]ReceiptHandle, len(ms))
-		for i := range ms {
-			hs[i] = ms[i].Handle
-		}
-		other.Delete(hs, make([]error, len(hs)))
-	}
-	if out, err := q.Send(es[:1], out[:0]); err != nil || out[0].Err != nil {
+	churnPast(t, other, es) // the log's head well past the old segments
+	if out, err := q.Send(es[:1], nil); err != nil || out[0].Err != nil {
 		t.Fatal(err, out)
 	}
 	if removed, _, err := b.compactOnce(0); err != nil || removed == 0 {
@@ -93,21 +68,7 @@ func TestReadBodyAfterShrinkAndCompaction(t *testing.T) {
 // deleted meanwhile (its stripes' slabs have no chunks at all: killLocked)
 // must say "gone" too (review-e, 2026-12-07; older than the shrink).
 func TestReadBodyOfADeletedQueueAfterCompaction(t *testing.T) {
-	b, _ := openTest(t, Options{Stripes: 1, MemSegmentBytes: 64 << 10})
-	q := mustQueue(t, b, "q", DefaultQueueConfig())
-	other := mustQueue(t, b, "other", DefaultQueueConfig())
-	body := bytes.Repeat([]byte("x"), 1000)
-	es := make([]SendEntry, 10)
-	for i := range es {
-		es[i].Body = body
-	}
-	var out []SendResult
-	for range 10 {
-		var err error
-		if out, err = q.Send(es, out[:0]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b, q, other, es := shrinkReadSetup(t, 100)
 	st := &q.stripes[0]
 	st.mu.Lock()
 	s := st.slab.at(0)
@@ -116,18 +77,7 @@ func TestReadBodyOfADeletedQueueAfterCompaction(t *testing.T) {
 	if err := b.DeleteQueue("q"); err != nil {
 		t.Fatal(err)
 	}
-	for range 40 {
-		var err error
-		if out, err = other.Send(es, out[:0]); err != nil {
-			t.Fatal(err)
-		}
-		ms, _ := other.Receive(t.Context(), ReceiveOptions{Max: 10}, nil)
-		hs := make([]ReceiptHandle, len(ms))
-		for i := range ms {
-			hs[i] = ms[i].Handle
-		}
-		other.Delete(hs, make([]error, len(hs)))
-	}
+	churnPast(t, other, es)
 	if removed, _, err := b.compactOnce(0); err != nil || removed == 0 {
 		t.Fatalf("compaction: %d segments removed, %v", removed, err)
 	}
@@ -147,4 +97,46 @@ func TestReadBodyOfADeletedQueueAfterCompaction(t *testing.T) {
 			t.Fatalf("readBody of a deleted queue's message: %v, %v; want false, nil", ok, err)
 		}
 	}()
+}
+
+// shrinkReadSetup opens a broker of one stripe and small segments, with
+// queue q holding n messages of 1,000 bytes (sent 10 at a time) and an
+// empty queue other; es is the batch of 10 it sent.
+func shrinkReadSetup(t *testing.T, n int) (b *Broker, q, other *Queue, es []SendEntry) {
+	t.Helper()
+	b, _ = openTest(t, Options{Stripes: 1, MemSegmentBytes: 64 << 10})
+	q = mustQueue(t, b, "q", DefaultQueueConfig())
+	other = mustQueue(t, b, "other", DefaultQueueConfig())
+	body := bytes.Repeat([]byte("x"), 1000)
+	es = make([]SendEntry, 10)
+	for i := range es {
+		es[i].Body = body
+	}
+	var out []SendResult
+	for range n / 10 {
+		var err error
+		if out, err = q.Send(es, out[:0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b, q, other, es
+}
+
+// churnPast sends, receives and deletes 400 messages through other, so
+// that the log's head moves well past the segments written before.
+func churnPast(t *testing.T, other *Queue, es []SendEntry) {
+	t.Helper()
+	var out []SendResult
+	for range 40 {
+		var err error
+		if out, err = other.Send(es, out[:0]); err != nil {
+			t.Fatal(err)
+		}
+		ms, _ := other.Receive(t.Context(), ReceiveOptions{Max: 10}, nil)
+		hs := make([]ReceiptHandle, len(ms))
+		for i := range ms {
+			hs[i] = ms[i].Handle
+		}
+		other.Delete(hs, make([]error, len(hs)))
+	}
 }

@@ -121,20 +121,7 @@ func TestFollowerMetricsScrapesShareACostlyGather(t *testing.T) {
 // a trailer, and a body over fasthttp's 8 KiB prefetch) is not parsed from
 // that body, and the next real request is answered as it should be.
 func TestRefusedBodyKeepsTheFraming(t *testing.T) {
-	p := authzPolicies(t, `{"Policies": {"ro": {"Version": "1", "Statement": [
-		{"Effect": "Allow", "Action": "mns:GetQueueAttributes", "Resource": "*"}]}},
-	  "Keys": {"testid": ["AliyunMNSFullAccess"], "other": ["ro"], "slow": ["AliyunMNSFullAccess"]},
-	  "Limits": {"slow": {"RequestsPerSecond": 0.001, "Burst": 1}}}`)
-	env := startEnv(t, envConfig{fakeClock: true, serverOpts: func(o *Options) {
-		o.Policies = p
-		o.Credentials["slow"] = "slowsecret"
-	}})
-	admin, other, slow := env.client(), env.client(), env.client()
-	other.id, other.secret = "other", "othersecret"
-	slow.id, slow.secret = "slow", "slowsecret"
-	defer admin.close()
-	admin.mustCreate("q")
-	slow.mustSend("q", "the one request of its burst", "")
+	env, admin, other, slow := refusedKeysEnv(t, nil)
 	smuggled := "DELETE /queues/q HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
 	chunked := func(raw string) string {
 		head, body, _ := strings.Cut(raw, "\r\n\r\n")
@@ -281,18 +268,7 @@ func TestSharedMetricsAfterAHead(t *testing.T) {
 // 100-continue (the expect handler checks policies, not rates) is asked
 // for its body, refused, and its connection kept and well framed.
 func TestOverRateWithExpectContinue(t *testing.T) {
-	p := authzPolicies(t, `{"Keys": {"testid": ["AliyunMNSFullAccess"], "slow": ["AliyunMNSFullAccess"]},
-	  "Limits": {"slow": {"RequestsPerSecond": 0.001, "Burst": 1}}}`)
-	env := startEnv(t, envConfig{fakeClock: true, serverOpts: func(o *Options) {
-		o.Policies = p
-		o.Credentials["slow"] = "slowsecret"
-	}})
-	admin, slow := env.client(), env.client()
-	slow.id, slow.secret = "slow", "slowsecret"
-	defer admin.close()
-	defer slow.close()
-	admin.mustCreate("q")
-	slow.mustSend("q", "the one request of its burst", "")
+	_, _, _, slow := refusedKeysEnv(t, nil)
 	r := slow.do(req{method: "POST", target: "/queues/q/messages", body: sendBody(strings.Repeat("z", 20<<10), ""),
 		headers: map[string]string{"Expect": "100-continue"}})
 	wantError(t, r, 400, "QpsLimitExceeded")

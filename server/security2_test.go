@@ -17,6 +17,32 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// refusedKeysEnv starts a server (fake clock) with queue q and three
+// clients: admin (every action), other (held to GetQueueAttributes) and
+// slow (every action, but its burst of one request, spent on a send to
+// q, and 0.001 requests a second).
+func refusedKeysEnv(t *testing.T, opts func(*Options)) (env *testEnv, admin, other, slow *client) {
+	t.Helper()
+	p := authzPolicies(t, `{"Policies": {"ro": {"Version": "1", "Statement": [
+		{"Effect": "Allow", "Action": "mns:GetQueueAttributes", "Resource": "*"}]}},
+	  "Keys": {"testid": ["AliyunMNSFullAccess"], "other": ["ro"], "slow": ["AliyunMNSFullAccess"]},
+	  "Limits": {"slow": {"RequestsPerSecond": 0.001, "Burst": 1}}}`)
+	env = startEnv(t, envConfig{fakeClock: true, serverOpts: func(o *Options) {
+		o.Policies = p
+		o.Credentials["slow"] = "slowsecret"
+		if opts != nil {
+			opts(o)
+		}
+	}})
+	admin, other, slow = env.client(), env.client(), env.client()
+	other.id, other.secret = "other", "othersecret"
+	slow.id, slow.secret = "slow", "slowsecret"
+	t.Cleanup(func() { admin.close(); other.close(); slow.close() })
+	admin.mustCreate("q")
+	slow.mustSend("q", "the one request of its burst", "")
+	return env, admin, other, slow
+}
+
 // A key whose policies refuse an operation is refused on its headers
 // alone: its body is not read, buffered or hashed first. A key held to
 // GetQueueAttributes (a leaked monitoring key, say), or one over its
@@ -24,24 +50,10 @@ import (
 // of body per connection before the refusal (security2 audit,
 // 2026-12-07).
 func TestAuthzRefusesBeforeTheBodyIsRead(t *testing.T) {
-	p := authzPolicies(t, `{"Policies": {"ro": {"Version": "1", "Statement": [
-		{"Effect": "Allow", "Action": "mns:GetQueueAttributes", "Resource": "*"}]}},
-	  "Keys": {"testid": ["AliyunMNSFullAccess"], "other": ["ro"], "slow": ["AliyunMNSFullAccess"]},
-	  "Limits": {"slow": {"RequestsPerSecond": 0.001, "Burst": 1}}}`)
-	env := startEnv(t, envConfig{fakeClock: true, serverOpts: func(o *Options) {
-		o.Policies = p
-		o.Credentials["slow"] = "slowsecret"
+	env, admin, other, slow := refusedKeysEnv(t, func(o *Options) {
 		o.HeaderTimeout = 200 * time.Millisecond
 		o.ReadTimeout = 10 * time.Minute
-	}})
-	admin, other, slow := env.client(), env.client(), env.client()
-	other.id, other.secret = "other", "othersecret"
-	slow.id, slow.secret = "slow", "slowsecret"
-	defer admin.close()
-	defer other.close()
-	defer slow.close()
-	admin.mustCreate("q")
-	slow.mustSend("q", "the one request of its burst", "")
+	})
 
 	body := sendBody("hello", "")
 	badMD5 := map[string]string{"Content-MD5": hexMD5b64("not the body")}
