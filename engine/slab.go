@@ -136,13 +136,17 @@ func (sl *slab) alloc() (uint32, bool) {
 }
 
 // shrink drops every chunk but the first of a slab with no slot in use,
-// and starts numbering slots again from 0. Only alloc calls it, so never
-// while a caller walks the slab's slots (purge, compaction and snapshot
-// loops bound themselves by n under the stripe's lock; a handle or a
-// record naming a slot past n is gone, and one naming a reused slot is
-// told apart by its seq, invariant 2). A drained backlog kept all its
-// chunks until its queue was deleted: 100,000 messages sent and deleted
-// left 8 MB of heap in a live queue for good (leak audit, 2026-12-06).
+// and starts numbering slots again from 0. Only alloc calls it, and a
+// follower's installLocked before it claims a slot (apply.go: followers
+// never alloc), so never while a caller walks the slab's slots (purge,
+// compaction and snapshot loops bound themselves by n under the stripe's
+// lock). A handle or a record naming a slot past n is gone, and one
+// naming a reused slot is told apart by its seq (invariant 2); a slot
+// number held outside the lock is checked with valid before at (a body
+// read again after compaction: review E found it was not, a panic). A
+// drained backlog kept all its chunks until its queue was deleted:
+// 100,000 messages sent and deleted left 8 MB of heap in a live queue
+// for good (leak audit, 2026-12-06).
 func (sl *slab) shrink() {
 	sl.chunks = append([]*[chunkSize]slot(nil), sl.chunks[0])
 	sl.free = nilSlot
