@@ -36,11 +36,16 @@ type pollResult struct {
 
 // async runs a GET in the background on its own connection.
 func async(env *testEnv, target string) <-chan pollResult {
+	return asyncReq(env, req{method: "GET", target: target})
+}
+
+// asyncReq runs r in the background on its own connection.
+func asyncReq(env *testEnv, r req) <-chan pollResult {
 	done := make(chan pollResult, 1)
 	p := env.client()
 	go func() {
-		r, err := p.doErr(req{method: "GET", target: target})
-		done <- pollResult{r, err}
+		resp, err := p.doErr(r)
+		done <- pollResult{resp, err}
 	}()
 	return done
 }

@@ -116,14 +116,8 @@ func TestClusterClientWaitHeaderIgnored(t *testing.T) {
 	lb := c.nodes[lead].Broker(0)
 	polls := make([]<-chan pollResult, 0, 2)
 	for _, n := range []int{lead, (lead + 1) % 3} {
-		done := make(chan pollResult, 1)
-		p := c.envs[n].client()
-		go func() {
-			r, err := p.doErr(req{method: "GET", target: "/queues/w/messages?waitseconds=30",
-				headers: map[string]string{hdrWaitMs: "0", hdrNotRun: "1", hdrClientIP: "10.9.9.9"}})
-			done <- pollResult{r, err}
-		}()
-		polls = append(polls, done)
+		polls = append(polls, asyncReq(c.envs[n], req{method: "GET", target: "/queues/w/messages?waitseconds=30",
+			headers: map[string]string{hdrWaitMs: "0", hdrNotRun: "1", hdrClientIP: "10.9.9.9"}}))
 	}
 	clusterEventually(t, "both polls wait on the leader", func() error {
 		for _, d := range polls {
