@@ -212,12 +212,14 @@ func (st *stripe) installLocked(s msgSnap, bodyPos uint64, recSize uint32, now i
 	b := st.q.b
 	fresh := false
 	if !st.slab.valid(s.slot) || st.slab.at(s.slot).seq == 0 {
-		// A follower never allocates: its free list is rebuilt when it
+		// A follower never allocates: its free set is rebuilt when it
 		// becomes the leader (SetLeader), so claiming out of order is fine.
 		// Emptied, it gives its chunks back as the leader's alloc does
 		// (slab.go): it never allocates, so it kept them while it followed.
 		if st.slab.used == 0 && len(st.slab.chunks) > 1 {
 			st.slab.shrink()
+		} else if st.slab.wantsTrim() {
+			st.slab.trim()
 		}
 		if !st.slab.claim(s.slot) {
 			return 0

@@ -235,6 +235,14 @@ func testBackupUnderLoad(t *testing.T, mode string) {
 		go func() {
 			defer prod.Done()
 			for i := range perProducer {
+				if i == perProducer/2 {
+					// Half way, wait (bounded) for the consumers' first
+					// deletes: on a loaded host the producers finished
+					// before any, and the run checked nothing.
+					for end := time.Now().Add(time.Minute); deletesAcked.Load() < 20 && time.Now().Before(end); {
+						time.Sleep(time.Millisecond)
+					}
+				}
 				body := fmt.Sprintf("p%d-%04d %s", p, i, pad)
 				l := &life{} // known before a consumer can see it
 				mu.Lock()
@@ -258,12 +266,17 @@ func testBackupUnderLoad(t *testing.T, mode string) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(c), 1))
 			errs := make([]error, 16)
-			for range 100000 {
+			// Bounded by time, not by receives: empty polls while the
+			// producers' first sends waited for their flushes used up a
+			// budget of 100,000, and the consumers left before deleting
+			// anything (the run then checked nothing).
+			for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); {
 				ms, err := q.Receive(context.Background(), ReceiveOptions{Max: 1 + rng.IntN(16), HasWait: true}, nil)
 				if errors.Is(err, ErrMessageNotExist) {
 					if sentAll.Load() {
 						return
 					}
+					time.Sleep(100 * time.Microsecond)
 					continue
 				}
 				if err != nil {

@@ -373,6 +373,10 @@ func (b *Broker) salvage(from, to uint64) (int, error) {
 			locs = locs[:0]
 			st.mu.Lock()
 			for i := uint32(0); !st.dead && i < st.slab.n; i++ {
+				if !st.slab.valid(i) {
+					i = nextChunk(i) - 1
+					continue
+				}
 				if s := st.slab.at(i); s.seq != 0 && s.state() != stPending && s.bodyPos >= from && s.bodyPos < to {
 					locs = append(locs, bodyLoc{pos: s.bodyPos, size: s.recSize, slot: i, seq: s.seq, stripe: st.idx})
 				}

@@ -164,6 +164,9 @@ func TestCompactionAfterAnUnsyncedDeleteLeavesNoGhost(t *testing.T) {
 			for si := range q2.stripes {
 				st := &q2.stripes[si]
 				for i := uint32(0); i < st.slab.n; i++ {
+					if !st.slab.valid(i) {
+						continue
+					}
 					s := st.slab.at(i)
 					if s.seq == 0 {
 						continue

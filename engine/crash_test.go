@@ -442,6 +442,9 @@ func dumpQueueMsgs(q *Queue, fn func(id MessageID, m *Message, state string, dq 
 		}
 		var items []item
 		for i := uint32(0); i < st.slab.n; i++ {
+			if !st.slab.valid(i) {
+				continue
+			}
 			s := st.slab.at(i)
 			if s.seq == 0 || s.state() == stPending {
 				continue

@@ -65,8 +65,14 @@ func (st *stripe) checkLocked() error {
 	if n != st.wheel.n {
 		return fmt.Errorf("wheel: %d linked, count says %d", n, st.wheel.n)
 	}
+	if err := st.slab.check(false); err != nil {
+		return err
+	}
 	var act, inact, del int64
 	for i := uint32(0); i < st.slab.n; i++ {
+		if !st.slab.valid(i) {
+			continue
+		}
 		s := st.slab.at(i)
 		switch s.state() {
 		case stActive:
@@ -91,6 +97,65 @@ func (st *stripe) checkLocked() error {
 	}
 	if act != int64(st.nActive) || inact != int64(st.nInactive) || del != int64(st.nDelayed) {
 		return fmt.Errorf("counts %d/%d/%d, slots say %d/%d/%d (inv 3)", st.nActive, st.nInactive, st.nDelayed, act, inact, del)
+	}
+	return nil
+}
+
+// check verifies slab.go invariants 4 to 6: strict, the free set holds
+// every free slot (not so for the slots a claim skipped, before
+// rebuildFree).
+func (sl *slab) check(strict bool) error {
+	x := sl.x
+	if (x == nil) != (len(sl.chunks) <= 1) || sl.n > uint32(len(sl.chunks))<<chunkBits {
+		return fmt.Errorf("slab: %d chunks, index %v, n %d (inv 6)", len(sl.chunks), x != nil, sl.n)
+	}
+	if x != nil && len(x.avail) != (len(sl.chunks)+63)/64 {
+		return fmt.Errorf("slab: %d chunks, %d avail words (inv 6)", len(sl.chunks), len(x.avail))
+	}
+	used, empty, held := uint32(0), uint32(0), uint32(0)
+	for c := range sl.chunks {
+		ch := &sl.chunks[c]
+		has := ch.hasFree()
+		if x != nil {
+			if bit := x.avail[c/64]&(1<<(c%64)) != 0; bit != has {
+				return fmt.Errorf("slab: chunk %d has a free slot %v, avail says %v (inv 6)", c, has, bit)
+			}
+			if has && uint32(c/64) < x.low {
+				return fmt.Errorf("slab: chunk %d has a free slot below low %d (inv 6)", c, x.low)
+			}
+		}
+		if ch.slots == nil {
+			if ch.live != 0 || has {
+				return fmt.Errorf("slab: nil chunk %d counts %d in use, free slots %v (inv 4)", c, ch.live, has)
+			}
+			continue
+		}
+		held++
+		live := uint32(0)
+		for j := range ch.slots {
+			i := uint32(c)<<chunkBits | uint32(j)
+			inUse := i < sl.n && ch.slots[j].seq != 0
+			if inUse {
+				live++
+			}
+			in := sl.isFree(i)
+			if in && (i >= sl.n || inUse) {
+				return fmt.Errorf("slab: free set holds slot %d (n %d, in use %v) (inv 5)", i, sl.n, inUse)
+			}
+			if strict && !in && i < sl.n && !inUse {
+				return fmt.Errorf("slab: free slot %d is not in the free set (inv 5)", i)
+			}
+		}
+		if live != ch.live {
+			return fmt.Errorf("slab: chunk %d has %d slots in use, counts %d (inv 4)", c, live, ch.live)
+		}
+		if live == 0 && c > 0 {
+			empty++
+		}
+		used += live
+	}
+	if used != sl.used || held != uint32(sl.heldChunks()) || (x != nil && empty != x.empty) {
+		return fmt.Errorf("slab: %d slots in use, %d chunks held, %d empty; counts %d, %d, %+v (inv 6)", used, held, empty, sl.used, sl.heldChunks(), x)
 	}
 	return nil
 }

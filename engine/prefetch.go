@@ -19,7 +19,7 @@ const prefetchMinActive = 1024
 
 // prefetchSlot hints slot i of sl into cache, if i names a slot.
 func (sl *slab) prefetchSlot(i uint32) {
-	if i < sl.n {
+	if sl.valid(i) {
 		prefetchLines(unsafe.Pointer(sl.at(i)), 1)
 	}
 }

@@ -84,6 +84,10 @@ func (q *Queue) purgeStripe(st *stripe, bound uint64) (purged int, last uint64, 
 		woken := st.advanceLocked(now) // expiries due now are expiries, not purges
 		end := min(st.slab.n, from+purgeChunk)
 		for ; from < end; from++ {
+			if !st.slab.valid(from) {
+				from = min(nextChunk(from), end) - 1
+				continue
+			}
 			s := st.slab.at(from)
 			if s.seq == 0 || s.seq > bound {
 				continue

@@ -550,7 +550,7 @@ func (rb *rebuild) installLater() {
 	rb.later = nil
 }
 
-// finish links the free lists, starts the timers and logs the expiries.
+// finish rebuilds the free sets, starts the timers and logs the expiries.
 func (rb *rebuild) finish() {
 	b := rb.b
 	for _, q := range b.byID {

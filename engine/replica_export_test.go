@@ -134,6 +134,9 @@ func liveSeqs(q *Queue) map[uint64]bool {
 		st := &q.stripes[si]
 		st.mu.Lock()
 		for i := uint32(0); i < st.slab.n; i++ {
+			if !st.slab.valid(i) {
+				continue
+			}
 			if s := st.slab.at(i); s.seq != 0 && st.slab.valid(i) {
 				seqs[s.seq] = true
 			}

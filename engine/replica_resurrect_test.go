@@ -316,6 +316,9 @@ func TestReplicaRecoveryKeepsTheNewerMessageInItsSlot(t *testing.T) {
 	var slotIdx uint32
 	var live [snapLen]byte
 	for i := uint32(0); i < st.slab.n; i++ {
+		if !st.slab.valid(i) {
+			continue
+		}
 		if s := st.slab.at(i); s.seq != 0 {
 			slotIdx = i
 			putSnap(live[:], fq.id, 0, i, s)
@@ -346,6 +349,9 @@ func TestReplicaRecoveryKeepsTheNewerMessageInItsSlot(t *testing.T) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for i := uint32(0); i < st.slab.n; i++ {
+		if !st.slab.valid(i) {
+			continue
+		}
 		if s := st.slab.at(i); s.seq == m.seq {
 			t.Fatalf("the follower still holds the deleted message in slot %d (recorded in slot %d): its delete missed it", i, slotIdx)
 		}

@@ -61,7 +61,7 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 	}
 	if leader {
 		// A follower claimed slots where the log said (apply.go): make the
-		// free lists right before this replica allocates.
+		// free sets right before this replica allocates.
 		base := term << bootShift
 		b.mu.RLock()
 		for _, q := range b.queues {

@@ -19,7 +19,7 @@ func TestDrainedQueueGivesItsSlabBack(t *testing.T) {
 		st := &q.stripes[0]
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		return len(st.slab.chunks)
+		return st.slab.heldChunks()
 	}
 	es := make([]SendEntry, 16)
 	for i := range es {

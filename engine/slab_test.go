@@ -43,16 +43,24 @@ func TestSlabAddressesEverySlotOnce(t *testing.T) {
 			t.Fatalf("slot %d holds %d", i, got)
 		}
 	}
-	// Recovery claims slots out of order: every slot below the highest is
-	// addressable.
+	// Recovery claims slots out of order: each claimed slot's chunk exists,
+	// and no other (invariant 4); the free set then holds the free slots
+	// of those chunks, lowest first.
 	r := newSlab()
 	for _, i := range []uint32{5000, 3, 70, chunkSize - 1, chunkSize} {
 		if !r.claim(i) {
 			t.Fatalf("claim %d", i)
 		}
+		r.at(i).seq = uint64(i) + 1
 	}
-	r.rebuildFree() // walks every slot below n
-	for i := uint32(0); i < r.n; i++ {
-		_ = r.at(i).seq
+	r.rebuildFree()
+	if err := r.check(true); err != nil {
+		t.Fatal(err)
+	}
+	if r.heldChunks() != 3 || r.valid(3*chunkSize) || !r.valid(5000) {
+		t.Fatalf("claims in chunks 0, 1 and 19 hold %d chunks (valid 768 %v, 5000 %v)", r.heldChunks(), r.valid(3*chunkSize), r.valid(5000))
+	}
+	if i, _ := r.alloc(); i != 0 {
+		t.Fatalf("alloc after recovery gave slot %d, want the lowest free, 0", i)
 	}
 }

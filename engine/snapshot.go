@@ -194,6 +194,10 @@ func (b *Broker) exportState(w io.Writer, at uint64) error {
 			items = items[:0]
 			st.mu.Lock()
 			for i := uint32(0); !st.dead && i < st.slab.n; i++ {
+				if !st.slab.valid(i) {
+					i = nextChunk(i) - 1
+					continue
+				}
 				s := st.slab.at(i)
 				if s.seq == 0 || s.state() == stPending {
 					continue

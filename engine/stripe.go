@@ -40,7 +40,7 @@ type lane struct{ head, tail uint32 }
 // stripe's size is a multiple of 64 bytes (TestStripeSize): a queue's
 // stripes are one allocation, which Go's size classes start on a 64-byte
 // boundary, so no cache line holds two stripes' fields. An empty queue's
-// stripes cost 4 x 320 bytes (the wheel's buckets come with the first
+// stripes cost 4 x 192 bytes (the wheel's buckets come with the first
 // timed entry). Add fields in whole cache lines, or pad.
 type stripe struct {
 	mu    sync.Mutex
@@ -308,6 +308,10 @@ func (st *stripe) killLocked() {
 		st.timerArmed = false
 	}
 	for i := uint32(0); i < st.slab.n; i++ {
+		if !st.slab.valid(i) {
+			i = nextChunk(i) - 1
+			continue
+		}
 		s := st.slab.at(i)
 		if s.seq != 0 && s.state() != stPending {
 			st.q.b.store.addLive(s.bodyPos, -int64(s.recSize))
