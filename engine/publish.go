@@ -151,7 +151,7 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 	b.topics.mu.RLock()
 	for n := range t.subNames.all() {
 		s := t.subs[n]
-		if (s.kind == endpointQueue || s.kind == endpointHTTP) && (s.cfg.FilterTag == "" || s.cfg.FilterTag == in.Tag) {
+		if (s.kind == endpointQueue || s.kind == endpointHTTP) && (s.cfg.FilterTag == "" || s.cfg.FilterTag == in.Tag) && b.topics.closing[s.id] == 0 {
 			subs = append(subs, s)
 		}
 	}

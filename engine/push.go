@@ -123,6 +123,12 @@ type PushOptions struct {
 	// InsecureSkipVerify accepts any certificate of an https endpoint
 	// (tests only).
 	InsecureSkipVerify bool
+	// RelayDrain is how long Unsubscribe and DeleteTopic wait for the
+	// deliveries of a queue subscription relayed to another broker (a
+	// cluster's queue on another shard, topic_relay.go invariant 4) to
+	// reach their queue before they discard what is left; default 5 s
+	// (DefaultRelayDrain), negative: no wait.
+	RelayDrain time.Duration
 	// Disabled stops push delivery: notifications wait in their push
 	// queues (for tools that open a data directory). PushStats then
 	// counts no subscription and no backlog: the queues are not followed.
@@ -213,6 +219,9 @@ func (p *pusher) init(b *Broker) error {
 	}
 	if p.opts.MaxConns <= 0 {
 		p.opts.MaxConns = DefaultPushMaxConns
+	}
+	if p.opts.RelayDrain == 0 {
+		p.opts.RelayDrain = DefaultRelayDrain
 	}
 	if p.opts.Lease <= 0 {
 		p.opts.Lease = pushLease

@@ -36,7 +36,8 @@ package engine
 //     are exhausted, in which case it is moved to the subscription's
 //     dead-letter queue in one log record (deadletter.go invariant 1) if
 //     it has one, and discarded otherwise; or when its subscription or
-//     topic is deleted, which discards what waits (counted in
+//     topic is deleted, which discards what waits (a relayed
+//     subscription's after a wait: topic_relay.go invariant 4; counted in
 //     PushStats.Discarded and logged; not dead-lettered: a divergence from
 //     the topic spec's §3.3, docs/api-compatibility.md).
 //

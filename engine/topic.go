@@ -218,6 +218,10 @@ type topicSet struct {
 	byName map[string]*topic // guarded by mu
 	byID   map[uint64]*topic // guarded by mu
 	names  nameIndex         // guarded by mu: the topic names, sorted
+	// closing counts, by subscription id, the Unsubscribes and DeleteTopics
+	// waiting for a relayed subscription's deliveries (topic_relay.go
+	// invariant 4); publishes skip it. Guarded by mu.
+	closing map[uint64]int
 
 	nextTopicID uint64 // guarded by Broker.adminMu
 	nextSubID   uint64 // guarded by Broker.adminMu
@@ -226,6 +230,7 @@ type topicSet struct {
 func (ts *topicSet) init() {
 	ts.byName = map[string]*topic{}
 	ts.byID = map[uint64]*topic{}
+	ts.closing = map[uint64]int{}
 	ts.nextTopicID, ts.nextSubID = 1, 1
 }
 
@@ -395,10 +400,21 @@ func (b *Broker) GetTopicAttributes(name string) (TopicInfo, error) {
 // DeleteTopic deletes a topic and its subscriptions (ErrTopicNotExist if
 // there is none; the wire answers that with 204 all the same). Messages
 // already delivered to queues stay there; notifications waiting for an
-// HTTP endpoint are discarded (PushStats.Discarded), as by Unsubscribe.
+// HTTP endpoint are discarded (PushStats.Discarded), as by Unsubscribe,
+// which it also follows for relayed deliveries.
 func (b *Broker) DeleteTopic(name string) error {
 	if err := b.usable(); err != nil {
 		return err
+	}
+	if t, err := b.topicByName(name); err == nil {
+		b.topics.mu.RLock()
+		subs := make([]*subscription, 0, len(t.subs))
+		for _, s := range t.subs {
+			subs = append(subs, s)
+		}
+		b.topics.mu.RUnlock()
+		reopen := b.drainRelays(subs)
+		defer reopen()
 	}
 	if err := b.store.enter(); err != nil {
 		return err
@@ -545,7 +561,7 @@ func (b *Broker) Subscribe(topicName, name string, cfg SubscriptionConfig) (crea
 		return false, err
 	}
 	if n >= MaxSubscriptionsPerTop {
-		return false, argErr("Subscription", "a topic has at most %d subscriptions", MaxSubscriptionsPerTop)
+		return false, argErr("Topic", "has at most %d subscriptions", MaxSubscriptionsPerTop)
 	}
 	now := b.nowMs()
 	s := &subscription{id: b.topics.nextSubID, topicID: t.id, name: name, cfg: cfg, createMs: now, modifyMs: now, kind: kind, queue: qname, topic: t.name}
@@ -662,10 +678,19 @@ func (b *Broker) GetSubscriptionAttributes(topicName, name string) (Subscription
 // still waiting for its endpoint (retries to come) are discarded, counted
 // in PushStats.Discarded and logged, even with a dead-letter queue: to
 // change an endpoint without losing them, subscribe the new one first and
-// unsubscribe the old one once its PushStats backlog is 0.
+// unsubscribe the old one once its PushStats backlog is 0. A queue
+// subscription relayed to another broker is first closed to publishes,
+// and its deliveries waiting for their hop are waited for, at most
+// PushOptions.RelayDrain (topic_relay.go invariant 4).
 func (b *Broker) Unsubscribe(topicName, name string) error {
 	if err := b.usable(); err != nil {
 		return err
+	}
+	if t, err := b.topicByName(topicName); err == nil {
+		if s, err := b.subByName(t, name); err == nil {
+			reopen := b.drainRelays([]*subscription{s})
+			defer reopen() // a subscription that stays is published to again
+		}
 	}
 	if err := b.store.enter(); err != nil {
 		return err

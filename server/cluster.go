@@ -565,6 +565,8 @@ func (s *Server) metricStats() brokerStats {
 		out.Push.Failed += st.Push.Failed
 		out.Push.DeadLettered += st.Push.DeadLettered
 		out.Push.Discarded += st.Push.Discarded
+		out.Push.Relays += st.Push.Relays
+		out.Push.RelayBacklog += st.Push.RelayBacklog
 	}
 	if s.c != nil && s.c.DiskFull() {
 		// A shard that failed for lack of space waits to restart with no

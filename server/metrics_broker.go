@@ -114,7 +114,7 @@ type brokerDescs struct {
 	queueMessages, queueWaiting, queueOldest, oldest *prometheus.Desc
 	queueSent, queueReceived, queueDeleted, queueExp *prometheus.Desc
 	queueUnreadable, queueDeadLettered               *prometheus.Desc
-	pushSubs, pushBacklog, pushes                    *prometheus.Desc
+	pushSubs, pushBacklog, pushes, relayBacklog      *prometheus.Desc
 	messages, sent, received, deleted, expired       *prometheus.Desc
 	fsyncSeconds, batchRecords                       *prometheus.Desc
 	storageGauges, storageCounters                   []*prometheus.Desc
@@ -159,6 +159,7 @@ func newBrokerCollector(s *Server) *brokerCollector {
 	d.expired = desc("smqd_messages_expired_total", "Messages dropped by retention since start, all queues (deleted queues included).")
 	d.pushSubs = desc("smqd_push_subscriptions", "HTTP subscriptions being pushed.")
 	d.pushBacklog = desc("smqd_push_backlog", "Notifications waiting or in flight in the HTTP subscriptions' push queues.")
+	d.relayBacklog = desc("smqd_topic_relay_backlog", "Deliveries of publishes to queues on another shard (cluster mode) waiting or in flight in their subscriptions' relay queues; an Unsubscribe or DeleteTopic waits up to 5 s for them, then discards what is left.")
 	d.pushes = desc("smqd_push_notifications_total", "HTTP push outcomes since start: delivered (2xx), failed (each failed attempt), dead_lettered, discarded (no retry left and no dead-letter queue, or waiting when the subscription or topic was deleted).", "outcome")
 	d.fsyncSeconds = desc("smqd_wal_fsync_duration_seconds", "Latency of each fdatasync of a WAL segment.")
 	d.batchRecords = desc("smqd_wal_batch_records", "Records per group-commit write batch.")
@@ -273,6 +274,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.longPolls, float64(st.LongPolls))
 	gauge(d.pushSubs, float64(st.Push.Subscriptions))
 	gauge(d.pushBacklog, float64(st.Push.Backlog))
+	gauge(d.relayBacklog, float64(st.Push.RelayBacklog))
 	counter(d.pushes, float64(st.Push.Delivered), "delivered")
 	counter(d.pushes, float64(st.Push.Failed), "failed")
 	counter(d.pushes, float64(st.Push.DeadLettered), "dead_lettered")
