@@ -45,11 +45,13 @@ func (s *Server) secureTransport(ctx *fasthttp.RequestCtx) bool {
 	if len(s.opts.TrustedProxies) == 0 {
 		return false
 	}
-	if pc, ok := ctx.Conn().(*proxyConn); ok && pc.src != nil {
+	if pc := proxyConnOf(ctx.Conn()); pc != nil && pc.hdr {
 		// Under a PROXY header the balancer's word alone: the HTTP headers
 		// are the client's, even when the address the header names is in
 		// --trusted-proxies (an X-Forwarded-Proto of the client's own
-		// passed acs:SecureTransport then; found in review).
+		// passed acs:SecureTransport then; found in review), and under a
+		// LOCAL or UNKNOWN header, which names no client (it passed then
+		// too; TLS audit, 2026-12-07).
 		return pc.tls
 	}
 	peer, ok := netip.AddrFromSlice(ctx.RemoteIP())
@@ -78,6 +80,12 @@ func (s *Server) clientAddr(ctx *fasthttp.RequestCtx) netip.Addr {
 	peer = peer.Unmap()
 	if len(s.opts.TrustedProxies) == 0 || !trusted(peer, s.opts.TrustedProxies) {
 		return peer // invariant 1
+	}
+	if pc := proxyConnOf(ctx.Conn()); pc != nil && pc.hdr && pc.src == nil {
+		// A LOCAL or UNKNOWN PROXY header: the balancer stands; the HTTP
+		// headers behind a layer 4 balancer are not its own (TLS audit,
+		// 2026-12-07: a client's X-Forwarded-For chose its address).
+		return peer
 	}
 	return forwardedClient(peer, ctx.Request.Header.PeekAll(hdrForwardedFor), s.opts.TrustedProxies)
 }

@@ -39,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/smqd/smqd/engine/cluster"
 	"github.com/valyala/fasthttp"
 )
 
@@ -300,6 +301,8 @@ func rawConn(c net.Conn) net.Conn {
 			c = w.Conn
 		case *tls.Conn:
 			c = w.NetConn()
+		case *cluster.HandshakeBudget:
+			c = w.Conn
 		case *proxyConn:
 			c = w.Conn
 		case *limitConn:

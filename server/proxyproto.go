@@ -20,7 +20,15 @@ package server
 //     first Read or RemoteAddr), never in Accept, so a slow peer holds up
 //     no other connection.
 //  4. A LOCAL (v2) or UNKNOWN (v1) header, a balancer's own health check,
-//     names no client: the peer stands.
+//     names no client: the peer stands, and no X-Forwarded-For or
+//     X-Forwarded-Proto behind it is read (clientaddr.go): a layer 4
+//     balancer wrote none of them.
+//  5. Reading the header leaves the read deadline as the connection's
+//     user (fasthttp, crypto/tls) set it: the header timeout of the first
+//     request, or the handshake's, still holds after the header. Clearing
+//     it left a balancer's client that sent nothing, or never finished its
+//     TLS handshake, holding a connection with no deadline at all (TLS
+//     audit, 2026-12-07; TestProxyProtocolKeepsTheHeaderTimeout).
 
 import (
 	"bufio"
@@ -35,6 +43,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/smqd/smqd/engine/cluster"
 )
 
 // proxySig2 starts a version 2 header.
@@ -68,8 +78,28 @@ type proxyConn struct {
 	once sync.Once
 	r    io.Reader // after the header: what is buffered, then the connection
 	src  net.Addr  // the client the header names, or nil
+	hdr  bool      // a valid header was read (src nil: LOCAL or UNKNOWN, the balancer's own)
 	tls  bool      // that client's connection to the balancer was TLS
 	err  error
+
+	dlMu   sync.Mutex
+	readDL time.Time // guarded by dlMu: the read deadline last set by the connection's user (invariant 5)
+}
+
+// SetReadDeadline records t, which the header read puts back (invariant 5).
+func (c *proxyConn) SetReadDeadline(t time.Time) error {
+	c.dlMu.Lock()
+	defer c.dlMu.Unlock()
+	c.readDL = t
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline records t as the read deadline too (invariant 5).
+func (c *proxyConn) SetDeadline(t time.Time) error {
+	c.dlMu.Lock()
+	defer c.dlMu.Unlock()
+	c.readDL = t
+	return c.Conn.SetDeadline(t)
 }
 
 func (c *proxyConn) init() {
@@ -83,16 +113,25 @@ func (c *proxyConn) init() {
 		if timeout <= 0 {
 			timeout = 10 * time.Second
 		}
-		_ = c.Conn.SetReadDeadline(time.Now().Add(timeout))
+		c.dlMu.Lock()
+		dl := time.Now().Add(timeout)
+		if user := c.readDL; !user.IsZero() && user.Before(dl) {
+			dl = user
+		}
+		_ = c.Conn.SetReadDeadline(dl)
+		c.dlMu.Unlock()
 		br := bufio.NewReaderSize(c.Conn, 256)
 		src, secure, err := readProxyHeader(br)
-		_ = c.Conn.SetReadDeadline(time.Time{})
+		c.dlMu.Lock()
+		_ = c.Conn.SetReadDeadline(c.readDL) // invariant 5
+		c.dlMu.Unlock()
 		if err != nil {
 			c.err = err
 			c.s.log.Warn("connection from a trusted proxy closed: no valid PROXY protocol header", "peer", c.Conn.RemoteAddr().String(), "err", err)
 			c.Conn.Close() // invariant 2
 			return
 		}
+		c.hdr = true
 		if src.IsValid() {
 			c.src = net.TCPAddrFromAddrPort(src)
 			c.tls = secure
@@ -123,16 +162,26 @@ func tcpPeer(c net.Conn) net.Addr {
 	if c == nil {
 		return &net.TCPAddr{}
 	}
+	if pc := proxyConnOf(c); pc != nil {
+		return pc.Conn.RemoteAddr()
+	}
+	return c.RemoteAddr()
+}
+
+// proxyConnOf returns the proxyConn under a request's connection (through
+// the TLS layer), or nil.
+func proxyConnOf(c net.Conn) *proxyConn {
 	if hc, ok := c.(*httpsConn); ok { // tlsplain.go
 		c = hc.Conn
 	}
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
-	if pc, ok := c.(*proxyConn); ok {
-		return pc.Conn.RemoteAddr()
+	if hb, ok := c.(*cluster.HandshakeBudget); ok {
+		c = hb.Conn
 	}
-	return c.RemoteAddr()
+	pc, _ := c.(*proxyConn)
+	return pc
 }
 
 func tcpIP(a net.Addr) net.IP {

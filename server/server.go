@@ -650,6 +650,8 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 			c = nil
 		case *httpsConn:
 			c = w.Conn.NetConn()
+		case *cluster.HandshakeBudget:
+			c = w.Conn
 		case *proxyConn:
 			c = w.Conn
 		default:

@@ -17,6 +17,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/smqd/smqd/engine/cluster"
 )
 
 // tlsListener is tls.NewListener with the answer above.
@@ -31,7 +33,11 @@ func (l *tlsListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &httpsConn{Conn: tls.Server(c, l.cfg), s: l.s}, nil
+	// A client may send only so much before its handshake is done
+	// (cluster.MaxTLSHandshakeBytes): an unfinished ClientHello of 64 KiB
+	// held 115 KiB a connection (TLS audit).
+	hb := cluster.NewHandshakeBudget(c)
+	return &httpsConn{Conn: tls.Server(hb, l.cfg), s: l.s, hb: hb}, nil
 }
 
 // httpsConn is a server-side *tls.Conn (embedded: fasthttp finds its
@@ -39,13 +45,16 @@ func (l *tlsListener) Accept() (net.Conn, error) {
 type httpsConn struct {
 	*tls.Conn
 	s      *Server
+	hb     *cluster.HandshakeBudget
 	shaken bool
 }
 
 func (c *httpsConn) Read(b []byte) (int, error) {
 	if !c.shaken {
 		c.shaken = true
-		if err := c.Conn.Handshake(); err != nil {
+		err := c.Conn.Handshake()
+		c.hb.Done()
+		if err != nil {
 			var re tls.RecordHeaderError
 			if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader[:]) {
 				c.s.answerPlainHTTP(re.Conn)

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -124,9 +125,12 @@ func (r *certReloader) reload() error {
 	leaf := r.cert.Load().Leaf
 	if leaf != nil {
 		r.log.Info(r.what+" reloaded", "cert", r.certFile, "subject", leaf.Subject.String(), "not_after", leaf.NotAfter)
-		return nil
+	} else {
+		r.log.Info(r.what+" reloaded", "cert", r.certFile)
 	}
-	r.log.Info(r.what+" reloaded", "cert", r.certFile)
+	// The new key gets the start's warning (as the credentials file does
+	// on its reload): renewal tools may write it with a looser umask.
+	warnIfShared(r.log, r.keyFile, strings.Replace(r.what, "certificate", "key", 1))
 	return nil
 }
 

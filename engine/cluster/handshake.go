@@ -229,8 +229,11 @@ func (t *transport) dial(addr string, kind byte, want uint64) (net.Conn, uint64,
 func (t *transport) handshake(c net.Conn) (kind byte, from uint64, _ net.Conn, err error) {
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if t.tls != nil {
-		tc := tls.Server(c, t.tls)
-		if err := tc.Handshake(); err != nil {
+		hb := NewHandshakeBudget(c)
+		tc := tls.Server(hb, t.tls)
+		err := tc.Handshake()
+		hb.Done()
+		if err != nil {
 			return 0, 0, c, explainRefusal(fmt.Errorf("TLS: %w", err))
 		}
 		c = tc
@@ -290,4 +293,51 @@ func (t *transport) accept(c net.Conn) (kind byte, from uint64, err error) {
 	t.apis[from] = api
 	t.mu.Unlock()
 	return kind, from, nil
+}
+
+// MaxTLSHandshakeBytes bounds what an accepted connection may send before
+// its TLS handshake is done, on the raft port and the client API's. A
+// node sends a ClientHello, its certificate chain and its Finished, a few
+// KiB (an RSA chain of three: about 6); a client's ClientHello is a few
+// hundred bytes to 2 KiB (with a post-quantum key share), and the bytes
+// it sends right behind its Finished (its request) may be read with it.
+// crypto/tls takes handshake messages of up to 64 KiB, and a connection
+// holding an unfinished one held 115-125 KiB until its deadline: 500 MiB
+// for maxHandshakes of them here, 1.8 GiB at the API's default
+// --max-conns (TLS audit, 2026-12-07; TestClusterTLSHandshakeSizeIsBounded,
+// server TestTLSHandshakeSizeIsBounded).
+const MaxTLSHandshakeBytes = 16 << 10
+
+// ErrTLSHandshakeTooLarge is a HandshakeBudget's read past its bound.
+var ErrTLSHandshakeTooLarge = fmt.Errorf("more than %d bytes before the TLS handshake was done", MaxTLSHandshakeBytes)
+
+// HandshakeBudget is the connection under a server-side tls.Conn: it
+// fails a read past MaxTLSHandshakeBytes until Done. Only the goroutine
+// that runs the handshake reads it until then.
+type HandshakeBudget struct {
+	net.Conn
+	left int // bytes the handshake may still read; -1 once it is done
+}
+
+// NewHandshakeBudget wraps c for its TLS handshake.
+func NewHandshakeBudget(c net.Conn) *HandshakeBudget {
+	return &HandshakeBudget{Conn: c, left: MaxTLSHandshakeBytes}
+}
+
+// Done lifts the bound: the handshake is over.
+func (b *HandshakeBudget) Done() { b.left = -1 }
+
+func (b *HandshakeBudget) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return b.Conn.Read(p)
+	}
+	if b.left == 0 {
+		return 0, ErrTLSHandshakeTooLarge
+	}
+	if len(p) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.Conn.Read(p)
+	b.left -= n
+	return n, err
 }
