@@ -1,9 +1,6 @@
 package server
 
 import (
-	"bufio"
-	"io"
-	"net"
 	"net/netip"
 	"testing"
 )
@@ -37,17 +34,8 @@ func TestProxyProtocolLocalHeaderIgnoresForwardedHeaders(t *testing.T) {
 				o.ProxyProtocol = true
 			}})
 			via := func(header string) *client {
-				c := env.client()
-				conn, err := net.Dial("tcp", env.addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := io.WriteString(conn, header); err != nil {
-					t.Fatal(err)
-				}
-				c.conn, c.br = conn, bufio.NewReader(conn)
+				c := viaProxyHeader(t, env, header)
 				c.id, c.secret = "other", "othersecret"
-				t.Cleanup(c.close)
 				return c
 			}
 			for name, h := range map[string]string{

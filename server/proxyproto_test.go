@@ -222,19 +222,7 @@ func TestSecureTransportBehindAProxy(t *testing.T) {
 	// A TCP balancer terminating TLS says so in its PROXY v2 header.
 	env, _ := start("127.0.0.0/8", true)
 	lb := netip.MustParseAddrPort("127.0.0.1:9000")
-	via := func(header string) *client {
-		c := env.client()
-		conn, err := net.Dial("tcp", env.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.WriteString(conn, header); err != nil {
-			t.Fatal(err)
-		}
-		c.conn, c.br = conn, bufio.NewReader(conn)
-		t.Cleanup(c.close)
-		return c
-	}
+	via := func(header string) *client { return viaProxyHeader(t, env, header) }
 	admin := via(proxyV2(1, 0x11, netip.MustParseAddrPort("203.0.113.7:1"), lb, nil))
 	admin.mustCreate("q")
 	ssl := []byte{0x20, 0, 5, 0x01, 0, 0, 0, 0} // PP2_TYPE_SSL, PP2_CLIENT_SSL, verified
@@ -283,4 +271,21 @@ func TestProxyProtocolUnderTLS(t *testing.T) {
 	if got := logs.lines("audit"); len(got) != 1 || !strings.Contains(got[0], "client=203.0.113.7 peer=127.0.0.1:") {
 		t.Fatalf("the audit log: %q", got)
 	}
+}
+
+// viaProxyHeader returns a client of env on a connection of its own that
+// starts with the PROXY protocol header given.
+func viaProxyHeader(t *testing.T, env *testEnv, header string) *client {
+	t.Helper()
+	c := env.client()
+	conn, err := net.Dial("tcp", env.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, header); err != nil {
+		t.Fatal(err)
+	}
+	c.conn, c.br = conn, bufio.NewReader(conn)
+	t.Cleanup(c.close)
+	return c
 }
