@@ -19,12 +19,12 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// The smqd binary the tests run, built once per test process.
+// The binaries the tests run (smqd, smqctl), each built once per test
+// process.
 var build struct {
-	once sync.Once
+	mu   sync.Mutex
 	dir  string
-	bin  string
-	err  error
+	bins map[string]string // by command name
 }
 
 func TestMain(m *testing.M) {
@@ -36,18 +36,29 @@ func TestMain(m *testing.M) {
 }
 
 // smqd returns the path of a freshly built smqd.
-func smqd(t *testing.T) string {
+func smqd(t *testing.T) string { return command(t, "smqd") }
+
+// command returns the path of ./cmd/<name>, built by this test process.
+func command(t *testing.T, name string) string {
 	t.Helper()
-	build.once.Do(func() {
-		build.dir, build.err = os.MkdirTemp("", "smqd-chaos-bin")
-		if build.err == nil {
-			build.bin, build.err = Build(build.dir)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
+	build.mu.Lock()
+	defer build.mu.Unlock()
+	if bin := build.bins[name]; bin != "" {
+		return bin
 	}
-	return build.bin
+	if build.dir == "" {
+		dir, err := os.MkdirTemp("", "smqd-chaos-bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		build.dir, build.bins = dir, map[string]string{}
+	}
+	bin, err := Build(build.dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	build.bins[name] = bin
+	return bin
 }
 
 // queuesOnShards returns one queue name per shard (the cluster places a
@@ -82,9 +93,20 @@ func deadLettersOnOtherShards(queues []string) map[string]string {
 	return out
 }
 
-// startCluster starts a harness cluster for t and stops it on cleanup;
-// when t fails, the nodes' last log lines are logged.
+// startCluster starts a harness cluster for t (newCluster) and waits
+// until it is healthy.
 func startCluster(t *testing.T, nodes, shards int, args ...string) *Cluster {
+	t.Helper()
+	c := newCluster(t, nodes, shards, args...)
+	if err := c.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// newCluster makes a harness cluster for t with no node started, and
+// stops it on cleanup; when t fails, the nodes' last log lines are logged.
+func newCluster(t *testing.T, nodes, shards int, args ...string) *Cluster {
 	t.Helper()
 	dir := t.TempDir()
 	if keep := os.Getenv("SMQD_CHAOS_KEEP"); keep != "" {
@@ -104,7 +126,7 @@ func startCluster(t *testing.T, nodes, shards int, args ...string) *Cluster {
 	if len(extra) > 0 {
 		t.Logf("every node also gets %q", extra)
 	}
-	c, err := Start(Config{Binary: smqd(t), Dir: dir, Nodes: nodes, Shards: shards, Args: extra, Logf: logf})
+	c, err := New(Config{Binary: smqd(t), Dir: dir, Nodes: nodes, Shards: shards, Args: extra, Logf: logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +164,27 @@ func cycles(t *testing.T) int {
 func newWorkload(c *Cluster, queues []string) *Workload {
 	return &Workload{C: c, H: &History{}, Queues: queues, Producers: 3, Consumers: 3,
 		Timeout: 15 * time.Second, Visibility: 3, SendPause: 10 * time.Millisecond}
+}
+
+// runLoad creates w's queues and runs w until the stop it returns is
+// called, or t ends.
+func runLoad(t *testing.T, w *Workload, create time.Duration) (stop func()) {
+	t.Helper()
+	if err := w.CreateQueues(create); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx)
+	}()
+	stop = sync.OnceFunc(func() {
+		cancel()
+		<-done
+	})
+	t.Cleanup(stop)
+	return stop
 }
 
 // finish heals everything, drains the queues and checks the history.
@@ -362,15 +405,7 @@ func runChaos(t *testing.T, nodes, n int, args ...string) {
 	// there, and its successor goes on after a fault.
 	rcv := newPushReceiver(t)
 	w.PushEndpoint = rcv.srv.URL + "/push"
-	if err := w.CreateQueues(30 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.Run(ctx)
-	}()
+	stop := runLoad(t, w, 30*time.Second)
 	faults := CycleFaults()
 	if only := os.Getenv("SMQD_CHAOS_ONLY"); only != "" {
 		// Debugging one kind of fault: only those whose name contains it.
@@ -390,8 +425,7 @@ func runChaos(t *testing.T, nodes, n int, args ...string) {
 		}
 		t.Logf("cycle %d: converged %v after the fault began", k+1, time.Since(start).Round(time.Millisecond))
 	}
-	cancel()
-	<-done
+	stop()
 	r := finish(t, c, w)
 	pr := checkPushes(t, w, rcv)
 	t.Logf("%d nodes, %d fault cycles: %d acknowledged publishes pushed to an HTTP endpoint, %d lost, %d duplicate pushes", nodes, n, pr.Published, len(pr.Lost), pr.Duplicates)

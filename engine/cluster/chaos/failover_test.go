@@ -41,19 +41,7 @@ func TestFailover(t *testing.T) {
 	c := startCluster(t, 3, shards)
 	queues := queuesOnShards(shards)
 	w := newWorkload(c, queues)
-	if err := w.CreateQueues(30 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.Run(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	stop := runLoad(t, w, 30*time.Second)
 	probe := w.H // the probes are sends like any other: checked too
 	var took []time.Duration
 	for rep := 0; rep < reps && !t.Failed(); rep++ {
@@ -96,8 +84,7 @@ func TestFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cancel()
-	<-done
+	stop()
 	r := finish(t, c, w)
 	slices.Sort(took)
 	var ms []string

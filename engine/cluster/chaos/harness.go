@@ -19,9 +19,13 @@ package chaos
 //     Kill (SIGKILL: no shutdown code runs) or Close; Kill waits until the
 //     process is gone, so a restarted node never overlaps its predecessor.
 //  2. A node keeps its ports and flags across restarts (a wiped node too):
-//     the others' proxies keep pointing at it.
+//     the others' proxies keep pointing at it. Only its --cluster-peers
+//     changes: it leaves out the members removed since (Forget).
 //  3. Close kills every node and closes every proxy; nothing it started
 //     outlives it (and on Linux a node dies with the test process).
+//  4. Nodes only grows (AddNode, under mu): a node removed from the
+//     cluster (Forget) keeps its slot, its ID and its proxies; it is only
+//     left out of later --cluster-peers and of WaitHealthy.
 
 import (
 	"context"
@@ -75,9 +79,10 @@ type Cluster struct {
 	Nodes    []*Node          // Nodes[i-1] is node i
 	links    map[link]*Proxy  // the proxy of each directed link
 	clients  map[int]*Client  // status clients, one per node
-	mu       sync.Mutex       // guards the nodes' processes
+	mu       sync.Mutex       // guards the nodes' processes, and Nodes, links and clients while they grow
 	extra    map[int][]string // extra flags of a node's next starts (clock offset)
 	stops    []StopWindow     // guarded by mu: every graceful stop so far
+	forgot   map[int]bool     // guarded by mu: nodes removed from the cluster (Forget)
 	statusTO time.Duration
 }
 
@@ -97,19 +102,21 @@ func (c *Cluster) Stops() []StopWindow {
 
 type link struct{ from, to int }
 
-// Build compiles ./cmd/smqd into dir and returns the binary's path.
-func Build(dir string) (string, error) {
-	bin := filepath.Join(dir, "smqd")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/smqd/smqd/cmd/smqd")
+// Build compiles ./cmd/<name> (smqd, smqctl) into dir and returns the
+// binary's path.
+func Build(dir, name string) (string, error) {
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/smqd/smqd/cmd/"+name)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build smqd: %v\n%s", err, out)
+		return "", fmt.Errorf("go build %s: %v\n%s", name, err, out)
 	}
 	return bin, nil
 }
 
-// Start starts a cluster and waits until it is healthy.
-func Start(cfg Config) (*Cluster, error) {
+// New makes a cluster's nodes, their ports and the proxies between them,
+// and starts none of them (StartAll, StartNode).
+func New(cfg Config) (*Cluster, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -117,52 +124,98 @@ func Start(cfg Config) (*Cluster, error) {
 	rand.Read(secret)
 	c := &Cluster{cfg: cfg, key: "chaos-cluster-key-" + hex.EncodeToString(secret), AccessID: "chaos",
 		Secret: hex.EncodeToString(secret), links: map[link]*Proxy{}, clients: map[int]*Client{},
-		extra: map[int][]string{}, statusTO: 2 * time.Second}
+		extra: map[int][]string{}, forgot: map[int]bool{}, statusTO: 2 * time.Second}
 	c.creds = filepath.Join(cfg.Dir, "credentials")
 	if err := os.WriteFile(c.creds, []byte(c.AccessID+" "+c.Secret+"\n"), 0o600); err != nil {
 		return nil, err
 	}
-	for i := 1; i <= cfg.Nodes; i++ {
-		api, err1 := FreeAddr()
-		raft, err2 := FreeAddr()
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, err
-		}
-		n := &Node{ID: i, API: api, Raft: raft, DataDir: filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i)),
-			logPath: filepath.Join(cfg.Dir, fmt.Sprintf("node%d.log", i))}
-		c.Nodes = append(c.Nodes, n)
-		c.clients[i] = NewClient(api, c.AccessID, c.Secret, c.statusTO)
-	}
-	for _, a := range c.Nodes {
-		for _, b := range c.Nodes {
-			if a != b {
-				p, err := NewProxy(b.Raft)
-				if err != nil {
-					c.Close()
-					return nil, err
-				}
-				c.links[link{a.ID, b.ID}] = p
-			}
-		}
-	}
-	for i := 1; i <= cfg.Nodes; i++ {
-		if err := c.StartNode(i); err != nil {
+	for range cfg.Nodes {
+		if _, err := c.AddNode(); err != nil {
 			c.Close()
 			return nil, err
 		}
 	}
-	if err := c.WaitHealthy(60 * time.Second); err != nil {
-		c.Close()
-		return nil, err
-	}
 	return c, nil
 }
 
-// peers is node i's --cluster-peers: itself direct, the others through
-// the proxies of i's outgoing links.
+// AddNode makes node len(Nodes)+1, its ports and the proxies of its links
+// with every other node (no faults on them), and does not start it.
+func (c *Cluster) AddNode() (*Node, error) {
+	api, err1 := FreeAddr()
+	raft, err2 := FreeAddr()
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := len(c.Nodes) + 1
+	n := &Node{ID: i, API: api, Raft: raft, DataDir: filepath.Join(c.cfg.Dir, fmt.Sprintf("node%d", i)),
+		logPath: filepath.Join(c.cfg.Dir, fmt.Sprintf("node%d.log", i))}
+	for _, o := range c.Nodes {
+		out, err1 := NewProxy(o.Raft)
+		in, err2 := NewProxy(n.Raft)
+		if err := errors.Join(err1, err2); err != nil {
+			for _, p := range []*Proxy{out, in} {
+				if p != nil {
+					p.Close()
+				}
+			}
+			return nil, err
+		}
+		c.links[link{i, o.ID}], c.links[link{o.ID, i}] = out, in
+	}
+	c.Nodes = append(c.Nodes, n)
+	c.clients[i] = NewClient(api, c.AccessID, c.Secret, c.statusTO)
+	return n, nil
+}
+
+// StartAll starts every node and waits until the cluster is healthy.
+func (c *Cluster) StartAll() error {
+	for _, n := range c.Nodes {
+		if err := c.StartNode(n.ID); err != nil {
+			return err
+		}
+	}
+	return c.WaitHealthy(60 * time.Second)
+}
+
+// Forget notes that node i was removed from the cluster: no node's later
+// --cluster-peers names it, and WaitHealthy does not wait for it.
+func (c *Cluster) Forget(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forgot[i] = true
+}
+
+// Members lists the nodes not removed from the cluster (Forget).
+func (c *Cluster) Members() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for _, n := range c.Nodes {
+		if !c.forgot[n.ID] {
+			out = append(out, n.ID)
+		}
+	}
+	return out
+}
+
+// api is node i's client API address.
+func (c *Cluster) api(i int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Nodes[i-1].API
+}
+
+// peers is node i's --cluster-peers: itself direct, the others not
+// removed (Forget) through the proxies of i's outgoing links. The caller
+// holds mu.
 func (c *Cluster) peers(i int) string {
 	var parts []string
 	for _, n := range c.Nodes {
+		if c.forgot[n.ID] && n.ID != i {
+			continue
+		}
 		addr := n.Raft
 		if n.ID != i {
 			addr = c.links[link{i, n.ID}].Addr()
@@ -349,13 +402,17 @@ func (c *Cluster) Heal() {
 }
 
 // Client returns a status client of node i.
-func (c *Cluster) Client(i int) *Client { return c.clients[i] }
+func (c *Cluster) Client(i int) *Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clients[i]
+}
 
 // Status returns node i's view of the cluster.
 func (c *Cluster) Status(i int) (cluster.Status, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.statusTO)
 	defer cancel()
-	return c.clients[i].Status(ctx)
+	return c.Client(i).Status(ctx)
 }
 
 // Leader returns the node that leads shard and takes its changes (0: none
@@ -376,25 +433,27 @@ func (c *Cluster) Leader(shard int) int {
 	return 0
 }
 
-// converged is nil when every node runs and says it is healthy, and every
-// shard has one leader whose followers are all members, active and caught
-// up.
-func (c *Cluster) converged() error {
-	all := make([]uint64, 0, len(c.Nodes))
-	for _, n := range c.Nodes {
-		all = append(all, uint64(n.ID))
+// converged is nil when every node of live runs and says it is healthy,
+// and every shard has one leader whose voters are voters and whose
+// followers are the other voters, those of live active and caught up (a
+// voter not in live is down for good: a dead member not removed yet).
+func (c *Cluster) converged(live, voters []int) error {
+	all := make([]uint64, 0, len(voters))
+	for _, id := range voters {
+		all = append(all, uint64(id))
 	}
+	slices.Sort(all)
 	var sts []cluster.Status
-	for _, n := range c.Nodes {
-		if !c.Up(n.ID) {
-			return fmt.Errorf("node %d is down", n.ID)
+	for _, id := range live {
+		if !c.Up(id) {
+			return fmt.Errorf("node %d is down", id)
 		}
-		st, err := c.Status(n.ID)
+		st, err := c.Status(id)
 		if err != nil {
-			return fmt.Errorf("node %d: %w", n.ID, err)
+			return fmt.Errorf("node %d: %w", id, err)
 		}
 		if !st.Healthy {
-			return fmt.Errorf("node %d: %s", n.ID, st.Problem)
+			return fmt.Errorf("node %d: %s (vote held %v)", id, st.Problem, st.VoteHeld)
 		}
 		sts = append(sts, st)
 	}
@@ -408,15 +467,18 @@ func (c *Cluster) converged() error {
 		if lead == nil {
 			return fmt.Errorf("shard %d: no leader", sh)
 		}
-		voters := slices.Clone(lead.Voters)
-		slices.Sort(voters)
-		if !slices.Equal(voters, all) {
-			return fmt.Errorf("shard %d: voters %v", sh, voters)
+		got := slices.Clone(lead.Voters)
+		slices.Sort(got)
+		if !slices.Equal(got, all) {
+			return fmt.Errorf("shard %d: voters %v, want %v", sh, got, all)
 		}
 		if len(lead.Followers) != len(all)-1 {
 			return fmt.Errorf("shard %d: %d followers", sh, len(lead.Followers))
 		}
 		for _, f := range lead.Followers {
+			if !slices.Contains(live, int(f.NodeID)) {
+				continue
+			}
 			if !f.Active || f.Lag > 0 || f.State != "replicate" {
 				// The follower's own view beside the leader's, for a
 				// follower that stays behind.
@@ -436,13 +498,21 @@ func (c *Cluster) converged() error {
 	return nil
 }
 
-// WaitHealthy waits until every node runs and is healthy and every
-// shard's followers have caught up with its leader.
+// WaitHealthy waits until every member (Members) runs and is healthy and
+// every shard's followers have caught up with its leader.
 func (c *Cluster) WaitHealthy(timeout time.Duration) error {
+	m := c.Members()
+	return c.WaitConverged(m, m, timeout)
+}
+
+// WaitConverged waits until the nodes of live run and are healthy, and
+// every shard's voters are voters and its followers of live have caught up
+// with its leader (converged).
+func (c *Cluster) WaitConverged(live, voters []int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var err error
 	for time.Now().Before(deadline) {
-		if err = c.converged(); err == nil {
+		if err = c.converged(live, voters); err == nil {
 			return nil
 		}
 		if ex := c.Exited(); len(ex) > 0 {
@@ -450,7 +520,7 @@ func (c *Cluster) WaitHealthy(timeout time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("cluster not converged after %v: %w", timeout, err)
+	return fmt.Errorf("cluster not converged (nodes %v of voters %v) after %v: %w", live, voters, timeout, err)
 }
 
 // LogTail returns the last lines of node i's log.

@@ -52,6 +52,30 @@ type Workload struct {
 	Topic        string   // a topic some sends go to instead, if set
 	Subscribers  []string // the queues subscribed to it
 	PushEndpoint string   // an HTTP endpoint subscribed to it too, if set
+
+	mu    sync.Mutex
+	nodes []int // guarded by mu: the nodes the clients use (SetNodes); nil: C's members
+}
+
+// SetNodes sets the nodes the clients use from their next operation on,
+// as a load balancer's list does when a node leaves or joins (nil: C's
+// members, Cluster.Members).
+func (w *Workload) SetNodes(ids []int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.nodes = slices.Clone(ids)
+}
+
+// node returns the node of a process's k-th operation, and how many there
+// are to pick from.
+func (w *Workload) node(k int) (id, n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := w.nodes
+	if ids == nil {
+		ids = w.C.Members()
+	}
+	return ids[k%len(ids)], len(ids)
 }
 
 // Topics returns the topic and its subscribed queues, for the checker.
@@ -76,17 +100,26 @@ func (w *Workload) allQueues() []string {
 	return out
 }
 
-// clients returns one client per node for a process.
-func (w *Workload) clients() map[int]*Client {
-	m := map[int]*Client{}
-	for _, n := range w.C.Nodes {
-		m[n.ID] = NewClient(n.API, w.C.AccessID, w.C.Secret, w.Timeout)
-	}
-	return m
+// clients are a process's clients, one per node, each made when first
+// used.
+type clients struct {
+	w *Workload
+	m map[int]*Client
 }
 
-func closeAll(m map[int]*Client) {
-	for _, c := range m {
+func (w *Workload) clients() *clients { return &clients{w: w, m: map[int]*Client{}} }
+
+func (cs *clients) of(id int) *Client {
+	c := cs.m[id]
+	if c == nil {
+		c = NewClient(cs.w.C.api(id), cs.w.C.AccessID, cs.w.C.Secret, cs.w.Timeout)
+		cs.m[id] = c
+	}
+	return c
+}
+
+func (cs *clients) close() {
+	for _, c := range cs.m {
 		c.Close()
 	}
 }
@@ -96,13 +129,14 @@ func closeAll(m map[int]*Client) {
 // passes.
 func (w *Workload) CreateQueues(timeout time.Duration) error {
 	cls := w.clients()
-	defer closeAll(cls)
+	defer cls.close()
 	deadline := time.Now().Add(timeout)
 	retry := func(what string, f func(ctx context.Context, c *Client) error) error {
 		var err error
 		for k := 0; ; k++ {
 			ctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
-			err = f(ctx, cls[k%len(cls)+1])
+			id, _ := w.node(k)
+			err = f(ctx, cls.of(id))
 			cancel()
 			if err == nil || time.Now().After(deadline) {
 				break
@@ -175,9 +209,9 @@ func pause(ctx context.Context, d time.Duration) {
 
 func (w *Workload) produce(ctx context.Context, p int) {
 	cls := w.clients()
-	defer closeAll(cls)
+	defer cls.close()
 	for seq := 0; ctx.Err() == nil; seq++ {
-		node := (p+seq)%len(cls) + 1
+		node, _ := w.node(p + seq)
 		q := w.Queues[rand.IntN(len(w.Queues))]
 		body := fmt.Sprintf("p%d-%d", p, seq)
 		if w.DeadLetters[q] != "" && seq%8 == 7 {
@@ -192,9 +226,9 @@ func (w *Workload) produce(ctx context.Context, p int) {
 		var id string
 		var err error
 		if kind == OpPublish {
-			id, err = cls[node].Publish(rctx, q, op.Body)
+			id, err = cls.of(node).Publish(rctx, q, op.Body)
 		} else {
-			id, err = cls[node].Send(rctx, q, op.Body)
+			id, err = cls.of(node).Send(rctx, q, op.Body)
 		}
 		cancel()
 		w.H.Done(op, err, func(o *Op) { o.MessageID = id })
@@ -210,13 +244,13 @@ func (w *Workload) produce(ctx context.Context, p int) {
 // next nodes, not the one that received.
 func (w *Workload) consume(ctx context.Context, p int) {
 	cls := w.clients()
-	defer closeAll(cls)
+	defer cls.close()
 	for k := 0; ctx.Err() == nil; k++ {
-		node := (p+k)%len(cls) + 1
+		node, _ := w.node(p + k)
 		q := w.Queues[k%len(w.Queues)]
 		op := w.H.Invoke(Op{Process: p, Kind: OpReceive, Node: node, Queue: q})
 		rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
-		ms, err := cls[node].Receive(rctx, q, 8, 1)
+		ms, err := cls.of(node).Receive(rctx, q, 8, 1)
 		cancel()
 		w.H.Done(op, err, func(o *Op) { o.Received = ms })
 		if err != nil {
@@ -227,10 +261,10 @@ func (w *Workload) consume(ctx context.Context, p int) {
 			if strings.HasPrefix(m.Body, poisonPrefix) {
 				continue // never deleted: moved to the dead-letter queue
 			}
-			dn := (node+i)%len(cls) + 1
+			dn, _ := w.node(p + k + i + 1)
 			d := w.H.Invoke(Op{Process: p, Kind: OpDelete, Node: dn, Queue: q, Body: m.Body, MessageID: m.MessageID, Handle: m.Handle})
 			rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
-			err := cls[dn].Delete(rctx, q, m.Handle)
+			err := cls.of(dn).Delete(rctx, q, m.Handle)
 			cancel()
 			w.H.Done(d, err, nil)
 		}
@@ -243,7 +277,7 @@ func (w *Workload) consume(ctx context.Context, p int) {
 // until timeout passes (an error: the history cannot say what is left).
 func (w *Workload) Drain(quiet, timeout time.Duration) error {
 	cls := w.clients()
-	defer closeAll(cls)
+	defer cls.close()
 	deadline := time.Now().Add(timeout)
 	lastSeen := time.Now()
 	queues := w.allQueues()
@@ -251,11 +285,11 @@ func (w *Workload) Drain(quiet, timeout time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("drain: queues not quiet after %v", timeout)
 		}
-		node := k%len(cls) + 1
-		q := queues[(k/len(cls))%len(queues)]
+		node, n := w.node(k)
+		q := queues[(k/n)%len(queues)]
 		op := w.H.Invoke(Op{Process: -1, Kind: OpReceive, Node: node, Queue: q})
 		rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
-		ms, err := cls[node].Receive(rctx, q, 16, 0)
+		ms, err := cls.of(node).Receive(rctx, q, 16, 0)
 		cancel()
 		w.H.Done(op, err, func(o *Op) { o.Received = ms })
 		if err != nil || len(ms) > 0 {
@@ -266,7 +300,7 @@ func (w *Workload) Drain(quiet, timeout time.Duration) error {
 		for _, m := range ms {
 			d := w.H.Invoke(Op{Process: -1, Kind: OpDelete, Node: node, Queue: q, Body: m.Body, MessageID: m.MessageID, Handle: m.Handle})
 			rctx, cancel := context.WithTimeout(context.Background(), w.Timeout)
-			err := cls[node].Delete(rctx, q, m.Handle)
+			err := cls.of(node).Delete(rctx, q, m.Handle)
 			cancel()
 			w.H.Done(d, err, nil)
 		}
