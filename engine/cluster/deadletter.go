@@ -196,10 +196,26 @@ func (n *Node) movePut(id uint64, c net.Conn) {
 		}
 		p.idle[id] = append(p.idle[id], c)
 		p.mu.Unlock()
+		if n.tr.peerAddr(id) == "" {
+			n.forgetMoves(id) // removed meanwhile (forgetForwards)
+		}
 		return
 	}
 	p.mu.Unlock()
 	c.Close()
+}
+
+// forgetMoves closes the idle move connections to node id, a member
+// removed (settleRemovals; forgetForwards).
+func (n *Node) forgetMoves(id uint64) {
+	p := &n.moves
+	p.mu.Lock()
+	l := p.idle[id]
+	delete(p.idle, id)
+	p.mu.Unlock()
+	for _, c := range l {
+		c.Close()
+	}
 }
 
 // closeMoves closes the idle move connections (Close).

@@ -268,6 +268,11 @@ func (n *Node) fwdPut(leader uint64, c net.Conn) {
 	if len(p.idle[leader]) < maxIdleForward && !n.closed() {
 		p.idle[leader] = append(p.idle[leader], c)
 		p.mu.Unlock()
+		if n.tr.peerAddr(leader) == "" {
+			// Removed while this request ran (settleRemovals forgets the
+			// peer, then its pooled connections): not kept for it.
+			n.forgetForwards(leader)
+		}
 		return
 	}
 	p.open[leader]--
@@ -285,6 +290,28 @@ func (n *Node) fwdDrop(leader uint64, c net.Conn) {
 	p.mu.Lock()
 	p.open[leader]--
 	p.mu.Unlock()
+}
+
+// forgetForwards closes the idle forward connections to node id, a
+// member removed (settleRemovals), and forgets its counts once none is
+// busy. Nothing takes a connection to a node that is no member: the pool
+// kept up to maxIdleForward sockets per removed member, dead once it
+// stopped, for the life of the process (cluster leak audit, 2026-12-07).
+func (n *Node) forgetForwards(id uint64) {
+	p := &n.fwd
+	p.mu.Lock()
+	l := p.idle[id]
+	delete(p.idle, id)
+	if p.open[id] -= len(l); p.open[id] <= 0 {
+		delete(p.open, id)
+	}
+	if p.polls[id] <= 0 {
+		delete(p.polls, id)
+	}
+	p.mu.Unlock()
+	for _, c := range l {
+		c.Close()
+	}
 }
 
 // closeForwards closes the idle forward connections (Close).

@@ -511,6 +511,8 @@ func (n *Node) settleRemovals() {
 		delete(n.maybeGone, id)
 		n.bookMu.Unlock()
 		n.tr.removePeer(id)
+		n.forgetForwards(id) // after removePeer: fwdPut and movePut check it
+		n.forgetMoves(id)
 		n.rememberMember(id, "", true)
 		n.forgetAcks(id)
 	}
