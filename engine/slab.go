@@ -290,6 +290,9 @@ func (sl *slab) alloc() (uint32, bool) {
 		sl.trim()
 	}
 	i := sl.lowestFree()
+	if i == nilSlot {
+		i = sl.refillHole()
+	}
 	if i != nilSlot {
 		sl.takeFree(i)
 	} else {
@@ -351,6 +354,34 @@ func (sl *slab) trim() {
 		sl.n = end
 	}
 	sl.rebuildFree()
+}
+
+// refillHole makes the lowest nil chunk below the last one exist again,
+// all its slots in the free set, and returns its first slot; or nilSlot
+// if there is none. Alloc calls it when the free set is empty: a chunk
+// that trim gave back is in no free set, and numbering the next slots
+// from n instead left every hole behind for good, the chunk table and
+// the slot numbers growing with each backlog until maxSlots
+// (TestTrimmedChunksAreReused). Every slot of such a chunk is below n.
+func (sl *slab) refillHole() uint32 {
+	x := sl.x
+	if x == nil || x.held >= uint32(len(sl.chunks)) {
+		return nilSlot
+	}
+	for c := uint32(0); c+1 < uint32(len(sl.chunks)); c++ {
+		if sl.chunks[c].slots != nil {
+			continue
+		}
+		sl.grow(c)
+		ch := &sl.chunks[c]
+		for k := range ch.free {
+			ch.free[k] = ^uint64(0)
+		}
+		x.avail[c>>6] |= 1 << (c & 63)
+		x.low = min(x.low, c>>6)
+		return c << chunkBits
+	}
+	return nilSlot
 }
 
 // release returns slot i to the free set.
