@@ -39,7 +39,10 @@ package engine
 //     with no leader that long; logged and counted, as for HTTP). Before,
 //     a burst of 500 publishes then Unsubscribe left queues on the other
 //     shards 165 and 267 of 500 (topics audit, 2026-12-07). An unsubscribe
-//     that fails opens the subscription again.
+//     that fails opens the subscription again; the publishes acknowledged
+//     while it waited did not go to it (a narrow window: the failure is a
+//     lost lead, a storage failure or a shutdown within the wait, and the
+//     client, told it may not have run, retries; review T).
 
 import (
 	"context"
