@@ -80,7 +80,17 @@ type BackupOptions struct {
 	// disk and CPUs it shares with the traffic are not taken over for its
 	// duration; 0 is no cap.
 	BytesPerSecond int64
+	// Cancel, if not nil, ends the backup with an error once it
+	// is closed; a capped backup's sleeps look at it. A server closes it
+	// when the client hangs up: a capped backup's writes reach the
+	// connection only once its buffers fill (about 16 KiB: 4.5 hours at
+	// a rate of 1), and meanwhile it held the one backup slot and every
+	// log segment (backup audit, stop 62).
+	Cancel <-chan struct{}
 }
+
+// errBackupCanceled ends a backup whose BackupOptions.Cancel was closed.
+var errBackupCanceled = errors.New("engine: backup canceled (its client hung up)")
 
 // BackupInfo says what a backup copied.
 type BackupInfo struct {
@@ -127,7 +137,7 @@ func (b *Broker) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
 	b.compactMu.Unlock()
 	info.Checkpoint = d.cpPos.Load()
 
-	cw := &backupWriter{w: w, closed: &b.closed, rate: opts.BytesPerSecond, now: time.Now, sleep: time.Sleep}
+	cw := &backupWriter{w: w, closed: &b.closed, cancel: opts.Cancel, rate: opts.BytesPerSecond, now: time.Now, sleep: time.Sleep}
 	if b.testBackup.now != nil {
 		cw.now, cw.sleep = b.testBackup.now, b.testBackup.sleep
 	}
@@ -146,7 +156,7 @@ func (b *Broker) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
 	if err := aw.Create(archive.FileHeader{Name: backupIndexName, Mode: 0o600}); err != nil {
 		return info, err
 	}
-	iw := &backupWriter{w: aw, closed: &b.closed}
+	iw := &backupWriter{w: aw, closed: &b.closed, cancel: opts.Cancel}
 	if err := d.idx.Backup(iw); err != nil {
 		return info, mapErr(err)
 	}
@@ -245,6 +255,7 @@ type backupWriter struct {
 	w      io.Writer
 	n      int64
 	closed interface{ Load() bool }
+	cancel <-chan struct{} // BackupOptions.Cancel
 	rate   int64
 	start  time.Time
 	now    func() time.Time
@@ -260,8 +271,8 @@ type backupWriter struct {
 // idle timeout ended any backup capped below 35 KB/s (backup audit).
 func (cw *backupWriter) Write(p []byte) (int, error) {
 	if cw.rate <= 0 {
-		if cw.closed.Load() {
-			return 0, ErrClosed
+		if err := cw.stopped(); err != nil {
+			return 0, err
 		}
 		n, err := cw.w.Write(p)
 		cw.n += int64(n)
@@ -272,13 +283,13 @@ func (cw *backupWriter) Write(p []byte) (int, error) {
 	for len(p) > 0 {
 		due := cw.start.Add(time.Duration(float64(cw.n) / float64(cw.rate) * float64(time.Second)))
 		for d := due.Sub(cw.now()); d > 0; d = due.Sub(cw.now()) {
-			if cw.closed.Load() {
-				return done, ErrClosed
+			if err := cw.stopped(); err != nil {
+				return done, err
 			}
 			cw.sleep(min(d, backupSleep))
 		}
-		if cw.closed.Load() {
-			return done, ErrClosed
+		if err := cw.stopped(); err != nil {
+			return done, err
 		}
 		n, err := cw.w.Write(p[:min(len(p), piece)])
 		cw.n += int64(n)
@@ -289,6 +300,20 @@ func (cw *backupWriter) Write(p []byte) (int, error) {
 		p = p[n:]
 	}
 	return done, nil
+}
+
+// stopped returns ErrClosed once the broker is closed, errBackupCanceled
+// once the backup's Cancel is.
+func (cw *backupWriter) stopped() error {
+	if cw.closed.Load() {
+		return ErrClosed
+	}
+	select {
+	case <-cw.cancel:
+		return errBackupCanceled
+	default:
+		return nil
+	}
 }
 
 // backupSleep is the longest sleep of a capped backup between two looks

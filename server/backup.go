@@ -72,17 +72,24 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 	conn, timeout := ctx.Conn(), s.opts.WriteTimeout
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer s.backups.running.Store(false)
+		// A client that hangs up ends the backup (engine.BackupOptions.Cancel):
+		// a capped backup's writes reach the connection only once its
+		// buffers fill, hours at a low rate, with the slot held meanwhile.
+		var cc clientCtx
+		cc.reset(s.base, &s.watch, conn)
+		defer cc.finish()
+		cancel := cc.Done()
 		start := time.Now()
 		dw := &deadlineWriter{w: w, conn: conn, timeout: timeout, closing: &s.closing}
 		var attrs []any
 		var err error
 		if b != nil {
 			var info engine.BackupInfo
-			info, err = b.Backup(dw, engine.BackupOptions{Files: s.opts.BackupFiles, BytesPerSecond: rate})
+			info, err = b.Backup(dw, engine.BackupOptions{Files: s.opts.BackupFiles, BytesPerSecond: rate, Cancel: cancel})
 			attrs = []any{"bytes", info.Bytes, "log_end", info.LogEnd, "segments", info.Segments, "files", info.Files}
 		} else {
 			var info cluster.BackupInfo
-			info, err = s.c.Backup(dw, cluster.BackupOptions{Files: s.opts.BackupFiles, BytesPerSecond: rate})
+			info, err = s.c.Backup(dw, cluster.BackupOptions{Files: s.opts.BackupFiles, BytesPerSecond: rate, Cancel: cancel})
 			attrs = []any{"bytes", info.Bytes, "shards", info.Shards, "files", info.Files}
 		}
 		if err == nil {

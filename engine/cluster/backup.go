@@ -66,6 +66,9 @@ type BackupOptions struct {
 	Files []string
 	// BytesPerSecond caps the rate the backup writes at; 0 is no cap.
 	BytesPerSecond int64
+	// Cancel, if not nil, ends the backup once it is closed
+	// (engine.BackupOptions.Cancel): a capped backup's waits look at it.
+	Cancel <-chan struct{}
 }
 
 // BackupInfo says what a backup copied.
@@ -95,7 +98,7 @@ func (n *Node) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
 		fields["term."+strconv.Itoa(s.id)] = strconv.FormatUint(s.term.Load(), 10)
 	}
 	defer n.holdMovesEverywhere()() // holdmoves.go
-	rw := &rateWriter{w: w, rate: opts.BytesPerSecond, start: time.Now(), stop: n.stop}
+	rw := &rateWriter{w: w, rate: opts.BytesPerSecond, start: time.Now(), stop: n.stop, cancel: opts.Cancel}
 	aw, err := archive.NewWriter(rw, archive.Manifest{Format: BackupFormat, Created: time.Now().UTC(), Fields: fields})
 	if err != nil {
 		return info, err
@@ -186,20 +189,26 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return k, err
 }
 
+// errBackupCanceled ends a backup whose BackupOptions.Cancel was closed.
+var errBackupCanceled = errors.New("cluster: backup canceled (its client hung up)")
+
 // rateWriter caps the rate of the writes through it (BytesPerSecond) and
 // stops with the node.
 type rateWriter struct {
-	w     io.Writer
-	rate  int64
-	start time.Time
-	n     int64
-	stop  <-chan struct{}
+	w      io.Writer
+	rate   int64
+	start  time.Time
+	n      int64
+	stop   <-chan struct{}
+	cancel <-chan struct{} // BackupOptions.Cancel
 }
 
 func (r *rateWriter) Write(p []byte) (int, error) {
 	select {
 	case <-r.stop:
 		return 0, errors.New("cluster: backup: the node is stopping")
+	case <-r.cancel:
+		return 0, errBackupCanceled
 	default:
 	}
 	k, err := r.w.Write(p)
@@ -209,6 +218,8 @@ func (r *rateWriter) Write(p []byte) (int, error) {
 		if wait := due - time.Since(r.start); wait > 0 {
 			select {
 			case <-r.stop:
+			case <-r.cancel:
+				return k, errBackupCanceled
 			case <-time.After(wait):
 			}
 		}
