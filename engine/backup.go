@@ -335,8 +335,9 @@ type RestoreInfo struct {
 // directory beside dir and renames it to dir only once all of it is
 // written and synced, so that a failure, or a crash, never leaves a dir
 // that holds part of a backup (a crash may leave the hidden
-// ".NAME.restoring-*" directory, which no broker opens). An archive that
-// is not whole fails with an error wrapping archive.ErrDamaged.
+// ".NAME.restoring-*" directory, which no broker opens, and the next
+// restore into dir removes). An archive that is not whole fails with an
+// error wrapping archive.ErrDamaged.
 func Restore(r io.Reader, dir string) (info RestoreInfo, err error) {
 	err = RestoreDir(dir, func(tmp string) (err error) {
 		info, err = restoreInto(r, tmp)
@@ -379,7 +380,17 @@ func RestoreDir(dir string, fill func(tmp string) error) (err error) {
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return fmt.Errorf("engine: restore: %w", err)
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".restoring-")
+	// What a restore into dir that crashed left (kill -9, or Badger's
+	// SIGBUS on a volume that filled: backup audit, 2026-12-07, a tmpfs
+	// left full by it) goes first, so that this one finds the room.
+	prefix := "." + filepath.Base(dir) + ".restoring-"
+	stale, _ := filepath.Glob(filepath.Join(parent, prefix+"*"))
+	for _, old := range stale {
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("engine: restore: removing %s, left by a restore that did not finish: %w", old, err)
+		}
+	}
+	tmp, err := os.MkdirTemp(parent, prefix)
 	if err != nil {
 		return fmt.Errorf("engine: restore: %w", err)
 	}

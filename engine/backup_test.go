@@ -737,3 +737,37 @@ func TestRestoreABadgerStreamBackup(t *testing.T) {
 		t.Fatalf("restored %d queues %v holding %d messages, want 6 holding 14", len(names), names, msgs)
 	}
 }
+
+// A restore into a directory removes what an earlier restore into it left
+// when it crashed (its hidden ".NAME.restoring-*" directory): on a volume
+// that a restore filled, Badger ended it with SIGBUS, and the directory it
+// left kept the volume full for every later try (backup audit,
+// 2026-12-07).
+func TestRestoreRemovesWhatACrashedRestoreLeft(t *testing.T) {
+	ar, clk := backupOf150(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "data")
+	stale := filepath.Join(root, ".data.restoring-123")
+	if err := os.MkdirAll(filepath.Join(stale, "index"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "index", "000001.vlog"), make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(root, ".other.restoring-1") // another directory's: left alone
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Restore(bytes.NewReader(ar), dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the crashed restore's directory is still there (%v)", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatalf("another directory's restore was removed: %v", err)
+	}
+	b := openDurableTest(t, dir, clk, nil)
+	defer b.Close()
+	checkRestored(t, b)
+}
