@@ -71,7 +71,9 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 	ctx.Response.Header.Set("Content-Disposition", `attachment; filename="smqd.backup"`)
 	conn, timeout := ctx.Conn(), s.opts.WriteTimeout
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		s.backups.since.Store(time.Now().UnixNano())
 		defer s.backups.running.Store(false)
+		defer s.backups.since.Store(0)
 		// A client that hangs up ends the backup (engine.BackupOptions.Cancel):
 		// a capped backup's writes reach the connection only once its
 		// buffers fill, hours at a low rate, with the slot held meanwhile.
@@ -110,6 +112,7 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 // backupStats are the server's backups, for /metrics.
 type backupStats struct {
 	running    atomic.Bool  // one at a time
+	since      atomic.Int64 // Unix nanoseconds the running one began; 0: none
 	ok, failed atomic.Int64 // ended whole / without the end frame
 	lastOK     atomic.Int64 // Unix nanoseconds of the last whole one
 }

@@ -41,6 +41,9 @@ func TestBackupEndsWhenItsClientHangsUp(t *testing.T) {
 	if !env.srv.backups.running.Load() {
 		t.Fatal("no backup running")
 	}
+	if v := value(t, scrape(t, c), "smqd_backup_running_seconds"); v <= 0 {
+		t.Errorf("smqd_backup_running_seconds %v during a backup", v)
+	}
 	conn.Close() // the operator gives up on it (^C of smqctl backup)
 
 	deadline := time.Now().Add(20 * time.Second)
@@ -55,6 +58,9 @@ func TestBackupEndsWhenItsClientHangsUp(t *testing.T) {
 	}
 	if n := env.srv.backups.failed.Load(); n != 1 {
 		t.Errorf("smqd_backups_failed_total %d, want 1", n)
+	}
+	if v := value(t, scrape(t, c), "smqd_backup_running_seconds"); v != 0 {
+		t.Errorf("smqd_backup_running_seconds %v with no backup running", v)
 	}
 }
 

@@ -181,7 +181,16 @@ func (m *metrics) init(s *Server) {
 		Name: "smqd_backup_last_success_timestamp_seconds",
 		Help: "When the last whole backup ended (Unix seconds); 0 if none since the start. Alert on its age.",
 	}, func() float64 { return float64(s.backups.lastOK.Load()) / 1e9 })
-	m.reg.MustRegister(lat, m.classVec, errs, reopens, backups, backupsFailed, lastBackup,
+	runningBackup := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "smqd_backup_running_seconds",
+		Help: "How long the backup in progress has run; 0 if none. It holds the one backup slot: alert on a long one (a client reading slowly).",
+	}, func() float64 {
+		if t := s.backups.since.Load(); t != 0 {
+			return time.Since(time.Unix(0, t)).Seconds()
+		}
+		return 0
+	})
+	m.reg.MustRegister(lat, m.classVec, errs, reopens, backups, backupsFailed, lastBackup, runningBackup,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
 		newBrokerCollector(s),
