@@ -117,12 +117,17 @@ func (s *shard) balance() {
 // shard (rolling audit, 2026-12-07: a dead member and a held --join node
 // among four voters, the balancer's move after the add left two shards
 // leaderless for minutes). A node shutting down is not counted either,
-// though it votes until it exits: a move can wait.
+// though it votes until it exits: a move can wait. Nor is a voter whose
+// state this node has not heard lately (node-state frames come every
+// balanceEvery): one just added, such as a held --join node whose first
+// frame had not arrived, counted as able to vote and the move went ahead
+// (rolling suite, make test-long: a dead member and the new node among
+// four voters, shard 2 leaderless for good).
 func (s *shard) electable() bool {
 	voters := s.st.votersNow()
 	n := 0
 	for _, v := range voters {
-		if v == s.n.cfg.NodeID || s.activeMember(v) && !s.n.peerLeaving(v) {
+		if v == s.n.cfg.NodeID || s.activeMember(v) && s.n.peerVotes(v) {
 			n++
 		}
 	}

@@ -164,13 +164,14 @@ func (n *Node) unwanted(id uint64) bool {
 	return (ps.full || ps.leaving) && time.Since(ps.at) < stateStale
 }
 
-// peerLeaving reports whether member id said recently that it leaves
-// (shutting down, or holding its vote: transfer.go).
-func (n *Node) peerLeaving(id uint64) bool {
+// peerVotes reports whether node id said lately that it is not leaving
+// (shutting down, or holding its vote: transfer.go). A peer not
+// heard from within stateStale does not count (balance.go electable).
+func (n *Node) peerVotes(id uint64) bool {
 	n.stateMu.Lock()
 	ps := n.peerStates[id]
 	n.stateMu.Unlock()
-	return ps.leaving && time.Since(ps.at) < stateStale
+	return !ps.leaving && time.Since(ps.at) < stateStale
 }
 
 // whyDiskFull is the reason handOff logs for a full disk's hand-over
