@@ -383,17 +383,57 @@ func RestoreDir(dir string, fill func(tmp string) error) (err error) {
 	// What a restore into dir that crashed left (kill -9, or Badger's
 	// SIGBUS on a volume that filled: backup audit, 2026-12-07, a tmpfs
 	// left full by it) goes first, so that this one finds the room.
+	// Names are compared, not globbed: dir or its parent may hold '*',
+	// '?' or '[' (review U). A restore's directory is flock(2)ed while it
+	// runs, and the look and the new directory are made under the
+	// parent's, so that a restore into dir that is still running is not
+	// taken for a crashed one.
 	prefix := "." + filepath.Base(dir) + ".restoring-"
-	stale, _ := filepath.Glob(filepath.Join(parent, prefix+"*"))
-	for _, old := range stale {
-		if err := os.RemoveAll(old); err != nil {
-			return fmt.Errorf("engine: restore: removing %s, left by a restore that did not finish: %w", old, err)
-		}
-	}
-	tmp, err := os.MkdirTemp(parent, prefix)
+	unlockParent, _, err := lockPath(parent, true)
 	if err != nil {
 		return fmt.Errorf("engine: restore: %w", err)
 	}
+	tmp, unlockTmp, err := func() (string, func(), error) {
+		defer unlockParent()
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			return "", nil, fmt.Errorf("engine: restore: %w", err)
+		}
+		for _, e := range ents {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+				continue
+			}
+			old := filepath.Join(parent, e.Name())
+			unlock, running, err := lockPath(old, false)
+			switch {
+			case running:
+				continue // a restore into dir that runs: it fails at its end ("not empty")
+			case errors.Is(err, os.ErrNotExist):
+				continue
+			case err != nil:
+				return "", nil, fmt.Errorf("engine: restore: %w", err)
+			}
+			err = os.RemoveAll(old)
+			unlock()
+			if err != nil {
+				return "", nil, fmt.Errorf("engine: restore: removing %s, left by a restore that did not finish: %w", old, err)
+			}
+		}
+		tmp, err := os.MkdirTemp(parent, prefix)
+		if err != nil {
+			return "", nil, fmt.Errorf("engine: restore: %w", err)
+		}
+		unlock, _, err := lockPath(tmp, true)
+		if err != nil {
+			_ = os.RemoveAll(tmp)
+			return "", nil, fmt.Errorf("engine: restore: %w", err)
+		}
+		return tmp, unlock, nil
+	}()
+	if err != nil {
+		return err
+	}
+	defer unlockTmp()
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(tmp)
