@@ -124,17 +124,8 @@ func TestProxyProtocol(t *testing.T) {
 		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}})
 	via := func(header string) *client {
-		c := env.client()
+		c := viaProxyHeader(t, env, header)
 		c.id, c.secret = "other", "othersecret"
-		conn, err := net.Dial("tcp", env.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.WriteString(conn, header); err != nil {
-			t.Fatal(err)
-		}
-		c.conn, c.br = conn, bufio.NewReader(conn)
-		t.Cleanup(c.close)
 		return c
 	}
 	lb := netip.MustParseAddrPort("127.0.0.1:9000")
