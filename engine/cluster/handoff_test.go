@@ -318,7 +318,7 @@ func TestClusterCriticallyFullMemberNeverLeads(t *testing.T) {
 	// never does: it drops appends). Without the drop of MsgTimeoutNow,
 	// node 2 would campaign at a higher term, and its answers at that term
 	// would depose the leader: the shard would change leaders.
-	leaders := make([]uint64, shards)
+	leaders, terms := make([]uint64, shards), make([]uint64, shards)
 	asked := make(chan int, 2*shards) // a shard, or -1: no transfer asked
 	for sh := range shards {
 		for _, i := range []int{0, 2} {
@@ -340,6 +340,7 @@ func TestClusterCriticallyFullMemberNeverLeads(t *testing.T) {
 		case sh := <-asked:
 			if sh >= 0 {
 				leaders[sh] = c.nodes[2].shards[sh].lead.Load()
+				terms[sh] = c.nodes[2].shards[sh].term.Load()
 				n++
 			}
 		case <-time.After(20 * time.Second):
@@ -348,9 +349,14 @@ func TestClusterCriticallyFullMemberNeverLeads(t *testing.T) {
 	}
 	t.Logf("transfers to node 2 asked in %d shards", n)
 	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		// A deposition shows as a new term, or another leader; a moment
+		// with no leader known at the same term is node 3's pre-vote on a
+		// loaded host (its leader's heartbeats late), not a change (seen
+		// once in make test, with a reviewer's tests beside it).
 		for sh, want := range leaders {
-			if got := c.nodes[2].shards[sh].lead.Load(); want != 0 && got != want {
-				t.Fatalf("shard %d changed leaders (%d, then %d) after a transfer to node 2, whose disk is critically full", sh, want, got)
+			got, term := c.nodes[2].shards[sh].lead.Load(), c.nodes[2].shards[sh].term.Load()
+			if want != 0 && (got != want && got != 0 || term != terms[sh]) {
+				t.Fatalf("shard %d changed leaders (%d at term %d, then %d at term %d) after a transfer to node 2, whose disk is critically full", sh, want, terms[sh], got, term)
 			}
 		}
 	}
