@@ -61,19 +61,22 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 		}
 		rate = r
 	}
-	if !s.backups.running.CompareAndSwap(false, true) {
+	// The slot is since (set before running, cleared after it: a scrape
+	// that finds the slot held finds its start too; review V), in
+	// monotonic nanoseconds, which a step of the wall clock leaves alone.
+	if !s.backups.since.CompareAndSwap(0, monoNow()) {
 		s.fail(ctx, st, newAPIError(codeServiceUnavailable, "a backup is running already; try again once it is done"))
 		return
 	}
+	s.backups.running.Store(true)
 	reqID := string(st.reqID) // st is recycled once this handler returns
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/octet-stream")
 	ctx.Response.Header.Set("Content-Disposition", `attachment; filename="smqd.backup"`)
 	conn, timeout := ctx.Conn(), s.opts.WriteTimeout
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		s.backups.since.Store(time.Now().UnixNano())
-		defer s.backups.running.Store(false)
 		defer s.backups.since.Store(0)
+		defer s.backups.running.Store(false)
 		// A client that hangs up ends the backup (engine.BackupOptions.Cancel):
 		// a capped backup's writes reach the connection only once its
 		// buffers fill, hours at a low rate, with the slot held meanwhile.
@@ -111,11 +114,17 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 
 // backupStats are the server's backups, for /metrics.
 type backupStats struct {
-	running    atomic.Bool  // one at a time
-	since      atomic.Int64 // Unix nanoseconds the running one began; 0: none
+	since      atomic.Int64 // the slot (one at a time): monoNow when the running one began; 0: none
+	running    atomic.Bool  // set after since, cleared before it
 	ok, failed atomic.Int64 // ended whole / without the end frame
 	lastOK     atomic.Int64 // Unix nanoseconds of the last whole one
 }
+
+// monoBase is monoNow's origin.
+var monoBase = time.Now()
+
+// monoNow is a monotonic clock's nanoseconds, never 0.
+func monoNow() int64 { return int64(time.Since(monoBase)) + 1 }
 
 // deadlineWriter extends the connection's write deadline before each write
 // of a streamed body, and stops once the server shuts down.

@@ -39,9 +39,9 @@ func TestBackupOverHTTP(t *testing.T) {
 	bad.close()
 	wantError(t, c.do(req{method: "POST", target: "/backup", body: "<x/>"}), 400, "InvalidRequestURL")
 	// One at a time.
-	env.srv.backups.running.Store(true)
+	env.srv.backups.since.Store(monoNow()) // the slot (backup.go)
 	wantError(t, c.get("/backup"), 503, "ServiceUnavailable")
-	env.srv.backups.running.Store(false)
+	env.srv.backups.since.Store(0)
 
 	wantError(t, c.get("/backup?rate=fast"), 400, "InvalidArgument")
 	wantError(t, c.get("/backup?rate=0"), 400, "InvalidArgument")

@@ -186,7 +186,7 @@ func (m *metrics) init(s *Server) {
 		Help: "How long the backup in progress has run; 0 if none. It holds the one backup slot: alert on a long one (a client reading slowly).",
 	}, func() float64 {
 		if t := s.backups.since.Load(); t != 0 {
-			return time.Since(time.Unix(0, t)).Seconds()
+			return time.Duration(monoNow() - t).Seconds()
 		}
 		return 0
 	})

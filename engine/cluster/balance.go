@@ -122,12 +122,16 @@ func (s *shard) balance() {
 // balanceEvery): one just added, such as a held --join node whose first
 // frame had not arrived, counted as able to vote and the move went ahead
 // (rolling suite, make test-long: a dead member and the new node among
-// four voters, shard 2 leaderless for good).
+// four voters, shard 2 leaderless for good). A voter that has been active
+// for longer than stateStale and sent no frame in that time counts: it
+// runs a build before node-state frames (handoff.go item 4; a rolling
+// upgrade), whose shutdowns, full disks and balancing would otherwise
+// find no majority and keep every lead (review V).
 func (s *shard) electable() bool {
 	voters := s.st.votersNow()
 	n := 0
 	for _, v := range voters {
-		if v == s.n.cfg.NodeID || s.activeMember(v) && s.n.peerVotes(v) {
+		if v == s.n.cfg.NodeID || s.activeMember(v) && s.n.peerVotes(v, s.activeSince[v]) {
 			n++
 		}
 	}

@@ -165,13 +165,20 @@ func (n *Node) unwanted(id uint64) bool {
 }
 
 // peerVotes reports whether node id said lately that it is not leaving
-// (shutting down, or holding its vote: transfer.go). A peer not
-// heard from within stateStale does not count (balance.go electable).
-func (n *Node) peerVotes(id uint64) bool {
+// (shutting down, or holding its vote: transfer.go). A peer that sent no
+// state within stateStale counts only once it has been active (its shard
+// messages, since activeSince) for longer than that: a node of a build
+// before node-state frames sends none (item 4), and a node just added,
+// such as a held --join node, has not sent its first (balance.go
+// electable).
+func (n *Node) peerVotes(id uint64, activeSince time.Time) bool {
 	n.stateMu.Lock()
 	ps := n.peerStates[id]
 	n.stateMu.Unlock()
-	return !ps.leaving && time.Since(ps.at) < stateStale
+	if time.Since(ps.at) < stateStale {
+		return !ps.leaving
+	}
+	return !activeSince.IsZero() && time.Since(activeSince) > stateStale
 }
 
 // whyDiskFull is the reason handOff logs for a full disk's hand-over

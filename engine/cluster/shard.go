@@ -113,6 +113,7 @@ type shard struct {
 	handing        *handing               // run: a hand-over of the lead under way (transfer.go)
 	noHeir         atomic.Bool            // the last hand-over for a shutdown found no member to hand to (transfer.go)
 	heard          map[uint64]time.Time   // run: when each other member last sent this member a message (balance.go)
+	activeSince    map[uint64]time.Time   // run: when each other member began to be heard after a silence (balance.go electable)
 	snapSent       map[uint64]bool        // run: members sent a snapshot, until they leave the snapshot state (node.go, snapshotOutrun)
 	watch          stuckWatch             // run: followers whose acknowledgements stopped (stuck.go)
 	// While this member leads: when the loop last stepped a message of
@@ -419,6 +420,12 @@ func (s *shard) step(m *pb.Message) {
 			s.heard = map[uint64]time.Time{}
 		}
 		now := time.Now()
+		if last, ok := s.heard[from]; !ok || now.Sub(last) >= 2*s.n.cfg.Tick*time.Duration(s.n.cfg.ElectionTicks) {
+			if s.activeSince == nil {
+				s.activeSince = map[uint64]time.Time{}
+			}
+			s.activeSince[from] = now // (again) active from now on: activeMember
+		}
 		s.heard[from] = now
 		if s.leaderOf != 0 {
 			s.noteSilence(now)
