@@ -16,15 +16,8 @@ import (
 // writes, 4.5 hours, through which every other backup was answered 503
 // and compaction removed no segment (backup audit, stop 62).
 func TestBackupEndsWhenItsClientHangsUp(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "credentials"), []byte("testid=testsecret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := startEnv(t, envConfig{engineOpts: func(o *engine.Options) { o.Dir = dir }})
-	c := env.client()
+	env, c := durableBackupEnv(t)
 	defer c.close()
-	c.mustCreate("hq")
-	c.mustSend("hq", "one", "")
 
 	conn, err := net.Dial("tcp", env.addr)
 	if err != nil {
@@ -102,4 +95,19 @@ func TestClusterBackupEndsWhenItsClientHangsUp(t *testing.T) {
 	if r := cl.get("/backup"); r.status != 200 {
 		t.Fatalf("the next backup: %d %.300s", r.status, r.body)
 	}
+}
+
+// durableBackupEnv starts a durable server with a queue "hq" holding one
+// message, and a client of it.
+func durableBackupEnv(t *testing.T) (*testEnv, *client) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "credentials"), []byte("testid=testsecret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := startEnv(t, envConfig{engineOpts: func(o *engine.Options) { o.Dir = dir }})
+	c := env.client()
+	c.mustCreate("hq")
+	c.mustSend("hq", "one", "")
+	return env, c
 }

@@ -2,12 +2,8 @@ package server
 
 import (
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/smqd/smqd/engine"
 )
 
 // smqd_backup_running_seconds (review V): a refused backup (the slot is
@@ -16,15 +12,8 @@ import (
 // (since is set in the body writer's goroutine, after the slot's CAS in
 // the handler: a scrape between the two said 0 with a backup running).
 func TestBackupRunningSecondsRefusedAndWindow(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "credentials"), []byte("testid=testsecret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := startEnv(t, envConfig{engineOpts: func(o *engine.Options) { o.Dir = dir }})
-	c := env.client()
+	env, c := durableBackupEnv(t)
 	defer c.close()
-	c.mustCreate("hq")
-	c.mustSend("hq", "one", "")
 
 	zeroWhileHeld := 0
 	for round := 0; round < 20; round++ {
