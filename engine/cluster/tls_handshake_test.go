@@ -7,6 +7,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // Under cluster TLS, a connection that sends more than
@@ -27,6 +29,11 @@ func TestClusterTLSHandshakeSizeIsBounded(t *testing.T) {
 	var logs syncBuffer
 	tr := newTransport(1, testKey, "api-1", ln, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	tr.tls = ca.config(t, "node 1", ca.pool)
+	// A bare transport, no Node: what its connections' ends call (node 2's
+	// raft connection below ends with the test; unset, the call panicked
+	// the package's test binary once, in make test).
+	tr.peerDown = func(uint64) {}
+	tr.deliver = func(int, *pb.Message) {}
 	tr.start()
 	defer tr.close()
 
