@@ -162,7 +162,9 @@ func memberVersions(ctx context.Context, c *client, st *clusterStatus) map[uint6
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range st.Members {
-		out[m.NodeID] = "?"
+		out[m.NodeID] = "?" // before any goroutine writes out (a race, seen in CI)
+	}
+	for _, m := range st.Members {
 		base, ok := bases[m.NodeID]
 		if !ok {
 			continue
