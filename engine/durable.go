@@ -283,9 +283,10 @@ func (d *durableStore) moveRecord(rec *logRec, src []byte, qid uint64, stripeIdx
 	*rec = logRec{typ: recDeadLetter, head: h, body: body, live: true}
 }
 
-// appendInPieces appends recs in order, in batches that each fit the
-// log's ring (Append refuses a batch larger than the ring), for records
-// each of which stands alone: the batches are not atomic together.
+// appendInPieces appends recs in order, in batches that each fit half the
+// log's ring, for records each of which stands alone: the batches are not
+// atomic together. (Append takes a batch larger than the ring, but holds
+// every other writer back until it is framed: wal invariant 12.)
 // Recovery logs one record per message that expired or was lost while the
 // broker was down, which can be millions.
 func (d *durableStore) appendInPieces(recs []logRec) error {

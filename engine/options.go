@@ -32,9 +32,10 @@ type Options struct {
 	// that could outgrow one record (a 64 KiB body with 32 KiB of
 	// properties needs about 100 KiB, as a dead letter: SegmentBytes and
 	// BufferBytes of 128 KiB or more hold a sent one; a publish's XML or
-	// JSON copy for a subscription can be five times its body), or a
-	// batch the write buffer (BufferBytes), is refused with an
-	// *ArgumentError.
+	// JSON copy for a subscription can be five times its body), is refused
+	// with an *ArgumentError. A batch or a publish's fan-out larger than
+	// the write buffer (BufferBytes) is taken, one record at a time while
+	// other writers wait (wal invariant 12).
 	WAL wal.Options
 	// Index configures the Badger index of durable mode.
 	Index index.Options

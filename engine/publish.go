@@ -8,10 +8,12 @@ package engine
 //	type 36 publish  topic id u64 | topic message seq u64 | publish ms i64 |
 //	                 count u32 | count × (queue id u64, message seq u64)
 //
-// followed, in the same storage.append call (so contiguously, invariant 3
-// of wal), by exactly count ordinary send records (type 4, or type 20 when
-// the publish carries properties; unchanged), the members, one per
-// delivery, in the order the header lists them. A delivery to an HTTP
+// followed, in the same storage.append call (so contiguously: invariants 3
+// and 12 of wal, the latter for a group larger than the log's write
+// buffer, up to 100 deliveries of 64 KiB), by exactly count ordinary send
+// records (type 4, or type 20 when the publish carries properties;
+// unchanged), the members, one per delivery, in the order the header
+// lists them. A delivery to an HTTP
 // subscription is a send into its push queue (push_queue.go). The header
 // and its members form a publish group.
 //
@@ -260,13 +262,10 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 	if err != nil {
 		b.releaseTargets(targets)
 		if errors.Is(err, wal.ErrRecordTooLarge) {
-			// Nothing was written: the group is larger than the log's
-			// write buffer. The caller's error, not the storage's.
-			total := 0
-			for i := range recs {
-				total += len(recs[i].head) + len(recs[i].body)
-			}
-			return res, argErr("MessageBody", "fans out to %d queues, %d bytes in all, more than the log's write buffer (Options.WAL.BufferBytes) holds in one append", len(targets), total)
+			// Nothing was written: a delivery's record is larger than the
+			// log's write buffer (a group larger than it is taken, wal
+			// invariant 12). The caller's error, not the storage's.
+			return res, argErr("MessageBody", "as delivered to %d queues needs a log record larger than the log's write buffer (Options.WAL.BufferBytes): %v", len(targets), err)
 		}
 		b.storageFailed(err)
 		return res, err

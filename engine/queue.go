@@ -245,9 +245,10 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 	}
 	if err != nil {
 		if errors.Is(err, wal.ErrRecordTooLarge) {
-			// Nothing was written: the batch's records outgrow the log's
-			// write buffer (a BufferBytes below the defaults). The
-			// caller's error, not the storage's (as in Publish).
+			// Nothing was written: a record outgrows the log's write
+			// buffer (a BufferBytes below the defaults; a batch larger
+			// than it is taken, wal invariant 12). The caller's error,
+			// not the storage's (as in Publish).
 			err = argErr("Messages", "need more than this broker's log takes in one write (Options.WAL.BufferBytes): send fewer at once (%v)", err)
 		} else {
 			q.b.storageFailed(err)

@@ -124,6 +124,17 @@
 //     range is reported in RecoveryInfo.Repairs, and nothing in a range is
 //     ever served as a record. Repair never moves the end of the log except
 //     by cutting a torn tail, and a reopen after a repair finds no damage.
+//  12. An Append's records are back to back in the log, no other record
+//     between them, also for a batch larger than the ring: it is framed
+//     one record at a time, each once the writer has made room for it
+//     (invariant 5), and every other appender waits until its last record
+//     is framed (Log.mu.large). Each record must fit in the ring
+//     (ErrRecordTooLarge). A failure or a stall between two of its
+//     records leaves the ones framed so far in the log, as a crash in the
+//     middle of a write leaves a prefix of one: Append returns the error,
+//     resets their Pos and Size and takes back the live bytes they added;
+//     the caller treats the batch as not appended (a reader of the log
+//     finds a group cut short, which the engine aborts: engine/fold.go).
 //
 // # Failures: sticky or self-clearing
 //

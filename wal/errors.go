@@ -35,7 +35,8 @@ var ErrRepaired = errors.New("wal: record lost to repaired damage")
 var ErrSegmentRemoved = errors.New("wal: segment removed")
 
 // ErrRecordTooLarge is returned by Append for a payload over the limits
-// (16 MiB, SegmentBytes-12, or larger than the in-memory ring).
+// (16 MiB, SegmentBytes-12, or larger than the in-memory ring). A batch
+// larger than the ring is taken (invariant 12); only each record must fit.
 var ErrRecordTooLarge = errors.New("wal: record too large")
 
 // ErrInvalidType is returned by Append for record type 0.

@@ -62,6 +62,7 @@ type Log struct {
 		records uint64 // records appended since Open (for batch sizes)
 		closed  bool   // Close was called
 		stalled int    // appenders waiting in spaceCond for ring room
+		large   bool   // a batch larger than the ring is being appended (appendLarge)
 		openEnd Pos    // End at Open: the ring holds nothing before it
 	}
 	// spaceCond (L = &mu) wakes appenders when WrittenEnd advances.
@@ -197,7 +198,13 @@ func (l *Log) Append(recs []Record) error {
 	}
 	defer l.putScratch(sc)
 	if total > l.ring.size() {
-		return fmt.Errorf("%w: batch of %d framed bytes exceeds the %d-byte buffer", ErrRecordTooLarge, total, l.ring.size())
+		if err := l.appendLarge(recs, sc); err != nil {
+			return err
+		}
+		l.stats.records.Add(uint64(len(recs)))
+		l.stats.payloadBytes.Add(uint64(payload))
+		l.stats.bytes.Add(uint64(total))
+		return nil
 	}
 
 	// Under the lock: wait for room, assign positions in order (invariant
@@ -205,7 +212,7 @@ func (l *Log) Append(recs []Record) error {
 	// seeded with the position, which is known only now; xxhash runs at
 	// many GB/s, so this costs less than the copy.
 	l.mu.Lock()
-	if err := l.waitRoomLocked(total); err != nil {
+	if err := l.waitRoomLocked(total, false); err != nil {
 		l.mu.Unlock()
 		return err
 	}
@@ -230,9 +237,64 @@ func (l *Log) Append(recs []Record) error {
 	return nil
 }
 
+// appendLarge appends a batch larger than the ring (invariant 12): one
+// record at a time, each once the writer has made room for it, while every
+// other appender waits (mu.large), so the batch stays contiguous. An error
+// between two records leaves the records framed so far in the log, as a
+// crash in the middle of a write leaves a prefix of one: the caller takes
+// the batch as not appended (their Pos and Size are reset). What they
+// added to their segments' live bytes is taken back.
+func (l *Log) appendLarge(recs []Record, sc *appendScratch) error {
+	for i := range recs {
+		if f := framedSize(l.payloadLen(&recs[i], sc, i)); f > l.ring.size() {
+			return fmt.Errorf("%w: a record of %d framed bytes exceeds the %d-byte buffer", ErrRecordTooLarge, f, l.ring.size())
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range recs {
+		framed := framedSize(l.payloadLen(&recs[i], sc, i))
+		if err := l.waitRoomLocked(framed, i > 0); err != nil {
+			sl := l.segs.Load()
+			for j := range i {
+				if r := &recs[j]; r.Live {
+					if seg := sl.find(r.Pos); seg != nil {
+						seg.live.Add(-int64(r.Size))
+					}
+				}
+				recs[j].Pos, recs[j].Size = 0, 0
+			}
+			if i > 0 {
+				l.mu.large = false
+				l.spaceCond.Broadcast()
+			}
+			return err
+		}
+		l.mu.large = true // from the first record on: the others wait
+		l.frameLocked(&recs[i], sc, i)
+		l.mu.records++
+		l.endPos.Store(uint64(l.mu.end))
+	}
+	l.mu.large = false
+	l.spaceCond.Broadcast() // the appenders that waited for it
+	l.kickWriter()
+	return nil
+}
+
+// payloadLen is the length of record i of a batch as it is framed
+// (compressed or not; frameLocked).
+func (l *Log) payloadLen(r *Record, sc *appendScratch, i int) int {
+	if sc != nil && sc.comp[i].ok {
+		return sc.comp[i].n
+	}
+	return len(r.Head) + len(r.Body)
+}
+
 // waitRoomLocked blocks until total more bytes fit in the ring without
-// overwriting unwritten bytes (invariant 5), or the log fails or closes.
-func (l *Log) waitRoomLocked(total int) error {
+// overwriting unwritten bytes (invariant 5), and no larger batch than the
+// ring is being appended by another appender (invariant 12: large says the
+// caller is that appender), or the log fails or closes.
+func (l *Log) waitRoomLocked(total int, large bool) error {
 	stalled := false
 	for {
 		switch {
@@ -241,7 +303,7 @@ func (l *Log) waitRoomLocked(total int) error {
 		case l.fail.Load() != nil:
 			return l.fail.Load()
 		}
-		if uint64(l.mu.end)+uint64(total)-l.written.Load() <= uint64(l.ring.size()) {
+		if (large || !l.mu.large) && uint64(l.mu.end)+uint64(total)-l.written.Load() <= uint64(l.ring.size()) {
 			return nil
 		}
 		// No room, and none will come while the writer is stalled on a

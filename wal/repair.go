@@ -300,7 +300,7 @@ func (l *Log) SkipTo(p Pos) (Pos, error) {
 			continue
 		}
 		n := max(min(int64(p-end), room, chunk), headerSize)
-		if err := l.waitRoomLocked(int(n)); err != nil {
+		if err := l.waitRoomLocked(int(n), false); err != nil {
 			l.mu.Unlock()
 			return l.End(), err
 		}
