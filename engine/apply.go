@@ -181,6 +181,7 @@ func (b *Broker) applyMsg(pos uint64, size uint32, typ uint8, payload []byte) er
 	}
 	st.scheduleLocked(now)
 	st.flushLocked() // an expiry found on the way: a follower drops its record
+	st.slab.giveBack()
 	st.mu.Unlock()
 	if woken > 0 {
 		q.waiters.wake(woken)
@@ -216,11 +217,7 @@ func (st *stripe) installLocked(s msgSnap, bodyPos uint64, recSize uint32, now i
 		// becomes the leader (SetLeader), so claiming out of order is fine.
 		// Emptied, it gives its chunks back as the leader's alloc does
 		// (slab.go): it never allocates, so it kept them while it followed.
-		if st.slab.used == 0 && len(st.slab.chunks) > 1 {
-			st.slab.shrink()
-		} else if st.slab.wantsTrim() {
-			st.slab.trim()
-		}
+		st.slab.giveBack()
 		if !st.slab.claim(s.slot) {
 			return 0
 		}

@@ -101,6 +101,7 @@ func (q *Queue) purgeStripe(st *stripe, bound uint64) (purged int, last uint64, 
 		done := from >= st.slab.n
 		st.scheduleLocked(now)
 		pos, appended, ferr := st.flushLocked()
+		st.slab.giveBack()
 		st.mu.Unlock()
 		q.b.store.leave()
 		if woken > 0 {

@@ -395,6 +395,7 @@ func (q *Queue) delete(handles []ReceiptHandle, errs []error, durable bool) (fai
 			} else if err != nil && logErr == nil {
 				logErr = err
 			}
+			st.slab.giveBack() // a queue drained and left idle (slab.go)
 			st.mu.Unlock()
 			st = nil
 		}

@@ -98,3 +98,37 @@ func TestFollowerTrimsToo(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleFollowerGivesItsSlabBack: a follower applying the deletes that
+// empty a queue gives its chunks back then, with no send after (apply.go),
+// as the leader does (TestIdleQueueGivesItsSlabBack). It gave them back only
+// before its next claim.
+func TestIdleFollowerGivesItsSlabBack(t *testing.T) {
+	h, q := newHandShard(t)
+	h.sendMany(q, 1024)
+	chunks := func(b *Broker) (held, msgs int) {
+		bq, err := b.Queue("q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range bq.stripes {
+			st := &bq.stripes[i]
+			st.mu.Lock()
+			held += st.slab.heldChunks()
+			msgs += int(st.slab.used)
+			st.mu.Unlock()
+		}
+		return held, msgs
+	}
+	peak, _ := chunks(h.follower)
+	h.do(func() error { _, err := q.Purge(); return err })
+	if got := h.followerCount(); got != 0 {
+		t.Fatalf("the follower holds %d messages, want 0", got)
+	}
+	fc, _ := chunks(h.follower)
+	lc, _ := chunks(h.leader)
+	t.Logf("peak %d chunks; after a purge and no send: leader %d, follower %d", peak, lc, fc)
+	if bq, _ := h.follower.Queue("q"); fc > len(bq.stripes) || lc > len(bq.stripes) {
+		t.Fatalf("after a purge: leader %d chunks, follower %d, want one a stripe", lc, fc)
+	}
+}

@@ -281,14 +281,24 @@ func (sl *slab) wantsTrim() bool {
 	return x != nil && x.empty >= trimMinChunks && 2*x.empty >= x.held
 }
 
-// alloc takes the lowest free slot (growing the slab if none) and returns
-// it zeroed.
-func (sl *slab) alloc() (uint32, bool) {
+// giveBack shrinks an empty slab, or trims one whose empty chunks are
+// enough (wantsTrim). Its callers hold the stripe lock and no slot pointer
+// they use afterwards: a send before it allocates, and the operations that
+// free slots (deletes, expiries, purges, a follower's applies) when they
+// are done with the stripe, so that a queue drained and then left idle
+// gives its chunks back too (it kept them until its next send).
+func (sl *slab) giveBack() {
 	if sl.used == 0 && len(sl.chunks) > 1 {
 		sl.shrink()
 	} else if sl.wantsTrim() {
 		sl.trim()
 	}
+}
+
+// alloc takes the lowest free slot (growing the slab if none) and returns
+// it zeroed.
+func (sl *slab) alloc() (uint32, bool) {
+	sl.giveBack()
 	i := sl.lowestFree()
 	if i == nilSlot {
 		i = sl.refillHole()

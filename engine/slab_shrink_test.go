@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // TestDrainedQueueGivesItsSlabBack: once a stripe has no message left,
@@ -63,4 +64,71 @@ func TestDrainedQueueGivesItsSlabBack(t *testing.T) {
 		t.Fatalf("receive after the shrink: %d messages, %v", len(ms), err)
 	}
 	checkInvariants(t, q)
+}
+
+// TestIdleQueueGivesItsSlabBack: a queue drained and then left alone, with
+// no send after, gives its chunks back: emptied by deletes, by a purge or by
+// expiries, and drained by deletes to a few hundred messages it keeps.
+// Chunks went back only at a send, so a queue drained once and idle since
+// held the memory of its backlog, 64 B a message, until its next send.
+func TestIdleQueueGivesItsSlabBack(t *testing.T) {
+	for _, how := range []string{"deletes", "purge", "expiries", "deletes to 300"} {
+		t.Run(how, func(t *testing.T) {
+			b, clk := openTest(t, Options{Stripes: 1})
+			cfg := DefaultQueueConfig()
+			if how == "expiries" {
+				cfg.Retention = MinRetention
+			}
+			q := mustQueue(t, b, "q", cfg)
+			chunks := func() (held, inUse int) {
+				st := &q.stripes[0]
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				return st.slab.heldChunks(), int(st.slab.used)
+			}
+			es := make([]SendEntry, 16)
+			for i := range es {
+				es[i].Body = []byte("x")
+			}
+			var out []SendResult
+			for range 10000 / 16 {
+				var err error
+				if out, err = q.Send(es, out[:0]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			peak, _ := chunks()
+			switch how {
+			case "purge":
+				if n, err := q.Purge(); err != nil || n != 10000 {
+					t.Fatalf("purge: %d, %v", n, err)
+				}
+			case "expiries":
+				clk.Advance(cfg.Retention + time.Second)
+				waitUntil(t, "the messages expire", func() bool { _, n := chunks(); return n == 0 })
+			default:
+				var ms []Message
+				for _, n := chunks(); n > 0 && (how == "deletes" || n > 300); _, n = chunks() {
+					var err error
+					ms, err = q.Receive(context.Background(), ReceiveOptions{Max: 16, HasWait: true}, ms[:0])
+					if err != nil {
+						t.Fatal(err)
+					}
+					hs := make([]ReceiptHandle, len(ms))
+					for i := range ms {
+						hs[i] = ms[i].Handle
+					}
+					if _, err = q.Delete(hs, make([]error, len(hs))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			held, inUse := chunks()
+			t.Logf("peak %d chunks; %d messages left in %d chunks, with no send since", peak, inUse, held)
+			if want := inUse/chunkSize + 2 + trimMinChunks; inUse == 0 && held != 1 || held > want {
+				t.Fatalf("%d messages left in %d chunks of 16 KiB (the peak %d)", inUse, held, peak)
+			}
+			checkInvariants(t, q)
+		})
+	}
 }

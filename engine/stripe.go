@@ -274,6 +274,7 @@ func (st *stripe) onTimer() {
 	n := st.advanceLocked(now)
 	st.scheduleLocked(now)
 	st.flushLocked()
+	st.slab.giveBack() // expiries may have drained it
 	st.mu.Unlock()
 	if n > 0 {
 		q.waiters.wake(n)
@@ -292,6 +293,7 @@ func (st *stripe) catchUp(now int64) {
 		n = st.advanceLocked(now)
 		st.scheduleLocked(now)
 		st.flushLocked()
+		st.slab.giveBack()
 	}
 	st.mu.Unlock()
 	if n > 0 {
