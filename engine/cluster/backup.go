@@ -107,7 +107,7 @@ func (n *Node) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
 		if err := aw.Create(archive.FileHeader{Name: shardStateName(s.id), Mode: 0o600}); err != nil {
 			return info, err
 		}
-		if err := n.backupShard(s, aw); err != nil {
+		if err := n.backupShard(s, aw, opts.Cancel); err != nil {
 			return info, fmt.Errorf("cluster: backup of shard %d: %w", s.id, err)
 		}
 		info.Shards++
@@ -125,8 +125,10 @@ func (n *Node) Backup(w io.Writer, opts BackupOptions) (BackupInfo, error) {
 
 // backupShard writes shard s's state to w, exported by its confirmed
 // leader: this node's broker, or the leader's over the transport
-// (invariants 1 and 2).
-func (n *Node) backupShard(s *shard, w io.Writer) error {
+// (invariants 1 and 2). While the shard has no leader it waits up to
+// backupLeaderWait, or until cancel is closed (a client that hung up held
+// the backup slot for those 30 s).
+func (n *Node) backupShard(s *shard, w io.Writer, cancel <-chan struct{}) error {
 	deadline := time.Now().Add(backupLeaderWait)
 	for {
 		cw := &countWriter{w: w}
@@ -141,6 +143,8 @@ func (n *Node) backupShard(s *shard, w io.Writer) error {
 		select {
 		case <-n.stop:
 			return errors.New("the node is stopping")
+		case <-cancel:
+			return errBackupCanceled
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

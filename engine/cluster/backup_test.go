@@ -251,6 +251,30 @@ func TestClusterBackupFromLeadersOnly(t *testing.T) {
 	}
 }
 
+// A backup waiting for a shard's leader (none: two of three members are
+// down) ends once its client hangs up (BackupOptions.Cancel), with the
+// error that says so. It waited out its 30 s (backupLeaderWait) all the
+// same, holding the backup slot and the hold on dead-letter moves.
+func TestClusterBackupLeaderWaitEndsOnCancel(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	li, _ := c.leader("q")
+	via := (li + 1) % 3
+	c.stop(li)
+	c.stop((li + 2) % 3)
+	cancel := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.nodes[via].Backup(io.Discard, BackupOptions{Cancel: cancel})
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // into the leader wait
+	close(cancel)
+	if err := <-done; !errors.Is(err, errBackupCanceled) {
+		t.Fatalf("a backup canceled while it waits for a leader: %v", err)
+	}
+}
+
 // Under load, a backup holds every send acknowledged before it was called
 // (backup.go invariant 1), and nothing that was never sent: writers send
 // to queues on every shard while the backup runs through a node that does
