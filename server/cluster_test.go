@@ -18,6 +18,7 @@ import (
 	"github.com/smqd/smqd/engine"
 	"github.com/smqd/smqd/engine/archive"
 	"github.com/smqd/smqd/engine/cluster"
+	"github.com/smqd/smqd/engine/cluster/chaos/ports"
 )
 
 var clusterTestKey = []byte("server-test-cluster-key-0123456789")
@@ -40,7 +41,11 @@ type clusterEnv struct {
 // package's test take the port in between ("address already in use").
 func (c *clusterEnv) hold(id uint64) string {
 	c.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := ports.FreeAddr() // outside the local ports' range: a restart binds it again (engine/cluster's hold)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		c.t.Fatal(err)
 	}

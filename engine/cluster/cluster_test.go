@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/cluster/chaos/ports"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -50,9 +51,18 @@ type testCluster struct {
 
 // hold picks node id's raft address and holds its listener until the
 // node's first start: closing it and binding again later would let another
-// package's test take the port in between ("address already in use").
+// package's test take the port in between ("address already in use"). The
+// port is one ports.FreeAddr reserves, outside the kernel's range for the
+// local ports of connections: a node stopped and started again binds it
+// anew, and a port of that range (127.0.0.1:0) could meanwhile have become
+// some connection's local port, in this process or another package's
+// (race audit, 2026-12-07).
 func (c *testCluster) hold(id uint64) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := ports.FreeAddr()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -1,4 +1,10 @@
-package chaos
+// Package ports hands out loopback ports to tests: for processes they
+// start later (the fault harness, engine/cluster/chaos; the commands'
+// tests, cmd/internal/testnet), and for cluster nodes in a test process
+// that stop and bind their port again (engine/cluster and server tests).
+// It imports nothing of smqd, so that engine/cluster's own tests can use
+// it (chaos imports engine/cluster).
+package ports
 
 // Ports for processes a test starts later (FreeAddr).
 //
@@ -61,5 +67,5 @@ func FreeAddr() (string, error) {
 		ln.Close()
 		return ln.Addr().String(), nil
 	}
-	return "", fmt.Errorf("chaos: every port of %d..%d is reserved or in use", portLow, portLow+portSpan-1)
+	return "", fmt.Errorf("ports: every port of %d..%d is reserved or in use", portLow, portLow+portSpan-1)
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package chaos
+package ports
 
 import (
 	"os"

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package chaos
+package ports
 
 // reserve reserves nothing where there is no flock: the harness and the
 // commands' tests run on Linux (make test).
