@@ -224,7 +224,7 @@ func (r *cvRun) problem(format string, args ...any) {
 func (r *cvRun) onLeader(name string, op func(b *engine.Broker) error) error {
 	var err error
 	for try := 0; try < 50; try++ {
-		_, b := r.c.leader(name)
+		b := r.leader(name)
 		err = op(b)
 		if !errors.Is(err, engine.ErrRetryOnLeader) && !errors.Is(err, engine.ErrClosed) {
 			return err
@@ -232,6 +232,30 @@ func (r *cvRun) onLeader(name string, op func(b *engine.Broker) error) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return err
+}
+
+// leader is c.leader for the operations: a fault stops a node on another
+// goroutine while they run (faults 2 and 8), which sets its c.nodes entry
+// under nodesMu, so the nodes are read under it too.
+func (r *cvRun) leader(name string) *engine.Broker {
+	r.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		r.nodesMu.Lock()
+		nodes := slices.Clone(r.c.nodes)
+		r.nodesMu.Unlock()
+		for _, n := range nodes {
+			if n == nil {
+				continue
+			}
+			if b, _, err := n.Route(name); err == nil && b != nil {
+				return b
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.t.Fatalf("no leader for %s", name)
+	return nil
 }
 
 func (r *cvRun) body() string {
