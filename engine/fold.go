@@ -15,7 +15,9 @@ package engine
 // are the send records right after it, in the order it lists them. Any
 // other record before the last member aborts the group, and its members
 // already folded are dropped (dead, no tombstone: the index never holds a
-// member of an unfinished group, publish.go invariant 2). A group still
+// member of an unfinished group, publish.go invariant 2); a relocation
+// does not (a local record: on a replica it may lie between the records
+// of a received entry, which a follower appends one by one). A group still
 // open at the end of the window is the caller's to handle (openGroupAt).
 // Topic and subscription records fold into ft (topic_record.go).
 
@@ -118,7 +120,12 @@ func (f *fold) apply(pos uint64, size uint32, typ uint8, payload []byte) error {
 	f.n++
 	inGroup := false
 	if f.grp.open {
-		if inGroup = f.grp.member(typ, payload); !inGroup {
+		// A relocation is a local record: on a replica it may lie between
+		// a received group's records (a follower persists an entry one
+		// record at a time, and compaction appends without the replica's
+		// lock), and it never names a member (one is relocated only once
+		// applied). It neither continues nor cuts the group.
+		if inGroup = f.grp.member(typ, payload); !inGroup && !isRelocateRec(typ) {
 			f.abortGroup() // cut short: publish.go invariant 1
 		}
 	}

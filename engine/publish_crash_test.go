@@ -5,6 +5,7 @@ package engine
 // inside every record, topics surviving crashes and restarts.
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -414,5 +415,51 @@ func TestPublishLargerThanTheLogBuffer(t *testing.T) {
 				t.Fatalf("recovery aborted %d publishes, want 1", got)
 			}
 		})
+	}
+}
+
+// TestPublishLargerThanMaxPublishBytes: a publish whose deliveries, as
+// rendered, come to more than MaxPublishBytes is refused with
+// InvalidArgument, nothing is delivered, and the broker stays healthy. A
+// 64 KiB body of '&' is about 320 KiB in XML: 100 XML subscriptions made a
+// 32 MiB log write (a 37.5 MiB Raft entry with JSON; review W).
+func TestPublishLargerThanMaxPublishBytes(t *testing.T) {
+	b, _ := openTest(t, Options{Dir: t.TempDir()})
+	if _, err := b.CreateTopic("amp", DefaultTopicConfig()); err != nil {
+		t.Fatal(err)
+	}
+	const subs = 100
+	for i := range subs {
+		name := fmt.Sprintf("aq%d", i)
+		mustQueue(t, b, name, DefaultQueueConfig())
+		if _, err := b.Subscribe("amp", name, SubscriptionConfig{Endpoint: qEndpoint(name), Format: FormatXML}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := make([]byte, MaxMessageBytes)
+	for i := range body {
+		body[i] = '&'
+	}
+	if _, err := b.Publish("amp", PublishInput{Body: body}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a 100 x 320 KiB fan-out: %v, want InvalidArgument", err)
+	}
+	if err := b.Health(); err != nil {
+		t.Fatalf("the broker failed: %v", err)
+	}
+	for i := range subs {
+		q, _ := b.Queue(fmt.Sprintf("aq%d", i))
+		if n := len(receiveAll(t, q)); n != 0 {
+			t.Fatalf("aq%d holds %d messages of a refused publish", i, n)
+		}
+		checkInvariants(t, q)
+	}
+	// The same body to 20 of them fits (6.4 MiB).
+	for i := 20; i < subs; i++ {
+		if err := b.Unsubscribe("amp", fmt.Sprintf("aq%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := b.Publish("amp", PublishInput{Body: body}); err != nil || res.Delivered != 20 {
+		t.Fatalf("the same publish to 20 subscriptions: %+v %v", res, err)
 	}
 }

@@ -14,14 +14,6 @@ import (
 // append fail as a storage failure: the broker refused every change until
 // it was reopened, and smqd answered 500s (embedding audit 2, 2026-12-06).
 func TestSendBeyondTheLogsLimitsIsRefused(t *testing.T) {
-	props := func(n int) []Property {
-		v := make([]byte, n) // printable and incompressible: the log compresses records
-		for i, x := 0, uint32(1); i < n; i++ {
-			x = x*1664525 + 1013904223
-			v[i] = 'a' + byte(x>>24)%26
-		}
-		return []Property{{Name: []byte("p"), Value: v, Type: PropString}}
-	}
 	for _, c := range []struct {
 		what            string
 		segment, buffer int
@@ -29,13 +21,8 @@ func TestSendBeyondTheLogsLimitsIsRefused(t *testing.T) {
 	}{
 		{"a 64 KiB body, 64 KiB segments", 64 << 10, 0, []SendEntry{{Body: make([]byte, MaxMessageBytes)}}},
 		{"a 64 KiB body, a 64 KiB buffer", 1 << 20, 64 << 10, []SendEntry{{Body: make([]byte, MaxMessageBytes)}}},
-		{"16 messages of 30 KiB of properties, a 64 KiB buffer", 1 << 20, 64 << 10, func() []SendEntry {
-			es := make([]SendEntry, MaxBatch)
-			for i := range es {
-				es[i] = SendEntry{Body: []byte("b"), Properties: props(30 << 10)}
-			}
-			return es
-		}()},
+		// (A batch larger than the buffer, each of whose records fits,
+		// is taken since wal invariant 12: TestSendBatchLargerThanTheBuffer.)
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			b := openDurableTest(t, t.TempDir(), NewFakeClock(t0), func(o *Options) {
@@ -61,6 +48,30 @@ func TestSendBeyondTheLogsLimitsIsRefused(t *testing.T) {
 				t.Fatalf("%d messages active (%v), want the small one alone", info.Active, err)
 			}
 		})
+	}
+}
+
+// TestSendBatchLargerThanTheBuffer: 16 messages of 30 KiB of properties
+// through a 64 KiB buffer (refused before wal invariant 12) are taken.
+func TestSendBatchLargerThanTheBuffer(t *testing.T) {
+	v := make([]byte, 30<<10) // printable and incompressible
+	for i, x := 0, uint32(1); i < len(v); i++ {
+		x = x*1664525 + 1013904223
+		v[i] = 'a' + byte(x>>24)%26
+	}
+	b := openDurableTest(t, t.TempDir(), NewFakeClock(t0), func(o *Options) {
+		o.WAL.SegmentBytes, o.WAL.BufferBytes = 1<<20, 64<<10
+	})
+	q := mustQueue(t, b, "q", DefaultQueueConfig())
+	es := make([]SendEntry, MaxBatch)
+	for i := range es {
+		es[i] = SendEntry{Body: []byte("b"), Properties: []Property{{Name: []byte("p"), Value: v, Type: PropString}}}
+	}
+	if _, err := q.Send(es, nil); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if info, err := q.Attributes(); err != nil || info.Active != MaxBatch {
+		t.Fatalf("%d messages active (%v), want %d", info.Active, err, MaxBatch)
 	}
 }
 

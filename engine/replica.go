@@ -374,6 +374,15 @@ func (r *replStore) append(recs []logRec) error {
 	if len(recs) > 0 && isRelocateRec(recs[0].typ) {
 		return r.durableStore.append(recs)
 	}
+	// The proposal's data, encoded before r.mu (the shard loop's applies
+	// wait for it): the id goes in its first 8 bytes under it. A publish's
+	// group can be MaxPublishBytes (review W: 163 ms with r.mu held for a
+	// 37.5 MiB one, then uncapped).
+	size := 8
+	for i := range recs {
+		size += 5 + len(recs[i].head) + len(recs[i].body)
+	}
+	data := encodeRecords(make([]byte, 8, size), recs)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.leader {
@@ -412,12 +421,7 @@ func (r *replStore) append(recs []logRec) error {
 	}
 	r.nextID++
 	id := r.term<<bootShift | r.nextID
-	size := 8
-	for i := range recs {
-		size += 5 + len(recs[i].head) + len(recs[i].body)
-	}
-	data := binary.LittleEndian.AppendUint64(make([]byte, 0, size), id)
-	data = encodeRecords(data, recs)
+	binary.LittleEndian.PutUint64(data[:8], id)
 	last := &recs[len(recs)-1]
 	p := &pendingProp{id: id, first: recs[0].pos, end: last.pos + uint64(last.size), done: make(chan struct{}), start: time.Now(), expiries: expiryCopy(recs)}
 	r.pending = append(r.pending, p)

@@ -165,8 +165,10 @@ func (l *Log) Options() Options { return l.opts }
 
 // Append appends recs contiguously and in order, fills in their Pos and
 // Size, and returns without waiting for I/O. It blocks only while the ring
-// lacks room for the unwritten bytes (back-pressure). A batch must fit in
-// the ring. After a write or fsync failure it returns the sticky error.
+// lacks room for the unwritten bytes (back-pressure). Each record must fit
+// in the ring; a batch larger than it is framed one record at a time while
+// other appenders wait (invariant 12). After a write or fsync failure it
+// returns the sticky error.
 func (l *Log) Append(recs []Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -274,6 +276,9 @@ func (l *Log) appendLarge(recs []Record, sc *appendScratch) error {
 		l.frameLocked(&recs[i], sc, i)
 		l.mu.records++
 		l.endPos.Store(uint64(l.mu.end))
+		if uint64(l.mu.end)-l.written.Load() >= uint64(l.ring.size()/4) {
+			l.kickWriter() // write behind the framing, not only once the ring is full
+		}
 	}
 	l.mu.large = false
 	l.spaceCond.Broadcast() // the appenders that waited for it
