@@ -190,6 +190,14 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 	base := len(dst)
 	var locs [MaxBatch]bodyLoc
 	var movingSince time.Time // the first round that only moved (read only then: no clock read per receive)
+	// hopFailed: a hop to a dead-letter queue held elsewhere failed in
+	// this receive (its shard has no leader, say: each hop waits up to
+	// moveTimeout). The rounds after it hide the messages due for a move
+	// without trying another hop, as while moves are held, and look on
+	// for an Active message (dead-letter audit, 2026-12-07: one receive
+	// with no wait made five failed hops, 25 s in a cluster, and answered
+	// MessageNotExist with a message Active behind them).
+	hopFailed := false
 	for round := 1; ; round++ {
 		if q.dead.Load() {
 			return dst, q.goneErr()
@@ -208,8 +216,8 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 				mv = &moves{elsewhere: name, maxRecv: m.maxRecv}
 			}
 		}
-		if mv != nil && q.b.movesHeld() {
-			mv.held = true // Options.MovesHeld (deadletter.go heldHide)
+		if mv != nil && (q.b.movesHeld() || hopFailed && mv.elsewhere != "") {
+			mv.held = true // Options.MovesHeld, or a failed hop (deadletter.go heldHide)
 		}
 		S := len(q.stripes)
 		for attempt := 0; len(dst)-base < max && attempt < max+2*S; attempt++ {
@@ -252,14 +260,20 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 				// (for heldHide, or, held since they were hidden, their
 				// visibility timeout), as after a move that could not be
 				// made, and are moved once visible again.
+				moved = hopFailed && mv.held // hidden past a failed hop: look on, as after moves
 				mv.n = 0
 			default:
+				hid := mv.n
 				n, err := q.deadLetter(mv)
 				q.b.endMove()
 				if err != nil {
 					return dst, err
 				}
 				moved = n > 0
+				if n == 0 && hid > 0 && mv.elsewhere != "" {
+					hopFailed = true
+					moved = true // look on without hops (hopFailed)
+				}
 			}
 			if len(dst) == base {
 				// Everything taken was moved, or held, or could not be

@@ -36,6 +36,15 @@ func (s *Server) createQueue(ctx *fasthttp.RequestCtx, st *reqState) error {
 		return err
 	}
 	name := string(st.name)
+	if p.DeadLetterQueue == nil && p.MaxReceiveCount == nil {
+		// No SDK sends a dead-letter policy: a create that names none is
+		// the same as one that names the queue's own (an application's
+		// CreateQueue at each start answered 409 once an operator set a
+		// policy; dead-letter audit, 2026-12-07).
+		if info, err := st.b.GetQueueAttributes(name); err == nil {
+			cfg.DeadLetterQueue, cfg.MaxReceiveCount = info.Config.DeadLetterQueue, info.Config.MaxReceiveCount
+		}
+	}
 	created, err := st.b.CreateQueue(name, cfg)
 	if err != nil {
 		return err

@@ -181,16 +181,19 @@ func (m *migration) queues(ctx context.Context, r *run, src, dst *client, prefix
 	for _, q := range list {
 		rctx, cancel := r.reqCtx(ctx, 0)
 		full, err := src.getQueue(rctx, q.Name)
+		created := false
 		if err == nil {
-			_, err = dst.createQueue(rctx, q.Name, &queueAttrs{DelaySeconds: &full.DelaySeconds, MaximumMessageSize: &full.MaximumMessageSize,
+			created, err = dst.createQueue(rctx, q.Name, &queueAttrs{DelaySeconds: &full.DelaySeconds, MaximumMessageSize: &full.MaximumMessageSize,
 				MessageRetentionPeriod: &full.MessageRetentionPeriod, VisibilityTimeout: &full.VisibilityTimeout,
 				PollingWaitSeconds: &full.PollingWaitSeconds, LoggingEnabled: &full.LoggingEnabled})
 		}
 		cancel()
 		var ae *APIError
 		switch {
-		case errors.As(err, &ae) && ae.Code == "QueueAlreadyExist":
-			// It may differ only by a policy an earlier run set (invariant 4).
+		case errors.As(err, &ae) && ae.Code == "QueueAlreadyExist", err == nil && !created:
+			// It may differ only by a policy an earlier run set (invariant 4);
+			// and a create without policy elements matches a queue with any
+			// policy (server createQueue), so an existing one is checked too.
 			if same, serr := m.sameQueue(ctx, r, dst, full); serr != nil || !same {
 				m.Conflicts = append(m.Conflicts, fmt.Sprintf("queue %s: exists at the destination with other attributes", q.Name))
 				continue
