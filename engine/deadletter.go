@@ -377,6 +377,7 @@ func (q *Queue) moveOne(t *Queue, ml *moveLoc, r *bodyReader, msg *Message, sub 
 	st.slab.release(loc.slot)
 	st.scheduleLocked(now)
 	st.flushLocked()
+	st.slab.giveBack() // a source drained by its moves (slab.go)
 	st.mu.Unlock()
 	q.deadLettered.Add(1)
 	pend.rec = rec[0]

@@ -72,12 +72,17 @@ func TestDrainedQueueGivesItsSlabBack(t *testing.T) {
 // Chunks went back only at a send, so a queue drained once and idle since
 // held the memory of its backlog, 64 B a message, until its next send.
 func TestIdleQueueGivesItsSlabBack(t *testing.T) {
-	for _, how := range []string{"deletes", "purge", "expiries", "deletes to 300"} {
+	for _, how := range []string{"deletes", "purge", "expiries", "deletes to 300", "dead-letter moves"} {
 		t.Run(how, func(t *testing.T) {
 			b, clk := openTest(t, Options{Stripes: 1})
 			cfg := DefaultQueueConfig()
 			if how == "expiries" {
 				cfg.Retention = MinRetention
+			}
+			if how == "dead-letter moves" {
+				mustQueue(t, b, "dlq", DefaultQueueConfig())
+				cfg.DeadLetterQueue, cfg.MaxReceiveCount = "dlq", 1
+				cfg.VisibilityTimeout = time.Second
 			}
 			q := mustQueue(t, b, "q", cfg)
 			chunks := func() (held, inUse int) {
@@ -106,6 +111,25 @@ func TestIdleQueueGivesItsSlabBack(t *testing.T) {
 			case "expiries":
 				clk.Advance(cfg.Retention + time.Second)
 				waitUntil(t, "the messages expire", func() bool { _, n := chunks(); return n == 0 })
+			case "dead-letter moves":
+				// Each received once (no delete), then moved by the
+				// receives after their visibility timeout.
+				for {
+					ms, err := q.Receive(context.Background(), ReceiveOptions{Max: 16, HasWait: true}, nil)
+					if len(ms) == 0 {
+						if err != nil && !errors.Is(err, ErrMessageNotExist) {
+							t.Fatal(err)
+						}
+						break
+					}
+				}
+				clk.Advance(2 * time.Second)
+				for k, n := 0, 1; n > 0 && k < 10000; k++ {
+					_, n = chunks()
+					if _, err := q.Receive(context.Background(), ReceiveOptions{Max: 16, HasWait: true}, nil); err != nil && !errors.Is(err, ErrMessageNotExist) {
+						t.Fatal(err)
+					}
+				}
 			default:
 				var ms []Message
 				for _, n := chunks(); n > 0 && (how == "deletes" || n > 300); _, n = chunks() {
