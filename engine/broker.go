@@ -292,7 +292,12 @@ func (b *Broker) CreateQueue(name string, cfg QueueConfig) (created bool, err er
 	if err := b.store.acceptNew(); err != nil {
 		return false, err
 	}
-	b.catchUp(cfg.DeadLetterQueue)
+	if q, _ := b.Queue(name); q == nil || q.meta().cfg != cfg {
+		// Only for a queue it may create: an idempotent create (the
+		// server gives one without policy elements the queue's own
+		// policy) asks no other shard.
+		b.catchUp(cfg.DeadLetterQueue)
+	}
 	if err := b.store.enter(); err != nil {
 		return false, err
 	}

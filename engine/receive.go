@@ -198,6 +198,7 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 	// with no wait made five failed hops, 25 s in a cluster, and answered
 	// MessageNotExist with a message Active behind them).
 	hopFailed := false
+	hidRounds := 0 // rounds that only hid, after hopFailed (hideRoundsAfterFailedHop)
 	for round := 1; ; round++ {
 		if q.dead.Load() {
 			return dst, q.goneErr()
@@ -260,7 +261,14 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 				// (for heldHide, or, held since they were hidden, their
 				// visibility timeout), as after a move that could not be
 				// made, and are moved once visible again.
-				moved = hopFailed && mv.held // hidden past a failed hop: look on, as after moves
+				if hopFailed && mv.held {
+					// Hidden past a failed hop: look on, as after moves,
+					// a bounded number of rounds.
+					hidRounds++
+					if moved = hidRounds < hideRoundsAfterFailedHop; !moved {
+						again = 0 // nor the retries of a round that moved nothing
+					}
+				}
 				mv.n = 0
 			default:
 				hid := mv.n
@@ -314,9 +322,17 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 // every message was moved to the dead-letter queue: 16,384 messages, or a
 // second (moves to another shard's queue that each succeed slowly: 256
 // hops took 5.2 s, review G), then it answers as for an empty queue.
+//
+// hideRoundsAfterFailedHop bounds the rounds that only hide messages due
+// for a move after a hop that failed in the same receive (hopFailed): up
+// to 256 messages looked past for an Active one. Bounded by the two above
+// only, one receive hid a 4,000-message backlog (a state record, and in a
+// cluster a proposal, each round) while the target's shard had no leader
+// (review X, 2026-12-07).
 const (
-	maxMoveRounds = 1024
-	maxMoveTime   = time.Second
+	maxMoveRounds            = 1024
+	maxMoveTime              = time.Second
+	hideRoundsAfterFailedHop = 16
 )
 
 // nextMessage extends dst by one element, keeping that element's Body buffer.

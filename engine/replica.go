@@ -378,11 +378,12 @@ func (r *replStore) append(recs []logRec) error {
 	// wait for it): the id goes in its first 8 bytes under it. A publish's
 	// group can be MaxPublishBytes (review W: 163 ms with r.mu held for a
 	// 37.5 MiB one, then uncapped).
-	size := 8
-	for i := range recs {
-		size += 5 + len(recs[i].head) + len(recs[i].body)
+	// Not an expiry batch: a follower's timer sends those here, to be
+	// refused (ErrNotLeader) and remembered, and they are small.
+	var data []byte
+	if !allExpires(recs) {
+		data = encodeProposal(recs)
 	}
-	data := encodeRecords(make([]byte, 8, size), recs)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.leader {
@@ -421,6 +422,9 @@ func (r *replStore) append(recs []logRec) error {
 	}
 	r.nextID++
 	id := r.term<<bootShift | r.nextID
+	if data == nil {
+		data = encodeProposal(recs)
+	}
 	binary.LittleEndian.PutUint64(data[:8], id)
 	last := &recs[len(recs)-1]
 	p := &pendingProp{id: id, first: recs[0].pos, end: last.pos + uint64(last.size), done: make(chan struct{}), start: time.Now(), expiries: expiryCopy(recs)}
@@ -429,6 +433,16 @@ func (r *replStore) append(recs []logRec) error {
 		r.resolveLocked(p, fmt.Errorf("%w: %w", ErrNotLeader, err))
 	}
 	return nil
+}
+
+// encodeProposal encodes recs as a proposal's data, its first 8 bytes
+// left for the proposal's id.
+func encodeProposal(recs []logRec) []byte {
+	size := 8
+	for i := range recs {
+		size += 5 + len(recs[i].head) + len(recs[i].body)
+	}
+	return encodeRecords(make([]byte, 8, size), recs)
 }
 
 // resolveLocked settles p and removes it from pending.
