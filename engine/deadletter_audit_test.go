@@ -237,23 +237,7 @@ func (r *downRouter) Move(ctx context.Context, target string, ms []MovedMessage)
 // MessageNotExist though a message it could return is Active.
 func TestDeadLetterElsewhereNoLeaderOneReceive(t *testing.T) {
 	r := &downRouter{}
-	b, clk := openTest(t, Options{Stripes: 1, DeadLetterRouter: r})
-	cfg := dlqConfig("far-dlq", 1)
-	cfg.VisibilityTimeout = time.Second
-	src := mustQueue(t, b, "src", cfg)
-	var es []SendEntry
-	for i := range 160 {
-		es = append(es, SendEntry{Body: fmt.Appendf(nil, "poison-%d", i)})
-		if len(es) == MaxBatch {
-			if _, err := src.Send(es, nil); err != nil {
-				t.Fatal(err)
-			}
-			es = es[:0]
-		}
-	}
-	for len(receiveBatch(t, src)) > 0 {
-	}
-	clk.Advance(time.Second)
+	src := poisonedSource(t, r, 160)
 	if _, err := src.Send([]SendEntry{{Body: []byte("good")}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -268,4 +252,30 @@ func TestDeadLetterElsewhereNoLeaderOneReceive(t *testing.T) {
 	if len(ms) != 1 || string(ms[0].Body) != "good" {
 		t.Errorf("the Active message behind the hidden dead letters was not returned: %d messages, %v", len(ms), err)
 	}
+}
+
+// poisonedSource opens a broker whose dead-letter router is r and returns
+// its queue "src", whose dead-letter queue "far-dlq" is elsewhere
+// (MaxReceiveCount 1), holding n messages each received once and visible
+// again: all due for a move at the next receive.
+func poisonedSource(t *testing.T, r DeadLetterRouter, n int) *Queue {
+	t.Helper()
+	b, clk := openTest(t, Options{Stripes: 1, DeadLetterRouter: r})
+	cfg := dlqConfig("far-dlq", 1)
+	cfg.VisibilityTimeout = time.Second
+	src := mustQueue(t, b, "src", cfg)
+	var es []SendEntry
+	for i := range n {
+		es = append(es, SendEntry{Body: fmt.Appendf(nil, "poison-%d", i)})
+		if len(es) == MaxBatch || i == n-1 {
+			if _, err := src.Send(es, nil); err != nil {
+				t.Fatal(err)
+			}
+			es = es[:0]
+		}
+	}
+	for len(receiveBatch(t, src)) > 0 {
+	}
+	clk.Advance(time.Second)
+	return src
 }

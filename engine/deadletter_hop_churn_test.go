@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"testing"
-	"time"
 )
 
 // After one failed hop (hopFailed), the same receive went on hiding every
@@ -16,24 +14,7 @@ import (
 // hides the failed hop's batch and at most hideRoundsAfterFailedHop more.
 func TestFailedHopHidesABoundedPart(t *testing.T) {
 	r := &downRouter{}
-	b, clk := openTest(t, Options{Stripes: 1, DeadLetterRouter: r})
-	cfg := dlqConfig("far-dlq", 1)
-	cfg.VisibilityTimeout = time.Second
-	src := mustQueue(t, b, "src", cfg)
-	const n = 4000
-	var es []SendEntry
-	for i := range n {
-		es = append(es, SendEntry{Body: fmt.Appendf(nil, "poison-%d", i)})
-		if len(es) == MaxBatch {
-			if _, err := src.Send(es, nil); err != nil {
-				t.Fatal(err)
-			}
-			es = es[:0]
-		}
-	}
-	for len(receiveBatch(t, src)) > 0 {
-	}
-	clk.Advance(time.Second)
+	src := poisonedSource(t, r, 4000)
 	before, _ := src.Attributes()
 	ms, err := src.Receive(context.Background(), ReceiveOptions{Max: 1, HasWait: true}, nil)
 	after, _ := src.Attributes()

@@ -16,8 +16,9 @@ import (
 )
 
 // openPubDurable opens a durable broker on dir that checkpoints only when
-// closed cleanly, so that the log tail holds everything of a test.
-func openPubDurable(t *testing.T, dir string, clk *FakeClock) *Broker {
+// closed cleanly, so that the log tail holds everything of a test; tweaks
+// change its options last.
+func openPubDurable(t *testing.T, dir string, clk *FakeClock, tweaks ...func(*Options)) *Broker {
 	t.Helper()
 	o := Options{Dir: dir, Clock: clk, Stripes: 2}
 	o.WAL.Sync = SyncAlways
@@ -25,12 +26,19 @@ func openPubDurable(t *testing.T, dir string, clk *FakeClock) *Broker {
 	o.CheckpointInterval = 24 * time.Hour
 	o.CheckpointRecords, o.MaxReplayRecords = 1<<40, 1<<40
 	o.CheckpointBytes, o.MaxReplayBytes = 1<<40, 1<<40
+	for _, tw := range tweaks {
+		tw(&o)
+	}
 	b, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
+
+// largeLog is openPubDurable's tweak for a 256 KiB ring and 1 MiB
+// segments, which hold a 64 KiB delivery.
+func largeLog(o *Options) { o.WAL.BufferBytes, o.WAL.SegmentBytes = 256<<10, 1<<20 }
 
 var pubSinks = []string{"sink-a", "sink-b", "sink-c"}
 
@@ -276,19 +284,7 @@ func TestPublishLargerThanTheLogBuffer(t *testing.T) {
 	const subs = 100
 	clk := NewFakeClock(t0)
 	dir := t.TempDir()
-	open := func(dir string) *Broker {
-		o := Options{Dir: dir, Clock: clk, Stripes: 2}
-		o.WAL.Sync = SyncAlways
-		o.WAL.BufferBytes, o.WAL.SegmentBytes = 256<<10, 1<<20
-		o.CheckpointInterval = 24 * time.Hour
-		o.CheckpointRecords, o.MaxReplayRecords = 1<<40, 1<<40
-		o.CheckpointBytes, o.MaxReplayBytes = 1<<40, 1<<40
-		b, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	open := func(dir string) *Broker { return openPubDurable(t, dir, clk, largeLog) }
 	b := open(dir)
 	if _, err := b.CreateTopic("big", DefaultTopicConfig()); err != nil {
 		t.Fatal(err)

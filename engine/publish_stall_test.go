@@ -25,18 +25,7 @@ func TestPublishStallHalfWay(t *testing.T) {
 	ffs := wal.NewFaultFS(wal.OSFS())
 	ffs.Filter = func(name string) bool { return strings.HasSuffix(name, ".spare") }
 	open := func() *Broker {
-		o := Options{Dir: dir, Clock: clk, Stripes: 2, FreeSpaceReserve: -1}
-		o.WAL.FS = ffs
-		o.WAL.Sync = SyncAlways
-		o.WAL.BufferBytes, o.WAL.SegmentBytes = 256<<10, 1<<20
-		o.CheckpointInterval = 24 * time.Hour
-		o.CheckpointRecords, o.MaxReplayRecords = 1<<40, 1<<40
-		o.CheckpointBytes, o.MaxReplayBytes = 1<<40, 1<<40
-		b, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return openPubDurable(t, dir, clk, largeLog, func(o *Options) { o.WAL.FS, o.FreeSpaceReserve = ffs, -1 })
 	}
 	b := open()
 	if _, err := b.CreateTopic("big", DefaultTopicConfig()); err != nil {

@@ -42,20 +42,7 @@ func TestFollowerGivesItsSlabBackToo(t *testing.T) {
 func TestFollowerTrimsToo(t *testing.T) {
 	h, q := newHandShard(t)
 	h.sendMany(q, 8192)
-	held := func(b *Broker) (chunks, msgs int) {
-		bq, err := b.Queue("q")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range bq.stripes {
-			st := &bq.stripes[i]
-			st.mu.Lock()
-			chunks += st.slab.heldChunks()
-			msgs += int(st.slab.used)
-			st.mu.Unlock()
-		}
-		return chunks, msgs
-	}
+	held := func(b *Broker) (chunks, msgs int) { return slabHeld(t, b, "q") }
 	peak, _ := held(h.follower)
 	one := []SendEntry{{Body: []byte("y")}}
 	for _, n := held(h.leader); n > 100; _, n = held(h.leader) {
@@ -106,20 +93,7 @@ func TestFollowerTrimsToo(t *testing.T) {
 func TestIdleFollowerGivesItsSlabBack(t *testing.T) {
 	h, q := newHandShard(t)
 	h.sendMany(q, 1024)
-	chunks := func(b *Broker) (held, msgs int) {
-		bq, err := b.Queue("q")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range bq.stripes {
-			st := &bq.stripes[i]
-			st.mu.Lock()
-			held += st.slab.heldChunks()
-			msgs += int(st.slab.used)
-			st.mu.Unlock()
-		}
-		return held, msgs
-	}
+	chunks := func(b *Broker) (held, msgs int) { return slabHeld(t, b, "q") }
 	peak, _ := chunks(h.follower)
 	h.do(func() error { _, err := q.Purge(); return err })
 	if got := h.followerCount(); got != 0 {
@@ -131,4 +105,22 @@ func TestIdleFollowerGivesItsSlabBack(t *testing.T) {
 	if bq, _ := h.follower.Queue("q"); fc > len(bq.stripes) || lc > len(bq.stripes) {
 		t.Fatalf("after a purge: leader %d chunks, follower %d, want one a stripe", lc, fc)
 	}
+}
+
+// slabHeld returns the chunks b's queue name holds over its stripes, and
+// the messages in them.
+func slabHeld(t *testing.T, b *Broker, name string) (chunks, msgs int) {
+	t.Helper()
+	q, err := b.Queue(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range q.stripes {
+		st := &q.stripes[i]
+		st.mu.Lock()
+		chunks += st.slab.heldChunks()
+		msgs += int(st.slab.used)
+		st.mu.Unlock()
+	}
+	return chunks, msgs
 }

@@ -16,23 +16,10 @@ import (
 func TestDrainedQueueGivesItsSlabBack(t *testing.T) {
 	b, _ := openTest(t, Options{Stripes: 1})
 	q := mustQueue(t, b, "q", DefaultQueueConfig())
-	chunks := func() int {
-		st := &q.stripes[0]
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		return st.slab.heldChunks()
-	}
-	es := make([]SendEntry, 16)
-	for i := range es {
-		es[i].Body = []byte("x")
-	}
+	chunks := func() int { n, _ := slabHeld(t, b, "q"); return n }
+	sendOnes(t, q, 10000)
+	es := []SendEntry{{Body: []byte("x")}}
 	var out []SendResult
-	for range 10000 / 16 {
-		var err error
-		if out, err = q.Send(es, out[:0]); err != nil {
-			t.Fatal(err)
-		}
-	}
 	grown := chunks()
 	var ms []Message
 	for {
@@ -85,23 +72,8 @@ func TestIdleQueueGivesItsSlabBack(t *testing.T) {
 				cfg.VisibilityTimeout = time.Second
 			}
 			q := mustQueue(t, b, "q", cfg)
-			chunks := func() (held, inUse int) {
-				st := &q.stripes[0]
-				st.mu.Lock()
-				defer st.mu.Unlock()
-				return st.slab.heldChunks(), int(st.slab.used)
-			}
-			es := make([]SendEntry, 16)
-			for i := range es {
-				es[i].Body = []byte("x")
-			}
-			var out []SendResult
-			for range 10000 / 16 {
-				var err error
-				if out, err = q.Send(es, out[:0]); err != nil {
-					t.Fatal(err)
-				}
-			}
+			chunks := func() (held, inUse int) { return slabHeld(t, b, "q") }
+			sendOnes(t, q, 10000)
 			peak, _ := chunks()
 			switch how {
 			case "purge":
@@ -154,5 +126,21 @@ func TestIdleQueueGivesItsSlabBack(t *testing.T) {
 			}
 			checkInvariants(t, q)
 		})
+	}
+}
+
+// sendOnes sends n messages of one byte to q, 16 at a time.
+func sendOnes(t *testing.T, q *Queue, n int) {
+	t.Helper()
+	es := make([]SendEntry, 16)
+	for i := range es {
+		es[i].Body = []byte("x")
+	}
+	var out []SendResult
+	for ; n > 0; n -= len(es) {
+		var err error
+		if out, err = q.Send(es[:min(n, len(es))], out[:0]); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
