@@ -254,7 +254,7 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 			// Registered only around a move that runs (beginMove), not for
 			// every receive of a queue with a policy: a hold waits for the
 			// count to reach 0.
-			moved := false
+			moved, giveUp := false, false
 			switch {
 			case mv.held, !q.b.beginMove():
 				// Held (Options.MovesHeld): they stay hidden in this queue
@@ -265,9 +265,8 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 					// Hidden past a failed hop: look on, as after moves,
 					// a bounded number of rounds.
 					hidRounds++
-					if moved = hidRounds < hideRoundsAfterFailedHop; !moved {
-						again = 0 // nor the retries of a round that moved nothing
-					}
+					moved = hidRounds < hideRoundsAfterFailedHop
+					giveUp = !moved // nor the retries of a round that moved nothing
 				}
 				mv.n = 0
 			default:
@@ -295,7 +294,7 @@ func (q *Queue) tryReceive(max int, dst []Message, again int) ([]Message, error)
 					if round < maxMoveRounds && q.b.clock.Now().Sub(movingSince) < maxMoveTime {
 						continue
 					}
-				} else if again > 0 {
+				} else if again > 0 && !giveUp {
 					again--
 					continue
 				}
