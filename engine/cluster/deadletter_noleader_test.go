@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -22,31 +23,10 @@ func TestClusterDeadLetterShardWithoutLeader(t *testing.T) {
 	}
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 2, electionTicks: 250})
 	const src = "nl-src"
-	si, _ := c.leader(src)
-	dlq := ""
-	for k := 0; dlq == ""; k++ {
-		if k == 1000 {
-			t.Skip("both shards led by one node")
-		}
-		name := fmt.Sprintf("nl-dlq-%d", k)
-		if c.nodes[si].ShardOf(name) != c.nodes[si].ShardOf(src) {
-			if li, _ := c.leader(name); li != si {
-				dlq = name
-			}
-		}
+	dlq := c.sourceWithRemoteDeadLetters(src, "nl-dlq-")
+	if dlq == "" {
+		t.Skip("both shards led by one node")
 	}
-	c.onLeader(dlq, func(b *engine.Broker) error {
-		_, err := b.CreateQueue(dlq, engine.DefaultQueueConfig())
-		return err
-	})
-	cfg := engine.DefaultQueueConfig()
-	cfg.VisibilityTimeout = time.Second
-	cfg.DeadLetterQueue, cfg.MaxReceiveCount = dlq, 1
-	eventually(t, "policy", func() error {
-		_, b := c.leader(src)
-		_, err := b.CreateQueue(src, cfg)
-		return err
-	})
 	_, b := c.leader(src)
 	q, err := b.Queue(src)
 	if err != nil {
@@ -82,7 +62,7 @@ func TestClusterDeadLetterShardWithoutLeader(t *testing.T) {
 		return err
 	})
 	li, _ := c.leader(dlq)
-	si, b = c.leader(src)
+	si, b := c.leader(src)
 	if si == li {
 		t.Skip("the leads moved onto one node")
 	}
@@ -95,6 +75,11 @@ func TestClusterDeadLetterShardWithoutLeader(t *testing.T) {
 	start := time.Now()
 	ms, err := q.Receive(context.Background(), engine.ReceiveOptions{Max: 1, HasWait: true}, nil)
 	took := time.Since(start)
+	if errors.Is(err, engine.ErrNotLeader) || errors.Is(err, engine.ErrRetryOnLeader) {
+		// The source's lead moved during the hop (the balancer hands
+		// leads to their preferred nodes): nothing to judge here.
+		t.Skipf("the source's shard changed leaders during the receive: %v", err)
+	}
 	failed := c.nodes[si].Status().DeadLetterHopsFailed - failed0
 	t.Logf("one receive (wait 0): %d messages, err %v, %d failed hops, took %v", len(ms), err, failed, took.Round(100*time.Millisecond))
 	for _, m := range ms {

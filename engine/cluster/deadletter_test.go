@@ -45,28 +45,10 @@ func FuzzParseMove(f *testing.F) {
 func TestClusterDeadLetterMovesSurviveLeaderLoss(t *testing.T) {
 	c := newTestCluster(t, 3, 4)
 	const src, n = "poison-src", 3200
-	si, _ := c.leader(src)
-	dlq := ""
-	for k := 0; dlq == ""; k++ {
-		name := fmt.Sprintf("poison-dlq-%d", k)
-		if c.nodes[si].ShardOf(name) != c.nodes[si].ShardOf(src) {
-			if li, _ := c.leader(name); li != si {
-				dlq = name
-			}
-		}
+	dlq := c.sourceWithRemoteDeadLetters(src, "poison-dlq-")
+	if dlq == "" {
+		t.Fatal("no queue name on a shard another node leads")
 	}
-	c.onLeader(dlq, func(b *engine.Broker) error {
-		_, err := b.CreateQueue(dlq, engine.DefaultQueueConfig())
-		return err
-	})
-	cfg := engine.DefaultQueueConfig()
-	cfg.VisibilityTimeout = time.Second
-	cfg.DeadLetterQueue, cfg.MaxReceiveCount = dlq, 1
-	eventually(t, "the policy set once the source's leader sees the target", func() error {
-		_, b := c.leader(src)
-		_, err := b.CreateQueue(src, cfg)
-		return err
-	})
 	for i := 0; i < n; i += engine.MaxBatch {
 		var batch []engine.SendEntry
 		for j := i; j < i+engine.MaxBatch; j++ {
@@ -297,4 +279,39 @@ func TestClusterMoveConnectionsReused(t *testing.T) {
 	if d := c.nodes[from].moveDials.Load(); d != 2 {
 		t.Fatalf("a hop after the target's restart: %d dials in all, want 2 (the closed connection reused, or redialed more)", d)
 	}
+}
+
+// sourceWithRemoteDeadLetters creates queue src (VisibilityTimeout 1 s)
+// with a dead-letter queue, MaxReceiveCount 1, named prefix+k for the
+// first k whose shard is not src's and is led by another node than src's
+// shard, creates it, and returns its name; "" when no k below 1,000 is
+// such a name.
+func (c *testCluster) sourceWithRemoteDeadLetters(src, prefix string) string {
+	c.t.Helper()
+	si, _ := c.leader(src)
+	dlq := ""
+	for k := 0; dlq == "" && k < 1000; k++ {
+		name := fmt.Sprintf("%s%d", prefix, k)
+		if c.nodes[si].ShardOf(name) != c.nodes[si].ShardOf(src) {
+			if li, _ := c.leader(name); li != si {
+				dlq = name
+			}
+		}
+	}
+	if dlq == "" {
+		return ""
+	}
+	c.onLeader(dlq, func(b *engine.Broker) error {
+		_, err := b.CreateQueue(dlq, engine.DefaultQueueConfig())
+		return err
+	})
+	cfg := engine.DefaultQueueConfig()
+	cfg.VisibilityTimeout = time.Second
+	cfg.DeadLetterQueue, cfg.MaxReceiveCount = dlq, 1
+	eventually(c.t, "the policy set once the source's leader sees the target", func() error {
+		_, b := c.leader(src)
+		_, err := b.CreateQueue(src, cfg)
+		return err
+	})
+	return dlq
 }
