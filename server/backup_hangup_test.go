@@ -40,10 +40,10 @@ func TestBackupEndsWhenItsClientHangsUp(t *testing.T) {
 	conn.Close() // the operator gives up on it (^C of smqctl backup)
 
 	deadline := time.Now().Add(20 * time.Second)
-	for env.srv.backups.running.Load() && time.Now().Before(deadline) {
+	for env.srv.backups.since.Load() != 0 && time.Now().Before(deadline) { // the slot (running is cleared just before it)
 		time.Sleep(50 * time.Millisecond)
 	}
-	if env.srv.backups.running.Load() {
+	if env.srv.backups.since.Load() != 0 {
 		t.Fatal("the backup of a client that hung up still holds the backup slot 20 s later")
 	}
 	if r := c.get("/backup"); r.status != 200 {
@@ -86,10 +86,10 @@ func TestClusterBackupEndsWhenItsClientHangsUp(t *testing.T) {
 	}
 	conn.Close()
 	deadline := time.Now().Add(20 * time.Second)
-	for env.srv.backups.running.Load() && time.Now().Before(deadline) {
+	for env.srv.backups.since.Load() != 0 && time.Now().Before(deadline) { // the slot (running is cleared just before it)
 		time.Sleep(50 * time.Millisecond)
 	}
-	if env.srv.backups.running.Load() {
+	if env.srv.backups.since.Load() != 0 {
 		t.Fatal("the cluster backup of a client that hung up still holds the backup slot (and every member's moves) 20 s later")
 	}
 	if r := cl.get("/backup"); r.status != 200 {
