@@ -73,15 +73,7 @@ func TestFollowerPublishGroupWithARelocationInside(t *testing.T) {
 	h.do(func() error { _, err := h.leader.CreateQueue("keep", DefaultQueueConfig()); return err })
 	kq, _ := h.leader.Queue("keep")
 	h.do(func() error { _, err := kq.Send([]SendEntry{{Body: []byte("kept body")}}, nil); return err })
-	h.do(func() error { _, err := h.leader.CreateTopic("t", DefaultTopicConfig()); return err })
-	for i := range subs {
-		q := fmt.Sprintf("q%d", i)
-		h.do(func() error { _, err := h.leader.CreateQueue(q, DefaultQueueConfig()); return err })
-		h.do(func() error {
-			_, err := h.leader.Subscribe("t", "to-"+q, SubscriptionConfig{Endpoint: "acs:mns:test:1:queues/" + q, Format: FormatSimplified})
-			return err
-		})
-	}
+	h.topicToQueues("t", subs)
 	// Fill the follower's segment past the kept body, so that it is no
 	// longer the active one.
 	for range 3 {

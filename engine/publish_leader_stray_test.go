@@ -38,15 +38,7 @@ func TestLeaderStrayPublishGroupPrefix(t *testing.T) {
 	if err := h.leader.SetLeader(true, 1); err != nil {
 		t.Fatal(err)
 	}
-	h.do(func() error { _, err := h.leader.CreateTopic("t", DefaultTopicConfig()); return err })
-	for i := range subs {
-		q := fmt.Sprintf("q%d", i)
-		h.do(func() error { _, err := h.leader.CreateQueue(q, DefaultQueueConfig()); return err })
-		h.do(func() error {
-			_, err := h.leader.Subscribe("t", "to-"+q, SubscriptionConfig{Endpoint: "acs:mns:test:1:queues/" + q, Format: FormatSimplified})
-			return err
-		})
-	}
+	h.topicToQueues("t", subs)
 	h.do(func() error { _, err := h.leader.CreateQueue("other", DefaultQueueConfig()); return err })
 	ffs.FailPreallocate(syscall.ENOSPC)
 	_, err := h.leader.Publish("t", PublishInput{Body: randLetters(MaxMessageBytes)})
@@ -96,4 +88,18 @@ func TestLeaderStrayPublishGroupPrefix(t *testing.T) {
 	h.leader = h.open(ldir, h.rep)
 	check(h.leader, "leader, restarted after a checkpoint")
 	t.Logf("leader recovery: %+v", h.leader.Recovery())
+}
+
+// topicToQueues creates topic on h's leader and queues q0..q(n-1), each
+// subscribed to it (SIMPLIFIED).
+func (h *handShard) topicToQueues(topic string, n int) {
+	h.do(func() error { _, err := h.leader.CreateTopic(topic, DefaultTopicConfig()); return err })
+	for i := range n {
+		q := fmt.Sprintf("q%d", i)
+		h.do(func() error { _, err := h.leader.CreateQueue(q, DefaultQueueConfig()); return err })
+		h.do(func() error {
+			_, err := h.leader.Subscribe(topic, "to-"+q, SubscriptionConfig{Endpoint: "acs:mns:test:1:queues/" + q, Format: FormatSimplified})
+			return err
+		})
+	}
 }
