@@ -324,6 +324,26 @@ func (b *Broker) SyncLog() error {
 	return mapErr(r.wal.Sync())
 }
 
+// WaitLogWritten returns once everything persisted so far is written to
+// the log's files (not necessarily fsynced): what a kill -9 of the process
+// then loses, the operating system still holds. The consensus layer waits
+// for it before it acknowledges entries or a vote when it does not sync
+// them (--sync interval or none), so that a crash of the process loses
+// nothing it acknowledged, as on a single broker.
+//
+// For engine/cluster: it needs a broker opened with Options.Replica (others
+// return an error).
+func (b *Broker) WaitLogWritten() error {
+	r, err := b.repl()
+	if err != nil {
+		return err
+	}
+	if end := r.wal.End(); end > 0 {
+		return mapErr(r.wal.WaitWritten(end - 1))
+	}
+	return nil
+}
+
 // Entries returns the entries [lo, hi) of the local log, rebuilt from it,
 // up to maxBytes of data (at least one), for the consensus layer's log
 // storage. ok is false if lo is not in the log any more.

@@ -3,6 +3,8 @@ package wal
 import (
 	"bytes"
 	"errors"
+	"io"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -182,5 +184,82 @@ func TestMemFSCapacity(t *testing.T) {
 	}
 	if (Options{}).ReserveBytes() != 2*defaultSegmentBytes {
 		t.Fatalf("default reserve %d", (Options{}).ReserveBytes())
+	}
+}
+
+// A kill clone keeps every write and name, synced or not; a power-loss
+// clone (rnd nil) keeps only what was synced. Both are one instant across
+// the file systems given.
+func TestKillCloneKeepsWhatWasWritten(t *testing.T) {
+	a, b := NewMemFS(), NewMemFS()
+	for _, m := range []*MemFS{a, b} {
+		if err := m.MkdirAll("/d", 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SyncDir("/d"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fa, err := a.OpenFile("/d/synced", osCreateRW, filePerm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fa.WriteAt([]byte("durable"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fa.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SyncDir("/d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fa.WriteAt([]byte(" and written"), 7); err != nil {
+		t.Fatal(err)
+	}
+	fb, err := b.OpenFile("/d/new", osCreateRW, filePerm) // its name never synced
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fb.WriteAt([]byte("written"), 0); err != nil {
+		t.Fatal(err)
+	}
+	read := func(m *MemFS, name string) string {
+		f, err := m.OpenFile(name, os.O_RDONLY, 0)
+		if err != nil {
+			return "<" + err.Error() + ">"
+		}
+		defer f.Close()
+		n, _ := f.Size()
+		buf := make([]byte, n)
+		if _, err := f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatal(err)
+		}
+		return string(buf)
+	}
+	killed := KillCloneAll(a, b)
+	if got := read(killed[0], "/d/synced"); got != "durable and written" {
+		t.Errorf("kill clone: synced file reads %q", got)
+	}
+	if got := read(killed[1], "/d/new"); got != "written" {
+		t.Errorf("kill clone: unsynced file reads %q", got)
+	}
+	lost := CrashCloneAll(nil, a, b)
+	if got := read(lost[0], "/d/synced"); got != "durable" {
+		t.Errorf("power-loss clone: synced file reads %q", got)
+	}
+	if got := read(lost[1], "/d/new"); !strings.HasPrefix(got, "<") {
+		t.Errorf("power-loss clone: a file whose name was never synced reads %q", got)
+	}
+	// The clones are copies: a write to one changes neither the source
+	// nor the other clone.
+	kf, err := killed[1].OpenFile("/d/new", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kf.WriteAt([]byte("W"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(b, "/d/new"); got != "written" {
+		t.Errorf("a write to the clone changed the source: %q", got)
 	}
 }

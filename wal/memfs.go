@@ -24,6 +24,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // MemFS is an in-memory FS that tracks per file which bytes were synced. It is
@@ -38,8 +39,14 @@ type MemFS struct {
 	capacity atomic.Int64 // bytes the files may occupy; <= 0: unlimited
 	used     atomic.Int64 // sum of the sizes of the linked files
 
-	syncFail atomic.Pointer[error] // FailSyncsLosingWrites: the error every Sync returns
+	syncFail   atomic.Pointer[error] // FailSyncsLosingWrites: the error every Sync returns
+	writeDelay atomic.Int64          // SetWriteDelay: nanoseconds each WriteAt sleeps first
 }
+
+// SetWriteDelay makes every WriteAt sleep d before it writes (a slow disk:
+// a log's writes then trail its appends), taking no lock while it sleeps.
+// 0 turns it off.
+func (m *MemFS) SetWriteDelay(d time.Duration) { m.writeDelay.Store(int64(d)) }
 
 // FailSyncsLosingWrites makes every File.Sync fail with err as Linux does
 // after a failed writeback: the writes it was to make durable are dropped
@@ -318,6 +325,60 @@ func CrashCloneAll(rnd *rand.Rand, fss ...*MemFS) []*MemFS {
 	return out
 }
 
+// KillCloneAll returns copies of fss as a restart finds them after every
+// process using them was killed at one instant (kill -9, an OOM kill): the
+// operating system keeps what they had written, so every write and every
+// name survives, synced or not; only what the processes held in their own
+// memory is lost. The clones are taken at one instant across fss, as
+// CrashCloneAll's are. fss are not changed and stay usable.
+func KillCloneAll(fss ...*MemFS) []*MemFS {
+	for _, m := range fss {
+		m.mu.Lock()
+	}
+	defer func() {
+		for _, m := range fss {
+			m.mu.Unlock()
+		}
+	}()
+	locked := map[*memFile]bool{}
+	for _, m := range fss {
+		for _, f := range m.files {
+			if !locked[f] {
+				locked[f] = true
+				f.mu.Lock()
+			}
+		}
+	}
+	defer func() {
+		for f := range locked {
+			f.mu.Unlock()
+		}
+	}()
+	out := make([]*MemFS, len(fss))
+	for i, m := range fss {
+		c := NewMemFS()
+		c.capacity.Store(m.capacity.Load())
+		for d := range m.dirs {
+			c.dirs[d] = true
+		}
+		clones := map[*memFile]*memFile{} // a file under two names stays one file
+		for name, f := range m.files {
+			cf := clones[f]
+			if cf == nil {
+				st := memState{data: slices.Clone(f.cur.data), size: f.cur.size}
+				cf = &memFile{cur: st, synced: memState{data: slices.Clone(st.data), size: st.size}}
+				cf.fs, cf.linked = c, true
+				c.used.Add(cf.cur.size)
+				clones[f] = cf
+			}
+			c.files[name] = cf
+			c.durable[name] = cf
+		}
+		out[i] = c
+	}
+	return out
+}
+
 // crashCopy builds the post-crash version of f; f.mu is held.
 func (f *memFile) crashCopy(rnd *rand.Rand) *memFile {
 	st := memState{data: slices.Clone(f.synced.data), size: f.synced.size}
@@ -441,6 +502,9 @@ func (h *memHandle) WriteAt(p []byte, off int64) (int, error) {
 	op := memOp{off: off, data: slices.Clone(p)}
 	if op.data == nil {
 		op.data = []byte{}
+	}
+	if d := h.f.fs.writeDelay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
 	}
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()

@@ -24,6 +24,14 @@ package cluster
 //     new term or vote is synced before its responses leave; the batches
 //     are processed one at a time, so when a batch starts, every entry
 //     written before it is durable already.
+//  4. With --sync interval or none, every such batch is written to the
+//     log's files (the OS holds it) before its responses leave: a member
+//     never acknowledges an entry or a vote that a kill -9 of its process
+//     would lose, only ones a power loss would (rejoin.go replaces it
+//     then). Until 2026-12-07 the responses left once the batch was in the
+//     log's ring in memory, and a kill -9 of every node at once lost
+//     acknowledged sends and brought back acknowledged deletes
+//     (TestClusterKill9WithSyncInterval).
 //
 // Owner: mu guards the queue and the idle flag; the worker goroutine owns
 // what it took from the queue.
@@ -195,8 +203,16 @@ func (a *appender) process(batch []*pb.Message) error {
 		}
 		respond = respond || len(m.Responses) > 0
 	}
-	if respond && mustSync && s.n.cfg.SyncAlways {
-		if err := b.SyncLog(); err != nil {
+	if respond && mustSync {
+		// Invariant 3. Otherwise (interval, none) the batch is written
+		// before its responses leave, as a single broker's acknowledgement
+		// waits for the write: a kill -9 then loses nothing this member
+		// acknowledged, an entry or a vote (invariant 4).
+		sync := b.WaitLogWritten
+		if s.n.cfg.SyncAlways {
+			sync = b.SyncLog
+		}
+		if err := sync(); err != nil {
 			return err
 		}
 	}

@@ -18,9 +18,10 @@ package cluster
 // comes, an older copy may still vote with its older vote. With --sync
 // always a follower acknowledges only what it flushed, so only a node
 // that lost its files is replaced. With interval or none it acknowledges
-// what it has put in its log's ring, maybe not written yet: a kill -9 (an
-// OOM kill) can lose acknowledged entries too, and such a node is
-// replaced at its next start, as Raft requires. What can replace a node
+// what it has written to its log's files, maybe not flushed (append.go,
+// invariant 4): a power loss or a kernel crash can lose acknowledged
+// entries too (a kill -9 cannot), and such a node is replaced at its next
+// start, as Raft requires. What can replace a node
 // needlessly is an acknowledged tail that a later leader overwrote with a
 // shorter log (entries a majority never held; the table keeps indexes,
 // not terms): it then catches up from a snapshot.
