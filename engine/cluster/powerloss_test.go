@@ -256,7 +256,7 @@ func lossRound(t *testing.T, seed uint64, kill bool) {
 			t.Fatalf("restore node %d: %v %s", i+1, err, out)
 		}
 	}
-	r := newTestClusterAtWith(t, c.dirs, tweak(images), cfgTweak)
+	r := newTestClusterAt(t, c.dirs, tweak(images), cfgTweak)
 	seen := map[string]bool{}
 	deadline := time.Now().Add(2 * time.Minute) // bounds a drain that cannot finish
 	for _, name := range queues {
@@ -336,14 +336,9 @@ func (c *testCluster) route(name string) (*engine.Broker, *engine.Queue) {
 	return nil, nil
 }
 
-// newTestClusterAt starts a cluster on existing node directories.
-func newTestClusterAt(t *testing.T, dirs []string, tweak func(int, *engine.Options)) *testCluster {
-	return newTestClusterAtWith(t, dirs, tweak, nil)
-}
-
-// newTestClusterAtWith is newTestClusterAt with cfgTweak for the nodes'
-// Configs.
-func newTestClusterAtWith(t *testing.T, dirs []string, tweak func(int, *engine.Options), cfgTweak func(int, *Config)) *testCluster {
+// newTestClusterAt starts a cluster on existing node directories, with
+// tweak and cfgTweak (nil for none) for the nodes' options and Configs.
+func newTestClusterAt(t *testing.T, dirs []string, tweak func(int, *engine.Options), cfgTweak func(int, *Config)) *testCluster {
 	c := &testCluster{t: t, tweak: tweak, cfgTweak: cfgTweak, addrs: map[uint64]string{}, nodes: make([]*Node, len(dirs)), shards: 2, dirs: dirs}
 	for i := range dirs {
 		c.hold(uint64(i + 1))
