@@ -277,6 +277,12 @@ func (m *MemFS) CrashClone(rnd *rand.Rand) *MemFS {
 // not model a power loss: a member's later clone may hold a commit that
 // rests on writes the earlier clones lost).
 func CrashCloneAll(rnd *rand.Rand, fss ...*MemFS) []*MemFS {
+	return cloneAll(fss, func(m *MemFS) map[string]*memFile { return m.durable }, func(f *memFile) *memFile { return f.crashCopy(rnd) })
+}
+
+// cloneAll copies fss at one instant: each file system's names in
+// names(m), each file as copyFile makes it (called with its mu held).
+func cloneAll(fss []*MemFS, names func(*MemFS) map[string]*memFile, copyFile func(*memFile) *memFile) []*MemFS {
 	for _, m := range fss {
 		m.mu.Lock()
 	}
@@ -289,7 +295,7 @@ func CrashCloneAll(rnd *rand.Rand, fss ...*MemFS) []*MemFS {
 	// power loss (handles lock only one file at a time, so no deadlock).
 	locked := map[*memFile]bool{}
 	for _, m := range fss {
-		for _, f := range m.durable {
+		for _, f := range names(m) {
 			if !locked[f] {
 				locked[f] = true
 				f.mu.Lock()
@@ -309,10 +315,10 @@ func CrashCloneAll(rnd *rand.Rand, fss ...*MemFS) []*MemFS {
 			c.dirs[d] = true
 		}
 		clones := map[*memFile]*memFile{} // a file under two names stays one file
-		for name, f := range m.durable {
+		for name, f := range names(m) {
 			cf := clones[f]
 			if cf == nil {
-				cf = f.crashCopy(rnd)
+				cf = copyFile(f)
 				cf.fs, cf.linked = c, true
 				c.used.Add(cf.cur.size)
 				clones[f] = cf
@@ -332,51 +338,10 @@ func CrashCloneAll(rnd *rand.Rand, fss ...*MemFS) []*MemFS {
 // memory is lost. The clones are taken at one instant across fss, as
 // CrashCloneAll's are. fss are not changed and stay usable.
 func KillCloneAll(fss ...*MemFS) []*MemFS {
-	for _, m := range fss {
-		m.mu.Lock()
-	}
-	defer func() {
-		for _, m := range fss {
-			m.mu.Unlock()
-		}
-	}()
-	locked := map[*memFile]bool{}
-	for _, m := range fss {
-		for _, f := range m.files {
-			if !locked[f] {
-				locked[f] = true
-				f.mu.Lock()
-			}
-		}
-	}
-	defer func() {
-		for f := range locked {
-			f.mu.Unlock()
-		}
-	}()
-	out := make([]*MemFS, len(fss))
-	for i, m := range fss {
-		c := NewMemFS()
-		c.capacity.Store(m.capacity.Load())
-		for d := range m.dirs {
-			c.dirs[d] = true
-		}
-		clones := map[*memFile]*memFile{} // a file under two names stays one file
-		for name, f := range m.files {
-			cf := clones[f]
-			if cf == nil {
-				st := memState{data: slices.Clone(f.cur.data), size: f.cur.size}
-				cf = &memFile{cur: st, synced: memState{data: slices.Clone(st.data), size: st.size}}
-				cf.fs, cf.linked = c, true
-				c.used.Add(cf.cur.size)
-				clones[f] = cf
-			}
-			c.files[name] = cf
-			c.durable[name] = cf
-		}
-		out[i] = c
-	}
-	return out
+	return cloneAll(fss, func(m *MemFS) map[string]*memFile { return m.files }, func(f *memFile) *memFile {
+		st := memState{data: slices.Clone(f.cur.data), size: f.cur.size}
+		return &memFile{cur: st, synced: memState{data: slices.Clone(st.data), size: st.size}}
+	})
 }
 
 // crashCopy builds the post-crash version of f; f.mu is held.

@@ -70,18 +70,7 @@ import (
 //
 // The index directories are copied as they are (the checkpointer is held
 // off for the run, so they do not change, and recovery replays the logs).
-func TestClusterPowerLoss(t *testing.T) {
-	rounds := 3
-	if testing.Short() {
-		rounds = 1
-	}
-	if os.Getenv("SMQD_LONG") != "" {
-		rounds = 20
-	}
-	for r := range rounds {
-		t.Run(fmt.Sprint(r), func(t *testing.T) { lossRound(t, uint64(r), false) })
-	}
-}
+func TestClusterPowerLoss(t *testing.T) { lossRounds(t, 20, false) }
 
 // Every node's process is killed at one instant (kill -9: each keeps what
 // it wrote to its files, synced or not, and loses what it held in memory:
@@ -99,16 +88,20 @@ func TestClusterPowerLoss(t *testing.T) {
 // 5 acknowledged sends gone and 1 to 2 deletes back per round. With the
 // writes not slowed it passed 3 of 3 all the same: a MemFS write costs
 // nothing, a disk's under load does.
-func TestClusterKill9WithSyncInterval(t *testing.T) {
+func TestClusterKill9WithSyncInterval(t *testing.T) { lossRounds(t, 10, true) }
+
+// lossRounds runs 3 rounds of lossRound, 1 with -short, long with
+// SMQD_LONG.
+func lossRounds(t *testing.T, long int, kill bool) {
 	rounds := 3
 	if testing.Short() {
 		rounds = 1
 	}
 	if os.Getenv("SMQD_LONG") != "" {
-		rounds = 10
+		rounds = long
 	}
 	for r := range rounds {
-		t.Run(fmt.Sprint(r), func(t *testing.T) { lossRound(t, uint64(r), true) })
+		t.Run(fmt.Sprint(r), func(t *testing.T) { lossRound(t, uint64(r), kill) })
 	}
 }
 
