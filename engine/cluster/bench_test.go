@@ -66,17 +66,33 @@ func BenchmarkClusterSend(b *testing.B) {
 }
 
 // newBenchCluster is newTestCluster with production engine options; with
-// SMQD_BENCH_CLUSTER_TLS set, with mutual TLS between the nodes.
+// SMQD_BENCH_CLUSTER_TLS set, with mutual TLS between the nodes; with
+// SMQD_BENCH_CLUSTER_SYNC=interval or none, in that sync mode (--sync
+// interval with the default 1 s interval) instead of always.
 func newBenchCluster(b *testing.B, n, shards int) *testCluster {
 	t := &testing.T{}
 	c := &testCluster{t: t, prod: true, addrs: map[uint64]string{}, nodes: make([]*Node, n), shards: shards}
+	var cfgs []*tls.Config
 	if os.Getenv("SMQD_BENCH_CLUSTER_TLS") != "" {
 		ca := newTestCA(t, "bench CA")
-		cfgs := make([]*tls.Config, n)
+		cfgs = make([]*tls.Config, n)
 		for i := range cfgs {
 			cfgs[i] = ca.config(t, fmt.Sprint("node ", i+1), ca.pool)
 		}
-		c.cfgTweak = func(i int, cfg *Config) { cfg.TLS = cfgs[i] }
+	}
+	mode := engine.SyncAlways
+	if s := os.Getenv("SMQD_BENCH_CLUSTER_SYNC"); s != "" {
+		var err error
+		if mode, err = engine.ParseSyncMode(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c.cfgTweak = func(i int, cfg *Config) {
+		if cfgs != nil {
+			cfg.TLS = cfgs[i]
+		}
+		cfg.SyncAlways = mode == engine.SyncAlways
+		cfg.Engine.WAL.Sync = mode
 	}
 	for i := 0; i < n; i++ {
 		c.dirs = append(c.dirs, filepath.Join(b.TempDir(), fmt.Sprint(i+1)))
