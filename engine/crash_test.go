@@ -10,14 +10,23 @@ package engine
 // checks the state the new child recovered (which it prints before doing
 // anything else) against the whole history:
 //
-//   - no acknowledged send is lost (sync "always");
-//   - no message whose delete was acknowledged comes back (sync "always"
-//     acknowledges a delete after its fsync);
+//   - no acknowledged send is lost;
+//   - no message whose delete was acknowledged comes back;
 //   - no acknowledged visibility change is undone: until its new
 //     NextVisibleTime the message stays Inactive, and not visible earlier;
 //   - no message that was never sent appears;
-//   - no DequeueCount goes below one that was fsynced;
+//   - no DequeueCount goes below one that was fsynced, or below the one a
+//     receive reported before an acknowledged visibility change of the
+//     message (its record carries the count);
 //   - MessageIds are unique.
+//
+// TestCrashKill9 runs the child with sync "always" (acknowledged after the
+// fsync); crash_sync_test.go runs it with "interval" (an hour: the timer
+// never fsyncs) and "none", where an operation is acknowledged once its
+// records are written to the OS, which a kill -9 of the process does not
+// undo, and in some cycles with every log write slowed (crashSlowFS), so
+// that records wait in the log's ring long enough for an acknowledgement
+// that did not wait for the write to be seen lost.
 //
 // Child protocol (stdout, one line per event):
 //
@@ -54,33 +63,62 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/smqd/smqd/wal"
 )
 
 const crashChildEnv = "SMQD_CRASH_CHILD_DIR"
 
 func TestCrashKill9(t *testing.T) {
-	if os.Getenv(crashChildEnv) != "" {
-		t.Skip("child process")
-	}
 	cycles := 20
 	if modelLong {
 		cycles = 200
+	}
+	runCrashKill9(t, "always", cycles, 0)
+}
+
+// runCrashKill9 runs cycles children with the sync mode ("always",
+// "interval" or "none"), each killed with SIGKILL at a random moment, and
+// checks every start against the history. With writeDelay > 0, every
+// other cycle's child (the odd ones) sleeps that long before each write to
+// its log files (crashSlowFS). SMQD_CRASH_SEED, if set, replaces the
+// random seed, and SMQD_CRASH_WRITE_DELAY (a duration) writeDelay.
+func runCrashKill9(t *testing.T, mode string, cycles int, writeDelay time.Duration) {
+	if os.Getenv(crashChildEnv) != "" {
+		t.Skip("child process")
 	}
 	dir := t.TempDir()
 	if keep := os.Getenv("SMQD_CRASH_KEEP"); keep != "" {
 		dir = keep // keep the data directory for a post-mortem
 	}
 	h := newCrashHistory()
+	h.mode = mode
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 42))
 	seed := rnd.Uint64()
-	t.Logf("crash test seed %d, %d cycles, dir %s", seed, cycles, dir)
+	if s := os.Getenv("SMQD_CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+		rnd = rand.New(rand.NewPCG(seed, 42))
+	}
+	if d := os.Getenv("SMQD_CRASH_WRITE_DELAY"); d != "" {
+		var err error
+		if writeDelay, err = time.ParseDuration(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("crash test sync %s, seed %d, %d cycles, write delay %v, dir %s", mode, seed, cycles, writeDelay, dir)
 	for c := 0; c < cycles; c++ {
 		runFor := time.Duration(50+rnd.IntN(400)) * time.Millisecond
+		h.writeDelay = 0
+		if c%2 == 1 {
+			h.writeDelay = writeDelay
+		}
 		h.runChild(t, dir, seed+uint64(c), runFor, c)
 	}
 	// A final clean start must pass the same checks.
+	h.writeDelay = 0
 	h.runChild(t, dir, seed+uint64(cycles), 0, cycles)
-	t.Logf("history: %d sends acknowledged, %d deletes (%d fsynced), %d receives", len(h.acked), len(h.deleted), len(h.deletedDurable), h.receives)
+	t.Logf("history: %d sends acknowledged, %d deletes (%d acknowledged), %d receives, %d visibility changes acknowledged",
+		len(h.acked), len(h.deleted), len(h.deletedDurable), h.receives, h.visChanges)
 }
 
 type crashHistory struct {
@@ -97,18 +135,24 @@ type crashHistory struct {
 	deletedDurable map[string]bool   // ids whose delete was acknowledged
 	visAcked       map[string]int64  // id -> NextVisibleTime of its last acknowledged visibility change
 	dqDurable      map[string]int
+	lastDq         map[string]int // id -> DequeueCount of its last receive
 	receives       int
+	visChanges     int
+
+	mode       string        // the children's sync mode
+	writeDelay time.Duration // the next child's crashSlowFS delay (0: none)
 }
 
 func newCrashHistory() *crashHistory {
 	return &crashHistory{attempted: map[string]bool{}, acked: map[string]string{}, ackedIDs: map[string]string{},
-		deleted: map[string]bool{}, deletedDurable: map[string]bool{}, dqDurable: map[string]int{}, visAcked: map[string]int64{}}
+		deleted: map[string]bool{}, deletedDurable: map[string]bool{}, dqDurable: map[string]int{}, lastDq: map[string]int{}, visAcked: map[string]int64{}}
 }
 
 func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor time.Duration, cycle int) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "SMQD_CRASH_SEED="+strconv.FormatUint(seed, 10))
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "SMQD_CRASH_SEED="+strconv.FormatUint(seed, 10),
+		"SMQD_CRASH_SYNC="+h.mode, "SMQD_CRASH_WRITE_DELAY="+h.writeDelay.String())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -144,8 +188,8 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 		if v, ok := h.visAcked[id]; ok && (state == "Active" && now < v || state == "Inactive" && visible < v) {
 			cmd.Process.Kill()
 			cmd.Wait()
-			t.Fatalf("cycle %d: message %s is %s with NextVisibleTime %d at %d, but a visibility change to %d was acknowledged; history:\n%s",
-				cycle, id, state, visible, now, v, h.grep(id))
+			t.Fatalf("cycle %d (sync %s): message %s is %s with NextVisibleTime %d at %d, but a visibility change to %d was acknowledged; history:\n%s",
+				cycle, h.mode, id, state, visible, now, v, h.grep(id))
 		}
 		if present[id] {
 			t.Fatalf("cycle %d: message id %s twice after restart", cycle, id)
@@ -157,10 +201,12 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 		if h.deletedDurable[id] {
 			cmd.Process.Kill()
 			cmd.Wait()
-			t.Fatalf("cycle %d: message %s came back after its delete was fsynced; history:\n%s\nstderr:\n%s", cycle, id, h.grep(id, tag, " B ", "c%d B"), stderr.String())
+			t.Fatalf("cycle %d (sync %s): message %s came back after its delete was acknowledged; history:\n%s\nstderr:\n%s", cycle, h.mode, id, h.grep(id, tag, " B ", "c%d B"), stderr.String())
 		}
 		if want := h.dqDurable[id]; dq < want {
-			t.Fatalf("cycle %d: message %s DequeueCount %d < fsynced %d", cycle, id, dq, want)
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("cycle %d (sync %s): message %s DequeueCount %d < %d (fsynced, or carried by an acknowledged visibility change); history:\n%s", cycle, h.mode, id, dq, want, h.grep(id))
 		}
 		if known, ok := h.acked[tag]; ok && known != id {
 			t.Fatalf("cycle %d: body %q has id %s, acknowledged as %s", cycle, tag, id, known)
@@ -179,7 +225,7 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 		if !present[id] && !h.deleted[id] {
 			cmd.Process.Kill()
 			cmd.Wait()
-			t.Fatalf("cycle %d: acknowledged message %s (%s) lost; its history:\n%s\nchild stderr:\n%s", cycle, id, tag, h.grep(id, tag, "stderr"), stderr.String())
+			t.Fatalf("cycle %d (sync %s): acknowledged message %s (%s) lost; its history:\n%s\nchild stderr:\n%s", cycle, h.mode, id, tag, h.grep(id, tag, "stderr"), stderr.String())
 		}
 	}
 	// Forget deletes that turned out not to have happened: the message is
@@ -215,6 +261,7 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 		case "R":
 			h.receives++
 			delete(h.visAcked, f[1]) // received again: visible again, as it may be
+			h.lastDq[f[1]], _ = strconv.Atoi(f[2])
 		case "d":
 			h.deleted[f[1]] = true
 		case "D":
@@ -224,6 +271,11 @@ func (h *crashHistory) runChild(t *testing.T, dir string, seed uint64, runFor ti
 		case "V":
 			v, _ := strconv.ParseInt(f[2], 10, 64)
 			h.visAcked[f[1]] = v
+			h.visChanges++
+			// The change's record holds the message's DequeueCount, at
+			// least the one its receive (printed before) reported; it
+			// is in the log once acknowledged, after that receive's.
+			h.dqDurable[f[1]] = max(h.dqDurable[f[1]], h.lastDq[f[1]])
 		case "B":
 			lastPending = append(lastPending, pending...)
 			began[f[1]] = lastPending
@@ -274,6 +326,22 @@ func TestCrashChild(t *testing.T) {
 	}
 	seed, _ := strconv.ParseUint(os.Getenv("SMQD_CRASH_SEED"), 10, 64)
 	o := Options{Dir: dir, Stripes: 3, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	syncEvery := 5 // ms between the Broker.Syncs below, plus up to 30
+	switch mode := os.Getenv("SMQD_CRASH_SYNC"); mode {
+	case "", "always":
+	case "interval":
+		o.WAL.Sync, o.WAL.SyncInterval = SyncInterval, time.Hour // the timer never fsyncs
+		syncEvery = 50
+	case "none":
+		o.WAL.Sync = SyncNone
+		syncEvery = 50
+	default:
+		fmt.Fprintln(os.Stderr, "unknown SMQD_CRASH_SYNC", mode)
+		os.Exit(2)
+	}
+	if d, _ := time.ParseDuration(os.Getenv("SMQD_CRASH_WRITE_DELAY")); d > 0 {
+		o.WAL.FS = crashSlowFS{wal.OSFS(), d}
+	}
 	o.WAL.SegmentBytes = 256 << 10
 	o.WAL.BufferBytes = 4 << 20
 	o.CheckpointBytes = 512 << 10
@@ -404,7 +472,7 @@ func TestCrashChild(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(time.Duration(5+rnd.IntN(30)) * time.Millisecond):
+			case <-time.After(time.Duration(syncEvery+rnd.IntN(30)) * time.Millisecond):
 			}
 			emit("B %d %d", k, durableOf(b).wal.End())
 			if err := b.Sync(); err != nil {
@@ -462,4 +530,31 @@ func dumpQueueMsgs(q *Queue, fn func(id MessageID, m *Message, state string, dq 
 		}
 	}
 	return nil
+}
+
+// crashSlowFS is the OS file system with every write to a log file made
+// after a sleep (a slow disk: the log's writes trail its appends, and
+// records wait in its ring). Its files do not write vectors, so each
+// buffer of a write sleeps.
+type crashSlowFS struct {
+	wal.FS
+	delay time.Duration
+}
+
+func (s crashSlowFS) OpenFile(name string, flag int, perm os.FileMode) (wal.File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return crashSlowFile{f, s.delay}, nil
+}
+
+type crashSlowFile struct {
+	wal.File
+	delay time.Duration
+}
+
+func (f crashSlowFile) WriteAt(p []byte, off int64) (int, error) {
+	time.Sleep(f.delay)
+	return f.File.WriteAt(p, off)
 }
