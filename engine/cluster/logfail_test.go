@@ -64,12 +64,25 @@ func TestClusterLeaderLogWriteFails(t *testing.T) {
 // testLeaderLogFails runs node 1 on fs; arm makes its log fail, disarm
 // heals it.
 func testLeaderLogFails(t *testing.T, fs wal.FS, arm, disarm func()) {
+	testLeaderLogFailsSync(t, fs, arm, disarm, false)
+}
+
+// testLeaderLogFailsSync is testLeaderLogFails, with --sync interval if
+// interval.
+func testLeaderLogFailsSync(t *testing.T, fs wal.FS, arm, disarm func(), interval bool) {
 	const shards = 3
-	c := newTestClusterWith(t, 3, shards, func(i int, o *engine.Options) {
+	var cfgTweak func(int, *Config)
+	if interval {
+		cfgTweak = func(_ int, cfg *Config) { cfg.SyncAlways = false }
+	}
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: shards, cfgTweak: cfgTweak, tweak: func(i int, o *engine.Options) {
 		if i == 0 {
 			o.WAL.FS = fs
 		}
-	})
+		if interval {
+			o.WAL.Sync, o.WAL.SyncInterval = wal.SyncInterval, 50*time.Millisecond
+		}
+	}})
 	names, sent, _ := c.queuePerShard()
 	// sendVia sends one message through the first of nodes that leads
 	// name's shard, and counts it in sent once acknowledged.
