@@ -108,6 +108,13 @@ func startCluster(t *testing.T, nodes, shards int, args ...string) *Cluster {
 // stops it on cleanup; when t fails, the nodes' last log lines are logged.
 func newCluster(t *testing.T, nodes, shards int, args ...string) *Cluster {
 	t.Helper()
+	return newClusterSync(t, "", nodes, shards, args...)
+}
+
+// newClusterSync is newCluster with the nodes' --sync mode (Config.Sync;
+// "": always).
+func newClusterSync(t *testing.T, sync string, nodes, shards int, args ...string) *Cluster {
+	t.Helper()
 	dir := t.TempDir()
 	if keep := os.Getenv("SMQD_CHAOS_KEEP"); keep != "" {
 		// Data directories and node logs are kept there for a post-mortem.
@@ -126,7 +133,7 @@ func newCluster(t *testing.T, nodes, shards int, args ...string) *Cluster {
 	if len(extra) > 0 {
 		t.Logf("every node also gets %q", extra)
 	}
-	c, err := New(Config{Binary: smqd(t), Dir: dir, Nodes: nodes, Shards: shards, Args: extra, Logf: logf})
+	c, err := New(Config{Binary: smqd(t), Dir: dir, Nodes: nodes, Shards: shards, Sync: sync, Args: extra, Logf: logf})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,8 @@ package chaos
 // it. A cycle is: inject, let the workload run under the fault, heal, wait
 // until the cluster has converged (every node up, healthy and caught up).
 // One fault at a time: the cluster promises to survive the loss of a
-// minority, not of a majority.
+// minority, not of a majority; but for the kill -9 of every node at once
+// (killAll, in KillFaults only), which loses nothing acknowledged either.
 //
 // Invariants:
 //  1. A fault's heal undoes everything its inject did (links healed, nodes
@@ -15,6 +16,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -40,11 +42,7 @@ func restart(c *Cluster, i int) func() error { return func() error { return c.St
 // CycleFaults returns the harness's faults, in the order cycles take them.
 func CycleFaults() []Fault {
 	return []Fault{
-		{"kill -9 the leader", func(c *Cluster, shard int) (func() error, error) {
-			l := leaderOr(c, shard)
-			c.Kill(l)
-			return restart(c, l), nil
-		}},
+		killLeader,
 		{"partition the leader from the majority (symmetric)", func(c *Cluster, shard int) (func() error, error) {
 			c.Isolate(leaderOr(c, shard), true, true)
 			return func() error { c.Heal(); return nil }, nil
@@ -118,15 +116,7 @@ func CycleFaults() []Fault {
 			c.Isolate(leaderOr(c, shard), true, false)
 			return func() error { c.Heal(); return nil }, nil
 		}},
-		{"kill -9 a follower", func(c *Cluster, shard int) (func() error, error) {
-			l := c.Leader(shard)
-			i := 1 + rand.IntN(len(c.Nodes))
-			for k := 0; i == l && k < 10; k++ {
-				i = 1 + rand.IntN(len(c.Nodes))
-			}
-			c.Kill(i)
-			return restart(c, i), nil
-		}},
+		killFollower,
 		{"crash loop: kill -9 the leader three times within 0.4 s of its starts", func(c *Cluster, shard int) (func() error, error) {
 			// The windows of a start (recovery, the rejoin question, the
 			// first Readys): a node stopped right after its first start
@@ -156,6 +146,45 @@ func CycleFaults() []Fault {
 		}},
 	}
 }
+
+// The kills of a node, in CycleFaults and KillFaults.
+var (
+	killLeader = Fault{"kill -9 the leader", func(c *Cluster, shard int) (func() error, error) {
+		l := leaderOr(c, shard)
+		c.Kill(l)
+		return restart(c, l), nil
+	}}
+	killFollower = Fault{"kill -9 a follower", func(c *Cluster, shard int) (func() error, error) {
+		l := c.Leader(shard)
+		i := 1 + rand.IntN(len(c.Nodes))
+		for k := 0; i == l && k < 10; k++ {
+			i = 1 + rand.IntN(len(c.Nodes))
+		}
+		c.Kill(i)
+		return restart(c, i), nil
+	}}
+	// killAll kills every node at one instant (KillAll) under the load and
+	// restarts them all at the heal. The one fault of a majority that the
+	// cluster promises to survive without losing anything acknowledged, in
+	// any --sync mode (docs/operations.md, "What survives what"): a member
+	// acknowledges an entry or a vote only once its log's files hold it,
+	// and a killed process's writes stay with the operating system.
+	killAll = Fault{"kill -9 every node at once, restart them all", func(c *Cluster, shard int) (func() error, error) {
+		ids := c.KillAll()
+		return func() error {
+			var errs []error
+			for _, i := range ids {
+				errs = append(errs, c.StartNode(i))
+			}
+			return errors.Join(errs...)
+		}, nil
+	}}
+)
+
+// KillFaults returns the kills, in the order cycles take them: of a
+// shard's leader, of a follower, of every node at once. They are the
+// faults a node's --sync mode matters for (TestChaosSyncInterval).
+func KillFaults() []Fault { return []Fault{killLeader, killFollower, killAll} }
 
 // leaderBut returns a node other than old that leads shard, or 0.
 func leaderBut(c *Cluster, shard, old int) int {

@@ -16,8 +16,9 @@ package chaos
 //
 // Invariants:
 //  1. A node's process is started only by StartNode and ended only by
-//     Kill (SIGKILL: no shutdown code runs) or Close; Kill waits until the
-//     process is gone, so a restarted node never overlaps its predecessor.
+//     Kill or KillAll (SIGKILL: no shutdown code runs), Stop (SIGTERM) or
+//     Close; each waits until the process is gone, so a restarted node
+//     never overlaps its predecessor.
 //  2. A node keeps its ports and flags across restarts (a wiped node too):
 //     the others' proxies keep pointing at it. Only its --cluster-peers
 //     changes: it leaves out the members removed since (Forget).
@@ -51,6 +52,10 @@ type Config struct {
 	Dir    string // working directory: data directories, logs, credentials
 	Nodes  int    // 3 or 5
 	Shards int    // --shards
+	// Sync is every node's --sync: "always" (also when empty), "interval"
+	// or "none". The interval of "interval" is smqd's default unless Args
+	// give --sync-interval.
+	Sync string
 	// Args are extra flags for every node (e.g. --raft-tick).
 	Args []string
 	// Logf reports what the harness does (a test's t.Logf); nil: quiet.
@@ -241,7 +246,7 @@ func (c *Cluster) StartNode(i int) error {
 		return fmt.Errorf("node %d is running", i)
 	}
 	args := []string{"--node-id", fmt.Sprint(i), "--raft-listen", n.Raft, "--cluster-peers", c.peers(i),
-		"--shards", fmt.Sprint(c.cfg.Shards), "--listen", n.API, "--data-dir", n.DataDir, "--sync", "always",
+		"--shards", fmt.Sprint(c.cfg.Shards), "--listen", n.API, "--data-dir", n.DataDir, "--sync", c.syncMode(),
 		"--credentials-file", c.creds, "--console=false", "--log-format", "text"}
 	args = append(args, c.cfg.Args...)
 	args = append(args, c.extra[i]...)
@@ -269,6 +274,14 @@ func (c *Cluster) StartNode(i int) error {
 	return nil
 }
 
+// syncMode is the nodes' --sync (Config.Sync, "always" when empty).
+func (c *Cluster) syncMode() string {
+	if c.cfg.Sync == "" {
+		return "always"
+	}
+	return c.cfg.Sync
+}
+
 // cleanEnv is the environment of a node: the test's, without any SMQD_
 // variable (every flag has one), plus add.
 func cleanEnv(add ...string) []string {
@@ -294,6 +307,30 @@ func (c *Cluster) Kill(i int) {
 	<-n.done
 	n.cmd, n.done = nil, nil
 	c.cfg.Logf("chaos: node %d killed", i)
+}
+
+// KillAll sends SIGKILL to every running node, one signal right after the
+// other and before waiting for any, then waits until each is gone: a kill
+// -9 of every node at one instant, as near as signals get (no node goes on
+// working after another's exit is seen). It returns the nodes it killed.
+func (c *Cluster) KillAll() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var killed []*Node
+	for _, n := range c.Nodes {
+		if n.cmd != nil {
+			n.cmd.Process.Kill()
+			killed = append(killed, n)
+		}
+	}
+	ids := make([]int, 0, len(killed))
+	for _, n := range killed {
+		<-n.done
+		n.cmd, n.done = nil, nil
+		ids = append(ids, n.ID)
+	}
+	c.cfg.Logf("chaos: nodes %v killed at once", ids)
+	return ids
 }
 
 // Stop shuts node i down as an operator does (SIGTERM) and waits for it
