@@ -36,18 +36,27 @@ import (
 // flushes succeed again. (Its flush here only fails or not: this test is
 // about availability, and the power-loss test covers what a flush makes
 // durable.)
+//
+// The first two run with --sync interval too ("interval/..."), where the
+// append worker waits for the write (append.go invariant 4).
 func TestClusterLeaderLogWriteFails(t *testing.T) {
-	for _, f := range []struct {
-		name string
-		arm  func(*wal.FaultFS)
-	}{
-		{"writes-ENOSPC", func(f *wal.FaultFS) { f.FailWrites(syscall.ENOSPC) }},
-		{"fsyncs-EIO", func(f *wal.FaultFS) { f.FailSyncs(syscall.EIO) }},
-	} {
-		t.Run(f.name, func(t *testing.T) {
-			ffs := wal.NewFaultFS(wal.OSFS())
-			testLeaderLogFails(t, ffs, func() { f.arm(ffs) }, ffs.Disarm)
-		})
+	for _, interval := range []bool{false, true} {
+		for _, f := range []struct {
+			name string
+			arm  func(*wal.FaultFS)
+		}{
+			{"writes-ENOSPC", func(f *wal.FaultFS) { f.FailWrites(syscall.ENOSPC) }},
+			{"fsyncs-EIO", func(f *wal.FaultFS) { f.FailSyncs(syscall.EIO) }},
+		} {
+			name := f.name
+			if interval {
+				name = "interval/" + name
+			}
+			t.Run(name, func(t *testing.T) {
+				ffs := wal.NewFaultFS(wal.OSFS())
+				testLeaderLogFails(t, ffs, func() { f.arm(ffs) }, ffs.Disarm, interval)
+			})
+		}
 	}
 	t.Run("shared-flush-EIO", func(t *testing.T) {
 		var failing atomic.Bool
@@ -57,19 +66,13 @@ func TestClusterLeaderLogWriteFails(t *testing.T) {
 			}
 			return nil
 		})
-		testLeaderLogFails(t, shared, func() { failing.Store(true) }, func() { failing.Store(false) })
+		testLeaderLogFails(t, shared, func() { failing.Store(true) }, func() { failing.Store(false) }, false)
 	})
 }
 
 // testLeaderLogFails runs node 1 on fs; arm makes its log fail, disarm
-// heals it.
-func testLeaderLogFails(t *testing.T, fs wal.FS, arm, disarm func()) {
-	testLeaderLogFailsSync(t, fs, arm, disarm, false)
-}
-
-// testLeaderLogFailsSync is testLeaderLogFails, with --sync interval if
-// interval.
-func testLeaderLogFailsSync(t *testing.T, fs wal.FS, arm, disarm func(), interval bool) {
+// heals it; with --sync interval if interval.
+func testLeaderLogFails(t *testing.T, fs wal.FS, arm, disarm func(), interval bool) {
 	const shards = 3
 	var cfgTweak func(int, *Config)
 	if interval {

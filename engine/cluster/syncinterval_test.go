@@ -21,24 +21,6 @@ import (
 	"github.com/smqd/smqd/wal"
 )
 
-// TestClusterLeaderLogWriteFailsWithSyncInterval: TestClusterLeaderLogWriteFails
-// (writes failing with ENOSPC, fsyncs with EIO) with --sync interval, where
-// the append worker now waits for the write (append.go invariant 4).
-func TestClusterLeaderLogWriteFailsWithSyncInterval(t *testing.T) {
-	for _, f := range []struct {
-		name string
-		arm  func(*wal.FaultFS)
-	}{
-		{"writes-ENOSPC", func(f *wal.FaultFS) { f.FailWrites(syscall.ENOSPC) }},
-		{"fsyncs-EIO", func(f *wal.FaultFS) { f.FailSyncs(syscall.EIO) }},
-	} {
-		t.Run(f.name, func(t *testing.T) {
-			ffs := wal.NewFaultFS(wal.OSFS())
-			testLeaderLogFailsSync(t, ffs, func() { f.arm(ffs) }, ffs.Disarm, true)
-		})
-	}
-}
-
 // TestClusterSpareStallWithSyncInterval: node 2's log file system fills
 // up (wal.MemFS capacity: no new segment file can be made, so a roll
 // stalls, wal.ErrSpareFailed) while sends run, in --sync always and in

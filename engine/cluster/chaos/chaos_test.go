@@ -396,6 +396,29 @@ func checkPushes(t *testing.T, w *Workload, rcv *pushReceiver) PushResult {
 // a relayed delivery a former leader had taken (finish).
 var chaosPushArgs = []string{"--push-timeout", "2s", "--push-lease", "10s"}
 
+// runCycles runs n cycles of faults against c, in turn, the k-th on shard
+// k % shards and held for hold; with SMQD_CHAOS_ONLY set (debugging one
+// kind of fault), only those whose name contains it.
+func runCycles(t *testing.T, c *Cluster, faults []Fault, shards, n int, hold time.Duration) {
+	t.Helper()
+	if only := os.Getenv("SMQD_CHAOS_ONLY"); only != "" {
+		faults = slices.DeleteFunc(faults, func(f Fault) bool { return !strings.Contains(f.Name, only) })
+		if len(faults) == 0 {
+			t.Fatalf("SMQD_CHAOS_ONLY=%q names no fault", only)
+		}
+	}
+	for k := 0; k < n && !t.Failed(); k++ {
+		f := faults[k%len(faults)]
+		shard := k % shards
+		start := time.Now()
+		t.Logf("%s cycle %d/%d: %s (shard %d)", start.Format("15:04:05.000"), k+1, n, f.Name, shard)
+		if err := Cycle(c, f, shard, hold, 90*time.Second); err != nil {
+			t.Errorf("cycle %d: %v", k+1, err)
+		}
+		t.Logf("cycle %d: converged %v after the fault began", k+1, time.Since(start).Round(time.Millisecond))
+	}
+}
+
 func runChaos(t *testing.T, nodes, n int, args ...string) {
 	const shards = 3
 	c := startCluster(t, nodes, shards, append(slices.Clone(chaosPushArgs), args...)...)
@@ -413,25 +436,7 @@ func runChaos(t *testing.T, nodes, n int, args ...string) {
 	rcv := newPushReceiver(t)
 	w.PushEndpoint = rcv.srv.URL + "/push"
 	stop := runLoad(t, w, 30*time.Second)
-	faults := CycleFaults()
-	if only := os.Getenv("SMQD_CHAOS_ONLY"); only != "" {
-		// Debugging one kind of fault: only those whose name contains it.
-		faults = slices.DeleteFunc(faults, func(f Fault) bool { return !strings.Contains(f.Name, only) })
-		if len(faults) == 0 {
-			t.Fatalf("SMQD_CHAOS_ONLY=%q names no fault", only)
-		}
-	}
-	hold := 3 * time.Second
-	for k := 0; k < n && !t.Failed(); k++ {
-		f := faults[k%len(faults)]
-		shard := k % shards
-		start := time.Now()
-		t.Logf("%s cycle %d/%d: %s (shard %d)", start.Format("15:04:05.000"), k+1, n, f.Name, shard)
-		if err := Cycle(c, f, shard, hold, 90*time.Second); err != nil {
-			t.Errorf("cycle %d: %v", k+1, err)
-		}
-		t.Logf("cycle %d: converged %v after the fault began", k+1, time.Since(start).Round(time.Millisecond))
-	}
+	runCycles(t, c, CycleFaults(), shards, n, 3*time.Second)
 	stop()
 	r := finish(t, c, w)
 	pr := checkPushes(t, w, rcv)

@@ -2,9 +2,7 @@ package chaos
 
 import (
 	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -100,24 +98,7 @@ func runKillChaos(t *testing.T, sync string, n int, args ...string) {
 	// TestChaosSyncInterval).
 	w.Producers, w.SendPause = 6, time.Millisecond
 	stop := runLoad(t, w, 30*time.Second)
-	faults := KillFaults()
-	if only := os.Getenv("SMQD_CHAOS_ONLY"); only != "" {
-		faults = slices.DeleteFunc(faults, func(f Fault) bool { return !strings.Contains(f.Name, only) })
-		if len(faults) == 0 {
-			t.Fatalf("SMQD_CHAOS_ONLY=%q names no kill", only)
-		}
-	}
-	hold := 2 * time.Second
-	for k := 0; k < n && !t.Failed(); k++ {
-		f := faults[k%len(faults)]
-		shard := k % shards
-		start := time.Now()
-		t.Logf("%s cycle %d/%d: %s (shard %d)", start.Format("15:04:05.000"), k+1, n, f.Name, shard)
-		if err := Cycle(c, f, shard, hold, 90*time.Second); err != nil {
-			t.Errorf("cycle %d: %v", k+1, err)
-		}
-		t.Logf("cycle %d: converged %v after the fault began", k+1, time.Since(start).Round(time.Millisecond))
-	}
+	runCycles(t, c, KillFaults(), shards, n, 2*time.Second)
 	stop()
 	r := finish(t, c, w)
 	t.Logf("--sync %s, %d kill cycles: %d acknowledged sends, %d lost; %d acknowledged deletes, %d messages back after one; %d duplicate deliveries",
