@@ -24,7 +24,7 @@ package engine
 // fsync); crash_sync_test.go runs it with "interval" (an hour: the timer
 // never fsyncs) and "none", where an operation is acknowledged once its
 // records are written to the OS, which a kill -9 of the process does not
-// undo, and in some cycles with every log write slowed (crashSlowFS), so
+// undo, and in some cycles with every log write slowed (wal.NewSlowWriteFS), so
 // that records wait in the log's ring long enough for an acknowledgement
 // that did not wait for the write to be seen lost.
 //
@@ -81,7 +81,7 @@ func TestCrashKill9(t *testing.T) {
 // "interval" or "none"), each killed with SIGKILL at a random moment, and
 // checks every start against the history. With writeDelay > 0, every
 // other cycle's child (the odd ones) sleeps that long before each write to
-// its log files (crashSlowFS). SMQD_CRASH_SEED, if set, replaces the
+// its log files (wal.NewSlowWriteFS). SMQD_CRASH_SEED, if set, replaces the
 // random seed, and SMQD_CRASH_WRITE_DELAY (a duration) writeDelay.
 func runCrashKill9(t *testing.T, mode string, cycles int, writeDelay time.Duration) {
 	if os.Getenv(crashChildEnv) != "" {
@@ -140,7 +140,7 @@ type crashHistory struct {
 	visChanges     int
 
 	mode       string        // the children's sync mode
-	writeDelay time.Duration // the next child's crashSlowFS delay (0: none)
+	writeDelay time.Duration // the next child's wal.NewSlowWriteFS delay (0: none)
 }
 
 func newCrashHistory() *crashHistory {
@@ -340,7 +340,7 @@ func TestCrashChild(t *testing.T) {
 		os.Exit(2)
 	}
 	if d, _ := time.ParseDuration(os.Getenv("SMQD_CRASH_WRITE_DELAY")); d > 0 {
-		o.WAL.FS = crashSlowFS{wal.OSFS(), d}
+		o.WAL.FS = wal.NewSlowWriteFS(wal.OSFS(), d)
 	}
 	o.WAL.SegmentBytes = 256 << 10
 	o.WAL.BufferBytes = 4 << 20
@@ -530,31 +530,4 @@ func dumpQueueMsgs(q *Queue, fn func(id MessageID, m *Message, state string, dq 
 		}
 	}
 	return nil
-}
-
-// crashSlowFS is the OS file system with every write to a log file made
-// after a sleep (a slow disk: the log's writes trail its appends, and
-// records wait in its ring). Its files do not write vectors, so each
-// buffer of a write sleeps.
-type crashSlowFS struct {
-	wal.FS
-	delay time.Duration
-}
-
-func (s crashSlowFS) OpenFile(name string, flag int, perm os.FileMode) (wal.File, error) {
-	f, err := s.FS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return crashSlowFile{f, s.delay}, nil
-}
-
-type crashSlowFile struct {
-	wal.File
-	delay time.Duration
-}
-
-func (f crashSlowFile) WriteAt(p []byte, off int64) (int, error) {
-	time.Sleep(f.delay)
-	return f.File.WriteAt(p, off)
 }

@@ -9,7 +9,7 @@ package server
 // engine broker in a directory and a Server on 127.0.0.1:0), drives it
 // over HTTP, kills it with SIGKILL at a random moment, starts it again on
 // the same directory and drains the queue, deleting what it receives. In
-// odd cycles the child writes its log through slowWriteFS, so records wait
+// odd cycles the child writes its log through wal.NewSlowWriteFS, so records wait
 // in the log's ring for milliseconds before they are written.
 
 import (
@@ -249,7 +249,7 @@ func TestHTTPKill9Child(t *testing.T) {
 		os.Exit(2)
 	}
 	if d, _ := time.ParseDuration(os.Getenv("SMQD_HTTP_KILL_DELAY")); d > 0 {
-		eo.WAL.FS = slowWriteFS{wal.OSFS(), d}
+		eo.WAL.FS = wal.NewSlowWriteFS(wal.OSFS(), d)
 	}
 	b, err := engine.Open(eo)
 	if err != nil {
@@ -275,29 +275,4 @@ func TestHTTPKill9Child(t *testing.T) {
 	// Until killed (bounded: a child nobody kills exits after 60 s).
 	time.Sleep(60 * time.Second)
 	os.Exit(0)
-}
-
-// slowWriteFS is the OS file system with a sleep before every write to a
-// log file (a slow disk: the log's writes trail its appends).
-type slowWriteFS struct {
-	wal.FS
-	delay time.Duration
-}
-
-func (s slowWriteFS) OpenFile(name string, flag int, perm os.FileMode) (wal.File, error) {
-	f, err := s.FS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return slowWriteFile{f, s.delay}, nil
-}
-
-type slowWriteFile struct {
-	wal.File
-	delay time.Duration
-}
-
-func (f slowWriteFile) WriteAt(p []byte, off int64) (int, error) {
-	time.Sleep(f.delay)
-	return f.File.WriteAt(p, off)
 }

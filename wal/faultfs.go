@@ -8,6 +8,7 @@ package wal
 import (
 	"os"
 	"sync"
+	"time"
 )
 
 // FaultFS wraps an FS and injects errors. It is a test tool. Faults apply to
@@ -186,4 +187,33 @@ func (ff *faultFile) Preallocate(size int64) error {
 		return &os.PathError{Op: "fallocate", Path: ff.name, Err: err}
 	}
 	return ff.File.Preallocate(size)
+}
+
+// NewSlowWriteFS returns fs with a sleep of delay before every write to a
+// file opened through it (a slow disk: a log's writes then trail its
+// appends, and records wait in its ring). A test tool: its files write no
+// vectors, so each buffer of a vectored write sleeps.
+func NewSlowWriteFS(fs FS, delay time.Duration) FS { return slowWriteFS{fs, delay} }
+
+type slowWriteFS struct {
+	FS
+	delay time.Duration
+}
+
+func (s slowWriteFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowWriteFile{f, s.delay}, nil
+}
+
+type slowWriteFile struct {
+	File
+	delay time.Duration
+}
+
+func (f slowWriteFile) WriteAt(p []byte, off int64) (int, error) {
+	time.Sleep(f.delay)
+	return f.File.WriteAt(p, off)
 }
