@@ -208,11 +208,11 @@ func (a *appender) process(batch []*pb.Message) error {
 		// before its responses leave, as a single broker's acknowledgement
 		// waits for the write: a kill -9 then loses nothing this member
 		// acknowledged, an entry or a vote (invariant 4).
-		sync := b.WaitLogWritten
+		settle := b.WaitLogWritten
 		if s.n.cfg.SyncAlways {
-			sync = b.SyncLog
+			settle = b.SyncLog
 		}
-		if err := sync(); err != nil {
+		if err := settle(); err != nil {
 			return err
 		}
 	}
