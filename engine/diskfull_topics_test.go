@@ -22,11 +22,7 @@ func TestDiskFullRefusesPublishesAndTopicCreation(t *testing.T) {
 	fs := wal.NewMemFS()
 	fs.SetCapacity(8 << 20)
 	clk := NewFakeClock(t0)
-	o := Options{Dir: dir, Clock: clk, Logger: testLogger(t), Stripes: 2, FreeSpaceReserve: 2 << 20}
-	o.WAL.FS = fs
-	o.WAL.SegmentBytes = 256 << 10
-	o.WAL.BufferBytes = 256 << 10
-	b, err := Open(o)
+	b, err := Open(diskFullOptions(t, dir, fs, clk))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,18 +19,23 @@ import (
 // receives, deletes, visibility changes and attribute changes go on; a
 // restart on the full disk opens and serves reads; freeing space brings
 // sends back without a restart; nothing acknowledged is lost.
+// diskFullOptions are the options of a broker in dir whose log is on fs
+// (a MemFS given a capacity), with a 2 MiB free-space reserve and small
+// segments, so that a few MiB of sends fill it.
+func diskFullOptions(t *testing.T, dir string, fs wal.FS, clk Clock) Options {
+	o := Options{Dir: dir, Clock: clk, Logger: testLogger(t), Stripes: 2, FreeSpaceReserve: 2 << 20}
+	o.WAL.FS = fs
+	o.WAL.SegmentBytes = 256 << 10
+	o.WAL.BufferBytes = 256 << 10
+	return o
+}
+
 func TestDiskFullGuard(t *testing.T) {
 	dir := t.TempDir()
 	fs := wal.NewMemFS()
 	fs.SetCapacity(8 << 20)
 	clk := NewFakeClock(t0)
-	open := func() (*Broker, error) {
-		o := Options{Dir: dir, Clock: clk, Logger: testLogger(t), Stripes: 2, FreeSpaceReserve: 2 << 20}
-		o.WAL.FS = fs
-		o.WAL.SegmentBytes = 256 << 10
-		o.WAL.BufferBytes = 256 << 10
-		return Open(o)
-	}
+	open := func() (*Broker, error) { return Open(diskFullOptions(t, dir, fs, clk)) }
 	b, err := open()
 	if err != nil {
 		t.Fatal(err)
