@@ -83,6 +83,10 @@ type Config struct {
 	Tick           time.Duration // Raft tick; default 50 ms
 	ElectionTicks  int           // ticks without a leader before an election; default 10
 	Logger         *slog.Logger
+
+	// bootID, if set (tests), stands for the machine's boot id
+	// (votehold.go, invariant 5).
+	bootID func() string
 }
 
 // ErrNoLeader: the queue's shard has no leader this node knows of right
@@ -153,6 +157,13 @@ type Node struct {
 	handoffs      atomic.Int64
 	stateMu       sync.Mutex
 	peerStates    map[uint64]peerState // guarded by stateMu: what peers last said of their disks (handoff.go)
+	// lostPower: this node started after its machine restarted under a
+	// run with --sync interval or none, and was not replaced since
+	// (votehold.go, invariant 5).
+	lostPower atomic.Bool
+	// powerLostPeers (guarded by ackMu): when each member last answered
+	// that it lost power too (rejoinPowerLost; votehold.go, invariant 5).
+	powerLostPeers map[uint64]time.Time
 
 	flushFS *wal.SharedSyncFS // the shards' logs' shared flush, or nil (Config.FileFlush)
 }
@@ -697,7 +708,11 @@ func (n *Node) Close() error {
 	if n.flushFS != nil {
 		errs = append(errs, n.flushFS.Close())
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	n.endUnsyncedRun() // every log flushed and closed (votehold.go, invariant 5)
+	return nil
 }
 
 // fwdAnswerWait bounds how long Close waits for the forwarded requests

@@ -20,11 +20,12 @@ package cluster
 // that lost its files is replaced. With interval or none it acknowledges
 // what it has written to its log's files, maybe not flushed (append.go,
 // invariant 4): a power loss or a kernel crash can lose acknowledged
-// entries too (a kill -9 cannot), and such a node is replaced at its next
-// start, as Raft requires. What can replace a node
-// needlessly is an acknowledged tail that a later leader overwrote with a
-// shorter log (entries a majority never held; the table keeps indexes,
-// not terms): it then catches up from a snapshot.
+// entries too (a kill -9 cannot), and such a node holds its vote at its
+// next start and is replaced (votehold.go, invariant 5), as Raft
+// requires. What can replace a node needlessly is an acknowledged tail
+// that a later leader overwrote with a shorter log (entries a majority
+// never held; the table keeps indexes, not terms): it then catches up
+// from a snapshot.
 //
 // Telling a wiped member from a new one. Every node remembers, per shard
 // and member, the highest log index the member acknowledged to it as a
@@ -202,6 +203,10 @@ func (n *Node) askRejoinAll() bool {
 	// (it reaches no leader) must not be the only one asked.
 	k := int(n.rejoinPasses.Add(1)) % max(len(ids), 1)
 	ids = slices.Concat(ids[k:], ids[:k])
+	members := len(ids)
+	if !slices.Contains(ids, n.cfg.NodeID) {
+		members++
+	}
 	for _, id := range ids {
 		addr := cmp.Or(n.tr.peerAddr(id), n.cfg.Peers[id])
 		if id == n.cfg.NodeID || gone[id] || addr == "" {
@@ -209,6 +214,12 @@ func (n *Node) askRejoinAll() bool {
 		}
 		asked++
 		decide := func(acked []uint64, flags []byte) uint32 {
+			// A majority lost power (votehold.go, invariant 5): before
+			// the verdict, which would ask to be replaced.
+			if n.notePowerLost(id, anyFlag(flags, rejoinPowerLost) >= 0, members) && held {
+				n.releaseVote(powerLostMajorityWhy)
+				held = false
+			}
 			for i, f := range flags {
 				switch {
 				case i >= len(n.shards):
@@ -233,7 +244,7 @@ func (n *Node) askRejoinAll() bool {
 		switch answer {
 		case rejoinReplaced:
 			n.log.Warn("this node holds less than it once acknowledged, or may (it started empty in a cluster with history): it asked to be replaced in every shard and will catch up from snapshots", "by", id)
-			n.releaseVote("replaced in every shard")
+			n.releaseVote(replacedWhy)
 			n.rejoinDone()
 			return true
 		case rejoinLater:
@@ -260,12 +271,10 @@ func (n *Node) askRejoinAll() bool {
 		}
 		answered++
 	}
-	members := len(ids)
-	if !slices.Contains(ids, n.cfg.NodeID) {
-		members++
-	}
 	switch {
 	case !held:
+	case n.powerLostMajority(members): // a cluster of one
+		n.releaseVote(powerLostMajorityWhy)
 	case !n.cfg.Join && !history && 2*fresh > members:
 		n.releaseVote("a majority of the members answered, none with history: a new cluster")
 	case n.cfg.Join && answered == asked && !voter:
@@ -318,6 +327,13 @@ func (n *Node) rejoinVerdict(held bool, acked, lasts []uint64, flags []byte) uin
 	}
 	return 0
 }
+
+// releaseVote's reasons: this node was replaced; a majority lost power
+// (votehold.go, invariant 5).
+const (
+	replacedWhy          = "replaced in every shard"
+	powerLostMajorityWhy = "a majority of the members lost power under --sync interval or none: what they acknowledged and had not flushed may be lost (docs/operations.md), and holding on would stop the shards for good"
+)
 
 // rejoinDone ends what a question left: a node that gave its leads away
 // to be replaced (rejoinLater) may lead again.
@@ -481,7 +497,7 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 	}
 	n.ackMu.Unlock()
 	if lost == replaceAsked {
-		n.log.Log(context.Background(), level, "a member that started empty in a cluster with history holds its vote: replacing it in every shard", "member", id)
+		n.log.Log(context.Background(), level, "a member holds its vote (it started empty in a cluster with history, or its machine restarted under --sync interval or none): replacing it in every shard", "member", id)
 	} else {
 		n.log.Log(context.Background(), level, "a member holds less than it acknowledged (its data was lost): replacing it in every shard", "member", id, "shard", lost)
 	}
@@ -635,6 +651,10 @@ const (
 	// rejoinRepaired: that member's process started its copy of the
 	// shard with --wal-repair, on a damaged log.
 	rejoinRepaired byte = 4
+	// rejoinPowerLost: that member started after its machine restarted
+	// under a run with --sync interval or none, and was not replaced since
+	// (votehold.go, invariant 5). Set in every shard.
+	rejoinPowerLost byte = 8
 	// rejoinReplaceMe, as the verdict: replace this node in every shard,
 	// though no acknowledgement shows a loss (replaceAsked).
 	rejoinReplaceMe = math.MaxUint32

@@ -55,6 +55,27 @@ package cluster
 //     ends once that copy led and every voter holds its log (repairTick);
 //     shards/<S>/REPAIRED keeps it across that node's restarts until then
 //     (damaged.go).
+//  5. A node whose log may have lost what it acknowledged holds its vote
+//     too: one whose previous run (or an earlier one not ended cleanly
+//     since) used --sync interval or none, where a member acknowledges an
+//     entry or a vote once written, before it is flushed (append.go,
+//     invariant 4), and whose machine restarted since (the boot id
+//     changed: a power loss, a kernel crash). <dir>/unsynced-run holds
+//     the boot id; it is written, synced, at a start in those modes (or
+//     while it exists), and removed only after a clean Close, which
+//     flushed every log. A kill -9 leaves the boot id as it was: the
+//     operating system kept what the process wrote, and nothing is held.
+//     Where the boot id cannot be read, every start after a run that did
+//     not end cleanly holds. The vote-held mark says why, so that the
+//     reason outlives a crash before the replacement. Besides (a), such a
+//     node votes again when it and the members that answered that they
+//     lost power too and were not replaced since (rejoinPowerLost, in the
+//     last minute) are a majority: a majority lost power, which the interval
+//     mode's guarantee does not cover (docs/operations.md), and holding on
+//     would stop every shard for good. Until 2026-12-07 it voted at once,
+//     with what it kept: its vote could elect a member that lacked
+//     entries it had acknowledged while the leader that held them was
+//     down.
 //
 // What is left: two emptied nodes of three, with the third down, look
 // like a new cluster to each other (invariant 2b) and elect each other;
@@ -83,6 +104,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"time"
 
 	"go.etcd.io/raft/v3"
 )
@@ -92,19 +115,49 @@ import (
 // let a rolling restart stop another member meanwhile (rejoin2 audit).
 var ErrVoteHeld = errors.New("cluster: this node holds its vote until it is replaced (it started empty, or may have lost data): it serves requests, but its shards count it as a member that does not vote; do not stop another member until it votes")
 
-// voteHeldFile marks a start that held the vote (invariant 1).
+// voteHeldFile marks a start that held the vote (invariant 1); its text
+// says whether for a power loss (powerLostWhy, invariant 5).
 const voteHeldFile = "vote-held"
 
-// holdVoteAtStart holds the vote if invariant 1 says so; it runs before
-// the shards do.
+// unsyncedRunFile marks a run whose log acknowledged what it had not
+// flushed: it holds the machine's boot id (invariant 5).
+const unsyncedRunFile = "unsynced-run"
+
+// powerLostWhy, in the vote-held mark, says that the hold is invariant 5's.
+const powerLostWhy = "its machine restarted under a run with --sync interval or none"
+
+// holdVoteAtStart holds the vote if invariant 1 or 5 says so; it runs
+// before the shards do.
 func (n *Node) holdVoteAtStart() error {
 	path := filepath.Join(n.cfg.Dir, voteHeldFile)
-	_, err := os.Stat(path)
+	mark, err := os.ReadFile(path)
 	marked := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if !marked {
+	runPath := filepath.Join(n.cfg.Dir, unsyncedRunFile)
+	run, err := os.ReadFile(runPath)
+	unsynced := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	boot := n.bootID()
+	lost := marked && strings.Contains(string(mark), powerLostWhy) ||
+		unsynced && (boot == "" || strings.TrimSpace(string(run)) != boot)
+	if unsynced || !n.cfg.SyncAlways {
+		// Before the shards run: what they acknowledge from now on is
+		// covered by it.
+		if err := writeSynced(runPath, boot+"\n"); err != nil {
+			return err
+		}
+	}
+	switch {
+	case lost && !(marked && strings.Contains(string(mark), powerLostWhy)):
+		if err := writeSynced(path, "this node holds its vote until it is replaced: "+powerLostWhy+" (engine/cluster/votehold.go, invariant 5)\n"); err != nil {
+			return err
+		}
+	case lost, marked:
+	default:
 		for _, s := range n.shards {
 			if s.st.hasHistory() {
 				return nil
@@ -115,8 +168,78 @@ func (n *Node) holdVoteAtStart() error {
 		}
 	}
 	n.voteHeld.Store(true)
+	if lost {
+		n.lostPower.Store(true)
+		n.log.Warn("this node's machine restarted while it ran with --sync interval or none (a power loss, a kernel crash): it may have lost entries it acknowledged, so it holds its vote until it is replaced", "boot_id", boot, "marked", marked)
+		return nil
+	}
 	n.log.Info("this node holds its vote until the other members answer whether it lost data", "marked", marked)
 	return nil
+}
+
+// bootID is the machine's boot id (Config.bootID, by default the Linux
+// kernel's), or "" where it cannot be read.
+func (n *Node) bootID() string {
+	if n.cfg.bootID != nil {
+		return n.cfg.bootID()
+	}
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// endUnsyncedRun removes the unsynced-run mark after a clean Close, every
+// log flushed (invariant 5).
+func (n *Node) endUnsyncedRun() {
+	if err := os.Remove(filepath.Join(n.cfg.Dir, unsyncedRunFile)); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			n.log.Warn("unsynced-run mark not removed: the next start after a reboot holds its vote", "err", err)
+		}
+		return
+	}
+	if err := syncDir(n.cfg.Dir); err != nil {
+		n.log.Warn("unsynced-run mark removal not synced", "err", err)
+	}
+}
+
+// powerLostWindow is how long an answer that a member holds its vote for a
+// power loss counts toward invariant 5's majority.
+const powerLostWindow = time.Minute
+
+// notePowerLost records whether member id answered that it lost power
+// (rejoinPowerLost), and reports powerLostMajority.
+func (n *Node) notePowerLost(id uint64, lost bool, members int) bool {
+	n.ackMu.Lock()
+	if n.powerLostPeers == nil {
+		n.powerLostPeers = map[uint64]time.Time{}
+	}
+	if lost {
+		n.powerLostPeers[id] = time.Now()
+	} else {
+		delete(n.powerLostPeers, id)
+	}
+	n.ackMu.Unlock()
+	return n.powerLostMajority(members)
+}
+
+// powerLostMajority reports whether this node lost power, and it and the
+// members that answered so in the last powerLostWindow are a majority of
+// members (invariant 5).
+func (n *Node) powerLostMajority(members int) bool {
+	if !n.lostPower.Load() {
+		return false
+	}
+	n.ackMu.Lock()
+	defer n.ackMu.Unlock()
+	count := 1
+	for _, at := range n.powerLostPeers {
+		if time.Since(at) < powerLostWindow {
+			count++
+		}
+	}
+	return 2*count > members
 }
 
 // releaseVote ends the hold (invariant 2), once.
@@ -133,6 +256,9 @@ func (n *Node) releaseVote(why string) {
 	}
 	if n.voteHeld.Swap(false) {
 		n.log.Info("this node votes again", "why", why)
+		if why == replacedWhy {
+			n.lostPower.Store(false) // it holds what the others do now
+		}
 		n.sendState() // it may lead again
 	}
 }
@@ -169,6 +295,9 @@ func (n *Node) rejoinFlags(from uint64, shards int) []byte {
 		all |= own[i]
 		if s.repaired.Load() {
 			own[i] |= rejoinRepaired
+		}
+		if n.lostPower.Load() {
+			own[i] |= rejoinPowerLost
 		}
 	}
 	if shards == len(n.shards) {
