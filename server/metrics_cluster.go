@@ -49,7 +49,7 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	}
 	cc.healthy = desc("smqd_cluster_healthy", "1 while this node can serve every shard (/healthz ready), else 0.")
 	cc.strangers = desc("smqd_cluster_voters_not_members", "Voters of some shard for which this node knows no address: it sends them nothing and they count in every quorum. If another member lists one, this node learns its address from the members within a minute (else restart it with it in --cluster-peers); if none does, remove it (smqctl cluster rm ID).")
-	cc.voteHeld = desc("smqd_cluster_vote_held", "1 while this node holds its vote: it started empty (or an earlier start held it and was not released) and grants no vote and leads no shard until a member has replaced it, or a majority answered that the cluster is new.")
+	cc.voteHeld = desc("smqd_cluster_vote_held", "1 while this node holds its vote: it started empty, or its machine restarted under --sync interval or none (or an earlier start held it and was not released), and grants no vote and leads no shard until a member has replaced it, or a majority answered that the cluster is new (or, after a power loss, that they lost power too).")
 	cc.forwarded = desc("smqd_cluster_forwarded_requests_total", "Client requests this node forwarded to a shard's leader and got answered.")
 	cc.refused = desc("smqd_cluster_refused_handshakes_total", "Inter-node connections refused, by this node or by the peer it dialled: a wrong or missing cluster key, or a certificate the other side refused.")
 	cc.snapshots = desc("smqd_cluster_snapshots_installed_total", "Shard snapshots this node installed (it was too far behind, new or wiped).")

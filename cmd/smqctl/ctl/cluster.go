@@ -91,7 +91,7 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 			"If no member lists it, it is no member: remove it (smqctl cluster rm %d)\n\n", id, id, id)
 	}
 	if st.VoteHeld {
-		fmt.Fprintf(r.env.Stdout, "NOTE: node %d holds its vote: it started empty (or an earlier start held it), so it may have lost entries it acknowledged. "+
+		fmt.Fprintf(r.env.Stdout, "NOTE: node %d holds its vote: it started empty, or its machine restarted under --sync interval or none (a power loss), or an earlier start held it, so it may have lost entries it acknowledged. "+
 			"It grants no vote and leads no shard until a member replaces it, which needs the shards' leaders; a shard whose other members cannot elect one without it waits for its down members to come back\n\n", st.NodeID)
 	}
 	versions := memberVersions(rctx, c, &st)
