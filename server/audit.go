@@ -21,7 +21,7 @@ func audited(o op) bool {
 	case opCreateQueue, opSetQueueAttributes, opDeleteQueue,
 		opCreateTopic, opSetTopicAttributes, opDeleteTopic,
 		opSubscribe, opSetSubscriptionAttributes, opUnsubscribe,
-		opBackup, opClusterAddNode, opClusterRemoveNode, opPurgeQueue:
+		opBackup, opCancelBackup, opClusterAddNode, opClusterRemoveNode, opPurgeQueue:
 		return true
 	}
 	return false

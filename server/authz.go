@@ -58,7 +58,7 @@ func init() {
 		switch {
 		case o >= opCreateQueue && o <= opChangeMessageVisibility, o.isTopic():
 			service = "mns:"
-		case o == opBackup, o == opClusterAddNode, o == opClusterRemoveNode, o == opPurgeQueue:
+		case o == opBackup, o == opCancelBackup, o == opClusterAddNode, o == opClusterRemoveNode, o == opPurgeQueue:
 			service = "smqd:"
 		default:
 			continue
@@ -275,7 +275,7 @@ func appendResource(b []byte, o op, name, sub []byte) []byte {
 		return append(b, "/queues"...)
 	case opListTopic:
 		return append(b, "/topics"...)
-	case opBackup:
+	case opBackup, opCancelBackup:
 		return append(b, "/backup"...)
 	case opClusterAddNode, opClusterRemoveNode:
 		return append(append(b, "/cluster/nodes/"...), name...)

@@ -547,6 +547,12 @@ func TestAuthzBackupNeedsSmqdBackup(t *testing.T) {
 	if r := other.get("/backup?rate=100000000"); r.status != 200 {
 		t.Fatalf("backup with smqd:Backup: %s", r)
 	}
+	// Ending one is smqd:CancelBackup's.
+	authzDenied(t, other.del("/backup", ""))
+	if err := env.srv.SetPolicies(authzPolicies(t, authzDoc(`{"Effect": "Allow", "Action": "smqd:CancelBackup", "Resource": "acs:mns:*:*:/backup"}`))); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, other.del("/backup", ""), 404, "BackupNotRunning")
 }
 
 // 8. SetPolicies takes effect for the next request, on the same
@@ -684,7 +690,7 @@ func TestAuthzPolicyActions(t *testing.T) {
 		"mns:CreateQueue", "mns:SetQueueAttributes", "mns:GetQueueAttributes", "mns:DeleteQueue", "mns:ListQueue",
 		"mns:CreateTopic", "mns:SetTopicAttributes", "mns:GetTopicAttributes", "mns:DeleteTopic", "mns:ListTopic",
 		"mns:Subscribe", "mns:SetSubscriptionAttributes", "mns:GetSubscriptionAttributes", "mns:Unsubscribe",
-		"mns:ListSubscriptionByTopic", "mns:PublishMessage", "smqd:Backup", "smqd:ClusterAddNode", "smqd:ClusterRemoveNode"} {
+		"mns:ListSubscriptionByTopic", "mns:PublishMessage", "smqd:Backup", "smqd:CancelBackup", "smqd:ClusterAddNode", "smqd:ClusterRemoveNode"} {
 		found := false
 		for _, a := range acts {
 			found = found || a == want

@@ -14,11 +14,17 @@ package server
 // answered 503 ServiceUnavailable. Each write of the body gets WriteTimeout
 // afresh, so a backup may take longer than one response may. ?rate=N caps
 // it at N bytes a second (engine.BackupOptions.BytesPerSecond).
+//
+// DELETE /backup (signed, smqd:CancelBackup) ends the backup running on
+// this node, as its client's hang-up does: a client that stays connected
+// and reads slowly holds the slot (and, in a cluster, every member's
+// dead-letter moves) as long as it likes, and only a restart ended it.
 
 import (
 	"bufio"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +75,10 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 		return
 	}
 	s.backups.running.Store(true)
+	stop := make(chan struct{})
+	s.backups.mu.Lock()
+	s.backups.stop = stop
+	s.backups.mu.Unlock()
 	reqID := string(st.reqID) // st is recycled once this handler returns
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/octet-stream")
@@ -77,13 +87,26 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer s.backups.since.Store(0)
 		defer s.backups.running.Store(false)
+		defer s.backups.endStop(stop)
 		// A client that hangs up ends the backup (engine.BackupOptions.Cancel):
 		// a capped backup's writes reach the connection only once its
 		// buffers fill, hours at a low rate, with the slot held meanwhile.
+		// So does DELETE /backup (stop).
 		var cc clientCtx
 		cc.reset(s.base, &s.watch, conn)
 		defer cc.finish()
-		cancel := cc.Done()
+		cancel := make(chan struct{})
+		ended := make(chan struct{})
+		defer close(ended)
+		go func() {
+			select {
+			case <-cc.Done():
+			case <-stop:
+			case <-ended:
+				return
+			}
+			close(cancel)
+		}()
 		start := time.Now()
 		dw := &deadlineWriter{w: w, conn: conn, timeout: timeout, closing: &s.closing}
 		var attrs []any
@@ -118,6 +141,36 @@ type backupStats struct {
 	running    atomic.Bool  // set after since, cleared before it
 	ok, failed atomic.Int64 // ended whole / without the end frame
 	lastOK     atomic.Int64 // Unix nanoseconds of the last whole one
+
+	mu   sync.Mutex
+	stop chan struct{} // guarded by mu: the running backup's, closed by DELETE /backup; nil: none, or closed already
+}
+
+// endStop forgets stop, the backup's that ends.
+func (b *backupStats) endStop(stop chan struct{}) {
+	b.mu.Lock()
+	if b.stop == stop {
+		b.stop = nil
+	}
+	b.mu.Unlock()
+}
+
+// cancelBackup answers DELETE /backup: 204 once the backup running here
+// was told to end (its client's archive is cut, and a restore refuses
+// it), 404 BackupNotRunning when none runs here (a cluster's backup runs
+// on the node its client asked).
+func (s *Server) cancelBackup(ctx *fasthttp.RequestCtx, st *reqState) {
+	s.backups.mu.Lock()
+	stop := s.backups.stop
+	s.backups.stop = nil
+	s.backups.mu.Unlock()
+	if stop == nil {
+		s.fail(ctx, st, newAPIError(codeBackupNotRunning, "no backup runs on this node (a backup runs on the node its client asked: send this there)"))
+		return
+	}
+	close(stop)
+	s.log.Warn("backup cancelled: its client gets an archive without its end, which a restore refuses", "request_id", string(st.reqID))
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
 }
 
 // monoBase is monoNow's origin.

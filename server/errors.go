@@ -55,6 +55,7 @@ const (
 	codeSubscriptionNameLengthError
 	codeEndpointInvalid
 	codeQpsLimitExceeded
+	codeBackupNotRunning
 	numCodes
 )
 
@@ -111,6 +112,9 @@ var codes = [numCodes]struct {
 	codeEndpointInvalid:             {"EndpointInvalid", 400},
 	// A key over its request rate (authz.go; the service's code and status).
 	codeQpsLimitExceeded: {"QpsLimitExceeded", 400},
+	// Not in the MNS table: DELETE /backup with no backup running on this
+	// node (backup.go).
+	codeBackupNotRunning: {"BackupNotRunning", 404},
 }
 
 func (c errCode) String() string { return codes[c].name }

@@ -62,6 +62,7 @@ const (
 	// DELETE /queues/{q}/messages?purge=true, signed: every message of the
 	// queue deleted (smqd's own, handlers_message.go purgeQueue)
 	opPurgeQueue
+	opCancelBackup // DELETE /backup, signed: ends the backup running on this node (backup.go)
 	numOps
 )
 
@@ -101,6 +102,7 @@ var opNames = [numOps]string{
 	opPushCert:                  "PushCertificate",
 	opBackup:                    "Backup",
 	opPurgeQueue:                "PurgeQueue",
+	opCancelBackup:              "CancelBackup",
 }
 
 func (o op) String() string { return opNames[o] }
@@ -160,8 +162,11 @@ func route(method, path []byte) routed {
 		}
 		return routed{}
 	case "/backup":
-		if m == "GET" {
+		switch m {
+		case "GET":
 			return routed{op: opBackup}
+		case "DELETE":
+			return routed{op: opCancelBackup}
 		}
 		return routed{}
 	}

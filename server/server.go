@@ -487,6 +487,11 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 		s.serveBackup(ctx, st)
 		return
 	}
+	if r.op == opCancelBackup {
+		st.ran = true
+		s.cancelBackup(ctx, st)
+		return
+	}
 	if r.op == opCluster {
 		s.serveClusterStatus(ctx, st)
 		return

@@ -76,7 +76,8 @@ const (
 	// and listings, never a message.
 	ReadOnlyAccess = "AliyunMNSReadOnlyAccess"
 	// AdministratorAccess allows every action, smqd's own included
-	// (smqd:Backup, smqd:ClusterAddNode, smqd:ClusterRemoveNode).
+	// (smqd:Backup, smqd:CancelBackup, smqd:PurgeQueue, smqd:ClusterAddNode,
+	// smqd:ClusterRemoveNode).
 	AdministratorAccess = "SmqdAdministratorAccess"
 )
 

@@ -26,8 +26,15 @@ func (r *run) backup(ctx context.Context, name string, args []string) error {
 	fs := flag.NewFlagSet("backup -o FILE", flag.ContinueOnError)
 	out := fs.String("o", "", "the file to write (required; - writes to stdout); it appears only once the backup is whole")
 	rateS := fs.String("rate", "", "cap the backup at this many bytes a second (K, M, G: binary multiples; 50M is 50 MiB/s), to spare the traffic on the server's disk; default: no cap")
+	cancelRunning := fs.Bool("cancel", false, "end the backup running on the node (--endpoint) instead: its client's archive is cut, and a restore refuses it")
 	if _, err := r.parse(fs, args, 0, 0); err != nil {
 		return err
+	}
+	if *cancelRunning {
+		if *out != "" || *rateS != "" {
+			return usagef("backup --cancel takes no -o or --rate")
+		}
+		return r.backupCancel(ctx)
 	}
 	target := "/backup"
 	if *rateS != "" {
@@ -141,6 +148,24 @@ func (r *run) backup(ctx context.Context, name string, args []string) error {
 	}
 	fmt.Fprintf(r.env.Stdout, "backup of %s written to %s: %d bytes, %d files, in %s; restore it with: %s\n",
 		m.Created.Format(time.RFC3339), *out, cw.n, files, took.Round(time.Millisecond), how)
+	return nil
+}
+
+// backupCancel ends the backup running on the node (DELETE /backup).
+func (r *run) backupCancel(ctx context.Context) error {
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	rctx, cancel := r.reqCtx(ctx, 0)
+	defer cancel()
+	if _, _, err := c.do(rctx, "DELETE", "/backup", nil, nil); err != nil {
+		return err
+	}
+	if r.g.json {
+		return r.printJSON(map[string]any{"cancelled": true})
+	}
+	fmt.Fprintln(r.env.Stdout, "the backup running on the node was told to end; its archive is cut, and a restore refuses it")
 	return nil
 }
 

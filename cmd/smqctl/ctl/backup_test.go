@@ -116,6 +116,12 @@ func TestBackupCommandRefusals(t *testing.T) {
 		t.Errorf("stalled: %s", r.stderr)
 	}
 
+	// --cancel with no backup running on the node: the server's 404.
+	if r := d.ctl(t).fail(ExitError, "backup", "--cancel"); !strings.Contains(r.stderr, "BackupNotRunning") {
+		t.Errorf("backup --cancel with none running: %s", r.stderr)
+	}
+	d.ctl(t).fail(ExitUsage, "backup", "--cancel", "-o", "x.smqd")
+
 	// What a killed smqctl left is named as such, not "file exists".
 	c = d.ctl(t)
 	os.WriteFile(filepath.Join(c.dir, "k.smqd.partial"), []byte("cut"), 0o600)

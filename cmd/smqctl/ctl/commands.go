@@ -57,7 +57,7 @@ func groups() map[string]map[string]verb {
 		},
 		"": {
 			"stats":      {"live message counts and rates per queue", (*run).stats},
-			"backup":     {"download an online backup of the node, or of the whole cluster through any node, checked whole: backup -o FILE (restore: smqd restore)", (*run).backup},
+			"backup":     {"download an online backup of the node, or of the whole cluster through any node, checked whole: backup -o FILE (restore: smqd restore); backup --cancel ends the one running on the node", (*run).backup},
 			"migrate":    {"make this smqd's queues, topics and subscriptions on another and move its messages there: migrate --to ENDPOINT", (*run).migrate},
 			"completion": {"print the bash or zsh completion script", (*run).completion},
 			"version":    {"what this smqctl was built from (git revision, Go version)", (*run).version},
