@@ -501,6 +501,9 @@ type QueueStats struct {
 	// the head of each priority lane, so a message made visible again
 	// after a receive counts once it is back at its lane's head.
 	OldestActive time.Duration
+	// ID is the queue's broker-unique id: a queue deleted and made again
+	// under its name has another (the metrics' totals tell them apart).
+	ID uint64
 }
 
 // Stats is a snapshot of the broker's counters.
@@ -571,7 +574,7 @@ func (b *Broker) Stats() Stats {
 			Name: q.name, Active: a, Inactive: i, Delayed: d,
 			Sent: q.sent.Load(), Received: q.received.Load(), Deleted: q.deleted.Load(),
 			Expired: q.expired.Load(), Unreadable: q.unreadable.Load(), DeadLettered: q.deadLettered.Load(), Waiting: q.waiters.waiting(),
-			OldestActive: age,
+			OldestActive: age, ID: q.id,
 		})
 	}
 	return s

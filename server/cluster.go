@@ -541,15 +541,28 @@ type brokerStats struct {
 	// node's replicas of shards it does not lead too, which Queues leaves
 	// out but which cost a gather as much (sharedExposition).
 	Walked int
+	// Brokers is, by shard, the broker Storage and Push were read from
+	// (nil: none now) and what it counted: the collector carries a
+	// replaced broker's counters (brokerCollector.carry).
+	Brokers []brokerSample
+}
+
+// brokerSample is one shard's broker at a scrape and its counters.
+type brokerSample struct {
+	b       *engine.Broker
+	storage engine.StorageStats
+	push    engine.PushStats
 }
 
 func (s *Server) metricStats() brokerStats {
 	var out brokerStats
 	for i, b := range s.brokers() {
 		if b == nil {
+			out.Brokers = append(out.Brokers, brokerSample{})
 			continue
 		}
 		st := b.Stats()
+		out.Brokers = append(out.Brokers, brokerSample{b, st.Storage, st.Push})
 		out.Walked += len(st.Queues)
 		out.Storage = append(out.Storage, st.Storage)
 		if s.c == nil || s.c.Leading(i) {

@@ -12,10 +12,11 @@ package server
 // smqd_metrics_queues_omitted says how many queues were left out.
 //
 // The *_total counters stay monotonic when queues go away: the collector
-// remembers each queue's counters from the previous scrape and, when a
-// queue has disappeared (or come back with smaller counters: deleted and
-// created again), adds what it had to a retired sum. What a deleted queue
-// counted after the last scrape before its deletion is not seen.
+// remembers each queue's counters and id from the previous scrape and,
+// when a queue has disappeared (or come back with another id: deleted and
+// created again; or with smaller counters: its broker reopened), adds what
+// it had to a retired sum. What a deleted queue counted after the last
+// scrape before its deletion is not seen.
 //
 // In a cluster a node reports the queues of the shards it leads, and a
 // replica counts what it applies as a follower too (so that a queue's
@@ -40,6 +41,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/smqd/smqd/engine"
@@ -84,8 +86,12 @@ func (a queueCounters) minus(b queueCounters) queueCounters {
 }
 
 // seenQueue is a queue's counters at the previous scrape (last) and when
-// it (re)appeared (base: zero on a single node, see the file comment).
-type seenQueue struct{ base, last queueCounters }
+// it (re)appeared (base: zero on a single node, see the file comment),
+// and its id then (a queue made again under its name has another).
+type seenQueue struct {
+	base, last queueCounters
+	id         uint64
+}
 
 // below reports whether any counter of a is smaller than b's.
 func (a queueCounters) below(b queueCounters) bool {
@@ -100,6 +106,12 @@ type brokerCollector struct {
 	seen    map[string]seenQueue // guarded by mu: queues at the previous scrape
 	retired queueCounters        // guarded by mu: counters of queues gone since start
 	scraped bool                 // guarded by mu: a scrape has read the stats
+
+	// A cluster node's shard brokers at the previous scrape, and the
+	// storage and push counters of those replaced since (carry).
+	shards       []shardSeen         // guarded by mu
+	retiredStore engine.StorageStats // guarded by mu: counters only
+	retiredPush  engine.PushStats    // guarded by mu: counters only
 
 	descs []*prometheus.Desc
 	d     brokerDescs
@@ -269,6 +281,11 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.acceptWaits, float64(s.conns.waits.Load()))
 
 	st := s.metricStats()
+	if s.c != nil {
+		held, push := c.carry(st.Brokers)
+		st.Storage = append(st.Storage, held)
+		addPushCounters(&st.Push, push)
+	}
 	s.metrics.shared.queues.Store(int64(st.Walked))
 	gauge(d.queues, float64(len(st.Queues)))
 	gauge(d.longPolls, float64(st.LongPolls))
@@ -415,15 +432,21 @@ func (c *brokerCollector) totals(qs []engine.QueueStats, clustered bool) queueCo
 		q := &qs[i]
 		qc := queueCounters{q.Sent, q.Received, q.Deleted, q.Expired, q.Unreadable}
 		prev, ok := c.seen[q.Name]
+		if ok && prev.id != q.ID {
+			// Deleted and made again since the last scrape (its new
+			// counters may have passed the old ones, which below misses).
+			gone(prev)
+			ok, prev = false, seenQueue{}
+		}
 		switch {
 		case !ok && clustered && c.scraped:
 			prev.base = qc // its lead moved here (or it is new): counted from now
 		case !ok:
 		case qc.below(prev.last):
-			gone(prev) // deleted and created again since the last scrape
+			gone(prev) // its broker reopened (a cluster's rebuild), counting from 0
 			prev.base = queueCounters{}
 		}
-		prev.last = qc
+		prev.last, prev.id = qc, q.ID
 		now[q.Name] = prev
 		total.add(qc.minus(prev.base))
 	}
@@ -436,4 +459,94 @@ func (c *brokerCollector) totals(qs []engine.QueueStats, clustered bool) queueCo
 	c.scraped = true
 	total.add(c.retired)
 	return total
+}
+
+// shardSeen is a shard's broker at the previous scrape (weak: a replaced
+// broker's state must not stay in memory) and its counters then.
+type shardSeen struct {
+	b       weak.Pointer[engine.Broker]
+	storage engine.StorageStats
+	push    engine.PushStats
+}
+
+// carry keeps a cluster node's storage and push counters monotonic when a
+// shard's broker is replaced (a rebuild after a step-down, a restart after
+// a failed log; engine/cluster): the node's families are sums over its
+// shards' brokers, and a new broker counts from 0, so the sum fell by the
+// old broker's share, which rate() reads as a reset of the whole sum (a
+// spike of what every other shard counted). It returns the counters to add:
+// those of the brokers replaced since start, as of the last scrape that
+// saw them, and those of shards with no broker now (being replaced). What
+// a broker counted after the last scrape before its replacement is not
+// seen.
+func (c *brokerCollector) carry(now []brokerSample) (engine.StorageStats, engine.PushStats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.shards) < len(now) {
+		c.shards = append(c.shards, shardSeen{})
+	}
+	var held engine.StorageStats
+	var heldPush engine.PushStats
+	for i, x := range now {
+		prev := &c.shards[i]
+		known := prev.b != weak.Pointer[engine.Broker]{}
+		if x.b == nil {
+			if known {
+				addStorageCounters(&held, prev.storage)
+				addPushCounters(&heldPush, prev.push)
+			}
+			continue
+		}
+		w := weak.Make(x.b)
+		if known && w != prev.b {
+			addStorageCounters(&c.retiredStore, prev.storage)
+			addPushCounters(&c.retiredPush, prev.push)
+		}
+		*prev = shardSeen{w, x.storage, x.push}
+	}
+	addStorageCounters(&held, c.retiredStore)
+	addPushCounters(&heldPush, c.retiredPush)
+	return held, heldPush
+}
+
+// addStorageCounters adds the counters of b (not its gauges) to a.
+func addStorageCounters(a *engine.StorageStats, b engine.StorageStats) {
+	a.Unreadable += b.Unreadable
+	a.Checkpoints += b.Checkpoints
+	a.ReplayWaits += b.ReplayWaits
+	a.DiskFullEvents += b.DiskFullEvents
+	a.Compaction.SegmentsRemoved += b.Compaction.SegmentsRemoved
+	a.Compaction.Relocated += b.Compaction.Relocated
+	a.Compaction.RelocatedBytes += b.Compaction.RelocatedBytes
+	w, o := &a.WAL, &b.WAL
+	w.Records += o.Records
+	w.PayloadBytes += o.PayloadBytes
+	w.Bytes += o.Bytes
+	w.CompressedRecords += o.CompressedRecords
+	w.Writes += o.Writes
+	w.WriteCalls += o.WriteCalls
+	w.Fsyncs += o.Fsyncs
+	w.Rolls += o.Rolls
+	w.AppendStalls += o.AppendStalls
+	w.RingReads += o.RingReads
+	w.FileReads += o.FileReads
+	w.ReaderRingReads += o.ReaderRingReads
+	w.ReaderFileReads += o.ReaderFileReads
+	w.SpareFailures += o.SpareFailures
+	w.RollStalls += o.RollStalls
+	w.StickyFailures += o.StickyFailures
+	if o.FsyncSeconds.Bounds != nil {
+		w.FsyncSeconds.Add(o.FsyncSeconds)
+	}
+	if o.BatchRecords.Bounds != nil {
+		w.BatchRecords.Add(o.BatchRecords)
+	}
+}
+
+// addPushCounters adds the push outcome counters of b to a.
+func addPushCounters(a *engine.PushStats, b engine.PushStats) {
+	a.Delivered += b.Delivered
+	a.Failed += b.Failed
+	a.DeadLettered += b.DeadLettered
+	a.Discarded += b.Discarded
 }
