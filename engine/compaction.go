@@ -7,7 +7,9 @@ package engine
 //  1. removes every inactive segment with no live bytes that replay no longer
 //     needs (in durable mode: that lies before the checkpoint);
 //  2. for inactive segments that are mostly dead (live bytes less than half
-//     the segment), rewrites each live body at the head of the log (a
+//     of what the segment holds: its file, or its buffer in memory, even
+//     when cut short by a record that did not fit in it), rewrites each
+//     live body at the head of the log (a
 //     relocate record) and points its message there; the old segment then
 //     has no live bytes and goes at a later pass.
 // So one long-delayed or never-deleted message cannot pin a segment.
@@ -188,7 +190,9 @@ func (b *Broker) compactPass(budget int64, settle bool) (removed, relocated int,
 		if budget > 0 && spent >= budget {
 			break
 		}
-		if s.active || s.live == 0 || s.live*2 >= int64(s.end-s.start) {
+		// Half of what the segment holds: a segment cut short (the record
+		// after its last did not fit) holds a whole file for its few bytes.
+		if s.active || s.live == 0 || s.live*2 >= max(int64(s.end-s.start), s.held) {
 			continue
 		}
 		if settle && b.draining(s, now) {

@@ -348,7 +348,7 @@ func (d *durableStore) addLive(pos uint64, delta int64) { d.wal.AddLive(wal.Pos(
 
 func (d *durableStore) segments(dst []segInfo) []segInfo {
 	for _, s := range d.wal.Segments() {
-		dst = append(dst, segInfo{start: uint64(s.Start), end: uint64(s.End), live: s.Live, active: s.Active})
+		dst = append(dst, segInfo{start: uint64(s.Start), end: uint64(s.End), live: s.Live, active: s.Active, held: s.FileBytes})
 	}
 	return dst
 }

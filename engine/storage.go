@@ -68,6 +68,9 @@ type segInfo struct {
 	start, end uint64 // positions covered: [start, end)
 	live       int64  // bytes of live body records
 	active     bool   // the segment appends go to
+	// held is what the segment takes (its file, or its buffer in memory):
+	// more than end-start when a record that did not fit started the next.
+	held int64
 }
 
 // runSink receives the records of a run (storage.readRun). An interface

@@ -295,11 +295,12 @@ func (l *memLog) segments(dst []segInfo) []segInfo {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, s := range l.segs {
-		end := l.end
-		if i+1 < len(l.segs) {
-			end = l.segs[i+1].start
-		}
-		dst = append(dst, segInfo{start: s.start, end: end, live: s.live.Load(), active: i == len(l.segs)-1})
+		// Its own end, not the next segment's start: after a segment
+		// between them was removed, that start lies past the hole, and a
+		// segment all live looked half dead, so compaction rewrote it
+		// again and again (docs audit "diskuse", 2026-12-07).
+		end := s.start + uint64(s.used.Load())
+		dst = append(dst, segInfo{start: s.start, end: end, live: s.live.Load(), active: i == len(l.segs)-1, held: int64(len(s.buf))})
 	}
 	return dst
 }
