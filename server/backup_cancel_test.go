@@ -1,9 +1,7 @@
 package server
 
 import (
-	"net"
 	"testing"
-	"time"
 )
 
 // DELETE /backup ends the backup running on the node: a client that stays
@@ -21,30 +19,11 @@ func TestCancelBackupEndsTheRunningOne(t *testing.T) {
 
 	// A client that asked for a capped backup and reads nothing: it holds
 	// the slot for hours.
-	conn, err := net.Dial("tcp", env.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.Write([]byte(c.build(req{method: "GET", target: "/backup?rate=1"}))); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); !env.srv.backups.running.Load() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !env.srv.backups.running.Load() {
-		t.Fatal("no backup running")
-	}
+	startCappedBackup(t, env, c)
 	wantError(t, c.get("/backup"), 503, "ServiceUnavailable")
 
 	wantStatus(t, c.del("/backup", ""), 204)
-	deadline := time.Now().Add(20 * time.Second)
-	for env.srv.backups.since.Load() != 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if env.srv.backups.since.Load() != 0 {
-		t.Fatal("a cancelled backup still holds the backup slot 20 s later")
-	}
+	waitSlotFree(t, env, "a cancelled backup still holds the backup slot")
 	if n := env.srv.backups.failed.Load(); n != 1 {
 		t.Errorf("smqd_backups_failed_total %d, want 1 (the cancelled one)", n)
 	}

@@ -19,33 +19,13 @@ func TestBackupEndsWhenItsClientHangsUp(t *testing.T) {
 	env, c := durableBackupEnv(t)
 	defer c.close()
 
-	conn, err := net.Dial("tcp", env.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Write([]byte(c.build(req{method: "GET", target: "/backup?rate=1"}))); err != nil {
-		t.Fatal(err)
-	}
-	// The status line may not come yet: at this rate the response's
-	// buffer holds it for hours. The backup runs once the slot is taken.
-	for deadline := time.Now().Add(10 * time.Second); !env.srv.backups.running.Load() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !env.srv.backups.running.Load() {
-		t.Fatal("no backup running")
-	}
+	conn := startCappedBackup(t, env, c)
 	if v := value(t, scrape(t, c), "smqd_backup_running_seconds"); v <= 0 {
 		t.Errorf("smqd_backup_running_seconds %v during a backup", v)
 	}
 	conn.Close() // the operator gives up on it (^C of smqctl backup)
 
-	deadline := time.Now().Add(20 * time.Second)
-	for env.srv.backups.since.Load() != 0 && time.Now().Before(deadline) { // the slot (running is cleared just before it)
-		time.Sleep(50 * time.Millisecond)
-	}
-	if env.srv.backups.since.Load() != 0 {
-		t.Fatal("the backup of a client that hung up still holds the backup slot 20 s later")
-	}
+	waitSlotFree(t, env, "the backup of a client that hung up still holds the backup slot")
 	if r := c.get("/backup"); r.status != 200 {
 		t.Fatalf("the next backup: %d %s", r.status, r.body)
 	}
@@ -71,27 +51,9 @@ func TestClusterBackupEndsWhenItsClientHangsUp(t *testing.T) {
 	wantStatus(t, cl.put("/queues/hq", ""), 201)
 	cl.mustSend("hq", "one", "")
 
-	conn, err := net.Dial("tcp", env.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Write([]byte(cl.build(req{method: "GET", target: "/backup?rate=1"}))); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); !env.srv.backups.running.Load() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !env.srv.backups.running.Load() {
-		t.Fatal("no backup running")
-	}
+	conn := startCappedBackup(t, env, cl)
 	conn.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for env.srv.backups.since.Load() != 0 && time.Now().Before(deadline) { // the slot (running is cleared just before it)
-		time.Sleep(50 * time.Millisecond)
-	}
-	if env.srv.backups.since.Load() != 0 {
-		t.Fatal("the cluster backup of a client that hung up still holds the backup slot (and every member's moves) 20 s later")
-	}
+	waitSlotFree(t, env, "the cluster backup of a client that hung up still holds the backup slot (and every member's moves)")
 	if r := cl.get("/backup"); r.status != 200 {
 		t.Fatalf("the next backup: %d %.300s", r.status, r.body)
 	}
@@ -110,4 +72,41 @@ func durableBackupEnv(t *testing.T) (*testEnv, *client) {
 	c.mustCreate("hq")
 	c.mustSend("hq", "one", "")
 	return env, c
+}
+
+// startCappedBackup asks env for a backup at ?rate=1 on a connection of
+// its own, and returns once it runs: it would hold the backup slot for
+// hours. The status line may not come yet: at this rate the response's
+// buffer holds it.
+func startCappedBackup(t *testing.T, env *testEnv, c *client) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", env.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.Write([]byte(c.build(req{method: "GET", target: "/backup?rate=1"}))); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !env.srv.backups.running.Load() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !env.srv.backups.running.Load() {
+		t.Fatal("no backup running")
+	}
+	return conn
+}
+
+// waitSlotFree waits up to 20 s for env's backup slot to be free (since is
+// cleared after running), and fails the test with "<what> 20 s later"
+// if it is not.
+func waitSlotFree(t *testing.T, env *testEnv, what string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for env.srv.backups.since.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if env.srv.backups.since.Load() != 0 {
+		t.Fatal(what + " 20 s later")
+	}
 }

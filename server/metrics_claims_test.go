@@ -138,20 +138,7 @@ func TestHealthzAnswersOverHTTP(t *testing.T) {
 		ffs.FailPreallocate(syscall.ENOSPC)
 		// The spare made before is used by the next roll; the one after
 		// cannot be made, and the roll after that waits for it.
-		body := strings.Repeat("x", 4000)
-		stalled := false
-		for i := 0; i < 1000 && !stalled; i++ {
-			r := c.post("/queues/q/messages", sendBody(body, ""))
-			switch r.status {
-			case 201:
-			case 503:
-				wantError(t, r, 503, "ServiceUnavailable")
-				stalled = true
-			default:
-				t.Fatalf("send %d: %s", i, r)
-			}
-		}
-		if !stalled {
+		if !sendUntil(t, c, "q", strings.Repeat("x", 4000), 1000, "ServiceUnavailable") {
 			t.Fatal("4 MB of sends never waited for a segment file")
 		}
 		both(t, env, ln, 503, "unhealthy: ", true)
@@ -190,19 +177,7 @@ func TestHealthzAnswersOverHTTP(t *testing.T) {
 		// for the log's next segment files (small sends cannot eat 7 MB
 		// between two samples).
 		fs.SetCapacity(fs.Used() + reserve - 1<<20)
-		full := false
-		for i := 0; i < 100000 && !full; i++ {
-			r := c.post("/queues/full/messages", sendBody("y", ""))
-			switch r.status {
-			case 201:
-			case 503:
-				wantError(t, r, 503, "DiskFull")
-				full = true
-			default:
-				t.Fatalf("send %d: %s", i, r)
-			}
-		}
-		if !full {
+		if !sendUntil(t, c, "full", "y", 100000, "DiskFull") {
 			t.Fatal("100,000 sends did not see the disk full")
 		}
 		both(t, env, ln, 200, "ok (disk full: new messages are refused until space is freed)", false)
@@ -226,17 +201,7 @@ func TestHealthzAnswersOverHTTP(t *testing.T) {
 		both(t, env, ln, 503, "draining: shutting down soon (requests are still served)", false)
 		c.mustSend("q", "while draining", "") // still served
 		// A send whose body is on its way holds the shutdown's drain.
-		raw := c.build(req{method: "POST", target: "/queues/q/messages", body: sendBody("late", "")})
-		conn, err := net.Dial("tcp", env.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(30 * time.Second))
-		cut := len(raw) - 10
-		if _, err := conn.Write([]byte(raw[:cut])); err != nil {
-			t.Fatal(err)
-		}
+		finish := sendUnderWay(t, env, c, "q")
 		ops := opsClient(t, env, ln)
 		waitFor(t, "the send under way", 10*time.Second, func() bool {
 			defer ops.close()
@@ -256,9 +221,7 @@ func TestHealthzAnswersOverHTTP(t *testing.T) {
 			}
 			return r.status == 503 && string(r.body) == "shutting down"
 		})
-		if _, err := conn.Write([]byte(raw[cut:])); err != nil {
-			t.Fatal(err)
-		}
+		finish()
 		if err := <-stopped; err != nil {
 			t.Fatalf("Shutdown: %v", err)
 		}
@@ -680,21 +643,7 @@ func flattenPanels(ps []dashPanel) []dashPanel {
 // the smqd_messages_*_total sums neither fall nor count again what the
 // reopened broker's queues bring back.
 func TestReopenMetrics(t *testing.T) {
-	dir := t.TempDir()
-	ffs := wal.NewFaultFS(wal.OSFS())
-	ffs.Filter = func(name string) bool { return strings.HasSuffix(name, ".wal") }
-	opts := func(o *engine.Options) { o.Dir = dir; o.WAL.FS = ffs; o.FreeSpaceReserve = -1 }
-	env := startEnv(t, envConfig{
-		engineOpts: opts,
-		serverOpts: func(o *Options) {
-			o.Reopen = func() (*engine.Broker, error) {
-				eo := engine.Options{Logger: testLogger(t)}
-				opts(&eo)
-				return engine.Open(eo)
-			}
-			o.ReopenBackoff = 10 * time.Millisecond
-		},
-	})
+	env, ffs := reopeningEnv(t)
 	c := env.client()
 	c.mustCreate("r")
 	for i := range 10 {
@@ -1014,4 +963,22 @@ func TestClusterHealthyGaugeFollowsHealthz(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// sendUntil sends body to queue up to n times, until a send is answered
+// 503 code (true); any answer but 201 and that fails the test.
+func sendUntil(t *testing.T, c *client, queue, body string, n int, code string) bool {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		r := c.post("/queues/"+queue+"/messages", sendBody(body, ""))
+		switch r.status {
+		case 201:
+		case 503:
+			wantError(t, r, 503, code)
+			return true
+		default:
+			t.Fatalf("send %d: %s", i, r)
+		}
+	}
+	return false
 }

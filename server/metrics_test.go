@@ -624,17 +624,7 @@ func TestMetricsListenerOutlivesTheDrain(t *testing.T) {
 	c := env.client()
 	c.mustCreate("q")
 	// A send whose body is still on its way holds the drain.
-	raw := c.build(req{method: "POST", target: "/queues/q/messages", body: sendBody("late", "")})
-	conn, err := net.Dial("tcp", env.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	cut := len(raw) - 10
-	if _, err := conn.Write([]byte(raw[:cut])); err != nil {
-		t.Fatal(err)
-	}
+	finish := sendUnderWay(t, env, c, "q")
 	waitFor(t, "the send under way", 10*time.Second, func() bool {
 		ops := &client{env: &testEnv{t: t, addr: ln.Addr().String(), now: env.now}}
 		defer ops.close()
@@ -656,13 +646,35 @@ func TestMetricsListenerOutlivesTheDrain(t *testing.T) {
 		t.Fatalf("/metrics while the send drains: %s", r)
 	}
 	ops.close()
-	if _, err := conn.Write([]byte(raw[cut:])); err != nil {
-		t.Fatal(err)
-	}
+	finish()
 	if err := <-stopped; err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
 		t.Fatal("the metrics listener is still open after the shutdown")
+	}
+}
+
+// sendUnderWay starts a send to queue on a connection of its own and
+// writes all of it but its body's last bytes: a request in flight, which
+// holds a shutdown's drain. finish writes the rest.
+func sendUnderWay(t *testing.T, env *testEnv, c *client, queue string) (finish func()) {
+	t.Helper()
+	raw := c.build(req{method: "POST", target: "/queues/" + queue + "/messages", body: sendBody("late", "")})
+	conn, err := net.Dial("tcp", env.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	cut := len(raw) - 10
+	if _, err := conn.Write([]byte(raw[:cut])); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if _, err := conn.Write([]byte(raw[cut:])); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -24,25 +24,7 @@ import (
 // within 30 s"), and without the receive handler's case for a reopened
 // broker (the long poll got 503).
 func TestReopenAfterStorageFailure(t *testing.T) {
-	dir := t.TempDir()
-	ffs := wal.NewFaultFS(wal.OSFS())
-	ffs.Filter = func(name string) bool { return strings.HasSuffix(name, ".wal") }
-	opts := func(o *engine.Options) {
-		o.Dir = dir
-		o.WAL.FS = ffs
-		o.FreeSpaceReserve = -1
-	}
-	env := startEnv(t, envConfig{
-		engineOpts: opts,
-		serverOpts: func(o *Options) {
-			o.Reopen = func() (*engine.Broker, error) {
-				eo := engine.Options{Logger: testLogger(t)}
-				opts(&eo)
-				return engine.Open(eo)
-			}
-			o.ReopenBackoff = 10 * time.Millisecond
-		},
-	})
+	env, ffs := reopeningEnv(t)
 	c := env.client()
 	c.mustCreate("r")
 	c.mustCreate("w")
@@ -128,4 +110,29 @@ func TestReopenAfterStorageFailure(t *testing.T) {
 		}
 	}
 	t.Logf("statuses while reopening: %v; %d messages after (the unacknowledged one there: %v)", statuses, len(got), got["during"])
+}
+
+// reopeningEnv is a durable server whose log files fail as ffs says, and
+// which reopens its broker (Options.Reopen) every 10 ms while it fails.
+func reopeningEnv(t *testing.T) (*testEnv, *wal.FaultFS) {
+	dir := t.TempDir()
+	ffs := wal.NewFaultFS(wal.OSFS())
+	ffs.Filter = func(name string) bool { return strings.HasSuffix(name, ".wal") }
+	opts := func(o *engine.Options) {
+		o.Dir = dir
+		o.WAL.FS = ffs
+		o.FreeSpaceReserve = -1
+	}
+	env := startEnv(t, envConfig{
+		engineOpts: opts,
+		serverOpts: func(o *Options) {
+			o.Reopen = func() (*engine.Broker, error) {
+				eo := engine.Options{Logger: testLogger(t)}
+				opts(&eo)
+				return engine.Open(eo)
+			}
+			o.ReopenBackoff = 10 * time.Millisecond
+		},
+	})
+	return env, ffs
 }
