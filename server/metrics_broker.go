@@ -478,7 +478,10 @@ type shardSeen struct {
 // those of the brokers replaced since start, as of the last scrape that
 // saw them, and those of shards with no broker now (being replaced). What
 // a broker counted after the last scrape before its replacement is not
-// seen.
+// seen. Kept here, not in engine/cluster at the replacement: a broker still
+// counts (compaction, pushes) until it is closed, and its counters read
+// before the swap left a window in which the sum fell by what it counted
+// meanwhile; carried from the scrapes, the sum can only rise.
 func (c *brokerCollector) carry(now []brokerSample) (engine.StorageStats, engine.PushStats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
