@@ -130,6 +130,12 @@ func (r *run) migrate(ctx context.Context, name string, args []string) error {
 	if n := len(m.Conflicts) + len(m.Left); n > 0 {
 		return fmt.Errorf("migration incomplete: %d conflict(s), %d queue(s) with messages left at the source", len(m.Conflicts), len(m.Left))
 	}
+	// A copy stored whose original stayed: the run (or a later one) moved
+	// it again, a duplicate at the destination, which a script must see
+	// (as a redrive's, redrive.go).
+	if n := copiedTotal(m.Copied); n > 0 {
+		return fmt.Errorf("%d message(s) copied whose original's delete missed: they are twice at the destination, or will be once moved again", n)
+	}
 	return nil
 }
 
@@ -326,11 +332,21 @@ func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queu
 	// message into a dead-letter queue the round found empty before (its
 	// receive count reached), so a round ends the run only if it moved
 	// nothing and found every queue empty.
+	// A queue deleted at the source meanwhile is skipped, as in queues().
+	gone := func(err error) bool {
+		var ae *APIError
+		return errors.As(err, &ae) && ae.Code == "QueueNotExist"
+	}
 	for first := true; ; first = false {
 		var still []string
 		moved := false
-		for _, q := range queues {
+		for _, q := range slices.Clone(queues) {
 			info, err := counts(q)
+			if gone(err) {
+				queues = slices.DeleteFunc(queues, func(n string) bool { return n == q })
+				delete(m.Left, q)
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -352,9 +368,16 @@ func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queu
 					m.Refused[q][l.MessageID] = l.Reason
 				}
 				if err != nil {
-					return fmt.Errorf("queue %s: %w", q, err)
+					err = fmt.Errorf("queue %s: %w", q, err)
+				} else {
+					info, err = counts(q)
 				}
-				if info, err = counts(q); err != nil {
+				if gone(err) {
+					queues = slices.DeleteFunc(queues, func(n string) bool { return n == q })
+					delete(m.Left, q)
+					continue
+				}
+				if err != nil {
 					return err
 				}
 			}
@@ -417,8 +440,21 @@ func (r *run) printMigration(m *migration) error {
 			fmt.Fprintf(w, "  message %s refused: %s\n", id, m.Refused[q][id])
 		}
 	}
-	for q, n := range m.Copied {
-		fmt.Fprintf(w, "%s: %d message(s) copied but still at the source (received again before the delete): a later run moves them again\n", q, n)
+	copied := make([]string, 0, len(m.Copied))
+	for q := range m.Copied {
+		copied = append(copied, q)
+	}
+	sort.Strings(copied)
+	for _, q := range copied {
+		fmt.Fprintf(w, "%s: %d message(s) copied whose original's delete missed (its receive expired first: the queue's visibility timeout): moved again by this run or the next, so twice at the destination\n", q, m.Copied[q])
 	}
 	return nil
+}
+
+func copiedTotal(c map[string]int) int {
+	n := 0
+	for _, k := range c {
+		n += k
+	}
+	return n
 }
