@@ -164,6 +164,9 @@ type Node struct {
 	// powerLostPeers (guarded by ackMu): when each member last answered
 	// that it lost power too (rejoinPowerLost; votehold.go, invariant 5).
 	powerLostPeers map[uint64]time.Time
+	// powerLostLed: this node voted again with lostPower set and has
+	// known a leader of every shard since (notePowerLostLed).
+	powerLostLed atomic.Bool
 
 	flushFS *wal.SharedSyncFS // the shards' logs' shared flush, or nil (Config.FileFlush)
 }
@@ -390,6 +393,7 @@ func (n *Node) tickLoop() {
 		case <-n.stop:
 			return
 		case <-t.C:
+			n.notePowerLostLed() // votehold.go
 			for _, c := range n.ticks {
 				select {
 				case c <- struct{}{}:
@@ -700,9 +704,17 @@ func (n *Node) Close() error {
 	n.closeMoves()
 	n.tr.close()
 	var errs []error
+	flushed := true
 	for _, s := range n.shards {
-		if err := s.close(); err != nil && !errors.Is(err, engine.ErrClosed) {
-			errs = append(errs, err)
+		// A shard without a broker is restarting after its storage
+		// failed (restart.go): its failed log was retired, maybe never
+		// made durable again (Resync), and s.close closes nothing.
+		flushed = flushed && s.broker() != nil
+		if err := s.close(); err != nil {
+			flushed = false
+			if !errors.Is(err, engine.ErrClosed) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if n.flushFS != nil {
@@ -711,7 +723,9 @@ func (n *Node) Close() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	n.endUnsyncedRun() // every log flushed and closed (votehold.go, invariant 5)
+	if flushed {
+		n.endUnsyncedRun() // every log flushed and closed (votehold.go, invariant 5)
+	}
 	return nil
 }
 

@@ -79,7 +79,12 @@ func (c *testCluster) powerLoss(b *boots, fss []*wal.MemFS, is ...int) []*wal.Me
 // roll or SyncLog (none of which happens by itself here), on fss; a node
 // whose image is set starts on it.
 func intervalCluster(t *testing.T, b *boots, fss, images []*wal.MemFS) *testCluster {
-	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true,
+	return intervalClusterOf(t, 3, b, fss, images)
+}
+
+// intervalClusterOf is intervalCluster with k nodes.
+func intervalClusterOf(t *testing.T, k int, b *boots, fss, images []*wal.MemFS) *testCluster {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, k), shards: 1, infoLogs: true,
 		cfgTweak: func(i int, cfg *Config) {
 			cfg.SyncAlways = false
 			cfg.bootID = b.of(i)

@@ -652,8 +652,9 @@ const (
 	// shard with --wal-repair, on a damaged log.
 	rejoinRepaired byte = 4
 	// rejoinPowerLost: that member started after its machine restarted
-	// under a run with --sync interval or none, and was not replaced since
-	// (votehold.go, invariant 5). Set in every shard.
+	// under a run with --sync interval or none, and was not replaced since,
+	// nor knew a leader of every shard since it voted again (votehold.go,
+	// invariant 5). Set in every shard.
 	rejoinPowerLost byte = 8
 	// rejoinReplaceMe, as the verdict: replace this node in every shard,
 	// though no acknowledgement shows a loss (replaceAsked).

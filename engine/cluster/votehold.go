@@ -72,7 +72,15 @@ package cluster
 //     lost power too and were not replaced since (rejoinPowerLost, in the
 //     last minute) are a majority: a majority lost power, which the interval
 //     mode's guarantee does not cover (docs/operations.md), and holding on
-//     would stop every shard for good. Until 2026-12-07 it voted at once,
+//     would stop every shard for good. A member answers so while it holds
+//     its vote, and after it voted again by this rule until it knows a
+//     leader of every shard (the cluster runs again: a member that loses
+//     power later is replaced); a node that knows a leader of every shard
+//     is replaced rather than counting a majority. The vote-held mark is
+//     written before unsynced-run takes the new boot id, and a Close
+//     removes unsynced-run only if every shard's broker was there and
+//     closed without error (one restarting after a storage failure is
+//     not). Until 2026-12-07 it voted at once,
 //     with what it kept: its vote could elect a member that lacked
 //     entries it had acknowledged while the leader that held them was
 //     down.
@@ -142,8 +150,16 @@ func (n *Node) holdVoteAtStart() error {
 		return err
 	}
 	boot := n.bootID()
-	lost := marked && strings.Contains(string(mark), powerLostWhy) ||
-		unsynced && (boot == "" || strings.TrimSpace(string(run)) != boot)
+	markedLost := marked && strings.Contains(string(mark), powerLostWhy)
+	lost := markedLost || unsynced && (boot == "" || strings.TrimSpace(string(run)) != boot)
+	if lost && !markedLost {
+		// Before the run mark takes this boot's id: from then on only
+		// this mark shows the power loss, and a start that stopped in
+		// between (a kill, a failed write) held nothing at the next.
+		if err := writeSynced(path, "this node holds its vote until it is replaced: "+powerLostWhy+" (engine/cluster/votehold.go, invariant 5)\n"); err != nil {
+			return err
+		}
+	}
 	if unsynced || !n.cfg.SyncAlways {
 		// Before the shards run: what they acknowledge from now on is
 		// covered by it.
@@ -152,10 +168,6 @@ func (n *Node) holdVoteAtStart() error {
 		}
 	}
 	switch {
-	case lost && !(marked && strings.Contains(string(mark), powerLostWhy)):
-		if err := writeSynced(path, "this node holds its vote until it is replaced: "+powerLostWhy+" (engine/cluster/votehold.go, invariant 5)\n"); err != nil {
-			return err
-		}
 	case lost, marked:
 	default:
 		for _, s := range n.shards {
@@ -226,9 +238,11 @@ func (n *Node) notePowerLost(id uint64, lost bool, members int) bool {
 
 // powerLostMajority reports whether this node lost power, and it and the
 // members that answered so in the last powerLostWindow are a majority of
-// members (invariant 5).
+// members (invariant 5). Not while it follows a leader in every shard:
+// the members elect without it, and that leader replaces it (an answer
+// counted here may be a minute old, its member replaced since).
 func (n *Node) powerLostMajority(members int) bool {
-	if !n.lostPower.Load() {
+	if !n.lostPower.Load() || n.everyShardLed() {
 		return false
 	}
 	n.ackMu.Lock()
@@ -240,6 +254,30 @@ func (n *Node) powerLostMajority(members int) bool {
 		}
 	}
 	return 2*count > members
+}
+
+// everyShardLed reports whether this node knows a leader of every shard.
+func (n *Node) everyShardLed() bool {
+	for _, s := range n.shards {
+		if s.lead.Load() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// notePowerLostLed (every tick) ends the rejoinPowerLost answer of a node
+// that voted again by invariant 5's majority once it knows a leader of
+// every shard: the shards run again, and a member that loses power later
+// is replaced by them. Answered for the rest of the run, the flag made
+// such a member of a cluster that had lost power once count itself and
+// this node a majority, and vote with what it kept (review revz).
+func (n *Node) notePowerLostLed() {
+	if !n.lostPower.Load() || n.voteHeld.Load() || n.powerLostLed.Load() || !n.everyShardLed() {
+		return
+	}
+	n.powerLostLed.Store(true)
+	n.log.Info("the shards have leaders again after a power loss: this node no longer answers that it lost power")
 }
 
 // releaseVote ends the hold (invariant 2), once.
@@ -296,7 +334,7 @@ func (n *Node) rejoinFlags(from uint64, shards int) []byte {
 		if s.repaired.Load() {
 			own[i] |= rejoinRepaired
 		}
-		if n.lostPower.Load() {
+		if n.lostPower.Load() && !n.powerLostLed.Load() {
 			own[i] |= rejoinPowerLost
 		}
 	}
