@@ -593,22 +593,7 @@ func TestDaemonShutdownDelayDrainsFirst(t *testing.T) {
 	addr, _, stderr, stop := startDaemon(t, "--no-auth", "--data-dir", filepath.Join(t.TempDir(), "d"), "--shutdown-delay", "3s")
 	exited := make(chan int, 1)
 	go func() { exited <- stop() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			t.Fatalf("healthz before the delay ended: %v\n%s", err, stderr.String())
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == 503 && strings.HasPrefix(string(b), "draining") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("healthz never said draining: %d %q", resp.StatusCode, b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitDraining(t, "http://"+addr, stderr)
 	req, _ := http.NewRequest("PUT", "http://"+addr+"/queues/while-draining", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 201 {
@@ -617,5 +602,28 @@ func TestDaemonShutdownDelayDrainsFirst(t *testing.T) {
 	resp.Body.Close()
 	if code := <-exited; code != 0 {
 		t.Fatalf("exit %d", code)
+	}
+}
+
+// waitDraining waits, at most 10 s, until the daemon at base answers
+// /healthz 503 "draining" (its --shutdown-delay runs), and fails the test
+// with its log if /healthz cannot be asked.
+func waitDraining(t *testing.T, base string, log fmt.Stringer) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			t.Fatalf("healthz before the delay ended: %v\n%s", err, log.String())
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 503 && strings.HasPrefix(string(b), "draining") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("healthz never said draining: %d %q", resp.StatusCode, b)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

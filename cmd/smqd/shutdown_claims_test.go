@@ -36,22 +36,7 @@ func TestDaemonSecondSignalIsIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The stop has begun once /healthz says draining.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(d.endpoint + "/healthz")
-		if err != nil {
-			t.Fatalf("healthz during the delay: %v\n%s", err, d.stderr.String())
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == 503 && strings.HasPrefix(string(b), "draining") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("healthz never said draining: %d %q", resp.StatusCode, b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitDraining(t, d.endpoint, d.stderr)
 	for _, sig := range []os.Signal{syscall.SIGTERM, os.Interrupt, syscall.SIGTERM} {
 		if err := d.cmd.Process.Signal(sig); err != nil {
 			t.Fatalf("%v: %v (the process is gone already)", sig, err)

@@ -27,15 +27,7 @@ import (
 // majority of three, and votes with what it kept; V and O then elect one
 // of themselves, which lacks what L committed.
 func TestClusterPowerLossAfterAWholeClusterPowerLossHolds(t *testing.T) {
-	b := newBoots(3)
-	fss := []*wal.MemFS{wal.NewMemFS(), wal.NewMemFS(), wal.NewMemFS()}
-	images := make([]*wal.MemFS, 3)
-	c := intervalCluster(t, b, fss, images)
-	c.sendBatches("a", 10)
-	for i := range c.nodes {
-		c.holds(i, 160, 20*time.Second)
-	}
-	c.syncLogs(0, 1, 2)
+	c, b, fss, images := flushedIntervalCluster(t, 3)
 
 	// The first event: every node loses power; they vote again (a
 	// majority lost power) and elect.
@@ -106,15 +98,7 @@ func TestClusterPowerLossAfterAWholeClusterPowerLossHolds(t *testing.T) {
 // leaves a run mark that matches the boot and no vote-held mark: the next
 // start on the same boot finds no power loss and votes with what it kept.
 func TestPowerLostHoldSurvivesAStartThatFailed(t *testing.T) {
-	b := newBoots(3)
-	fss := []*wal.MemFS{wal.NewMemFS(), wal.NewMemFS(), wal.NewMemFS()}
-	images := make([]*wal.MemFS, 3)
-	c := intervalCluster(t, b, fss, images)
-	c.sendBatches("a", 10)
-	for i := range c.nodes {
-		c.holds(i, 160, 20*time.Second)
-	}
-	c.syncLogs(0, 1, 2)
+	c, b, fss, images := flushedIntervalCluster(t, 3)
 	v := 2
 	c.stop(0)
 	c.stop(1) // the others down: nobody replaces v, nobody answers
@@ -151,15 +135,7 @@ func TestPowerLostHoldSurvivesAStartThatFailed(t *testing.T) {
 // power loss after that stop finds no mark: the node votes at once with
 // a log that lacks what it acknowledged.
 func TestUnsyncedRunMarkKeptWhenAShardsLogFailed(t *testing.T) {
-	b := newBoots(3)
-	fss := []*wal.MemFS{wal.NewMemFS(), wal.NewMemFS(), wal.NewMemFS()}
-	images := make([]*wal.MemFS, 3)
-	c := intervalCluster(t, b, fss, images)
-	c.sendBatches("a", 10)
-	for i := range c.nodes {
-		c.holds(i, 160, 20*time.Second)
-	}
-	c.syncLogs(0, 1, 2)
+	c, b, fss, images := flushedIntervalCluster(t, 3)
 	l := int(preferredLeader(0, []uint64{1, 2, 3})) - 1
 	v, o := (l+1)%3, (l+2)%3
 
@@ -221,15 +197,7 @@ func (c *testCluster) everyNodeVotes(want int64) {
 // Liveness: two of three lose power, the third stays up; they start one
 // after the other. The shards elect again (a majority lost power).
 func TestClusterTwoOfThreePowerLossWithTheThirdUpElects(t *testing.T) {
-	b := newBoots(3)
-	fss := []*wal.MemFS{wal.NewMemFS(), wal.NewMemFS(), wal.NewMemFS()}
-	images := make([]*wal.MemFS, 3)
-	c := intervalClusterOf(t, 3, b, fss, images)
-	c.sendBatches("a", 10)
-	for i := range c.nodes {
-		c.holds(i, 160, 20*time.Second)
-	}
-	c.syncLogs(0, 1, 2)
+	c, b, fss, images := flushedIntervalCluster(t, 3)
 	l := int(preferredLeader(0, []uint64{1, 2, 3})) - 1
 	v := (l + 1) % 3
 	im := c.powerLoss(b, fss, l, v)
@@ -241,18 +209,7 @@ func TestClusterTwoOfThreePowerLossWithTheThirdUpElects(t *testing.T) {
 
 // Liveness: every node of five loses power; they start one by one.
 func TestClusterFiveNodesPowerLossStartedOneByOneElects(t *testing.T) {
-	b := newBoots(5)
-	fss := make([]*wal.MemFS, 5)
-	for i := range fss {
-		fss[i] = wal.NewMemFS()
-	}
-	images := make([]*wal.MemFS, 5)
-	c := intervalClusterOf(t, 5, b, fss, images)
-	c.sendBatches("a", 10)
-	for i := range c.nodes {
-		c.holds(i, 160, 20*time.Second)
-	}
-	c.syncLogs(0, 1, 2, 3, 4)
+	c, b, fss, images := flushedIntervalCluster(t, 5)
 	copy(images, c.powerLoss(b, fss, 0, 1, 2, 3, 4))
 	for i := range c.nodes {
 		c.start(i)
@@ -267,15 +224,7 @@ func TestClusterFiveNodesPowerLossStartedOneByOneElects(t *testing.T) {
 // replaced (its Close removes unsynced-run) holds its vote again at its
 // next start, as one that lost power: the vote-held mark keeps the reason.
 func TestPowerLostNodeRestartedBeforeItsReplacementHoldsAgain(t *testing.T) {
-	b := newBoots(3)
-	fss := []*wal.MemFS{wal.NewMemFS(), wal.NewMemFS(), wal.NewMemFS()}
-	images := make([]*wal.MemFS, 3)
-	c := intervalCluster(t, b, fss, images)
-	c.sendBatches("a", 10)
-	for i := range c.nodes {
-		c.holds(i, 160, 20*time.Second)
-	}
-	c.syncLogs(0, 1, 2)
+	c, b, fss, images := flushedIntervalCluster(t, 3)
 	v := 2
 	c.stop(0)
 	c.stop(1)

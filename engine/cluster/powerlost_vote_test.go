@@ -106,6 +106,24 @@ func intervalClusterOf(t *testing.T, k int, b *boots, fss, images []*wal.MemFS) 
 	return c
 }
 
+// flushedIntervalCluster is intervalClusterOf k nodes, with their boots,
+// logs and images, after 160 messages sent, held and flushed by every
+// node: a cluster that ran a while.
+func flushedIntervalCluster(t *testing.T, k int) (c *testCluster, b *boots, fss, images []*wal.MemFS) {
+	b, images = newBoots(k), make([]*wal.MemFS, k)
+	all := make([]int, k)
+	for i := range k {
+		fss, all[i] = append(fss, wal.NewMemFS()), i
+	}
+	c = intervalClusterOf(t, k, b, fss, images)
+	c.sendBatches("a", 10)
+	for _, i := range all {
+		c.holds(i, 160, 20*time.Second)
+	}
+	c.syncLogs(all...)
+	return c, b, fss, images
+}
+
 // syncLogs flushes nodes is's logs: what they hold so far (their terms and
 // entries: history) survives their power loss, as on nodes that ran a
 // while.
@@ -191,15 +209,7 @@ func TestClusterPowerLostMemberHoldsItsVote(t *testing.T) {
 // Seen failing with powerLostMajority always false: no leader within 20 s,
 // every node holding its vote.
 func TestClusterEveryNodesPowerLossWithSyncIntervalElects(t *testing.T) {
-	b := newBoots(3)
-	fss := []*wal.MemFS{wal.NewMemFS(), wal.NewMemFS(), wal.NewMemFS()}
-	images := make([]*wal.MemFS, 3)
-	c := intervalCluster(t, b, fss, images)
-	c.sendBatches("a", 10)
-	for i := range c.nodes {
-		c.holds(i, 160, 20*time.Second)
-	}
-	c.syncLogs(0, 1, 2)
+	c, b, fss, images := flushedIntervalCluster(t, 3)
 	c.sendBatches("b", 5) // may be lost: nothing flushed them
 
 	copy(images, c.powerLoss(b, fss, 0, 1, 2))

@@ -172,20 +172,7 @@ func TestMigrateInterruptedThenAgain(t *testing.T) {
 	decodeJSON[migration](t, out.String()) // what was done is printed
 	waitVisible(t, q)
 	c.ok("migrate", "--to", g.addr, "--wait", "10s")
-	if info := src.info(t, "work"); info.Active+info.Inactive+info.Delayed != 0 {
-		t.Fatalf("the source still holds %+v", info)
-	}
-	dq, _ := dst.b.Queue("work")
-	got := bodies(t, dq)
-	seen := map[string]bool{}
-	for _, b := range got {
-		seen[b] = true
-	}
-	for _, b := range want {
-		if !seen[b] {
-			t.Fatalf("message %q lost: the destination holds %d messages", b, len(got))
-		}
-	}
+	movedAll(t, src, dst, want)
 }
 
 // The destination goes down midway (no answer at all, past the retries):
@@ -216,20 +203,7 @@ func TestMigrateDestinationDownThenAgain(t *testing.T) {
 	down.Store(false)
 	waitVisible(t, q)
 	c.ok("migrate", "--to", g.addr, "--wait", "10s")
-	if info := src.info(t, "work"); info.Active+info.Inactive+info.Delayed != 0 {
-		t.Fatalf("the source still holds %+v", info)
-	}
-	dq, _ := dst.b.Queue("work")
-	got := bodies(t, dq)
-	seen := map[string]bool{}
-	for _, b := range got {
-		seen[b] = true
-	}
-	for _, b := range want {
-		if !seen[b] {
-			t.Fatalf("message %q lost: the destination holds %d messages", b, len(got))
-		}
-	}
+	movedAll(t, src, dst, want)
 }
 
 // A copy keeps its body byte for byte (carriage returns, '%', '+',
@@ -372,5 +346,25 @@ func TestMigrateSkipsAQueueDeletedMeanwhile(t *testing.T) {
 	}
 	if m := decodeJSON[migration](t, r.stdout); m.Moved["a"] != 1 || m.Moved["c"] != 1 || len(m.Left) != 0 {
 		t.Errorf("migrate: %+v", m)
+	}
+}
+
+// movedAll checks that queue "work" is empty at src and that dst's holds
+// every body of want.
+func movedAll(t *testing.T, src, dst *daemon, want []string) {
+	t.Helper()
+	if info := src.info(t, "work"); info.Active+info.Inactive+info.Delayed != 0 {
+		t.Fatalf("the source still holds %+v", info)
+	}
+	dq, _ := dst.b.Queue("work")
+	got := bodies(t, dq)
+	seen := map[string]bool{}
+	for _, b := range got {
+		seen[b] = true
+	}
+	for _, b := range want {
+		if !seen[b] {
+			t.Fatalf("message %q lost: the destination holds %d messages", b, len(got))
+		}
 	}
 }
