@@ -159,6 +159,11 @@ func (b *Broker) CloseForRebuild() error {
 // proposals in flight at its end (exportFence).
 const exportSettleTimeout = 10 * time.Second
 
+// ErrExportUnsettled: a snapshot's export waited exportSettleTimeout for
+// the leader's proposals in flight, and some never settled. They may wait
+// for the very member the snapshot is for (engine/cluster gives them up).
+var ErrExportUnsettled = errors.New("engine: snapshot: proposals in flight did not settle")
+
 // errExportUncommitted: the state ExportState read may hold a change that
 // never commits. The follower asks again.
 var errExportUncommitted = errors.New("engine: snapshot: the state holds changes its log does not make (a failed proposal); try again")
@@ -194,7 +199,7 @@ func (r *replStore) exportFence() error {
 		select {
 		case <-p.done:
 		case <-timeout:
-			return fmt.Errorf("engine: snapshot: proposals in flight did not settle within %v", exportSettleTimeout)
+			return fmt.Errorf("%w within %v", ErrExportUnsettled, exportSettleTimeout)
 		}
 	}
 	if r.diverged.Load() {

@@ -154,6 +154,7 @@ type Node struct {
 	voteHeld      atomic.Bool  // this node grants no vote until it is replaced or the cluster is new (votehold.go)
 	rejoinRefused atomic.Bool  // every member refused to replace this node, which holds its vote: it asks again slowly (rejoin.go)
 	rejoinPasses  atomic.Int64 // rejoin questions asked, to start each at another member (rejoin.go)
+	replacedTimes atomic.Int64 // answers that this node was replaced in every shard (rejoin.go)
 	handoffs      atomic.Int64
 	stateMu       sync.Mutex
 	peerStates    map[uint64]peerState // guarded by stateMu: what peers last said of their disks (handoff.go)

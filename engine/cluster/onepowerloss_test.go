@@ -94,15 +94,14 @@ func TestClusterOneNodesPowerLossWithSyncInterval(t *testing.T) {
 		}
 		return nil
 	})
-	// It was replaced (so the loss was real, and found): only a fresh
-	// place in the shard is sent a snapshot here, the leader's log having
-	// been compacted long before (a member that kept its log would catch
-	// up from the log: nothing was sent while it was down).
-	if k := c.nodes[victim].snapshots.Load(); k == 0 {
-		t.Fatalf("node %d caught up without a snapshot after its power loss: it was not replaced, or lost nothing (the test tested nothing)", victim+1)
-	} else {
-		t.Logf("node %d: %d snapshots installed after its power loss", victim+1, k)
+	// It was replaced (so the loss was real, and found). It used to be
+	// told by a snapshot installed, but a fresh place in the shard catches
+	// up from the log when the leader has not compacted it past what the
+	// member kept yet (2 runs of 4 under -short, stop 65).
+	if k := c.nodes[victim].replacedTimes.Load(); k == 0 {
+		t.Fatalf("node %d caught up after its power loss without being replaced: it lost nothing (the test tested nothing)", victim+1)
 	}
+	t.Logf("node %d: %d snapshots installed after its power loss", victim+1, c.nodes[victim].snapshots.Load())
 	li, _ := c.leader("q")
 	c.holds(li, want, 10*time.Second)
 }

@@ -243,6 +243,7 @@ func (n *Node) askRejoinAll() bool {
 		voter = voter || anyFlag(flags, rejoinVoter) >= 0
 		switch answer {
 		case rejoinReplaced:
+			n.replacedTimes.Add(1)
 			n.log.Warn("this node holds less than it once acknowledged, or may (it started empty in a cluster with history): it asked to be replaced in every shard and will catch up from snapshots", "by", id)
 			n.releaseVote(replacedWhy)
 			n.rejoinDone()

@@ -339,9 +339,18 @@ func (n *Node) serveSnapshot(req snapRequest, w io.Writer) error {
 	case req.leading:
 		return b.ExportStateLeading(w)
 	case req.at == 0:
-		return b.ExportState(w)
+		return s.exported(b.ExportState(w))
 	}
-	return b.ExportStateAt(w, req.at)
+	return s.exported(b.ExportStateAt(w, req.at))
+}
+
+// exported passes on an export's error; one whose proposals in flight did
+// not settle has the shard's loop give them up (giveUpIfAsked).
+func (s *shard) exported(err error) error {
+	if errors.Is(err, engine.ErrExportUnsettled) && s.giveUp.CompareAndSwap(false, true) {
+		s.wakeLoop()
+	}
+	return err
 }
 
 // wipe empties the shard's directory.
