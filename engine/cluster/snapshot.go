@@ -344,15 +344,6 @@ func (n *Node) serveSnapshot(req snapRequest, w io.Writer) error {
 	return s.exported(b.ExportStateAt(w, req.at))
 }
 
-// exported passes on an export's error; one whose proposals in flight did
-// not settle has the shard's loop give them up (giveUpIfAsked).
-func (s *shard) exported(err error) error {
-	if errors.Is(err, engine.ErrExportUnsettled) && s.giveUp.CompareAndSwap(false, true) {
-		s.wakeLoop()
-	}
-	return err
-}
-
 // wipe empties the shard's directory.
 func (s *shard) wipe() error {
 	if err := s.wipeDir(s.dir); err != nil {
