@@ -95,12 +95,13 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 		var cc clientCtx
 		cc.reset(s.base, &s.watch, conn)
 		defer cc.finish()
+		hungUp := cc.Done() // here: Done makes the watch, which finish undoes
 		cancel := make(chan struct{})
 		ended := make(chan struct{})
 		defer close(ended)
 		go func() {
 			select {
-			case <-cc.Done():
+			case <-hungUp:
 			case <-stop:
 			case <-ended:
 				return
