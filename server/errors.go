@@ -159,6 +159,10 @@ var engineErrors = [...]struct {
 	{engine.ErrEndpointInvalid, codeEndpointInvalid, "the subscription endpoint is not valid"},
 	// Only engine.Open returns it; listed so that the table stays complete.
 	{engine.ErrLocked, codeInternalError, "the data directory is used by another broker"},
+	// Only a snapshot's export between cluster nodes returns it (its
+	// leader then gives its proposals up); listed so that the table stays
+	// complete.
+	{engine.ErrExportUnsettled, codeServiceUnavailable, "the shard's leader is settling its proposals for a member's snapshot; retry"},
 	// GET /backup on a broker in memory or a cluster node (backup.go).
 	{engine.ErrBackupUnsupported, codeInvalidRequestURL, "this server has nothing it can back up on its own (in memory, or a cluster node)"},
 }

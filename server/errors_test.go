@@ -18,6 +18,7 @@ import (
 // engineErrorValues names the engine's exported errors for the test below.
 var engineErrorValues = map[string]error{
 	"ErrQueueNotExist":      engine.ErrQueueNotExist,
+	"ErrExportUnsettled":    engine.ErrExportUnsettled,
 	"ErrQueueAlreadyExist":  engine.ErrQueueAlreadyExist,
 	"ErrMessageNotExist":    engine.ErrMessageNotExist,
 	"ErrReceiptHandleError": engine.ErrReceiptHandleError,
