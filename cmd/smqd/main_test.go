@@ -333,9 +333,7 @@ func signedRequestBody(t *testing.T, method, url, body, id, secret string) *http
 		ctype = "text/xml;charset=utf-8"
 		r.Header.Set("Content-Type", ctype)
 	}
-	mac := hmac.New(sha1.New, []byte(secret))
-	io.WriteString(mac, method+"\n\n"+ctype+"\n"+date+"\nx-mns-version:2015-06-06\n"+r.URL.RequestURI())
-	r.Header.Set("Authorization", "MNS "+id+":"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	signMNS(r, ctype, date, id, secret)
 	resp, err := http.DefaultClient.Do(r)
 	if err != nil {
 		t.Fatal(err)
@@ -626,4 +624,12 @@ func waitDraining(t *testing.T, base string, log fmt.Stringer) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// signMNS signs r as the MNS SDKs do (its Date, x-mns-version and
+// Content-Type, ctype, already set).
+func signMNS(r *http.Request, ctype, date, id, secret string) {
+	mac := hmac.New(sha1.New, []byte(secret))
+	io.WriteString(mac, r.Method+"\n\n"+ctype+"\n"+date+"\nx-mns-version:2015-06-06\n"+r.URL.RequestURI())
+	r.Header.Set("Authorization", "MNS "+id+":"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 }

@@ -4,10 +4,7 @@ package main
 // comes back needing snapshots (shutdown audit, 2026-12-07).
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha1"
-	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -196,9 +193,7 @@ func timedSigner(keyID, secret string, timeout time.Duration) func(method, url, 
 		if ctype != "" {
 			r.Header.Set("Content-Type", ctype)
 		}
-		mac := hmac.New(sha1.New, []byte(secret))
-		io.WriteString(mac, method+"\n\n"+ctype+"\n"+date+"\nx-mns-version:2015-06-06\n"+r.URL.RequestURI())
-		r.Header.Set("Authorization", "MNS "+keyID+":"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+		signMNS(r, ctype, date, keyID, secret)
 		resp, err := client.Do(r)
 		if err != nil {
 			return 0, "", err

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -133,7 +134,7 @@ func (r *run) migrate(ctx context.Context, name string, args []string) error {
 	// A copy stored whose original stayed: the run (or a later one) moved
 	// it again, a duplicate at the destination, which a script must see
 	// (as a redrive's, redrive.go).
-	if n := copiedTotal(m.Copied); n > 0 {
+	if n := sumCounts(m.Copied); n > 0 {
 		return fmt.Errorf("%d message(s) copied whose original's delete missed: they are twice at the destination, or will be once moved again", n)
 	}
 	return nil
@@ -416,10 +417,7 @@ func (r *run) printMigration(m *migration) error {
 		return r.printJSON(m)
 	}
 	w := r.env.Stdout
-	total := 0
-	for _, n := range m.Moved {
-		total += n
-	}
+	total := sumCounts(m.Moved)
 	fmt.Fprintf(w, "queues: %d, topics: %d, subscriptions: %d; messages moved: %d\n", len(m.Queues), len(m.Topics), len(m.Subscriptions), total)
 	for _, c := range m.Conflicts {
 		fmt.Fprintf(w, "conflict: %s\n", c)
@@ -440,18 +438,14 @@ func (r *run) printMigration(m *migration) error {
 			fmt.Fprintf(w, "  message %s refused: %s\n", id, m.Refused[q][id])
 		}
 	}
-	copied := make([]string, 0, len(m.Copied))
-	for q := range m.Copied {
-		copied = append(copied, q)
-	}
-	sort.Strings(copied)
-	for _, q := range copied {
+	for _, q := range slices.Sorted(maps.Keys(m.Copied)) {
 		fmt.Fprintf(w, "%s: %d message(s) copied whose original's delete missed (its receive expired first: the queue's visibility timeout): moved again by this run or the next, so twice at the destination\n", q, m.Copied[q])
 	}
 	return nil
 }
 
-func copiedTotal(c map[string]int) int {
+// sumCounts adds up a per-queue count.
+func sumCounts(c map[string]int) int {
 	n := 0
 	for _, k := range c {
 		n += k
