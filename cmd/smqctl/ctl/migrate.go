@@ -356,6 +356,7 @@ func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queu
 				res, err := moveAll(ctx, r, parallel, int(info.ActiveMessages), func(n int) *mover {
 					mv := newMover(src, dst, q, rate/float64(n), func(*Message) (string, string) { return q, "" }, func(m Message) Message { return m })
 					mv.delay = 0
+					mv.visibility = time.Duration(info.VisibilityTimeout) * time.Second
 					return mv
 				})
 				m.Moved[q] += res.Moved

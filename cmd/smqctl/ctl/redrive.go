@@ -104,7 +104,7 @@ func (r *run) queueRedrive(ctx context.Context, name string, args []string) erro
 	to0 := *to
 	sources := newSourceCheck(ctx, r, c, dlq)
 	res, runErr := moveAll(ctx, r, *parallel, limit, func(n int) *mover {
-		return newMover(c, c, dlq, *rate/float64(n), func(m *Message) (string, string) {
+		mv := newMover(c, c, dlq, *rate/float64(n), func(m *Message) (string, string) {
 			q, why := redriveTarget(m, dlq, to0)
 			if q != "" && to0 == "" {
 				why = sources.check(q)
@@ -114,6 +114,8 @@ func (r *run) queueRedrive(ctx context.Context, name string, args []string) erro
 			}
 			return q, why
 		}, redriveCopy)
+		mv.visibility = time.Duration(q.VisibilityTimeout) * time.Second
+		return mv
 	})
 	if err := r.printRedrive(dlq, &res); err != nil {
 		return err
@@ -223,10 +225,12 @@ type mover struct {
 	target   func(*Message) (queue, why string) // queue "": it stays, for why
 	copy     func(Message) Message
 	delay    int // the copies' DelaySeconds; < 0: the target queue's
-	rate     float64
-	start    time.Time
-	res      redriveResult
-	left     map[string]int // message id → index in res.Left
+	// visibility: the source queue's VisibilityTimeout, for keep (keep.go)
+	visibility time.Duration
+	rate       float64
+	start      time.Time
+	res        redriveResult
+	left       map[string]int // message id → index in res.Left
 }
 
 func newMover(src, dst *client, from string, rate float64, target func(*Message) (string, string), copy func(Message) Message) *mover {
@@ -254,7 +258,9 @@ func (rd *mover) run(ctx context.Context, r *run, limit int) error {
 			return err
 		}
 		var msgs []Message
+		received := time.Now() // at most when the source hid them
 		err := call(ctx, r, func(rctx context.Context) (err error) {
+			received = time.Now()
 			msgs, err = rd.src.receive(rctx, rd.from, n, 0)
 			return err
 		})
@@ -265,7 +271,7 @@ func (rd *mover) run(ctx context.Context, r *run, limit int) error {
 			return nil
 		}
 		handled += len(msgs)
-		if err := rd.batch(ctx, r, msgs); err != nil {
+		if err := rd.batch(ctx, r, msgs, received); err != nil {
 			return err
 		}
 	}
@@ -289,9 +295,10 @@ func (rd *mover) pace(ctx context.Context, n int) error {
 	}
 }
 
-// batch moves one received batch: a send per target, then one delete of
-// the messages whose copies were stored.
-func (rd *mover) batch(ctx context.Context, r *run, msgs []Message) error {
+// batch moves one batch, received at received: a send per target, then
+// one delete of the messages whose copies were stored, kept invisible at
+// the source meanwhile (keep.go).
+func (rd *mover) batch(ctx context.Context, r *run, msgs []Message, received time.Time) error {
 	byTarget := map[string][]Message{}
 	for _, m := range msgs {
 		target, why := rd.target(&m)
@@ -303,9 +310,11 @@ func (rd *mover) batch(ctx context.Context, r *run, msgs []Message) error {
 	}
 	var stored []string         // handles
 	into := map[string]string{} // handle → its copy's queue
+	k := rd.keep(ctx, r, msgs, received)
 	for target, ms := range byTarget {
 		res, err := rd.send(ctx, r, target, ms)
 		if err != nil {
+			k.end()
 			return err
 		}
 		for i, s := range res {
@@ -323,19 +332,29 @@ func (rd *mover) batch(ctx context.Context, r *run, msgs []Message) error {
 			}
 		}
 	}
+	cur := k.end()
+	for i := range rd.res.Left { // release (below) needs their latest handles
+		if h, ok := cur[rd.res.Left[i].handle]; ok {
+			rd.res.Left[i].handle = h
+		}
+	}
 	if len(stored) == 0 {
 		return nil
 	}
+	latest := make([]string, len(stored))
+	for i, h := range stored {
+		latest[i] = cur[h]
+	}
 	var failed map[string]*APIError
 	err := call(ctx, r, func(rctx context.Context) (err error) {
-		failed, err = rd.src.batchDelete(rctx, rd.from, stored)
+		failed, err = rd.src.batchDelete(rctx, rd.from, latest)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	for _, h := range stored {
-		if failed[h] != nil {
+	for i, h := range stored {
+		if failed[latest[i]] != nil {
 			rd.res.Copied++
 			continue
 		}

@@ -374,3 +374,45 @@ func TestQueueRedriveSlowRate(t *testing.T) {
 		t.Fatalf("the dead-letter queue after: %+v", info)
 	}
 }
+
+// TestQueueRedriveSlowCopyKeepsOriginalsInvisible: the copies' send
+// outlasts the dead-letter queue's visibility timeout 2.5 times. The
+// originals are kept invisible meanwhile (keep.go), so each delete finds
+// its message (moved, not copied twice), and the one the target refused
+// is made visible again with its latest receipt handle (the release).
+// With the keeping disabled both deletes missed (Copied 2).
+func TestQueueRedriveSlowCopyKeepsOriginalsInvisible(t *testing.T) {
+	d := startDaemon(t)
+	dead := d.queueWith(t, "dead", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = time.Second })
+	small := d.queueWith(t, "small", func(cfg *engine.QueueConfig) { cfg.MaxMessageBytes = 1024 })
+	big := strings.Repeat("x", 2000)
+	sendEntries(t, dead, engine.SendEntry{Body: []byte("one")}, engine.SendEntry{Body: []byte(big)}, engine.SendEntry{Body: []byte("two")})
+	g := d.gate(t, func(n int) (time.Duration, bool) {
+		if n == 1 {
+			return 2500 * time.Millisecond, false
+		}
+		return 0, false
+	})
+	// In front of that gate, one that sees every change of visibility to
+	// 1 s: the keeping's (the queue's timeout is 1 s) and the release's.
+	released := (&daemon{addr: g.addr}).gateMatching(t, func(r *http.Request) bool {
+		return r.Method == "PUT" && r.URL.Query().Get("VisibilityTimeout") == "1"
+	}, func(int) (time.Duration, bool) { return 0, false })
+	c := d.ctl(t)
+	c.env["SMQ_ENDPOINT"] = "http://" + released.addr
+	r := c.fail(ExitError, "queue", "redrive", "dead", "--to", "small", "--json")
+	if got := released.answers(1); len(got) == 0 || slices.ContainsFunc(got, func(s int) bool { return s != 200 }) {
+		t.Errorf("changes of visibility answered %v, want 200 each (the release with the latest receipt handle)", got)
+	}
+	res := decodeJSON[redriveResult](t, r.stdout)
+	if res.Moved != 2 || res.Copied != 0 || len(res.Left) != 1 {
+		t.Errorf("redrive: %+v\nstderr: %s", res, r.stderr)
+	}
+	if got := all(t, small); len(got) != 2 {
+		t.Errorf("small holds %d messages, want 2", len(got))
+	}
+	waitVisible(t, dead)
+	if ms := all(t, dead); len(ms) != 1 || string(ms[0].Body) != big {
+		t.Errorf("dead holds %d messages, want the big one", len(ms))
+	}
+}
