@@ -10,7 +10,13 @@
 //  4. without a queue named, a message goes back only to a queue whose
 //     dead-letter queue is this one: any sender may set DLQSourceArn;
 //  5. what cannot move stays, is named with the reason, and is made
-//     visible again when the run ends.
+//     visible again when the run ends;
+//  6. a request answered 503 (a cluster shard electing its leader) is
+//     tried again, 6 times in all, 250 ms apart and doubling;
+//  7. while a batch's copies are sent, its originals are kept invisible:
+//     every half of the queue's visibility timeout each gets the whole
+//     timeout again, and the delete and the release use the latest
+//     receipt handles (cmd/smqctl/ctl/keep.go).
 
 import { MNSError } from './mns.js';
 
@@ -33,6 +39,56 @@ function target(m, dlq, to) {
   return { q };
 }
 
+// call runs f, again after a 503 (invariant 6).
+export async function call(f, { tries = 6, wait = 250 } = {}) {
+  for (let t = 1; ; t++) {
+    try {
+      return await f();
+    } catch (e) {
+      if (!(e instanceof MNSError && e.status === 503) || t >= tries) throw e;
+      await new Promise((r) => setTimeout(r, wait));
+      wait *= 2;
+    }
+  }
+}
+
+// keep keeps msgs of queue q, received at received (ms), invisible for
+// visMs at a time (invariant 7) until end(), which waits for a change
+// under way and returns a Map of each received handle to its latest.
+export function keep(client, q, msgs, visMs, received) {
+  const cur = new Map(msgs.map((m) => [m.ReceiptHandle, m.ReceiptHandle]));
+  let stopped = false;
+  let timer = null;
+  let running = Promise.resolve();
+  const round = async () => {
+    for (const [first, h] of cur) {
+      if (stopped) return;
+      try {
+        // One try each: the next round comes in half a timeout.
+        const r = await client.changeVisibility(q, h, Math.max(1, Math.floor(visMs / 1000)));
+        if (r && r.ReceiptHandle) cur.set(first, r.ReceiptHandle);
+      } catch {
+        // The next round tries again; the delete then finds out.
+      }
+    }
+  };
+  const schedule = (at) => {
+    if (stopped || !(visMs > 0)) return;
+    timer = setTimeout(() => {
+      running = round().finally(() => schedule(Date.now() + visMs / 2));
+    }, Math.max(0, at - Date.now()));
+  };
+  schedule(received + visMs / 2);
+  return {
+    async end() {
+      stopped = true;
+      clearTimeout(timer);
+      await running.catch(() => {});
+      return cur;
+    },
+  };
+}
+
 // redrive moves up to max messages (0: every one visible at the start)
 // of dlq, each to its source queue or all to to, and reports
 // {moved, to: {queue: n}, copied, left: [{id, why}]}. progress(result)
@@ -42,13 +98,14 @@ export async function redrive(client, dlq, { to = '', max = 0, progress = () => 
   // in, without the properties that say where it came from (smqctl
   // refuses it too).
   if (to === dlq) throw new Error(`the queue to move them to is ${dlq} itself`);
-  const q = await client.getQueue(dlq);
+  const q = await call(() => client.getQueue(dlq));
+  const visMs = (Number(q.VisibilityTimeout) || 0) * 1000;
   const sources = new Map(); // queue → why its messages stay ('' to move them)
   const sourceWhy = async (sq) => {
     if (sources.has(sq)) return sources.get(sq);
     let why = '';
     try {
-      const a = await client.getQueue(sq);
+      const a = await call(() => client.getQueue(sq));
       const dt = a.DeadLetterTargetQueue || '';
       if (dt !== dlq && !dt.endsWith(`:/queues/${dlq}`)) {
         why = `its DLQSourceArn names queue ${sq}, whose dead-letter queue is not ${dlq} (any sender may set the property): name a queue to move it to`;
@@ -73,7 +130,11 @@ export async function redrive(client, dlq, { to = '', max = 0, progress = () => 
   };
   try {
     for (let handled = 0; handled < limit;) {
-      const msgs = await client.receive(dlq, { n: Math.min(16, limit - handled), wait: 0 });
+      let received = Date.now(); // at most when the queue hid them
+      const msgs = await call(() => {
+        received = Date.now();
+        return client.receive(dlq, { n: Math.min(16, limit - handled), wait: 0 });
+      });
       if (msgs.length === 0) break;
       handled += msgs.length;
       const byTarget = new Map();
@@ -90,18 +151,25 @@ export async function redrive(client, dlq, { to = '', max = 0, progress = () => 
         byTarget.get(t.q).push({ m, copy });
       }
       const stored = new Map(); // handle → target
-      for (const [tq, entries] of byTarget) {
-        for (const [{ m }, r] of await sendAll(client, tq, entries)) {
-          if (r.ErrorCode) leave(m, `${tq} refused it: ${r.ErrorCode}: ${r.ErrorMessage}`);
-          else if ((r.MessageBodyMD5 || '').toUpperCase() !== (m.MessageBodyMD5 || '').toUpperCase()) {
-            leave(m, `${tq} stored message ${r.MessageId} with body MD5 ${r.MessageBodyMD5}, not ${m.MessageBodyMD5}`);
-          } else stored.set(m.ReceiptHandle, tq);
+      const kept = keep(client, dlq, msgs, visMs, received);
+      let cur;
+      try {
+        for (const [tq, entries] of byTarget) {
+          for (const [{ m }, r] of await sendAll(client, tq, entries)) {
+            if (r.ErrorCode) leave(m, `${tq} refused it: ${r.ErrorCode}: ${r.ErrorMessage}`);
+            else if ((r.MessageBodyMD5 || '').toUpperCase() !== (m.MessageBodyMD5 || '').toUpperCase()) {
+              leave(m, `${tq} stored message ${r.MessageId} with body MD5 ${r.MessageBodyMD5}, not ${m.MessageBodyMD5}`);
+            } else stored.set(m.ReceiptHandle, tq);
+          }
         }
+      } finally {
+        cur = await kept.end();
+        for (const l of res.left) if (cur.has(l.handle)) l.handle = cur.get(l.handle); // the release's
       }
       if (stored.size > 0) {
-        const failed = await client.batchDelete(dlq, [...stored.keys()]);
+        const failed = await call(() => client.batchDelete(dlq, [...stored.keys()].map((h) => cur.get(h))));
         for (const [hd, tq] of stored) {
-          if (failed[hd]) res.copied++;
+          if (failed[cur.get(hd)]) res.copied++;
           else {
             res.moved++;
             res.to[tq] = (res.to[tq] || 0) + 1;
@@ -113,7 +181,7 @@ export async function redrive(client, dlq, { to = '', max = 0, progress = () => 
   } finally {
     for (const l of res.left) {
       try {
-        await client.changeVisibility(dlq, l.handle, 1);
+        await call(() => client.changeVisibility(dlq, l.handle, 1));
       } catch (e) {
         if (!(e instanceof MNSError && e.code === 'MessageNotExist')) throw e;
       }
@@ -128,7 +196,7 @@ export async function redrive(client, dlq, { to = '', max = 0, progress = () => 
 // refuses each.
 async function sendAll(client, tq, entries) {
   try {
-    const rs = await client.batchSend(tq, entries.map((e) => e.copy));
+    const rs = await call(() => client.batchSend(tq, entries.map((e) => e.copy)));
     return entries.map((e, i) => [e, rs[i]]);
   } catch (e) {
     if (!(e instanceof MNSError)) throw e;
