@@ -278,6 +278,11 @@ func readProxyV2(br *bufio.Reader) (netip.AddrPort, bool, error) {
 		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(body[0:16])).Unmap(), binary.BigEndian.Uint16(body[32:])), proxyTLS(body[36:]), nil
 	case 0x00:
 		return netip.AddrPort{}, false, nil // UNSPEC
+	case 0x31, 0x32:
+		// AF_UNIX: a valid header naming no address smqd can use; a
+		// receiver falls back to UNSPEC (proxy-protocol.txt 2.2): the
+		// balancer stands, as for LOCAL.
+		return netip.AddrPort{}, false, nil
 	}
 	return netip.AddrPort{}, false, fmt.Errorf("%w: address family %#x", errProxyHeader, fam)
 }

@@ -56,7 +56,13 @@ func TestReadProxyHeader(t *testing.T) {
 		{"v2 LOCAL", proxyV2(0, 0x00, netip.AddrPort{}, netip.AddrPort{}, nil), "-"},
 		{"v2 UNSPEC", proxyV2(1, 0x00, netip.AddrPort{}, netip.AddrPort{}, nil), "-"},
 		{"v2 short IPv4", proxyV2(1, 0x11, netip.AddrPort{}, netip.AddrPort{}, []byte{1, 2, 3}), "error"},
-		{"v2 a unix socket", proxyV2(1, 0x31, netip.AddrPort{}, netip.AddrPort{}, make([]byte, 216)), "error"},
+		// AF_UNIX (stream, datagram): a family smqd does not take a client
+		// from, which the protocol's receiver falls back to UNSPEC for
+		// (proxy-protocol.txt 2.2): the balancer stands. It closed the
+		// connection (proxy audit, 2026-12-07).
+		{"v2 a unix socket", proxyV2(1, 0x31, netip.AddrPort{}, netip.AddrPort{}, make([]byte, 216)), "-"},
+		{"v2 a unix datagram socket", proxyV2(1, 0x32, netip.AddrPort{}, netip.AddrPort{}, make([]byte, 216)), "-"},
+		{"v2 an unassigned family", proxyV2(1, 0x41, netip.AddrPort{}, netip.AddrPort{}, make([]byte, 12)), "error"},
 		{"v2 version 3", strings.Replace(proxyV2(1, 0x11, v4, d4, nil), "\x21\x11", "\x31\x11", 1), "error"},
 		{"v2 cut short", proxyV2(1, 0x11, v4, d4, nil)[:14], "error"},
 		{"no header", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "error"},

@@ -338,6 +338,11 @@ func parseProxies(v string) ([]netip.Prefix, error) {
 			return nil, fmt.Errorf("%q is neither an address nor a CIDR prefix", e)
 		}
 		if p.Addr().Is4In6() {
+			if p.Bits() < 96 {
+				// It reaches past the IPv4-mapped addresses; unmapped,
+				// it was an invalid prefix that held no address.
+				return nil, fmt.Errorf("%q reaches past the IPv4-mapped addresses (::ffff:0:0/96): write the IPv4 prefix", e)
+			}
 			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
 		out = append(out, p.Masked())
