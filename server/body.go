@@ -199,6 +199,9 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 	st := s.states.Get().(*reqState)
 	defer func() { st.release(); s.states.Put(st) }()
 	st.op = r.op
+	// The id first: a refusal by policy is logged with it (authz.go), and
+	// a pooled state holds an earlier request's until it is given.
+	st.reqID = s.appendRequestID(st.reqID[:0], start)
 	var err error
 	if s.opts.NoAuth && crossSite(&ctx.Request.Header) {
 		err = newAPIError(codeAccessDenied, "cross-site requests are refused")
@@ -219,7 +222,6 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 	if err == nil {
 		return fasthttp.StatusContinue
 	}
-	st.reqID = s.appendRequestID(st.reqID[:0], start)
 	setCommonHeaders(ctx, st.reqID)
 	s.fail(ctx, st, err)
 	status := ctx.Response.StatusCode()

@@ -195,6 +195,13 @@ func (c *config) validate() error {
 	if (c.accessKeyID == "") != (c.accessKeySecret == "") {
 		return errors.New("--access-key-id and --access-key-secret go together")
 	}
+	if c.accessKeyID != "" {
+		// An id no request can sign with (a ':' ends it in "MNS
+		// <id>:<signature>") failed at run time, exit 1, naming no flag.
+		if err := (server.Options{Credentials: map[string]string{c.accessKeyID: c.accessKeySecret}}).Validate(); err != nil {
+			return fmt.Errorf("--access-key-id %q: %w", c.accessKeyID, err)
+		}
+	}
 	if c.procs < 0 {
 		return errors.New("--procs must be 0 (automatic) or positive")
 	}

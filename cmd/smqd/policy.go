@@ -16,8 +16,8 @@ import (
 
 // loadPolicies reads --policy-file and warns about the keys it and the
 // credentials do not agree on: a key of the credentials the file does not
-// name is refused everything, and a key the file names but no credential
-// has can never sign a request.
+// name, or names with no policy, is refused everything, and a key the
+// file names but no credential has can never sign a request.
 func loadPolicies(path string, creds map[string]string, log *slog.Logger) (*access.Set, error) {
 	p, err := server.LoadPolicies(path)
 	if err != nil {
@@ -25,7 +25,7 @@ func loadPolicies(path string, creds map[string]string, log *slog.Logger) (*acce
 	}
 	var unnamed, unknown []string
 	for id := range creds {
-		if !p.Has(id) {
+		if !p.Attached(id) {
 			unnamed = append(unnamed, id)
 		}
 	}

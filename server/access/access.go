@@ -142,6 +142,7 @@ type Set struct {
 type grants struct {
 	byAction [][]*rule
 	limiter  *Limiter
+	policies int // policies attached to the key
 }
 
 // rule is a compiled statement.
@@ -180,6 +181,20 @@ func Parse(data []byte, actions []string) (*Set, error) {
 var fieldNames = map[string]bool{"policies": true, "keys": true, "limits": true, "version": true, "statement": true,
 	"effect": true, "action": true, "resource": true, "condition": true, "requestspersecond": true, "burst": true}
 
+// fieldName returns the field name that encoding/json takes key for (in
+// lower case), or key itself if it names none. JSON matches names as
+// bytes.EqualFold does, Unicode folding included ("Reſource" is
+// Resource), which strings.ToLower does not follow (authaudit,
+// 2026-12-07).
+func fieldName(key string) string {
+	for f := range fieldNames {
+		if strings.EqualFold(key, f) {
+			return f
+		}
+	}
+	return key
+}
+
 // checkKeys refuses an object that gives a key twice, exactly or (a field
 // name) in another case: JSON decoding keeps the last one and drops the
 // other without a word, which would make a statement match more, or less,
@@ -207,10 +222,7 @@ func checkKeys(data []byte) error {
 					return err
 				}
 				k, _ := kt.(string)
-				id := k
-				if fieldNames[strings.ToLower(k)] {
-					id = strings.ToLower(k)
-				}
+				id := fieldName(k)
 				if prev, ok := seen[id]; ok {
 					return fmt.Errorf("the key %q is given twice in one object (%q and %q): only one would count", k, prev, k)
 				}
@@ -253,7 +265,7 @@ func Build(f *File, actions []string) (*Set, error) {
 		if id == "" {
 			return nil, errors.New("an empty access key id under Keys")
 		}
-		g := &grants{byAction: make([][]*rule, len(actions))}
+		g := &grants{byAction: make([][]*rule, len(actions)), policies: len(names)}
 		for _, name := range names {
 			cs, ok := compiled[name]
 			if !ok {
@@ -485,6 +497,11 @@ func (s *Set) Keys() []string {
 // Has reports whether the set names key id (a key it does not name is
 // refused everything).
 func (s *Set) Has(id string) bool { _, ok := s.keys[id]; return ok }
+
+// Attached reports whether the set attaches at least one policy to key
+// id: a key it does not name, or names with no policy, is refused
+// everything.
+func (s *Set) Attached(id string) bool { g := s.keys[id]; return g != nil && g.policies > 0 }
 
 // Context is what a request's conditions are checked against.
 type Context struct {

@@ -39,6 +39,11 @@ func Load(path string) ([]Key, error) {
 		if len(fields) != 2 {
 			return nil, fmt.Errorf("%s:%d: want \"<access key id> <secret>\"", path, n)
 		}
+		if strings.ContainsFunc(fields[0], func(r rune) bool { return r == ':' || r < ' ' }) {
+			// The server refuses such an id (a ':' ends it in "MNS
+			// <id>:<signature>"), naming neither the file nor the line.
+			return nil, fmt.Errorf("%s:%d: key id %q must not contain ':' or control characters", path, n, fields[0])
+		}
 		if first, dup := lineOf[fields[0]]; dup {
 			return nil, fmt.Errorf("%s:%d: key id %s is on line %d already (one secret per key: replace the line to rotate it)", path, n, fields[0], first)
 		}

@@ -32,3 +32,20 @@ func TestLoad(t *testing.T) {
 		}
 	}
 }
+
+// authaudit (2026-12-07): an id no request can sign with (a ':' ends the
+// id in "MNS <id>:<signature>"; a control character) is refused naming
+// its line, as a repeated id is. It was taken here and refused later by
+// the server with "access key id must not contain ':' or blanks", naming
+// neither the file nor the line.
+func TestLoadRefusesAnIDNoRequestCanSign(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c")
+	for _, body := range []string{"good s1\nap:p s2\n", "good s1\nap\x01p s2\n"} {
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "c:2:") {
+			t.Errorf("%q: %v, want an error naming line 2", body, err)
+		}
+	}
+}
