@@ -51,7 +51,7 @@ func (s *Server) serveBackup(ctx *fasthttp.RequestCtx, st *reqState) {
 		}
 	}
 	if s.c != nil {
-		if err := s.c.Health(); err != nil {
+		if err := s.c.LeadersReachable(); err != nil {
 			// Known before the 200: the export waited 30 s for a leader
 			// and the archive read as damaged (console2 audit, 2026-12-06).
 			s.fail(ctx, st, newAPIError(codeServiceUnavailable, "a cluster backup needs a leader of every shard that this node reaches: "+err.Error()+"; retry"))

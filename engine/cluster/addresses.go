@@ -97,7 +97,7 @@ func (n *Node) addressLoop() {
 // in its log (members audit L2, 2026-12-06).
 func (n *Node) checkListed(unhealthy *time.Time) {
 	switch {
-	case n.health() == nil, !slices.Contains(n.Members(), n.cfg.NodeID):
+	case n.health(false) == nil, !slices.Contains(n.Members(), n.cfg.NodeID):
 		// Healthy; or started with --join and not added yet: nobody lists
 		// it, and it was never removed (it was told so, review I). A member
 		// removed while it was away still holds itself in its shards.

@@ -351,6 +351,7 @@ func Start(cfg Config) (*Node, error) {
 			defer n.wg.Done()
 			s.run(n.ticks[i], n.stop)
 		}()
+		s.armCatchUp() // caughtup.go
 	}
 	n.log.Info("cluster node started", "raft", cfg.RaftListen, "api", cfg.APIAddr, "shards", cfg.Shards, "members", n.Members(), "join", cfg.Join)
 	return n, nil
@@ -635,9 +636,17 @@ func (n *Node) closed() bool {
 }
 
 // Health is nil while this node can serve every shard: each has a leader
-// (this node or one it can forward to) and no shard loop failed.
-func (n *Node) Health() error {
-	err := n.health()
+// (this node or one it can forward to), this node caught up with each
+// (caughtup.go), and no shard loop failed.
+func (n *Node) Health() error { return n.healthOf(true) }
+
+// LeadersReachable is Health without the wait for catch-up: each shard has
+// a leader this node leads or forwards to. A cluster backup, which reads
+// every shard from its leader, needs no more.
+func (n *Node) LeadersReachable() error { return n.healthOf(false) }
+
+func (n *Node) healthOf(caughtUp bool) error {
+	err := n.health(caughtUp)
 	if err != nil && n.unlisted.Load() {
 		return fmt.Errorf("%w (%v)", ErrUnlisted, err)
 	}
@@ -647,7 +656,7 @@ func (n *Node) Health() error {
 // ErrUnlisted: the members this node reaches no longer list it.
 var ErrUnlisted = errors.New("cluster: the members this node reaches do not list it: it was removed (smqctl cluster rm) while it was away; stop it, or add it back on an empty directory with --join (smqctl cluster add)")
 
-func (n *Node) health() error {
+func (n *Node) health(caughtUp bool) error {
 	for _, s := range n.shards {
 		if f := s.failure.Load(); f != nil {
 			return f
@@ -666,6 +675,9 @@ func (n *Node) health() error {
 		// 2026-12-06).
 		if _, ok := n.tr.peerAPI(lead); !ok || n.tr.peerAddr(lead) == "" {
 			return fmt.Errorf("shard %d: leader %d not reachable", s.id, lead)
+		}
+		if err := s.catchUpHealth(lead); err != nil && caughtUp {
+			return err
 		}
 	}
 	if n.voteHeld.Load() {

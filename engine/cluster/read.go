@@ -45,6 +45,17 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 }
 
 func (s *shard) readBarrier(ctx context.Context) error {
+	idx, err := s.readIndex(ctx)
+	if err != nil {
+		return err
+	}
+	return s.waitApplied(ctx, idx, time.Millisecond)
+}
+
+// readIndex asks the shard's leader, through Raft's ReadIndex, for the
+// commit index it has now (it confirms its lead first), asking again every
+// readRetry until ctx ends.
+func (s *shard) readIndex(ctx context.Context) (uint64, error) {
 	id := s.readSeq.Add(1)
 	ch := make(chan uint64, 1)
 	s.readMu.Lock()
@@ -63,30 +74,44 @@ func (s *shard) readBarrier(ctx context.Context) error {
 	ask()
 	retry := time.NewTicker(readRetry)
 	defer retry.Stop()
-	var idx uint64
-wait:
 	for {
 		select {
-		case idx = <-ch:
-			break wait
+		case idx := <-ch:
+			return idx, nil
 		case <-retry.C:
 			ask()
 		case <-ctx.Done():
-			return fmt.Errorf("shard %d: no answer from its leader: %w", s.id, ErrNoLeader)
+			return 0, fmt.Errorf("shard %d: no answer from its leader: %w", s.id, ErrNoLeader)
 		}
 	}
+}
+
+// waitApplied waits until this replica has applied index idx, looking
+// every poll, or ctx ends.
+func (s *shard) waitApplied(ctx context.Context, idx uint64, poll time.Duration) error {
+	t := time.NewTicker(poll)
+	defer t.Stop()
 	for {
-		if b := s.broker(); b != nil {
-			if rs, ok := b.ReplicaStats(); ok && rs.Applied >= idx {
-				return nil
-			}
+		if s.applied() >= idx {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("shard %d: this replica did not apply index %d in time: %w", s.id, idx, ErrNoLeader)
-		case <-time.After(time.Millisecond):
+		case <-t.C:
 		}
 	}
+}
+
+// applied is the last index this replica's broker applied (0 while it is
+// rebuilt).
+func (s *shard) applied() uint64 {
+	if b := s.broker(); b != nil {
+		if rs, ok := b.ReplicaStats(); ok {
+			return rs.Applied
+		}
+	}
+	return 0
 }
 
 // deliverReads (the loop) hands Raft's answers to the barriers waiting.

@@ -165,11 +165,20 @@ func (c *testCluster) holdSnapshot() (wi int, release func()) {
 	c.fillForSnapshots()
 	li, _ := c.leader("q")
 	wi = (li + 1) % 3
-	held, rel := make(chan struct{}), make(chan struct{})
+	held, release := holdNextSnapshot(t)
+	c.wipe(wi)
+	held()
+	return wi, release
+}
+
+// holdNextSnapshot holds the next snapshot a leader serves (at most 30 s)
+// until release; held waits (at most 20 s) until one is being served.
+func holdNextSnapshot(t *testing.T) (held, release func()) {
+	serving, rel := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	testHookServeSnapshot = func(int, uint64) {
 		once.Do(func() {
-			close(held)
+			close(serving)
 			select {
 			case <-rel:
 			case <-time.After(30 * time.Second):
@@ -177,13 +186,15 @@ func (c *testCluster) holdSnapshot() (wi int, release func()) {
 		})
 	}
 	t.Cleanup(func() { testHookServeSnapshot = nil })
-	c.wipe(wi)
-	select {
-	case <-held:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no snapshot was served")
+	held = func() {
+		t.Helper()
+		select {
+		case <-serving:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no snapshot was served")
+		}
 	}
-	return wi, func() { close(rel) }
+	return held, func() { close(rel) }
 }
 
 // caughtUpWith waits until member wi applied what the shard's leader did.

@@ -147,6 +147,7 @@ func (s *shard) restartAfterFailure(cause error, tick, stop <-chan struct{}) boo
 		if err == nil {
 			s.restartedAt, s.restartDelay = time.Now(), delay
 			s.restarts.Add(1)
+			s.armCatchUp() // healthy once it caught up again (caughtup.go), not at once
 			s.failure.Store(nil)
 			s.log.Warn("shard restarted after its storage failed", "after", delay)
 			return true

@@ -90,7 +90,13 @@ type shard struct {
 	restarts  atomic.Int64                // restarts after the log failed (restart.go)
 	damage    error                       // owned by run: the failed broker met a damaged body (damaged.go)
 	failure   atomic.Pointer[failedShard] // the log failed: the shard waits to restart
-	installs  sync.WaitGroup              // snapshots being prepared off the loop
+
+	// caughtup.go: whether this member caught up with the leader since its
+	// start or its last snapshot install, and the round finding out.
+	caughtUp, catching, catchRearm atomic.Bool
+	catchTarget                    atomic.Uint64
+
+	installs sync.WaitGroup // snapshots being prepared off the loop
 	// run: the last restart (restart.go), for its backoff
 	restartedAt  time.Time
 	restartDelay time.Duration

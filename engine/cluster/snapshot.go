@@ -78,6 +78,7 @@ func (s *shard) startInstall(m *pb.Message) {
 	}
 	in := &install{m: m, start: time.Now()}
 	s.installing = in
+	s.armCatchUp() // not healthy until it applied the leader's commit index (caughtup.go)
 	s.n.wg.Add(1)
 	s.installs.Add(1)
 	go func() {

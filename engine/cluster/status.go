@@ -139,6 +139,10 @@ type ShardStatus struct {
 	// install under way or a disk too full.
 	Installing     bool  `json:"installing"`
 	AppendsRefused int64 `json:"appends_refused"`
+	// CaughtUp: this member applied what the leader had committed after
+	// its start or its last snapshot install (caughtup.go); /healthz waits
+	// for it in every shard.
+	CaughtUp bool `json:"caught_up"`
 	// Reprobes: followers this member, leading, probed again because
 	// their acknowledgements stopped while they were heard from (stuck.go).
 	Reprobes int64 `json:"reprobes"`
@@ -252,6 +256,7 @@ func (n *Node) Status() Status {
 		ss.LastIndex, _ = s.st.LastIndex()
 		ss.AppendsRefused = s.appendsRefused.Load()
 		ss.Reprobes = s.watch.reprobes.Load()
+		ss.CaughtUp = s.caughtUp.Load()
 		select {
 		case v := <-res[i]:
 			rs := v.rs
