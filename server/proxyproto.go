@@ -127,7 +127,13 @@ func (c *proxyConn) init() {
 		c.dlMu.Unlock()
 		if err != nil {
 			c.err = err
-			c.s.log.Warn("connection from a trusted proxy closed: no valid PROXY protocol header", "peer", c.Conn.RemoteAddr().String(), "err", err)
+			// At most a line a second: a balancer's health check that
+			// connects and closes without a header is such a connection,
+			// every few seconds (proxy audit, 2026-12-07).
+			if c.s.badProxy.due() {
+				c.s.log.Warn("connection from a trusted proxy closed: no valid PROXY protocol header", "peer", c.Conn.RemoteAddr().String(), "err", err,
+					"suppressed_since_last", c.s.badProxy.suppressed.Swap(0))
+			}
 			c.Conn.Close() // invariant 2
 			return
 		}

@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 // proxyV2 builds a version 2 header: command (0 LOCAL, 1 PROXY), family
@@ -150,6 +152,36 @@ func TestProxyProtocol(t *testing.T) {
 		t.Fatalf("a trusted peer's connection without a header was answered: %d %s", r.status, r.body)
 	}
 	plain.close()
+	// Many such connections (a balancer's health checks that connect and
+	// close) log a line a second at most, the rest counted in the next:
+	// 50 connections within a few seconds leave few lines, not 50.
+	const badProxyMsg = `"connection from a trusted proxy closed: no valid PROXY protocol header"`
+	before := len(logs.lines(badProxyMsg))
+	began := time.Now()
+	for range 50 {
+		c, err := net.Dial("tcp", env.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	// Each connection is a line, or counted in the next line's
+	// suppressed_since_last, or in the count not logged yet.
+	counted := func() int64 {
+		n := env.srv.badProxy.suppressed.Load()
+		for _, l := range logs.lines(badProxyMsg)[before:] {
+			var k int64
+			if i := strings.Index(l, "suppressed_since_last="); i >= 0 {
+				fmt.Sscan(l[i+len("suppressed_since_last="):], &k)
+			}
+			n += 1 + k
+		}
+		return n
+	}
+	waitFor(t, "the 50 closed connections counted", 3*time.Second, func() bool { return counted() >= 50 })
+	if n, most := len(logs.lines(badProxyMsg))-before, 2+int(time.Since(began)/time.Second); n > most {
+		t.Fatalf("%d lines for 50 connections within %s, want at most one a second", n, time.Since(began))
+	}
 	// From a peer it does not trust, smqd reads no header (invariant 1):
 	// one sent is taken as the request, and refused.
 	env2 := startEnv(t, envConfig{serverOpts: func(o *Options) {

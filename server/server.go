@@ -65,6 +65,7 @@ type Server struct {
 
 	denied     deniedLog     // requests refused by policy (authz.go)
 	overRate   everySecond   // the log of requests over their key's rate (authz.go)
+	badProxy   everySecond   // the log of trusted connections without a PROXY header (proxyproto.go)
 	reopens    atomic.Int64  // broker reopens after a storage failure (reopen.go)
 	backups    backupStats   // GET /backup (backup.go)
 	rerouted   atomic.Int64  // cluster requests run again on a shard's new leader (cluster.go)
