@@ -325,3 +325,31 @@ func TestUnsyncedRunMark(t *testing.T) {
 		t.Fatalf("mark %q written by a start with --sync always", got)
 	}
 }
+
+// TestPowerLostMajorityNotWhileEveryShardIsLed: a node that lost power
+// counts toward invariant 5's majority (itself and the members that
+// answered so within the last minute) only while some shard has no leader
+// it knows. Once every shard has one, the members elect without it and
+// replace it: an answer counted may be a minute old, its member replaced
+// since, and voting with what it kept could elect a member that lacks
+// acknowledged entries.
+func TestPowerLostMajorityNotWhileEveryShardIsLed(t *testing.T) {
+	n := &Node{shards: []*shard{{id: 0}, {id: 1}}}
+	n.lostPower.Store(true)
+	n.shards[0].lead.Store(2)
+	if !n.notePowerLost(2, true, 3) {
+		t.Fatal("itself and member 2 lost power, a shard without a leader: not a majority")
+	}
+	n.shards[1].lead.Store(3)
+	if n.powerLostMajority(3) {
+		t.Fatal("a majority counted while this node knows a leader of every shard")
+	}
+	n.shards[1].lead.Store(0)
+	if !n.powerLostMajority(3) {
+		t.Fatal("not a majority once a shard lost its leader again")
+	}
+	n.lostPower.Store(false)
+	if n.powerLostMajority(3) {
+		t.Fatal("a majority counted for a node that did not lose power")
+	}
+}
