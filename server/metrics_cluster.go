@@ -37,7 +37,7 @@ type clusterCollector struct {
 	leadConfirms, leadUnconfirmed                      *prometheus.Desc
 	leaseReads, votesDeferred, bumpsDropped            *prometheus.Desc
 	beatsDropped, strangers, voteHeld                  *prometheus.Desc
-	unlogged, unloggedDropped                          *prometheus.Desc
+	unlogged, unloggedDropped, caughtUp                *prometheus.Desc
 }
 
 func newClusterCollector(c *cluster.Node) *clusterCollector {
@@ -59,6 +59,7 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.sharedFlushes = desc("smqd_cluster_shared_flushes_total", "Flushes of the data directory's file system (syncfs) the node's shard logs made together (--cluster-flush shared); each log's waits for them count in smqd_wal_fsyncs_total.")
 	cc.role = desc("smqd_cluster_shard_role", "This node's Raft role in the shard: 1 for the current role.", "shard", "role")
 	cc.ready = desc("smqd_cluster_shard_ready", "1 if this node leads the shard and takes changes.", "shard")
+	cc.caughtUp = desc("smqd_cluster_shard_caught_up", "1 once this node applied what the shard's leader had committed after the node started (or after its last snapshot install began, or its last restart in place); /healthz waits for it in every shard.", "shard")
 	cc.leader = desc("smqd_cluster_shard_leader", "The shard's leader as this node knows it (node id; 0: none).", "shard")
 	cc.term = desc("smqd_cluster_shard_term", "The shard's Raft term on this node.", "shard")
 	cc.commit = desc("smqd_cluster_shard_commit_index", "The shard's commit index on this node.", "shard")
@@ -139,6 +140,11 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 			ready = 1
 		}
 		gauge(cc.ready, ready, id)
+		caught := 0.0
+		if sh.CaughtUp {
+			caught = 1
+		}
+		gauge(cc.caughtUp, caught, id)
 		gauge(cc.leader, float64(sh.Leader), id)
 		gauge(cc.term, float64(sh.Term), id)
 		gauge(cc.commit, float64(sh.Commit), id)
