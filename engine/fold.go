@@ -293,6 +293,16 @@ func (f *fold) dropDeletedQueues(exists func(qid uint64) (bool, error)) error {
 // ent returns entry i (< nents).
 func (f *fold) ent(i int) *foldMsg { return &f.chunks[i>>foldChunkBits][i&(1<<foldChunkBits-1)] }
 
+// maxBoot returns the highest boot (seq>>bootShift) of the messages folded,
+// dead ones too.
+func (f *fold) maxBoot() uint64 {
+	var mb uint64
+	for i := range f.nents {
+		mb = max(mb, f.ent(i).k.seq>>bootShift)
+	}
+	return mb
+}
+
 // sorted returns references to the entries not dead, in (queue, seq) order.
 func (f *fold) sorted() []foldRef {
 	refs := make([]foldRef, 0, len(f.at))

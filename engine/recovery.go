@@ -23,6 +23,7 @@ package engine
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -92,6 +93,18 @@ func (d *durableStore) loadMeta(b *Broker) error {
 	return nil
 }
 
+// saveBoot writes the boot counter (raised by recover) to the index.
+func (d *durableStore) saveBoot() error {
+	batch := d.idx.NewBatch()
+	var nb [8]byte
+	binary.LittleEndian.PutUint64(nb[:], d.boot)
+	batch.PutMeta(metaBoot, nb[:])
+	if err := d.commit(batch); err != nil {
+		return fmt.Errorf("engine: write index metadata: %w", err)
+	}
+	return nil
+}
+
 // foldFreeEntries: past this many entries, the fold of the replayed tail
 // is dropped and its memory returned to the OS as soon as recovery is done.
 const foldFreeEntries = 1 << 16
@@ -139,6 +152,14 @@ func (d *durableStore) recover(b *Broker) error {
 	if err != nil {
 		return err
 	}
+	// Compaction removes a segment only once no message's body is in it: a
+	// message of the index whose body lies before the first segment lost it
+	// with a segment file that went missing (checked after the rebuild).
+	var head uint64
+	if len(segs) > 0 && d.repl == nil {
+		head = uint64(segs[0].Start)
+		rs.spans = append(rs.spans, lostSpan{0, head})
+	}
 	// What this start reads past the checkpoint may be pages a dead
 	// process's failed fsync left clean but unwritten (wal/resync.go): they
 	// are written again and fsynced, beside the replay, and before the
@@ -174,6 +195,14 @@ func (d *durableStore) recover(b *Broker) error {
 		}
 		if err != nil {
 			r.Close()
+			var ce *wal.CorruptionError
+			if errors.As(err, &ce) && !ce.Skipped {
+				// The log's Open verified only the newest segment: damage
+				// in an older one of the tail is found here, and the
+				// repair that Open's error names fixes it too.
+				return fmt.Errorf("engine: replay log: %w; start with --wal-repair (Options.WAL.Repair) to skip the damaged bytes "+
+					"and keep every valid record after them", err)
+			}
 			return fmt.Errorf("engine: replay log at %d: %w", p, err)
 		}
 		if valid != nil && !valid(uint64(p), uint8(typ)) {
@@ -190,6 +219,20 @@ func (d *durableStore) recover(b *Broker) error {
 	r.Close()
 	if gaps != nil {
 		gaps.find(rs)
+	}
+	// The boot counter lives in the index: an index lost (or older than the
+	// log) starts it again below the boots the log's sends carry, and new
+	// sends would take the seqs, MessageIds and index keys of live messages.
+	if d.repl == nil {
+		if mb := f.maxBoot(); mb >= d.boot {
+			old := d.boot
+			d.boot = mb + 1
+			if err := d.saveBoot(); err != nil {
+				return err
+			}
+			b.log.Warn("the index's boot counter was behind the log's (index lost or older than the log): raised",
+				"index_boot", old, "boot", d.boot)
+		}
 	}
 	tornAt, torn := f.openGroupAt() // publish.go invariant 1
 	if torn {
@@ -320,6 +363,14 @@ func (d *durableStore) recover(b *Broker) error {
 	noteTop()
 	flushTail(msgKey{^uint64(0), ^uint64(0)}, true)
 	rb.installLater()
+	if n := rb.lostBefore(head); n > 0 {
+		if !d.opts.WAL.Repair {
+			return fmt.Errorf("engine: the log starts at %d, but %d messages of the index have their bodies before it: "+
+				"log segments are missing; start with --wal-repair (Options.WAL.Repair) to drop the messages whose bodies are gone and report them", head, n)
+		}
+		rs.report.Ranges = append(rs.report.Ranges, reportRange{Start: 0, End: head, Reason: "segment files missing"})
+		d.log.Warn("log segments missing before the first one", "first", head, "messages_lost", n)
+	}
 	inferred := 0
 	if gaps != nil {
 		inferred = gaps.report(b, rs)
@@ -526,6 +577,17 @@ func (rb *rebuild) install(val []byte) {
 			qs.Messages = append(qs.Messages, rb.b.messageID(s.qid, s.seq).String())
 		}
 	}
+}
+
+// lostBefore counts the messages lost because their bodies lie before pos.
+func (rb *rebuild) lostBefore(pos uint64) int {
+	n := 0
+	for i := range rb.lost {
+		if s, err := decodeSnap(rb.lost[i][:]); err == nil && s.bodyPos < pos {
+			n++
+		}
+	}
+	return n
 }
 
 // evict takes the message in slot i out again (its slot goes to another
