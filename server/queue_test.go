@@ -112,6 +112,10 @@ func TestQueueAttributeRanges(t *testing.T) {
 		{"MaximumMessageSize", "1023", "between 1024 and 65536 bytes"},
 		{"MaximumMessageSize", "65537", "between 1024 and 65536 bytes"},
 		{"MessageRetentionPeriod", "59", "between 60 and 604800 seconds"},
+		{"MessageRetentionPeriod", "604801", "between 60 and 604800 seconds"},
+		{"VisibilityTimeout", "0", "between 1 and 43200 seconds"},
+		{"PollingWaitSeconds", "-1", "between 0 and 30 seconds"},
+		{"LoggingEnabled", "1", "True or False"},
 		{"VisibilityTimeout", "43201", "between 1 and 43200 seconds"},
 		{"PollingWaitSeconds", "31", "between 0 and 30 seconds"},
 		{"VisibilityTimeout", "abc", "integer"},
@@ -128,6 +132,10 @@ func TestQueueAttributeRanges(t *testing.T) {
 	}
 	// Whitespace around numbers is fine; booleans in any case.
 	wantStatus(t, c.put("/queues/ws", "<Queue><DelaySeconds> 7 </DelaySeconds><LoggingEnabled>false</LoggingEnabled></Queue>"), 201)
+	wantStatus(t, c.put("/queues/ws2", "<Queue><LoggingEnabled>TRUE</LoggingEnabled></Queue>"), 201)
+	// Every bound itself is accepted.
+	wantStatus(t, c.put("/queues/lo", "<Queue><DelaySeconds>0</DelaySeconds><MaximumMessageSize>1024</MaximumMessageSize><MessageRetentionPeriod>60</MessageRetentionPeriod><VisibilityTimeout>1</VisibilityTimeout><PollingWaitSeconds>0</PollingWaitSeconds></Queue>"), 201)
+	wantStatus(t, c.put("/queues/hi", "<Queue><DelaySeconds>604800</DelaySeconds><MaximumMessageSize>65536</MaximumMessageSize><MessageRetentionPeriod>604800</MessageRetentionPeriod><VisibilityTimeout>43200</VisibilityTimeout><PollingWaitSeconds>30</PollingWaitSeconds></Queue>"), 201)
 	// Wrong root: InvalidArgument.
 	wantError(t, c.put("/queues/wr", "<Message/>"), 400, "InvalidArgument")
 	wantError(t, c.put("/queues/wr", "<Queue>"), 400, "MalformedXML")

@@ -523,7 +523,11 @@ var (
 // appends its text to dst and returns the bytes consumed.
 func decodeReference(s []byte, dst []byte) ([]byte, int, error) {
 	semi := bytes.IndexByte(s, ';')
-	if semi < 2 || semi > 12 {
+	// A named reference is one of the five (at most "&quot;"); a character
+	// reference may have any number of digits, leading zeros included
+	// (XML 1.0 [66], as encoding/xml reads it): its digits are checked one
+	// by one below, and the value stops growing past 0x10FFFF.
+	if semi < 2 || semi > 12 && s[1] != '#' {
 		return dst, 0, errBadReference
 	}
 	ref := s[1:semi]
