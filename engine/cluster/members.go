@@ -321,8 +321,20 @@ func (s *shard) proposeMember(op byte, id uint64, addr string) bool {
 		}
 		cc = addMember(id, addr)
 	case memberRemove:
-		if !slices.Contains(s.st.votersNow(), id) {
+		v := s.st.votersNow()
+		if !slices.Contains(v, id) {
 			return true
+		}
+		if len(v) == 1 {
+			// The shard's last voter. The member asking checked its own
+			// view, which may count more: two removals at once in a
+			// cluster of two, or a member just removed asking. Raft
+			// panics applying such a change, on every member and at
+			// every start after (members audit, 2026-12-07). Raft
+			// takes a conf change only once the one before is applied,
+			// so the voters here are those the change would apply to.
+			s.log.Warn("membership: refused to remove the shard's last voter", "member", id)
+			return false
 		}
 		if id == s.n.cfg.NodeID {
 			// The leader is the member to remove: it would lead on until
