@@ -150,22 +150,35 @@ func waitVisible(t *testing.T, q *engine.Queue) {
 	}
 }
 
+// oneMessageToMove starts a source and a destination, each with a queue
+// work whose visibility timeout is 1 s, the source's holding one message.
+func oneMessageToMove(t *testing.T) (src, dst *daemon) {
+	src, dst = startDaemon(t), startDaemon(t)
+	q := src.queueWith(t, "work", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = time.Second })
+	sendEntries(t, q, engine.SendEntry{Body: []byte("once")})
+	dst.queueWith(t, "work", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = time.Second })
+	return src, dst
+}
+
+// holdFirstSend gates the daemon's sends, holding back the first for
+// 2.5 s: 2.5 visibility timeouts of 1 s.
+func (d *daemon) holdFirstSend(t *testing.T) *gate {
+	return d.gate(t, func(n int) (time.Duration, bool) {
+		if n == 1 {
+			return 2500 * time.Millisecond, false
+		}
+		return 0, false
+	})
+}
+
 // A copy whose send outlasts the source queue's visibility timeout: the
 // original is kept invisible meanwhile (keep.go), so its delete finds it
 // and the destination holds it once. Until 2026-12-07 it became visible
 // again, the delete missed, and a later round copied it a second time
 // (seen again with the keeping disabled: 2 copies, exit 1).
 func TestMigrateCopyOutlastingVisibilityIsMovedOnce(t *testing.T) {
-	src, dst := startDaemon(t), startDaemon(t)
-	q := src.queueWith(t, "work", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = time.Second })
-	sendEntries(t, q, engine.SendEntry{Body: []byte("once")})
-	dst.queueWith(t, "work", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = time.Second })
-	g := dst.gate(t, func(n int) (time.Duration, bool) {
-		if n == 1 {
-			return 2500 * time.Millisecond, false // 2.5 visibility timeouts
-		}
-		return 0, false
-	})
+	src, dst := oneMessageToMove(t)
+	g := dst.holdFirstSend(t)
 	r := src.ctl(t).run("migrate", "--to", g.addr, "--wait", "10s")
 	dq, _ := dst.b.Queue("work")
 	if got := bodies(t, dq); len(got) != 1 {
@@ -188,17 +201,9 @@ func TestMigrateCopyOutlastingVisibilityIsMovedOnce(t *testing.T) {
 // redrive in the same case exits 1, "which a script must see". (Seen:
 // exit 0, the destination holding 2 copies of 1 message.)
 func TestMigrateCopiedNotDeletedExits1(t *testing.T) {
-	src, dst := startDaemon(t), startDaemon(t)
-	q := src.queueWith(t, "work", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = time.Second })
-	sendEntries(t, q, engine.SendEntry{Body: []byte("once")})
-	dst.queueWith(t, "work", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = time.Second })
+	src, dst := oneMessageToMove(t)
 	// The first copy's answer comes after the original's receive expired.
-	g := dst.gate(t, func(n int) (time.Duration, bool) {
-		if n == 1 {
-			return 2500 * time.Millisecond, false
-		}
-		return 0, false
-	})
+	g := dst.holdFirstSend(t)
 	// And the source drops every change of visibility (keep.go's).
 	sg := src.gateMatching(t, func(r *http.Request) bool {
 		return r.Method == "PUT" && r.URL.Query().Has("VisibilityTimeout")

@@ -387,12 +387,7 @@ func TestQueueRedriveSlowCopyKeepsOriginalsInvisible(t *testing.T) {
 	small := d.queueWith(t, "small", func(cfg *engine.QueueConfig) { cfg.MaxMessageBytes = 1024 })
 	big := strings.Repeat("x", 2000)
 	sendEntries(t, dead, engine.SendEntry{Body: []byte("one")}, engine.SendEntry{Body: []byte(big)}, engine.SendEntry{Body: []byte("two")})
-	g := d.gate(t, func(n int) (time.Duration, bool) {
-		if n == 1 {
-			return 2500 * time.Millisecond, false
-		}
-		return 0, false
-	})
+	g := d.holdFirstSend(t)
 	// In front of that gate, one that sees every change of visibility to
 	// 1 s: the keeping's (the queue's timeout is 1 s) and the release's.
 	released := (&daemon{addr: g.addr}).gateMatching(t, func(r *http.Request) bool {
