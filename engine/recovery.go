@@ -29,6 +29,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/smqd/smqd/index"
 	"github.com/smqd/smqd/wal"
 )
 
@@ -84,18 +85,12 @@ func (d *durableStore) loadMeta(b *Broker) error {
 	if d.boot >= 1<<(64-bootShift) {
 		return fmt.Errorf("engine: boot counter exhausted")
 	}
-	var nb [8]byte
-	binary.LittleEndian.PutUint64(nb[:], d.boot)
-	batch.PutMeta(metaBoot, nb[:])
-	if err := d.commit(batch); err != nil {
-		return fmt.Errorf("engine: write index metadata: %w", err)
-	}
-	return nil
+	return d.commitBoot(batch)
 }
 
-// saveBoot writes the boot counter (raised by recover) to the index.
-func (d *durableStore) saveBoot() error {
-	batch := d.idx.NewBatch()
+// commitBoot adds the boot counter to batch and commits it (loadMeta, and
+// recover when it raises the counter).
+func (d *durableStore) commitBoot(batch *index.Batch) error {
 	var nb [8]byte
 	binary.LittleEndian.PutUint64(nb[:], d.boot)
 	batch.PutMeta(metaBoot, nb[:])
@@ -227,7 +222,7 @@ func (d *durableStore) recover(b *Broker) error {
 		if mb := f.maxBoot(); mb >= d.boot {
 			old := d.boot
 			d.boot = mb + 1
-			if err := d.saveBoot(); err != nil {
+			if err := d.commitBoot(d.idx.NewBatch()); err != nil {
 				return err
 			}
 			b.log.Warn("the index's boot counter was behind the log's (index lost or older than the log): raised",

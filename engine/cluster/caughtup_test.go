@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/smqd/smqd/engine"
 )
 
 // TestClusterHealthWaitsForCatchUp: a member started after its leader
@@ -20,11 +18,7 @@ import (
 // the member started (invariant 2).
 func TestClusterHealthWaitsForCatchUp(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
-	c.preferredLeaders()
-	c.onLeader("q", func(b *engine.Broker) error {
-		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
-		return err
-	})
+	c.createQ()
 	li, _ := c.leader("q")
 	fi := (li + 1) % 3
 	c.stop(fi)

@@ -349,12 +349,19 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 // the log itself was not seen again).
 func (c *testCluster) fillForSnapshots() {
 	c.t.Helper()
+	c.createQ()
+	c.sendBatches("w", 300)
+}
+
+// createQ creates queue q through its shard's leader, once each shard is
+// led by its preferred leader.
+func (c *testCluster) createQ() {
+	c.t.Helper()
 	c.preferredLeaders()
 	c.onLeader("q", func(b *engine.Broker) error {
 		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
 		return err
 	})
-	c.sendBatches("w", 300)
 }
 
 // sendBatches sends n batches of 16 messages (bodies prefix<batch>-<k>)

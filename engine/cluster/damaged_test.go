@@ -109,11 +109,7 @@ func (c *testCluster) damageLeadersBody() (li int, lb *engine.Broker, first []by
 // log's ring of recent records (2 MiB a shard at least: shardShare); it
 // returns once every member holds them all.
 func (c *testCluster) sendMarked() (marker, first []byte) {
-	c.preferredLeaders()
-	c.onLeader("q", func(b *engine.Broker) error {
-		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
-		return err
-	})
+	c.createQ()
 	marker = make([]byte, 512)
 	rand.Read(marker)
 	first = append([]byte("precious-"), marker...)
@@ -265,11 +261,7 @@ func TestClusterLeadersDamagedEntryFailsOnlyItsCopy(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, tweak: func(_ int, o *engine.Options) {
 		o.ReplicaKeepEntries = 0 // the default, 10,000: a lagging follower is sent entries, not a snapshot
 	}})
-	c.preferredLeaders()
-	c.onLeader("q", func(b *engine.Broker) error {
-		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
-		return err
-	})
+	c.createQ()
 	li, _ := c.leader("q")
 	fi := (li + 1) % 3
 	c.holdsIn(fi, "q", 0)

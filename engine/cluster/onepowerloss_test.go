@@ -55,11 +55,7 @@ func TestClusterOneNodesPowerLossWithSyncInterval(t *testing.T) {
 	if testing.Short() {
 		n = 40
 	}
-	c.preferredLeaders()
-	c.onLeader("q", func(b *engine.Broker) error {
-		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
-		return err
-	})
+	c.createQ()
 	c.sendBatches("w", n)
 	want := int64(n * 16)
 	c.holds(victim, want, 20*time.Second) // it applied, so acknowledged, every one

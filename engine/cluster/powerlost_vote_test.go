@@ -98,11 +98,7 @@ func intervalClusterOf(t *testing.T, k int, b *boots, fss, images []*wal.MemFS) 
 			o.CheckpointInterval, o.CheckpointRecords, o.CheckpointBytes = time.Hour, 1<<40, 1<<40
 			o.WAL.SegmentBytes = 64 << 20
 		}})
-	c.preferredLeaders()
-	c.onLeader("q", func(b *engine.Broker) error {
-		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
-		return err
-	})
+	c.createQ()
 	return c
 }
 

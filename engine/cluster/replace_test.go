@@ -76,11 +76,7 @@ func TestClusterWipedMemberIsReplacedWhenAForwardedProposalIsLost(t *testing.T) 
 
 func TestClusterWipedMemberIsReplacedWhenItsProposalIsDroppedDuringATransfer(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, electionTicks: 100})
-	c.preferredLeaders()
-	c.onLeader("q", func(b *engine.Broker) error {
-		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
-		return err
-	})
+	c.createQ()
 	c.sendBatches("w", 20)
 	li, lb := c.leader("q")
 	want, _ := lb.Applied()
