@@ -385,6 +385,7 @@ func (n *Node) rejoinLoop() {
 func (n *Node) ackedBy(id uint64, shards int) []uint64 {
 	out := make([]uint64, shards)
 	if shards != len(n.shards) {
+		n.shardCountDiffers(id, shards, 0, false)
 		return out
 	}
 	n.ackMu.Lock()

@@ -126,6 +126,7 @@ type shard struct {
 	activeSince    map[uint64]time.Time   // run: when each other member began to be heard after a silence (balance.go electable)
 	snapSent       map[uint64]bool        // run: members sent a snapshot, until they leave the snapshot state (node.go, snapshotOutrun)
 	watch          stuckWatch             // run: followers whose acknowledgements stopped (stuck.go)
+	snapDeclined   uint64                 // run: the leader whose snapshot a critically full disk dropped, told once there is room (declinedSnapTick)
 	// While this member leads: when the loop last stepped a message of
 	// any follower (run), and for the metrics how often it went over
 	// half the election timeout without one and the longest it went
@@ -318,6 +319,22 @@ func bootstrap(b *engine.Broker, voters []uint64) (engine.ReplicaState, error) {
 	return st, err
 }
 
+// declinedSnapTick (the loop, every tick): a snapshot dropped while the
+// disk was critically full (step) is reported to its sender once there is
+// room again, so that it sends another. Its leader waits for that
+// snapshot's report and sends no other while the connection between them
+// stays up (snapshot.go, installFailed): the member stayed behind in that
+// shard for good, its /healthz 200 (survive audit, 2026-12-07:
+// TestClusterCriticallyFullFollowerCatchesUpFromASnapshot).
+func (s *shard) declinedSnapTick() {
+	if s.snapDeclined == 0 || s.diskCritical() {
+		return
+	}
+	leader := s.snapDeclined
+	s.snapDeclined = 0
+	s.installFailed(leader, errors.New("this member's disk was critically full when the snapshot came"))
+}
+
 // run is the shard's loop.
 func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 	for {
@@ -334,6 +351,7 @@ func (s *shard) run(tick <-chan struct{}, stop <-chan struct{}) {
 			s.confirmTick()   // confirm.go
 			s.stuckTick()     // stuck.go
 			s.repairTick()    // votehold.go
+			s.declinedSnapTick()
 		case m := <-s.inbox:
 			s.step(m)
 			// A few more, then the Ready: every step may queue appends (entries
@@ -468,8 +486,10 @@ func (s *shard) step(m *pb.Message) {
 		s.preVotes.Add(1)
 	case pb.MsgSnap:
 		if s.diskCritical() {
+			s.snapDeclined = m.GetFrom() // declinedSnapTick
 			return
 		}
+		s.snapDeclined = 0
 		s.startInstall(m) // snapshot.go: steps it once its state is in
 		return
 	case pb.MsgApp:
