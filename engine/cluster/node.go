@@ -140,6 +140,7 @@ type Node struct {
 	// replacement went here: replaceRemoved once its removal applied,
 	// replaceReadded once the member was added back (rejoin.go).
 	replacing     map[ackKey]replaceMark
+	peerDowns     map[uint64]uint64    // guarded by ackMu: each member's Raft connections that ended here (peerDown; rejoin.go replaceMark)
 	replaceLogged map[uint64]time.Time // guarded by ackMu: when a replacement of a member last logged at Warn (rejoin.go)
 	acks          atomic.Uint64        // entries members acknowledged to this node's leaders, summed (Activity)
 	unlisted      atomic.Bool          // the members reached do not list this node (addresses.go, checkListed)
@@ -475,6 +476,12 @@ func (n *Node) peerDown(peer uint64) {
 	if h := testHookPeerDown.Load(); h != nil {
 		(*h)(n.cfg.NodeID, peer)
 	}
+	n.ackMu.Lock()
+	if n.peerDowns == nil {
+		n.peerDowns = map[uint64]uint64{}
+	}
+	n.peerDowns[peer]++
+	n.ackMu.Unlock()
 	for _, s := range n.shards {
 		s.do(func() {
 			s.rn.ReportUnreachable(peer)

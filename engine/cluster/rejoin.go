@@ -483,6 +483,26 @@ func (n *Node) replaceMember(id uint64, lost int) byte {
 	}
 	n.ackMu.Lock()
 	stale := lost >= 0 && n.replacing[ackKey{lost, id}].state == replaceReadded
+	if lost == replaceAsked {
+		// A replacement seen through here before the member's Raft
+		// connections last ended may be an earlier run's: it was told
+		// "replaced", voted, and was emptied again (within replaceStale;
+		// a crash-looping node on an empty volume). Every member but the
+		// one that answered keeps its mark, and one taken as this
+		// question's answered "replaced" at once, proposing nothing: the
+		// node voted with an empty log (survive audit, 2026-12-07: with
+		// the leader then lost, 160 of 320 acknowledged messages;
+		// TestClusterNodeWipedTwiceHoldsItsVoteAgain). A replacement of
+		// this run stays, under way or done: the process asking is the
+		// one whose connections the mark saw, so a question asked again
+		// (the first answer waited 3 s) does not start it over; a
+		// connection lost meanwhile costs one replacement more.
+		for i := range n.shards {
+			if m, ok := n.replacing[ackKey{i, id}]; ok && m.state == replaceReadded && m.downs < n.peerDowns[id] {
+				delete(n.replacing, ackKey{i, id})
+			}
+		}
+	}
 	for i := range n.shards {
 		if m, ok := n.replacing[ackKey{i, id}]; ok && time.Since(m.at) > replaceStale {
 			stale = true
@@ -557,6 +577,7 @@ const (
 type replaceMark struct {
 	state byte
 	at    time.Time
+	downs uint64 // the member's Raft connections ended here when the mark was made (peerDowns)
 }
 
 // replaceStale: a replacement this node saw longer ago is taken as over;
@@ -586,9 +607,9 @@ func (n *Node) replaceStep(shard int, id uint64, removed bool) {
 	}
 	switch {
 	case removed:
-		n.replacing[k] = replaceMark{replaceRemoved, time.Now()}
+		n.replacing[k] = replaceMark{replaceRemoved, time.Now(), n.peerDowns[id]}
 	case n.replacing[k].state == replaceRemoved:
-		n.replacing[k] = replaceMark{replaceReadded, time.Now()}
+		n.replacing[k] = replaceMark{replaceReadded, time.Now(), n.peerDowns[id]}
 		delete(n.acked, k)
 		n.ackDirty = true
 	}
