@@ -6,8 +6,6 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"github.com/smqd/smqd/engine"
 )
 
 // TestClusterOlderCopyWithTheLeaderDownLosesNothing: docs/operations.md,
@@ -26,11 +24,7 @@ func TestClusterOlderCopyWithTheLeaderDownLosesNothing(t *testing.T) {
 	v, o := (l+1)%3, (l+2)%3
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true})
 	defer c.stopAll()
-	c.preferredLeaders()
-	c.onLeader("q", func(b *engine.Broker) error {
-		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
-		return err
-	})
+	c.createQ()
 	c.sendBatches("a", 10)
 	for _, i := range []int{v, o} {
 		c.holds(i, 160, 20*time.Second)

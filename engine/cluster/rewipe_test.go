@@ -8,8 +8,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
-
-	"github.com/smqd/smqd/engine"
 )
 
 // TestClusterNodeWipedTwiceHoldsItsVoteAgain: docs/operations.md, "A
@@ -33,11 +31,7 @@ func TestClusterNodeWipedTwiceHoldsItsVoteAgain(t *testing.T) {
 	L, X, W := uint64(l+1), uint64(x+1), uint64(w+1)
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true})
 	defer c.stopAll()
-	c.preferredLeaders()
-	c.onLeader("q", func(b *engine.Broker) error {
-		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
-		return err
-	})
+	c.createQ()
 	c.sendBatches("a", 10)
 	for _, i := range []int{x, w} {
 		c.holds(i, 160, 20*time.Second)
