@@ -150,6 +150,21 @@ func waitVisible(t *testing.T, q *engine.Queue) {
 	}
 }
 
+// manyToMove starts a source and a destination, the source's queue work
+// (visibility timeout vis) holding n messages whose bodies are prefix
+// written 1 to n times; it returns those bodies sorted.
+func manyToMove(t *testing.T, vis time.Duration, n int, prefix string) (src, dst *daemon, q *engine.Queue, want []string) {
+	src, dst = startDaemon(t), startDaemon(t)
+	q = src.queueWith(t, "work", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = vis })
+	for i := range n {
+		b := strings.Repeat(prefix, 1+i)
+		want = append(want, b)
+		sendEntries(t, q, engine.SendEntry{Body: []byte(b)})
+	}
+	sort.Strings(want)
+	return src, dst, q, want
+}
+
 // oneMessageToMove starts a source and a destination, each with a queue
 // work whose visibility timeout is 1 s, the source's holding one message.
 func oneMessageToMove(t *testing.T) (src, dst *daemon) {
@@ -229,15 +244,7 @@ func TestMigrateCopiedNotDeletedExits1(t *testing.T) {
 // batch's copy is on its way, then run again: every message is at the
 // destination, none at the source.
 func TestMigrateInterruptedThenAgain(t *testing.T) {
-	src, dst := startDaemon(t), startDaemon(t)
-	q := src.queueWith(t, "work", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = 5 * time.Second })
-	var want []string
-	for i := range 64 {
-		b := strings.Repeat("m", 1+i)
-		want = append(want, b)
-		sendEntries(t, q, engine.SendEntry{Body: []byte(b)})
-	}
-	sort.Strings(want)
+	src, dst, q, want := manyToMove(t, 5*time.Second, 64, "m")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g := dst.gate(t, func(n int) (time.Duration, bool) {
@@ -265,15 +272,7 @@ func TestMigrateInterruptedThenAgain(t *testing.T) {
 // the run exits 1 having printed what it did; run again once it is back,
 // every message is there and none at the source.
 func TestMigrateDestinationDownThenAgain(t *testing.T) {
-	src, dst := startDaemon(t), startDaemon(t)
-	q := src.queueWith(t, "work", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = 12 * time.Second }) // outlasts the retries (7.75 s)
-	var want []string
-	for i := range 48 {
-		b := strings.Repeat("d", 1+i)
-		want = append(want, b)
-		sendEntries(t, q, engine.SendEntry{Body: []byte(b)})
-	}
-	sort.Strings(want)
+	src, dst, q, want := manyToMove(t, 12*time.Second, 48, "d") // the timeout outlasts the retries (7.75 s)
 	var down atomic.Bool
 	g := dst.gate(t, func(n int) (time.Duration, bool) {
 		if n == 2 {
