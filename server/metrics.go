@@ -319,6 +319,12 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 	}
 	ctx.Response.SetStatusCode(fasthttp.StatusOK)
 	if s.diskFull() {
+		if s.c != nil {
+			// A member hands its leads to members with room and forwards
+			// sends to them: it refuses none itself.
+			ctx.Response.SetBodyString("ok (disk full: this node hands the shards it leads to members with room and forwards requests to them until space is freed)")
+			return
+		}
 		ctx.Response.SetBodyString("ok (disk full: new messages are refused until space is freed)")
 		return
 	}

@@ -121,6 +121,11 @@ func TestDaemonClusterDiskFull(t *testing.T) {
 	if !strings.Contains(nodes[1].stderr.String(), "disk full: handing the lead to a member with room") {
 		t.Errorf("node 2 did not log a hand-over:\n%s", tail(nodes[1].stderr.String(), 3000))
 	}
+	// Its /healthz says what a member does when full: it refuses no send
+	// itself (until 2026-12-07 it said that new messages were refused).
+	if h := httpGet(t, "http://"+api[1]+"/healthz"); !strings.Contains(h, "forwards requests to them") {
+		t.Errorf("node 2's /healthz while full: %q", h)
+	}
 	if v := metricValue(httpGet(t, "http://"+api[1]+"/metrics"), "smqd_cluster_disk_full_handoffs_total"); v < 1 {
 		t.Errorf("smqd_cluster_disk_full_handoffs_total on node 2: %v", v)
 	}
