@@ -715,6 +715,12 @@ func (s *Server) changeMembers(ctx *fasthttp.RequestCtx, st *reqState, idSeg []b
 			s.fail(ctx, st, newAPIError(codeInvalidArgument, "node not added: "+err.Error()))
 			return
 		}
+		if errors.Is(err, cluster.ErrMembershipBusy) {
+			// Retryable: once the change under way ends, or the one cut
+			// short is repeated (the text names the shards).
+			s.writeError(ctx, st, codeServiceUnavailable, "the membership change was not made, or not everywhere: "+err.Error())
+			return
+		}
 		s.writeError(ctx, st, codeServiceUnavailable, "the membership change did not complete: "+err.Error())
 		return
 	}

@@ -10,7 +10,9 @@ package cluster
 //
 //	op u8 (1 add, 2 remove) | shard u32 | member id u64 | raft address (u16 length, bytes)
 //
-// answered with one byte: 1 proposed, 0 not the shard's leader here.
+// answered with one byte: 1 proposed, 0 not the shard's leader here, 2
+// busy: another change is under way (memberorder.go, which orders the
+// changes). A forced removal carries "force" as its address.
 //
 // The address book. A member added while the cluster runs is in no one's
 // --cluster-peers; every node learns its address from the change (shard
@@ -164,7 +166,7 @@ func (n *Node) ForceRemoveMember(ctx context.Context, id uint64) error {
 	if err := n.checkRemoval(id); err != nil {
 		return err
 	}
-	return n.changeMembers(ctx, memberRemove, id, "")
+	return n.changeMembers(ctx, memberRemove, id, forcedRemoval)
 }
 
 func (n *Node) checkRemoval(id uint64) error {
@@ -259,6 +261,8 @@ func (n *Node) Members() []uint64 {
 	return out
 }
 
+// changeMembers makes the change in every shard, shard 0 first
+// (memberorder.go). For a removal addr is empty, or forcedRemoval.
 func (n *Node) changeMembers(ctx context.Context, op byte, id uint64, addr string) error {
 	done := func(s *shard) bool {
 		if op == memberRemove && n.replaceState(s.id, id) == replaceRemoved {
@@ -271,27 +275,58 @@ func (n *Node) changeMembers(ctx context.Context, op byte, id uint64, addr strin
 	if op == memberAdd {
 		n.tr.addPeer(id, addr) // so that the leaders here can reach it at once
 	}
+	var busySince time.Time
 	for {
 		var left []int
+		var mine []chan byte // the answers of the shards led here
+		busy := false
 		for _, s := range n.shards {
 			if done(s) {
 				continue
 			}
 			left = append(left, s.id)
+			if s.id != 0 && !done(n.shards[0]) {
+				continue
+			}
 			switch lead := s.lead.Load(); {
 			case lead == n.cfg.NodeID:
-				s.do(func() { s.proposeMember(op, id, addr) })
+				res := make(chan byte, 1)
+				s.do(func() { res <- s.proposeMember(op, id, addr) })
+				mine = append(mine, res)
 			case lead != 0:
 				if a := n.tr.peerAddr(lead); a != "" {
-					if _, err := n.tr.askMember(lead, a, op, s.id, id, addr); err != nil {
+					_, err := n.tr.askMember(lead, a, op, s.id, id, addr)
+					busy = busy || errors.Is(err, errMemberBusy)
+					if err != nil {
 						n.log.Debug("membership request", "shard", s.id, "leader", lead, "err", err)
 					}
 				}
 			}
 		}
+		answered := time.After(2 * time.Second)
+	waitMine:
+		for _, res := range mine {
+			select {
+			case a := <-res:
+				busy = busy || a == memberBusy
+			case <-answered:
+				break waitMine
+			}
+		}
 		if len(left) == 0 {
 			n.log.Info("membership changed", "op", map[byte]string{memberAdd: "add", memberRemove: "remove"}[op], "member", id, "addr", addr)
 			return nil
+		}
+		switch {
+		case !busy:
+			busySince = time.Time{}
+		case busySince.IsZero():
+			busySince = time.Now()
+		case time.Since(busySince) > memberBusyFor:
+			if done(n.shards[0]) {
+				return fmt.Errorf("%w: this change is made in shard 0 and not yet in shards %v (%s); repeat it to finish it", ErrMembershipBusy, left, n.shardsUnlikeZero())
+			}
+			return fmt.Errorf("%w: %s; repeat the change cut short to finish it, or remove its member with force", ErrMembershipBusy, n.shardsUnlikeZero())
 		}
 		select {
 		case <-ctx.Done():
@@ -307,23 +342,27 @@ func (n *Node) changeMembers(ctx context.Context, op byte, id uint64, addr strin
 var ErrClosed = errors.New("cluster: node closed")
 
 // proposeMember proposes a change in this shard (its loop; a no-op unless
-// it leads). A change already pending makes Raft drop this one; the caller
-// asks again.
-func (s *shard) proposeMember(op byte, id uint64, addr string) bool {
+// it leads), in the order memberorder.go keeps, and returns the answer
+// to the request. A change already pending makes Raft drop this one; the
+// caller asks again.
+func (s *shard) proposeMember(op byte, id uint64, addr string) byte {
 	if s.rn.BasicStatus().RaftState != raft.StateLeader {
-		return false
+		return memberNotHere
 	}
 	var cc *pb.ConfChangeV2
 	switch op {
 	case memberAdd:
 		if slices.Contains(s.st.votersNow(), id) {
-			return true
+			return memberProposed
+		}
+		if !s.inOrder(op, id, false) {
+			return memberBusy
 		}
 		cc = addMember(id, addr)
 	case memberRemove:
 		v := s.st.votersNow()
 		if !slices.Contains(v, id) {
-			return true
+			return memberProposed
 		}
 		if len(v) == 1 {
 			// The shard's last voter. The member asking checked its own
@@ -334,7 +373,7 @@ func (s *shard) proposeMember(op byte, id uint64, addr string) bool {
 			// takes a conf change only once the one before is applied,
 			// so the voters here are those the change would apply to.
 			s.log.Warn("membership: refused to remove the shard's last voter", "member", id)
-			return false
+			return memberNotHere
 		}
 		if id == s.n.cfg.NodeID {
 			// The leader is the member to remove: it would lead on until
@@ -345,17 +384,22 @@ func (s *shard) proposeMember(op byte, id uint64, addr string) bool {
 			// leader proposes the removal when it is asked again. With no
 			// member to hand to, it proposes the removal itself.
 			if s.handing != nil || s.handOff(s.activeMember, "this member is being removed: handing the lead over") {
-				return false
+				return memberNotHere
 			}
+		}
+		// After the hand-over: the member removed never applies its own
+		// removal in shard 0, so it would find the change out of order.
+		if !s.inOrder(op, id, addr == forcedRemoval) {
+			return memberBusy
 		}
 		cc = &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(id)}}}
 	default:
-		return false
+		return memberNotHere
 	}
 	if err := s.rn.ProposeConfChange(cc); err != nil {
 		s.log.Debug("membership proposal dropped", "err", err)
 	}
-	return true
+	return memberProposed
 }
 
 // serveMember answers one membership request.
@@ -394,18 +438,14 @@ func (n *Node) serveMember(from uint64, c net.Conn) {
 		n.tr.addPeer(id, addr)
 	}
 	s := n.shards[sh]
-	res := make(chan bool, 1)
+	res := make(chan byte, 1)
 	s.do(func() { res <- s.proposeMember(op, id, addr) })
-	ok := false
+	a := byte(memberNotHere)
 	select {
-	case ok = <-res:
+	case a = <-res:
 	case <-time.After(2 * time.Second):
 	}
-	if ok {
-		c.Write([]byte{1})
-	} else {
-		c.Write([]byte{0})
-	}
+	c.Write([]byte{a})
 }
 
 // askMember asks node to, at addr, to propose a change in one shard.
@@ -423,7 +463,10 @@ func (t *transport) askMember(to uint64, addr string, op byte, shard int, id uin
 	if _, err := io.ReadFull(c, r[:]); err != nil {
 		return false, err
 	}
-	return r[0] == 1, nil
+	if r[0] == memberBusy {
+		return false, errMemberBusy
+	}
+	return r[0] == memberProposed, nil
 }
 
 // memberRequest dials node to at addr and sends it one membership request

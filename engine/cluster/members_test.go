@@ -280,9 +280,12 @@ func TestClusterRemovingALiveMemberWhileAnotherIsDown(t *testing.T) {
 // An add cut short leaves the node a voter of some shards only: it is no
 // member of every shard (the server takes a retry of the add, which
 // finishes it; it refused one as "a member already": members audit,
-// 2026-12-06), and a retried AddMember completes the rest. Cut short
-// outside shard 0, whose change alone carries the address, no member had
-// one, and the retry was refused as "a member already, at ”" (review H).
+// 2026-12-06), and a retried AddMember completes the rest. An add reaches
+// shard 0 first (memberorder.go). One cut short outside shard 0 alone,
+// made by a build before that order, whose change alone carries the
+// address, left no member with an address, and the retry was refused as
+// "a member already, at ”" (review H); now the shards are out of order, a
+// retry is busy, and a forced removal then the add put it right.
 func TestClusterAddCutShortIsFinishedByARetry(t *testing.T) {
 	for _, shard := range []int{0, 1} {
 		t.Run(fmt.Sprint("shard ", shard), func(t *testing.T) {
@@ -292,7 +295,9 @@ func TestClusterAddCutShortIsFinishedByARetry(t *testing.T) {
 			eventually(t, fmt.Sprintf("node 4 a voter of shard %d alone", shard), func() error {
 				for _, n := range c.nodes[:3] {
 					if s := n.shards[shard]; s.lead.Load() == n.cfg.NodeID {
-						s.do(func() { s.proposeMember(memberAdd, 4, c.addrs[4]) })
+						// Raft's own proposal: outside shard 0, the
+						// order refuses it (proposeMember).
+						s.do(func() { s.rn.ProposeConfChange(addMember(4, c.addrs[4])) })
 					}
 				}
 				if !slices.Contains(c.nodes[0].shards[shard].st.votersNow(), 4) {
@@ -304,8 +309,18 @@ func TestClusterAddCutShortIsFinishedByARetry(t *testing.T) {
 			if !slices.Contains(n.Members(), 4) || n.MemberOfEveryShard(4) {
 				t.Fatalf("members %v, of every shard %v: want a member of shard %d alone", n.Members(), n.MemberOfEveryShard(4), shard)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 			defer cancel()
+			if shard != 0 {
+				shorten(t, &memberBusyFor, 500*time.Millisecond)
+				if err := n.AddMember(ctx, 4, c.addrs[4]); !errors.Is(err, ErrMembershipBusy) {
+					t.Fatalf("an add whose shard 0 differs from another shard: %v, want ErrMembershipBusy", err)
+				}
+				if err := n.ForceRemoveMember(ctx, 4); err != nil {
+					t.Fatal(err)
+				}
+				c.everyShardHas(0, 1, 2, 3)
+			}
 			if err := n.AddMember(ctx, 4, c.addrs[4]); err != nil {
 				t.Fatal(err)
 			}

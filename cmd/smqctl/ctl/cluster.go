@@ -207,7 +207,7 @@ func (r *run) clusterAdd(ctx context.Context, name string, args []string) error 
 
 func (r *run) clusterRm(ctx context.Context, name string, args []string) error {
 	fs := flag.NewFlagSet("cluster rm [--force] ID", flag.ContinueOnError)
-	force := fs.Bool("force", false, "remove it even if some shard would then keep no majority of members that answer (the members down are gone for good, or will be back)")
+	force := fs.Bool("force", false, "remove it even if some shard would then keep no majority of members that answer (the members down are gone for good, or will be back), and even while another membership change is under way or cut short (the way out of an add of a node that is gone)")
 	pos, err := r.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
