@@ -204,7 +204,7 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 	st.reqID = s.appendRequestID(st.reqID[:0], start)
 	var err error
 	if s.opts.NoAuth && crossSite(&ctx.Request.Header) {
-		err = newAPIError(codeAccessDenied, "cross-site requests are refused")
+		err = newAPIError(codeAccessDenied, "cross-site requests are refused, and with --no-auth any under a host name other than localhost")
 	} else {
 		err = s.checkHeaders(ctx, st, target)
 	}

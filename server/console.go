@@ -173,18 +173,21 @@ func assetFetchAllowed(h *fasthttp.RequestHeader) bool {
 // header whose host is not the request's Host. Requests with neither
 // header (every SDK, curl) are not cross-site.
 //
-// A browser's request whose Host is a name other than localhost is
-// refused too: a page of another site whose name was rebound to this
-// server's address (DNS rebinding) is "same-origin" to the browser, with
-// that name as Host. So the console of a --no-auth smqd is used at an IP
-// address or at localhost.
+// A request whose Host is a name other than localhost is refused too,
+// browser headers or not: a page of another site whose name was rebound to
+// this server's address (DNS rebinding) is "same-origin" to the browser,
+// with that name as Host, and over plain HTTP to a name (not a
+// potentially trustworthy origin) the browser sends no Sec-Fetch-Site, nor
+// an Origin on a GET: its receives, peeks, listings and GET /backup looked
+// like an SDK's (tour2 audit, 2026-12-07). So a --no-auth smqd is used at
+// an IP address or at localhost, by SDKs too.
 func crossSite(h *fasthttp.RequestHeader) bool {
+	if host := h.Host(); len(host) > 0 && !addressHost(host) {
+		return true
+	}
 	site, origin := h.Peek("Sec-Fetch-Site"), h.Peek("Origin")
 	if len(site) == 0 && len(origin) == 0 {
 		return false // no browser's request
-	}
-	if !addressHost(h.Host()) {
-		return true
 	}
 	if len(site) > 0 {
 		return string(site) != "same-origin" && string(site) != "none"

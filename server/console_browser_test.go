@@ -49,8 +49,9 @@ func chromiumPath(t *testing.T) string {
 }
 
 // browser starts a headless Chromium with the flags this machine needs
-// (no sandbox as root, no GPU, no network of its own) and a fresh profile.
-func browser(t *testing.T) context.Context {
+// (no sandbox as root, no GPU, no network of its own), a fresh profile,
+// and any extra flags.
+func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	exe := chromiumPath(t)
 	opts := []chromedp.ExecAllocatorOption{
@@ -70,6 +71,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-extensions", true),
 		chromedp.Flag("disable-features", "Translate,OptimizationHints,MediaRouter"),
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() { cancel(); cancelAlloc() })

@@ -445,7 +445,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, st *reqState) {
 	// is what keeps other sites' pages out (console.go, crossSite). With
 	// it, the signature does: a cross-site request cannot carry one.
 	if s.opts.NoAuth && crossSite(&ctx.Request.Header) {
-		s.refuse(ctx, st, newAPIError(codeAccessDenied, "cross-site requests are refused: call the API from a client, or from the console served by this server"))
+		s.refuse(ctx, st, newAPIError(codeAccessDenied, "cross-site requests are refused, and with --no-auth any under a host name other than localhost: call the API at an IP address or localhost, from a client or from the console served by this server"))
 		return
 	}
 	if h := s.testHook.Load(); h != nil {

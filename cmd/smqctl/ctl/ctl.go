@@ -80,13 +80,36 @@ type globals struct {
 
 // register adds the globals to fs.
 func (g *globals) register(fs *flag.FlagSet) {
-	str := func(p *string, name, usage string) { fs.StringVar(p, name, *p, usage) }
+	// An empty value is refused, not taken as unset: --endpoint "$EP" with
+	// EP unset went to $SMQ_ENDPOINT or 127.0.0.1:8080 (a purge meant for
+	// another server emptied the local queue), and --credentials-file ""
+	// to ./smqd-data/credentials (tour2 audit, 2026-12-07).
+	str := func(p *string, name, usage string) { fs.Var(nonEmptyString{p}, name, usage) }
 	str(&g.endpoint, "endpoint", "smqd's address (default $SMQ_ENDPOINT, else "+DefaultEndpoint+")")
 	str(&g.keyID, "access-key-id", "access key id (default $ALIBABA_CLOUD_ACCESS_KEY_ID, else the credentials file)")
 	str(&g.keySecret, "access-key-secret", "access key secret (default $ALIBABA_CLOUD_ACCESS_KEY_SECRET)")
 	str(&g.credFile, "credentials-file", "smqd's credentials file, \"<id> <secret>\" lines (default ./"+DefaultCredentialsFile+", what make run writes)")
 	durationVar(fs, &g.timeout, "timeout", g.timeout, "time allowed for each request (a receive's wait comes on top)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of a table")
+}
+
+// nonEmptyString is a string flag that refuses an empty value (an unset
+// variable in a script).
+type nonEmptyString struct{ p *string }
+
+func (f nonEmptyString) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return *f.p
+}
+
+func (f nonEmptyString) Set(s string) error {
+	if s == "" {
+		return errors.New("empty (an unset variable?)")
+	}
+	*f.p = s
+	return nil
 }
 
 // run is one invocation's state.
