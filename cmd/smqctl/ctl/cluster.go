@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,12 +32,13 @@ type clusterStatus struct {
 		DiskFull bool   `json:"disk_full"`
 	} `json:"members"`
 	Shards []struct {
-		Shard     int    `json:"shard"`
-		Role      string `json:"role"`
-		Leader    uint64 `json:"leader"`
-		Term      uint64 `json:"term"`
-		Commit    uint64 `json:"commit_index"`
-		Applied   uint64 `json:"applied_index"`
+		Shard     int      `json:"shard"`
+		Role      string   `json:"role"`
+		Leader    uint64   `json:"leader"`
+		Term      uint64   `json:"term"`
+		Commit    uint64   `json:"commit_index"`
+		Applied   uint64   `json:"applied_index"`
+		Voters    []uint64 `json:"voters"`
 		Followers []struct {
 			NodeID uint64 `json:"node_id"`
 			Lag    uint64 `json:"lag"`
@@ -94,6 +96,10 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 		fmt.Fprintf(r.env.Stdout, "NOTE: node %d holds its vote: it started empty, or its machine restarted under --sync interval or none (a power loss), or an earlier start held it, so it may have lost entries it acknowledged. "+
 			"It grants no vote and leads no shard until a member replaces it, which needs the shards' leaders; a shard whose other members cannot elect one without it waits for its down members to come back\n\n", st.NodeID)
 	}
+	if d := votersDiffer(&st); d != "" {
+		fmt.Fprintf(r.env.Stdout, "NOTE: the shards' voters differ here (%s): a membership change is under way, or one was cut short. "+
+			"Every other change is refused until it is finished: repeat it (smqctl cluster add or rm), or remove a node it added that is gone with cluster rm --force\n\n", d)
+	}
 	versions := memberVersions(rctx, c, &st)
 	rows := [][]string{{"MEMBER", "RAFT", "API", "DISK", "VERSION"}}
 	for _, m := range st.Members {
@@ -126,6 +132,28 @@ func (r *run) clusterStatus(ctx context.Context, name string, args []string) err
 		return errUnhealthy
 	}
 	return nil
+}
+
+// votersDiffer names the shards whose voters, as the node applied them,
+// differ from shard 0's (the cluster orders membership changes through
+// shard 0: engine/cluster/memberorder.go), or returns "".
+func votersDiffer(st *clusterStatus) string {
+	if len(st.Shards) == 0 {
+		return ""
+	}
+	zero := slices.Sorted(slices.Values(st.Shards[0].Voters))
+	out := fmt.Sprintf("shard 0: %v", zero)
+	differ := false
+	for _, s := range st.Shards[1:] {
+		if v := slices.Sorted(slices.Values(s.Voters)); !slices.Equal(v, zero) {
+			out += fmt.Sprintf("; shard %d: %v", s.Shard, v)
+			differ = true
+		}
+	}
+	if !differ {
+		return ""
+	}
+	return out
 }
 
 // errUnhealthy: cluster status printed a node that is not healthy, or that

@@ -378,6 +378,29 @@ func TestClusterStatusExitsUnhealthy(t *testing.T) {
 	}
 }
 
+// A node whose shards' voters differ from shard 0's says that a
+// membership change is under way or was cut short, and what to do; one
+// whose shards agree says nothing of it.
+func TestClusterStatusNotesShardsWhoseVotersDiffer(t *testing.T) {
+	var answer atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answer.Load().(string))
+	}))
+	defer srv.Close()
+	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{
+		"SMQ_ENDPOINT": srv.URL, "ALIBABA_CLOUD_ACCESS_KEY_ID": keyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret}}
+	answer.Store(`{"node_id":1,"healthy":true,"shards":[{"shard":0,"voters":[1,2,3,4]},{"shard":1,"voters":[3,2,1]},{"shard":2,"voters":[1,2,3,4]}]}`)
+	out := c.ok("cluster", "status")
+	if !strings.Contains(out, "shard 0: [1 2 3 4]; shard 1: [1 2 3]): a membership change is under way") || strings.Contains(out, "shard 2:") {
+		t.Errorf("voters differ, stdout:\n%s", out)
+	}
+	answer.Store(`{"node_id":1,"healthy":true,"shards":[{"shard":0,"voters":[1,2,3]},{"shard":1,"voters":[3,2,1]}]}`)
+	if out := c.ok("cluster", "status"); strings.Contains(out, "membership change") {
+		t.Errorf("voters alike, stdout:\n%s", out)
+	}
+}
+
 // memberVersions asks the members at once: a member's answer may come in
 // while the others are still being started. It marked each member "?" in
 // the loop that starts them, a map write racing the first answers' (the
