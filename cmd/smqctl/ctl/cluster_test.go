@@ -348,18 +348,24 @@ func TestClusterStats(t *testing.T) {
 	}
 }
 
-// cluster status exits 5 for a node that is not healthy, or warns of a
-// voter it cannot reach, and prints the status all the same; it exited 0
-// while it printed "NOT healthy" (console2 audit, 2026-12-06).
-func TestClusterStatusExitsUnhealthy(t *testing.T) {
-	var answer atomic.Value
+// fakeClusterStatus serves GET /cluster with whatever document answer
+// holds, to a ctl pointed at it.
+func fakeClusterStatus(t *testing.T) (*atomic.Value, *ctl) {
+	answer := new(atomic.Value)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, answer.Load().(string))
 	}))
-	defer srv.Close()
-	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{
+	t.Cleanup(srv.Close)
+	return answer, &ctl{t: t, dir: t.TempDir(), env: map[string]string{
 		"SMQ_ENDPOINT": srv.URL, "ALIBABA_CLOUD_ACCESS_KEY_ID": keyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret}}
+}
+
+// cluster status exits 5 for a node that is not healthy, or warns of a
+// voter it cannot reach, and prints the status all the same; it exited 0
+// while it printed "NOT healthy" (console2 audit, 2026-12-06).
+func TestClusterStatusExitsUnhealthy(t *testing.T) {
+	answer, c := fakeClusterStatus(t)
 	for _, tc := range []struct {
 		body string
 		code int
@@ -382,14 +388,7 @@ func TestClusterStatusExitsUnhealthy(t *testing.T) {
 // membership change is under way or was cut short, and what to do; one
 // whose shards agree says nothing of it.
 func TestClusterStatusNotesShardsWhoseVotersDiffer(t *testing.T) {
-	var answer atomic.Value
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, answer.Load().(string))
-	}))
-	defer srv.Close()
-	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{
-		"SMQ_ENDPOINT": srv.URL, "ALIBABA_CLOUD_ACCESS_KEY_ID": keyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret}}
+	answer, c := fakeClusterStatus(t)
 	answer.Store(`{"node_id":1,"healthy":true,"shards":[{"shard":0,"voters":[1,2,3,4]},{"shard":1,"voters":[3,2,1]},{"shard":2,"voters":[1,2,3,4]}]}`)
 	out := c.ok("cluster", "status")
 	if !strings.Contains(out, "shard 0: [1 2 3 4]; shard 1: [1 2 3]): a membership change is under way") || strings.Contains(out, "shard 2:") {
