@@ -574,6 +574,9 @@ func restoreInto(r io.Reader, dir string) (info RestoreInfo, err error) {
 	if !seen[backupIndexName] || info.Segments == 0 {
 		return info, fmt.Errorf("%w: the archive holds no index or no log", archive.ErrDamaged)
 	}
+	if err := jumpRestoredBoot(dir); err != nil { // restore_ids.go
+		return info, err
+	}
 	for _, d := range []string{filepath.Join(dir, "wal"), dir} {
 		if err := wal.OSFS().SyncDir(d); err != nil {
 			return info, fmt.Errorf("engine: restore: %w", err)

@@ -25,7 +25,9 @@ package cluster
 //  3. A restored shard starts in a term past every term its messages'
 //     sequence numbers carry (engine.ImportedTerm) and past the term the
 //     backup saw, so that its new leaders never hand out one of them
-//     again (engine/replica.go invariant 5).
+//     again (engine/replica.go invariant 5); and engine.RestoreIDJump past
+//     them, so that they do not hand out the ids the old cluster's leaders
+//     gave in the terms it went on to after the backup either.
 //  4. Restore fills a directory beside its target and renames it into
 //     place only once every shard is imported and the archive is checked
 //     whole: the target never holds part of a backup.
@@ -341,7 +343,7 @@ func (n *Node) restoreShard(i int, rd io.Reader, conf []byte, term uint64, info 
 		return err
 	}
 	if err = b.ImportState(rd, 1, 1, conf); err == nil {
-		hs := engine.ReplicaHardState{Term: max(term, b.ImportedTerm()) + 1, Commit: 1}
+		hs := engine.ReplicaHardState{Term: max(term, b.ImportedTerm()) + engine.RestoreIDJump, Commit: 1} // engine/restore_ids.go
 		if err = b.PersistHardState(hs); err == nil {
 			err = b.SyncLog()
 		}
