@@ -54,6 +54,9 @@ type migration struct {
 	// Copied: copies stored whose original the delete missed (its
 	// visibility timeout ran out meanwhile): moved again later, twice.
 	Copied map[string]int `json:"copied_not_deleted,omitempty"`
+	// Resent: copies sent again after a send that got no answer, which
+	// the destination may have stored: they may be twice there.
+	Resent map[string]int `json:"resent_unanswered,omitempty"`
 }
 
 func (r *run) migrate(ctx context.Context, name string, args []string) error {
@@ -110,7 +113,7 @@ func (r *run) migrate(ctx context.Context, name string, args []string) error {
 		return usagef("migrate: --to %s is the source itself under another address (a queue made there shows at the source)", *to)
 	}
 
-	m := &migration{Moved: map[string]int{}, Left: map[string]string{}, Refused: map[string]map[string]string{}, Copied: map[string]int{}}
+	m := &migration{Moved: map[string]int{}, Left: map[string]string{}, Refused: map[string]map[string]string{}, Copied: map[string]int{}, Resent: map[string]int{}}
 	queues, err := m.queues(ctx, r, src, dst, *prefix)
 	if err != nil {
 		return err
@@ -136,6 +139,9 @@ func (r *run) migrate(ctx context.Context, name string, args []string) error {
 	// (as a redrive's, redrive.go).
 	if n := sumCounts(m.Copied); n > 0 {
 		return fmt.Errorf("%d message(s) copied whose original's delete missed: they are twice at the destination, or will be once moved again", n)
+	}
+	if n := sumCounts(m.Resent); n > 0 {
+		return fmt.Errorf("%d message(s) sent again after a send that got no answer: they may be twice at the destination", n)
 	}
 	return nil
 }
@@ -363,6 +369,9 @@ func (m *migration) messages(ctx context.Context, r *run, src, dst *client, queu
 				if res.Copied > 0 {
 					m.Copied[q] += res.Copied
 				}
+				if res.Resent > 0 {
+					m.Resent[q] += res.Resent
+				}
 				for _, l := range res.Left {
 					if m.Refused[q] == nil {
 						m.Refused[q] = map[string]string{}
@@ -438,6 +447,9 @@ func (r *run) printMigration(m *migration) error {
 		for _, id := range ids {
 			fmt.Fprintf(w, "  message %s refused: %s\n", id, m.Refused[q][id])
 		}
+	}
+	for _, q := range slices.Sorted(maps.Keys(m.Resent)) {
+		fmt.Fprintf(w, "%s: %d message(s) sent again after a send that got no answer (a timeout, a dropped connection): the destination may have stored the first send too, so they may be twice at the destination\n", q, m.Resent[q])
 	}
 	for _, q := range slices.Sorted(maps.Keys(m.Copied)) {
 		fmt.Fprintf(w, "%s: %d message(s) copied whose original's delete missed (its receive expired first: the queue's visibility timeout): moved again by this run or the next, so twice at the destination\n", q, m.Copied[q])
