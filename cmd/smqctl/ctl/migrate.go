@@ -54,7 +54,7 @@ type migration struct {
 	// Copied: copies stored whose original the delete missed (its
 	// visibility timeout ran out meanwhile): moved again later, twice.
 	Copied map[string]int `json:"copied_not_deleted,omitempty"`
-	// Resent: copies sent again after a send that got no answer, which
+	// Resent: copies sent again after a send that got no definite answer, which
 	// the destination may have stored: they may be twice there.
 	Resent map[string]int `json:"resent_unanswered,omitempty"`
 }
@@ -141,7 +141,7 @@ func (r *run) migrate(ctx context.Context, name string, args []string) error {
 		return fmt.Errorf("%d message(s) copied whose original's delete missed: they are twice at the destination, or will be once moved again", n)
 	}
 	if n := sumCounts(m.Resent); n > 0 {
-		return fmt.Errorf("%d message(s) sent again after a send that got no answer: they may be twice at the destination", n)
+		return fmt.Errorf("%d message(s) sent again after a send that got no definite answer: they may be twice at the destination", n)
 	}
 	return nil
 }
@@ -449,7 +449,7 @@ func (r *run) printMigration(m *migration) error {
 		}
 	}
 	for _, q := range slices.Sorted(maps.Keys(m.Resent)) {
-		fmt.Fprintf(w, "%s: %d message(s) sent again after a send that got no answer (a timeout, a dropped connection): the destination may have stored the first send too, so they may be twice at the destination\n", q, m.Resent[q])
+		fmt.Fprintf(w, "%s: %d message(s) sent again after a send that got no definite answer (a timeout, a dropped connection, a 503 \"may or may not have run\"): the destination may have stored the first send too, so they may be twice at the destination\n", q, m.Resent[q])
 	}
 	for _, q := range slices.Sorted(maps.Keys(m.Copied)) {
 		fmt.Fprintf(w, "%s: %d message(s) copied whose original's delete missed (its receive expired first: the queue's visibility timeout): moved again by this run or the next, so twice at the destination\n", q, m.Copied[q])

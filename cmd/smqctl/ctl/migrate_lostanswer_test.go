@@ -10,6 +10,7 @@ package ctl
 // messages at the destination, 48 bodies twice).
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,10 +24,9 @@ import (
 	"github.com/smqd/smqd/engine"
 )
 
-// storeThenDrop is a proxy in front of d whose first send (POST of
-// messages) is passed on, stored, and then answered by closing the
-// connection: the answer is lost.
-func storeThenDrop(t *testing.T, d *daemon) string {
+// storeThenFail is a proxy in front of d whose first send (POST of
+// messages) is passed on, stored, and then answered by fail instead.
+func storeThenFail(t *testing.T, d *daemon, fail func(w http.ResponseWriter)) string {
 	t.Helper()
 	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: d.addr})
 	var n atomic.Int64
@@ -38,11 +38,8 @@ func storeThenDrop(t *testing.T, d *daemon) string {
 		if r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/messages") && n.Add(1) == 1 {
 			rec := httptest.NewRecorder()
 			rp.ServeHTTP(rec, r) // stored at the destination
-			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
-				c.Close() // and its answer lost
-				return
-			}
-			panic(http.ErrAbortHandler)
+			fail(w)
+			return
 		}
 		rp.ServeHTTP(w, r)
 	})}
@@ -51,13 +48,36 @@ func storeThenDrop(t *testing.T, d *daemon) string {
 	return ln.Addr().String()
 }
 
+// dropAnswer closes the connection: the answer is lost.
+func dropAnswer(w http.ResponseWriter) {
+	if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+		c.Close()
+		return
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// mayHaveRun answers as a cluster node whose shard's leader gave the
+// request up, or did not answer it: 503, "may or may not have run".
+func mayHaveRun(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/xml")
+	w.WriteHeader(503)
+	io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error xmlns="http://mns.aliyuncs.com/doc/v1"><Code>ServiceUnavailable</Code>`+
+		`<Message>the leader of the queue's shard did not answer; the request may or may not have run: test</Message><RequestId>0</RequestId><HostId>h</HostId></Error>`)
+}
+
 func TestMigrateLostAnswerIsNotSilent(t *testing.T) {
+	t.Run("dropped", func(t *testing.T) { migrateThroughFailure(t, dropAnswer) })
+	t.Run("503 may or may not have run", func(t *testing.T) { migrateThroughFailure(t, mayHaveRun) })
+}
+
+func migrateThroughFailure(t *testing.T, fail func(w http.ResponseWriter)) {
 	src, dst := startDaemon(t), startDaemon(t)
 	q := src.queueWith(t, "work", func(cfg *engine.QueueConfig) { cfg.VisibilityTimeout = 30 * time.Second })
 	for i := range 16 {
 		sendEntries(t, q, engine.SendEntry{Body: []byte(strings.Repeat("b", i+1))})
 	}
-	proxy := storeThenDrop(t, dst)
+	proxy := storeThenFail(t, dst, fail)
 	r := src.ctl(t).run("migrate", "--to", proxy, "--parallel", "1", "--wait", "10s")
 	if info := src.info(t, "work"); info.Active+info.Inactive+info.Delayed != 0 {
 		t.Fatalf("the source still holds %+v", info)

@@ -64,9 +64,10 @@ type redriveResult struct {
 	// visibility timeout ran out during the run): it is still in the
 	// dead-letter queue, and a later run moves it again.
 	Copied int `json:"copied_not_deleted"`
-	// Resent: copies sent again after a send that got no answer (a
-	// timeout, a dropped connection): the destination may have stored the
-	// first send too, so they may be twice there.
+	// Resent: copies sent again after a send that got no definite answer
+	// (a timeout, a dropped connection, a 503 "may or may not have run"):
+	// the destination may have stored the first send too, so they may be
+	// twice there.
 	Resent int           `json:"resent_unanswered,omitempty"`
 	Left   []redriveLeft `json:"left"`
 }
@@ -139,7 +140,7 @@ func (r *run) queueRedrive(ctx context.Context, name string, args []string) erro
 	case res.Copied > 0:
 		return fmt.Errorf("%d message(s) copied whose original stays in %s (its delete missed): the next run moves them again", res.Copied, dlq)
 	case res.Resent > 0:
-		return fmt.Errorf("%d message(s) sent again after a send that got no answer: they may be twice at their target", res.Resent)
+		return fmt.Errorf("%d message(s) sent again after a send that got no definite answer: they may be twice at their target", res.Resent)
 	}
 	return nil
 }
@@ -380,7 +381,7 @@ func (rd *mover) send(ctx context.Context, r *run, target string, ms []Message) 
 	unanswered := false
 	err := call(ctx, r, func(rctx context.Context) (err error) {
 		res, err = rd.dst.batchSend(rctx, target, ms, rd.delay)
-		unanswered = unanswered || noAnswer(err)
+		unanswered = unanswered || uncertain(err)
 		return err
 	})
 	if err == nil && unanswered {
@@ -413,12 +414,17 @@ func (rd *mover) send(ctx context.Context, r *run, target string, ms []Message) 
 	return res, nil
 }
 
-// noAnswer reports whether err is a request's that got no answer at all
-// (not an API error, and not a connection the destination refused): the
-// destination may have done what it asked.
-func noAnswer(err error) bool {
+// uncertain reports whether err leaves open whether the destination did
+// what the request asked: no answer at all (not an API error, and not a
+// connection the destination refused), or a cluster node's 503 saying the
+// request "may or may not have run" (its shard's leader gave it up, or did
+// not answer the node that forwarded it).
+func uncertain(err error) bool {
 	var ae *APIError
-	return err != nil && !errors.As(err, &ae) && !errors.Is(err, syscall.ECONNREFUSED)
+	if errors.As(err, &ae) {
+		return ae.Status == 503 && strings.Contains(ae.Message, "may or may not have run")
+	}
+	return err != nil && !errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // redriveTarget is the queue m, in dead-letter queue dlq, goes to: to,
@@ -561,7 +567,7 @@ func (r *run) printRedrive(dlq string, res *redriveResult) error {
 	}
 	fmt.Fprintln(w)
 	if res.Resent > 0 {
-		fmt.Fprintf(w, "%d message(s) sent again after a send that got no answer (a timeout, a dropped connection): the first send may have been stored too, so they may be twice at their target\n", res.Resent)
+		fmt.Fprintf(w, "%d message(s) sent again after a send that got no definite answer (a timeout, a dropped connection, a 503 \"may or may not have run\"): the first send may have been stored too, so they may be twice at their target\n", res.Resent)
 	}
 	if res.Copied > 0 {
 		fmt.Fprintf(w, "%d message(s) copied but still in %s (their receive had expired at the delete: the queue's visibility timeout ended, or another consumer received them): a later run moves them again, a duplicate\n", res.Copied, dlq)
