@@ -48,7 +48,7 @@ const redriveJSTest = `
 import { redrive } from './redrive.js';
 import { MNSError } from './mns.js';
 
-function fakeQueue({ fail503 = new Set(), sendDelay = 0 } = {}) {
+function fakeQueue({ fail503 = new Set(), sendDelay = 0, storeThen503 = false } = {}) {
   const vis = 1000;
   let seq = 0;
   const msgs = new Map(); // id → {id, body, md5, handle, visibleAt}
@@ -87,6 +87,10 @@ function fakeQueue({ fail503 = new Set(), sendDelay = 0 } = {}) {
       once('batchSend');
       if (sendDelay) await new Promise((r) => setTimeout(r, sendDelay));
       sent.push(...copies.map((c) => c.MessageBody));
+      if (storeThen503) {
+        storeThen503 = false; // stored, and the answer says it may not be
+        throw new MNSError(503, 'ServiceUnavailable', "the leader of the queue's shard did not answer; the request may or may not have run: x", 'R');
+      }
       return copies.map((c, i) => ({ MessageId: 'C' + sent.length + '-' + i, MessageBodyMD5: 'MD5' + c.MessageBody }));
     },
     async batchDelete(name, handles) {
@@ -122,8 +126,16 @@ function check(what, cond, got) {
 {
   const f = fakeQueue({ fail503: new Set(['getQueue', 'receive', 'batchSend', 'batchDelete']) });
   const res = await redrive(f.client, 'dead', { to: 'orders' });
-  check('503s tried again: moved 3, none copied twice, queue empty', res.moved === 3 && res.copied === 0 && f.msgs.size === 0 && f.sent.length === 3, { res, left: f.msgs.size, sent: f.sent, stats: f.stats });
+  check('503s tried again: moved 3, none copied twice, queue empty', res.moved === 3 && res.copied === 0 && res.resent === 0 && f.msgs.size === 0 && f.sent.length === 3, { res, left: f.msgs.size, sent: f.sent, stats: f.stats });
   check('four 503s met', f.stats.retried === 4, f.stats);
+}
+
+// A send stored and answered 503 "may or may not have run": sent again,
+// twice at the target, and counted so.
+{
+  const f = fakeQueue({ storeThen503: true });
+  const res = await redrive(f.client, 'dead', { to: 'orders' });
+  check('a send that may or may not have run: moved 3, resent 3', res.moved === 3 && res.resent === 3 && f.sent.length === 6, { res, sent: f.sent });
 }
 
 // A send 2.5 times the visibility timeout: the originals are kept

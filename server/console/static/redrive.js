@@ -12,7 +12,9 @@
 //  5. what cannot move stays, is named with the reason, and is made
 //     visible again when the run ends;
 //  6. a request answered 503 (a cluster shard electing its leader) is
-//     tried again, 6 times in all, 250 ms apart and doubling;
+//     tried again, 6 times in all, 250 ms apart and doubling; a batch of
+//     copies sent again after a 503 "may or may not have run" may be
+//     stored twice, and is counted so (resent);
 //  7. while a batch's copies are sent, its originals are kept invisible:
 //     every half of the queue's visibility timeout each gets the whole
 //     timeout again, and the delete and the release use the latest
@@ -39,13 +41,14 @@ function target(m, dlq, to) {
   return { q };
 }
 
-// call runs f, again after a 503 (invariant 6).
-export async function call(f, { tries = 6, wait = 250 } = {}) {
+// call runs f, again after a 503 (invariant 6), telling retry of each.
+export async function call(f, { tries = 6, wait = 250, retry = () => {} } = {}) {
   for (let t = 1; ; t++) {
     try {
       return await f();
     } catch (e) {
       if (!(e instanceof MNSError && e.status === 503) || t >= tries) throw e;
+      retry(e);
       await new Promise((r) => setTimeout(r, wait));
       wait *= 2;
     }
@@ -91,7 +94,7 @@ export function keep(client, q, msgs, visMs, received) {
 
 // redrive moves up to max messages (0: every one visible at the start)
 // of dlq, each to its source queue or all to to, and reports
-// {moved, to: {queue: n}, copied, left: [{id, why}]}. progress(result)
+// {moved, to: {queue: n}, copied, resent, left: [{id, why}]}. progress(result)
 // is called after each batch.
 export async function redrive(client, dlq, { to = '', max = 0, progress = () => {} } = {}) {
   // Into itself: every message would be sent again into the queue it is
@@ -120,7 +123,7 @@ export async function redrive(client, dlq, { to = '', max = 0, progress = () => 
   };
   let limit = q.ActiveMessages;
   if (max > 0) limit = Math.min(limit, max);
-  const res = { moved: 0, to: Object.create(null), copied: 0, left: [] };
+  const res = { moved: 0, to: Object.create(null), copied: 0, resent: 0, left: [] };
   const left = new Map(); // message id → {id, why, handle}
   const leave = (m, why) => {
     const l = left.get(m.MessageId) || { id: m.MessageId };
@@ -155,7 +158,7 @@ export async function redrive(client, dlq, { to = '', max = 0, progress = () => 
       let cur;
       try {
         for (const [tq, entries] of byTarget) {
-          for (const [{ m }, r] of await sendAll(client, tq, entries)) {
+          for (const [{ m }, r] of await sendAll(client, tq, entries, res)) {
             if (r.ErrorCode) leave(m, `${tq} refused it: ${r.ErrorCode}: ${r.ErrorMessage}`);
             else if ((r.MessageBodyMD5 || '').toUpperCase() !== (m.MessageBodyMD5 || '').toUpperCase()) {
               leave(m, `${tq} stored message ${r.MessageId} with body MD5 ${r.MessageBodyMD5}, not ${m.MessageBodyMD5}`);
@@ -193,10 +196,14 @@ export async function redrive(client, dlq, { to = '', max = 0, progress = () => 
 // sendAll sends entries ({m, copy}) to tq and pairs each with its result;
 // a batch refused whole for a bad entry (InvalidArgument) is sent one by
 // one, so that one message does not hold back the rest; a missing queue
-// refuses each.
-async function sendAll(client, tq, entries) {
+// refuses each. A batch sent again after a 503 saying that the send may
+// or may not have run counts in res.resent.
+async function sendAll(client, tq, entries, res) {
   try {
-    const rs = await call(() => client.batchSend(tq, entries.map((e) => e.copy)));
+    let uncertain = false;
+    const retry = (e) => { uncertain = uncertain || /may or may not have run/.test(e.detail || ''); };
+    const rs = await call(() => client.batchSend(tq, entries.map((e) => e.copy)), { retry });
+    if (uncertain) res.resent += entries.length;
     return entries.map((e, i) => [e, rs[i]]);
   } catch (e) {
     if (!(e instanceof MNSError)) throw e;
@@ -205,7 +212,7 @@ async function sendAll(client, tq, entries) {
     }
     if (e.code !== 'InvalidArgument') throw e;
     const out = [];
-    for (const x of entries) out.push(...await sendAll(client, tq, [x]));
+    for (const x of entries) out.push(...await sendAll(client, tq, [x], res));
     return out;
   }
 }

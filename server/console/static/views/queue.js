@@ -235,6 +235,7 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
         const where = Object.entries(r.to).map(([q, n]) => `${n} to ${q}`).join(', ');
         let text = `Moved ${r.moved} message(s)${where ? ': ' + where : ''}.`;
         if (r.copied) text += ` ${r.copied} copied but still here (received again before the delete): a later run moves them again.`;
+        if (r.resent) text += ` ${r.resent} sent again after a send that may or may not have run: they may be twice at their queue.`;
         if (r.left.length) text += ` ${r.left.length} left here.`;
         say(rdNote, r.left.length === 0, text);
         replace(rdLeft, r.left.map((l) => h('tr', { 'data-message': l.id }, h('td', { class: 'mono' }, l.id), h('td', {}, l.why))));
