@@ -314,7 +314,11 @@ func (n *Node) changeMembers(ctx context.Context, op byte, id uint64, addr strin
 			}
 		}
 		if len(left) == 0 {
-			n.log.Info("membership changed", "op", map[byte]string{memberAdd: "add", memberRemove: "remove"}[op], "member", id, "addr", addr)
+			if op == memberAdd {
+				n.log.Info("membership changed", "op", "add", "member", id, "addr", addr)
+			} else {
+				n.log.Info("membership changed", "op", "remove", "member", id, "forced", addr == forcedRemoval)
+			}
 			return nil
 		}
 		switch {
