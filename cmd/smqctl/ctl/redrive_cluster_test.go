@@ -2,19 +2,21 @@ package ctl
 
 // Dead-letter audit (2026-12-07): a dead-letter queue on another shard
 // than its source, its messages over the wire, and smqctl queue redrive,
-// all through a node that leads neither shard. Raft ports 47601-47603.
+// all through a node that leads neither shard.
 
 import (
 	"fmt"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/smqd/smqd/cmd/internal/testnet"
 )
 
 func TestClusterRedriveThroughNeitherLeader(t *testing.T) {
 	c := &testCluster{raft: map[uint64]string{}}
 	for i := range 3 {
-		c.raft[uint64(i+1)] = fmt.Sprintf("127.0.0.1:%d", 47601+i)
+		c.raft[uint64(i+1)] = testnet.FreeLoopback(t) // fixed ports met other processes' (an audit's)
 	}
 	for i := range 3 {
 		c.start(t, uint64(i+1), false)
