@@ -176,6 +176,9 @@ type pusher struct {
 	following bool
 	gen       uint64
 
+	// live counts the running workers (Settled waits for a yielding
+	// leader's stopped ones: replica_role.go Yield).
+	live                               atomic.Int32
 	reqSeq                             atomic.Uint64
 	delivered, failed, dead, discarded atomic.Int64
 	onAttempt                          func() // tests: called after each attempt
@@ -384,6 +387,7 @@ func (p *pusher) start(s *subscription, q *Queue) {
 	ps.workers = int32(workers)
 	ps.running.Store(1)
 	p.wg.Add(1)
+	p.live.Add(1)
 	p.mu.Unlock()
 	go ps.work(ctx, true)
 }
@@ -475,6 +479,7 @@ func (b *Broker) PushStats() PushStats { return b.pusher.stats() }
 // finds nothing (grow).
 func (ps *pushSub) work(ctx context.Context, keeper bool) {
 	defer ps.p.wg.Done()
+	defer ps.p.live.Add(-1)
 	defer func() {
 		// The last worker: grow starts none from zero, so ps is done.
 		if ps.running.Add(-1) == 0 {

@@ -65,6 +65,7 @@ func (ps *pushSub) grow(ctx context.Context) {
 		}
 		if ps.running.CompareAndSwap(n, n+1) {
 			ps.p.wg.Add(1) // a running worker holds the group: never at zero here
+			ps.p.live.Add(1)
 			go ps.work(ctx, false)
 			return
 		}

@@ -495,7 +495,11 @@ func (q *Queue) revisit(h ReceiptHandle, timeout time.Duration, durable, back bo
 	if err := q.b.store.stalled(); err != nil {
 		return ReceiptHandle{}, time.Time{}, err // as delete: refused before anything changes
 	}
-	if err := q.b.store.enter(); err != nil {
+	enter := q.b.store.enter
+	if r, ok := q.b.store.(*replStore); ok && back {
+		enter = r.enterGiveBack // a yielding leader's stopped push workers (Yield)
+	}
+	if err := enter(); err != nil {
 		return ReceiptHandle{}, time.Time{}, err
 	}
 	now := q.b.nowMs()

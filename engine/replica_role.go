@@ -40,7 +40,7 @@ func (b *Broker) SetLeader(leader bool, term uint64) error {
 		return ErrDiverged
 	}
 	again := leader && r.leader && r.term == term
-	r.leader, r.term, r.yield = leader, term, false
+	r.leader, r.term, r.yield, r.pushDrain = leader, term, false, false
 	var unlogged []logRec
 	if !leader {
 		for len(r.pending) > 0 {
@@ -106,12 +106,31 @@ func (b *Broker) Yield(on bool) error {
 	}
 	r.mu.Lock()
 	var unlogged []logRec
-	if r.yield && !on && r.leader {
+	resumed := r.yield && !on && r.leader
+	if resumed {
 		unlogged = r.takeUnloggedLocked() // made while yielding: invariant 2 of replica_expiry.go
 	}
+	started := on && r.leader && !r.yield
 	r.yield = on && r.leader
+	r.pushDrain = started || r.pushDrain && r.yield
+	if started {
+		r.drainEnd = time.Now().Add(pushDrainMax)
+	}
+	term := r.term
 	r.mu.Unlock()
 	r.logUnlogged(unlogged)
+	switch {
+	case started:
+		// Its push workers stop now, while it still leads, and give back
+		// what they took and did not try (push.go), admitted although it
+		// yields (enterGiveBack; Settled waits for them): the next leader
+		// pushes those at once. After the step-down (SetLeader) a give-back
+		// was refused, and they stayed leased for the push lease with the
+		// receive counted as an attempt (topics2 audit, 2026-12-07).
+		b.pusher.follow()
+	case resumed:
+		b.leadTopics(term) // the hand-over did not happen: push again
+	}
 	return nil
 }
 
@@ -124,8 +143,18 @@ func (b *Broker) Settled() bool {
 		return true
 	}
 	r.mu.Lock()
+	drain := r.draining()
+	r.mu.Unlock()
+	if drain && b.pusher.live.Load() > 0 {
+		return false // a stopped push worker may still give back (Yield)
+	}
+	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.pending) == 0 && r.inflight == 0
+	if len(r.pending) == 0 && r.inflight == 0 {
+		r.pushDrain = false // no worker runs: nothing more to give back (invariant 10)
+		return true
+	}
+	return false
 }
 
 // Diverged reports whether the broker's live state may hold a change its
@@ -213,6 +242,33 @@ func (r *replStore) exportFence() error {
 func (r *replStore) enter() error {
 	_, err := r.admit()
 	return err
+}
+
+// pushDrainMax bounds the give-backs of a yielding leader's push workers
+// (Yield): well within the second a hand-over waits for Settled
+// (engine/cluster settleMax), so that none is admitted once the transfer
+// may have started. A worker not done by then (a dead-letter move to
+// another shard in progress) leaves the rest leased, as before.
+const pushDrainMax = 500 * time.Millisecond
+
+// draining reports whether a yielding leader still admits give-backs
+// (r.mu held).
+func (r *replStore) draining() bool {
+	return r.pushDrain && time.Now().Before(r.drainEnd)
+}
+
+// enterGiveBack is enter for a push worker's give-back (Queue.giveBack):
+// also admitted while the leader yields, until Settled has reported true
+// (pushDrain), so that what the stopped workers took and did not try is
+// visible again on the next leader at once.
+func (r *replStore) enterGiveBack() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.leader || r.yield && !r.draining() {
+		return ErrRetryOnLeader
+	}
+	r.inflight++
+	return nil
 }
 
 // enterLeading is enter for a receive: it also returns the term the
