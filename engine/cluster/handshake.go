@@ -147,6 +147,10 @@ func explainRefusal(err error) error {
 	return err
 }
 
+// errNoClusterTLS: an accepted connection opened with a TLS handshake
+// at a node without cluster TLS: the key was never tried.
+var errNoClusterTLS = errors.New("cluster: the peer speaks TLS and this node has no cluster TLS (--cluster-tls-cert, --cluster-tls-key, --cluster-tls-ca)")
+
 // errWrongPeer: the node reached at an address is not the one dialled;
 // this node did not prove itself to it.
 var errWrongPeer = errors.New("cluster: the node reached is not the one dialled")
@@ -234,6 +238,13 @@ func (t *transport) handshake(c net.Conn) (kind byte, from uint64, _ net.Conn, e
 		err := tc.Handshake()
 		hb.Done()
 		if err != nil {
+			var rh tls.RecordHeaderError
+			if errors.As(err, &rh) {
+				// Not TLS at all: most likely a node started without
+				// --cluster-tls-* (Go says only "first record does not
+				// look like a TLS handshake").
+				return 0, 0, c, fmt.Errorf("TLS: the peer does not speak TLS (a node without --cluster-tls-*?): %w", err)
+			}
 			return 0, 0, c, explainRefusal(fmt.Errorf("TLS: %w", err))
 		}
 		c = tc
@@ -252,6 +263,9 @@ func (t *transport) accept(c net.Conn) (kind byte, from uint64, err error) {
 		return 0, 0, err
 	}
 	if string(hello[:len(handshakeMagic)]) != handshakeMagic {
+		if hello[0] == 0x16 && hello[1] == 0x03 { // a TLS handshake record
+			return 0, 0, errNoClusterTLS
+		}
 		return 0, 0, fmt.Errorf("%w: not a cluster peer", ErrAuth)
 	}
 	kind = hello[len(handshakeMagic)]
