@@ -128,7 +128,7 @@ func openDurable(o *Options) (*durableStore, error) {
 	if need := wo.ReserveBytes() + iopts.ReserveBytes(); o.FreeSpaceReserve > 0 && o.FreeSpaceReserve < need {
 		// space.go: below this, a disk that others fill can reach Badger's
 		// memory-mapped memtable (SIGBUS) before the guard stops writes.
-		o.Logger.Warn("the free-space reserve is below what the log and the index need: a disk filled by another process can end smqd (SIGBUS in the index)",
+		o.Logger.Warn("the free-space reserve is below what the log and the index need: a full disk can end smqd (SIGBUS in the index), whether smqd's own writes fill it or another process's",
 			"reserve_bytes", o.FreeSpaceReserve, "needed_bytes", need)
 	}
 	walFS := wo.FS

@@ -250,7 +250,7 @@ func newBrokerCollector(s *Server) *brokerCollector {
 		{"smqd_wal_file_reads_total", "Body reads served from WAL segment files.", func(st *engine.StorageStats) uint64 { return st.WAL.FileReads }},
 		{"smqd_wal_spare_failures_total", "Failed attempts to prepare a new WAL segment file (retried with backoff).", func(st *engine.StorageStats) uint64 { return st.WAL.SpareFailures }},
 		{"smqd_wal_roll_stalls_total", "Segment rolls that had to wait for a segment file.", func(st *engine.StorageStats) uint64 { return st.WAL.RollStalls }},
-		{"smqd_wal_sticky_failures_total", "WAL write or fsync failures (the log stops taking changes until smqd is restarted).", func(st *engine.StorageStats) uint64 { return st.WAL.StickyFailures }},
+		{"smqd_wal_sticky_failures_total", "WAL write or fsync failures (the log takes no change until the broker is reopened: in place on a single node, the shard restarted on a cluster node).", func(st *engine.StorageStats) uint64 { return st.WAL.StickyFailures }},
 	}
 	for _, w := range wal {
 		d.walCounters = append(d.walCounters, desc(w.name, w.help))

@@ -25,7 +25,10 @@ package wal
 //  2. Resync covers [SyncedEnd, WrittenEnd) plus, in a recycled file, the
 //     end mark after it: everything written that no successful fsync
 //     covered. Before that range every byte was fsynced (invariant 4).
-//     ResyncTail covers [from, End at Open) and the end mark the same way.
+//     When the range is empty (a write failed, not an fsync), it rewrites
+//     up to resyncProbeBytes before it instead, unchanged: a probe of
+//     whether the disk takes writes again. ResyncTail covers
+//     [from, End at Open) and the end mark the same way.
 //  3. A nil return means the disk holds every byte a reopen will read as
 //     records in the range; on an error the disk still refuses, and nothing
 //     may be reopened (or appended) on top of the failed bytes.
@@ -48,12 +51,42 @@ func (l *Log) Resync() error {
 		return nil
 	}
 	from, to := l.SyncedEnd(), l.WrittenEnd()
+	if from == to {
+		// Nothing unsynced (the failure was a write that did not happen):
+		// rewriting nothing would say nothing about the disk, and the
+		// broker would be closed and reopened while the disk may still
+		// refuse everything, leaving none to serve reads until a reopen
+		// succeeds. Probe it with the last bytes written instead: read
+		// back, written again unchanged, and fsynced.
+		from = l.probeFrom(to)
+	}
 	if _, err := l.rewriteRange(from, to); err != nil {
 		return err
 	}
 	l.resynced.Store(true) // nothing writes the files any more (invariant 1)
 	l.log.Info("wal resynced after its failure: what a reopen finds is on disk", "from", uint64(from), "to", uint64(to))
 	return nil
+}
+
+// resyncProbeBytes is how much Resync rewrites, already durable, to find
+// out whether the disk takes writes again when nothing is unsynced.
+const resyncProbeBytes = 4096
+
+// probeFrom returns where Resync's probe of the bytes before to starts:
+// at most resyncProbeBytes back, within the segment holding them (to itself
+// when no byte precedes it there).
+func (l *Log) probeFrom(to Pos) Pos {
+	if to == 0 {
+		return to
+	}
+	s := l.segs.Load().find(to - 1)
+	if s == nil || s.start >= to {
+		return to
+	}
+	if to-s.start > resyncProbeBytes {
+		return to - resyncProbeBytes
+	}
+	return s.start
 }
 
 // ErrResyncAfterAppend is ResyncTail's error once the log has taken a

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -58,7 +59,37 @@ func (r *certReloader) read() (*tls.Certificate, error) {
 			return nil, fmt.Errorf("load TLS certificate: %w", err)
 		}
 	}
+	if err := selfHandshake(&c); err != nil {
+		return nil, fmt.Errorf("load TLS certificate: no handshake can use this pair: %w", err)
+	}
 	return &c, nil
+}
+
+// selfHandshake makes one handshake with c, over a pipe, to a client that
+// checks nothing: a pair that loads but whose key crypto/tls cannot sign
+// with (ECDSA on P-224, for one) would otherwise be installed and fail
+// every handshake after it.
+func selfHandshake(c *tls.Certificate) error {
+	cli, srv := net.Pipe()
+	defer cli.Close()
+	defer srv.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	cli.SetDeadline(deadline)
+	srv.SetDeadline(deadline)
+	done := make(chan error, 1)
+	go func() {
+		err := tls.Server(srv, &tls.Config{Certificates: []tls.Certificate{*c}}).Handshake()
+		srv.Close()
+		done <- err
+	}()
+	// The client verifies nothing: the dates and the chain are checked
+	// elsewhere (check); this is about the key alone.
+	cerr := tls.Client(cli, &tls.Config{InsecureSkipVerify: true}).Handshake() //nolint:gosec
+	cli.Close()
+	if serr := <-done; serr != nil {
+		return serr
+	}
+	return cerr
 }
 
 // load reads the pair and installs it if the check passes.
