@@ -114,7 +114,11 @@ func TestReopenAfterStorageFailure(t *testing.T) {
 
 // reopeningEnv is a durable server whose log files fail as ffs says, and
 // which reopens its broker (Options.Reopen) every 10 ms while it fails.
-func reopeningEnv(t *testing.T) (*testEnv, *wal.FaultFS) {
+func reopeningEnv(t *testing.T) (*testEnv, *wal.FaultFS) { return reopeningEnvWith(t, nil) }
+
+// reopeningEnvWith is reopeningEnv with tweak applied to the server's
+// options too.
+func reopeningEnvWith(t *testing.T, tweak func(*Options)) (*testEnv, *wal.FaultFS) {
 	dir := t.TempDir()
 	ffs := wal.NewFaultFS(wal.OSFS())
 	ffs.Filter = func(name string) bool { return strings.HasSuffix(name, ".wal") }
@@ -132,6 +136,9 @@ func reopeningEnv(t *testing.T) (*testEnv, *wal.FaultFS) {
 				return engine.Open(eo)
 			}
 			o.ReopenBackoff = 10 * time.Millisecond
+			if tweak != nil {
+				tweak(o)
+			}
 		},
 	})
 	return env, ffs
