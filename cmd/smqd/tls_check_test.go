@@ -45,6 +45,12 @@ func newTestCA(t *testing.T, dir, name string) *testCA {
 func (ca *testCA) issue(t *testing.T, dir, name string, from, to time.Time, uses ...x509.ExtKeyUsage) (certFile, keyFile string) {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	return ca.issueKey(t, dir, name, key, from, to, uses...)
+}
+
+// issueKey is issue for a key of the caller's.
+func (ca *testCA) issueKey(t *testing.T, dir, name string, key *ecdsa.PrivateKey, from, to time.Time, uses ...x509.ExtKeyUsage) (certFile, keyFile string) {
+	t.Helper()
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
 		NotBefore: from, NotAfter: to, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: uses,
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
