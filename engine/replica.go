@@ -225,10 +225,8 @@ type replStore struct {
 	mu     sync.Mutex
 	leader bool // guarded by mu: takes changes
 	yield  bool // guarded by mu: a leader handing the lead over takes no new operation (Yield)
-	// pushDrain: a yielding leader's push workers, stopped by Yield, may
-	// still give back what they took and did not try (enterGiveBack),
-	// until Settled first reports true or pushDrainMax has passed
-	// (drainEnd). Guarded by mu.
+	// pushDrain, drainEnd (guarded by mu): a yielding leader's stopped push
+	// workers may still give back (enterGiveBack), until Settled or drainEnd.
 	pushDrain bool
 	drainEnd  time.Time
 	// inflight: admitted operations still changing state (invariant 10).
