@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 )
@@ -75,7 +76,7 @@ var shortcuts = map[string][2]string{
 func (r *run) dispatch(ctx context.Context, args []string) error {
 	root := flag.NewFlagSet("smqctl", flag.ContinueOnError)
 	r.g.register(root)
-	root.SetOutput(r.env.Stderr)
+	root.SetOutput(io.Discard) // the error is printed once, by the caller (usagef), as for a command's flags
 	root.Usage = func() {}
 	if err := root.Parse(args); err != nil {
 		if err == flag.ErrHelp {

@@ -1,6 +1,9 @@
 package ctl
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // An empty connection flag is an unset variable in a script, not "use the
 // default": `smqctl --endpoint "$TARGET" queue purge orders` with TARGET
@@ -24,5 +27,15 @@ func TestEmptyConnectionFlagIsUsageError(t *testing.T) {
 		if info := d.info(t, "orders"); info.Active != 1 {
 			t.Fatalf("smqctl %q purged the queue: %+v", args, info)
 		}
+	}
+}
+
+// A root flag's bad value is said once: the flag package printed it and
+// then so did the usage error (tour2 audit).
+func TestRootFlagErrorSaidOnce(t *testing.T) {
+	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{}}
+	r := c.run("--timeout", "bad", "queue", "ls")
+	if r.code != ExitUsage || strings.Count(r.stderr, `invalid value "bad"`) != 1 {
+		t.Errorf("exit %d, stderr %q: want exit %d and the error once", r.code, r.stderr, ExitUsage)
 	}
 }
