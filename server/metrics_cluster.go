@@ -65,7 +65,7 @@ func newClusterCollector(c *cluster.Node) *clusterCollector {
 	cc.commit = desc("smqd_cluster_shard_commit_index", "The shard's commit index on this node.", "shard")
 	cc.applied = desc("smqd_cluster_shard_applied_index", "The last entry of the shard this node applied.", "shard")
 	cc.applyLag = desc("smqd_cluster_shard_apply_lag", "Committed entries of the shard this node has not applied yet.", "shard")
-	cc.followerLag = desc("smqd_cluster_shard_follower_lag", "On the shard's leader: entries each follower lacks. A follower that is down shows 0 on a shard with nothing new: see smqd_cluster_shard_follower_active.", "shard", "follower")
+	cc.followerLag = desc("smqd_cluster_shard_follower_lag", "On the shard's leader: entries each follower lacks. A follower that went down while this node led shows 0 on a shard with nothing new; one not heard from since this node became leader shows the commit index: see smqd_cluster_shard_follower_active.", "shard", "follower")
 	cc.followerActive = desc("smqd_cluster_shard_follower_active", "On the shard's leader: 1 if it heard from the follower within two election timeouts, 0 if the follower is not answering (down, or cut off).", "shard", "follower")
 	cc.elections = desc("smqd_cluster_shard_elections_total", "Leader changes of the shard this node saw.", "shard")
 	cc.proposals = desc("smqd_cluster_shard_proposals_total", "Proposals this node handed to the shard's Raft group.", "shard")
