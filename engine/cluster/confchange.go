@@ -7,6 +7,7 @@ package cluster
 import (
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/smqd/smqd/engine"
 	"go.etcd.io/raft/v3"
@@ -69,6 +70,9 @@ func (s *shard) applyConfChange(b *engine.Broker, e *pb.Entry) error {
 		return err
 	}
 	s.st.setConfState(cs)
+	if s.id == 0 {
+		s.n.zeroSince.Store(time.Now().UnixNano()) // memberorder.go
+	}
 	s.n.confChanged(s.id, e)
 	return nil
 }

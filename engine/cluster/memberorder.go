@@ -14,8 +14,10 @@ package cluster
 //     shards' leaders only once it has applied the change in shard 0
 //     (changeMembers).
 //   - Shard 0's leader proposes a change only while every shard's voters,
-//     as it has applied them, are shard 0's: no other change is under way.
-//     Otherwise it answers busy.
+//     as it has applied them, are shard 0's: no other change is under way;
+//     or, once shard 0's voters have not changed for memberSettle, while
+//     every other shard holds the change already (below). Otherwise it
+//     answers busy.
 //   - Any other shard's leader proposes a change only once shard 0, as it
 //     has applied it, holds the change: the member a voter of shard 0 for
 //     an add, and not one for a removal. Otherwise it answers busy.
@@ -30,7 +32,21 @@ package cluster
 //
 // A change cut short (the member making it killed, a timeout) leaves the
 // shards unlike shard 0, and every other change is busy until someone
-// repeats it: that finishes it. A forced removal (ForceRemoveMember)
+// repeats it: that finishes it.
+//
+// Shard 0 alone may also lack a change every other shard holds: an
+// older build's change cut short, or a replacement (below) cut short in
+// shard 0 while its member was down, which then replaces it only where it
+// is a voter (memberorder audit, 2026-12-07). Every change was busy then,
+// the one that would make the shards alike included. So shard 0's leader
+// also takes a change that every other shard holds already, once shard
+// 0's voters have not changed here for memberSettle. Not at once: a
+// change just made in shard 0 leaves the others behind it by that change,
+// which looks the same to the inverse change (an add of X and a removal
+// of X asked at once), and a proposal of the first still pending in
+// another shard could then commit after the second, leaving them split.
+// A change's member stops asking after its request's deadline (30 s in
+// the server), well within memberSettle. A forced removal (ForceRemoveMember)
 // skips both checks. It is the way out when the change cut short cannot
 // be finished (an add of a node that is gone), or when the shards differ
 // from a build before this order, when a change could reach any shard
@@ -57,6 +73,11 @@ const (
 // forcedRemoval, in a removal's address field (unused by a removal),
 // asks the leader to skip the order. A build before it ignores the field.
 const forcedRemoval = "force"
+
+// memberSettle is how long shard 0's voters must have stayed as they
+// are before its leader takes a change that every other shard holds
+// already (the file comment).
+var memberSettle = time.Minute
 
 // memberBusyFor bounds how long changeMembers waits while the shards
 // answer busy before it gives up with ErrMembershipBusy. A change under
@@ -87,12 +108,17 @@ func (s *shard) inOrder(op byte, id uint64, forced bool) bool {
 		}
 		return slices.Contains(zero, id) == (op == memberAdd)
 	}
-	for _, o := range s.n.shards[1:] {
-		if !sameVoters(o.st.votersNow(), zero) {
-			return false
-		}
+	after := slices.DeleteFunc(slices.Clone(zero), func(v uint64) bool { return v == id })
+	if op == memberAdd {
+		after = append(after, id)
 	}
-	return true
+	alike, ahead := true, true
+	for _, o := range s.n.shards[1:] {
+		v := o.st.votersNow()
+		alike = alike && sameVoters(v, zero)
+		ahead = ahead && sameVoters(v, after)
+	}
+	return alike || ahead && time.Since(time.Unix(0, s.n.zeroSince.Load())) > memberSettle
 }
 
 // sameVoters reports whether a and b hold the same ids.

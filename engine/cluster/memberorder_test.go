@@ -142,3 +142,29 @@ func TestClusterChangeWaitsForTheOneCutShort(t *testing.T) {
 	c.everyShardHas(0, 1, 2)
 	c.everyShardHas(1, 1, 2)
 }
+
+// Shard 0 alone lacks a member every other shard has (a replacement cut
+// short in shard 0 while its member was down, which then replaces it only
+// where it is a voter): every change was busy, the add that would make the
+// shards alike again included (memberorder audit). Shard 0's leader takes
+// it once shard 0's voters have stayed as they are for memberSettle, and
+// not before.
+func TestClusterShardZeroBehindTakesTheChangeTheOthersHold(t *testing.T) {
+	shorten(t, &memberBusyFor, 500*time.Millisecond)
+	shorten(t, &memberSettle, time.Hour)
+	c := newTestCluster(t, 3, 3)
+	c.cutShort(&pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(3)}}}, 1, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.nodes[0].AddMember(ctx, 3, c.addrs[3]); !errors.Is(err, ErrMembershipBusy) {
+		t.Fatalf("the add back right after shard 0's change: %v, want ErrMembershipBusy", err)
+	}
+	memberSettle = 200 * time.Millisecond
+	time.Sleep(300 * time.Millisecond) // past memberSettle: the rule's condition, not an assertion
+	if err := c.nodes[0].AddMember(ctx, 3, c.addrs[3]); err != nil {
+		t.Fatalf("the add back once shard 0 settled: %v", err)
+	}
+	for i := range 3 {
+		c.everyShardHas(i, 1, 2, 3)
+	}
+}

@@ -104,6 +104,7 @@ type Node struct {
 
 	refused   atomic.Int64 // handshakes refused (wrong or missing key)
 	holdUntil atomic.Int64 // Unix ns: moves between queues are held until then (holdmoves.go)
+	zeroSince atomic.Int64 // Unix ns: shard 0's voters here unchanged since (start, or its last change; memberorder.go)
 	holds     holds        // the holds behind holdUntil
 	snapshots atomic.Int64 // snapshots installed on this node
 	forwarded atomic.Int64 // requests forwarded to a leader and answered
@@ -247,6 +248,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	cfg.RaftListener = nil // the node owns it now
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{})}
+	n.zeroSince.Store(time.Now().UnixNano())
 	n.tr = newTransport(cfg.NodeID, cfg.Key, cfg.APIAddr, ln, n.log.With("component", "transport"))
 	n.tr.acceptKeys = cfg.AcceptKeys
 	n.tr.tls = cfg.TLS
