@@ -257,13 +257,13 @@ func (q *Queue) finishMoves(ps []pendingMove) (gone int, err error) {
 		}
 		ts := p.tst.slab.at(p.tidx)
 		ts.bodyPos, ts.recSize = p.rec.pos, p.rec.size
-		var woken int
+		woken := p.tst.advanceLocked(now) // as Send: never ahead of a message visible before now
 		if p.delayed {
 			ts.setState(stDelayed)
 			p.tst.nDelayed++
-			woken = p.tst.armLocked(p.tidx, now)
+			woken += p.tst.armLocked(p.tidx, now)
 		} else {
-			woken = p.tst.activateLocked(p.tidx)
+			woken += p.tst.activateLocked(p.tidx)
 		}
 		p.tst.scheduleLocked(now)
 		p.tst.flushLocked()

@@ -299,13 +299,13 @@ func (b *Broker) Publish(topicName string, in PublishInput) (PublishResult, erro
 		}
 		s := st.slab.at(tg.idx)
 		s.bodyPos, s.recSize = r.pos, r.size
-		woken := 0
+		woken := st.advanceLocked(now) // as Send: never ahead of a message visible before now
 		if tg.delay > 0 {
 			s.setState(stDelayed)
 			st.nDelayed++
-			woken = st.armLocked(tg.idx, now)
+			woken += st.armLocked(tg.idx, now)
 		} else {
-			woken = st.activateLocked(tg.idx)
+			woken += st.activateLocked(tg.idx)
 		}
 		st.scheduleLocked(now)
 		st.flushLocked()

@@ -276,6 +276,10 @@ func (q *Queue) Send(entries []SendEntry, out []SendResult) ([]SendResult, error
 		clear(sb.recs[:n])
 		return out[:base], q.goneErr()
 	}
+	// Messages whose delay or visibility ended before now go first: the
+	// stripe's timer may not have run yet (it fires late under load), and
+	// a message sent now must not overtake them in their lane.
+	activated += st.advanceLocked(now)
 	for i := 0; i < n; i++ {
 		idx := sb.slots[i]
 		s := st.slab.at(idx)

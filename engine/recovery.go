@@ -563,6 +563,14 @@ func (rb *rebuild) install(val []byte) {
 		st.insertFutureLocked(idx)
 	default:
 		sl.setMeta(enq, int(s.prio), stActive)
+		if rb.d.repl == nil {
+			// An Active message has no live handle, but a receive whose
+			// state record a crash lost issued generation gen+1, and
+			// the next receive would issue that very handle again (a
+			// receive's record rides the next group commit). Start this
+			// boot's generations above every earlier boot's.
+			sl.gen = max(sl.gen, uint32(rb.d.boot)<<16)
+		}
 		st.activateLocked(idx)
 	}
 	rb.installed++
