@@ -46,11 +46,13 @@ package cluster
 // of X asked at once), and a proposal of the first still pending in
 // another shard could then commit after the second, leaving them split.
 // A change's member stops asking after its request's deadline (30 s in
-// the server), well within memberSettle. A forced removal (ForceRemoveMember)
-// skips both checks. It is the way out when the change cut short cannot
-// be finished (an add of a node that is gone), or when the shards differ
-// from a build before this order, when a change could reach any shard
-// first. Two forced removals at once are not ordered.
+// the server), well within memberSettle.
+//
+// A forced removal (ForceRemoveMember) skips both checks. It is the way
+// out when the change cut short cannot be finished (an add of a node that
+// is gone), or when the shards differ from a build before this order,
+// when a change could reach any shard first. Two forced removals at once
+// are not ordered.
 //
 // The replacement of an emptied member (rejoin.go) is made per shard and
 // skips these checks. Its shard differs from the others while it runs,
