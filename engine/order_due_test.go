@@ -43,15 +43,23 @@ type lateTimer struct{}
 func (lateTimer) Stop() bool               { return true }
 func (lateTimer) Reset(time.Duration) bool { return true }
 
+// lateBroker opens an in-memory broker of stripes on a lateClock, closed
+// with the test.
+func lateBroker(t *testing.T, stripes int) (*lateClock, *Broker) {
+	t.Helper()
+	clk := &lateClock{now: t0}
+	b, err := Open(Options{Clock: clk, Stripes: stripes, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return clk, b
+}
+
 func TestSendDoesNotOvertakeAMessageVisibleBeforeIt(t *testing.T) {
 	for _, kind := range []string{"delay", "visibility", "publish", "dead-letter"} {
 		t.Run(kind, func(t *testing.T) {
-			clk := &lateClock{now: t0}
-			b, err := Open(Options{Clock: clk, Stripes: 1, Logger: testLogger(t)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
+			clk, b := lateBroker(t, 1)
 			cfg := DefaultQueueConfig()
 			cfg.VisibilityTimeout = time.Second
 			q := mustQueue(t, b, "order", cfg)
@@ -122,12 +130,7 @@ func TestSendDoesNotOvertakeAMessageVisibleBeforeIt(t *testing.T) {
 // Peek and Attributes see the state at now exactly (stripe.catchUp), with a
 // stripe timer that has not fired.
 func TestPeekAndCountsWithALateTimer(t *testing.T) {
-	clk := &lateClock{now: t0}
-	b, err := Open(Options{Clock: clk, Stripes: 2, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	clk, b := lateBroker(t, 2)
 	cfg := DefaultQueueConfig()
 	cfg.Retention = time.Minute
 	q := mustQueue(t, b, "late", cfg)

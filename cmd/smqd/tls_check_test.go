@@ -85,6 +85,20 @@ func servedCN(r *certReloader) string {
 	return c.Leaf.Subject.CommonName
 }
 
+// liveReloader installs pair good as dir's live pair and returns it, a
+// certReloader serving it, and the reloader's log.
+func liveReloader(t *testing.T, dir string, good [2]string) ([2]string, *certReloader, *strings.Builder) {
+	t.Helper()
+	live := [2]string{filepath.Join(dir, "live.pem"), filepath.Join(dir, "live-key.pem")}
+	replacePair(t, live, good)
+	logs := new(strings.Builder)
+	r, err := newCertReloader(live[0], live[1], slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return live, r, logs
+}
+
 // The API's certificate: a reload refuses an expired or not yet valid
 // pair and keeps serving the one in use (it used to install it, report
 // the reload as successful, and every client then refused the server);
@@ -96,13 +110,7 @@ func TestCertReloaderRefusesAPairOutsideItsDates(t *testing.T) {
 	good := pair(ca.issue(t, dir, "good", now.Add(-time.Hour), now.Add(time.Hour), srv))
 	expired := pair(ca.issue(t, dir, "expired", now.Add(-2*time.Hour), now.Add(-time.Hour), srv))
 	early := pair(ca.issue(t, dir, "early", now.Add(time.Hour), now.Add(2*time.Hour), srv))
-	live := [2]string{filepath.Join(dir, "live.pem"), filepath.Join(dir, "live-key.pem")}
-	replacePair(t, live, good)
-	var logs strings.Builder
-	r, err := newCertReloader(live[0], live[1], slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	live, r, logs := liveReloader(t, dir, good)
 	for _, bad := range []struct {
 		pair [2]string
 		says string
@@ -115,7 +123,7 @@ func TestCertReloaderRefusesAPairOutsideItsDates(t *testing.T) {
 	}
 	replacePair(t, live, expired)
 	logs.Reset()
-	r, err = newCertReloader(live[0], live[1], slog.New(slog.NewTextHandler(&logs, nil)))
+	r, err := newCertReloader(live[0], live[1], slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil || servedCN(r) != "expired" || !strings.Contains(logs.String(), "is not valid now") {
 		t.Fatalf("start with an expired pair: %v; log:\n%s", err, logs.String())
 	}

@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -54,24 +53,18 @@ func TestCertReloaderRefusesAPairNoHandshakeCanUse(t *testing.T) {
 	now := time.Now()
 	good := pair(ca.issue(t, dir, "good", now.Add(-time.Hour), now.Add(time.Hour), x509.ExtKeyUsageServerAuth))
 	p224 := pair(ca.issueP224(t, dir, "p224"))
-	live := [2]string{filepath.Join(dir, "live.pem"), filepath.Join(dir, "live-key.pem")}
-	replacePair(t, live, good)
-	var logs strings.Builder
-	r, err := newCertReloader(live[0], live[1], slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	live, r, logs := liveReloader(t, dir, good)
 	if err := handshakeWith(t, r, ca); err != nil {
 		t.Fatalf("handshake with the good pair: %v", err)
 	}
 	replacePair(t, live, p224)
 	logs.Reset()
-	err = r.reload()
+	err := r.reload()
 	if hs := handshakeWith(t, r, ca); err == nil || servedCN(r) != "good" || hs != nil || !strings.Contains(logs.String(), "not reloaded") {
 		t.Fatalf("reload of a P-224 pair: err %v, serving %s, handshake after it: %v; log:\n%s", err, servedCN(r), hs, logs.String())
 	}
 	// At start such a pair is refused like one that does not load.
-	if _, err := newCertReloader(live[0], live[1], slog.New(slog.NewTextHandler(&logs, nil))); err == nil {
+	if _, err := newCertReloader(live[0], live[1], slog.New(slog.NewTextHandler(logs, nil))); err == nil {
 		t.Fatal("start with a P-224 pair: accepted; every handshake would fail")
 	}
 }
