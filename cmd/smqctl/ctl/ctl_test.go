@@ -345,6 +345,9 @@ func TestStats(t *testing.T) {
 	}
 	c.fail(ExitNotFound, "stats", "missing")
 	c.fail(ExitUsage, "stats", "--interval", "1ms")
+	// A negative --count is a mistake, not the default: 0 refreshes until
+	// interrupted, and nothing else below 1 means anything.
+	c.fail(ExitUsage, "stats", "--count", "-1")
 }
 
 func TestCredentialsAndErrors(t *testing.T) {

@@ -112,6 +112,11 @@ func (r *run) stats(ctx context.Context, name string, args []string) error {
 	if *interval < 100*time.Millisecond {
 		return usagef("stats: --interval must be at least 100ms")
 	}
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "count" })
+	if set && *count < 0 {
+		return usagef("stats: --count must be at least 0 (0: until interrupted)")
+	}
 	n := *count
 	if n < 0 {
 		n = 1
