@@ -30,6 +30,10 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
+	if e.RequestID == "" {
+		// Not smqd's answer (a proxy's, a load balancer's): no request id to give.
+		return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Message, e.Status)
+	}
 	return fmt.Sprintf("%s: %s (HTTP %d, request %s)", e.Code, e.Message, e.Status, e.RequestID)
 }
 
@@ -91,6 +95,9 @@ func apiError(resp *http.Response, b []byte) error {
 	}
 	if xml.Unmarshal(b, &e) != nil || e.Code == "" {
 		return &APIError{Status: resp.StatusCode, Code: "HTTP" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b)), RequestID: resp.Header.Get("x-mns-request-id")}
+	}
+	if e.RequestId == "" {
+		e.RequestId = resp.Header.Get("x-mns-request-id")
 	}
 	return &APIError{Status: resp.StatusCode, Code: e.Code, Message: e.Message, RequestID: e.RequestId}
 }
