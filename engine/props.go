@@ -21,10 +21,13 @@ package engine
 //     1..MaxPropertyName bytes, encoded in at most MaxPropertyBytes; a stored
 //     block may hold the three dead-letter properties more
 //     (maxStoredProps).
+//     A send's NUMBER value is a number, its BOOLEAN value true or false,
+//     and its system properties are STRING (checkPropValue).
 //  2. decodeProps accepts exactly what encodeProps writes: a block that does
 //     not parse is damage (errBadRecord), never a partial result.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 )
@@ -130,6 +133,9 @@ func checkProps(ps []Property) (int, error) {
 		if p.System && !knownSystemProperty(p.Name) {
 			return 0, argErr(field, "%q is not a system property name", p.Name)
 		}
+		if err := checkPropValue(field, p); err != nil {
+			return 0, err
+		}
 		for j := 0; j < i; j++ {
 			if ps[j].System == p.System && string(ps[j].Name) == string(p.Name) {
 				return 0, argErr(field, "property %q appears twice", p.Name)
@@ -141,6 +147,72 @@ func checkProps(ps []Property) (int, error) {
 		return 0, argErr("UserProperties", "take %d bytes, more than %d", n, MaxPropertyBytes)
 	}
 	return n, nil
+}
+
+// checkPropValue refuses what a receiving SDK cannot decode, so that no
+// stored message makes every receive of it fail in a consumer (SDK audit,
+// 2026-12-07): the Java SDK knows only STRING system properties
+// (SystemPropertyType.valueOf throws on another), and the Java and PHP
+// SDKs check a NUMBER value (Double.parseDouble, is_numeric) and a
+// BOOLEAN one (true or false, in any case) when they decode a received
+// message, as their senders do before sending.
+func checkPropValue(field string, p *Property) error {
+	switch {
+	case p.System && p.Type != PropString:
+		return argErr(field, "property %q has Type %s; system properties are STRING", p.Name, p.Type)
+	case p.Type == PropNumber && !isNumber(p.Value):
+		return argErr(field, "property %q is a NUMBER, but %q is not a number", p.Name, truncated(p.Value))
+	case p.Type == PropBoolean && !bytes.EqualFold(p.Value, []byte("true")) && !bytes.EqualFold(p.Value, []byte("false")):
+		return argErr(field, "property %q is a BOOLEAN, but %q is neither true nor false", p.Name, truncated(p.Value))
+	}
+	return nil
+}
+
+func truncated(v []byte) string {
+	if len(v) > 40 {
+		return string(v[:40]) + "..."
+	}
+	return string(v)
+}
+
+// isNumber reports whether v is a decimal number both the Java SDK
+// (Double.parseDouble) and the PHP SDK (is_numeric) take: blanks around
+// it, a sign, digits with a decimal point, an exponent; or NaN and
+// Infinity with a sign, as Java's String.valueOf(double) writes them.
+func isNumber(v []byte) bool {
+	v = bytes.Trim(v, " \t\r\n")
+	if len(v) > 0 && (v[0] == '+' || v[0] == '-') {
+		v = v[1:]
+	}
+	if string(v) == "NaN" || string(v) == "Infinity" {
+		return true
+	}
+	digits := func() int {
+		n := 0
+		for n < len(v) && v[n] >= '0' && v[n] <= '9' {
+			n++
+		}
+		v = v[n:]
+		return n
+	}
+	n := digits()
+	if len(v) > 0 && v[0] == '.' {
+		v = v[1:]
+		n += digits()
+	}
+	if n == 0 {
+		return false
+	}
+	if len(v) > 0 && (v[0] == 'e' || v[0] == 'E') {
+		v = v[1:]
+		if len(v) > 0 && (v[0] == '+' || v[0] == '-') {
+			v = v[1:]
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return len(v) == 0
 }
 
 // appendProps appends the encoded block of ps.
