@@ -30,10 +30,14 @@ package server
 //     node the same file.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -73,8 +77,97 @@ func init() {
 func PolicyActions() []string { return append([]string(nil), policyActions...) }
 
 // ParsePolicies parses a policy file (package access) against the
-// actions of this server.
-func ParsePolicies(data []byte) (*access.Set, error) { return access.Parse(data, policyActions) }
+// actions and the resources of this server: as an action pattern that
+// matches no action, a Resource that matches no resource path
+// (resourceForms) is an error, so that a typo ("/queues/secret/",
+// "/queue/secret") cannot make a Deny silently match nothing.
+func ParsePolicies(data []byte) (*access.Set, error) {
+	p, err := access.Parse(data, policyActions)
+	if err != nil {
+		return nil, err
+	}
+	var f access.File
+	if err := json.Unmarshal(data, &f); err != nil { // parsed above: no error
+		return nil, fmt.Errorf("policy file: %w", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.Policies)) {
+		for i, st := range f.Policies[name].Statement {
+			for _, res := range st.Resource {
+				// Parse checked the form: "*" or acs:mns:REGION:ACCOUNT:PATH.
+				if parts := strings.SplitN(res, ":", 5); len(parts) == 5 && parts[4] != "*" && !matchesSomeResource(parts[4]) {
+					return nil, fmt.Errorf("policy %q, statement %d: the Resource %q matches no resource smqd has (%s)", name, i+1, res, strings.Join(resourceForms, ", "))
+				}
+			}
+		}
+	}
+	return p, nil
+}
+
+// resourceForms are the resource paths of appendResource: NAME stands for
+// a name (one or more bytes, none of them '/'), ID for a node id (one or
+// more digits).
+var resourceForms = []string{"/queues", "/queues/NAME", "/queues/NAME/messages",
+	"/topics", "/topics/NAME", "/topics/NAME/messages", "/topics/NAME/subscriptions", "/topics/NAME/subscriptions/NAME",
+	"/backup", "/cluster/nodes/ID"}
+
+// matchesSomeResource reports whether a Resource path pattern ('*': any
+// run of bytes) matches at least one path of resourceForms.
+func matchesSomeResource(pattern string) bool {
+	for _, f := range resourceForms {
+		if patternMeetsForm(pattern, strings.NewReplacer("NAME", "%", "ID", "#").Replace(f)) {
+			return true
+		}
+	}
+	return false
+}
+
+// patternMeetsForm reports whether some path matches both pattern ('*':
+// any run of bytes) and form ('%': one or more bytes other than '/'; '#':
+// one or more digits): a search over the pairs of positions in both,
+// where in says that the form's class at j has taken a byte already.
+func patternMeetsForm(pattern, form string) bool {
+	type state struct {
+		i, j int
+		in   bool
+	}
+	class := func(c byte) bool { return c == '%' || c == '#' }
+	member := func(k, c byte) bool { return c != '/' && (k == '%' || c >= '0' && c <= '9') }
+	seen := map[state]bool{}
+	todo := []state{{}}
+	for len(todo) > 0 {
+		s := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		i, j := s.i, s.j
+		if i == len(pattern) && j == len(form) {
+			return true
+		}
+		if i < len(pattern) && pattern[i] == '*' {
+			todo = append(todo, state{i + 1, j, s.in}) // the * takes nothing more
+		}
+		if j < len(form) && class(form[j]) && s.in {
+			todo = append(todo, state{i, j + 1, false}) // the class ends
+		}
+		if i == len(pattern) || j == len(form) {
+			continue
+		}
+		// One byte, taken by both.
+		switch {
+		case !class(form[j]) && pattern[i] == '*':
+			todo = append(todo, state{i, j + 1, false})
+		case !class(form[j]) && pattern[i] == form[j]:
+			todo = append(todo, state{i + 1, j + 1, false})
+		case class(form[j]) && pattern[i] == '*':
+			todo = append(todo, state{i, j, true})
+		case class(form[j]) && member(form[j], pattern[i]):
+			todo = append(todo, state{i + 1, j, true})
+		}
+	}
+	return false
+}
 
 // LoadPolicies reads and parses the policy file at path.
 func LoadPolicies(path string) (*access.Set, error) {
