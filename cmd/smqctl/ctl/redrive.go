@@ -324,6 +324,9 @@ func (rd *mover) batch(ctx context.Context, r *run, msgs []Message, received tim
 		res, err := rd.send(ctx, r, target, ms)
 		if err != nil {
 			k.end()
+			// The copies stored for other targets stay, and so do their
+			// originals: counted, so that the result says so.
+			rd.res.Copied += len(stored)
 			return err
 		}
 		for i, s := range res {
@@ -360,6 +363,10 @@ func (rd *mover) batch(ctx context.Context, r *run, msgs []Message, received tim
 		return err
 	})
 	if err != nil {
+		// Refused whole (AccessDenied, say) or not answered: the copies
+		// are stored and their originals stay, as when each delete missed
+		// (a run that ended here reported none of them copied).
+		rd.res.Copied += len(stored)
 		return err
 	}
 	for i, h := range stored {
@@ -570,7 +577,7 @@ func (r *run) printRedrive(dlq string, res *redriveResult) error {
 		fmt.Fprintf(w, "%d message(s) sent again after a send that got no definite answer (a timeout, a dropped connection, a 503 \"may or may not have run\"): the first send may have been stored too, so they may be twice at their target\n", res.Resent)
 	}
 	if res.Copied > 0 {
-		fmt.Fprintf(w, "%d message(s) copied but still in %s (their receive had expired at the delete: the queue's visibility timeout ended, or another consumer received them): a later run moves them again, a duplicate\n", res.Copied, dlq)
+		fmt.Fprintf(w, "%d message(s) copied but still in %s (their delete failed, or missed because their receive had expired: the queue's visibility timeout ended, or another consumer received them): a later run moves them again, a duplicate\n", res.Copied, dlq)
 	}
 	if len(res.Left) > 0 {
 		rows := [][]string{{"LEFT IN " + dlq, "REASON"}}

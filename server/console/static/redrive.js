@@ -165,12 +165,19 @@ export async function redrive(client, dlq, { to = '', max = 0, progress = () => 
             } else stored.set(m.ReceiptHandle, tq);
           }
         }
+      } catch (e) {
+        throw copiedThen(e, res, stored.size, progress); // stored for another queue: their originals stay
       } finally {
         cur = await kept.end();
         for (const l of res.left) if (cur.has(l.handle)) l.handle = cur.get(l.handle); // the release's
       }
       if (stored.size > 0) {
-        const failed = await call(() => client.batchDelete(dlq, [...stored.keys()].map((h) => cur.get(h))));
+        let failed;
+        try {
+          failed = await call(() => client.batchDelete(dlq, [...stored.keys()].map((h) => cur.get(h))));
+        } catch (e) {
+          throw copiedThen(e, res, stored.size, progress); // refused whole (AccessDenied) or unanswered
+        }
         for (const [hd, tq] of stored) {
           if (failed[cur.get(hd)]) res.copied++;
           else {
@@ -191,6 +198,20 @@ export async function redrive(client, dlq, { to = '', max = 0, progress = () => 
     }
   }
   return res;
+}
+
+// copiedThen counts n copies stored whose originals stay here (a run
+// that ends on error e after storing them: a later run moves them again,
+// a duplicate), tells progress, and returns e carrying the result
+// (e.redrive) for the page to say so (until 2026-12-07 a run whose delete
+// was refused said nothing of its copies; dead-letter audit).
+function copiedThen(e, res, n, progress) {
+  if (n > 0) {
+    res.copied += n;
+    progress(res);
+  }
+  if (e && typeof e === 'object') e.redrive = res;
+  return e;
 }
 
 // sendAll sends entries ({m, copy}) to tq and pairs each with its result;

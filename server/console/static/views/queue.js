@@ -240,7 +240,13 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
         say(rdNote, r.left.length === 0, text);
         replace(rdLeft, r.left.map((l) => h('tr', { 'data-message': l.id }, h('td', { class: 'mono' }, l.id), h('td', {}, l.why))));
       };
-      tell(await redrive(client, name, { to: rdTo.value.trim(), max: Number(rdMax.value) || 0, progress: tell }));
+      try {
+        tell(await redrive(client, name, { to: rdTo.value.trim(), max: Number(rdMax.value) || 0, progress: tell }));
+      } catch (e) {
+        const copied = e && e.redrive ? e.redrive.copied : 0;
+        if (copied) throw new Error(`${describe(e)}; ${copied} message(s) copied but still here: a later run moves them again`);
+        throw e;
+      }
       await refresh();
     });
   });
