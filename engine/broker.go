@@ -17,7 +17,7 @@ import (
 // Broker owns the queues, the log of bodies and state changes, and the
 // clock. All methods are safe for concurrent use.
 //
-// Lock order (see docs/architecture.md): Broker.adminMu -> Broker.mu ->
+// Lock order (see docs/locking.md): Broker.adminMu -> Broker.mu ->
 // stripe.mu -> log store locks; waitQueue.mu is never held with another.
 type Broker struct {
 	opts         Options

@@ -8,7 +8,8 @@ import (
 	"github.com/smqd/smqd/engine"
 )
 
-// Example is the embedding example of README.md.
+// Example shows the batch forms (Send, Receive, Delete), which README.md
+// "Embedding" calls the primary API; its example is Example_oneMessage.
 func Example() {
 	b, err := engine.Open(engine.Options{}) // Options{Dir: "data"} for a durable broker
 	if err != nil {

@@ -77,14 +77,22 @@ func (id MessageID) MarshalText() ([]byte, error) { return id.AppendText(make([]
 
 // UnmarshalJSON reads the id as MarshalText writes it, or as the array of
 // 16 numbers that versions before MarshalText wrote (JSON an embedder
-// kept then still loads: review).
+// kept then still loads: review). An array of another length is refused
+// (it was zero-filled or cut to 16), and null leaves the id as it is, as
+// encoding/json does for ReceiptHandle (embedding audit 3).
 func (id *MessageID) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
+	}
 	if len(data) > 0 && data[0] == '[' {
-		var a [16]byte
+		var a []byte
 		if err := json.Unmarshal(data, &a); err != nil {
 			return err
 		}
-		*id = a
+		if len(a) != len(id) {
+			return argErr("MessageId", "is 16 numbers, not %d", len(a))
+		}
+		*id = MessageID(a)
 		return nil
 	}
 	var s string
@@ -121,6 +129,15 @@ func MD5Hex(b []byte, sum [16]byte) []byte {
 }
 
 // SendEntry is one message of a Send batch.
+//
+// The engine stores any bytes. A queue that is also served over the wire
+// API (server.New on the same broker) hands its messages out as XML text:
+// a body, or a property name or value, that is not UTF-8 or holds control
+// characters other than tab, LF and CR makes every ReceiveMessage and
+// PeekMessage answer that carries it a document no XML parser takes (its
+// client cannot read the receipt handle, so the message comes back until
+// it expires or is dead-lettered). Encode binary data (base64, as the MNS
+// SDKs do) for such a queue; the server refuses such text at its own sends.
 type SendEntry struct {
 	Body     []byte        // 1..MaximumMessageSize bytes; copied
 	Priority int           // 1 (highest) .. 16; 0 means the default, 8

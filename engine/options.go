@@ -14,8 +14,9 @@ type Options struct {
 	// Dir is the data directory. Empty means in-memory mode: nothing survives
 	// Close, and bodies live in an in-memory segmented log.
 	Dir string
-	// Stripes is the number of stripes (lock domains) of a new queue; default
-	// 4. A queue keeps the stripe count it was created with.
+	// Stripes is the number of stripes (lock domains) of a new queue,
+	// 1..256 (more is taken as 256); default 4. A queue keeps the stripe
+	// count it was created with.
 	Stripes int
 	// MaxLongPolls bounds the receives waiting at once across the broker;
 	// beyond it a receive that would wait fails with ErrTooManyLongPolls.

@@ -74,7 +74,9 @@ func ParsePropertyType(s []byte) (PropertyType, bool) {
 
 // Property is one user or system property of a message. On send, Name and
 // Value are copied; on receive and peek they alias memory of the Message
-// they came with (valid until that element is reused).
+// they came with (valid until that element is reused). Their bytes are not
+// checked against Type, nor as text: see SendEntry for a queue also served
+// over the wire API.
 type Property struct {
 	Name   []byte
 	Value  []byte

@@ -30,7 +30,9 @@ const purgeChunk = 4096
 
 // Purge deletes every message the queue holds now (Active, Inactive and
 // Delayed) and returns how many it deleted, once their deletes are
-// durable. See the invariants above.
+// durable. Only messages sent before the call are deleted: a send racing
+// with it may stay. The handles of purged messages stop working
+// (ErrMessageNotExist). See the invariants at the top of purge.go.
 func (q *Queue) Purge() (int, error) {
 	if err := q.b.usable(); err != nil {
 		return 0, err

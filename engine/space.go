@@ -187,9 +187,12 @@ func checkOpenSpace(o *Options, g spaceGuard, fs wal.FS, walDir string) error {
 		free = min(free, n)
 	}
 	if free < g.minimum {
+		why, fix := "the index's memtables and a log segment", "lower the segment and memtable sizes"
+		if o.FreeSpaceReserve > 0 { // the minimum is half of it, whatever the sizes
+			why, fix = "half of Options.FreeSpaceReserve", "lower FreeSpaceReserve (smqd --free-space-reserve)"
+		}
 		return fmt.Errorf("engine: refusing to open: %d bytes free for %s, and the broker needs at least %d to run safely "+
-			"(the index's memtables and a log segment); free space, or lower the segment and memtable sizes: %w",
-			free, o.Dir, g.minimum, ErrDiskFull)
+			"(%s); free space, or %s: %w", free, o.Dir, g.minimum, why, fix, ErrDiskFull)
 	}
 	return nil
 }
