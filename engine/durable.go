@@ -75,6 +75,9 @@ type durableStore struct {
 	repl *replStore
 
 	boot uint64 // this run's boot counter (invariant 3)
+	// repairResumed: a --wal-repair start left its mark and did not
+	// finish (repair.go, repairPendingName).
+	repairResumed bool
 	// bornFrom is the log end found at start-up: the index may hold puts
 	// of sends before it beyond its checkpoint position (fold.go).
 	bornFrom uint64
@@ -139,6 +142,11 @@ func openDurable(o *Options) (*durableStore, error) {
 		unlock()
 		return nil, err
 	}
+	resumed, err := markRepairPending(o)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
 	// The index and the log are independent until the replay: open them
 	// side by side (each checks its files), which shortens a restart.
 	var l *wal.Log
@@ -162,7 +170,8 @@ func openDurable(o *Options) (*durableStore, error) {
 		unlock()
 		return nil, fmt.Errorf("engine: open log: %w", walErr)
 	}
-	d := &durableStore{opts: o, log: o.Logger, clock: o.Clock, idx: idx, wal: l, unlock: unlock, kick: func() {}, space: guard}
+	d := &durableStore{opts: o, log: o.Logger, clock: o.Clock, idx: idx, wal: l, unlock: unlock, kick: func() {}, space: guard,
+		repairResumed: resumed}
 	d.commit = idx.Commit
 	if o.testCommit != nil {
 		d.commit = func(b *index.Batch) error { return o.testCommit(idx, b) }

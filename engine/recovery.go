@@ -198,6 +198,14 @@ func (d *durableStore) recover(b *Broker) error {
 				return fmt.Errorf("engine: replay log: %w; start with --wal-repair (Options.WAL.Repair) to skip the damaged bytes "+
 					"and keep every valid record after them", err)
 			}
+			if errors.Is(err, wal.ErrSegmentRemoved) {
+				// Compaction removes only segments that end before the
+				// checkpoint: an index that needs one is older than the
+				// log (put back from an older copy, or its newest
+				// memtable log damaged), and the records it lacks are gone.
+				return fmt.Errorf("engine: the index checkpoint is at %d, but the log past it has removed segments (%w): "+
+					"the index is older than the log (lost, put back from an older copy, or its newest memtable log damaged) and the records between are gone; restore a backup", cp, err)
+			}
 			return fmt.Errorf("engine: replay log at %d: %w", p, err)
 		}
 		if valid != nil && !valid(uint64(p), uint8(typ)) {
@@ -379,6 +387,9 @@ func (d *durableStore) recover(b *Broker) error {
 		return err
 	}
 	rb.finish()
+	if b.usable() == nil {
+		d.clearRepairPending() // the recreated queues are durable, the report written
+	}
 	if torn {
 		// Seal the torn group (publish.go invariant 4).
 		seal := [1]logRec{{typ: recPublish, head: encodePublishHead(0, 0, now, nil)}}

@@ -50,6 +50,9 @@ type repairState struct {
 	report  repairReport
 	changed bool // something was repaired or lost: write a report
 	skipped bool // a damaged range was skipped (not cut): records after it survive
+	// resumed: an earlier --wal-repair start stopped before it settled
+	// what its skip records cost: settle the orphans they left again.
+	resumed bool
 
 	// watch maps a queue id to its entry in report.Queues whose Messages
 	// the rebuild fills with the ids of the messages it installs.
@@ -155,6 +158,10 @@ func recordTypeName(t uint8) string {
 func (d *durableStore) planRepair(cp uint64, end wal.Pos) (from uint64, rs *repairState, err error) {
 	ri := d.wal.Recovery()
 	rs = &repairState{report: repairReport{Time: d.clock.Now().UTC(), Dir: d.opts.Dir, Checkpoint: cp, LogEnd: uint64(end)}}
+	if d.repairResumed {
+		rs.resumed, rs.changed = true, true
+		d.log.Warn("an earlier --wal-repair start stopped before it finished: what its repair cost is settled again")
+	}
 	for _, r := range ri.Repairs {
 		rs.changed = true
 		rs.report.Ranges = append(rs.report.Ranges, reportRange{Segment: uint64(r.Segment), Start: uint64(r.Start),
@@ -263,4 +270,67 @@ func (d *durableStore) finishRepair(rs *repairState, cp uint64) error {
 	d.log.Warn("repair report written", "file", name, "damaged_ranges", len(rs.report.Ranges),
 		"lost_messages", len(rs.report.LostMessages), "lost_records", len(rs.report.LostRecords), "queues", len(rs.report.Queues))
 	return nil
+}
+
+// repairPendingName marks a data directory while a --wal-repair start
+// settles what its repair cost. The log's Open writes its skip records
+// first; a crash before the recreated queues' records and the report are
+// written would leave a log that shows no damage, and the next start would
+// drop a recreated queue's messages as messages of no known queue. A start
+// that finds the mark settles the orphans as the repair would have.
+const repairPendingName = "repair-pending"
+
+// markRepairPending reports whether an earlier repair start left the mark,
+// and marks the directory (durably) when this start repairs.
+func markRepairPending(o *Options) (resumed bool, err error) {
+	name := filepath.Join(o.Dir, repairPendingName)
+	if _, err := os.Stat(name); err == nil {
+		return true, nil
+	}
+	if !o.WAL.Repair {
+		return false, nil
+	}
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err == nil {
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = syncDir(o.Dir)
+	}
+	if err != nil {
+		return false, fmt.Errorf("engine: mark the repair: %w", err)
+	}
+	return false, nil
+}
+
+// clearRepairPending removes the mark once the repair is settled.
+func (d *durableStore) clearRepairPending() {
+	name := filepath.Join(d.opts.Dir, repairPendingName)
+	if _, err := os.Stat(name); err != nil {
+		return
+	}
+	err := os.Remove(name)
+	if err == nil {
+		err = syncDir(d.opts.Dir)
+	}
+	if err != nil {
+		d.log.Warn("the repair mark could not be removed", "file", name, "err", err)
+	}
+}
+
+// syncDir fsyncs a directory, making a file's creation or removal in it
+// durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -96,7 +96,7 @@ func (d *durableStore) settleQueues(rs *repairState, f *fold, vals map[uint64]qu
 		orphans[m.k.qid] = append(orphans[m.k.qid], m.k.seq)
 		maxStripe[m.k.qid] = max(maxStripe[m.k.qid], int(m.snap[48]))
 	}
-	if !rs.skipped && len(rs.report.LostRecords) == 0 {
+	if !rs.skipped && !rs.resumed && len(rs.report.LostRecords) == 0 {
 		return nil, maxID // no damage: orphans (if any) are rebuild's to log
 	}
 	watch := func(id uint64) {
@@ -118,7 +118,7 @@ func (d *durableStore) settleQueues(rs *repairState, f *fold, vals map[uint64]qu
 	slices.Sort(ids)
 	settled := map[uint64]bool{}
 	for _, id := range ids {
-		if !rs.skipped {
+		if !rs.skipped && !rs.resumed {
 			break // a cut tail takes every record after the damage: no orphan comes from it
 		}
 		settled[id] = true
