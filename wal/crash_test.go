@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,9 +86,12 @@ func checkPrefix(t *testing.T, l *Log, w written, end Pos) {
 func head(ps []Pos) []Pos { return ps[:min(len(ps), 5)] }
 
 // TestCrashTruncateEveryOffset cuts the last segment at every byte offset of
-// the last records, as a torn write would, in two shapes (the file cut
-// short; the file keeping its zero-filled preallocation), and checks that
-// exactly the records before the cut survive and that the cut is reported.
+// the last records in two shapes, and checks that exactly the records before
+// the cut survive and that the cut is reported. Zeroed (the file keeping its
+// preallocation) is what a torn write leaves. Truncated (the file cut short)
+// is not a crash's (recovery.go): where it leaves a record's whole header
+// with its length past the end of the file, Open refuses without
+// Options.Repair, and cuts the tail with it.
 func TestCrashTruncateEveryOffset(t *testing.T) {
 	fs, w := fillLog(t, 40, func(i int) int {
 		if i >= 36 {
@@ -134,7 +138,17 @@ func TestCrashTruncateEveryOffset(t *testing.T) {
 					_, _ = f.ReadAt(remain, int64(end-segStart))
 				})
 			}
-			l, err := Open(crashDir, testOptions(t, c))
+			opts := testOptions(t, c)
+			if shape == "truncated" && cut-end >= headerSize {
+				// A whole header is left: its record runs past the end.
+				_, err := Open(crashDir, opts)
+				var ce *CorruptionError
+				if !errors.As(err, &ce) || ce.Pos != end || !strings.Contains(ce.Reason, "cut short") {
+					t.Fatalf("%s cut %d: Open without Repair: %v, want a CorruptionError at %d", shape, cut, err, end)
+				}
+				opts.Repair = true
+			}
+			l, err := Open(crashDir, opts)
 			if err != nil {
 				t.Fatalf("%s cut %d: Open: %v", shape, cut, err)
 			}

@@ -17,6 +17,19 @@ package wal
 //   - otherwise a valid record follows the bad one: mid-log damage. Open
 //     fails with *CorruptionError, unless Options.Repair, which covers the
 //     range with skip records, reports it, and walks on from the valid one.
+//   - a record whose header is whole but whose length runs past the end of
+//     the file is not a crash's: every segment file is preallocated to its
+//     capacity and synced before a record is written into it (createFirst,
+//     makeSpare, prepareTail), and a torn tail is cut only at a record
+//     boundary, so no crash shortens a file below a record it holds. The
+//     file was cut short from outside (a copy, a tool, a file system
+//     repair), and every record after the cut, acknowledged ones too, is
+//     gone: Open fails with *CorruptionError unless Options.Repair, which
+//     cuts it as a torn tail. (Until 2026-12-07 it was cut without
+//     Repair, and a segment cut 4,054 acknowledged messages back was
+//     reported as one lost record: recovery audit.) A cut at a record
+//     boundary, or inside the last record's header, cannot be told from
+//     the log's end.
 
 import (
 	"encoding/binary"
@@ -333,6 +346,16 @@ func (l *Log) recoverTail(s *segment) error {
 		}
 		if lastNZ < stop {
 			break // clean end
+		}
+		if bad == "truncated" && !l.opts.Repair {
+			// scanRecords: a whole header whose record runs past the
+			// end of the file, which no crash leaves (above).
+			cerr := &CorruptionError{Segment: s.start, Offset: stop, Pos: s.start + Pos(stop),
+				Reason: fmt.Sprintf("truncated: the file ends at offset %d, inside the record at offset %d; a crash does not shorten a "+
+					"preallocated segment, so the file was cut short after it was written and the records after the cut are gone; %s",
+					size, stop, repairHint)}
+			l.recovery.Corruption = cerr
+			return cerr
 		}
 		if bad == "" && stop+headerSize > size {
 			bad = "truncated"
