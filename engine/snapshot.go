@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 )
 
 // ExportState streams the broker's queues and messages: each as the record
@@ -148,7 +149,9 @@ func (b *Broker) exportState(w io.Writer, at uint64) error {
 	// invariant 2): topic id 0 is never used.
 	var tvals, svals, marks [][]byte
 	var topics []*topic // their counts are read after topicSet.mu (lock order: topic.go)
-	b.adminMu.Lock()
+	if err := b.lockAdminForExport(); err != nil {
+		return err
+	}
 	lastTopic, lastSub := b.topics.nextTopicID-1, b.topics.nextSubID-1
 	b.adminMu.Unlock()
 	b.topics.mu.RLock()
@@ -271,6 +274,30 @@ func (b *Broker) exportState(w io.Writer, at uint64) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// lockAdminForExport takes adminMu for exportState. On a replica it waits
+// at most exportSettleTimeout, and then fails with ErrExportUnsettled, as
+// exportFence does: a queue or topic change holds adminMu until its
+// proposal commits, which may wait for the very member the snapshot is
+// for (with another member down). Waiting on, the export never reached
+// its fence, the shard's loop never gave the proposal up
+// (engine/cluster giveUpIfAsked), and the shard took no change until the
+// other member was back (locking audit, 2026-12-07:
+// TestClusterSnapshotIsSentWithAnAdminChangeInFlight).
+func (b *Broker) lockAdminForExport() error {
+	if _, ok := b.store.(*replStore); !ok {
+		b.adminMu.Lock()
+		return nil
+	}
+	deadline := time.Now().Add(exportSettleTimeout)
+	for !b.adminMu.TryLock() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w within %v: a queue or topic change in flight", ErrExportUnsettled, exportSettleTimeout)
+		}
+		time.Sleep(time.Millisecond) // admin changes are rare: a wait here is one in flight
+	}
+	return nil
 }
 
 // maxStateRecord bounds one record of an ExportState stream (a queue or a
