@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -269,6 +270,7 @@ func (f fasthttpLogger) Printf(format string, args ...any) {
 // included (proxy audit, 2026-12-07; TestFasthttpErrorsLogNoRequestBytes).
 // What stays is at most the request line, which holds no secret.
 func withoutRequestBytes(msg string) string {
+	msg = withoutHeaderValue(msg)
 	i := strings.Index(msg, `\n`) // %q's escape of a line end: a dump
 	if j := strings.Index(msg, `\r`); j >= 0 && (i < 0 || j < i) {
 		i = j
@@ -277,6 +279,25 @@ func withoutRequestBytes(msg string) string {
 		return msg
 	}
 	return msg[:i] + `..." (the rest of the request is not logged)`
+}
+
+// withoutHeaderValue drops the value fasthttp quotes in "invalid header
+// value %q" (and its trailer twin): a control byte in an Authorization
+// header put the signature before it in the log (flags audit).
+func withoutHeaderValue(msg string) string {
+	for _, m := range []string{"invalid header value ", "invalid trailer value "} {
+		i := strings.Index(msg, m)
+		if i < 0 {
+			continue
+		}
+		i += len(m)
+		q, err := strconv.QuotedPrefix(msg[i:])
+		if err != nil {
+			q = msg[i:]
+		}
+		msg = msg[:i] + "(not logged)" + msg[i+len(q):]
+	}
+	return msg
 }
 
 // queueCache maps queue names to queues so that the hot path does not turn

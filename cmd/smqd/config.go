@@ -59,6 +59,9 @@ type config struct {
 	push            pushConfig    // push.go
 }
 
+// maxProcs bounds --procs well below Go's 10,000 threads.
+const maxProcs = 1024
+
 // minBodyBytes is the smallest request body cap server.Options accepts.
 const minBodyBytes = engine.MaxMessageBytes + 4096
 
@@ -108,11 +111,21 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	c.cluster.addFlags(fs)
 	c.push.flags(fs)
 	fs.StringVar(&c.pprofListen, "pprof-listen", "", "serve Go's net/http/pprof profiles on this address (off when empty; never expose it: it is not authenticated)")
-	fs.Usage = func() {
+	usage := func() {
 		fmt.Fprintf(stderr, "Usage: smqd [flags]\n       smqd --version   (the git revision it was built from)\n       smqd restore --from FILE --data-dir DIR   (a backup from smqctl backup; smqd restore --help)\n       smqd policy check --policy-file FILE [--key ID --action A --resource R]   (smqd policy check --help)\n\nEvery flag can also be set by an environment variable, e.g. --listen by %s.\n\nFlags:\n", envName("listen"))
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	// The flag package prints the error and the whole usage (125 lines)
+	// on a bad flag: the one line that says what is wrong scrolled away.
+	// The usage is printed for -h only; run prints the error once.
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		usage()
+	}
+	if err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -202,8 +215,16 @@ func (c *config) validate() error {
 			return fmt.Errorf("--access-key-id %q: %w", c.accessKeyID, err)
 		}
 	}
-	if c.procs < 0 {
-		return errors.New("--procs must be 0 (automatic) or positive")
+	if c.procs < 0 || c.procs > maxProcs {
+		// 100000 Ps started a GC worker thread each and the process died
+		// of thread exhaustion (Go allows 10,000 threads; flags audit).
+		return fmt.Errorf("--procs must be 0 (automatic) or between 1 and %d", maxProcs)
+	}
+	if c.gcPercent <= 0 {
+		// 0 and negative values were logged as set and ignored: the
+		// collector ran at Go's 100, not 25 (flags audit). GOGC, which
+		// wins, can still turn it off.
+		return errors.New("--gc-percent must be positive (GOGC=off, which wins, turns the collector off)")
 	}
 	if c.maxLongPolls <= 0 {
 		return errors.New("--max-long-polls must be positive")
@@ -249,6 +270,13 @@ func (c *config) validate() error {
 
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
+	// The four names only: slog also takes offsets ("error+8"), and one
+	// above error silenced even "smqd failed" (flags audit).
+	switch strings.ToLower(s) {
+	case "debug", "info", "warn", "error":
+	default:
+		return 0, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", s)
+	}
 	if err := l.UnmarshalText([]byte(s)); err != nil {
 		return 0, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", s)
 	}

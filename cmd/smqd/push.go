@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -54,6 +55,13 @@ func (p *pushConfig) validate() error {
 	}
 	if p.lease < 2*p.timeout || p.lease < 10*time.Second {
 		return fmt.Errorf("--push-lease %v must be at least 2 x --push-timeout (%v) and 10s: a notification must stay hidden while it is pushed or relayed", p.lease, 2*p.timeout)
+	}
+	if p.certURL != "" {
+		// Receivers fetch it to check every push's signature: a typo
+		// ("htp:/host") was sent as given, and no push could be verified.
+		if u, err := url.Parse(p.certURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--push-cert-url must be an http:// or https:// URL with a host, not %q", p.certURL)
+		}
 	}
 	for _, a := range p.allowList() {
 		if strings.Contains(a, "/") {
