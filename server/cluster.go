@@ -340,10 +340,9 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) 
 	f.out = append(f.out[:0], flags)
 	f.out = f.h.AppendBytes(f.out)
 	f.out = append(f.out, st.body...)
-	timeout := 10 * time.Second
+	timeout := forwardTimeout(st)
 	wctx := context.Background()
 	if st.op.isReceive() {
-		timeout += engine.MaxPollingWait
 		// A long poll ends at this server's shutdown, as a local one does
 		// (receiveOrPeek): the caller answers MessageNotExist. It ends too
 		// when the client hangs up: the leader's poll then ends
@@ -725,4 +724,26 @@ func (s *Server) changeMembers(ctx *fasthttp.RequestCtx, st *reqState, idSeg []b
 		return
 	}
 	ctx.Response.SetStatusCode(fasthttp.StatusNoContent)
+}
+
+// forwardTimeout bounds the wait for a forwarded request's answer: 10 s,
+// and for a receive its own wait on top: what is left of it (a long poll
+// run again on the next leader), else its waitseconds, else the longest
+// a queue's PollingWaitSeconds may make it (only the leader knows it).
+// Every forwarded receive waited 40 s for a leader that did not answer (a
+// link cut one way), waitseconds=1 too (survive audit, 2026-12-07).
+func forwardTimeout(st *reqState) time.Duration {
+	const answer = 10 * time.Second
+	if !st.op.isReceive() {
+		return answer
+	}
+	switch {
+	case st.waitCapped:
+		return answer + st.waitLeft
+	case st.query.waitSeconds.present:
+		if w, err := secondsInRange("waitseconds", st.query.waitSeconds.val, 0, engine.MaxPollingWait); err == nil {
+			return answer + w
+		}
+	}
+	return answer + engine.MaxPollingWait
 }

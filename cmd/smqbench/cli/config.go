@@ -167,6 +167,15 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 		return nil, err
 	}
 	c.syncSet = set["sync"]
+	if c.target == "smqd" {
+		// smqctl's --endpoint is a URL (http://host:port): the same given
+		// here failed only once the run began ("too many colons").
+		for _, v := range []*string{&c.addr, &c.endpoints} {
+			if *v, err = hostPorts(*v); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if b.SendBatch == 0 {
 		b.SendBatch = batch
 		if b.Workload == bench.Publish {
@@ -376,4 +385,26 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// hostPorts turns a comma-separated list of smqd addresses given as
+// host:port or http://host:port[/] into host:port ones; https is refused
+// (smqbench speaks plain HTTP).
+func hostPorts(list string) (string, error) {
+	if list == "" {
+		return "", nil
+	}
+	parts := strings.Split(list, ",")
+	for i, a := range parts {
+		a = strings.TrimSpace(a)
+		if strings.HasPrefix(a, "https://") {
+			return "", fmt.Errorf("%s: smqbench speaks plain HTTP to smqd (give host:port)", a)
+		}
+		a = strings.TrimSuffix(strings.TrimPrefix(a, "http://"), "/")
+		if strings.Contains(a, "/") {
+			return "", fmt.Errorf("%s: not an address (give host:port)", parts[i])
+		}
+		parts[i] = a
+	}
+	return strings.Join(parts, ","), nil
 }
