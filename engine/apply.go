@@ -97,12 +97,13 @@ func (b *Broker) applyRecord(pos uint64, size uint32, typ uint8, payload []byte)
 	case recEntry, recHardState, recConfState, recRelocate, recRelocateProps:
 		return nil // not state, or local to the replica that wrote it
 	case recDeadLetter:
-		// A move (record.go): the source leaves as by a delete, the
+		// A move (record.go): the source leaves as by a delete, counted
+		// as the leader counted it (a dead letter, not a delete), the
 		// message enters its new queue as by a send of this record.
 		if len(payload) < 2*snapLen {
 			return fmt.Errorf("%w: dead-letter record of %d bytes at %d", errBadRecord, len(payload), pos)
 		}
-		if err := b.applyMsg(pos, size, recDelete, payload[:snapLen]); err != nil {
+		if err := b.applyMsg(pos, size, recDeadLetter, payload[:snapLen]); err != nil {
 			return err
 		}
 		return b.applyMsg(pos, size, recSendProps, payload[snapLen:])
@@ -129,7 +130,8 @@ func (b *Broker) applyRecord(pos uint64, size uint32, typ uint8, payload []byte)
 }
 
 // applyMsg installs one record about a message (a send, state, delete or
-// expire type; payload starts with its snapshot).
+// expire type, or recDeadLetter for a move's source; payload starts with
+// its snapshot).
 func (b *Broker) applyMsg(pos uint64, size uint32, typ uint8, payload []byte) error {
 	s, err := decodeSnap(payload)
 	if err != nil {
@@ -148,16 +150,19 @@ func (b *Broker) applyMsg(pos uint64, size uint32, typ uint8, payload []byte) er
 	}
 	woken := 0
 	switch typ {
-	case recDelete, recExpire:
+	case recDelete, recExpire, recDeadLetter: // recDeadLetter: its source's snapshot (applyRecord)
 		if st.slab.valid(s.slot) {
 			if sl := st.slab.at(s.slot); sl.seq == s.seq && sl.state() != stPending {
 				st.unlinkLocked(s.slot)
 				b.store.addLive(sl.bodyPos, -int64(sl.recSize))
 				st.slab.release(s.slot)
-				if typ == recDelete {
+				switch typ {
+				case recDelete:
 					q.deleted.Add(1)
-				} else {
+				case recExpire:
 					q.expired.Add(1)
+				default:
+					q.deadLettered.Add(1)
 				}
 			}
 		}

@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -227,6 +229,122 @@ func TestReplicaCompactionLeavesMessagesItsLogStillChanges(t *testing.T) {
 	}
 	if rs := h.follower.Recovery(); rs.Moved != 0 {
 		t.Fatalf("recovery moved %d messages to other slots", rs.Moved)
+	}
+}
+
+// TestReplicaCompactionLeavesADeadLetterSourceItsLogStillMoves (replica.go
+// invariant 6): a dead-letter move's source is named before its stripe's
+// lock is taken, as a delete's message is. It was named only as the move
+// was persisted, with no lock: a relocation that had found the message not
+// named (relocateLocked, under that lock) appended its relocate record after
+// the move, and the follower's next recovery brought the message back
+// beside its dead-letter copy. The move here is an entry of its own, after
+// the hide's entry was applied (two appends).
+func TestReplicaCompactionLeavesADeadLetterSourceItsLogStillMoves(t *testing.T) {
+	h, _ := newHandShard(t)
+	h.do(func() error { _, err := h.leader.CreateQueue("dlq", DefaultQueueConfig()); return err })
+	cfg := DefaultQueueConfig()
+	cfg.VisibilityTimeout = time.Second
+	cfg.DeadLetterQueue, cfg.MaxReceiveCount = "dlq", 1
+	h.do(func() error { _, err := h.leader.CreateQueue("src", cfg); return err })
+	q, err := h.leader.Queue("src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("poison")
+	h.do(func() error { _, err := q.Send([]SendEntry{{Body: body}}, nil); return err })
+	h.receiveOne(q)
+	h.clk.Advance(2 * time.Second)
+	received := make(chan error, 1)
+	go func() { // moves the message: a hide's state record, then the move
+		_, err := q.Receive(context.Background(), ReceiveOptions{Max: 1}, nil)
+		received <- err
+	}()
+	h.waitProposals(2)
+	h.rep.mu.Lock()
+	move := h.rep.props[1:]
+	h.rep.props = h.rep.props[:1]
+	h.rep.mu.Unlock()
+	h.pump() // the hide, persisted and applied everywhere
+
+	// The follower's compaction in relocateLocked: the source's stripe
+	// locked, the message found not named.
+	fq, err := h.follower.Queue("src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &fq.stripes[0]
+	r := h.follower.store.(*replStore)
+	st.mu.Lock()
+	idx := uint32(0)
+	for ; idx < st.slab.n && (!st.slab.valid(idx) || st.slab.at(idx).seq == 0); idx++ {
+	}
+	if idx == st.slab.n {
+		st.mu.Unlock()
+		t.Fatal("the follower does not hold the message")
+	}
+	s := st.slab.at(idx)
+	if r.isNamed(fq.id, s.seq) {
+		st.mu.Unlock()
+		t.Fatal("named before its move was persisted")
+	}
+	// Meanwhile the move arrives; the follower persists it.
+	h.hold = true
+	h.rep.mu.Lock()
+	h.rep.props = append(move, h.rep.props...)
+	h.rep.mu.Unlock()
+	persisted := make(chan struct{})
+	go func() { defer close(persisted); h.pump() }()
+	for deadline := time.Now().Add(10 * time.Second); !r.isNamed(fq.id, s.seq); {
+		if time.Now().After(deadline) {
+			st.mu.Unlock()
+			t.Fatal("the move's source was never named")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The rest of relocateLocked: the relocate record.
+	sum := md5.Sum(body)
+	var recs [1]logRec
+	var head [bodyHeadLen]byte
+	pos := s.bodyPos
+	h.follower.store.bodyRecord(&recs[0], &head, fq.id, st.idx, idx, s, &sum, nil, body, true)
+	err = h.follower.store.append(recs[:])
+	if err == nil {
+		h.follower.store.addLive(pos, -int64(s.recSize))
+		s.bodyPos, s.recSize = recs[0].pos, recs[0].size
+	}
+	st.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-persisted:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the follower never persisted the move")
+	}
+	h.hold = false
+	if err := <-received; err != nil && !errors.Is(err, ErrMessageNotExist) {
+		t.Fatal(err)
+	}
+	h.pump()
+	if err := h.follower.ApplyCommitted(h.held); err != nil {
+		t.Fatal(err)
+	}
+	h.held = nil
+
+	h.restartFollower()
+	for name, want := range map[string]int64{"src": 0, "dlq": 1} {
+		fq, err := h.follower.Queue(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := fq.Attributes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := info.Active + info.Inactive + info.Delayed; n != want {
+			t.Fatalf("after a restart the follower's %s holds %d messages, want %d: the moved message came back", name, n, want)
+		}
 	}
 }
 

@@ -60,7 +60,8 @@ var errLookUpBodies = errors.New("engine: look up the bodies of a received entry
 
 // bodyLocs are where this replica holds the bodies that a received entry's
 // state, delete and expire records name (locs[i] for its record i; zero
-// for other records), and the messages they name (invariant 6).
+// for other records), and the messages they and its dead-letter moves'
+// sources name (invariant 6).
 type bodyLocs struct {
 	locs  [][2]uint64 // position, size
 	names []msgKey
@@ -96,6 +97,20 @@ func (r *replStore) lookUpBodies(b *Broker, recs []byte) (*bodyLocs, error) {
 			if pos == 0 && ok {
 				loc = held
 			}
+		}
+		if typ == recDeadLetter && len(payload) >= snapLen {
+			// A move: its source leaves as by a delete. Named before its
+			// stripe's lock is taken, as above (invariant 6): a relocation
+			// that found it not named yet then appends before the move.
+			// The record carries its own body: nothing to look up.
+			s, err := decodeSnap(payload[:snapLen])
+			if err != nil {
+				return err
+			}
+			k := msgKey{s.qid, s.seq}
+			r.name(k)
+			l.names = append(l.names, k)
+			b.bodyOf(s.qid, s.stripe, s.slot, s.seq)
 		}
 		l.locs = append(l.locs, loc)
 		return nil
@@ -159,16 +174,6 @@ func (r *replStore) persistLocked(b *Broker, e ReplicaEntry, locs *bodyLocs) err
 			// needs a copy of its own.
 			rec := [1]logRec{{typ: typ, head: payload, live: isSendRec(typ) || typ == recDeadLetter}}
 			switch typ {
-			case recDeadLetter:
-				// Its source leaves (named like a delete's message); the
-				// body is the record's own, nothing to rewrite.
-				s, err := decodeSnap(payload)
-				if err != nil {
-					return err
-				}
-				k := msgKey{s.qid, s.seq}
-				r.name(k)
-				info.names = append(info.names, k)
 			case recState, recDelete, recExpire:
 				rec[0].head = append([]byte(nil), payload...)
 				s, err := decodeSnap(rec[0].head)

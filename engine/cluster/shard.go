@@ -3,15 +3,19 @@ package cluster
 // One shard of a node: a Raft group member (an etcd raft RawNode) and the
 // shard's broker, driven by one goroutine (run).
 //
-// The loop, for every Ready (the order etcd raft requires):
-//  1. a snapshot from the leader: install its state (snapshot.go) first;
-//  2. persist the new entries and the hard state in the shard's log and, if
-//     Raft says so, sync it: an acknowledgement or a vote leaves only after
-//     what it vouches for is durable (with --sync always; with interval the
-//     log's own fsync period applies, see docs/operations.md);
-//  3. send the messages;
-//  4. apply the committed entries (the broker's records; conf changes);
-//  5. Advance.
+// The loop, for every Ready (etcd raft's asynchronous storage writes; no
+// Advance):
+//  1. a snapshot from the leader is stepped only once its state has been
+//     fetched and installed off the loop (snapshot.go);
+//  2. the entries and the hard state to persist go to the shard's append
+//     worker (append.go) with the messages that vouch for them (an
+//     acknowledgement, a vote, the leader's own acknowledgement) as its
+//     responses: those leave once the worker's batch is synced (--sync
+//     always) or written to the log's files (interval, none);
+//  3. the other messages leave at once (a leader sends its appends before
+//     its own fsync), less those bump.go drops;
+//  4. the committed entries are applied (the broker's records; conf
+//     changes) and the apply thread's responses stepped.
 //
 // Roles. When this member becomes the leader of term T, its broker starts
 // taking changes only once every entry before its term's first has been
