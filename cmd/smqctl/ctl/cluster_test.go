@@ -357,8 +357,7 @@ func fakeClusterStatus(t *testing.T) (*atomic.Value, *ctl) {
 		io.WriteString(w, answer.Load().(string))
 	}))
 	t.Cleanup(srv.Close)
-	return answer, &ctl{t: t, dir: t.TempDir(), env: map[string]string{
-		"SMQ_ENDPOINT": srv.URL, "ALIBABA_CLOUD_ACCESS_KEY_ID": keyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret}}
+	return answer, ctlAt(t, srv.URL)
 }
 
 // cluster status exits 5 for a node that is not healthy, or warns of a

@@ -70,9 +70,13 @@ type ctl struct {
 	tty   bool
 }
 
-func (d *daemon) ctl(t testing.TB) *ctl {
+func (d *daemon) ctl(t testing.TB) *ctl { return ctlAt(t, "http://"+d.addr) }
+
+// ctlAt runs smqctl against endpoint (a daemon, or a test's fake server)
+// with the test key.
+func ctlAt(t testing.TB, endpoint string) *ctl {
 	return &ctl{t: t, dir: t.TempDir(), env: map[string]string{
-		"SMQ_ENDPOINT":                    "http://" + d.addr,
+		"SMQ_ENDPOINT":                    endpoint,
 		"ALIBABA_CLOUD_ACCESS_KEY_ID":     keyID,
 		"ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret,
 	}}

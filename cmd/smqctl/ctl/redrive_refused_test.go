@@ -44,9 +44,7 @@ func TestQueueRedriveCountsCopiesWhoseDeleteWasRefused(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{
-		"SMQ_ENDPOINT": srv.URL, "ALIBABA_CLOUD_ACCESS_KEY_ID": keyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret,
-	}}
+	c := ctlAt(t, srv.URL)
 	r := c.fail(ExitAuth, "queue", "redrive", "dead", "--to", "to", "--json")
 	res := decodeJSON[redriveResult](t, r.stdout)
 	mu.Lock()

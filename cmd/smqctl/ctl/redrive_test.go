@@ -258,9 +258,7 @@ func TestQueueRedriveChecksTheCopy(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{
-		"SMQ_ENDPOINT": srv.URL, "ALIBABA_CLOUD_ACCESS_KEY_ID": keyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret,
-	}}
+	c := ctlAt(t, srv.URL)
 	r := c.fail(ExitError, "queue", "redrive", "dead", "--to", "to")
 	if !strings.Contains(r.stdout, "body MD5 00000000000000000000000000000000, not 49F68A5C8493EC2C0BF489821C21FC3B") || !strings.Contains(r.stdout, "moved 0") {
 		t.Errorf("redrive:\n%s\n%s", r.stdout, r.stderr)
@@ -294,9 +292,7 @@ func TestQueueRedriveCopiedNotDeletedExits1(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{
-		"SMQ_ENDPOINT": srv.URL, "ALIBABA_CLOUD_ACCESS_KEY_ID": keyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret,
-	}}
+	c := ctlAt(t, srv.URL)
 	r := c.fail(ExitError, "queue", "redrive", "dead", "--to", "to", "--json")
 	res := decodeJSON[redriveResult](t, r.stdout)
 	if res.Moved != 0 || res.Copied != 1 || len(res.Left) != 0 {
@@ -342,9 +338,7 @@ func TestQueueRedriveRetriesA503(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c := &ctl{t: t, dir: t.TempDir(), env: map[string]string{
-		"SMQ_ENDPOINT": srv.URL, "ALIBABA_CLOUD_ACCESS_KEY_ID": keyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret,
-	}}
+	c := ctlAt(t, srv.URL)
 	if res := decodeJSON[redriveResult](t, c.ok("queue", "redrive", "dead", "--to", "to", "--json")); res.Moved != 1 || deletes.Load() != 1 {
 		t.Errorf("redrive: %+v, %d deletes", res, deletes.Load())
 	}
