@@ -298,7 +298,7 @@ func markRepairPending(o *Options) (resumed bool, err error) {
 		}
 	}
 	if err == nil {
-		err = syncDir(o.Dir)
+		err = wal.OSFS().SyncDir(o.Dir)
 	}
 	if err != nil {
 		return false, fmt.Errorf("engine: mark the repair: %w", err)
@@ -314,23 +314,9 @@ func (d *durableStore) clearRepairPending() {
 	}
 	err := os.Remove(name)
 	if err == nil {
-		err = syncDir(d.opts.Dir)
+		err = wal.OSFS().SyncDir(d.opts.Dir)
 	}
 	if err != nil {
 		d.log.Warn("the repair mark could not be removed", "file", name, "err", err)
 	}
-}
-
-// syncDir fsyncs a directory, making a file's creation or removal in it
-// durable.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -152,7 +152,10 @@ func TestDiskFullGuard(t *testing.T) {
 }
 
 // TestDiskFullRefusesToOpen: below the guard's minimum the broker does not
-// open (instead of dying in Badger later), and says why.
+// open (instead of dying in Badger later), and says why. Under an explicit
+// FreeSpaceReserve it names that reserve as what to lower: it told the
+// embedder to lower the segment and memtable sizes, which do not size the
+// guard then (embedding audit, 2026-12-07).
 func TestDiskFullRefusesToOpen(t *testing.T) {
 	dir := t.TempDir()
 	fs := wal.NewMemFS()
@@ -162,8 +165,9 @@ func TestDiskFullRefusesToOpen(t *testing.T) {
 	o.WAL.FS = fs
 	o.WAL.SegmentBytes = 256 << 10
 	_, err := Open(o)
-	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "refusing to open") {
-		t.Fatalf("open with 1 MiB free and a 4 MiB reserve: %v", err)
+	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "refusing to open") ||
+		!strings.Contains(err.Error(), "FreeSpaceReserve") || strings.Contains(err.Error(), "memtable") {
+		t.Fatalf("open with 1 MiB free and a 4 MiB reserve: %v; want it refused, naming FreeSpaceReserve", err)
 	}
 	t.Logf("refused, as it must be: %v", err)
 }

@@ -15,6 +15,14 @@ import (
 // cluster shard electing its leader) and a send slower than the queue's
 // visibility timeout.
 func TestConsoleRedriveRetriesAndKeepsInvisible(t *testing.T) {
+	runRedriveJS(t, redriveJSTest)
+}
+
+// runRedriveJS runs script as test.js beside the console's redrive.js and
+// the modules it imports, in Node; it fails the test if Node exits with
+// an error.
+func runRedriveJS(t *testing.T, script string) {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("this test needs Node.js (>= 16) on PATH (Debian: apt-get install nodejs); it never skips")
@@ -32,7 +40,7 @@ func TestConsoleRedriveRetriesAndKeepsInvisible(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"type":"module"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "test.js"), []byte(redriveJSTest), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "test.js"), []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(node, filepath.Join(dir, "test.js")).CombinedOutput()

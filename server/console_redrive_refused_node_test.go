@@ -1,14 +1,6 @@
 package server
 
-import (
-	"io/fs"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"testing"
-
-	"github.com/smqd/smqd/server/console"
-)
+import "testing"
 
 // The console's redrive (static/redrive.js, run by Node) whose batch
 // delete is refused whole (403 AccessDenied: the key lacks
@@ -16,31 +8,7 @@ import (
 // the run fails, and its error and progress must count them as copied
 // (a later run moves them again). It said nothing of them.
 func TestConsoleRedriveCountsCopiesWhoseDeleteWasRefused(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("this test needs Node.js (>= 16) on PATH (Debian: apt-get install nodejs); it never skips")
-	}
-	dir := t.TempDir()
-	for _, f := range []string{"redrive.js", "mns.js", "md5.js"} {
-		b, err := fs.ReadFile(console.Files(), f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"type":"module"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "test.js"), []byte(redriveRefusedJSTest), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(node, filepath.Join(dir, "test.js")).CombinedOutput()
-	t.Logf("node:\n%s", out)
-	if err != nil {
-		t.Fatalf("node: %v", err)
-	}
+	runRedriveJS(t, redriveRefusedJSTest)
 }
 
 // redriveRefusedJSTest: a queue "dead" of two messages whose sends are

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -38,35 +39,7 @@ func TestClusterSnapshotIsSentWithAnAdminChangeInFlight(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		return string(buf[:runtime.Stack(buf, true)])
 	}
-	// Each attempt bounded: a send the shard never commits never returns.
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		res := make(chan error, 1)
-		go func() {
-			b := c.nodes[li].shards[0].broker()
-			if b == nil {
-				res <- errors.New("no broker")
-				return
-			}
-			q, err := b.Queue("q")
-			if err == nil {
-				_, err = q.Send([]engine.SendEntry{{Body: []byte("after")}}, nil)
-			}
-			res <- err
-		}()
-		var err error
-		select {
-		case err = <-res:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("a send through node %d, with node %d down, node %d waiting for its snapshot and a queue's create in flight, hung for 30 s\n%s", li+1, other+1, wi+1, dump())
-		}
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no send through node %d within 60 s, with node %d down and node %d waiting for its snapshot: %v", li+1, other+1, wi+1, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	sendUntilOneCommits(t, c, li, fmt.Sprintf("with node %d down, node %d waiting for its snapshot and a queue's create in flight", other+1, wi+1), nil, dump)
 	select {
 	case err := <-pending:
 		if err != nil && !errors.Is(err, engine.ErrNotLeader) {

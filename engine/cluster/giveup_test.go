@@ -54,36 +54,7 @@ func TestClusterSnapshotForTheOnlyOtherMemberIsSent(t *testing.T) {
 			unknown++
 		}
 	}
-	// Each attempt bounded: a send the shard never commits never returns.
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		res := make(chan error, 1)
-		go func() {
-			b := c.nodes[li].shards[0].broker()
-			if b == nil {
-				res <- errors.New("no broker")
-				return
-			}
-			q, err := b.Queue("q")
-			if err == nil {
-				_, err = q.Send([]engine.SendEntry{{Body: []byte("after")}}, nil)
-			}
-			res <- err
-		}()
-		var err error
-		select {
-		case err = <-res:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("a send through node %d, with node %d down and node %d waiting for its snapshot, hung for 30 s", li+1, other+1, wi+1)
-		}
-		outcome(err)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no send through node %d within 60 s, with node %d down and node %d waiting for its snapshot: %v", li+1, other+1, wi+1, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	sendUntilOneCommits(t, c, li, fmt.Sprintf("with node %d down and node %d waiting for its snapshot", other+1, wi+1), outcome, nil)
 	err := <-pending
 	if err != nil && !errors.Is(err, engine.ErrNotLeader) {
 		t.Fatalf("the send in flight: %v", err)
@@ -102,4 +73,48 @@ func TestClusterSnapshotForTheOnlyOtherMemberIsSent(t *testing.T) {
 		})
 	}
 	t.Logf("the send in flight: %v; %d sends of unknown outcome; given up %d times", err, unknown, c.nodes[li].shards[0].givenUp.Load())
+}
+
+// sendUntilOneCommits sends through node li until one send is
+// acknowledged, each attempt bounded (a send the shard never commits
+// never returns), handing each attempt's outcome to outcome; it fails the
+// test after 60 s, or when an attempt hangs for 30 s (with dump's text,
+// if any). why says what the cluster is going through.
+func sendUntilOneCommits(t *testing.T, c *testCluster, li int, why string, outcome func(error), dump func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		res := make(chan error, 1)
+		go func() {
+			b := c.nodes[li].shards[0].broker()
+			if b == nil {
+				res <- errors.New("no broker")
+				return
+			}
+			q, err := b.Queue("q")
+			if err == nil {
+				_, err = q.Send([]engine.SendEntry{{Body: []byte("after")}}, nil)
+			}
+			res <- err
+		}()
+		var err error
+		select {
+		case err = <-res:
+		case <-time.After(30 * time.Second):
+			stacks := ""
+			if dump != nil {
+				stacks = "\n" + dump()
+			}
+			t.Fatalf("a send through node %d, %s, hung for 30 s%s", li+1, why, stacks)
+		}
+		if outcome != nil {
+			outcome(err)
+		}
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no send through node %d within 60 s, %s: %v", li+1, why, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
