@@ -19,21 +19,11 @@ import (
 // (ErrExportUnsettled, giveUpIfAsked): the create, every later change of
 // the shard and the snapshot all waited for the stopped member.
 func TestClusterSnapshotIsSentWithAnAdminChangeInFlight(t *testing.T) {
-	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true})
-	wi, release := c.holdSnapshot()
-	li, _ := c.leader("q")
-	other := 3 - li - wi
-	c.stop(other)
-
-	// A create the leader proposes now waits for node wi, holding adminMu.
-	pending := make(chan error, 1)
-	go func() {
-		_, b := c.leader("q")
+	// A create the leader proposes waits for node wi, holding adminMu.
+	c, li, wi, other, pending := proposedWhileASnapshotWaits(t, func(b *engine.Broker) error {
 		_, err := b.CreateQueue("q2", engine.DefaultQueueConfig())
-		pending <- err
-	}()
-	time.Sleep(100 * time.Millisecond) // proposed (its outcome is checked below, either way)
-	release()
+		return err
+	})
 
 	dump := func() string {
 		buf := make([]byte, 1<<20)

@@ -24,24 +24,14 @@ import (
 // (the leader logging "snapshot not sent ... proposals in flight did not
 // settle within 10s" every 10 s).
 func TestClusterSnapshotForTheOnlyOtherMemberIsSent(t *testing.T) {
-	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true})
-	wi, release := c.holdSnapshot()
-	li, _ := c.leader("q")
-	other := 3 - li - wi
-	c.stop(other)
-
-	// A send the leader proposes now waits for node wi.
-	pending := make(chan error, 1)
-	go func() {
-		_, b := c.leader("q")
+	// A send the leader proposes waits for node wi.
+	c, li, wi, other, pending := proposedWhileASnapshotWaits(t, func(b *engine.Broker) error {
 		q, err := b.Queue("q")
 		if err == nil {
 			_, err = q.Send([]engine.SendEntry{{Body: []byte("pending")}}, nil)
 		}
-		pending <- err
-	}()
-	time.Sleep(100 * time.Millisecond) // proposed (its outcome is checked below, either way)
-	release()
+		return err
+	})
 
 	// Sends that failed after they were proposed (ErrNotLeader, not
 	// ErrRetryOnLeader) may or may not have run: counted apart.
@@ -117,4 +107,25 @@ func sendUntilOneCommits(t *testing.T, c *testCluster, li int, why string, outco
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// proposedWhileASnapshotWaits starts three nodes of one shard, holds the
+// snapshot one member (wi) needs, stops the third (other), runs propose on
+// the leader (li), and releases the snapshot once it is proposed. The
+// proposal can commit only with wi's acknowledgement: its outcome comes on
+// pending.
+func proposedWhileASnapshotWaits(t *testing.T, propose func(*engine.Broker) error) (c *testCluster, li, wi, other int, pending chan error) {
+	c = startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true})
+	wi, release := c.holdSnapshot()
+	li, _ = c.leader("q")
+	other = 3 - li - wi
+	c.stop(other)
+	pending = make(chan error, 1)
+	go func() {
+		_, b := c.leader("q")
+		pending <- propose(b)
+	}()
+	time.Sleep(100 * time.Millisecond) // proposed (its outcome is checked by the caller, either way)
+	release()
+	return c, li, wi, other, pending
 }
