@@ -105,13 +105,7 @@ func (c *testCluster) start(t *testing.T, id uint64, join bool) {
 	c.api = append(c.api, ln.Addr().String())
 }
 
-func (c *testCluster) ctl(t *testing.T, i int) *ctl {
-	return &ctl{t: t, dir: t.TempDir(), env: map[string]string{
-		"SMQ_ENDPOINT":                    "http://" + c.api[i],
-		"ALIBABA_CLOUD_ACCESS_KEY_ID":     keyID,
-		"ALIBABA_CLOUD_ACCESS_KEY_SECRET": keySecret,
-	}}
-}
+func (c *testCluster) ctl(t *testing.T, i int) *ctl { return ctlAt(t, "http://"+c.api[i]) }
 
 // smqctl cluster status, add and rm against three nodes: the table, the
 // JSON, the membership they change, and the exit codes of the mistakes.
@@ -333,17 +327,28 @@ func TestClusterStats(t *testing.T) {
 		ctl.ok("send", q, "x")
 	}
 	for i := range c.nodes {
-		lines := strings.Split(strings.TrimSpace(c.ctl(t, i).ok("stats", "--count", "2", "--interval", "200ms", "--json")), "\n")
-		var last struct {
-			Queues []queueRates `json:"queues"`
-		}
-		if len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &last) != nil || len(last.Queues) != 2 {
-			t.Fatalf("stats through node %d: %q", i+1, lines)
-		}
-		for _, q := range last.Queues {
-			if q.Sent == nil || q.Deleted == nil || q.OldestWaiting == nil || q.Active != 1 {
-				t.Errorf("stats through node %d, queue %s: %+v", i+1, q.Name, q)
+		// A queue whose lead moved between the two refreshes shows no
+		// rates for that refresh (docs/operations.md, smqctl stats), and
+		// right after the start the balancer may still be moving leads to
+		// their preferred members: a few tries, each of two refreshes.
+		var bad []string
+		for try := 0; try == 0 || len(bad) > 0 && try < 10; try++ {
+			bad = nil
+			lines := strings.Split(strings.TrimSpace(c.ctl(t, i).ok("stats", "--count", "2", "--interval", "200ms", "--json")), "\n")
+			var last struct {
+				Queues []queueRates `json:"queues"`
 			}
+			if len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &last) != nil || len(last.Queues) != 2 {
+				t.Fatalf("stats through node %d: %q", i+1, lines)
+			}
+			for _, q := range last.Queues {
+				if q.Sent == nil || q.Deleted == nil || q.OldestWaiting == nil || q.Active != 1 {
+					bad = append(bad, fmt.Sprintf("queue %s: %+v", q.Name, q))
+				}
+			}
+		}
+		if len(bad) > 0 {
+			t.Errorf("stats through node %d, 10 tries: %v", i+1, bad)
 		}
 	}
 }
