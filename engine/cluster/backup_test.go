@@ -34,7 +34,7 @@ func TestClusterBackupRestoresIntoANewCluster(t *testing.T) {
 	cfg := engine.DefaultQueueConfig()
 	cfg.VisibilityTimeout = time.Hour
 	for _, name := range append(slices.Clone(queues), "gone") {
-		c.onLeader(name, func(b *engine.Broker) error { _, err := b.CreateQueue(name, cfg); return err })
+		c.onLeaderIdempotent(name, func(b *engine.Broker) error { _, err := b.CreateQueue(name, cfg); return err })
 	}
 	if c.nodes[0].ShardOf("q0") == c.nodes[0].ShardOf("q1") && c.nodes[0].ShardOf("q1") == c.nodes[0].ShardOf("q2") {
 		t.Fatal("the queues share a shard: the test would not cover several")
@@ -68,8 +68,8 @@ func TestClusterBackupRestoresIntoANewCluster(t *testing.T) {
 		}
 		return err
 	})
-	c.onLeader("t", func(b *engine.Broker) error { _, err := b.CreateTopic("t", engine.DefaultTopicConfig()); return err })
-	c.onLeader("t", func(b *engine.Broker) error {
+	c.onLeaderIdempotent("t", func(b *engine.Broker) error { _, err := b.CreateTopic("t", engine.DefaultTopicConfig()); return err })
+	c.onLeaderIdempotent("t", func(b *engine.Broker) error {
 		_, err := b.Subscribe("t", "s", engine.SubscriptionConfig{Endpoint: "http://127.0.0.1:9/hook"})
 		return err
 	})
@@ -176,7 +176,7 @@ func TestClusterBackupRestoresIntoANewCluster(t *testing.T) {
 // backup.
 func TestClusterRestoreRefuses(t *testing.T) {
 	c := newTestCluster(t, 3, 2)
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	var backup bytes.Buffer
 	if _, err := c.nodes[0].Backup(&backup, BackupOptions{}); err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func TestClusterRestoreRefuses(t *testing.T) {
 // leader exports it.
 func TestClusterBackupFromLeadersOnly(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 2, infoLogs: true})
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	li, _ := c.leader("q")
 	follower := c.nodes[(li+1)%3].Broker(c.nodes[0].ShardOf("q"))
 	if err := follower.ExportStateLeading(&bytes.Buffer{}); !errors.Is(err, engine.ErrNotLeader) {
@@ -257,7 +257,7 @@ func TestClusterBackupFromLeadersOnly(t *testing.T) {
 // same, holding the backup slot and the hold on dead-letter moves.
 func TestClusterBackupLeaderWaitEndsOnCancel(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	li, _ := c.leader("q")
 	via := (li + 1) % 3
 	c.stop(li)
@@ -288,7 +288,7 @@ func TestClusterBackupUnderLoad(t *testing.T) {
 	var queues []string
 	for k := range 4 {
 		name := fmt.Sprint("load", k)
-		c.onLeader(name, func(b *engine.Broker) error { _, err := b.CreateQueue(name, engine.DefaultQueueConfig()); return err })
+		c.onLeaderIdempotent(name, func(b *engine.Broker) error { _, err := b.CreateQueue(name, engine.DefaultQueueConfig()); return err })
 		queues = append(queues, name)
 	}
 	var mu sync.Mutex

@@ -55,7 +55,7 @@ func newLeaderBehind(t *testing.T, changeVis bool, skew, vis time.Duration) {
 	}
 	cfg := engine.DefaultQueueConfig()
 	cfg.Retention = 24 * time.Hour
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", cfg); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", cfg); return err })
 	c.onLeader("q", func(b *engine.Broker) error {
 		q, err := b.Queue("q")
 		if err != nil {
@@ -176,10 +176,10 @@ func TestClusterNewLeaderBehindReceivesADeadLetter(t *testing.T) {
 	cfg := engine.DefaultQueueConfig()
 	cfg.Retention = 24 * time.Hour
 	cfg.VisibilityTimeout = time.Second
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("dlq", cfg); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("dlq", cfg); return err })
 	qc := cfg
 	qc.DeadLetterQueue, qc.MaxReceiveCount = "dlq", 1
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", qc); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", qc); return err })
 	c.onLeader("q", func(b *engine.Broker) error {
 		q, _ := b.Queue("q")
 		_, err := q.Send([]engine.SendEntry{{Body: []byte("m")}}, nil)

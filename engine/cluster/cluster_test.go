@@ -358,7 +358,7 @@ func (c *testCluster) fillForSnapshots() {
 func (c *testCluster) createQ() {
 	c.t.Helper()
 	c.preferredLeaders()
-	c.onLeader("q", func(b *engine.Broker) error {
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error {
 		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
 		return err
 	})
@@ -411,6 +411,24 @@ func (c *testCluster) onLeader(queue string, op func(b *engine.Broker) error) {
 		_, b := c.leader(queue)
 		err := op(b)
 		if err != nil && !errors.Is(err, engine.ErrRetryOnLeader) {
+			c.t.Fatal(err)
+		}
+		return err
+	})
+}
+
+// onLeaderIdempotent is onLeader for an idempotent change (a create, or a
+// subscription, with the same attributes each time): it also runs op again
+// after a bare ErrNotLeader, which a proposal in flight at a leader change
+// gets (the change may or may not have committed; run again, it is taken
+// or found made), as a client retries a create after its 503. A leader
+// change can come any time under a loaded CI, not only from the balancer.
+func (c *testCluster) onLeaderIdempotent(queue string, op func(b *engine.Broker) error) {
+	c.t.Helper()
+	eventually(c.t, "an idempotent change on the leader of "+queue, func() error {
+		_, b := c.leader(queue)
+		err := op(b)
+		if err != nil && !errors.Is(err, engine.ErrNotLeader) {
 			c.t.Fatal(err)
 		}
 		return err
@@ -719,7 +737,7 @@ func TestClusterDropsMalformedHeartbeatContexts(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the leader's loop did not run")
 	}
-	c.onLeader("q", func(b *engine.Broker) error {
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error {
 		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
 		return err
 	})

@@ -77,7 +77,7 @@ func TestReplicasCountAsTheLeader(t *testing.T) {
 func TestReplicasCountADeadLetterMoveAsTheLeader(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
 	c.preferredLeaders() // no hand-over under the receives below
-	c.onLeader("dlq", func(b *engine.Broker) error {
+	c.onLeaderIdempotent("dlq", func(b *engine.Broker) error {
 		_, err := b.CreateQueue("dlq", engine.DefaultQueueConfig())
 		return err
 	})

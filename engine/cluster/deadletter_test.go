@@ -243,7 +243,7 @@ func TestClusterMoveConnectionsReused(t *testing.T) {
 	c := newTestCluster(t, 3, 4)
 	const q = "reuse-target"
 	li, _ := c.leader(q)
-	c.onLeader(q, func(b *engine.Broker) error {
+	c.onLeaderIdempotent(q, func(b *engine.Broker) error {
 		_, err := b.CreateQueue(q, engine.DefaultQueueConfig())
 		return err
 	})
@@ -305,7 +305,7 @@ func (c *testCluster) sourceWithRemoteDeadLetters(src, prefix string) string {
 	if dlq == "" {
 		return ""
 	}
-	c.onLeader(dlq, func(b *engine.Broker) error {
+	c.onLeaderIdempotent(dlq, func(b *engine.Broker) error {
 		_, err := b.CreateQueue(dlq, engine.DefaultQueueConfig())
 		return err
 	})

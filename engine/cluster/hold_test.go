@@ -16,7 +16,7 @@ import (
 func holdCluster(t *testing.T, hold time.Duration) (*testCluster, int) {
 	c := &testCluster{t: t, nodes: make([]*Node, 3), shards: 1, proposalHold: hold}
 	startTestCluster(c)
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	c.onLeader("q", func(b *engine.Broker) error {
 		q, err := b.Queue("q")
 		if err != nil {

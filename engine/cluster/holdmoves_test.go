@@ -39,12 +39,12 @@ func TestClusterBackupHoldsDeadLetterMoves(t *testing.T) {
 	c := newTestCluster(t, 3, 1) // one shard: every queue in it
 	cfg := engine.DefaultQueueConfig()
 	for _, name := range []string{"a-dlq", "m-fill"} {
-		c.onLeader(name, func(b *engine.Broker) error { _, err := b.CreateQueue(name, cfg); return err })
+		c.onLeaderIdempotent(name, func(b *engine.Broker) error { _, err := b.CreateQueue(name, cfg); return err })
 	}
 	src := cfg
 	src.VisibilityTimeout = time.Second
 	src.DeadLetterQueue, src.MaxReceiveCount = "a-dlq", 1
-	c.onLeader("z-src", func(b *engine.Broker) error { _, err := b.CreateQueue("z-src", src); return err })
+	c.onLeaderIdempotent("z-src", func(b *engine.Broker) error { _, err := b.CreateQueue("z-src", src); return err })
 	send := func(queue string, body []byte) {
 		c.onLeader(queue, func(b *engine.Broker) error {
 			q, err := b.Queue(queue)

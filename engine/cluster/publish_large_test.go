@@ -20,13 +20,13 @@ func TestClusterPublishLargerThanTheShardLog(t *testing.T) {
 	// in flight at one fails with a bare ErrNotLeader.
 	c.preferredLeaders()
 	const topic = "big-topic"
-	c.onLeader(topic, func(b *engine.Broker) error {
+	c.onLeaderIdempotent(topic, func(b *engine.Broker) error {
 		_, err := b.CreateTopic(topic, engine.DefaultTopicConfig())
 		return err
 	})
 	for i := range subs {
 		q := fmt.Sprintf("bq%d", i)
-		c.onLeader(q, func(b *engine.Broker) error {
+		c.onLeaderIdempotent(q, func(b *engine.Broker) error {
 			if _, err := b.CreateQueue(q, engine.DefaultQueueConfig()); err != nil {
 				return err
 			}

@@ -18,7 +18,7 @@ import (
 func TestClusterPurgeReplicates(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, electionTicks: 50,
 		tweak: func(_ int, o *engine.Options) { o.Stripes = 1 }})
-	c.onLeader("q", func(b *engine.Broker) error {
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error {
 		_, err := b.CreateQueue("q", engine.DefaultQueueConfig())
 		return err
 	})

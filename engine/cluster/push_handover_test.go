@@ -64,11 +64,11 @@ func TestClusterHandOverGivesBackUntriedPushes(t *testing.T) {
 		o.Push.Lease = 10 * time.Minute
 	})
 	const topic = "handover-topic"
-	c.onLeader(topic, func(b *engine.Broker) error {
+	c.onLeaderIdempotent(topic, func(b *engine.Broker) error {
 		_, err := b.CreateTopic(topic, engine.DefaultTopicConfig())
 		return err
 	})
-	c.onLeader(topic, func(b *engine.Broker) error {
+	c.onLeaderIdempotent(topic, func(b *engine.Broker) error {
 		_, err := b.Subscribe(topic, "hook", engine.SubscriptionConfig{Endpoint: srv.URL + "/hook", Format: engine.FormatSimplified})
 		return err
 	})

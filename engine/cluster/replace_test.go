@@ -31,7 +31,7 @@ func TestClusterWipedMemberIsReplacedWhenAForwardedProposalIsLost(t *testing.T) 
 		}
 	}
 	for _, name := range qs {
-		c.onLeader(name, func(b *engine.Broker) error { _, err := b.CreateQueue(name, engine.DefaultQueueConfig()); return err })
+		c.onLeaderIdempotent(name, func(b *engine.Broker) error { _, err := b.CreateQueue(name, engine.DefaultQueueConfig()); return err })
 		for range 300 {
 			c.onLeader(name, func(b *engine.Broker) error {
 				q, err := b.Queue(name)

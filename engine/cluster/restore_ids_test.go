@@ -39,7 +39,7 @@ func (c *testCluster) moveLead() {
 // one id on both clusters).
 func TestClusterRestoreNeverReusesMessageIDs(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	c.sendForID("q", "before")
 	var backup bytes.Buffer
 	if _, err := c.nodes[0].Backup(&backup, BackupOptions{}); err != nil {

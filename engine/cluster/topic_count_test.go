@@ -17,7 +17,7 @@ import (
 // MessageCount 0, and a failover lost the count.
 func TestClusterTopicCountsPublishesDeliveredNowhere(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
-	c.onLeader("t", func(b *engine.Broker) error {
+	c.onLeaderIdempotent("t", func(b *engine.Broker) error {
 		_, err := b.CreateTopic("t", engine.DefaultTopicConfig())
 		return err
 	})
@@ -40,7 +40,7 @@ func TestClusterTopicCountsPublishesDeliveredNowhere(t *testing.T) {
 func TestClusterTopicCountAfterSnapshotInstall(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, infoLogs: true})
 	c.fillForSnapshots()
-	c.onLeader("q", func(b *engine.Broker) error {
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error {
 		_, err := b.CreateTopic("t", engine.DefaultTopicConfig())
 		return err
 	})

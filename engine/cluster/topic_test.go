@@ -33,19 +33,19 @@ func TestClusterTopicRelaySurvivesLeaderLoss(t *testing.T) {
 		}
 	}
 	for _, q := range []string{near, far} {
-		c.onLeader(q, func(b *engine.Broker) error {
+		c.onLeaderIdempotent(q, func(b *engine.Broker) error {
 			_, err := b.CreateQueue(q, engine.DefaultQueueConfig())
 			return err
 		})
 	}
-	c.onLeader(topic, func(b *engine.Broker) error {
+	c.onLeaderIdempotent(topic, func(b *engine.Broker) error {
 		_, err := b.CreateTopic(topic, engine.DefaultTopicConfig())
 		return err
 	})
 	for _, q := range []string{near, far} {
 		// The queue of another shard was just created through its own
 		// leader: Subscribe reads it after a read barrier (CatchUp).
-		c.onLeader(topic, func(b *engine.Broker) error {
+		c.onLeaderIdempotent(topic, func(b *engine.Broker) error {
 			_, err := b.Subscribe(topic, "to-"+q, engine.SubscriptionConfig{Endpoint: "acs:mns:test:1:queues/" + q, Format: engine.FormatSimplified})
 			return err
 		})
@@ -206,15 +206,15 @@ func TestClusterRelayToADeletedQueueCountsDropped(t *testing.T) {
 			far = name
 		}
 	}
-	c.onLeader(far, func(b *engine.Broker) error {
+	c.onLeaderIdempotent(far, func(b *engine.Broker) error {
 		_, err := b.CreateQueue(far, engine.DefaultQueueConfig())
 		return err
 	})
-	c.onLeader(topic, func(b *engine.Broker) error {
+	c.onLeaderIdempotent(topic, func(b *engine.Broker) error {
 		_, err := b.CreateTopic(topic, engine.DefaultTopicConfig())
 		return err
 	})
-	c.onLeader(topic, func(b *engine.Broker) error {
+	c.onLeaderIdempotent(topic, func(b *engine.Broker) error {
 		_, err := b.Subscribe(topic, "to-far", engine.SubscriptionConfig{Endpoint: "acs:mns:test:1:queues/" + far, Format: engine.FormatSimplified})
 		return err
 	})

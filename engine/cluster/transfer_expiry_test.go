@@ -23,7 +23,7 @@ func TestClusterHandOverWhileMessagesExpire(t *testing.T) {
 	c := newTestClusterWith(t, 3, 1, func(_ int, o *engine.Options) { o.Clock = clk })
 	cfg := engine.DefaultQueueConfig()
 	cfg.Retention = engine.MinRetention
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", cfg); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", cfg); return err })
 	send := func(body string) {
 		c.onLeader("q", func(b *engine.Broker) error {
 			q, err := b.Queue("q")

@@ -126,7 +126,7 @@ func TestClusterReplacementCutShortAfterItsRemovalIsFinished(t *testing.T) {
 		}
 		return errors.New("not yet")
 	})
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	c.sendBatches("a", 5)
 	mute := func(from, to uint64) bool { return from != 3 }
 	testHookRejoinAsk.Store(&mute)
@@ -184,7 +184,7 @@ func TestClusterReplacementCutShortAfterItsRemovalIsFinished(t *testing.T) {
 func TestClusterWipedNodeWithAnotherShardCountHoldsItsVote(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 2, infoLogs: true})
 	c.leadShard0(1)
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	c.sendBatches("a", 5)
 	var logs syncBuffer
 	c.cfgTweak = func(i int, cfg *Config) {

@@ -116,7 +116,7 @@ func TestRejoinQuestionOfANodeHoldingItsVote(t *testing.T) {
 func TestClusterWipedNodeHoldsItsVoteUntilReplaced(t *testing.T) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
 	c.leadShard0(1)
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	c.converged("q", 0, 0)
 	lag := func(m *pb.Message) bool {
 		return m.GetFrom() == 1 && m.GetTo() == 2 && (m.GetType() == pb.MsgApp || m.GetType() == pb.MsgSnap)
@@ -177,7 +177,7 @@ func TestClusterNewClusterWithAMemberNeverStarted(t *testing.T) {
 	}
 	t.Cleanup(c.stopAll)
 	c.startSome(0, 1)
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	c.sendBatches("a", 50)
 	c.start(2)
 	eventuallyWithin(t, 60*time.Second, "node 3 votes", func() error {
@@ -254,7 +254,7 @@ func TestClusterHeldNodeWithHistoryIsNoNewCluster(t *testing.T) {
 func heldWithHistory(t *testing.T) (*testCluster, *atomic.Int64) {
 	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1})
 	c.leadShard0(1)
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	c.sendBatches("a", 100)
 	c.converged("q", 1600, 0)
 	asked := new(atomic.Int64)
@@ -328,7 +328,7 @@ func TestClusterWipedJoinedNodeHoldsItsVote(t *testing.T) {
 		}
 		return nil
 	})
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	lag := func(m *pb.Message) bool {
 		return m.GetFrom() == 1 && m.GetTo() == 2 && (m.GetType() == pb.MsgApp || m.GetType() == pb.MsgSnap)
 	}
@@ -392,7 +392,7 @@ func TestClusterHeldNodeDoesNotElectItself(t *testing.T) {
 		o.ReplicaKeepEntries = 1 << 20
 	}})
 	c.leadShard0(1)
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	c.converged("q", 0, 0)
 	var cut atomic.Uint64   // when set, node 1 sends node 3 no entry past it
 	var isolate atomic.Bool // node 1 hears nothing: it steps down (CheckQuorum)
@@ -505,7 +505,7 @@ func TestClusterHeldNodeDoesNotElectItself(t *testing.T) {
 func TestClusterRemovedMemberAddedBackVotes(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
 	c.leadShard0(1)
-	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.onLeaderIdempotent("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
 	c.sendBatches("a", 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
