@@ -232,14 +232,23 @@ func TestNodeActivityFollowsReplication(t *testing.T) {
 // the leader's index and the queue there.
 func (c *testCluster) leaderQueue(name string) (int, *engine.Queue) {
 	c.t.Helper()
-	li, b := c.leader(name)
-	if _, err := b.CreateQueue(name, engine.DefaultQueueConfig()); err != nil {
-		c.t.Fatal(err)
-	}
-	q, err := b.Queue(name)
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	// Again on the next leader after a leader change (a balancer's
+	// hand-over refuses it; one with the proposal in flight fails it): a
+	// create with the same attributes is idempotent (onLeaderIdempotent).
+	var li int
+	var q *engine.Queue
+	eventually(c.t, "queue "+name+" created on its leader", func() error {
+		var b *engine.Broker
+		li, b = c.leader(name)
+		_, err := b.CreateQueue(name, engine.DefaultQueueConfig())
+		if err == nil {
+			q, err = b.Queue(name)
+		}
+		if err != nil && !errors.Is(err, engine.ErrNotLeader) {
+			c.t.Fatal(err)
+		}
+		return err
+	})
 	return li, q
 }
 
