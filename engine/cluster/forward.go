@@ -81,6 +81,11 @@ type fwdPool struct {
 	idle  map[uint64][]net.Conn // guarded by mu
 	open  map[uint64]int        // guarded by mu: connections per leader, idle or busy
 	polls map[uint64]int        // guarded by mu: of the busy ones, those long polls hold (maxForwardPolls)
+	// guarded by mu: why the last forward connection opened to a leader
+	// failed, while no later one worked (forward_reach.go); probing: a
+	// leader being dialled again for /healthz.
+	unreached map[uint64]error
+	probing   map[uint64]bool
 
 	// Tests: the caps when not 0 (maxForwardConns, maxForwardPolls).
 	capConns, capPolls int
@@ -255,6 +260,7 @@ func (n *Node) fwdTake(leader uint64) (net.Conn, error) {
 		return nil, fmt.Errorf("%w: node %d's address is not known", ErrNotSent, leader)
 	}
 	c, _, err := n.tr.dial(addr, kindForward, leader)
+	n.fwdDialed(leader, err)
 	if err != nil {
 		n.fwdDrop(leader, nil)
 		return nil, fmt.Errorf("%w: %v", ErrNotSent, err)

@@ -680,6 +680,9 @@ func (n *Node) health(caughtUp bool) error {
 		if _, ok := n.tr.peerAPI(lead); !ok || n.tr.peerAddr(lead) == "" {
 			return fmt.Errorf("shard %d: leader %d not reachable", s.id, lead)
 		}
+		if err := n.fwdReach(lead); err != nil {
+			return fmt.Errorf("shard %d: leader %d not reachable: %w", s.id, lead, err)
+		}
 		if err := s.catchUpHealth(lead); err != nil && caughtUp {
 			return err
 		}
