@@ -380,6 +380,13 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, st *reqState, leader uint64) 
 		resetResponse(ctx, st)
 		return fmt.Errorf("node %d no longer leads the shard: %w", leader, errNotRun)
 	}
+	if ctx.Response.StatusCode() >= 400 {
+		// The client gets the leader's error: counted here, not there
+		// (writeError; metrics audit, 2026-12-07).
+		if c, ok := codeNamed(errorCodeOf(ctx)); ok {
+			s.metrics.countError(c)
+		}
+	}
 	return nil
 }
 

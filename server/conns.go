@@ -34,7 +34,12 @@ import (
 
 // connSlots is the shared pool of connection slots of one Server.
 type connSlots struct {
-	slots   chan struct{} // one token per open connection; cap = MaxConns
+	slots chan struct{} // one token per open connection, and one for a pending Accept; cap = MaxConns
+	// held counts the connections Accept returned and that are not closed
+	// yet: a pending Accept holds a slot before its connection arrives,
+	// so len(slots) read one more than the connections while the server
+	// waited for one (smqd_http_connections: metrics audit, 2026-12-07).
+	held    atomic.Int64
 	waits   atomic.Uint64 // Accept calls that found every slot taken
 	lastLog atomic.Int64  // unix nanoseconds of the last "at the cap" log line
 	// acceptFails counts Accept errors tried again (no descriptor left).
@@ -44,8 +49,12 @@ type connSlots struct {
 
 func newConnSlots(max int) *connSlots { return &connSlots{slots: make(chan struct{}, max)} }
 
-// open returns the number of connections held.
+// open returns the number of slots held: the connections and a pending
+// Accept's.
 func (c *connSlots) open() int { return len(c.slots) }
+
+// connections returns the number of connections held open.
+func (c *connSlots) connections() int64 { return c.held.Load() }
 
 // limitListener is a listener whose Accept holds a slot for each
 // connection it returns.
@@ -81,7 +90,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err == nil {
-			return &limitConn{Conn: c, slots: cs.slots}, nil
+			cs.held.Add(1)
+			return &limitConn{Conn: c, slots: cs.slots, held: &cs.held}, nil
 		}
 		if !acceptRetryable(err) {
 			<-cs.slots
@@ -118,6 +128,7 @@ func (l *limitListener) Close() error {
 type limitConn struct {
 	net.Conn
 	slots    chan struct{}
+	held     *atomic.Int64 // connSlots.held
 	released atomic.Bool
 	linger   atomic.Bool // set by handleTransportError: close without a reset
 }
@@ -140,6 +151,7 @@ func (c *limitConn) Close() error {
 	}
 	err := c.Conn.Close()
 	if c.released.CompareAndSwap(false, true) {
+		c.held.Add(-1)
 		<-c.slots
 	}
 	return err

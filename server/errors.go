@@ -119,6 +119,16 @@ var codes = [numCodes]struct {
 
 func (c errCode) String() string { return codes[c].name }
 
+// codeNamed returns the code of that name.
+func codeNamed(name string) (errCode, bool) {
+	for c := errCode(0); c < numCodes; c++ {
+		if codes[c].name == name {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
 // status returns the HTTP status of the code.
 func (c errCode) status() int { return codes[c].status }
 

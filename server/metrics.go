@@ -207,6 +207,12 @@ func (m *metrics) init(s *Server) {
 
 func (m *metrics) observe(o op, status int, d time.Duration) {
 	m.latency[o].Observe(d.Seconds())
+	m.respond(o, status)
+}
+
+// respond counts a response by operation and status class, without its
+// latency (a request fasthttp could not read has no start: observe).
+func (m *metrics) respond(o op, status int) {
 	c := status/100 - 1
 	if c < 0 || c >= len(statusClasses) {
 		c = len(statusClasses) - 1

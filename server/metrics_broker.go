@@ -276,7 +276,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, labels...)
 	}
 	s := c.s
-	gauge(d.conns, float64(s.conns.open()))
+	gauge(d.conns, float64(s.conns.connections()))
 	gauge(d.connsMax, float64(cap(s.conns.slots)))
 	counter(d.acceptWaits, float64(s.conns.waits.Load()))
 

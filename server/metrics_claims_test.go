@@ -8,6 +8,7 @@ package server
 // the disk gauges with the guard off; the dashboard's labels.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -984,4 +985,55 @@ func sendUntil(t *testing.T, c *client, queue, body string, n int, code string) 
 		}
 	}
 	return false
+}
+
+// smqd_http_connections is the connections the API listener holds, not
+// the slots of the cap: the listener's pending Accept takes its slot
+// before a connection arrives, and a server with one client reported 2
+// connections, an idle one 1 (metrics audit, 2026-12-07).
+func TestConnectionsMetricCountsConnections(t *testing.T) {
+	env := startEnv(t, envConfig{serverOpts: func(o *Options) { o.SeparateMetrics = true }})
+	ln := serveOps(t, env)
+	ops := opsClient(t, env, ln)
+	defer ops.close()
+	h := env.client()
+	wantStatus(t, h.get("/queues"), 200) // kept alive: the one API connection
+	if v := value(t, scrape(t, ops), "smqd_http_connections"); v != 1 {
+		t.Errorf("smqd_http_connections %v with 1 API connection open, want 1", v)
+	}
+	h.close()
+	// The server sees the close when it next reads the connection.
+	waitFor(t, "smqd_http_connections 0 with no API connection open", 30*time.Second, func() bool {
+		defer ops.close()
+		return value(t, scrape(t, ops), "smqd_http_connections") == 0
+	})
+}
+
+// A request fasthttp could not read (a malformed request line, headers
+// over the read buffer or too slow) is answered 400 before it is routed: counted in smqd_http_errors_total, it was missing from
+// smqd_http_responses_total, so the errors by code outnumbered the error
+// responses (metrics audit, 2026-12-07). It counts as op Unknown.
+func TestUnreadableRequestCountsAsAResponse(t *testing.T) {
+	env := startEnv(t, envConfig{})
+	c, err := net.Dial("tcp", env.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GARBAGE\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 400 ") {
+		t.Fatalf("answer %q, %v; want a 400", line, err)
+	}
+	h := env.client()
+	defer h.close()
+	m := scrape(t, h)
+	if v := value(t, m, "smqd_http_errors_total", "code", "InvalidArgument"); v != 1 {
+		t.Errorf("smqd_http_errors_total{code=InvalidArgument} %v, want 1", v)
+	}
+	if s, ok := m[seriesKey("smqd_http_responses_total", map[string]string{"op": "Unknown", "class": "4xx"})]; !ok || s.value != 1 {
+		t.Errorf("smqd_http_responses_total{op=Unknown,class=4xx} %v (present %v), want 1", s.value, ok)
+	}
 }

@@ -107,3 +107,35 @@ func TestClusterMetrics(t *testing.T) {
 		t.Errorf("%v forwarded requests counted, want >= 16 (2 of every 3 sends)", forwarded)
 	}
 }
+
+// A forwarded request's error answer is counted in smqd_http_errors_total
+// by the node its client reached, with smqd_http_responses_total, and not
+// by the leader that wrote it: the leader counted it, and the client's
+// node not, so a node's errors by code did not match its 4xx and 5xx
+// responses, and the errors of a node that forwards were on the others
+// (metrics audit, 2026-12-07).
+func TestClusterForwardedErrorsCountWhereTheClientIs(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	c.ready()
+	wantStatus(t, c.envs[0].client().put("/queues/errs", ""), 201)
+	lead := c.leaderOf("errs") // one shard: every queue name's leader
+	f := (lead + 1) % 3
+	errs := func(i int) (notExist, handle float64) {
+		m := scrape(t, c.envs[i].client())
+		return value(t, m, "smqd_http_errors_total", "code", "QueueNotExist"),
+			value(t, m, "smqd_http_errors_total", "code", "ReceiptHandleError")
+	}
+	n0, h0 := errs(f)
+	ln0, lh0 := errs(lead)
+	cl := c.envs[f].client()
+	wantError(t, cl.get("/queues/no-such-queue"), 404, "QueueNotExist")
+	wantError(t, cl.do(req{method: "DELETE", target: "/queues/errs/messages?ReceiptHandle=not-a-handle"}), 400, "ReceiptHandleError")
+	n1, h1 := errs(f)
+	ln1, lh1 := errs(lead)
+	if n1-n0 != 1 || h1-h0 != 1 {
+		t.Errorf("the client's node counted %v QueueNotExist and %v ReceiptHandleError, want 1 and 1", n1-n0, h1-h0)
+	}
+	if ln1-ln0 != 0 || lh1-lh0 != 0 {
+		t.Errorf("the leader counted %v QueueNotExist and %v ReceiptHandleError of requests forwarded to it, want 0 and 0", ln1-ln0, lh1-lh0)
+	}
+}

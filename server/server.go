@@ -635,9 +635,15 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, st *reqState, err error) {
 	s.writeError(ctx, st, code, msg)
 }
 
-// writeError writes the <Error> document of spec §3.11 and counts it.
+// writeError writes the <Error> document of spec §3.11 and counts it (a
+// forwarded request's is counted by the node that forwarded it).
 func (s *Server) writeError(ctx *fasthttp.RequestCtx, st *reqState, code errCode, msg string) {
-	s.metrics.countError(code)
+	if st.fw == nil {
+		// A forwarded request's error is counted by the node its client
+		// reached, from the answer it relays (forward), as its response
+		// is (run).
+		s.metrics.countError(code)
+	}
 	s.writeErrorDoc(ctx, st, code, msg)
 }
 
@@ -692,6 +698,9 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 		msg = "timed out reading the request"
 	}
 	s.writeError(ctx, st, code, msg)
+	// Counted with the errors (metrics audit, 2026-12-07); it was never
+	// routed, and its time from its start is not known here.
+	s.metrics.respond(opUnknown, ctx.Response.StatusCode())
 	// fasthttp closes the connection after this answer, maybe with the
 	// rest of the request unread: linger, so the client gets the answer.
 	for c := ctx.Conn(); c != nil; {
