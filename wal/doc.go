@@ -24,7 +24,8 @@
 // zero and is not part of any range. An empty file "%016x.hole" marks the
 // start of a removed segment that had an older live segment before it, so
 // that the older one's end stays known; live segments and holes tile the
-// positions from the oldest live segment to End. Files named "*.spare" are
+// positions from the oldest live segment to End. A marker no older live
+// segment needs any more is deleted after a removal, or at Open. Files named "*.spare" are
 // preallocated spare segments not yet in use; Open deletes leftovers. Any
 // other file in the directory is ignored with a warning.
 //

@@ -98,6 +98,17 @@ type Log struct {
 	segs atomic.Pointer[segList]
 	// removeMu serializes the file operations of RemoveSegment.
 	removeMu sync.Mutex
+	// holes are the starts of the hole markers in the directory, in
+	// position order; guarded by removeMu (segment.go, pruneHoles).
+	holes []Pos
+	// removing counts segments out of the list whose files RemoveSegment
+	// has not unlinked yet: while any is, the list does not show every
+	// segment file on disk, and no hole marker is pruned.
+	removing atomic.Int32
+	// keepHoles is set, under removeMu, when a removal's file operations
+	// failed: its file may still be on disk, so markers are pruned no
+	// more (Open deletes the stale ones).
+	keepHoles bool
 
 	// Writer goroutine plumbing (writer.go).
 	kick       chan struct{} // cap 1: there is work

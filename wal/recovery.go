@@ -163,6 +163,7 @@ func (l *Log) recover() ([]*segment, error) {
 	for i, e := range entries {
 		if e.hole {
 			l.recovery.Holes++
+			l.holes = append(l.holes, e.start)
 			continue
 		}
 		last := i == len(entries)-1
