@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -172,6 +173,11 @@ func (r *run) client() (*client, error) {
 	}
 	if !strings.Contains(ep, "://") {
 		ep = "http://" + ep
+	}
+	// A bad endpoint is a bad value (exit 2), not a server that could not
+	// be reached (exit 1, as "ftp://..." was: console audit, 2026-12-07).
+	if u, err := url.Parse(ep); err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, usagef("endpoint %q: want http://host:port, https://host:port or host:port", ep)
 	}
 	id, secret, err := r.credentials()
 	if err != nil {

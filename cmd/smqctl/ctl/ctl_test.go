@@ -390,6 +390,8 @@ func TestCredentialsAndErrors(t *testing.T) {
 	closed := ln.Addr().String()
 	ln.Close()
 	c.fail(ExitError, "queue", "ls", "--endpoint", "http://"+closed)
+	c.fail(ExitUsage, "queue", "ls", "--endpoint", "ftp://"+d.addr)
+	c.fail(ExitUsage, "queue", "ls", "--endpoint", "http://")
 	if out := c.ok("--endpoint", d.addr, "queue", "ls", "--quiet"); out != "q\n" {
 		t.Errorf("--endpoint host:port: %q", out)
 	}
@@ -508,6 +510,8 @@ func TestSendProperties(t *testing.T) {
 	}
 	c.fail(ExitUsage, "send", "q", "x", "--property", "novalue")
 	c.fail(ExitUsage, "send", "q", "x", "--property", "k:FLOAT=1")
+	c.fail(ExitUsage, "send", "q", "x", "--property", "b:BINARY=@@@")
+	c.fail(ExitUsage, "topic", "publish", "t", "x", "--property", "b:BINARY=not base64")
 	c.fail(ExitError, "send", "q", "x", "--system-property", "madeup=1")
 	if info := d.info(t, "q"); info.Active != 0 {
 		t.Errorf("a refused send stored something: %+v", info)

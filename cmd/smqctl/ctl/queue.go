@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"strconv"
@@ -109,6 +110,12 @@ func (f *propsFlag) Set(s string) error {
 		default:
 			return fmt.Errorf("type %q: want STRING, NUMBER, BOOLEAN or BINARY", t)
 		}
+	}
+	// The server stores a BINARY value as the text it is given: one that
+	// is not base64 reached receivers that decode it (console audit,
+	// 2026-12-07).
+	if _, err := base64.StdEncoding.DecodeString(value); typ == "BINARY" && err != nil {
+		return fmt.Errorf("%s is a BINARY, whose value is base64, not %q", name, value)
 	}
 	f.ps = append(f.ps, Property{Name: name, Value: value, Type: typ})
 	return nil

@@ -147,9 +147,18 @@ function route() {
     return;
   }
   const ctx = { client, main, describe, attempt, every: (fn, onError) => every(POLL_MS, fn, onError), quiet, features };
+  // A name in the address that is not percent-encoding (#/queue/%E0) threw
+  // here, and the page stayed on the last view with its refreshes stopped.
+  let name;
+  try {
+    name = decodeURIComponent(rest.join('/'));
+  } catch {
+    replace(main, h('p', { class: 'error' }, `No such page: ${hash} is not a well-formed address.`));
+    return;
+  }
   switch (view) {
     case 'queue':
-      queueView(ctx, decodeURIComponent(rest.join('/')));
+      queueView(ctx, name);
       break;
     case 'metrics':
       metricsView(ctx);
@@ -161,7 +170,7 @@ function route() {
       topicsView(ctx);
       break;
     case 'topic':
-      topicView(ctx, decodeURIComponent(rest.join('/')));
+      topicView(ctx, name);
       break;
     default:
       queuesView(ctx);

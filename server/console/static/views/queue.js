@@ -150,12 +150,24 @@ export function queueView({ client, main, every, quiet, describe, attempt }, nam
   listen(attrForm, 'submit', (ev) => {
     ev.preventDefault();
     const attrs = {};
+    // An emptied field (or one holding no number) has no value to send:
+    // the request would leave the attribute out and change nothing, and
+    // the page said "Saved" all the same (console audit, 2026-12-07).
+    const empty = ATTRS.filter(([k]) => edited(k) && inputs[k].value === '').map(([, label]) => label);
+    if (empty.length) {
+      say(attrNote, false, `Nothing saved: ${empty.join(', ')} has no value (an attribute has no default to go back to).`);
+      return;
+    }
     for (const [k] of ATTRS) if (edited(k)) attrs[k] = inputs[k].value;
     if (edited('LoggingEnabled')) attrs.LoggingEnabled = inputs.LoggingEnabled.value;
     if (edited('DeadLetterTargetQueue') || edited('MaxReceiveCount')) {
       // The policy is one: its two fields go together.
       attrs.DeadLetterTargetQueue = inputs.DeadLetterTargetQueue.value.trim();
       if (attrs.DeadLetterTargetQueue) attrs.MaxReceiveCount = inputs.MaxReceiveCount.value;
+      else if (edited('MaxReceiveCount') && !edited('DeadLetterTargetQueue')) {
+        say(attrNote, false, 'Nothing saved: Maximum receives belongs to a dead-letter policy; name its dead-letter queue too.');
+        return;
+      }
     }
     if (Object.keys(attrs).length === 0) {
       say(attrNote, false, 'Nothing to save: no field was changed.');
