@@ -14,26 +14,38 @@ package engine
 // receivers that deduplicate by MessageId (docs/operations.md says to)
 // would drop those new messages.
 //
-// Invariant: a restore moves the counter (or the term) RestoreIDJump past
-// the backup's, so a restored broker's ids differ from every id the old
-// broker gave unless it started (or elected) that many times after the
-// backup. The jump spends part of the 24-bit space: 256 restores in
-// a row, each of a broker itself restored.
+// Invariant: a restore moves the counter (or the term) RestoreIDStep past
+// the backup's: RestoreIDJump and a random part below it. So a restored
+// broker's ids differ from every id the old broker gave unless it started
+// (or elected) RestoreIDJump times after the backup; and two brokers
+// restored from one backup (the first one lost, the backup restored
+// again) start at different counters, so their ids differ unless one
+// started as many times as their random parts differ by. With a fixed
+// jump both took one counter, and the second gave the first's ids
+// (backups audit, 2026-12-07: MessageId 00000000000000040100030000000001
+// on both). A step spends at most 1/128 of the 24-bit space: 127 restores
+// in a row at least, each of a broker itself restored.
 
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 
 	"github.com/smqd/smqd/index"
 )
 
-// RestoreIDJump is how far a restore moves the boot counter (or a shard's
-// term) past the backup's.
+// RestoreIDJump is the least a restore moves the boot counter (or a
+// shard's term) past the backup's (RestoreIDStep).
 const RestoreIDJump = 1 << 16
 
+// RestoreIDStep returns how far a restore moves the boot counter (or a
+// shard's term) past the backup's: RestoreIDJump and a random part below
+// it (the invariant above).
+func RestoreIDStep() uint64 { return RestoreIDJump + rand.Uint64N(RestoreIDJump) }
+
 // jumpRestoredBoot moves the boot counter of the index restored in dir
-// RestoreIDJump on.
+// RestoreIDStep on.
 func jumpRestoredBoot(dir string) (err error) {
 	idx, err := index.Open(filepath.Join(dir, "index"), index.Options{})
 	if err != nil {
@@ -52,7 +64,7 @@ func jumpRestoredBoot(dir string) (err error) {
 	if len(v) == 8 {
 		boot = binary.LittleEndian.Uint64(v)
 	}
-	boot += RestoreIDJump
+	boot += RestoreIDStep()
 	if boot >= 1<<(64-bootShift) {
 		return fmt.Errorf("engine: restore: the boot counter would be exhausted (%d)", boot)
 	}

@@ -25,9 +25,10 @@ package cluster
 //  3. A restored shard starts in a term past every term its messages'
 //     sequence numbers carry (engine.ImportedTerm) and past the term the
 //     backup saw, so that its new leaders never hand out one of them
-//     again (engine/replica.go invariant 5); and engine.RestoreIDJump past
+//     again (engine/replica.go invariant 5); and engine.RestoreIDStep past
 //     them, so that they do not hand out the ids the old cluster's leaders
-//     gave in the terms it went on to after the backup either.
+//     gave in the terms it went on to after the backup either, nor those
+//     of another cluster restored from the same backup.
 //  4. Restore fills a directory beside its target and renames it into
 //     place only once every shard is imported and the archive is checked
 //     whole: the target never holds part of a backup.
@@ -199,7 +200,13 @@ func (c *countWriter) Write(p []byte) (int, error) {
 var errBackupCanceled = errors.New("cluster: backup canceled (its client hung up)")
 
 // rateWriter caps the rate of the writes through it (BytesPerSecond) and
-// stops with the node.
+// stops with the node. A capped write goes in pieces of about a quarter
+// second's worth (512 B to 64 KiB), each sent once the rate allows, as a
+// single node's backup paces (engine/backup.go). It wrote each 1 MiB
+// frame of a shard's state at once and then slept its whole debt (100 s
+// at 10 KB/s), through which the client got no byte: smqctl's 30 s
+// --timeout ended every cluster backup capped below about 35 KB/s whose
+// shard state filled a frame (backups audit, 2026-12-07).
 type rateWriter struct {
 	w      io.Writer
 	rate   int64
@@ -210,27 +217,42 @@ type rateWriter struct {
 }
 
 func (r *rateWriter) Write(p []byte) (int, error) {
-	select {
-	case <-r.stop:
-		return 0, errors.New("cluster: backup: the node is stopping")
-	case <-r.cancel:
-		return 0, errBackupCanceled
-	default:
+	piece := len(p)
+	if r.rate > 0 {
+		piece = int(min(max(r.rate/4, 512), 64<<10))
 	}
-	k, err := r.w.Write(p)
-	r.n += int64(k)
-	if r.rate > 0 && err == nil {
-		due := time.Duration(float64(r.n) / float64(r.rate) * float64(time.Second))
-		if wait := due - time.Since(r.start); wait > 0 {
-			select {
-			case <-r.stop:
-			case <-r.cancel:
-				return k, errBackupCanceled
-			case <-time.After(wait):
+	done := 0
+	for {
+		select {
+		case <-r.stop:
+			return done, errors.New("cluster: backup: the node is stopping")
+		case <-r.cancel:
+			return done, errBackupCanceled
+		default:
+		}
+		if len(p) == 0 {
+			return done, nil
+		}
+		if r.rate > 0 {
+			due := time.Duration(float64(r.n) / float64(r.rate) * float64(time.Second))
+			if wait := due - time.Since(r.start); wait > 0 {
+				select {
+				case <-r.stop:
+					return done, errors.New("cluster: backup: the node is stopping")
+				case <-r.cancel:
+					return done, errBackupCanceled
+				case <-time.After(wait):
+				}
 			}
 		}
+		k, err := r.w.Write(p[:min(len(p), piece)])
+		r.n += int64(k)
+		done += k
+		if err != nil {
+			return done, err
+		}
+		p = p[k:]
 	}
-	return k, err
 }
 
 // RestoreInfo says what Restore wrote.
@@ -343,7 +365,7 @@ func (n *Node) restoreShard(i int, rd io.Reader, conf []byte, term uint64, info 
 		return err
 	}
 	if err = b.ImportState(rd, 1, 1, conf); err == nil {
-		hs := engine.ReplicaHardState{Term: max(term, b.ImportedTerm()) + engine.RestoreIDJump, Commit: 1} // engine/restore_ids.go
+		hs := engine.ReplicaHardState{Term: max(term, b.ImportedTerm()) + engine.RestoreIDStep(), Commit: 1} // engine/restore_ids.go
 		if err = b.PersistHardState(hs); err == nil {
 			err = b.SyncLog()
 		}

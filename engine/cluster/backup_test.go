@@ -275,6 +275,41 @@ func TestClusterBackupLeaderWaitEndsOnCancel(t *testing.T) {
 	}
 }
 
+// A capped backup writes a shard's state in pieces of about a quarter
+// second's worth (rateWriter), each once the rate allows. It wrote each
+// 1 MiB frame at once and then slept its whole debt: at 10 KB/s the client
+// got no byte for 100 s, and smqctl's 30 s --timeout ended the backup
+// (backups audit, 2026-12-07; seen failing with "largest write 65536
+// bytes" before the fix). Two seconds' worth as one frame.
+func TestClusterBackupRateCapPacesEvenly(t *testing.T) {
+	const rate = 32 << 10
+	sink := &largestWriter{}
+	rw := &rateWriter{w: sink, rate: rate, start: time.Now()}
+	frame := make([]byte, 2*rate)
+	if n, err := rw.Write(frame); n != len(frame) || err != nil {
+		t.Fatalf("a capped write of %d bytes: wrote %d, %v", len(frame), n, err)
+	}
+	if sink.n != len(frame) || sink.largest > rate/4 {
+		t.Fatalf("%d bytes at %d a second: largest write %d bytes (want at most %d), %d bytes in all",
+			len(frame), rate, sink.largest, rate/4, sink.n)
+	}
+	cancel := make(chan struct{})
+	close(cancel)
+	rw = &rateWriter{w: sink, rate: rate, start: time.Now(), cancel: cancel}
+	if _, err := rw.Write(frame); !errors.Is(err, errBackupCanceled) {
+		t.Fatalf("a capped write once its backup was canceled: %v", err)
+	}
+}
+
+// largestWriter counts what is written and keeps the largest write.
+type largestWriter struct{ n, largest int }
+
+func (w *largestWriter) Write(p []byte) (int, error) {
+	w.n += len(p)
+	w.largest = max(w.largest, len(p))
+	return len(p), nil
+}
+
 // Under load, a backup holds every send acknowledged before it was called
 // (backup.go invariant 1), and nothing that was never sent: writers send
 // to queues on every shard while the backup runs through a node that does
@@ -322,7 +357,16 @@ func TestClusterBackupUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	// The backup starts once the load has: at least 20 sends acknowledged
+	// (a fixed 300 ms was too short on a loaded machine under -race).
+	eventuallyWithin(t, 60*time.Second, "20 sends acknowledged before the backup", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acked) < 20 {
+			return fmt.Errorf("%d so far", len(acked))
+		}
+		return nil
+	})
 	mu.Lock()
 	before := maps.Clone(acked)
 	mu.Unlock()
@@ -333,9 +377,6 @@ func TestClusterBackupUnderLoad(t *testing.T) {
 	wg.Wait()
 	if err != nil {
 		t.Fatal(err)
-	}
-	if len(before) < 20 {
-		t.Fatalf("only %d sends acknowledged before the backup: the test did not load the cluster", len(before))
 	}
 	c.stopAll()
 

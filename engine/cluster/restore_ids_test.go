@@ -62,3 +62,36 @@ func TestClusterRestoreNeverReusesMessageIDs(t *testing.T) {
 		n.moveLead()
 	}
 }
+
+// Two clusters restored from one backup (the first one lost, and the
+// backup restored again) give different MessageIds: each restore put a
+// shard's term a fixed RestoreIDJump past the backup's, so the second
+// cluster's leaders took the first's terms, and their ids (backups audit,
+// 2026-12-07).
+func TestClusterRestoreTwiceNeverReusesMessageIDs(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.onLeader("q", func(b *engine.Broker) error { _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); return err })
+	c.sendForID("q", "before")
+	var backup bytes.Buffer
+	if _, err := c.nodes[0].Backup(&backup, BackupOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.stopAll()
+
+	first := map[engine.MessageID]string{}
+	n := restoredCluster(t, backup.Bytes(), 1, nil)
+	for k := range 3 {
+		body := fmt.Sprintf("first-%d", k)
+		first[n.sendForID("q", body)] = body
+		n.moveLead()
+	}
+	n.stopAll()
+	n = restoredCluster(t, backup.Bytes(), 1, nil)
+	for k := range 3 {
+		body := fmt.Sprintf("second-%d", k)
+		if id := n.sendForID("q", body); first[id] != "" {
+			t.Errorf("the second restored cluster gave %q MessageId %s, which the first gave %q", body, id, first[id])
+		}
+		n.moveLead()
+	}
+}

@@ -51,6 +51,12 @@ func (r *run) backup(ctx context.Context, name string, args []string) error {
 		if _, err := os.Stat(r.path(*out)); err == nil {
 			return usagef("backup: %s exists; give a new file", *out)
 		}
+		// Before the request: found after it, the server's backup was
+		// run, cut and counted failed (an Error line and
+		// smqd_backups_failed_total) for a file left here (backups audit).
+		if _, err := os.Stat(r.path(*out) + ".partial"); err == nil {
+			return partialLeft(*out)
+		}
 	}
 	c, err := r.client()
 	if err != nil {
@@ -83,7 +89,7 @@ func (r *run) backup(ctx context.Context, name string, args []string) error {
 		tmp = r.path(*out) + ".partial"
 		if f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 			if errors.Is(err, os.ErrExist) {
-				return fmt.Errorf("backup: %s exists: a backup cut short earlier left it (it is never a whole backup); delete it and run again", tmp)
+				return partialLeft(*out)
 			}
 			return err
 		}
@@ -149,6 +155,11 @@ func (r *run) backup(ctx context.Context, name string, args []string) error {
 	fmt.Fprintf(r.env.Stdout, "backup of %s written to %s: %d bytes, %d files, in %s; restore it with: %s\n",
 		m.Created.Format(time.RFC3339), *out, cw.n, files, took.Round(time.Millisecond), how)
 	return nil
+}
+
+// partialLeft is the error for an out whose .partial file exists.
+func partialLeft(out string) error {
+	return fmt.Errorf("backup: %s.partial exists: a backup cut short earlier left it (it is never a whole backup); delete it and run again", out)
 }
 
 // backupCancel ends the backup running on the node (DELETE /backup).

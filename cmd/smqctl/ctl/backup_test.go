@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/smqd/smqd/engine"
+	"github.com/smqd/smqd/engine/archive"
 )
 
 func TestBackupCommand(t *testing.T) {
@@ -127,5 +129,27 @@ func TestBackupCommandRefusals(t *testing.T) {
 	os.WriteFile(filepath.Join(c.dir, "k.smqd.partial"), []byte("cut"), 0o600)
 	if r := c.fail(ExitError, "backup", "-o", "k.smqd"); !strings.Contains(r.stderr, "cut short earlier") {
 		t.Errorf("a .partial left before: %s", r.stderr)
+	}
+}
+
+// What a killed smqctl left (FILE.partial) is found before the request.
+// Found after it, the server ran the backup for nothing, and its cut end
+// counted in smqd_backups_failed_total, with an Error line (backups audit,
+// 2026-12-07; seen failing with "the server was asked 1 time(s)").
+func TestBackupCommandPartialLeftAsksNothing(t *testing.T) {
+	var asked atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		asked.Add(1)
+		w.Write([]byte(archive.Magic))
+	}))
+	defer ts.Close()
+	c := startDaemon(t).ctl(t)
+	c.env["SMQ_ENDPOINT"] = ts.URL
+	os.WriteFile(filepath.Join(c.dir, "k.smqd.partial"), []byte("cut"), 0o600)
+	if r := c.fail(ExitError, "backup", "-o", "k.smqd"); !strings.Contains(r.stderr, "cut short earlier") {
+		t.Errorf("a .partial left before: %s", r.stderr)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("with k.smqd.partial left, the server was asked %d time(s)", n)
 	}
 }
