@@ -32,6 +32,14 @@ package cluster
 //     never the silent cut, and when L is in view again their own
 //     deadlines come back (a long poll outlives the blip). A real move
 //     after it cuts as in 1, never later than the grace already given.
+//  1b. A member being removed is no leader's silence: once its removal
+//     commits in a shard, that shard's leader sends it nothing more, and
+//     the forwards it still waits on there are answered by a live leader.
+//     Cut at once as from a leader gone, they were answered 503 "may have
+//     run" although they ran (members audit, 2026-12-07: 4 sends of 44
+//     through the removed node, and all four were in the queue). So once
+//     this node was asked to remove itself (Node.removing), a move gives
+//     its forwards the grace.
 //  2. ErrLeaderMoved is an outcome unknown: the old leader may have run
 //     the request (its change commits only if a majority had it, and then
 //     the new leader has it too). The server answers 503, and the client
@@ -140,6 +148,9 @@ func (n *Node) unwatchForward(fc *fwdCall) bool {
 // a pre-candidate's "none" (invariant 1a); the forwards to a leader back
 // in view after one get their own deadlines again.
 func (n *Node) leaderMoved(shard int, lead uint64, silent func(id uint64) bool, prevote bool) {
+	if n.removing.Load() {
+		silent = nil // invariant 1b
+	}
 	w := &n.fwdWatch
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -132,6 +132,27 @@ func TestForwardToASilentFormerLeaderEndsAtOnce(t *testing.T) {
 	}
 }
 
+// A member being removed is not cut off by its leader's silence
+// (invariant 1b): once its removal commits the leader sends it nothing,
+// and the forwards it still waits on are answered. Cut at once, they were
+// answered 503 "may have run" although they ran (members audit,
+// 2026-12-07). They get the grace, as a planned move does.
+func TestForwardOfAMemberBeingRemovedGetsTheGrace(t *testing.T) {
+	n := &Node{cfg: Config{Tick: 50 * time.Millisecond}}
+	s := &shard{n: n, heard: map[uint64]time.Time{1: time.Now().Add(-time.Minute)}}
+	n.shards = []*shard{s}
+	s.lead.Store(1)
+	n.removing.Store(true) // asked to remove itself (members.go)
+	c := &deadlineConn{}
+	fc := n.watchForward(context.Background(), 0, 1, c, time.Time{})
+	s.lead.Store(2)
+	n.leaderMoved(0, 2, s.silent, false)
+	n.unwatchForward(fc)
+	if len(c.read) != 1 || time.Until(c.read[0]) < fwdMovedGrace/2 {
+		t.Fatalf("a forward of a member being removed, to a leader it no longer hears: read deadlines %v, want one about %v ahead", c.read, fwdMovedGrace)
+	}
+}
+
 // A pre-vote is not a move (invariant 1a): a pre-candidate's "none" gives
 // the forwards to a leader it has not heard from the grace, not the silent
 // cut; with the leader back in view they get their own deadlines again; a

@@ -154,6 +154,10 @@ type Node struct {
 
 	diskFull atomic.Bool // this node's disk is full (handoff.go)
 	leaving  atomic.Bool // this node hands its leads over to shut down (transfer.go); never cleared
+	// removing: this node was asked to remove itself from a shard it led
+	// (members.go): its forwards are not cut for a silent leader
+	// (forward_moved.go); never cleared
+	removing atomic.Bool
 	// rejoinLeaving: this node hands its leads over to be replaced
 	// (rejoin.go, rejoinLater) since rejoinSince (unix ns); cleared when
 	// its question ends, or rejoinLeavingFor on.
@@ -237,6 +241,9 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	if err := checkShardCount(cfg.Dir, cfg.Shards); err != nil {
+		return nil, err
+	}
+	if err := checkNodeID(cfg.Dir, cfg.NodeID); err != nil {
 		return nil, err
 	}
 	ln := cfg.RaftListener

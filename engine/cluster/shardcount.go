@@ -3,6 +3,7 @@ package cluster
 // The shard count is fixed when a cluster is created (queues are placed by
 // a hash modulo it): a data directory refuses another count, and a member
 // that runs with another count than the others is found out and said so.
+// The node id is fixed for a directory the same way (checkNodeID).
 
 import (
 	"fmt"
@@ -16,15 +17,36 @@ func checkShardCount(dir string, shards int) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	path := dir + "/shards.count"
+	return checkFixed(dir+"/shards.count", fmt.Sprint(shards), func(was string) error {
+		return fmt.Errorf("cluster: %s was made for %s shards, not %d (the shard count is fixed when a cluster is created)", dir, was, shards)
+	})
+}
+
+// checkNodeID refuses a data directory made by another --node-id. Its
+// shards' logs hold that member's votes and entries, and its member book
+// its view: started as node 7, node 3's directory ran unhealthy for good
+// (no member has 7 as a voter), wrote 7 into its book at node 3's Raft
+// address, and node 3, started right again, listed that 7 as a member
+// with no API address (members audit, 2026-12-07). A directory of a
+// version before this check has no node.id: its next start writes it.
+func checkNodeID(dir string, id uint64) error {
+	return checkFixed(dir+"/node.id", fmt.Sprint(id), func(was string) error {
+		return fmt.Errorf("cluster: %s is node %s's data directory, not node %d's (--node-id is fixed for a data directory: start it with its own id, or on an empty directory as a new node)", dir, was, id)
+	})
+}
+
+// checkFixed writes value to the file at path if it has none (absent, or
+// empty: a crash right after its creation can leave it so), and otherwise
+// returns refuse(what it holds) unless that is value.
+func checkFixed(path, value string, refuse func(was string) error) error {
 	b, err := os.ReadFile(path)
 	switch {
-	case os.IsNotExist(err):
-		return os.WriteFile(path, []byte(fmt.Sprint(shards)), 0o600)
+	case os.IsNotExist(err) || err == nil && len(b) == 0:
+		return os.WriteFile(path, []byte(value), 0o600)
 	case err != nil:
 		return err
-	case string(b) != fmt.Sprint(shards):
-		return fmt.Errorf("cluster: %s was made for %s shards, not %d (the shard count is fixed when a cluster is created)", dir, b, shards)
+	case string(b) != value:
+		return refuse(string(b))
 	}
 	return nil
 }

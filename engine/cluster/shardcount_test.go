@@ -37,6 +37,27 @@ func TestClusterWipedNodeWithAnotherShardCountIsUnhealthy(t *testing.T) {
 	})
 }
 
+// TestClusterDirectoryRefusesAnotherNodeID: node 1's directory started as
+// node 7 must be refused at the start (checkNodeID). It started, ran
+// unhealthy for good, and wrote 7 into its member book, which node 1
+// then listed as a member (members audit, 2026-12-07).
+func TestClusterDirectoryRefusesAnotherNodeID(t *testing.T) {
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 1), shards: 1})
+	c.stop(0)
+	cfg := c.config(0)
+	cfg.NodeID = 7
+	cfg.Peers = map[uint64]string{7: cfg.RaftListen}
+	n, err := Start(cfg)
+	if err == nil {
+		n.Close()
+		t.Fatal("node 1's directory started as node 7")
+	}
+	if !strings.Contains(err.Error(), "node 1's data directory, not node 7's") {
+		t.Fatalf("start as node 7: %v", err)
+	}
+	c.start(0) // its own id still starts
+}
+
 type healthErr struct{ err error }
 
 func (h *healthErr) Error() string {
