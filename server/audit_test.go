@@ -86,6 +86,7 @@ func TestAuditLogCluster(t *testing.T) {
 	var logs lockedBuffer
 	c := startCluster(t, 3, 1, func(c *clusterEnv) { c.logTo = &logs })
 	c.ready()
+	c.settled() // the lead picked below stays: no balancer hand-over moves it
 	lead := c.leaderOf("q")
 	entry := (lead + 1) % 3
 	viaEntry := c.envs[entry].client()

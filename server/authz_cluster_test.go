@@ -152,6 +152,7 @@ func authzCluster(t *testing.T, queue string) (c *clusterEnv, lead, entry int, v
 	t.Helper()
 	c = startCluster(t, 3, 1)
 	c.ready()
+	c.settled() // the lead picked below stays: no balancer hand-over moves it
 	lead = c.leaderOf(queue)
 	entry = (lead + 1) % 3
 	t.Logf("shard led by node %d; requests enter at node %d", lead+1, entry+1)

@@ -53,6 +53,7 @@ func TestClientCtxAfterFuncEndsWithTheRequest(t *testing.T) {
 func TestClusterForwardedReceivesInARow(t *testing.T) {
 	c := startCluster(t, 3, 1)
 	c.ready()
+	c.settled() // the lead picked below stays: no balancer hand-over moves it
 	wantStatus(t, c.envs[0].client().put("/queues/fw", ""), 201)
 	lead := c.leaderOf("fw")
 	fc := c.envs[(lead+1)%3].client()

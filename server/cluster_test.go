@@ -463,6 +463,7 @@ func (c *clusterEnv) leaderOf(queue string) int {
 func TestClusterShutdownEndsForwardedLongPolls(t *testing.T) {
 	c := startCluster(t, 3, 1)
 	c.ready()
+	c.settled() // the lead picked below stays: no balancer hand-over moves it
 	wantStatus(t, c.envs[0].client().put("/queues/idle", ""), 201)
 	lead := c.leaderOf("idle")
 	f := (lead + 1) % 3
@@ -501,6 +502,7 @@ func TestClusterShutdownEndsForwardedLongPolls(t *testing.T) {
 func TestClusterLongPollAtAStepDownIsEmpty(t *testing.T) {
 	c := startCluster(t, 3, 1)
 	c.ready()
+	c.settled() // the lead picked below stays: no balancer hand-over moves it
 	wantStatus(t, c.envs[0].client().put("/queues/idle", ""), 201)
 	lead := c.leaderOf("idle")
 	lb := c.nodes[lead].Broker(0)
@@ -523,6 +525,7 @@ func TestClusterLongPollAtAStepDownIsEmpty(t *testing.T) {
 func TestClusterLongPollInARebuiltBrokerIsEmpty(t *testing.T) {
 	c := startCluster(t, 3, 1)
 	c.ready()
+	c.settled() // the lead picked below stays: no balancer hand-over moves it
 	wantStatus(t, c.envs[0].client().put("/queues/idle", ""), 201)
 	lead := c.leaderOf("idle")
 	lb := c.nodes[lead].Broker(0)
@@ -540,8 +543,14 @@ func TestClusterLongPollInARebuiltBrokerIsEmpty(t *testing.T) {
 // forwarded to it see the message. It was 503 "the broker is shutting
 // down" at once.
 func TestClusterPeekInAClosedBrokerRunsOnTheLeader(t *testing.T) {
-	c := startCluster(t, 3, 1)
+	// The peeks wait for the next leader within the leader wait: the
+	// closed broker's shard restarts and its lead moves, which took longer
+	// than the tests' 500 ms on a loaded machine (503 "no reachable leader").
+	c := startCluster(t, 3, 1, func(c *clusterEnv) {
+		c.srvOpts = func(o *Options) { o.ClusterLeaderWait = 20 * time.Second }
+	})
 	c.ready()
+	c.settled() // the lead picked below stays: no balancer hand-over moves it
 	cl := c.envs[0].client()
 	wantStatus(t, cl.put("/queues/peeked", ""), 201)
 	sent := cl.mustSend("peeked", "peek me", "")
@@ -681,6 +690,7 @@ func TestClusterDeadLetterAcrossShards(t *testing.T) {
 func TestClusterForwardedLongPollEndsWhenTheClientHangsUp(t *testing.T) {
 	c := startCluster(t, 3, 1)
 	c.ready()
+	c.settled() // the lead picked below stays: no balancer hand-over moves it
 	wantStatus(t, c.envs[0].client().put("/queues/gone", ""), 201)
 	lead := c.leaderOf("gone")
 	f := (lead + 1) % 3

@@ -198,7 +198,7 @@ func (m *metrics) init(s *Server) {
 	if s.c != nil {
 		rerouted := prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "smqd_cluster_rerouted_requests_total",
-			Help: "Client requests this node ran again where their shard is led now: the leader they reached was handing its lead over, or no longer led the shard, and nothing of them had run.",
+			Help: "Client requests this node ran again where their shard is led now: the leader they reached was handing its lead over, or no longer led the shard, and nothing of them had run; or reads forwarded to a leader whose lead moved before it answered.",
 		}, func() float64 { return float64(s.rerouted.Load()) })
 		m.reg.MustRegister(newClusterCollector(s.c), rerouted)
 	}

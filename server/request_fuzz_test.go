@@ -299,6 +299,7 @@ func checkErrorDocument(t *testing.T, r *response) (whole bool) {
 func TestClusterRefusedRequests(t *testing.T) {
 	c := startCluster(t, 3, 1)
 	c.ready()
+	c.settled() // the lead picked below stays: no balancer hand-over moves it
 	outer := t
 	for i, s := range requestSeeds {
 		if s.flags&fzTopics != 0 {

@@ -24,8 +24,14 @@ import (
 // retryClosedRead, and is still answered 503 "the broker is shutting down",
 // directly and forwarded.
 func TestPeekOfAnUncachedQueueInAClosedBrokerRunsOnTheLeader(t *testing.T) {
-	c := startCluster(t, 3, 1)
+	// The peeks wait for the next leader within the leader wait: the
+	// closed broker's shard restarts and its lead moves, which took longer
+	// than the tests' 500 ms on a loaded machine (503 "no reachable leader").
+	c := startCluster(t, 3, 1, func(c *clusterEnv) {
+		c.srvOpts = func(o *Options) { o.ClusterLeaderWait = 20 * time.Second }
+	})
 	c.ready()
+	c.settled() // the lead picked below stays: no balancer hand-over moves it
 	cl := c.envs[0].client()
 	defer cl.close()
 	wantStatus(t, cl.put("/queues/uncached", ""), 201)
@@ -69,6 +75,7 @@ func TestFollowerMetricsScrapesShareACostlyGather(t *testing.T) {
 		}
 	})
 	c.ready()
+	c.settled() // the lead picked below stays: no balancer hand-over moves it
 	cl := c.envs[0].client()
 	defer cl.close()
 	wantStatus(t, cl.put("/queues/first", ""), 201)

@@ -109,6 +109,17 @@ func (o op) String() string { return opNames[o] }
 
 func (o op) isReceive() bool { return o == opReceiveMessage || o == opBatchReceiveMessage }
 
+// changesNothing reports whether o only reads: run again after its
+// forward got no answer, it has the same effect as run once (nothing).
+func (o op) changesNothing() bool {
+	switch o {
+	case opGetQueueAttributes, opPeekMessage, opBatchPeekMessage,
+		opGetTopicAttributes, opGetSubscriptionAttributes, opListSubscriptionByTopic:
+		return true
+	}
+	return false
+}
+
 // isTopic reports whether o is a topic operation (topics.go).
 func (o op) isTopic() bool { return o >= opCreateTopic && o <= opPublishMessage }
 

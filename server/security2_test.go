@@ -111,6 +111,7 @@ func TestAuthzRefusesBeforeTheBodyIsRead(t *testing.T) {
 func TestClusterClientWaitHeaderIgnored(t *testing.T) {
 	c := startCluster(t, 3, 1)
 	c.ready()
+	c.settled() // the lead picked below stays: no balancer hand-over moves it
 	wantStatus(t, c.envs[0].client().put("/queues/w", ""), 201)
 	lead := c.leaderOf("w")
 	lb := c.nodes[lead].Broker(0)

@@ -271,6 +271,7 @@ func (c *testCluster) counts(i int, queue string) (engine.QueueInfo, error) {
 
 func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	c := newTestCluster(t, 3, 2)
+	c.preferredLeaders() // no balancer hand-over under the create, the sends and the receive
 	li, b := c.leader("orders")
 	if _, err := b.CreateQueue("orders", engine.DefaultQueueConfig()); err != nil {
 		t.Fatal(err)
@@ -565,6 +566,7 @@ func TestClusterSnapshotInstallLeavesTheLoopRunning(t *testing.T) {
 // when sending MsgPreVoteResp"; the fault harness's graceful-stop cycle).
 func TestClusterTermSurvivesAGracefulRestart(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
+	c.preferredLeaders() // no balancer hand-over under the create
 	_, b := c.leader("q")
 	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
 		t.Fatal(err)

@@ -43,7 +43,9 @@ package cluster
 //  2. ErrLeaderMoved is an outcome unknown: the old leader may have run
 //     the request (its change commits only if a majority had it, and then
 //     the new leader has it too). The server answers 503, and the client
-//     retries.
+//     retries; a read (a peek, GetQueueAttributes), which changes nothing
+//     either way, the server routes again to the new leader instead
+//     (server/cluster.go routeCluster).
 //  3. A forward registered while the leader moves sees the move: it
 //     checks the shard's leader after it registered, under the registry's
 //     lock, and the loop stores the new leader before it looks at the

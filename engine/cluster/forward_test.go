@@ -53,7 +53,12 @@ func TestForwardAfterTheLeaderRestarts(t *testing.T) {
 // request waited for a commit that no loop would ever make: a SIGTERM
 // under load hung the process for good.
 func TestCloseSettlesOperationsInFlight(t *testing.T) {
-	c := newTestCluster(t, 5, 1)
+	// A 3 s election timeout: the leader left without its quorum steps
+	// down one election timeout after the last stop (CheckQuorum), and
+	// with 200 ms it did so before the two sends were proposed on a
+	// loaded machine ("both sends proposed: 0 proposed", seen).
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 5), shards: 1, electionTicks: 150})
+	c.preferredLeaders() // the leader picked here keeps the lead until the stops
 	li, b := c.leader("q")
 	if _, err := b.CreateQueue("q", engine.DefaultQueueConfig()); err != nil {
 		t.Fatal(err)

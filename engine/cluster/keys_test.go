@@ -31,6 +31,7 @@ func TestClusterKeyRotation(t *testing.T) {
 		}
 	}}
 	startTestCluster(c)
+	c.preferredLeaders() // no balancer hand-over under the create and the sends
 
 	_, b := c.leader("rot")
 	qc := engine.DefaultQueueConfig()

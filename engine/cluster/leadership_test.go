@@ -79,7 +79,13 @@ func TestClusterSendDuringAFailedLeaderTransfer(t *testing.T) {
 // so that it holds only what was committed; a leader whose every change
 // was committed goes on with its broker (no rebuild).
 func TestClusterStepDownRebuildsOnlyADivergedBroker(t *testing.T) {
-	c := newTestCluster(t, 3, 1)
+	// A 3 s election timeout: the leader left alone steps down one
+	// election timeout after the followers' stops (CheckQuorum); with
+	// 200 ms it could do so before the delete below was proposed on a
+	// loaded machine, and nothing diverged (0 rebuilds; the pattern of
+	// TestCloseSettlesOperationsInFlight's failure under load).
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 1, electionTicks: 150})
+	c.preferredLeaders() // no balancer hand-over under the send and the receive
 	li, q := c.leaderQueue("q")
 	if _, err := q.Send([]engine.SendEntry{{Body: []byte("committed")}}, nil); err != nil {
 		t.Fatal(err)
@@ -132,6 +138,7 @@ func TestClusterStepDownRebuildsOnlyADivergedBroker(t *testing.T) {
 			c.start(i)
 		}
 	}
+	c.preferredLeaders() // the leader picked here keeps the lead until the transfer below
 	ni, nb := c.leader("q")
 	nq, err := nb.Queue("q")
 	if err != nil {

@@ -57,6 +57,7 @@ func TestClusterRefusesPeersWithoutTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.nodes[0] = n
+	c.preferredLeaders() // no balancer hand-over under the create and the send
 	_, b := c.leader("guarded")
 	if _, err := b.CreateQueue("guarded", engine.DefaultQueueConfig()); err != nil {
 		t.Fatal(err)

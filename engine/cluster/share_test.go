@@ -82,6 +82,7 @@ func TestShardShare(t *testing.T) {
 // and leaves every node healthy.
 func TestClusterLargestSendFitsAShardsRing(t *testing.T) {
 	c := newTestCluster(t, 3, 8)
+	c.preferredLeaders() // no balancer hand-over under the create and the send
 	_, b := c.leader("big")
 	if _, err := b.CreateQueue("big", engine.DefaultQueueConfig()); err != nil {
 		t.Fatal(err)

@@ -136,6 +136,7 @@ func TestClusterTLSEncryptsReplication(t *testing.T) {
 				c.cfgTweak = func(i int, cfg *Config) { cfg.TLS = cfgs[i] }
 			}
 			startTestCluster(c)
+			c.preferredLeaders() // no balancer hand-over under the create and the send
 			_, b := c.leader("secret")
 			if _, err := b.CreateQueue("secret", engine.DefaultQueueConfig()); err != nil {
 				t.Fatal(err)
