@@ -53,20 +53,8 @@ func TestHoleMarkersStayBounded(t *testing.T) {
 					t.Fatalf("round %d: hole markers %v, want only the one at the oldest segment's end %016x", round, got, uint64(first.End))
 				}
 			}
-			before := l.Segments()
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
-			}
-			l = mustOpen(t, dir, opts)
+			l = reopenSameSegments(t, l, dir, opts, 1)
 			after := l.Segments()
-			if len(after) != len(before) || l.Recovery().Holes != 1 {
-				t.Fatalf("reopen: %+v (holes %d), want %+v", after, l.Recovery().Holes, before)
-			}
-			for i := range after {
-				if after[i].Start != before[i].Start || after[i].End != before[i].End {
-					t.Fatalf("reopen segment %d: %+v, want %+v", i, after[i], before[i])
-				}
-			}
 			for i, r := range recs {
 				if r.Pos < after[len(after)-1].Start {
 					continue // in a removed segment
@@ -88,4 +76,25 @@ func TestHoleMarkersStayBounded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reopenSameSegments closes l and opens dir again, and fails unless the
+// reopened log has the same segments and holes hole markers.
+func reopenSameSegments(t *testing.T, l *Log, dir string, opts Options, holes int) *Log {
+	t.Helper()
+	before := l.Segments()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, dir, opts)
+	after := l.Segments()
+	if len(after) != len(before) || l.Recovery().Holes != holes {
+		t.Fatalf("reopen: %+v (holes %d), want %+v", after, l.Recovery().Holes, before)
+	}
+	for i := range after {
+		if after[i].Start != before[i].Start || after[i].End != before[i].End {
+			t.Fatalf("reopen segment %d: %+v, want %+v", i, after[i], before[i])
+		}
+	}
+	return l
 }

@@ -199,21 +199,7 @@ func TestRemoveSegment(t *testing.T) {
 				t.Fatalf("ReadAt in hole: %v", err)
 			}
 			l.AddLive(segs[2].Start, 5) // in the hole: ignored
-			before := l.Segments()
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
-			}
-
-			l = mustOpen(t, dir, opts)
-			after := l.Segments()
-			if len(after) != len(before) || l.Recovery().Holes != 1 {
-				t.Fatalf("reopen: %+v (holes %d), want %+v", after, l.Recovery().Holes, before)
-			}
-			for i := range after {
-				if after[i].Start != before[i].Start || after[i].End != before[i].End {
-					t.Fatalf("reopen segment %d: %+v, want %+v", i, after[i], before[i])
-				}
-			}
+			l = reopenSameSegments(t, l, dir, opts, 1)
 			// Everything outside the removed segments reads back.
 			for i, r := range recs {
 				_, got, err := l.ReadAt(r.Pos, r.Size, nil)
