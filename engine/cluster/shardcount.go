@@ -36,13 +36,15 @@ func checkNodeID(dir string, id uint64) error {
 }
 
 // checkFixed writes value to the file at path if it has none (absent, or
-// empty: a crash right after its creation can leave it so), and otherwise
-// returns refuse(what it holds) unless that is value.
+// empty: a file an older build wrote without a sync can be so after a
+// power loss), and otherwise returns refuse(what it holds) unless that is
+// value. It is written synced (writeSynced), so a power loss after the
+// start leaves it whole.
 func checkFixed(path, value string, refuse func(was string) error) error {
 	b, err := os.ReadFile(path)
 	switch {
 	case os.IsNotExist(err) || err == nil && len(b) == 0:
-		return os.WriteFile(path, []byte(value), 0o600)
+		return writeSynced(path, value)
 	case err != nil:
 		return err
 	case string(b) != value:
