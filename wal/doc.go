@@ -25,7 +25,9 @@
 // start of a removed segment that had an older live segment before it, so
 // that the older one's end stays known; live segments and holes tile the
 // positions from the oldest live segment to End. A marker no older live
-// segment needs any more is deleted after a removal, or at Open. Files named "*.spare" are
+// segment needs any more is deleted after each removal; Open deletes only
+// the leading ones (and those a segment shadows), and the first removal
+// after it the rest. Files named "*.spare" are
 // preallocated spare segments not yet in use; Open deletes leftovers. Any
 // other file in the directory is ignored with a warning.
 //

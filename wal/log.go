@@ -107,7 +107,8 @@ type Log struct {
 	removing atomic.Int32
 	// keepHoles is set, under removeMu, when a removal's file operations
 	// failed: its file may still be on disk, so markers are pruned no
-	// more (Open deletes the stale ones).
+	// more (until the next start: Open deletes the leading ones, the
+	// first removal after it the others).
 	keepHoles bool
 
 	// Writer goroutine plumbing (writer.go).

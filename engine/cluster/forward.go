@@ -86,6 +86,7 @@ type fwdPool struct {
 	// leader being dialled again for /healthz.
 	unreached map[uint64]error
 	probing   map[uint64]bool
+	reached   map[uint64]time.Time // when the last forward dial that worked began
 
 	// Tests: the caps when not 0 (maxForwardConns, maxForwardPolls).
 	capConns, capPolls int
@@ -259,8 +260,9 @@ func (n *Node) fwdTake(leader uint64) (net.Conn, error) {
 		n.fwdDrop(leader, nil)
 		return nil, fmt.Errorf("%w: node %d's address is not known", ErrNotSent, leader)
 	}
+	began := time.Now()
 	c, _, err := n.tr.dial(addr, kindForward, leader)
-	n.fwdDialed(leader, err)
+	n.fwdDialed(leader, began, err)
 	if err != nil {
 		n.fwdDrop(leader, nil)
 		return nil, fmt.Errorf("%w: %v", ErrNotSent, err)

@@ -39,7 +39,10 @@ package cluster
 //     run" although they ran (members audit, 2026-12-07: 4 sends of 44
 //     through the removed node, and all four were in the queue). So once
 //     this node was asked to remove itself (Node.removing), a move gives
-//     its forwards the grace.
+//     its forwards the grace, for removingFor: a removal that never
+//     commits (the shard lost its quorum, the operator gave up) left
+//     every later move from a silent leader a second of grace for good
+//     (review, 2026-12-07).
 //  2. ErrLeaderMoved is an outcome unknown: the old leader may have run
 //     the request (its change commits only if a majority had it, and then
 //     the new leader has it too). The server answers 503, and the client
@@ -79,6 +82,20 @@ const fwdSilentTicks = 3
 // transport's 5 s, the first request after a leader was cut off that
 // needed a new connection to it waited 5 s (docs/chaos.md).
 const fwdHandshake = time.Second
+
+// removingFor is how long after this node was last asked to remove itself
+// its forwards get the grace at a move (invariant 1b): longer than any
+// forward waits for its answer (server/cluster.go forwardTimeout: 10 s
+// and a long poll's 30 s). The operator's retry asks again, and starts
+// another.
+const removingFor = time.Minute
+
+// beingRemoved reports whether this node was asked to remove itself
+// within removingFor (invariant 1b).
+func (n *Node) beingRemoved() bool {
+	at := n.removing.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < removingFor
+}
 
 // ErrLeaderMoved: the shard's lead moved away from the node a forwarded
 // request waited on, which did not answer within fwdMovedGrace; the
@@ -150,7 +167,7 @@ func (n *Node) unwatchForward(fc *fwdCall) bool {
 // a pre-candidate's "none" (invariant 1a); the forwards to a leader back
 // in view after one get their own deadlines again.
 func (n *Node) leaderMoved(shard int, lead uint64, silent func(id uint64) bool, prevote bool) {
-	if n.removing.Load() {
+	if n.beingRemoved() {
 		silent = nil // invariant 1b
 	}
 	w := &n.fwdWatch

@@ -142,7 +142,7 @@ func TestForwardOfAMemberBeingRemovedGetsTheGrace(t *testing.T) {
 	s := &shard{n: n, heard: map[uint64]time.Time{1: time.Now().Add(-time.Minute)}}
 	n.shards = []*shard{s}
 	s.lead.Store(1)
-	n.removing.Store(true) // asked to remove itself (members.go)
+	n.removing.Store(time.Now().UnixNano()) // asked to remove itself (members.go)
 	c := &deadlineConn{}
 	fc := n.watchForward(context.Background(), 0, 1, c, time.Time{})
 	s.lead.Store(2)
@@ -150,6 +150,27 @@ func TestForwardOfAMemberBeingRemovedGetsTheGrace(t *testing.T) {
 	n.unwatchForward(fc)
 	if len(c.read) != 1 || time.Until(c.read[0]) < fwdMovedGrace/2 {
 		t.Fatalf("a forward of a member being removed, to a leader it no longer hears: read deadlines %v, want one about %v ahead", c.read, fwdMovedGrace)
+	}
+}
+
+// The grace of a member being removed ends (invariant 1b): asked to
+// remove itself longer than removingFor ago (a removal that never
+// committed), its forwards are cut again at a move from a silent leader.
+// The flag was never cleared: every later move gave them a second more
+// (review, 2026-12-07).
+func TestForwardOfAMemberOnceAskedToBeRemovedIsCutAgain(t *testing.T) {
+	n := &Node{cfg: Config{Tick: 50 * time.Millisecond}}
+	s := &shard{n: n, heard: map[uint64]time.Time{1: time.Now().Add(-time.Minute)}}
+	n.shards = []*shard{s}
+	s.lead.Store(1)
+	n.removing.Store(time.Now().Add(-2 * removingFor).UnixNano())
+	c := &deadlineConn{}
+	fc := n.watchForward(context.Background(), 0, 1, c, time.Time{})
+	s.lead.Store(2)
+	n.leaderMoved(0, 2, s.silent, false)
+	n.unwatchForward(fc)
+	if len(c.read) != 1 || time.Until(c.read[0]) > fwdMovedGrace/2 {
+		t.Fatalf("a forward of a member asked to be removed %v ago, to a leader it no longer hears: read deadlines %v, want one now", 2*removingFor, c.read)
 	}
 }
 

@@ -11,21 +11,37 @@ package cluster
 //
 // Invariants:
 //  1. fwd.unreached[leader] is set by a forward dial to leader that failed
-//     and cleared by one that worked (fwdTake, and the probe below).
+//     and cleared by one that worked (fwdTake, and the probe below). A
+//     failure sets it only if its dial began after the last one that
+//     worked: a dial that timed out (1 s) after a later one opened set it
+//     back, and /healthz answered 503 for a leader the forwards reached
+//     (review, 2026-12-07).
 //  2. While it is set, Health names that leader not reachable, and asks
 //     again in the background, one dial at a time per leader, so that
 //     /healthz comes back once the leader is reachable though no request
 //     is forwarded meanwhile (a load balancer sends none to an unhealthy
 //     node). A probe is bounded by the dial's timeouts (handshake.go).
 
-// fwdDialed records the outcome of a forward dial to leader.
-func (n *Node) fwdDialed(leader uint64, err error) {
+import "time"
+
+// fwdDialed records the outcome of a forward dial to leader that began
+// at began (invariant 1).
+func (n *Node) fwdDialed(leader uint64, began time.Time, err error) {
 	p := &n.fwd
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err == nil {
 		delete(p.unreached, leader)
+		if p.reached == nil {
+			p.reached = map[uint64]time.Time{}
+		}
+		if began.After(p.reached[leader]) {
+			p.reached[leader] = began
+		}
 		return
+	}
+	if began.Before(p.reached[leader]) {
+		return // a later dial worked
 	}
 	if p.unreached == nil {
 		p.unreached = map[uint64]error{}
@@ -51,11 +67,12 @@ func (n *Node) fwdReach(leader uint64) error {
 	if probe {
 		go func() {
 			if addr := n.tr.peerAddr(leader); addr != "" {
+				began := time.Now()
 				c, _, derr := n.tr.dial(addr, kindForward, leader)
 				if derr == nil {
 					c.Close()
 				}
-				n.fwdDialed(leader, derr)
+				n.fwdDialed(leader, began, derr)
 			}
 			p.mu.Lock()
 			delete(p.probing, leader)

@@ -64,3 +64,24 @@ func TestClusterHealthNamesALeaderItCannotForwardTo(t *testing.T) {
 		return nil
 	})
 }
+
+// A forward dial that failed after a later one worked does not mark the
+// leader unreachable (invariant 1): two requests dial at once over a
+// flapping link, the first times out (1 s) after the second opened, and
+// /healthz answered 503 for a leader the forwards reached, until a probe
+// ran (review, 2026-12-07). A failure of a dial begun after the success
+// still counts.
+func TestForwardReachKeepsALaterDialsSuccess(t *testing.T) {
+	n := &Node{stop: make(chan struct{})}
+	close(n.stop) // no background probe: this tests the record only
+	first := time.Now()
+	n.fwdDialed(1, first.Add(time.Millisecond), nil)
+	n.fwdDialed(1, first, errors.New("dial tcp: i/o timeout"))
+	if err := n.fwdReach(1); err != nil {
+		t.Fatalf("a dial that failed, begun before one that worked: fwdReach %v, want nil", err)
+	}
+	n.fwdDialed(1, time.Now().Add(time.Second), errors.New("connection refused"))
+	if err := n.fwdReach(1); err == nil {
+		t.Fatal("a dial that failed, begun after the last one that worked: fwdReach nil, want its error")
+	}
+}

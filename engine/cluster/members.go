@@ -387,7 +387,7 @@ func (s *shard) proposeMember(op byte, id uint64, addr string) byte {
 			// (transfer.go: that costs clients nothing), and the next
 			// leader proposes the removal when it is asked again. With no
 			// member to hand to, it proposes the removal itself.
-			s.n.removing.Store(true)
+			s.n.removing.Store(time.Now().UnixNano())
 			if s.handing != nil || s.handOff(s.activeMember, "this member is being removed: handing the lead over") {
 				return memberNotHere
 			}

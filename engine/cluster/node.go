@@ -154,10 +154,10 @@ type Node struct {
 
 	diskFull atomic.Bool // this node's disk is full (handoff.go)
 	leaving  atomic.Bool // this node hands its leads over to shut down (transfer.go); never cleared
-	// removing: this node was asked to remove itself from a shard it led
-	// (members.go): its forwards are not cut for a silent leader
-	// (forward_moved.go); never cleared
-	removing atomic.Bool
+	// removing: when this node was last asked to remove itself from a
+	// shard it led (unix ns; members.go): for removingFor after it, its
+	// forwards are not cut for a silent leader (forward_moved.go)
+	removing atomic.Int64
 	// rejoinLeaving: this node hands its leads over to be replaced
 	// (rejoin.go, rejoinLater) since rejoinSince (unix ns); cleared when
 	// its question ends, or rejoinLeavingFor on.
