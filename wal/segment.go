@@ -258,7 +258,16 @@ func (l *Log) removeSegment(start Pos, ifDead bool) (bool, error) {
 	case i < 0:
 		l.mu.Unlock()
 		return false, fmt.Errorf("%w: %016x", ErrNoSegment, uint64(start))
-	case i == len(sl.segs)-1 || Pos(sl.segs[i].end.Load()) > l.WrittenEnd():
+	case i == len(sl.segs)-1 || Pos(sl.segs[i].end.Load()) > l.WrittenEnd() || sl.segs[i+1].file.Load() == nil:
+		// The active segment, one not all written, or the one before a
+		// segment whose file is not made yet (a roll stalled for want of
+		// a spare: the disk is full). Removed, that left the directory
+		// with no file of the log's newest positions, and the next Open
+		// found a hole marker newest (and refused) or no segment at all
+		// (a new empty log at 0). The engine removes nothing during a
+		// stall (compaction.go); this holds it for every caller, and for
+		// the instant between the writer's last sync before a roll and
+		// the new file (review, 2026-12-07).
 		l.mu.Unlock()
 		if ifDead {
 			return false, nil

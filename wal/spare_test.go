@@ -333,3 +333,51 @@ func TestSpareCloseWhileStalled(t *testing.T) {
 		t.Fatalf("reopen after a stalled close: %d records, want %d (%v)", len(order), len(durable), err)
 	}
 }
+
+// TestStalledRollKeepsTheSegmentBeforeIt: while a roll waits for a spare
+// (the disk is full), the segment before the new one is not removed, even
+// dead: the new one has no file yet, and without the old one the directory
+// held no file of the log's newest positions, only a hole marker at its
+// start, and the next Open refused ("the newest entry ... is a hole
+// marker"). After the stall the log reopens with every durable record.
+func TestStalledRollKeepsTheSegmentBeforeIt(t *testing.T) {
+	mem := NewMemFS()
+	ffs := NewFaultFS(mem)
+	ffs.Filter = func(name string) bool { return strings.HasSuffix(name, spareSuffix) }
+	ffs.FailPreallocate(syscall.ENOSPC)
+	opts := testOptions(t, ffs)
+	opts.after = (&fakeAfter{}).after
+	opts.RecycleSegments = -1 // a recycled file would end the stall
+	l := mustOpen(t, crashDir, opts)
+	var durable []Record
+	for i := 0; ; i++ {
+		recs := []Record{{Type: 1, Body: testPayload(uint64(i), 3000, false)}}
+		if err := l.Append(recs); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.WaitDurable(recs[0].Pos); err != nil {
+			break
+		}
+		durable = append(durable, recs[0])
+	}
+	segs := l.Segments()
+	if len(segs) < 2 || segs[len(segs)-1].FileBytes != 0 {
+		t.Fatalf("segments %+v: want the last without a file (the stalled roll)", segs)
+	}
+	// The only one with a file: removed, the directory held no segment,
+	// and Open made a new empty log at 0 (the engine then refused: its
+	// index checkpoint past the log's end).
+	prev := segs[len(segs)-2]
+	if removed, err := l.RemoveSegmentIfDead(prev.Start); err != nil || removed {
+		t.Fatalf("RemoveSegmentIfDead of the segment before a stalled roll's: removed %v, %v", removed, err)
+	}
+	if err := l.Close(); !isRetryable(err, syscall.ENOSPC) {
+		t.Fatalf("Close while stalled: %v", err)
+	}
+	l = mustOpen(t, crashDir, testOptions(t, mem))
+	defer l.Close()
+	_, order, err := readAll(t, l, 0)
+	if err != nil || len(order) != len(durable) || l.End() < prev.End {
+		t.Fatalf("reopen after a stalled close: %d records, end %d (%v), want %d records and an end at least %d", len(order), l.End(), err, len(durable), prev.End)
+	}
+}
