@@ -312,17 +312,7 @@ func TestSpareCloseWhileStalled(t *testing.T) {
 	opts := testOptions(t, ffs)
 	opts.after = (&fakeAfter{}).after
 	l := mustOpen(t, crashDir, opts)
-	var durable []Record
-	for i := 0; ; i++ {
-		recs := []Record{{Type: 1, Body: testPayload(uint64(i), 3000, false)}}
-		if err := l.Append(recs); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.WaitDurable(recs[0].Pos); err != nil {
-			break
-		}
-		durable = append(durable, recs[0])
-	}
+	durable := appendUntilStalled(t, l)
 	if err := l.Close(); !isRetryable(err, syscall.ENOSPC) {
 		t.Fatalf("Close while stalled: %v", err)
 	}
@@ -349,17 +339,7 @@ func TestStalledRollKeepsTheSegmentBeforeIt(t *testing.T) {
 	opts.after = (&fakeAfter{}).after
 	opts.RecycleSegments = -1 // a recycled file would end the stall
 	l := mustOpen(t, crashDir, opts)
-	var durable []Record
-	for i := 0; ; i++ {
-		recs := []Record{{Type: 1, Body: testPayload(uint64(i), 3000, false)}}
-		if err := l.Append(recs); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.WaitDurable(recs[0].Pos); err != nil {
-			break
-		}
-		durable = append(durable, recs[0])
-	}
+	durable := appendUntilStalled(t, l)
 	segs := l.Segments()
 	if len(segs) < 2 || segs[len(segs)-1].FileBytes != 0 {
 		t.Fatalf("segments %+v: want the last without a file (the stalled roll)", segs)
@@ -379,5 +359,22 @@ func TestStalledRollKeepsTheSegmentBeforeIt(t *testing.T) {
 	_, order, err := readAll(t, l, 0)
 	if err != nil || len(order) != len(durable) || l.End() < prev.End {
 		t.Fatalf("reopen after a stalled close: %d records, end %d (%v), want %d records and an end at least %d", len(order), l.End(), err, len(durable), prev.End)
+	}
+}
+
+// appendUntilStalled appends records to l until one is not made durable
+// (a roll waits for a segment file), and returns those that were.
+func appendUntilStalled(t *testing.T, l *Log) []Record {
+	t.Helper()
+	var durable []Record
+	for i := 0; ; i++ {
+		recs := []Record{{Type: 1, Body: testPayload(uint64(i), 3000, false)}}
+		if err := l.Append(recs); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.WaitDurable(recs[0].Pos); err != nil {
+			return durable
+		}
+		durable = append(durable, recs[0])
 	}
 }
