@@ -475,8 +475,8 @@ func (r *plRun) check() error {
 				h.dlqSeen++
 			}
 			if v, ok := h.visAcked[id]; ok && (state == "Active" && now < v || state == "Inactive" && visible < v) {
-				problems = append(problems, fmt.Sprintf("message %s is %s with NextVisibleTime %d at %d, but a visibility change to %d was acknowledged",
-					id, state, visible, now, v))
+				problems = append(problems, fmt.Sprintf("message %s is %s with NextVisibleTime %d at %d, but a visibility change to %d was acknowledged; its history:\n  %s",
+					id, state, visible, now, v, strings.Join(h.trace[id], "\n  ")))
 			}
 			if present[origin] {
 				problems = append(problems, fmt.Sprintf("message %s twice (in %s as %s, and once more)", origin, q.name, id))
@@ -709,16 +709,21 @@ func (r *plRun) deleteOrChange(wr *rand.Rand, pool *[]held, poolMu *sync.Mutex) 
 			// kept the earlier bound, and reported such a change as an
 			// acknowledged one undone: the likely cause of seed 13's one
 			// failure in stop 69's long run (never reproduced).
+			d := time.Duration(1+wr.IntN(30)) * time.Second
 			h.mu.Lock()
 			before, had := h.visAcked[m.id]
 			delete(h.visAcked, m.id)
+			h.trace[m.id] = append(h.trace[m.id], fmt.Sprintf("inc %d: visibility change of %v at %d tried", r.inc, d, r.clk.Now().UnixMilli()))
 			h.mu.Unlock()
-			nh, next, err := m.q.ChangeVisibility(m.h, time.Duration(1+wr.IntN(30))*time.Second)
+			nh, next, err := m.q.ChangeVisibility(m.h, d)
 			if err != nil && had {
 				h.record(func() { h.visAcked[m.id] = before }) // refused, with the power on: nothing changed
 			}
 			if err == nil {
-				h.record(func() { h.visAcked[m.id] = next.UnixMilli() })
+				h.record(func() {
+					h.visAcked[m.id] = next.UnixMilli()
+					h.trace[m.id] = append(h.trace[m.id], fmt.Sprintf("inc %d: visibility change to %d acknowledged", r.inc, next.UnixMilli()))
+				})
 				poolMu.Lock()
 				*pool = append(*pool, held{m.q, nh, m.id})
 				poolMu.Unlock()
