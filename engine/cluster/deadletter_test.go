@@ -43,7 +43,12 @@ func FuzzParseMove(f *testing.F) {
 // hop and the source's delete, the move must leave a copy, never none), and
 // the target shard's leader while hops run to it.
 func TestClusterDeadLetterMovesSurviveLeaderLoss(t *testing.T) {
-	c := newTestCluster(t, 3, 4)
+	// An election timeout of 1 s, not the tests' 200 ms: the first
+	// receives below cannot be run again (a receive whose lead
+	// confirmation failed may have taken its messages, and their next
+	// receive moves them), and a loaded CI machine failed one so with a
+	// confirmation bound of two election timeouts, 400 ms.
+	c := startTestCluster(&testCluster{t: t, nodes: make([]*Node, 3), shards: 4, electionTicks: 50})
 	const src, n = "poison-src", 3200
 	dlq := c.sourceWithRemoteDeadLetters(src, "poison-dlq-")
 	if dlq == "" {
