@@ -414,6 +414,15 @@ func (s *Server) run(ctx *fasthttp.RequestCtx, fw *forwardedFrom) {
 	st.reqID = s.appendRequestID(st.reqID[:0], start)
 	setCommonHeaders(ctx, st.reqID)
 	s.serve(ctx, st)
+	if fw == nil && s.closing.Load() {
+		// fasthttp's CloseOnShutdown says so only once its Shutdown has
+		// begun, which the long polls Shutdown answers raced: about half
+		// of those answers lacked it, and the SDKs, polling again at
+		// once, sent their next poll on a connection being closed
+		// (shutdown audit, 2026-12-07). A forwarded request's node says
+		// it to its own client if it is closing.
+		ctx.SetConnectionClose()
+	}
 }
 
 // setCommonHeaders sets the headers of every response (spec §2.4), with

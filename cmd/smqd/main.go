@@ -65,6 +65,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "smqd:", err)
 		return 2
 	}
+	// SIGHUP is caught before the start's first line: its default action
+	// ends the process, and a start can take seconds (a log to replay, a
+	// cluster node's shards), in which a reload (a certificate renewed, a
+	// service manager's reload) killed it with no line logged (shutdown
+	// audit, 2026-12-07). One that arrives meanwhile is handled once the
+	// daemon serves.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	level, _ := parseLevel(cfg.logLevel)
 	hopts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
@@ -76,14 +85,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if old, ok := privateUmask(); ok && old != 0o077 {
 		log.Info("umask set to 077: every file smqd creates is private", "previous", fmt.Sprintf("%#o", old))
 	}
-	if err := serve(ctx, cfg, log, stdout, ready); err != nil {
+	if err := serve(ctx, cfg, log, stdout, hup, ready); err != nil {
 		log.Error("smqd failed", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer, ready func(string)) error {
+func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer, hup <-chan os.Signal, ready func(string)) error {
 	// The data directory exists, 0700, before anything is written to it
 	// (the credentials below, the engine's files).
 	generatedKeys := !cfg.noAuth && cfg.accessKeyID == "" && cfg.credentialsFile == ""
@@ -274,11 +283,6 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer,
 	if certs == nil && !isLoopback(ln.Addr()) {
 		log.Warn("serving plain HTTP on a non-loopback address: signatures and message bodies cross the network in clear text; serve HTTPS with --tls-cert/--tls-key or put a TLS proxy in front", "addr", addr)
 	}
-	// SIGHUP is caught before anyone can know the daemon is up: its
-	// default action would end the process.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	printBanner(stdout, addr, mln, cfg, creds, src, credPath)
 	if ready != nil {
 		ready(addr)
