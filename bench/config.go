@@ -101,7 +101,8 @@ type Config struct {
 	MaxBacklog int64
 	// BacklogTolerance is how much the backlog may grow over a cycle's
 	// window before the run is flagged; 0 means max(1 % of the messages
-	// sent in the window, what the workers can hold in flight).
+	// sent in the window, what the workers can hold in flight), and under
+	// flow control (MaxBacklog) at least the room left below its limit.
 	BacklogTolerance int64
 	// MaxErrorPct fails a run whose errors are more than this share of
 	// its requests (percent): its figures are not those of a clean run.

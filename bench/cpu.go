@@ -122,6 +122,10 @@ func setCPU(res *Result, start, end cpuSample, msgs int64) {
 		if len(end.others) > 0 {
 			res.ServerPIDs = append([]int{end.serverPID}, end.others...)
 		}
+	} else if start.serverPID > 0 {
+		// Named but gone at an end (its table line said that no server
+		// was named).
+		res.ServerLost = start.serverPID
 	}
 	if start.clientOK && end.clientOK && end.client >= start.client {
 		d := end.client - start.client

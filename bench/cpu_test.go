@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -76,6 +78,13 @@ func TestSetCPU(t *testing.T) {
 	setCPU(&res, start, end, 100000)
 	if res.ServerCPUS != 0 || res.ServerPID != 0 || res.ClientCPUS != 1 {
 		t.Fatalf("figures %+v", res)
+	}
+	// It says so: the table said no server process was named.
+	var table bytes.Buffer
+	res.Workload, res.WindowS = string(Cycle), 2
+	res.WriteTable(&table)
+	if !strings.Contains(table.String(), "server not measured (pid 7 exited or restarted in the window)") {
+		t.Fatalf("table:\n%s", table.String())
 	}
 }
 

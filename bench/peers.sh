@@ -10,7 +10,7 @@
 #                  [--backlog-messages N] [--out DIR] [--no-install] [--keep]
 #                  [-- extra smqbench flags]
 #
-# Targets (default: all but smqd-sdk):
+# Targets (default: smqd beanstalkd redis redis-streams nats):
 #   smqd           smqd started by smqbench (--spawn), driven by smqbench's
 #                  fasthttp client (--client fast)
 #   smqd-sdk       the same smqd driven the way the MNS SDKs drive it

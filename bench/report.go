@@ -1,11 +1,12 @@
 package bench
 
-// Aggregation of JSON result lines: runs are grouped by label and target
-// (smqd driven by a non-default client is a target of its own, "smqd/sdk"),
-// each figure is reduced to its median and spread (min..max), and smqd's
-// median is divided by the best peer's median of the same label (a peer is
-// every target but smqd, inproc and the baseline; "best" is the highest rate
-// or the lowest latency).
+// Aggregation of JSON result lines: runs are grouped by label, the shape of
+// their load (groupOf) and target (smqd driven by a non-default client is a
+// target of its own, "smqd/sdk"), each figure is reduced to its median and
+// spread (min..max), and smqd's median is divided by the best peer's median
+// of the same label and shape (a peer is every target but smqd, inproc and
+// the baseline; "best" is the highest rate or the lowest latency, the first
+// peer by name among equals).
 
 import (
 	"bufio"
@@ -126,7 +127,7 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 	seen := map[string]bool{}
 	for i := range results {
 		r := &results[i]
-		k := key{r.Label, reportTarget(r)}
+		k := key{groupOf(r), reportTarget(r)}
 		if r.Error != "" {
 			failed[k]++
 			if _, ok := groups[k]; !ok {
@@ -135,16 +136,17 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 		} else {
 			groups[k] = append(groups[k], r)
 		}
-		if !seen[r.Label] {
-			seen[r.Label] = true
-			labels = append(labels, r.Label)
+		if !seen[k.label] {
+			seen[k.label] = true
+			labels = append(labels, k.label)
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, label := range labels {
+	for _, group := range labels {
+		label, _, _ := strings.Cut(group, "\x00")
 		var targets []string
 		for k := range groups {
-			if k.label == label {
+			if k.label == group {
 				targets = append(targets, k.target)
 			}
 		}
@@ -153,14 +155,14 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 		})
 		var first *Result
 		for _, t := range targets {
-			if rs := groups[key{label, t}]; len(rs) > 0 {
+			if rs := groups[key{group, t}]; len(rs) > 0 {
 				first = rs[0]
 				break
 			}
 		}
 		if first == nil { // every run of the label failed
 			for _, t := range targets {
-				fmt.Fprintf(tw, "== %s: %s: %d run(s), all failed\n", orDash(label), t, failed[key{label, t}])
+				fmt.Fprintf(tw, "== %s: %s: %d run(s), all failed\n", orDash(label), t, failed[key{group, t}])
 			}
 			fmt.Fprintln(tw)
 			continue
@@ -184,8 +186,8 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 		fmt.Fprint(tw, "\tgrew\terr%\n")
 		figs := map[string][]Figure{}
 		for _, t := range targets {
-			rs := groups[key{label, t}]
-			if f := failed[key{label, t}]; f > 0 {
+			rs := groups[key{group, t}]
+			if f := failed[key{group, t}]; f > 0 {
 				fmt.Fprintf(tw, "%s\t%d (+%d failed, left out)", t, len(rs), f)
 			} else {
 				fmt.Fprintf(tw, "%s\t%d", t, len(rs))
@@ -215,7 +217,8 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 			fmt.Fprintf(tw, "%s / best peer\t", baseline)
 			for i, m := range ms {
 				best, bestT := math.NaN(), ""
-				for t, f := range figs {
+				for _, t := range targets { // in order: a tie names the same peer every time
+					f := figs[t]
 					if !isPeer(t) || f[i].N == 0 || f[i].Median == 0 {
 						continue
 					}
@@ -248,6 +251,15 @@ func WriteReport(w io.Writer, results []Result, baseline string) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// groupOf is the group of runs a result is reduced with: its label and
+// the shape of its load, so that runs of another workload, batch or
+// worker count under the same label (every run without --label) are not
+// one median (a produce, a consume and two publish runs made one row).
+func groupOf(r *Result) string {
+	return fmt.Sprintf("%s\x00%s %d %d %d %d/%d/%d %d %d %g", r.Label, r.Workload, r.Producers, r.Consumers, r.BodyBytes,
+		r.SendBatch, r.RecvBatch, r.DeleteBatch, r.Queues, r.Subscriptions, r.TargetRate)
 }
 
 // reportTarget is the name a result is grouped under: its target, and for

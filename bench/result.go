@@ -76,6 +76,11 @@ type Result struct {
 	ServerCPUUsPerPublish float64 `json:"server_cpu_us_per_publish,omitempty"`
 	ClientCPUUsPerPublish float64 `json:"client_cpu_us_per_publish,omitempty"`
 
+	// ServerLost is the server process named (spawned, or --server-pid)
+	// whose CPU could not be measured over the window: it exited or was
+	// restarted in it. 0 when measured or when none was named.
+	ServerLost int `json:"server_lost_pid,omitempty"`
+
 	// Backlog (Active+Inactive+Delayed, all queues) at the start and end of
 	// the window (cycle); BacklogGrew flags growth beyond BacklogTolerance.
 	BacklogStart     int64 `json:"backlog_start"`
@@ -197,6 +202,12 @@ func (r *runner) finish(res *Result) {
 		if tol <= 0 {
 			inflight := int64(r.cfg.Producers*r.cfg.SendBatch)*fan + int64(2*r.cfg.Consumers*r.cfg.RecvBatch)
 			tol = max(res.Sent*fan/100, inflight)
+			if res.MaxBacklog > 0 {
+				// Held by flow control, the backlog cannot pass the limit
+				// and the workers' batches: filling up to it (a window
+				// with no warm-up starts empty) is no growth that lasts.
+				tol = max(tol, res.MaxBacklog+inflight-res.BacklogStart)
+			}
 		}
 		res.BacklogTolerance = tol
 		res.BacklogGrew = res.BacklogGrowth > tol
@@ -273,6 +284,8 @@ func (res *Result) WriteTable(w io.Writer) error {
 	}
 	if res.Preloaded > 0 {
 		p("preload", fmt.Sprintf("%d msgs in %.2f s = %.0f msgs/s", res.Preloaded, res.PreloadS, res.PreloadPerS))
+	}
+	if res.Preloaded > 0 && res.Workload == string(Backlog) { // consume's drain is its window, above
 		p("drain", fmt.Sprintf("%d msgs in %.2f s = %.0f msgs/s", res.Drained, res.DrainS, res.DrainPerS))
 		if res.CPUWallS > 0 {
 			p("drain cpu", res.cpuText())
@@ -318,6 +331,8 @@ func (res *Result) cpuText() string {
 			pids = fmt.Sprintf("%d processes summed, pids %s", len(res.ServerPIDs), strings.Trim(fmt.Sprint(res.ServerPIDs), "[]"))
 		}
 		server = fmt.Sprintf("server %.2f cores, %.2f µs/%s%s (%s)", res.ServerCores, res.ServerCPUUsPerMsg, unit, perPublishText(res, res.ServerCPUUsPerPublish), pids)
+	case res.ServerLost > 0:
+		server = fmt.Sprintf("server not measured (pid %d exited or restarted in the window)", res.ServerLost)
 	case res.Target == "inproc":
 		server = "server: the engine runs in smqbench"
 	}

@@ -203,6 +203,16 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 	if produce && consume {
 		rest0, rerr = r.backlogNow(ctx)
 	}
+	var capped *capTrack
+	switch {
+	case q != nil && consume:
+		capped = &capTrack{perSent: int64(r.fanout())}
+		capped.producing.Store(int64(len(r.producers)))
+	case consume && !produce && res.Preloaded > 0:
+		// consume --messages: its window ends with the preload's last delete.
+		capped = &capTrack{perSent: 1}
+		capped.sent.Store(res.Preloaded)
+	}
 	var late *lateTrack
 	if produce && consume && cfg.Rate > 0 {
 		// A delayed message is due its delay after its schedule: the
@@ -227,6 +237,9 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 				if late != nil {
 					defer late.producing.Add(-1)
 				}
+				if capped != nil {
+					defer func() { capped.done(w.tSent) }()
+				}
 				// Stagger open-loop producers evenly over one interval.
 				s := start.UnixNano()
 				if perRate > 0 {
@@ -236,7 +249,7 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 			}(i, w)
 		}
 	}
-	stop := &consumeStop{at: win.to, late: late, deleted: new(atomic.Int64), flow: fl}
+	stop := &consumeStop{at: win.to, late: late, capped: capped, deleted: new(atomic.Int64), flow: fl}
 	if consume {
 		for i, w := range r.consumers {
 			wg.Add(1)
@@ -278,8 +291,20 @@ func (r *runner) timed(ctx context.Context, res *Result, consume, produce bool) 
 	res.WindowS = cfg.Duration.Seconds()
 	if measured > 0 && measured < cfg.Duration {
 		// The workers stopped before the window's end (a message cap ran
-		// out): the rates are over the time they ran, as the CPU is.
+		// out): the rates are over the time they ran, as the CPU is. A
+		// cycle's consumers stop once every message sent is deleted, but
+		// one in a long poll then waits it out: its rates end at the last
+		// delete.
 		res.WindowS = measured.Seconds()
+		if capped != nil {
+			var last int64
+			for _, w := range r.consumers {
+				last = max(last, w.lastDel)
+			}
+			if d := time.Duration(last - win.from); d > 0 && d < measured {
+				res.WindowS = d.Seconds()
+			}
+		}
 	}
 	var msgs int64
 	for _, w := range r.all() {

@@ -265,10 +265,34 @@ func (l *lateTrack) caughtUp() bool {
 	return l.producing.Load() == 0 && l.got.Load() >= l.want.Load()
 }
 
+// capTrack follows the producers of a run capped by Config.Messages, so
+// that its consumers stop once the producers ran out of messages and every
+// one they sent is deleted, not at the window's end: the rates of a capped
+// cycle are over the time it ran (they were over the whole window, however
+// early the messages were all deleted).
+type capTrack struct {
+	producing atomic.Int64 // producers still running
+	sent      atomic.Int64 // messages the stopped producers sent
+	perSent   int64        // deliveries per message sent (a publish's subscriptions)
+}
+
+// done records a producer that stopped after sending sent messages.
+func (c *capTrack) done(sent int64) {
+	c.sent.Add(sent)
+	c.producing.Add(-1)
+}
+
+// drained says whether every producer stopped and deleted covers all the
+// deliveries of what they sent.
+func (c *capTrack) drained(deleted int64) bool {
+	return c.producing.Load() == 0 && deleted >= c.sent.Load()*c.perSent
+}
+
 // consumeStop says when a consumer ends.
 type consumeStop struct {
 	at      int64         // Unix ns: stop receiving
 	late    *lateTrack    // open loop: go on after at until caught up (nil: closed loop)
+	capped  *capTrack     // a run capped by Config.Messages: stop once it is all deleted (nil: no cap)
 	flow    *flow         // producers' flow control, or nil
 	onEmpty bool          // stop after a receive that came back empty
 	target  int64         // stop once all consumers deleted this many (0: no target)
@@ -278,6 +302,9 @@ type consumeStop struct {
 func (s *consumeStop) done(now int64) bool {
 	if now >= s.at {
 		return s.late == nil || now >= s.late.giveUp || s.late.caughtUp()
+	}
+	if s.capped != nil && s.capped.drained(s.deleted.Load()) {
+		return true
 	}
 	return s.target > 0 && s.deleted.Load() >= s.target
 }

@@ -94,6 +94,27 @@ func TestParseConfig(t *testing.T) {
 		{"cycle", "--server-pid", "42,"},
 		{"cycle", "--spawn", "bin/smqd", "--data-dir", "d", "--server-pid", "7"},
 		{},
+		// Numbers out of range ran with defaults in their place
+		// (--consumers 0: a cycle of 8 consumers), or failed in the run.
+		{"nosuch"},
+		{"cycle", "--producers", "-1"},
+		{"cycle", "--consumers", "0"},
+		{"produce", "--producers", "0"},
+		{"consume", "--consumers", "0"},
+		{"consume", "--producers", "0", "--messages", "10"},
+		{"backlog", "--messages", "10", "--consumers", "0"},
+		{"cycle", "--body", "8"},
+		{"cycle", "--queues", "0"},
+		{"cycle", "--duration", "-5s"},
+		{"cycle", "--duration", "0s"},
+		{"cycle", "--warmup", "-1s"},
+		{"cycle", "--rate", "-5"},
+		{"cycle", "--messages", "-1"},
+		{"cycle", "--wait", "0s"},
+		{"cycle", "--max-error-pct", "-1"},
+		{"backlog", "--messages", "10", "--restart-after", "2"},
+		{"backlog", "--messages", "10", "--settle", "-1s"},
+		{"cycle", "--visibility-timeout", "0s"},
 	} {
 		if _, err := parseConfig(bad, func(string) string { return "" }, &bytes.Buffer{}, nil); err == nil {
 			t.Errorf("%q accepted", bad)

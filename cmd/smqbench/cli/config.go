@@ -122,7 +122,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 	fs.DurationVar(&b.Wait, "wait", time.Second, "long-poll wait of each receive (whole seconds on the wire, max 30s)")
 	fs.DurationVar(&b.MaxTime, "max-time", 10*time.Minute, "bound of each backlog/consume phase (preload, drain)")
 	fs.Int64Var(&b.MaxBacklog, "max-backlog", 0, "cycle, closed loop: hold producers while sent-but-not-deleted messages exceed this, so the deleted rate is sustainable (0: 10 x consumers x recv batch; -1: off, producers run free)")
-	fs.Int64Var(&b.BacklogTolerance, "backlog-tolerance", 0, "cycle: allowed backlog growth over the window (0: max(1% of sent, in-flight capacity))")
+	fs.Int64Var(&b.BacklogTolerance, "backlog-tolerance", 0, "cycle: allowed backlog growth over the window (0: max(1% of sent, in-flight capacity), and with --max-backlog at least the room below it)")
 	fs.Float64Var(&b.MaxErrorPct, "max-error-pct", 1, "fail the run (exit 1, and report leaves it out) when its errors are more than this percentage of its requests")
 	fs.Uint64Var(&b.Seed, "seed", 1, "seed of the priority and delay choices")
 	fs.BoolVar(&b.RestartCheck, "restart-check", false, "backlog with --spawn: kill -9 the daemon after --restart-after of the drain, restart it, time the first receive, count the messages")
@@ -160,6 +160,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 	if workload == "" {
 		fs.Usage()
 		return nil, errors.New("name a workload: " + strings.Join(workloads, ", "))
+	}
+	if !slices.Contains(workloads, workload) {
+		return nil, fmt.Errorf("unknown workload %q: name one of %s", workload, strings.Join(workloads, ", "))
 	}
 	b.Workload = bench.Workload(workload)
 	set, err := envflag.Apply(fs, envPrefix, getenv)
@@ -219,6 +222,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer, pe
 }
 
 func (c *config) validate() error {
+	if err := c.checkNumbers(); err != nil {
+		return err
+	}
 	names := []string{"smqd", "inproc"}
 	for _, p := range c.peers {
 		if p.Name == "" || p.New == nil || slices.Contains(names, p.Name) || p.Name == "mns" {
@@ -291,6 +297,44 @@ func (c *config) validate() error {
 	// says it.
 	if c.target == "inproc" || c.spawn != "" || c.syncSet {
 		c.bench.Sync = c.syncClass()
+	}
+	return nil
+}
+
+// checkNumbers refuses the numeric flags out of their range. bench.Run
+// replaced them by its defaults without a word: --consumers 0 ran a cycle
+// with 8 consumers (and too few connections for them), --duration -5s ran
+// 10 s, --body 8 sent 16-byte bodies and reported 8.
+func (c *config) checkNumbers() error {
+	b := &c.bench
+	w := b.Workload
+	switch {
+	case b.Producers < 0 || b.Consumers < 0:
+		return errors.New("--producers and --consumers must not be negative")
+	case b.Producers == 0 && w != bench.Consume:
+		return fmt.Errorf("%s needs producers (--producers at least 1)", w)
+	case b.Consumers == 0 && (w == bench.Cycle || w == bench.Consume || w == bench.Backlog):
+		return fmt.Errorf("%s needs consumers (--consumers at least 1)", w)
+	case b.Producers == 0 && b.Messages > 0:
+		return errors.New("--messages needs producers (--producers at least 1)")
+	case b.BodyBytes < 16:
+		return errors.New("--body must be at least 16 (a send timestamp leads the body)")
+	case b.Queues < 1:
+		return errors.New("--queues must be at least 1")
+	case b.Duration <= 0 || b.Warmup < 0:
+		return errors.New("--duration must be positive and --warmup not negative")
+	case b.Rate < 0 || b.Messages < 0:
+		return errors.New("--rate and --messages must not be negative")
+	case b.Wait <= 0 || b.MaxTime <= 0:
+		return errors.New("--wait and --max-time must be positive")
+	case b.MaxErrorPct < 0:
+		return errors.New("--max-error-pct must not be negative")
+	case b.RestartAfter <= 0 || b.RestartAfter >= 1:
+		return errors.New("--restart-after must be between 0 and 1 (a fraction of the preload)")
+	case b.SettleTime < 0:
+		return errors.New("--settle must not be negative")
+	case c.visibility < time.Second:
+		return errors.New("--visibility-timeout must be at least 1s")
 	}
 	return nil
 }
