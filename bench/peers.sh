@@ -122,7 +122,10 @@ cleanup() {
 			wait "$pid" 2>/dev/null || true
 		fi
 	done
-	if [ "$KEEP" = 0 ]; then rm -rf "$WORK/data" "$WORK/bin"; fi
+	if [ "$KEEP" = 0 ]; then
+		rm -rf "$WORK/data" "$WORK/bin"
+		rmdir "$WORK" 2>/dev/null || true # empty when the results went to --out
+	fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
