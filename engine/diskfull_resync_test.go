@@ -92,3 +92,43 @@ func TestResyncRefusedOnCriticallyFullDisk(t *testing.T) {
 		}
 	}
 }
+
+// TestResyncRefusedBelowTheMinimumToOpen: free space back above the
+// critical level but still below the minimum Open needs (half the
+// reserve). Resync must refuse there too: its callers close the broker
+// once it succeeds and open the directory again, and Open refuses below
+// the minimum, so a single node would be left with no broker at all
+// (server/reopen.go answers every request 503, reads included, and a
+// drain cannot give the space back) instead of the failed one, whose
+// reads go on. Once free space is above the minimum, Resync succeeds and
+// the reopen finds every acknowledged send. (diskfault audit, 2026-12-07:
+// Resync refused only below the critical level.)
+func TestResyncRefusedBelowTheMinimumToOpen(t *testing.T) {
+	dir := t.TempDir()
+	clk := NewFakeClock(t0)
+	var free atomic.Int64
+	b, acked, mod := openFailedOnFullDisk(t, dir, clk, &free)
+	g := b.store.(*durableStore).space
+	free.Store((g.critical + g.minimum) / 2)
+	if err := b.Resync(); !errors.Is(err, ErrDiskFull) {
+		b.Close()
+		_, oerr := Open(durableTestOptions(t, dir, clk, mod))
+		t.Fatalf("Resync with %d bytes free (critical %d, minimum to open %d) returned %v, want ErrDiskFull; "+
+			"closing the broker and opening it again then gave: %v", free.Load(), g.critical, g.minimum, err, oerr)
+	}
+	free.Store(g.minimum)
+	if err := b.Resync(); err != nil {
+		t.Fatalf("Resync with the minimum to open free: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Logf("close of the failed broker: %v", err)
+	}
+	b = openDurableTest(t, dir, clk, mod)
+	defer b.Close()
+	have := bodiesIn(t, b, "full")
+	for _, body := range acked {
+		if !have[body] {
+			t.Fatalf("acknowledged %s lost across the reopen", body)
+		}
+	}
+}

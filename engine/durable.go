@@ -418,18 +418,22 @@ func (d *durableStore) health() error { return mapErr(d.wal.Health()) }
 func (d *durableStore) stalled() error { return mapErr(d.wal.Stalled()) }
 
 // resync makes durable what a reopen would find (Broker.Resync). While
-// free space is below the guard's critical level it refuses, with an error
-// wrapping ErrDiskFull: its callers (the single node's reopen and a
-// cluster shard's restart in place) close the broker next, and closing the
-// index flushes Badger's memtable into a table written through a memory
-// mapping of a sparse file, which on a disk with no room is SIGBUS, the end
-// of the whole process. They retry with their backoff instead, as
-// checkpoints wait for room (space.go). Close's own resync (the broker is
-// closed already) is not refused: close handles a full disk itself.
+// free space is below the guard's minimum to open it refuses, with an
+// error wrapping ErrDiskFull: its callers (the single node's reopen and a
+// cluster shard's restart in place) close the broker next and open its
+// directory again. Below the critical level closing the index flushes
+// Badger's memtable into a table written through a memory mapping of a
+// sparse file, which on a disk with no room is SIGBUS, the end of the
+// whole process; below the minimum Open refuses, and a single node would
+// be left with no broker at all (every request 503, reads included) where
+// the failed one still serves reads. They retry with their backoff
+// instead, as checkpoints wait for room (space.go). Close's own resync
+// (the broker is closed already) is not refused: close handles a full
+// disk itself.
 func (d *durableStore) resync() error {
-	if g := d.space; g.critical > 0 && (d.b == nil || !d.b.closed.Load()) {
-		if free := d.freeBytes(); free < g.critical {
-			return fmt.Errorf("%w: %d bytes free, and closing the index needs %d", ErrDiskFull, free, g.critical)
+	if g := d.space; g.minimum > 0 && (d.b == nil || !d.b.closed.Load()) {
+		if free := d.freeBytes(); free < g.minimum {
+			return fmt.Errorf("%w: %d bytes free, and closing the index and opening the broker again need %d", ErrDiskFull, free, g.minimum)
 		}
 	}
 	return d.wal.Resync()

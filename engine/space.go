@@ -14,7 +14,7 @@ package engine
 //	disk full  free <  reserve                   receives, deletes, visibility changes, peeks,
 //	           (at open: < reserve + hysteresis) attribute changes, checkpoints, compaction;
 //	                                             sends and queue creations fail with ErrDiskFull
-//	critical   free <  index reserve             as disk full, and checkpoints wait (Badger
+//	critical   free <  reserve / 4               as disk full, and checkpoints wait (Badger
 //	                                             would meet the full disk); an operation held
 //	                                             by the replay bound fails with ErrDiskFull
 //
