@@ -80,13 +80,12 @@ func TestProduceCapEndsTheWindow(t *testing.T) {
 	}
 }
 
-// TestCycleCapEndsTheWindow: a cycle capped by --messages ends once every
-// message sent is deleted, and reports its rates over the time it ran: its
-// consumers long-polled to the window's end, and a 20,000-message run
-// reported 1,333/s in a 15 s window and 4,000/s in a 5 s one.
-func TestCycleCapEndsTheWindow(t *testing.T) {
+// runCapped runs w in process with --messages 2000 in a 30 s window and
+// no warm-up.
+func runCapped(t *testing.T, w Workload) (Config, *Result) {
+	t.Helper()
 	tg := NewInproc(openBroker(t, false), 30*time.Second)
-	cfg := smokeConfig(Cycle)
+	cfg := smokeConfig(w)
 	cfg.Warmup = 0
 	cfg.Duration = 30 * time.Second
 	cfg.Messages = 2000
@@ -95,6 +94,15 @@ func TestCycleCapEndsTheWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkResult(t, res)
+	return cfg, res
+}
+
+// TestCycleCapEndsTheWindow: a cycle capped by --messages ends once every
+// message sent is deleted, and reports its rates over the time it ran: its
+// consumers long-polled to the window's end, and a 20,000-message run
+// reported 1,333/s in a 15 s window and 4,000/s in a 5 s one.
+func TestCycleCapEndsTheWindow(t *testing.T) {
+	cfg, res := runCapped(t, Cycle)
 	if res.Sent != cfg.Messages || res.Deleted != cfg.Messages {
 		t.Fatalf("sent %d, deleted %d, want %d of each", res.Sent, res.Deleted, cfg.Messages)
 	}
@@ -110,16 +118,7 @@ func TestCycleCapEndsTheWindow(t *testing.T) {
 // is deleted, its rates over the time that took (5,000 messages drained in
 // well under a second were reported as 1,000/s in a 5 s window).
 func TestConsumeEndsWithThePreload(t *testing.T) {
-	tg := NewInproc(openBroker(t, false), 30*time.Second)
-	cfg := smokeConfig(Consume)
-	cfg.Warmup = 0
-	cfg.Duration = 30 * time.Second
-	cfg.Messages = 2000
-	res, err := Run(context.Background(), tg, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkResult(t, res)
+	cfg, res := runCapped(t, Consume)
 	if res.Preloaded != cfg.Messages || res.Deleted != cfg.Messages {
 		t.Fatalf("preloaded %d, deleted %d, want %d of each", res.Preloaded, res.Deleted, cfg.Messages)
 	}

@@ -80,17 +80,7 @@ func TestResyncRefusedOnCriticallyFullDisk(t *testing.T) {
 	if err := b.Resync(); err != nil {
 		t.Fatalf("Resync once space is back: %v", err)
 	}
-	if err := b.Close(); err != nil {
-		t.Logf("close of the failed broker: %v", err)
-	}
-	b = openDurableTest(t, dir, clk, mod)
-	defer b.Close()
-	have := bodiesIn(t, b, "full")
-	for _, body := range acked {
-		if !have[body] {
-			t.Fatalf("acknowledged %s lost across the reopen", body)
-		}
-	}
+	reopenHoldsAcked(t, b, dir, clk, mod, acked)
 }
 
 // TestResyncRefusedBelowTheMinimumToOpen: free space back above the
@@ -120,6 +110,14 @@ func TestResyncRefusedBelowTheMinimumToOpen(t *testing.T) {
 	if err := b.Resync(); err != nil {
 		t.Fatalf("Resync with the minimum to open free: %v", err)
 	}
+	reopenHoldsAcked(t, b, dir, clk, mod, acked)
+}
+
+// reopenHoldsAcked closes the failed broker b, as its caller does once
+// Resync succeeded, opens dir again and checks that queue "full" holds
+// every acknowledged send.
+func reopenHoldsAcked(t *testing.T, b *Broker, dir string, clk *FakeClock, mod func(*Options), acked []string) {
+	t.Helper()
 	if err := b.Close(); err != nil {
 		t.Logf("close of the failed broker: %v", err)
 	}
