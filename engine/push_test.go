@@ -687,3 +687,20 @@ func TestPushUnsubscribeCountsWhatItDiscards(t *testing.T) {
 		})
 	}
 }
+
+// TestPushPauseAfterSlowFailures: a worker whose attempts fail slowly
+// pauses for the push timeout, doubling with each slow failure since the
+// last delivery, at most a minute (push_pause.go); a delivery starts the
+// doubling again. Nothing pinned the schedule the architecture describes.
+func TestPushPauseAfterSlowFailures(t *testing.T) {
+	ps := &pushSub{p: &pusher{opts: PushOptions{Timeout: 5 * time.Second}}}
+	for i, want := range []time.Duration{5, 10, 20, 40, 60, 60, 60, 60, 60, 60} {
+		if got := ps.pauseAfterSlowFailure(); got != want*time.Second {
+			t.Fatalf("slow failure %d: paused %v, want %v", i+1, got, want*time.Second)
+		}
+	}
+	ps.slow.Store(0) // a delivery (push.go work)
+	if got := ps.pauseAfterSlowFailure(); got != 5*time.Second {
+		t.Fatalf("the first slow failure after a delivery: paused %v, want 5s", got)
+	}
+}
