@@ -85,6 +85,7 @@ type tableVerifier struct {
 	r    *bufio.Reader // sequential reader over a table's blocks
 	foot []byte        // footer and index of the current table
 	blk  []byte        // current block
+	ext  [][2]int64    // the current table's block extents (offset, length)
 }
 
 func newTableVerifier() *tableVerifier {
@@ -194,14 +195,13 @@ func (v *tableVerifier) verify(path string) (tableInfo, error) {
 	if err != nil {
 		return info, err
 	}
+	if v.ext, err = blockExtents(info.index, v.ext[:0]); err != nil {
+		return info, err
+	}
 	v.r.Reset(io.NewSectionReader(f, 0, info.dataEnd))
-	var bo fb.BlockOffset
 	next := int64(0) // Badger writes blocks back to back from offset 0
-	for i := 0; i < info.index.OffsetsLength(); i++ {
-		if !info.index.Offsets(&bo, i) {
-			return info, fmt.Errorf("block %d: missing offset", i)
-		}
-		off, n := int64(bo.Offset()), int64(bo.Len())
+	for i, e := range v.ext {
+		off, n := e[0], e[1]
 		if off != next || off+n > info.dataEnd || n < 8 {
 			return info, fmt.Errorf("block %d: bad extent %d+%d (expected offset %d, data ends at %d)", i, off, n, next, info.dataEnd)
 		}
@@ -218,6 +218,27 @@ func (v *tableVerifier) verify(path string) (tableInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// blockExtents appends the offset and length of every block ti lists to
+// dst. The flatbuffer accessors panic on a malformed index; they are
+// guarded as in parseFooter (an index whose checksum matched but that the
+// accessors could not read crashed the process with a slice bounds panic:
+// fuzz audit, 2026-12-08).
+func blockExtents(ti *fb.TableIndex, dst [][2]int64) (_ [][2]int64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed index: %v", r)
+		}
+	}()
+	var bo fb.BlockOffset
+	for i := 0; i < ti.OffsetsLength(); i++ {
+		if !ti.Offsets(&bo, i) {
+			return dst, fmt.Errorf("block %d: missing offset", i)
+		}
+		dst = append(dst, [2]int64{int64(bo.Offset()), int64(bo.Len())})
+	}
+	return dst, nil
 }
 
 // verifyBlock checks one uncompressed block's checksum.

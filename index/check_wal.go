@@ -88,7 +88,7 @@ func scanMemWAL(path string, wantTail bool) (memWAL, error) {
 	// once its closing entry is read, and anything unexpected ends replay.
 loop:
 	for {
-		e, n, err := readMemEntry(r, &headerBuf, &kv, crcTab)
+		e, n, err := readMemEntry(r, w.size-off, &headerBuf, &kv, crcTab)
 		if err != nil || e.keyLen == 0 {
 			break // torn, damaged or the zeroed end: replay stops here
 		}
@@ -136,10 +136,11 @@ type memEntry struct {
 	keyLen int
 }
 
-// readMemEntry reads one entry into *kv (key then value) and returns its
-// header and encoded length. Any malformation is errTornEntry; a zero header
-// decodes as keyLen 0.
-func readMemEntry(r *bufio.Reader, hb *[2 + 3*binary.MaxVarintLen64]byte, kv *[]byte, tab *crc32.Table) (memEntry, int64, error) {
+// readMemEntry reads one entry, of at most left bytes (the rest of the
+// file), into *kv (key then value) and returns its header and encoded
+// length. Any malformation is errTornEntry; a zero header decodes as
+// keyLen 0.
+func readMemEntry(r *bufio.Reader, left int64, hb *[2 + 3*binary.MaxVarintLen64]byte, kv *[]byte, tab *crc32.Table) (memEntry, int64, error) {
 	var e memEntry
 	h := hb[:0]
 	for i := 0; i < 2; i++ {
@@ -162,8 +163,11 @@ func readMemEntry(r *bufio.Reader, hb *[2 + 3*binary.MaxVarintLen64]byte, kv *[]
 		return e, 0, nil
 	}
 	// Badger rejects keys of 64 KiB and more; values are bounded by the
-	// file, which is far below 1 GiB for any sane memtable size.
-	if lens[0] > 1<<16 || lens[1] > 1<<30 {
+	// file, which is far below 1 GiB for any sane memtable size. An entry
+	// longer than the rest of the file is torn: it is refused before its
+	// buffer is allocated (a damaged length made start-up allocate up to
+	// 1 GiB for a file of a few bytes; fuzz audit, 2026-12-08).
+	if lens[0] > 1<<16 || lens[1] > 1<<30 || int64(len(h))+int64(lens[0]+lens[1])+4 > left {
 		return e, 0, errTornEntry
 	}
 	n := int(lens[0] + lens[1])

@@ -223,8 +223,10 @@ func (o Options) Validate() error {
 			return errors.New("server: empty access key id or secret")
 		}
 		for i := 0; i < len(id); i++ {
-			if id[i] == ':' || id[i] <= ' ' {
-				return errors.New("server: access key id must not contain ':' or blanks")
+			if id[i] == ':' || id[i] <= ' ' || id[i] == 0x7f {
+				// A DEL cannot be sent in a header: no request could be
+				// signed with such a key (fuzz audit, 2026-12-08).
+				return errors.New("server: access key id must not contain ':', blanks or control characters")
 			}
 		}
 	}

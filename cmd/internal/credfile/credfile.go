@@ -39,9 +39,11 @@ func Load(path string) ([]Key, error) {
 		if len(fields) != 2 {
 			return nil, fmt.Errorf("%s:%d: want \"<access key id> <secret>\"", path, n)
 		}
-		if strings.ContainsFunc(fields[0], func(r rune) bool { return r == ':' || r < ' ' }) {
+		if strings.ContainsFunc(fields[0], func(r rune) bool { return r == ':' || r < ' ' || r == 0x7f }) {
 			// The server refuses such an id (a ':' ends it in "MNS
-			// <id>:<signature>"), naming neither the file nor the line.
+			// <id>:<signature>"), naming neither the file nor the line;
+			// HTTP clients refuse to send a DEL (0x7f) in a header, so no
+			// request could be signed with it (fuzz audit, 2026-12-08).
 			return nil, fmt.Errorf("%s:%d: key id %q must not contain ':' or control characters", path, n, fields[0])
 		}
 		if first, dup := lineOf[fields[0]]; dup {
