@@ -242,12 +242,7 @@ func TestAcceptMovedDelivery(t *testing.T) {
 func TestTopicDeadLetterElsewhere(t *testing.T) {
 	router := &twoBrokers{}
 	b, clk := openTest(t, Options{Push: pushOptions(), DeadLetterRouter: router})
-	far, err := Open(Options{Clock: clk, Logger: testLogger(t), Stripes: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer far.Close()
-	router.target = far
+	far := openFar(t, clk, router)
 	dlq := mustQueue(t, far, "far-dlq", DefaultQueueConfig())
 	done := attempts(b)
 	rcv := newReceiver(t, clk)
@@ -387,13 +382,7 @@ func TestTopicRelayLargeDeliveries(t *testing.T) {
 func TestTopicRelayRetrySchedule(t *testing.T) {
 	router := &twoBrokers{refuse: 8}
 	b, clk := openTest(t, Options{Push: pushOptions(), DeadLetterRouter: router})
-	far, err := Open(Options{Clock: clk, Logger: testLogger(t), Stripes: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer far.Close()
-	router.target = far
-	farQ := mustQueue(t, far, "far-q", DefaultQueueConfig())
+	farQ := mustQueue(t, openFar(t, clk, router), "far-q", DefaultQueueConfig())
 	done := attempts(b)
 	if _, err := b.CreateTopic("t", DefaultTopicConfig()); err != nil {
 		t.Fatal(err)
@@ -479,4 +468,17 @@ func TestTopicRelayRetrySchedule(t *testing.T) {
 	if a, _, _, _ := farQ.counts(); a != 1 {
 		t.Fatalf("far-q holds %d, want the first delivery only", a)
 	}
+}
+
+// openFar opens the broker router's hops reach, on clk, closed when the
+// test ends.
+func openFar(t *testing.T, clk *FakeClock, router *twoBrokers) *Broker {
+	t.Helper()
+	far, err := Open(Options{Clock: clk, Logger: testLogger(t), Stripes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { far.Close() })
+	router.target = far
+	return far
 }
