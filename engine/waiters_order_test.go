@@ -118,11 +118,11 @@ func TestActivationsWakeAsManyPollsAsMessages(t *testing.T) {
 	if _, err := q.Send(batch, nil); err != nil {
 		t.Fatal(err)
 	}
-	hs := take("a send of 3", polls)
+	take("a send of 3", polls)
 	// Visibility timeouts ending together.
 	polls = startPolls(t, ctx, q, n)
 	clk.Advance(cfg.VisibilityTimeout)
-	hs = take("3 visibility timeouts ending", polls)
+	hs := take("3 visibility timeouts ending", polls)
 	errs := make([]error, n)
 	if f, err := q.Delete(hs, errs); f != 0 || err != nil {
 		t.Fatal(f, err, errs)
