@@ -273,9 +273,9 @@ func (w *Workload) consume(ctx context.Context, p int) {
 }
 
 // drainersPerQueue is how many clients drain each queue at once: one
-// client, deleting one message at a time, drained about 340 messages a
-// second and left some 61,000 of TestChaosSyncInterval's after 3 minutes
-// (docs/chaos.md, stops 68 and 69).
+// client, deleting one message at a time, left some 61,000 of
+// TestChaosSyncInterval's messages after 3 minutes (docs/chaos.md, stops
+// 68 and 69); with two per queue it drained them (stop 70).
 const drainersPerQueue = 2
 
 // Drain receives and deletes until every queue has stayed empty through
